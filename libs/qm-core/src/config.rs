@@ -1,0 +1,424 @@
+//! Queue and quota-share configuration, and its validation.
+//!
+//! A change is validated whole: [`validate_queue`] returns every problem it
+//! finds, each naming the field (in the API's camelCase path form) and what is
+//! wrong, so a user fixes a configuration in one round trip.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+/// Most quota shares one job queue may hold (as AWS Batch).
+pub const MAX_SHARES_PER_QUEUE: usize = 20;
+/// Most capacity limits one quota share may hold (as AWS Batch).
+pub const MAX_LIMITS_PER_SHARE: usize = 5;
+/// Longest quota-share or queue name.
+pub const MAX_NAME_LEN: usize = 128;
+/// Highest `borrowLimit` percentage.
+pub const MAX_BORROW_LIMIT: i64 = 10_000;
+/// Highest `schedulingPriority`.
+pub const MAX_PRIORITY: u32 = 9_999;
+
+/// ENABLED or DISABLED, for queues and shares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum State {
+    #[default]
+    Enabled,
+    Disabled,
+}
+
+/// What a share does with its idle entitlement, and whether it borrows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Strategy {
+    /// Idle entitlement is never lent; the share never borrows.
+    #[default]
+    Reserve,
+    /// Idle entitlement may be lent; the share never borrows.
+    Lend,
+    /// Lends, and borrows idle capacity up to `borrowLimit`.
+    LendAndBorrow,
+}
+
+impl Strategy {
+    pub fn lends(self) -> bool {
+        matches!(self, Strategy::Lend | Strategy::LendAndBorrow)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::Reserve => "RESERVE",
+            Strategy::Lend => "LEND",
+            Strategy::LendAndBorrow => "LEND_AND_BORROW",
+        }
+    }
+}
+
+/// Order in which a share's waiting jobs may start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum QueueingStrategy {
+    /// A job that does not fit does not block smaller ones behind it.
+    #[default]
+    BestEffortFifo,
+    /// The head of a share blocks the share.
+    StrictFifo,
+}
+
+/// `{capacityUnit, maxCapacity}`: instances of one type.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CapacityLimit {
+    /// The instance type, e.g. `ml.g5.xlarge`.
+    pub capacity_unit: String,
+    /// Signed so that validation can name a negative value instead of a parser
+    /// failing on it; valid configurations have it >= 0.
+    pub max_capacity: i64,
+}
+
+/// Anti-thrashing and resume-safety settings of a share. All are off by default;
+/// `docs/protections.md` explains each trade-off.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Protections {
+    /// A running job of this share cannot be preempted (by reclaim or in-share)
+    /// before it has run this long. Trades owner wait time for less lost work.
+    pub min_runtime_before_preemption_secs: u64,
+    /// After capacity of a type is reclaimed from this share, it does not borrow
+    /// that type again for this long. Trades borrowing for fewer repeated
+    /// preemptions.
+    pub reborrow_cooldown_secs: u64,
+    /// A job that does not checkpoint never runs on borrowed capacity, where a
+    /// preemption would throw all its work away.
+    pub borrow_requires_checkpoint: bool,
+}
+
+/// A quota share, as `CreateQuotaShare` takes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QuotaShare {
+    pub name: String,
+    pub capacity_limits: Vec<CapacityLimit>,
+    pub strategy: Strategy,
+    /// Percent of the share's own `maxCapacity`, per type; -1 = unlimited.
+    /// Only LEND_AND_BORROW may set anything but -1.
+    pub borrow_limit: i64,
+    pub in_share_preemption: bool,
+    pub state: State,
+    pub protections: Protections,
+}
+
+impl QuotaShare {
+    /// A share with defaults: RESERVE, no in-share preemption, ENABLED.
+    pub fn new(name: impl Into<String>, limits: &[(&str, i64)]) -> QuotaShare {
+        QuotaShare {
+            name: name.into(),
+            capacity_limits: limits
+                .iter()
+                .map(|(unit, max)| CapacityLimit {
+                    capacity_unit: (*unit).to_string(),
+                    max_capacity: *max,
+                })
+                .collect(),
+            strategy: Strategy::Reserve,
+            borrow_limit: -1,
+            in_share_preemption: false,
+            state: State::Enabled,
+            protections: Protections::default(),
+        }
+    }
+
+    /// The share's entitlement of `instance_type` (0 if it names none).
+    pub fn entitlement(&self, instance_type: &str) -> u32 {
+        self.capacity_limits
+            .iter()
+            .find(|l| l.capacity_unit == instance_type)
+            .map_or(0, |l| clamp_u32(l.max_capacity))
+    }
+
+    /// Most instances of a type with entitlement `entitlement` this share may
+    /// hold: `E` for RESERVE and LEND, `E * (1 + borrowLimit/100)` rounded down
+    /// for LEND_AND_BORROW, `u32::MAX` when borrowing is unlimited.
+    pub fn max_holding(&self, entitlement: u32) -> u32 {
+        match self.strategy {
+            Strategy::Reserve | Strategy::Lend => entitlement,
+            Strategy::LendAndBorrow if self.borrow_limit < 0 => u32::MAX,
+            Strategy::LendAndBorrow => {
+                let max = u64::from(entitlement) * (100 + self.borrow_limit as u64) / 100;
+                u32::try_from(max).unwrap_or(u32::MAX)
+            }
+        }
+    }
+}
+
+/// A job queue and its quota shares.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueConfig {
+    pub name: String,
+    pub state: State,
+    pub queueing_strategy: QueueingStrategy,
+    /// Optional per-type caps for the whole queue; without one, the fleet bounds it.
+    pub capacity_limits: Vec<CapacityLimit>,
+    pub shares: Vec<QuotaShare>,
+}
+
+impl QueueConfig {
+    pub fn new(name: impl Into<String>, shares: Vec<QuotaShare>) -> QueueConfig {
+        QueueConfig {
+            name: name.into(),
+            state: State::Enabled,
+            queueing_strategy: QueueingStrategy::BestEffortFifo,
+            capacity_limits: Vec::new(),
+            shares,
+        }
+    }
+
+    pub fn share(&self, name: &str) -> Option<&QuotaShare> {
+        self.shares.iter().find(|s| s.name == name)
+    }
+
+    /// The queue's own cap on a type, if it sets one.
+    pub fn queue_limit(&self, instance_type: &str) -> Option<u32> {
+        self.capacity_limits
+            .iter()
+            .find(|l| l.capacity_unit == instance_type)
+            .map(|l| clamp_u32(l.max_capacity))
+    }
+}
+
+pub(crate) fn clamp_u32(value: i64) -> u32 {
+    u32::try_from(value.max(0)).unwrap_or(u32::MAX)
+}
+
+/// One thing wrong with a configuration: where, and what.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigProblem {
+    /// camelCase path of the field, e.g. `quotaShares[1].capacityLimits[0].maxCapacity`.
+    pub field: String,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+/// Every problem found in a configuration change.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid configuration ({} problem{}): {}", .0.len(), if .0.len() == 1 { "" } else { "s" }, render(.0))]
+pub struct ConfigError(pub Vec<ConfigProblem>);
+
+fn render(problems: &[ConfigProblem]) -> String {
+    problems
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Whether `name` is 1-128 letters, digits, `-` or `_`.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_NAME_LEN
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+fn name_problem(field: String, kind: &str, name: &str) -> Option<ConfigProblem> {
+    if valid_name(name) {
+        return None;
+    }
+    Some(ConfigProblem {
+        field,
+        message: format!(
+            "{kind} {name:?} must be 1-{MAX_NAME_LEN} characters of letters, digits, '-' and '_'"
+        ),
+    })
+}
+
+fn limit_problems(field: &str, limits: &[CapacityLimit], out: &mut Vec<ConfigProblem>) {
+    let mut seen = BTreeSet::new();
+    for (i, limit) in limits.iter().enumerate() {
+        if limit.capacity_unit.trim().is_empty() {
+            out.push(ConfigProblem {
+                field: format!("{field}[{i}].capacityUnit"),
+                message: "must name an instance type, e.g. ml.g5.xlarge".into(),
+            });
+        }
+        if limit.max_capacity < 0 {
+            out.push(ConfigProblem {
+                field: format!("{field}[{i}].maxCapacity"),
+                message: format!("must be >= 0, got {}", limit.max_capacity),
+            });
+        }
+        if limit.max_capacity > i64::from(u32::MAX) {
+            out.push(ConfigProblem {
+                field: format!("{field}[{i}].maxCapacity"),
+                message: format!("must be <= {}, got {}", u32::MAX, limit.max_capacity),
+            });
+        }
+        if !seen.insert(limit.capacity_unit.as_str()) {
+            out.push(ConfigProblem {
+                field: format!("{field}[{i}].capacityUnit"),
+                message: format!(
+                    "instance type {:?} is listed more than once",
+                    limit.capacity_unit
+                ),
+            });
+        }
+    }
+}
+
+/// Validates one share on its own; `field` is its path prefix.
+pub fn share_problems(field: &str, share: &QuotaShare) -> Vec<ConfigProblem> {
+    let mut out = Vec::new();
+    out.extend(name_problem(
+        format!("{field}.quotaShareName"),
+        "quota share name",
+        &share.name,
+    ));
+    let limits_field = format!("{field}.capacityLimits");
+    if share.capacity_limits.is_empty() || share.capacity_limits.len() > MAX_LIMITS_PER_SHARE {
+        out.push(ConfigProblem {
+            field: limits_field.clone(),
+            message: format!(
+                "must hold 1 to {MAX_LIMITS_PER_SHARE} entries, got {}",
+                share.capacity_limits.len()
+            ),
+        });
+    }
+    limit_problems(&limits_field, &share.capacity_limits, &mut out);
+    let borrow_field = format!("{field}.resourceSharingConfiguration.borrowLimit");
+    if share.borrow_limit != -1 {
+        if share.strategy != Strategy::LendAndBorrow {
+            out.push(ConfigProblem {
+                field: borrow_field,
+                message: format!(
+                    "is only valid with strategy LEND_AND_BORROW (strategy is {}); remove it or change the strategy",
+                    share.strategy.as_str()
+                ),
+            });
+        } else if !(0..=MAX_BORROW_LIMIT).contains(&share.borrow_limit) {
+            out.push(ConfigProblem {
+                field: borrow_field,
+                message: format!(
+                    "must be -1 (unlimited) or 0..={MAX_BORROW_LIMIT} percent, got {}",
+                    share.borrow_limit
+                ),
+            });
+        }
+    }
+    out
+}
+
+/// Validates a whole queue configuration and returns every problem found.
+pub fn validate_queue(queue: &QueueConfig) -> Result<(), ConfigError> {
+    let mut out = Vec::new();
+    out.extend(name_problem(
+        "jobQueueName".into(),
+        "job queue name",
+        &queue.name,
+    ));
+    if queue.shares.is_empty() || queue.shares.len() > MAX_SHARES_PER_QUEUE {
+        out.push(ConfigProblem {
+            field: "quotaShares".into(),
+            message: format!(
+                "a queue holds 1 to {MAX_SHARES_PER_QUEUE} quota shares, got {}",
+                queue.shares.len()
+            ),
+        });
+    }
+    limit_problems("capacityLimits", &queue.capacity_limits, &mut out);
+    let mut names = BTreeSet::new();
+    for (i, share) in queue.shares.iter().enumerate() {
+        let field = format!("quotaShares[{i}]");
+        out.extend(share_problems(&field, share));
+        if !names.insert(share.name.as_str()) {
+            out.push(ConfigProblem {
+                field: format!("{field}.quotaShareName"),
+                message: format!("quota share {:?} is defined more than once", share.name),
+            });
+        }
+    }
+    if out.is_empty() {
+        Ok(())
+    } else {
+        Err(ConfigError(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn three_shares() -> QueueConfig {
+        let mut s1 = QuotaShare::new("QS1", &[("ml.g5.xlarge", 1)]);
+        s1.strategy = Strategy::LendAndBorrow;
+        s1.borrow_limit = 200;
+        let mut s2 = QuotaShare::new("QS2", &[("ml.g5.xlarge", 1)]);
+        s2.strategy = Strategy::Lend;
+        let s3 = QuotaShare::new("QS3", &[("ml.g5.xlarge", 1)]);
+        QueueConfig::new("training", vec![s1, s2, s3])
+    }
+
+    #[test]
+    fn a_valid_queue_passes() {
+        assert_eq!(validate_queue(&three_shares()), Ok(()));
+    }
+
+    #[test]
+    fn every_problem_is_reported_at_once() {
+        let mut queue = three_shares();
+        queue.shares[0].capacity_limits[0].max_capacity = -1;
+        queue.shares[1].borrow_limit = 50; // LEND may not set a borrow limit
+        queue.shares[2].name = "bad name!".into();
+        queue.shares[2]
+            .capacity_limits
+            .push(queue.shares[2].capacity_limits[0].clone());
+        let err = validate_queue(&queue).expect_err("four problems");
+        let fields: Vec<_> = err.0.iter().map(|p| p.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            vec![
+                "quotaShares[0].capacityLimits[0].maxCapacity",
+                "quotaShares[1].resourceSharingConfiguration.borrowLimit",
+                "quotaShares[2].quotaShareName",
+                "quotaShares[2].capacityLimits[1].capacityUnit",
+            ]
+        );
+        assert!(err.to_string().contains("4 problems"), "{err}");
+    }
+
+    #[test]
+    fn share_and_limit_counts_are_bounded() {
+        let mut queue = three_shares();
+        queue.shares = (0..21)
+            .map(|i| QuotaShare::new(format!("S{i}"), &[("t", 1)]))
+            .collect();
+        queue.shares[0].capacity_limits = (0..6)
+            .map(|i| CapacityLimit {
+                capacity_unit: format!("t{i}"),
+                max_capacity: 1,
+            })
+            .collect();
+        let err = validate_queue(&queue).expect_err("too many");
+        assert_eq!(err.0.len(), 2, "{err}");
+    }
+
+    #[test]
+    fn duplicate_share_names_and_borrow_limit_range() {
+        let mut queue = three_shares();
+        queue.shares[1].name = "QS1".into();
+        queue.shares[0].borrow_limit = 10_001;
+        let err = validate_queue(&queue).expect_err("two problems");
+        assert_eq!(err.0.len(), 2, "{err}");
+    }
+
+    #[test]
+    fn max_holding_follows_the_borrow_limit() {
+        let queue = three_shares();
+        assert_eq!(queue.shares[0].max_holding(1), 3);
+        assert_eq!(queue.shares[1].max_holding(1), 1);
+        let mut unlimited = queue.shares[0].clone();
+        unlimited.borrow_limit = -1;
+        assert_eq!(unlimited.max_holding(1), u32::MAX);
+        unlimited.borrow_limit = 50;
+        assert_eq!(unlimited.max_holding(3), 4, "4.5 rounds down");
+    }
+}

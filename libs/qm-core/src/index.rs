@@ -1,0 +1,185 @@
+//! Ordered per-share, per-type indexes the pass walks.
+//!
+//! Waiting jobs are kept in buckets by `(instanceCount, checkpoints)`, each an
+//! ordered set in the contract's order (priority desc, RUNNABLE-since asc, job
+//! id). A pass asks for "the next job in order with count below N", which is a
+//! few range lookups, so a queue of 100,000 jobs that cannot start costs a pass
+//! almost nothing. Running jobs are ordered by (priority desc, start asc, job
+//! id), the order that decides which of them are on borrowed capacity.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
+
+use crate::ids::JobId;
+use crate::time::Time;
+
+/// A waiting job's place in line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct QueueKey {
+    pub priority: Reverse<u32>,
+    pub runnable_since: Time,
+    pub job: JobId,
+}
+
+/// A running job's place in its share's (priority desc, start asc) order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RunKey {
+    pub priority: Reverse<u32>,
+    pub started: Time,
+    pub job: JobId,
+    /// Instances held; never decides order (job ids are unique).
+    pub count: u32,
+}
+
+/// The waiting jobs of one share and one type.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunnableQueue {
+    buckets: BTreeMap<(u32, bool), BTreeSet<QueueKey>>,
+    len: usize,
+}
+
+impl RunnableQueue {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn insert(&mut self, key: QueueKey, count: u32, checkpoints: bool) {
+        if self
+            .buckets
+            .entry((count, checkpoints))
+            .or_default()
+            .insert(key)
+        {
+            self.len += 1;
+        }
+    }
+
+    pub fn remove(&mut self, key: &QueueKey, count: u32, checkpoints: bool) -> bool {
+        let Some(bucket) = self.buckets.get_mut(&(count, checkpoints)) else {
+            return false;
+        };
+        let removed = bucket.remove(key);
+        if bucket.is_empty() {
+            self.buckets.remove(&(count, checkpoints));
+        }
+        if removed {
+            self.len -= 1;
+        }
+        removed
+    }
+
+    /// The first job in line strictly after `after` (or from the front) whose
+    /// count lies in `counts`, optionally only checkpointing jobs, and which
+    /// `skip` does not reject. Returns its key and count.
+    pub fn next_candidate(
+        &self,
+        after: Option<QueueKey>,
+        counts: std::ops::RangeInclusive<u32>,
+        checkpointing_only: bool,
+        skip: &dyn Fn(JobId) -> bool,
+    ) -> Option<(QueueKey, u32)> {
+        let mut best: Option<(QueueKey, u32)> = None;
+        if counts.is_empty() {
+            return None;
+        }
+        let range = (*counts.start(), false)..=(*counts.end(), true);
+        for (&(count, checkpoints), bucket) in self.buckets.range(range) {
+            if checkpointing_only && !checkpoints {
+                continue;
+            }
+            let lower = match after {
+                Some(key) => Bound::Excluded(key),
+                None => Bound::Unbounded,
+            };
+            let found = bucket
+                .range((lower, Bound::Unbounded))
+                .find(|key| !skip(key.job));
+            if let Some(key) = found {
+                if best.is_none_or(|(b, _)| *key < b) {
+                    best = Some((*key, count));
+                }
+            }
+        }
+        best
+    }
+
+    /// Every waiting job, in line order.
+    pub fn in_order(&self) -> Vec<(QueueKey, u32)> {
+        let mut all: Vec<(QueueKey, u32)> = self
+            .buckets
+            .iter()
+            .flat_map(|(&(count, _), bucket)| bucket.iter().map(move |k| (*k, count)))
+            .collect();
+        all.sort_unstable();
+        all
+    }
+}
+
+/// First-fit in (priority desc, start asc) order: the jobs that fit within
+/// `entitlement` are within quota, the rest are on borrowed capacity. Returns
+/// the borrowed ones in that order.
+pub fn borrowed_jobs(running_in_order: &[RunKey], entitlement: u32) -> Vec<RunKey> {
+    let mut within = 0u32;
+    let mut borrowed = Vec::new();
+    for key in running_in_order {
+        if within + key.count <= entitlement {
+            within += key.count;
+        } else {
+            borrowed.push(*key);
+        }
+    }
+    borrowed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(priority: u32, since: u64, job: u64) -> QueueKey {
+        QueueKey {
+            priority: Reverse(priority),
+            runnable_since: Time(since),
+            job: JobId(job),
+        }
+    }
+
+    #[test]
+    fn next_candidate_respects_order_count_and_cursor() {
+        let mut q = RunnableQueue::default();
+        q.insert(key(5, 10, 1), 4, true);
+        q.insert(key(5, 20, 2), 1, false);
+        q.insert(key(1, 0, 3), 2, true);
+        q.insert(key(9, 30, 4), 8, true);
+        let none = |_| false;
+        assert_eq!(q.next_candidate(None, 0..=u32::MAX, false, &none).map(|c| c.0.job), Some(JobId(4)));
+        assert_eq!(q.next_candidate(None, 0..=4, false, &none).map(|c| c.0.job), Some(JobId(1)));
+        assert_eq!(q.next_candidate(Some(key(5, 10, 1)), 0..=4, false, &none).map(|c| c.0.job), Some(JobId(2)));
+        assert_eq!(q.next_candidate(Some(key(5, 10, 1)), 0..=4, true, &none).map(|c| c.0.job), Some(JobId(3)));
+        assert_eq!(q.next_candidate(None, 0..=0, false, &none), None);
+        assert_eq!(q.next_candidate(None, 5..=8, false, &none).map(|c| c.0.job), Some(JobId(4)));
+        let skip_one = |j: JobId| j == JobId(1);
+        assert_eq!(q.next_candidate(None, 0..=4, false, &skip_one).map(|c| c.0.job), Some(JobId(2)));
+        assert!(q.remove(&key(5, 10, 1), 4, true));
+        assert!(!q.remove(&key(5, 10, 1), 4, true));
+        assert_eq!(q.len(), 3);
+    }
+
+    #[test]
+    fn borrowed_jobs_are_those_that_do_not_fit_first_fit() {
+        let run = |p: u32, s: u64, j: u64, c: u32| RunKey {
+            priority: Reverse(p),
+            started: Time(s),
+            job: JobId(j),
+            count: c,
+        };
+        let mut order = vec![run(5, 0, 1, 3), run(4, 0, 2, 2), run(3, 0, 3, 1)];
+        order.sort();
+        let borrowed = borrowed_jobs(&order, 4);
+        assert_eq!(borrowed.iter().map(|k| k.job).collect::<Vec<_>>(), vec![JobId(2)]);
+    }
+}

@@ -1,0 +1,278 @@
+//! The invariants every pass must keep (contract section 4), in one place:
+//! debug builds assert them after each `Cluster::step` on small clusters, the
+//! property tests check them after every pass over random inputs, and the
+//! simulator checks them when asked (`qm simulate --check`).
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use crate::cluster::Cluster;
+use crate::config::{QueueingStrategy, Strategy};
+use crate::ids::{JobId, ShareIdx, TypeIdx};
+use crate::index::{borrowed_jobs, RunKey};
+use crate::job::{JobStatus, PreemptionKind};
+use crate::pass::Plan;
+use crate::reason::WaitReason;
+
+/// A broken invariant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    pub invariant: &'static str,
+    pub detail: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invariant {:?} broken: {}", self.invariant, self.detail)
+    }
+}
+
+fn violation(invariant: &'static str, detail: String) -> Result<(), Violation> {
+    Err(Violation { invariant, detail })
+}
+
+/// Projected accounting of a type: jobs being stopped count as gone.
+/// Returns `(sum U, B - L)` and per-share usage.
+fn projected(c: &Cluster, t: TypeIdx) -> (u64, i64, Vec<(ShareIdx, u32)>) {
+    let fleet = c.effective_fleet(t);
+    let mut sum_u = 0u64;
+    let mut sum_e = 0u64;
+    let mut borrowed = 0i64;
+    let mut idle_lent = 0i64;
+    let mut usage = Vec::new();
+    for s in c.share_indices() {
+        let st = c.st(s, t);
+        let u = st.running_usage;
+        sum_u += u64::from(u);
+        sum_e += u64::from(st.entitlement);
+        borrowed += i64::from(u.saturating_sub(st.entitlement));
+        if c.share_config(s).strategy.lends() {
+            idle_lent += i64::from(st.entitlement.saturating_sub(u));
+        }
+        usage.push((s, u));
+    }
+    let unassigned = (i64::from(fleet) - sum_e as i64).max(0);
+    (sum_u, borrowed - (unassigned + idle_lent), usage)
+}
+
+/// Every index agrees with the jobs: each job is in exactly one place, and
+/// usage counters equal what the jobs hold.
+pub fn check_indexes(c: &Cluster) -> Result<(), Violation> {
+    for s in 0..c.shares.len() {
+        for t in 0..c.types.len() {
+            let (s, t) = (ShareIdx(s as u16), TypeIdx(t as u16));
+            let st = c.st(s, t);
+            let mut running = 0u32;
+            let mut stopping = 0u32;
+            let mut runnable = 0usize;
+            for job in c.jobs().filter(|j| j.spec.share == s && j.spec.instance_type == t) {
+                match job.status {
+                    JobStatus::Runnable => runnable += 1,
+                    status if status.holds_instances() => {
+                        if job.stopping.is_some() {
+                            stopping += job.spec.count;
+                        } else {
+                            running += job.spec.count;
+                            if !st.running.iter().any(|k| k.job == job.id) {
+                                return violation("indexes", format!("running {} missing from its share's running set", job.id));
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if running != st.running_usage || stopping != st.stopping_usage || runnable != st.runnable.len() {
+                return violation(
+                    "indexes",
+                    format!(
+                        "share {} type {}: counters running {}/{} stopping {}/{} runnable {}/{}",
+                        c.share_config(s).name,
+                        c.type_name(t),
+                        st.running_usage,
+                        running,
+                        st.stopping_usage,
+                        stopping,
+                        st.runnable.len(),
+                        runnable
+                    ),
+                );
+            }
+            let set_sum: u32 = st.running.iter().map(|k| k.count).sum();
+            if set_sum != st.running_usage {
+                return violation("indexes", format!("running set holds {set_sum}, counter says {}", st.running_usage));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks `plan`, made by a pass over `before` at `plan.now`, against the
+/// contract. Applies it to a copy of `before`; changes nothing.
+pub fn check_plan(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
+    let now = plan.now;
+    let mut after = before.clone();
+    after.apply(plan);
+    check_indexes(&after)?;
+    let admitted: BTreeSet<JobId> = plan
+        .starts
+        .iter()
+        .map(|s| s.job)
+        .chain(plan.waiting_for_release.iter().copied())
+        .collect();
+
+    for t in 0..after.type_count() {
+        let t = TypeIdx(t as u16);
+        let acc = after.accounting(t);
+        // Physically, sum(U) <= F always (jobs being stopped still count).
+        if acc.in_use > acc.fleet {
+            return violation("sum(U) <= F", format!("type {}: {} in use of {}", after.type_name(t), acc.in_use, acc.fleet));
+        }
+        // B <= L once the preemptions of this pass complete; where a limit
+        // reduction or a smaller fleet already broke it, the pass must not make
+        // it worse.
+        let (_, debt_before, usage_before) = projected(before, t);
+        let (_, debt_after, usage_after) = projected(&after, t);
+        if debt_after > debt_before.max(0) {
+            return violation(
+                "B <= L",
+                format!("type {}: borrowing exceeds lendable by {debt_after} (was {debt_before})", after.type_name(t)),
+            );
+        }
+        // No share holds more than its maximum, unless it already did
+        // (limit reduction) and did not grow.
+        for ((s, u_before), (_, u_after)) in usage_before.iter().zip(usage_after.iter()) {
+            let share = after.share_config(*s);
+            let max = share.max_holding(after.st(*s, t).entitlement);
+            if *u_after > max && u_after > u_before {
+                return violation(
+                    "share maximum",
+                    format!("share {} holds {u_after} of type {} (max {max})", share.name, after.type_name(t)),
+                );
+            }
+        }
+    }
+
+    // Every preemption lets some RUNNABLE job start, and takes the right victims.
+    for p in &plan.preemptions {
+        if !admitted.contains(&p.for_job) {
+            return violation("preemption lets a job start", format!("{} preempted for {}, which was not admitted", p.job, p.for_job));
+        }
+        let victim = &before.jobs[&p.job];
+        let beneficiary = &before.jobs[&p.for_job];
+        if !victim.status.holds_instances() || victim.stopping.is_some() {
+            return violation("victims are running", format!("{} was {} / stopping", p.job, victim.status));
+        }
+        let same_share = victim.spec.share == beneficiary.spec.share;
+        match p.kind {
+            PreemptionKind::InShare => {
+                if !same_share || victim.spec.priority >= beneficiary.spec.priority {
+                    return violation("in-share preemption", format!("{} (priority {}) preempted for {} (priority {})", p.job, victim.spec.priority, p.for_job, beneficiary.spec.priority));
+                }
+            }
+            PreemptionKind::CrossShare | PreemptionKind::LimitReduced => {
+                if same_share {
+                    return violation("reclaim takes other shares' jobs", format!("{} reclaimed for its own share", p.job));
+                }
+            }
+        }
+        let share = before.share_config(victim.spec.share);
+        let min_runtime = share.protections.min_runtime_before_preemption_secs;
+        if let Some(started) = victim.started_at() {
+            if min_runtime > 0 && started.plus_secs(min_runtime) > now {
+                return violation("minRuntimeBeforePreemptionSeconds", format!("{} preempted before its minimum runtime", p.job));
+            }
+        }
+    }
+    for s in &plan.starts {
+        let job = &before.jobs[&s.job];
+        if job.status != JobStatus::Runnable {
+            return violation("starts are RUNNABLE jobs", format!("{} was {}", s.job, job.status));
+        }
+        let share = before.share_config(job.spec.share);
+        if s.borrowed > 0 {
+            if share.strategy != Strategy::LendAndBorrow {
+                return violation("only LEND_AND_BORROW borrows", format!("{} borrows in a {} share", s.job, share.strategy.as_str()));
+            }
+            if share.protections.borrow_requires_checkpoint && !job.spec.checkpoints {
+                return violation("borrowRequiresCheckpoint", format!("{} borrows without checkpointing", s.job));
+            }
+        }
+    }
+    check_reclaim_complete(&after, plan, &admitted)
+}
+
+/// A share with RUNNABLE within-quota work gets its lent capacity back in the
+/// same pass: after the plan, no such job would fit if every preemptible
+/// borrowed job of the other shares were stopped.
+fn check_reclaim_complete(after: &Cluster, plan: &Plan, admitted: &BTreeSet<JobId>) -> Result<(), Violation> {
+    let now = plan.now;
+    for t in 0..after.type_count() {
+        let t = TypeIdx(t as u16);
+        let fleet = after.effective_fleet(t);
+        if fleet == 0 {
+            continue;
+        }
+        let shares = after.share_indices();
+        // Usage once every eligible borrowed job of each share is gone.
+        let mut floor_usage: Vec<(ShareIdx, u32)> = Vec::new();
+        for &s in &shares {
+            let st = after.st(s, t);
+            let running: Vec<RunKey> = st.running.iter().copied().collect();
+            let min_runtime = after.share_config(s).protections.min_runtime_before_preemption_secs;
+            let removable: u32 = borrowed_jobs(&running, st.entitlement)
+                .iter()
+                .filter(|k| !admitted.contains(&k.job))
+                .filter(|k| min_runtime == 0 || k.started.plus_secs(min_runtime) <= now)
+                .map(|k| k.count)
+                .sum();
+            floor_usage.push((s, st.running_usage - removable));
+        }
+        for &s in &shares {
+            let st = after.st(s, t);
+            let Some((key, count)) = st.runnable.next_candidate(None, 1..=st.entitlement.saturating_sub(st.running_usage), false, &|id| admitted.contains(&id)) else {
+                continue;
+            };
+            if after.queueing == QueueingStrategy::StrictFifo {
+                // Only the share's head is owed a start.
+                let head = after.shares[s.index()].types.iter().filter_map(|st| st.runnable.next_candidate(None, 0..=u32::MAX, false, &|_| false)).min();
+                if head.map(|(k, _)| k.job) != Some(key.job) {
+                    continue;
+                }
+            }
+            if after.never_fits(s, t, count).is_some() {
+                continue;
+            }
+            if matches!(after.jobs[&key.job].status_reason.wait(), Some(WaitReason::WaitingForRelease)) {
+                continue;
+            }
+            // Would it fit with every eligible borrowed job of the others gone?
+            let mut sum_u = 0u64;
+            let mut sum_e = 0u64;
+            let mut borrowed = 0i64;
+            let mut idle_lent = 0i64;
+            for &(o, floor) in &floor_usage {
+                let e = after.st(o, t).entitlement;
+                let u = if o == s { after.st(o, t).running_usage + count } else { floor };
+                sum_u += u64::from(u);
+                sum_e += u64::from(e);
+                borrowed += i64::from(u.saturating_sub(e));
+                if after.share_config(o).strategy.lends() {
+                    idle_lent += i64::from(e.saturating_sub(u));
+                }
+            }
+            let lendable = (i64::from(fleet) - sum_e as i64).max(0) + idle_lent;
+            if sum_u <= u64::from(fleet) && borrowed <= lendable {
+                return violation(
+                    "lent capacity is reclaimed in the same pass",
+                    format!(
+                        "{} of share {} waits within quota ({}) although reclaim would let it run",
+                        key.job,
+                        after.share_config(s).name,
+                        after.jobs[&key.job].status_reason.render(&|j| j.to_string())
+                    ),
+                );
+            }
+        }
+    }
+    Ok(())
+}

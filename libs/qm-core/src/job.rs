@@ -1,0 +1,332 @@
+//! Jobs, their attempts, and the job state machine.
+//!
+//! ```text
+//! SUBMITTED -> RUNNABLE -> SCHEDULED -> STARTING -> RUNNING -> SUCCEEDED | FAILED
+//!                 ^            |            |           |
+//!                 +------------+------------+-----------+  preempted, host lost,
+//!                                                          or failed with retries left
+//! ```
+//!
+//! * SCHEDULED: instances are assigned. STARTING: the executor restores the
+//!   latest checkpoint and launches the process. RUNNING: the process is up.
+//! * A job in SCHEDULED, STARTING or RUNNING may be asked to stop (preemption,
+//!   timeout, cancel). It keeps its state, with a statusReason saying so, until
+//!   the executor reports the attempt ended; then it goes back to RUNNABLE or
+//!   ends in FAILED.
+//! * Preemptions spend `preemptionRetriesBeforeTermination`, failures spend
+//!   `retryStrategy.attempts`, host losses spend neither (up to a system cap).
+
+use std::fmt;
+
+use crate::ids::{JobId, ShareIdx, TypeIdx};
+use crate::reason::StatusReason;
+use crate::time::Time;
+
+/// A job's status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum JobStatus {
+    Submitted,
+    Runnable,
+    Scheduled,
+    Starting,
+    Running,
+    Succeeded,
+    Failed,
+}
+
+impl JobStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobStatus::Submitted => "SUBMITTED",
+            JobStatus::Runnable => "RUNNABLE",
+            JobStatus::Scheduled => "SCHEDULED",
+            JobStatus::Starting => "STARTING",
+            JobStatus::Running => "RUNNING",
+            JobStatus::Succeeded => "SUCCEEDED",
+            JobStatus::Failed => "FAILED",
+        }
+    }
+
+    /// SCHEDULED, STARTING or RUNNING: the job holds instances.
+    pub fn holds_instances(self) -> bool {
+        matches!(
+            self,
+            JobStatus::Scheduled | JobStatus::Starting | JobStatus::Running
+        )
+    }
+
+    pub fn is_final(self) -> bool {
+        matches!(self, JobStatus::Succeeded | JobStatus::Failed)
+    }
+}
+
+impl fmt::Display for JobStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why the scheduler stops a running attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PreemptionKind {
+    /// Lent capacity reclaimed by its owner.
+    CrossShare,
+    /// A more urgent job of the same share.
+    InShare,
+    /// The share's limit was lowered below its usage and another share needs it.
+    LimitReduced,
+}
+
+impl PreemptionKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PreemptionKind::CrossShare => "CROSS_SHARE",
+            PreemptionKind::InShare => "IN_SHARE",
+            PreemptionKind::LimitReduced => "LIMIT_REDUCED",
+        }
+    }
+
+    pub fn outcome(self) -> AttemptOutcome {
+        match self {
+            PreemptionKind::CrossShare => AttemptOutcome::PreemptedCrossShare,
+            PreemptionKind::InShare => AttemptOutcome::PreemptedInShare,
+            PreemptionKind::LimitReduced => AttemptOutcome::PreemptedLimitReduced,
+        }
+    }
+}
+
+/// How an attempt ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum AttemptOutcome {
+    Succeeded,
+    Failed,
+    PreemptedCrossShare,
+    PreemptedInShare,
+    PreemptedLimitReduced,
+    HostLost,
+    TimedOut,
+    Cancelled,
+}
+
+impl AttemptOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttemptOutcome::Succeeded => "SUCCEEDED",
+            AttemptOutcome::Failed => "FAILED",
+            AttemptOutcome::PreemptedCrossShare => "PREEMPTED_CROSS_SHARE",
+            AttemptOutcome::PreemptedInShare => "PREEMPTED_IN_SHARE",
+            AttemptOutcome::PreemptedLimitReduced => "PREEMPTED_LIMIT_REDUCED",
+            AttemptOutcome::HostLost => "HOST_LOST",
+            AttemptOutcome::TimedOut => "TIMED_OUT",
+            AttemptOutcome::Cancelled => "CANCELLED",
+        }
+    }
+
+    pub fn is_preemption(self) -> bool {
+        matches!(
+            self,
+            AttemptOutcome::PreemptedCrossShare
+                | AttemptOutcome::PreemptedInShare
+                | AttemptOutcome::PreemptedLimitReduced
+        )
+    }
+}
+
+/// What to do when an attempt fails and a rule matches (`evaluateOnExit`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RetryAction {
+    Retry,
+    Exit,
+}
+
+/// One `evaluateOnExit` rule. Patterns may end in `*` (prefix match), as in AWS
+/// Batch; a rule with no pattern matches everything.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExitRule {
+    pub on_exit_code: Option<String>,
+    pub on_status_reason: Option<String>,
+    pub action: RetryAction,
+}
+
+fn glob_matches(pattern: &str, value: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => value.starts_with(prefix),
+        None => pattern == value,
+    }
+}
+
+impl ExitRule {
+    pub fn matches(&self, exit_code: Option<i32>, status_reason: &str) -> bool {
+        let code_ok = self.on_exit_code.as_deref().is_none_or(|p| {
+            exit_code.is_some_and(|code| glob_matches(p, &code.to_string()))
+        });
+        let reason_ok = self
+            .on_status_reason
+            .as_deref()
+            .is_none_or(|p| glob_matches(p, status_reason));
+        code_ok && reason_ok
+    }
+}
+
+/// What a user submits, in core terms (names resolved to ordinals).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobSpec {
+    pub name: String,
+    pub share: ShareIdx,
+    pub instance_type: TypeIdx,
+    /// `instanceCount` >= 1; all or nothing.
+    pub count: u32,
+    /// `schedulingPriority` 0..=9999, higher first.
+    pub priority: u32,
+    /// `preemptionRetriesBeforeTermination`: None = unlimited, 0 = fail at the
+    /// first preemption.
+    pub preemption_retries: Option<u32>,
+    /// `retryStrategy.attempts` 1..=10: attempts allowed for failures.
+    pub retry_attempts: u32,
+    pub evaluate_on_exit: Vec<ExitRule>,
+    /// `timeoutConfig.attemptDurationSeconds`.
+    pub attempt_timeout_secs: Option<u64>,
+    /// `terminationGracePeriodSeconds` (default 120).
+    pub grace_period_secs: u64,
+    /// Whether the job checkpoints (has a `checkpointConfig`). Gates borrowing
+    /// in shares with `borrowRequiresCheckpoint`.
+    pub checkpoints: bool,
+}
+
+impl JobSpec {
+    /// A spec with the API's defaults.
+    pub fn new(name: impl Into<String>, share: ShareIdx, instance_type: TypeIdx, count: u32) -> Self {
+        JobSpec {
+            name: name.into(),
+            share,
+            instance_type,
+            count,
+            priority: 0,
+            preemption_retries: None,
+            retry_attempts: 1,
+            evaluate_on_exit: Vec::new(),
+            attempt_timeout_secs: None,
+            grace_period_secs: 120,
+            checkpoints: false,
+        }
+    }
+}
+
+/// A committed checkpoint, as the checkpoint service announces it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CheckpointMark {
+    pub at: Time,
+    pub step: u64,
+}
+
+/// One try at running a job.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attempt {
+    /// 1-based.
+    pub number: u32,
+    pub scheduled_at: Time,
+    pub started_at: Option<Time>,
+    pub running_at: Option<Time>,
+    pub stopped_at: Option<Time>,
+    pub exit_code: Option<i32>,
+    pub outcome: Option<AttemptOutcome>,
+    /// The checkpoint this attempt restored before it started.
+    pub restored: Option<CheckpointMark>,
+    /// The last checkpoint this attempt committed.
+    pub last_checkpoint: Option<CheckpointMark>,
+}
+
+/// A stop the scheduler asked for and the executor has not yet confirmed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopCause {
+    Preempted {
+        kind: PreemptionKind,
+        for_job: JobId,
+    },
+    TimedOut,
+    Cancelled,
+}
+
+/// A job as the core keeps it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Job {
+    pub id: JobId,
+    pub spec: JobSpec,
+    pub status: JobStatus,
+    pub status_reason: StatusReason,
+    pub submitted_at: Time,
+    /// When the job last became RUNNABLE: its place in line among equal priorities.
+    pub runnable_since: Time,
+    pub attempts: Vec<Attempt>,
+    pub preempted_attempts: u32,
+    pub failed_attempts: u32,
+    pub host_lost_attempts: u32,
+    /// Set while a stop is in progress.
+    pub stopping: Option<StopCause>,
+    /// The last committed checkpoint of any attempt (what the next one restores).
+    pub last_checkpoint: Option<CheckpointMark>,
+}
+
+impl Job {
+    pub fn current_attempt(&self) -> Option<&Attempt> {
+        self.attempts.last().filter(|a| a.outcome.is_none())
+    }
+
+    /// When the current attempt got its instances.
+    pub fn started_at(&self) -> Option<Time> {
+        self.current_attempt().map(|a| a.scheduled_at)
+    }
+
+    /// Milliseconds of work the current attempt would lose if stopped now: time
+    /// since its last committed checkpoint, or since it started if it has none.
+    pub fn work_at_risk(&self, now: Time) -> u64 {
+        match self.current_attempt() {
+            Some(attempt) => {
+                let since = attempt
+                    .last_checkpoint
+                    .map(|c| c.at)
+                    .or(attempt.running_at)
+                    .unwrap_or(attempt.scheduled_at);
+                now.millis_since(since)
+            }
+            None => 0,
+        }
+    }
+
+    /// The most recent preempted attempts (newest last), as AWS's
+    /// `preemptionSummary.recentPreemptedAttempts` (at most 5).
+    pub fn recent_preempted_attempts(&self) -> Vec<&Attempt> {
+        let mut recent: Vec<&Attempt> = self
+            .attempts
+            .iter()
+            .filter(|a| a.outcome.is_some_and(AttemptOutcome::is_preemption))
+            .collect();
+        let keep_from = recent.len().saturating_sub(5);
+        recent.drain(..keep_from);
+        recent
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_rules_match_codes_and_reasons_with_prefix_globs() {
+        let rule = ExitRule {
+            on_exit_code: Some("13*".into()),
+            on_status_reason: None,
+            action: RetryAction::Exit,
+        };
+        assert!(rule.matches(Some(137), "x"));
+        assert!(!rule.matches(Some(1), "x"));
+        assert!(!rule.matches(None, "x"));
+        let rule = ExitRule {
+            on_exit_code: None,
+            on_status_reason: Some("Host*".into()),
+            action: RetryAction::Retry,
+        };
+        assert!(rule.matches(None, "Host EC2 terminated"));
+        assert!(!rule.matches(None, "OOM"));
+    }
+}

@@ -1,0 +1,36 @@
+//! Quartermaster's scheduling core: quota shares of GPU instance types, lending
+//! and borrowing, reclaim and in-share preemption, as a pure function.
+//!
+//! `schedule(&Cluster, now) -> Plan` decides; `Cluster::apply` and the event
+//! methods (`submit`, `attempt_ended`, `set_fleet`, ...) change state. The live
+//! scheduler service and the simulator call the very same functions.
+//!
+//! This crate must not depend on an async runtime, NATS, the AWS SDK or any
+//! I/O, and never reads a clock: time is always passed in. Nothing that decides
+//! iterates a hash map. `README.md` beside this file states the problem, the
+//! phases and the invariants.
+
+pub mod cluster;
+pub mod config;
+pub mod dry_run;
+pub mod ids;
+pub mod index;
+pub mod invariants;
+pub mod job;
+pub mod pass;
+pub mod reason;
+pub mod time;
+
+pub use cluster::{Cluster, JobError, JobEvent, ShareUsage, TypeAccounting};
+pub use config::{
+    validate_queue, CapacityLimit, ConfigError, ConfigProblem, Protections, QueueConfig,
+    QueueingStrategy, QuotaShare, State, Strategy,
+};
+pub use ids::{JobId, ShareIdx, TypeIdx};
+pub use job::{
+    Attempt, AttemptOutcome, CheckpointMark, ExitRule, Job, JobSpec, JobStatus, PreemptionKind,
+    RetryAction, StopCause,
+};
+pub use pass::{schedule, Plan, Preemption, Start};
+pub use reason::{NeverFits, StatusReason, WaitReason};
+pub use time::Time;

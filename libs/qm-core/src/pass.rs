@@ -1,0 +1,752 @@
+//! One scheduling pass: `schedule(&Cluster, now) -> Plan`.
+//!
+//! The pass never mutates the cluster. It works on a projection: jobs being
+//! stopped count as gone, jobs it admits count as running. Per instance type
+//! and in rounds until nothing more starts:
+//!
+//! 1. within-quota admission, with reclaim (cross-share preemption of borrowed
+//!    jobs) when the start would break `B <= L` or the fleet;
+//! 2. borrowing by LEND_AND_BORROW shares (never preempts);
+//! 3. in-share preemption of strictly lower-priority jobs of the same share.
+//!
+//! Each step walks the shares' waiting jobs interleaved by the RUNNABLE-since
+//! time of each share's next job (FIFO across shares), each share in (priority
+//! desc, RUNNABLE-since asc, job id) order. See `README.md` beside this crate
+//! for the contract, and `invariants.rs` for what every plan must satisfy.
+//!
+//! Admitted jobs whose instances are still held by jobs being stopped cannot
+//! start yet: they stay RUNNABLE with `WAITING_FOR_RECLAIM` and are admitted
+//! again, first in line, by the pass that follows the stops.
+
+use std::collections::{BTreeMap, HashSet};
+
+use crate::cluster::Cluster;
+use crate::config::{QueueingStrategy, Strategy};
+use crate::ids::{JobId, ShareIdx, TypeIdx};
+use crate::index::{borrowed_jobs, QueueKey, RunKey};
+use crate::job::{Job, PreemptionKind};
+use crate::reason::WaitReason;
+use crate::time::Time;
+
+/// A job to start now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Start {
+    pub job: JobId,
+    pub share: ShareIdx,
+    pub instance_type: TypeIdx,
+    pub count: u32,
+    /// How many of its instances are beyond its share's entitlement.
+    pub borrowed: u32,
+}
+
+/// A running job to stop so that `for_job` can start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Preemption {
+    pub job: JobId,
+    pub kind: PreemptionKind,
+    pub for_job: JobId,
+}
+
+/// What one pass decided.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    pub now: Time,
+    /// Jobs to start, in decision order.
+    pub starts: Vec<Start>,
+    pub preemptions: Vec<Preemption>,
+    /// Jobs whose `attemptDurationSeconds` ran out: stop them (TIMED_OUT).
+    pub timeouts: Vec<JobId>,
+    /// Why each job the pass examined and did not start is waiting.
+    pub reasons: Vec<(JobId, WaitReason)>,
+    /// Admitted in the projection but waiting for preempted jobs to stop.
+    pub waiting_for_release: Vec<JobId>,
+    /// The next time a pass would decide differently with no other event
+    /// (a protection or cool-down expiring, a timeout), if any.
+    pub wake_at: Option<Time>,
+}
+
+impl Plan {
+    pub fn is_empty(&self) -> bool {
+        self.starts.is_empty() && self.preemptions.is_empty() && self.timeouts.is_empty()
+    }
+}
+
+/// Runs one pass. Pure: the same cluster and `now` give the same plan.
+pub fn schedule(cluster: &Cluster, now: Time) -> Plan {
+    let mut pass = Pass::new(cluster, now);
+    pass.run();
+    pass.finish()
+}
+
+/// Which step a sweep is making.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    WithinQuota,
+    Borrow,
+    InShare,
+}
+
+/// Projected usage of one type.
+#[derive(Clone, Debug)]
+struct TypeView {
+    fleet: u32,
+    /// `U_s` per share slot, projected.
+    used: Vec<u32>,
+    entitlement: Vec<u32>,
+    sum_entitlement: u64,
+}
+
+impl TypeView {
+    /// `(sum U, B, L)` with `extra` instances added to share `s`.
+    fn totals_with(&self, lends: &[bool], s: usize, extra: u32) -> (u64, i64, i64) {
+        let mut sum_u = 0u64;
+        let mut borrowed = 0i64;
+        let mut idle_lent = 0i64;
+        for i in 0..self.used.len() {
+            let u = self.used[i] + if i == s { extra } else { 0 };
+            let e = self.entitlement[i];
+            sum_u += u64::from(u);
+            borrowed += i64::from(u.saturating_sub(e));
+            if lends[i] {
+                idle_lent += i64::from(e.saturating_sub(u));
+            }
+        }
+        let unassigned = (i64::from(self.fleet) - self.sum_entitlement as i64).max(0);
+        (sum_u, borrowed, unassigned + idle_lent)
+    }
+}
+
+/// A victim chosen while trying to fit a job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Victim {
+    key: RunKey,
+    share: ShareIdx,
+    kind: PreemptionKind,
+}
+
+struct Pass<'a> {
+    c: &'a Cluster,
+    now: Time,
+    /// Indexed by TypeIdx.
+    views: Vec<TypeView>,
+    /// Per share slot: lends, borrows (LEND_AND_BORROW), max holding per type.
+    lends: Vec<bool>,
+    /// Jobs removed from the projection (preempted or timed out in this pass).
+    removed: HashSet<JobId>,
+    /// Jobs admitted in this pass.
+    admitted: HashSet<JobId>,
+    /// Admitted jobs per (share, type), as run keys (for borrowed classification).
+    added: BTreeMap<(ShareIdx, TypeIdx), Vec<RunKey>>,
+    /// Admission order.
+    admitted_order: Vec<(JobId, u32)>,
+    preemptions: Vec<Preemption>,
+    timeouts: Vec<JobId>,
+    reasons: BTreeMap<JobId, WaitReason>,
+    wake_at: Option<Time>,
+}
+
+impl<'a> Pass<'a> {
+    fn new(c: &'a Cluster, now: Time) -> Pass<'a> {
+        let shares = c.shares.len();
+        let lends = c
+            .shares
+            .iter()
+            .map(|s| !s.deleted && s.config.strategy.lends())
+            .collect();
+        let views = (0..c.types.len())
+            .map(|t| {
+                let t = TypeIdx(t as u16);
+                let mut used = vec![0; shares];
+                let mut entitlement = vec![0; shares];
+                for (i, slot) in c.shares.iter().enumerate() {
+                    if slot.deleted {
+                        continue;
+                    }
+                    let st = &slot.types[t.index()];
+                    used[i] = st.running_usage;
+                    entitlement[i] = st.entitlement;
+                }
+                TypeView {
+                    fleet: c.effective_fleet(t),
+                    sum_entitlement: entitlement.iter().map(|&e| u64::from(e)).sum(),
+                    used,
+                    entitlement,
+                }
+            })
+            .collect();
+        Pass {
+            c,
+            now,
+            views,
+            lends,
+            removed: HashSet::new(),
+            admitted: HashSet::new(),
+            added: BTreeMap::new(),
+            admitted_order: Vec::new(),
+            preemptions: Vec::new(),
+            timeouts: Vec::new(),
+            reasons: BTreeMap::new(),
+            wake_at: None,
+        }
+    }
+
+    fn wake(&mut self, at: Time) {
+        if at > self.now {
+            self.wake_at = Some(self.wake_at.map_or(at, |w| w.min(at)));
+        }
+    }
+
+    fn job(&self, id: JobId) -> &'a Job {
+        &self.c.jobs[&id]
+    }
+
+    fn run(&mut self) {
+        // Timeouts first: their instances count as released in the projection.
+        for &(deadline, id) in &self.c.deadlines {
+            if deadline > self.now {
+                self.wake(deadline);
+                break;
+            }
+            let job = self.job(id);
+            self.timeouts.push(id);
+            self.removed.insert(id);
+            self.views[job.spec.instance_type.index()].used[job.spec.share.index()] -= job.spec.count;
+        }
+        loop {
+            self.reasons.clear();
+            let before = self.admitted_order.len();
+            for t in 0..self.c.types.len() {
+                let t = TypeIdx(t as u16);
+                for step in [Step::WithinQuota, Step::Borrow, Step::InShare] {
+                    self.sweep(t, step);
+                }
+            }
+            if self.admitted_order.len() == before {
+                break;
+            }
+        }
+    }
+
+    /// The next job of share `s` in line (all types), not yet admitted.
+    fn share_head(&self, s: ShareIdx) -> Option<(QueueKey, TypeIdx, u32)> {
+        let skip = |id: JobId| self.admitted.contains(&id);
+        let slot = &self.c.shares[s.index()];
+        let mut best: Option<(QueueKey, TypeIdx, u32)> = None;
+        for (t, st) in slot.types.iter().enumerate() {
+            if let Some((key, count)) = st.runnable.next_candidate(None, 0..=u32::MAX, false, &skip) {
+                if best.is_none_or(|(b, _, _)| key < b) {
+                    best = Some((key, TypeIdx(t as u16), count));
+                }
+            }
+        }
+        best
+    }
+
+    /// Walks the waiting jobs of type `t` for one step, shares interleaved.
+    fn sweep(&mut self, t: TypeIdx, step: Step) {
+        let n = self.c.shares.len();
+        // Per share: last key examined, and the count from which jobs are known
+        // not to fit in this sweep (constraints are monotone in the count).
+        let mut cursor: Vec<Option<QueueKey>> = vec![None; n];
+        let mut fails_from: Vec<u32> = vec![u32::MAX; n];
+        let mut done: Vec<bool> = (0..n).map(|i| !self.share_takes_part(ShareIdx(i as u16), t, step)).collect();
+        loop {
+            let mut pick: Option<(QueueKey, u32, ShareIdx)> = None;
+            for i in 0..n {
+                if done[i] {
+                    continue;
+                }
+                let s = ShareIdx(i as u16);
+                match self.next_candidate(s, t, step, cursor[i], fails_from[i]) {
+                    Some((key, count)) => {
+                        if pick.is_none_or(|(b, _, _)| (key.runnable_since, key.job) < (b.runnable_since, b.job)) {
+                            pick = Some((key, count, s));
+                        }
+                    }
+                    None => done[i] = true,
+                }
+            }
+            let Some((key, count, s)) = pick else { break };
+            cursor[s.index()] = Some(key);
+            match self.try_step(key.job, step) {
+                Ok(()) => {}
+                Err(reason) => {
+                    self.reasons.entry(key.job).or_insert(reason);
+                    if self.c.queueing == QueueingStrategy::StrictFifo {
+                        done[s.index()] = true;
+                    } else if !matches!(reason, WaitReason::BorrowRequiresCheckpoint) {
+                        fails_from[s.index()] = fails_from[s.index()].min(count);
+                    }
+                }
+            }
+        }
+    }
+
+    fn share_takes_part(&self, s: ShareIdx, t: TypeIdx, step: Step) -> bool {
+        let slot = &self.c.shares[s.index()];
+        if slot.deleted || slot.types[t.index()].runnable.is_empty() {
+            return false;
+        }
+        match step {
+            Step::WithinQuota => true,
+            Step::Borrow => slot.config.strategy == Strategy::LendAndBorrow,
+            Step::InShare => slot.config.in_share_preemption,
+        }
+    }
+
+    /// The next job of share `s` and type `t` this step should examine.
+    fn next_candidate(
+        &mut self,
+        s: ShareIdx,
+        t: TypeIdx,
+        step: Step,
+        after: Option<QueueKey>,
+        fails_from: u32,
+    ) -> Option<(QueueKey, u32)> {
+        let view = &self.views[t.index()];
+        let (used, entitlement) = (view.used[s.index()], view.entitlement[s.index()]);
+        let room = entitlement.saturating_sub(used);
+        let below_fail = fails_from.saturating_sub(1);
+        if self.c.queueing == QueueingStrategy::StrictFifo {
+            // Only the head of the share (across types) may start.
+            let (key, head_type, count) = self.share_head(s)?;
+            if after == Some(key) || head_type != t || count > below_fail {
+                return None;
+            }
+            let in_step = match step {
+                Step::WithinQuota => count <= room,
+                Step::Borrow => count > room,
+                Step::InShare => true,
+            };
+            if !in_step {
+                // The head belongs to another step: jobs behind it wait.
+                return None;
+            }
+            return Some((key, count));
+        }
+        let admitted = &self.admitted;
+        let skip = |id: JobId| admitted.contains(&id);
+        let queue = &self.c.st(s, t).runnable;
+        let share = &self.c.shares[s.index()].config;
+        match step {
+            Step::WithinQuota => queue.next_candidate(after, 1..=room.min(below_fail), false, &skip),
+            // Jobs that need more than the share's idle entitlement.
+            Step::Borrow => queue.next_candidate(
+                after,
+                room.saturating_add(1)..=below_fail,
+                share.protections.borrow_requires_checkpoint,
+                &skip,
+            ),
+            Step::InShare => {
+                // Only a job that outranks someone running can preempt, and jobs
+                // behind one that does not outrank have no higher priority.
+                let (key, count) = queue.next_candidate(after, 1..=below_fail, false, &skip)?;
+                let lowest_running = self.lowest_running_priority(s, t)?;
+                (key.priority.0 > lowest_running).then_some((key, count))
+            }
+        }
+    }
+
+    fn lowest_running_priority(&self, s: ShareIdx, t: TypeIdx) -> Option<u32> {
+        let st = self.c.st(s, t);
+        let existing = st
+            .running
+            .iter()
+            .rev()
+            .find(|k| !self.removed.contains(&k.job))
+            .map(|k| k.priority.0);
+        let added = self
+            .added
+            .get(&(s, t))
+            .and_then(|keys| keys.iter().map(|k| k.priority.0).min());
+        match (existing, added) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Tries to start `id` in the given step, preempting if the step allows.
+    fn try_step(&mut self, id: JobId, step: Step) -> Result<(), WaitReason> {
+        let job = self.job(id);
+        let (s, t, count) = (job.spec.share, job.spec.instance_type, job.spec.count);
+        if let Some(limit) = self.c.never_fits(s, t, count) {
+            return Err(WaitReason::Misconfiguration(limit));
+        }
+        match step {
+            Step::WithinQuota | Step::Borrow => {
+                let victims = self.fit(id, step == Step::WithinQuota)?;
+                self.admit(id, &victims, &[]);
+                Ok(())
+            }
+            Step::InShare => self.try_in_share(id),
+        }
+    }
+
+    /// Whether `id` fits now, or with which cross-share victims (only when
+    /// `reclaim` and the job is within its share's quota).
+    fn fit(&mut self, id: JobId, reclaim: bool) -> Result<Vec<Victim>, WaitReason> {
+        let job = self.job(id);
+        let (s, t, count) = (job.spec.share, job.spec.instance_type, job.spec.count);
+        let view = &self.views[t.index()];
+        if view.fleet == 0 {
+            return Err(WaitReason::FleetLacksType);
+        }
+        let (used, entitlement) = (view.used[s.index()], view.entitlement[s.index()]);
+        let share = &self.c.shares[s.index()].config;
+        if used + count > entitlement {
+            // Needs borrowing (possibly spanning owned and borrowed instances).
+            if share.strategy != Strategy::LendAndBorrow {
+                return Err(WaitReason::OwnCapacityInUse { used, entitlement });
+            }
+            let max_holding = share.max_holding(entitlement);
+            if used + count > max_holding {
+                return Err(WaitReason::BorrowLimitReached { used, max_holding });
+            }
+            if share.protections.reborrow_cooldown_secs > 0 {
+                if let Some(at) = self.c.st(s, t).reclaimed_at {
+                    let until = at.plus_secs(share.protections.reborrow_cooldown_secs);
+                    if until > self.now {
+                        self.wake(until);
+                        return Err(WaitReason::ReborrowCooldownUntil(until));
+                    }
+                }
+            }
+            if share.protections.borrow_requires_checkpoint && !job.spec.checkpoints {
+                return Err(WaitReason::BorrowRequiresCheckpoint);
+            }
+            // A borrowing job never preempts other shares.
+            return self.check(s, t, count).map(|()| Vec::new());
+        }
+        match self.check(s, t, count) {
+            Ok(()) => Ok(Vec::new()),
+            Err(reason) if reclaim => self.reclaim_for(id, reason),
+            Err(reason) => Err(reason),
+        }
+    }
+
+    /// Fleet and lending constraints for `count` more instances in share `s`:
+    /// `sum(U) <= F`, and `B <= L` (or, where a limit reduction or a smaller
+    /// fleet already broke it, no worse than before).
+    fn check(&self, s: ShareIdx, t: TypeIdx, count: u32) -> Result<(), WaitReason> {
+        let view = &self.views[t.index()];
+        let (sum_u, borrowed, lendable) = view.totals_with(&self.lends, s.index(), count);
+        if sum_u > u64::from(view.fleet) {
+            return Err(WaitReason::FleetFull {
+                in_use: u32::try_from(sum_u - u64::from(count)).unwrap_or(u32::MAX),
+                fleet: view.fleet,
+            });
+        }
+        let (_, borrowed_now, lendable_now) = view.totals_with(&self.lends, s.index(), 0);
+        let debt_now = (borrowed_now - lendable_now).max(0);
+        if borrowed - lendable > debt_now {
+            return Err(WaitReason::NoLendableCapacity {
+                lendable: u32::try_from(lendable_now.max(0)).unwrap_or(u32::MAX),
+                borrowed: u32::try_from(borrowed_now.max(0)).unwrap_or(u32::MAX),
+            });
+        }
+        Ok(())
+    }
+
+    /// Running jobs of `(s, t)` in the projection, in classification order.
+    fn projected_running(&self, s: ShareIdx, t: TypeIdx) -> Vec<RunKey> {
+        let mut keys: Vec<RunKey> = self
+            .c
+            .st(s, t)
+            .running
+            .iter()
+            .filter(|k| !self.removed.contains(&k.job))
+            .copied()
+            .collect();
+        if let Some(added) = self.added.get(&(s, t)) {
+            keys.extend(added.iter().copied());
+            keys.sort_unstable();
+        }
+        keys
+    }
+
+    /// Whether a running job is protected by its share's minimum runtime.
+    fn protected_until(&self, s: ShareIdx, key: &RunKey) -> Option<Time> {
+        let min_runtime = self.c.shares[s.index()].config.protections.min_runtime_before_preemption_secs;
+        if min_runtime == 0 {
+            return None;
+        }
+        let until = key.started.plus_secs(min_runtime);
+        (until > self.now).then_some(until)
+    }
+
+    /// Victim order within a share: lowest priority, least work at risk, most
+    /// recently started, highest job id.
+    fn victim_order(&self, key: &RunKey) -> (u32, u64, std::cmp::Reverse<Time>, std::cmp::Reverse<JobId>) {
+        (
+            key.priority.0,
+            self.job(key.job).work_at_risk(self.now),
+            std::cmp::Reverse(key.started),
+            std::cmp::Reverse(key.job),
+        )
+    }
+
+    fn remove_from_projection(&mut self, victim: &Victim, t: TypeIdx) {
+        self.removed.insert(victim.key.job);
+        self.views[t.index()].used[victim.share.index()] -= victim.key.count;
+    }
+
+    fn restore_to_projection(&mut self, victim: &Victim, t: TypeIdx) {
+        self.removed.remove(&victim.key.job);
+        self.views[t.index()].used[victim.share.index()] += victim.key.count;
+    }
+
+    /// Reclaim: preempts borrowed jobs of other shares until `id` fits, then
+    /// drops every victim whose release turns out not to be needed. Leaves the
+    /// projection as it found it.
+    fn reclaim_for(&mut self, id: JobId, first_reason: WaitReason) -> Result<Vec<Victim>, WaitReason> {
+        let job = self.job(id);
+        let (s, t, count) = (job.spec.share, job.spec.instance_type, job.spec.count);
+        let mut victims: Vec<Victim> = Vec::new();
+        let mut protected: Option<Time> = None;
+        let fits = loop {
+            match self.next_reclaim_victim(s, t, &mut protected) {
+                Some(victim) => {
+                    self.remove_from_projection(&victim, t);
+                    victims.push(victim);
+                    if self.check(s, t, count).is_ok() {
+                        break true;
+                    }
+                }
+                None => break false,
+            }
+        };
+        if !fits {
+            for v in victims.iter().rev() {
+                self.restore_to_projection(v, t);
+            }
+            if let Some(until) = protected {
+                self.wake(until);
+                return Err(WaitReason::VictimsProtectedUntil(until));
+            }
+            return Err(first_reason);
+        }
+        // Drop victims whose release is not needed, newest choice first.
+        let mut needed = Vec::with_capacity(victims.len());
+        for v in victims.into_iter().rev() {
+            self.restore_to_projection(&v, t);
+            if self.check(s, t, count).is_ok() {
+                continue;
+            }
+            self.remove_from_projection(&v, t);
+            needed.push(v);
+        }
+        needed.reverse();
+        for v in &needed {
+            self.restore_to_projection(v, t);
+        }
+        Ok(needed)
+    }
+
+    /// The next reclaim victim for share `requester`: from the share borrowing
+    /// most relative to its entitlement, its borrowed job that is lowest
+    /// priority, then least work at risk, then most recently started.
+    fn next_reclaim_victim(&self, requester: ShareIdx, t: TypeIdx, protected: &mut Option<Time>) -> Option<Victim> {
+        let view = &self.views[t.index()];
+        let mut sources: Vec<(ShareIdx, u32, u32)> = (0..self.c.shares.len())
+            .filter(|&i| i != requester.index() && !self.c.shares[i].deleted)
+            .filter_map(|i| {
+                let borrowed = view.used[i].saturating_sub(view.entitlement[i]);
+                (borrowed > 0).then_some((ShareIdx(i as u16), borrowed, view.entitlement[i]))
+            })
+            .collect();
+        // borrowed/entitlement descending (entitlement 0 = infinitely much), then share order.
+        sources.sort_by(|a, b| {
+            let lhs = u64::from(b.1) * u64::from(a.2);
+            let rhs = u64::from(a.1) * u64::from(b.2);
+            lhs.cmp(&rhs).then(a.0.cmp(&b.0))
+        });
+        for (share, _, entitlement) in sources {
+            let running = self.projected_running(share, t);
+            let candidates = borrowed_jobs(&running, entitlement);
+            let eligible = candidates.into_iter().filter(|k| !self.admitted.contains(&k.job)).filter(|k| {
+                match self.protected_until(share, k) {
+                    Some(until) => {
+                        *protected = Some(protected.map_or(until, |p| p.min(until)));
+                        false
+                    }
+                    None => true,
+                }
+            });
+            if let Some(key) = eligible.min_by_key(|k| self.victim_order(k)) {
+                let slot = &self.c.shares[share.index()].config;
+                let over_max = view.used[share.index()] > slot.max_holding(entitlement);
+                let kind = if over_max { PreemptionKind::LimitReduced } else { PreemptionKind::CrossShare };
+                return Some(Victim { key, share, kind });
+            }
+        }
+        None
+    }
+
+    /// In-share preemption: stops strictly lower-priority jobs of the job's
+    /// own share (lowest priority, least work at risk, most recently started
+    /// first) if that lets it start; then keeps running every victim whose
+    /// release is not needed.
+    fn try_in_share(&mut self, id: JobId) -> Result<(), WaitReason> {
+        let job = self.job(id);
+        let (s, t) = (job.spec.share, job.spec.instance_type);
+        let mut candidates: Vec<RunKey> = self
+            .projected_running(s, t)
+            .into_iter()
+            .filter(|k| k.priority.0 < job.spec.priority && !self.admitted.contains(&k.job))
+            .collect();
+        let mut protected: Option<Time> = None;
+        candidates.retain(|k| match self.protected_until(s, k) {
+            Some(until) => {
+                protected = Some(protected.map_or(until, |p| p.min(until)));
+                false
+            }
+            None => true,
+        });
+        candidates.sort_by_key(|k| self.victim_order(k));
+        let mut own: Vec<Victim> = Vec::new();
+        let mut cross: Option<Vec<Victim>> = None;
+        for key in candidates {
+            let victim = Victim { key, share: s, kind: PreemptionKind::InShare };
+            self.remove_from_projection(&victim, t);
+            own.push(victim);
+            if let Ok(found) = self.fit(id, true) {
+                cross = Some(found);
+                break;
+            }
+        }
+        let Some(mut cross) = cross else {
+            for v in own.iter().rev() {
+                self.restore_to_projection(v, t);
+            }
+            if let Some(until) = protected {
+                self.wake(until);
+                return Err(WaitReason::VictimsProtectedUntil(until));
+            }
+            return Err(WaitReason::InSharePreemptionNotPossible);
+        };
+        // Keep running each own victim whose release is not needed.
+        let mut needed = Vec::with_capacity(own.len());
+        for v in own.into_iter().rev() {
+            self.restore_to_projection(&v, t);
+            if let Ok(found) = self.fit(id, true) {
+                cross = found;
+                continue;
+            }
+            self.remove_from_projection(&v, t);
+            needed.push(v);
+        }
+        needed.reverse();
+        for v in &needed {
+            self.restore_to_projection(v, t);
+        }
+        self.admit(id, &cross, &needed);
+        Ok(())
+    }
+
+    /// Records the admission of `id` with its victims.
+    fn admit(&mut self, id: JobId, cross: &[Victim], own: &[Victim]) {
+        let job = self.job(id);
+        let (s, t, count) = (job.spec.share, job.spec.instance_type, job.spec.count);
+        for v in own.iter().chain(cross.iter()) {
+            self.remove_from_projection(v, t);
+            self.preemptions.push(Preemption { job: v.key.job, kind: v.kind, for_job: id });
+        }
+        self.views[t.index()].used[s.index()] += count;
+        self.admitted.insert(id);
+        self.admitted_order.push((id, count));
+        self.added.entry((s, t)).or_default().push(RunKey {
+            priority: std::cmp::Reverse(job.spec.priority),
+            started: self.now,
+            job: id,
+            count,
+        });
+    }
+
+    fn finish(self) -> Plan {
+        let mut plan = Plan {
+            now: self.now,
+            timeouts: self.timeouts,
+            preemptions: self.preemptions,
+            wake_at: self.wake_at,
+            ..Plan::default()
+        };
+        // A job admitted in the projection starts only once it fits the actual
+        // state, where jobs being stopped still hold their instances: the
+        // capacity it was promised is not used by anyone else meanwhile (a
+        // RESERVE share's idle instance stays idle even for a few seconds).
+        let mut actual: Vec<TypeView> = self.views.clone();
+        for (t, view) in actual.iter_mut().enumerate() {
+            for (i, slot) in self.c.shares.iter().enumerate() {
+                let st = &slot.types[t];
+                view.used[i] = st.running_usage + st.stopping_usage;
+            }
+        }
+        for (id, count) in self.admitted_order {
+            let job = &self.c.jobs[&id];
+            let (s, t) = (job.spec.share, job.spec.instance_type);
+            let view = &mut actual[t.index()];
+            if !fits_actual(view, &self.lends, s.index(), count) {
+                plan.waiting_for_release.push(id);
+                plan.reasons.push((id, WaitReason::WaitingForRelease));
+                continue;
+            }
+            let (u, e) = (view.used[s.index()], view.entitlement[s.index()]);
+            let borrowed = (u + count).saturating_sub(e) - u.saturating_sub(e);
+            view.used[s.index()] += count;
+            plan.starts.push(Start { job: id, share: s, instance_type: t, count, borrowed });
+        }
+        plan.reasons.extend(
+            self.reasons
+                .into_iter()
+                .filter(|(id, _)| !self.admitted.contains(id)),
+        );
+        plan.reasons.sort_by_key(|(id, _)| *id);
+        plan
+    }
+}
+
+/// Whether `count` more instances for share `s` fit the actual state: the fleet
+/// physically, and `B <= L` (or no worse than it already is).
+fn fits_actual(view: &TypeView, lends: &[bool], s: usize, count: u32) -> bool {
+    let (sum_u, borrowed, lendable) = view.totals_with(lends, s, count);
+    let (_, borrowed_now, lendable_now) = view.totals_with(lends, s, 0);
+    sum_u <= u64::from(view.fleet) && borrowed - lendable <= (borrowed_now - lendable_now).max(0)
+}
+
+impl Cluster {
+    /// Runs a scheduling pass at `now` without changing anything.
+    pub fn schedule(&self, now: Time) -> Plan {
+        schedule(self, now)
+    }
+
+    /// Runs a pass and applies it; returns the plan.
+    pub fn step(&mut self, now: Time) -> Plan {
+        let plan = schedule(self, now);
+        self.apply(&plan);
+        plan
+    }
+
+    /// Why a job waits, computed now. For a job the last pass examined this is
+    /// its recorded reason; otherwise the fit check is run for it alone.
+    pub fn explain(&self, id: JobId, now: Time) -> Option<WaitReason> {
+        let job = self.jobs.get(&id)?;
+        if job.status != crate::job::JobStatus::Runnable {
+            return None;
+        }
+        if let Some(wait) = job.status_reason.wait().filter(|w| *w != WaitReason::Queued) {
+            return Some(wait);
+        }
+        let (s, t, count) = (job.spec.share, job.spec.instance_type, job.spec.count);
+        if let Some(limit) = self.never_fits(s, t, count) {
+            return Some(WaitReason::Misconfiguration(limit));
+        }
+        let mut pass = Pass::new(self, now);
+        if self.queueing == QueueingStrategy::StrictFifo {
+            if let Some((head, _, _)) = pass.share_head(s).filter(|(head, _, _)| head.job != id) {
+                return Some(WaitReason::StrictFifoBehind(head.job));
+            }
+        }
+        // Fits (possibly by reclaim): it starts at the next pass.
+        Some(pass.fit(id, true).err().unwrap_or(WaitReason::Queued))
+    }
+}

@@ -1,0 +1,197 @@
+//! Status reasons: why a job is where it is, specific enough to act on.
+//!
+//! Reasons are small enums, not strings, so a million waiting jobs cost little;
+//! [`StatusReason::render`] turns one into the text users see, with job names
+//! supplied by the caller.
+
+use crate::ids::JobId;
+use crate::job::{AttemptOutcome, PreemptionKind};
+use crate::time::Time;
+
+/// A limit that makes a job unable to run under the current configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NeverFits {
+    /// RESERVE or LEND share: `instanceCount` > the share's `maxCapacity`.
+    ShareLimit { count: u32, max_capacity: u32 },
+    /// LEND_AND_BORROW share: `instanceCount` > `maxCapacity * (1 + borrowLimit/100)`.
+    ShareLimitPlusBorrowLimit { count: u32, max_holding: u32 },
+    /// LEND_AND_BORROW with unlimited borrowing: more than the share's own
+    /// capacity plus everything others could lend.
+    AllBorrowableCapacity { count: u32, reachable: u32 },
+    /// More than the queue's `capacityLimits` allow.
+    QueueLimit { count: u32, queue_limit: u32 },
+    /// More instances than the fleet has of the type.
+    FleetMaximum { count: u32, fleet: u32 },
+}
+
+impl NeverFits {
+    /// Whether the configuration alone forbids it (admission rejects these);
+    /// the other limits depend on the fleet, which changes as executors come
+    /// and go.
+    pub fn is_configuration_only(self) -> bool {
+        matches!(
+            self,
+            NeverFits::ShareLimit { .. }
+                | NeverFits::ShareLimitPlusBorrowLimit { .. }
+                | NeverFits::QueueLimit { .. }
+        )
+    }
+
+    pub fn describe(self) -> String {
+        match self {
+            NeverFits::ShareLimit { count, max_capacity } => format!(
+                "instanceCount {count} exceeds the share limit (maxCapacity {max_capacity}) and the share does not borrow"
+            ),
+            NeverFits::ShareLimitPlusBorrowLimit { count, max_holding } => format!(
+                "instanceCount {count} exceeds the share limit plus its borrow limit ({max_holding} instances)"
+            ),
+            NeverFits::AllBorrowableCapacity { count, reachable } => format!(
+                "instanceCount {count} exceeds the share's capacity plus all borrowable capacity ({reachable} instances)"
+            ),
+            NeverFits::QueueLimit { count, queue_limit } => format!(
+                "instanceCount {count} exceeds the queue's capacity limit ({queue_limit} instances)"
+            ),
+            NeverFits::FleetMaximum { count, fleet } => format!(
+                "instanceCount {count} exceeds the fleet maximum ({fleet} instances registered)"
+            ),
+        }
+    }
+}
+
+/// Why a RUNNABLE job did not start in the last pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitReason {
+    /// Not looked at by a pass yet.
+    Queued,
+    /// Cannot fit under the current configuration.
+    Misconfiguration(NeverFits),
+    /// RESERVE/LEND share (or borrowing not possible) and its own capacity is in use.
+    OwnCapacityInUse { used: u32, entitlement: u32 },
+    /// Borrowing would exceed `maxCapacity * (1 + borrowLimit/100)`.
+    BorrowLimitReached { used: u32, max_holding: u32 },
+    /// No idle capacity that lenders offer (or unassigned capacity) is left.
+    NoLendableCapacity { lendable: u32, borrowed: u32 },
+    /// The fleet has no free instance and nothing can be reclaimed.
+    FleetFull { in_use: u32, fleet: u32 },
+    /// The fleet has no instance of the type at all.
+    FleetLacksType,
+    /// Its capacity is being reclaimed; it starts when the preempted jobs stop.
+    WaitingForRelease,
+    /// Its lent capacity is held by jobs protected by `minRuntimeBeforePreemptionSeconds`.
+    VictimsProtectedUntil(Time),
+    /// The share's capacity was reclaimed recently (`reborrowCooldownSeconds`).
+    ReborrowCooldownUntil(Time),
+    /// The share requires checkpointing to borrow, and this job does not checkpoint.
+    BorrowRequiresCheckpoint,
+    /// STRICT_FIFO: the head of the share must start first.
+    StrictFifoBehind(JobId),
+    /// Running jobs of its share have equal or higher priority.
+    InSharePreemptionNotPossible,
+}
+
+/// A job's statusReason.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum StatusReason {
+    #[default]
+    None,
+    Waiting(WaitReason),
+    /// Admitted; `borrowed` of its instances are on borrowed capacity.
+    Scheduled { borrowed: u32 },
+    PreemptionInProgress { kind: PreemptionKind, for_job: JobId },
+    TimeoutInProgress,
+    CancelInProgress,
+    /// Requeued after an attempt ended this way.
+    Requeued(AttemptOutcome),
+    /// Ended: preempted more often than `preemptionRetriesBeforeTermination` allows.
+    PreemptionRetriesExhausted(AttemptOutcome),
+    /// Ended: failed and no retry left (or an `evaluateOnExit` rule said EXIT).
+    AttemptsExhausted(AttemptOutcome),
+    /// Ended: lost its host more often than the system allows.
+    HostLostCapExceeded,
+    Cancelled,
+    ShareDeleted,
+    Succeeded,
+}
+
+impl StatusReason {
+    /// The text users see; `name` renders a job id (e.g. as its jobName).
+    pub fn render(&self, name: &dyn Fn(JobId) -> String) -> String {
+        match *self {
+            StatusReason::None => String::new(),
+            StatusReason::Waiting(wait) => render_wait(wait, name),
+            StatusReason::Scheduled { borrowed: 0 } => "SCHEDULED: on its share's own capacity".into(),
+            StatusReason::Scheduled { borrowed } => {
+                format!("SCHEDULED: {borrowed} instance(s) on borrowed capacity (preemptible by the owner)")
+            }
+            StatusReason::PreemptionInProgress { kind, for_job } => format!(
+                "PREEMPTION_IN_PROGRESS: {} preemption to run {}",
+                kind.as_str(),
+                name(for_job)
+            ),
+            StatusReason::TimeoutInProgress => "TIMEOUT_IN_PROGRESS: attemptDurationSeconds reached".into(),
+            StatusReason::CancelInProgress => "CANCEL_IN_PROGRESS: terminated by a user".into(),
+            StatusReason::Requeued(outcome) => format!("REQUEUED: last attempt ended {}", outcome.as_str()),
+            StatusReason::PreemptionRetriesExhausted(outcome) => format!(
+                "PREEMPTION_RETRIES_EXHAUSTED: attempt ended {} and preemptionRetriesBeforeTermination is spent",
+                outcome.as_str()
+            ),
+            StatusReason::AttemptsExhausted(outcome) => format!(
+                "ATTEMPTS_EXHAUSTED: attempt ended {} with no retry left",
+                outcome.as_str()
+            ),
+            StatusReason::HostLostCapExceeded => "HOST_LOST: lost its host more often than the system allows".into(),
+            StatusReason::Cancelled => "CANCELLED: terminated by a user".into(),
+            StatusReason::ShareDeleted => "CANCELLED: its quota share was deleted".into(),
+            StatusReason::Succeeded => "SUCCEEDED: the process exited 0".into(),
+        }
+    }
+
+    pub fn wait(self) -> Option<WaitReason> {
+        match self {
+            StatusReason::Waiting(wait) => Some(wait),
+            _ => None,
+        }
+    }
+}
+
+fn render_wait(wait: WaitReason, name: &dyn Fn(JobId) -> String) -> String {
+    match wait {
+        WaitReason::Queued => "QUEUED: waiting for the next scheduling pass".into(),
+        WaitReason::Misconfiguration(limit) => format!("MISCONFIGURATION: {}", limit.describe()),
+        WaitReason::OwnCapacityInUse { used, entitlement } => format!(
+            "WAITING_FOR_SHARE_CAPACITY: its share uses {used} of its {entitlement} instance(s) and cannot borrow"
+        ),
+        WaitReason::BorrowLimitReached { used, max_holding } => format!(
+            "BORROW_LIMIT_REACHED: its share uses {used} instance(s); share limit plus borrow limit is {max_holding}"
+        ),
+        WaitReason::NoLendableCapacity { lendable: 0, .. } => {
+            "NO_LENDABLE_CAPACITY: no share lends idle capacity of this type right now (RESERVE shares keep theirs)".into()
+        }
+        WaitReason::NoLendableCapacity { lendable, borrowed } => format!(
+            "NO_LENDABLE_CAPACITY: {borrowed} of {lendable} lendable instance(s) already borrowed"
+        ),
+        WaitReason::FleetFull { in_use, fleet } => format!(
+            "WAITING_FOR_FLEET_CAPACITY: {in_use} of {fleet} instance(s) in use and none can be reclaimed"
+        ),
+        WaitReason::FleetLacksType => "FLEET_LACKS_TYPE: no executor offers this instance type".into(),
+        WaitReason::WaitingForRelease => {
+            "WAITING_FOR_RECLAIM: capacity is being reclaimed for it; it starts when the preempted jobs stop".into()
+        }
+        WaitReason::VictimsProtectedUntil(t) => format!(
+            "WAITING_FOR_MIN_RUNTIME: the jobs holding its capacity cannot be preempted before {t} (minRuntimeBeforePreemptionSeconds)"
+        ),
+        WaitReason::ReborrowCooldownUntil(t) => format!(
+            "REBORROW_COOLDOWN: its share's capacity was reclaimed recently; it may borrow again at {t}"
+        ),
+        WaitReason::BorrowRequiresCheckpoint => {
+            "BORROW_REQUIRES_CHECKPOINT: the share lets only checkpointing jobs borrow; add a checkpointConfig".into()
+        }
+        WaitReason::StrictFifoBehind(head) => format!(
+            "STRICT_FIFO: waiting behind {}, the head of its share",
+            name(head)
+        ),
+        WaitReason::InSharePreemptionNotPossible => {
+            "WAITING_FOR_SHARE_CAPACITY: running jobs of its share have equal or higher priority".into()
+        }
+    }
+}

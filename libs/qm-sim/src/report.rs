@@ -1,0 +1,513 @@
+//! What a simulation reports: every transition and preemption, each job's
+//! outcome, each share's instance-seconds, and the summary measures of the
+//! contract's section 7. JSON for scripts, a table and timeline for people.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use qm_core::{Cluster, JobEvent, JobId, JobStatus, PreemptionKind, StatusReason, Time};
+use serde::Serialize;
+
+use crate::sim::Simulation;
+
+/// Accumulates measures while the simulation runs.
+#[derive(Debug, Default)]
+pub(crate) struct Recorder {
+    record_timeline: bool,
+    transitions: Vec<JobEvent>,
+    preemptions: Vec<(Time, JobId, PreemptionKind, JobId)>,
+    kinds: BTreeMap<PreemptionKind, u64>,
+    submitted_at: Vec<Time>,
+    first_started: Vec<Option<Time>>,
+    stopped_at: Vec<Option<Time>>,
+    pub finished: u64,
+    pub rejected: u64,
+    policy_changes: u64,
+    /// Per (share slot, type): entitled, used, borrowed, lent instance-seconds.
+    integrals: BTreeMap<(u16, u16), [f64; 4]>,
+    /// Per type: fleet and in-use instance-seconds.
+    fleet_integrals: BTreeMap<u16, [f64; 2]>,
+}
+
+impl Recorder {
+    pub fn new(record_timeline: bool) -> Recorder {
+        Recorder {
+            record_timeline,
+            ..Recorder::default()
+        }
+    }
+
+    pub fn submitted(&mut self, id: JobId, at: Time) {
+        debug_assert_eq!(id.0 as usize, self.submitted_at.len() + 1);
+        self.submitted_at.push(at);
+        self.first_started.push(None);
+        self.stopped_at.push(None);
+    }
+
+    pub fn started(&mut self, id: JobId, at: Time) {
+        self.first_started[(id.0 - 1) as usize].get_or_insert(at);
+    }
+
+    pub fn finished(&mut self, id: JobId, at: Time, _status: JobStatus) {
+        self.stopped_at[(id.0 - 1) as usize] = Some(at);
+        self.finished += 1;
+    }
+
+    pub fn transition(&mut self, event: JobEvent) {
+        if self.record_timeline {
+            self.transitions.push(event);
+        }
+    }
+
+    pub fn preemption(&mut self, at: Time, job: JobId, kind: PreemptionKind, for_job: JobId) {
+        *self.kinds.entry(kind).or_default() += 1;
+        if self.record_timeline {
+            self.preemptions.push((at, job, kind, for_job));
+        }
+    }
+
+    pub fn policy_change(&mut self, _at: Time) {
+        self.policy_changes += 1;
+    }
+
+    pub fn kind_counts(&self) -> BTreeMap<PreemptionKind, u64> {
+        self.kinds.clone()
+    }
+
+    /// Integrates usage over `[from, to)`, during which the state is constant.
+    pub fn advance(&mut self, cluster: &Cluster, from: Time, to: Time) {
+        if to <= from {
+            return;
+        }
+        let dt = to.millis_since(from) as f64 / 1000.0;
+        for t in 0..cluster.type_count() {
+            let t = qm_core::TypeIdx(t as u16);
+            let acc = cluster.accounting(t);
+            let fleet = self.fleet_integrals.entry(t.0).or_default();
+            fleet[0] += f64::from(acc.fleet) * dt;
+            fleet[1] += f64::from(acc.in_use) * dt;
+            let lender_idle = f64::from(acc.lendable - acc.unassigned);
+            let to_back = f64::from(acc.borrowed.saturating_sub(acc.unassigned)).min(lender_idle);
+            for (s, usage) in cluster.usage_snapshot(t) {
+                let lends = cluster.share_config(s).strategy.lends();
+                let lent = if lends && lender_idle > 0.0 {
+                    f64::from(usage.idle) * to_back / lender_idle
+                } else {
+                    0.0
+                };
+                let acc = self.integrals.entry((s.0, t.0)).or_default();
+                acc[0] += f64::from(usage.entitlement) * dt;
+                acc[1] += f64::from(usage.used) * dt;
+                acc[2] += f64::from(usage.borrowed) * dt;
+                acc[3] += lent * dt;
+            }
+        }
+    }
+}
+
+/// One status change.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TransitionOut {
+    pub t: f64,
+    pub job_name: String,
+    pub from: String,
+    pub to: String,
+    pub status_reason: String,
+}
+
+/// One preemption decision.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PreemptionOut {
+    pub t: f64,
+    pub job_name: String,
+    pub kind: String,
+    pub for_job_name: String,
+}
+
+/// One job's outcome.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobOut {
+    pub job_name: String,
+    pub quota_share_name: String,
+    pub instance_type: String,
+    pub instance_count: u32,
+    pub scheduling_priority: u32,
+    pub status: String,
+    pub status_reason: String,
+    pub submitted_at: f64,
+    pub first_started_at: Option<f64>,
+    pub stopped_at: Option<f64>,
+    pub wait_seconds: Option<f64>,
+    pub completion_seconds: Option<f64>,
+    pub attempts: usize,
+    pub attempt_outcomes: Vec<String>,
+    pub preempted_attempt_count: u32,
+    pub recomputed_seconds: f64,
+}
+
+/// Instance-seconds of one share and type.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShareOut {
+    pub quota_share_name: String,
+    pub instance_type: String,
+    pub entitlement: u32,
+    pub entitled_instance_seconds: f64,
+    pub used_instance_seconds: f64,
+    pub borrowed_instance_seconds: f64,
+    pub lent_instance_seconds: f64,
+    pub useful_instance_seconds: f64,
+    pub recomputed_instance_seconds: f64,
+}
+
+/// Percentiles (nearest rank) of a set of seconds.
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Percentiles {
+    pub count: usize,
+    pub p50: Option<f64>,
+    pub p90: Option<f64>,
+    pub p99: Option<f64>,
+    pub max: Option<f64>,
+}
+
+impl Percentiles {
+    fn of(mut values: Vec<f64>) -> Percentiles {
+        values.sort_by(f64::total_cmp);
+        let rank = |q: f64| -> Option<f64> {
+            if values.is_empty() {
+                return None;
+            }
+            let idx = ((q * values.len() as f64).ceil() as usize).clamp(1, values.len()) - 1;
+            Some(values[idx])
+        };
+        Percentiles {
+            count: values.len(),
+            p50: rank(0.50),
+            p90: rank(0.90),
+            p99: rank(0.99),
+            max: values.last().copied(),
+        }
+    }
+}
+
+/// The run's headline measures.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    pub end_time: f64,
+    pub passes: u64,
+    pub jobs_by_status: BTreeMap<String, u64>,
+    /// Submissions the configuration rejected (generated workloads only).
+    pub rejected_submissions: u64,
+    /// Submit to SUCCEEDED, per share and over all jobs.
+    pub completion_seconds: BTreeMap<String, Percentiles>,
+    /// Submit to first start, per share and over all jobs.
+    pub wait_seconds: BTreeMap<String, Percentiles>,
+    pub preemptions: BTreeMap<String, u64>,
+    pub useful_instance_seconds: f64,
+    pub recomputed_instance_seconds: f64,
+    /// Recomputed work over all work done.
+    pub recomputed_fraction: f64,
+    /// In-use over available instance-seconds of the fleet.
+    pub fleet_utilisation: f64,
+    /// Limit and priority changes made during the run.
+    pub policy_changes: u64,
+}
+
+/// Everything a run reports.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    pub job_queue_name: String,
+    pub transitions: Vec<TransitionOut>,
+    pub preemptions: Vec<PreemptionOut>,
+    pub jobs: Vec<JobOut>,
+    pub shares: Vec<ShareOut>,
+    pub summary: Summary,
+}
+
+fn secs(t: Time) -> f64 {
+    t.as_secs_f64()
+}
+
+pub(crate) fn build(sim: &Simulation, end: Time) -> Report {
+    let c = &sim.cluster;
+    let r = &sim.recorder;
+    let name = |id: JobId| -> String {
+        sim.jobs
+            .get((id.0 as usize).wrapping_sub(1))
+            .map_or_else(|| id.to_string(), |j| j.name.clone())
+    };
+    let render = |reason: &StatusReason| reason.render(&name);
+    let transitions = r
+        .transitions
+        .iter()
+        .map(|e| TransitionOut {
+            t: secs(e.at),
+            job_name: name(e.job),
+            from: e.from.as_str().into(),
+            to: e.to.as_str().into(),
+            status_reason: render(&e.reason),
+        })
+        .collect();
+    let preemptions = r
+        .preemptions
+        .iter()
+        .map(|(t, job, kind, for_job)| PreemptionOut {
+            t: secs(*t),
+            job_name: name(*job),
+            kind: kind.as_str().into(),
+            for_job_name: name(*for_job),
+        })
+        .collect();
+    let mut jobs = Vec::with_capacity(sim.jobs.len());
+    let mut completion: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let mut wait: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let mut by_status: BTreeMap<String, u64> = BTreeMap::new();
+    let mut useful: BTreeMap<(u16, u16), f64> = BTreeMap::new();
+    let mut recomputed: BTreeMap<(u16, u16), f64> = BTreeMap::new();
+    for (i, sj) in sim.jobs.iter().enumerate() {
+        let id = JobId(i as u64 + 1);
+        let job = c.job(id).expect("every simulated job is in the cluster");
+        let share = c.share_config(job.spec.share).name.clone();
+        let submitted = r.submitted_at[i];
+        let first = r.first_started[i];
+        let stopped = r.stopped_at[i];
+        let reason = match job.status {
+            JobStatus::Runnable => c
+                .explain(id, end)
+                .map_or_else(|| render(&job.status_reason), |w| render(&StatusReason::Waiting(w))),
+            _ => render(&job.status_reason),
+        };
+        let wait_s = first.map(|f| f.millis_since(submitted) as f64 / 1000.0);
+        let completion_s = (job.status == JobStatus::Succeeded)
+            .then(|| stopped.map(|s| s.millis_since(submitted) as f64 / 1000.0))
+            .flatten();
+        if let Some(w) = wait_s {
+            wait.entry(share.clone()).or_default().push(w);
+            wait.entry("*".into()).or_default().push(w);
+        }
+        if let Some(cs) = completion_s {
+            completion.entry(share.clone()).or_default().push(cs);
+            completion.entry("*".into()).or_default().push(cs);
+        }
+        *by_status.entry(job.status.as_str().into()).or_default() += 1;
+        let key = (job.spec.share.0, job.spec.instance_type.0);
+        let count = f64::from(job.spec.count);
+        *useful.entry(key).or_default() += sj.committed.min(sj.duration) as f64 / 1000.0 * count;
+        *recomputed.entry(key).or_default() += sj.recomputed as f64 / 1000.0 * count;
+        if !r.record_timeline && sim.jobs.len() > 100_000 {
+            continue; // huge runs report the summary only
+        }
+        jobs.push(JobOut {
+            job_name: sj.name.clone(),
+            quota_share_name: share,
+            instance_type: c.type_name(job.spec.instance_type).into(),
+            instance_count: job.spec.count,
+            scheduling_priority: job.spec.priority,
+            status: job.status.as_str().into(),
+            status_reason: reason,
+            submitted_at: secs(submitted),
+            first_started_at: first.map(secs),
+            stopped_at: stopped.map(secs),
+            wait_seconds: wait_s,
+            completion_seconds: completion_s,
+            attempts: job.attempts.len(),
+            attempt_outcomes: job
+                .attempts
+                .iter()
+                .map(|a| a.outcome.map_or("IN_PROGRESS", |o| o.as_str()).to_string())
+                .collect(),
+            preempted_attempt_count: job.preempted_attempts,
+            recomputed_seconds: sj.recomputed as f64 / 1000.0,
+        });
+    }
+    let mut shares = Vec::new();
+    for s in c.share_indices() {
+        let config = c.share_config(s);
+        for t in sim.type_indices() {
+            let key = (s.0, t.0);
+            let integral = r.integrals.get(&key).copied().unwrap_or_default();
+            let entitlement = config.entitlement(c.type_name(t));
+            if entitlement == 0 && integral[1] == 0.0 {
+                continue;
+            }
+            shares.push(ShareOut {
+                quota_share_name: config.name.clone(),
+                instance_type: c.type_name(t).into(),
+                entitlement,
+                entitled_instance_seconds: integral[0],
+                used_instance_seconds: integral[1],
+                borrowed_instance_seconds: integral[2],
+                lent_instance_seconds: integral[3],
+                useful_instance_seconds: useful.get(&key).copied().unwrap_or(0.0),
+                recomputed_instance_seconds: recomputed.get(&key).copied().unwrap_or(0.0),
+            });
+        }
+    }
+    let useful_total: f64 = useful.values().sum();
+    let recomputed_total: f64 = recomputed.values().sum();
+    let (fleet_is, in_use_is) = r
+        .fleet_integrals
+        .values()
+        .fold((0.0, 0.0), |(f, u), v| (f + v[0], u + v[1]));
+    let mut preemption_counts: BTreeMap<String, u64> = sim
+        .preemption_kind_counts()
+        .into_iter()
+        .map(|(k, n)| (k.as_str().to_string(), n))
+        .collect();
+    let total: u64 = preemption_counts.values().sum();
+    preemption_counts.insert("total".into(), total);
+    Report {
+        job_queue_name: c.queue_name().into(),
+        transitions,
+        preemptions,
+        jobs,
+        shares,
+        summary: Summary {
+            end_time: secs(end),
+            passes: sim_passes(sim),
+            jobs_by_status: by_status,
+            rejected_submissions: r.rejected,
+            completion_seconds: completion.into_iter().map(|(k, v)| (k, Percentiles::of(v))).collect(),
+            wait_seconds: wait.into_iter().map(|(k, v)| (k, Percentiles::of(v))).collect(),
+            preemptions: preemption_counts,
+            useful_instance_seconds: useful_total,
+            recomputed_instance_seconds: recomputed_total,
+            recomputed_fraction: if useful_total + recomputed_total > 0.0 {
+                recomputed_total / (useful_total + recomputed_total)
+            } else {
+                0.0
+            },
+            fleet_utilisation: if fleet_is > 0.0 { in_use_is / fleet_is } else { 0.0 },
+            policy_changes: r.policy_changes,
+        },
+    }
+}
+
+fn sim_passes(sim: &Simulation) -> u64 {
+    sim.passes()
+}
+
+fn fmt_opt(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".into(), |v| format!("{v:.0}"))
+}
+
+impl Report {
+    /// The report for a person: a compact timeline (one line per job and
+    /// moment, chained states), then jobs, shares and the summary.
+    pub fn to_table(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "Timeline of queue {}", self.job_queue_name);
+        let preemptions_at = |t: f64, job: &str| {
+            self.preemptions
+                .iter()
+                .filter(|p| p.t == t && p.job_name == job)
+                .map(|p| format!("  [{} preemption for {}]", p.kind, p.for_job_name))
+                .collect::<String>()
+        };
+        // One line per job and moment: its states chained, the last reason.
+        let mut i = 0;
+        while i < self.transitions.len() {
+            let t = self.transitions[i].t;
+            let mut end = i;
+            while end < self.transitions.len() && self.transitions[end].t == t {
+                end += 1;
+            }
+            let block = &self.transitions[i..end];
+            let mut seen: Vec<&str> = Vec::new();
+            for tr in block {
+                if !seen.contains(&tr.job_name.as_str()) {
+                    seen.push(&tr.job_name);
+                }
+            }
+            for job in seen {
+                let mut chain: Vec<&str> = Vec::new();
+                let mut reason = "";
+                for tr in block.iter().filter(|tr| tr.job_name == job) {
+                    if chain.last() != Some(&tr.from.as_str()) {
+                        chain.push(&tr.from);
+                    }
+                    if chain.last() != Some(&tr.to.as_str()) {
+                        chain.push(&tr.to);
+                    }
+                    reason = &tr.status_reason;
+                }
+                let note = preemptions_at(t, job);
+                let _ = writeln!(out, "  t={:>7.1}s  {:<16} {:<44} {}{}", t, job, chain.join(" -> "), reason, note);
+            }
+            i = end;
+        }
+        if !self.preemptions.is_empty() {
+            let _ = writeln!(out, "\nPreemptions");
+            for p in &self.preemptions {
+                let _ = writeln!(out, "  t={:>7.1}s  {:<16} {:<14} for {}", p.t, p.job_name, p.kind, p.for_job_name);
+            }
+        }
+        if !self.jobs.is_empty() {
+            let _ = writeln!(out, "\nJobs");
+            let _ = writeln!(out, "  {:<16} {:<10} {:>4} {:<10} {:>8} {:>8} {:>8} {:>10} {:>10}  status reason", "job", "share", "prio", "status", "wait s", "done s", "attempts", "preempted", "recomp. s");
+            for j in &self.jobs {
+                let _ = writeln!(
+                    out,
+                    "  {:<16} {:<10} {:>4} {:<10} {:>8} {:>8} {:>8} {:>10} {:>10.0}  {}",
+                    j.job_name,
+                    j.quota_share_name,
+                    j.scheduling_priority,
+                    j.status,
+                    fmt_opt(j.wait_seconds),
+                    fmt_opt(j.completion_seconds),
+                    j.attempts,
+                    j.preempted_attempt_count,
+                    j.recomputed_seconds,
+                    j.status_reason
+                );
+            }
+        }
+        let _ = writeln!(out, "\nShares (instance-seconds)");
+        let _ = writeln!(out, "  {:<10} {:<16} {:>5} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}", "share", "type", "max", "entitled", "used", "borrowed", "lent", "useful", "recomputed");
+        for s in &self.shares {
+            let _ = writeln!(
+                out,
+                "  {:<10} {:<16} {:>5} {:>12.0} {:>12.0} {:>12.0} {:>12.0} {:>12.0} {:>12.0}",
+                s.quota_share_name,
+                s.instance_type,
+                s.entitlement,
+                s.entitled_instance_seconds,
+                s.used_instance_seconds,
+                s.borrowed_instance_seconds,
+                s.lent_instance_seconds,
+                s.useful_instance_seconds,
+                s.recomputed_instance_seconds
+            );
+        }
+        let sum = &self.summary;
+        let _ = writeln!(out, "\nSummary (ended at t={:.1}s after {} passes)", sum.end_time, sum.passes);
+        let statuses: Vec<String> = sum.jobs_by_status.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let _ = writeln!(out, "  jobs: {}", statuses.join(", "));
+        if sum.rejected_submissions > 0 {
+            let _ = writeln!(out, "  rejected submissions: {}", sum.rejected_submissions);
+        }
+        let _ = writeln!(out, "  completion time (s), submit to SUCCEEDED:");
+        for (share, p) in &sum.completion_seconds {
+            let label = if share == "*" { "all shares" } else { share.as_str() };
+            let _ = writeln!(out, "    {:<12} n={:<7} p50 {:>8} p90 {:>8} p99 {:>8} max {:>8}", label, p.count, fmt_opt(p.p50), fmt_opt(p.p90), fmt_opt(p.p99), fmt_opt(p.max));
+        }
+        let kinds: Vec<String> = sum.preemptions.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let _ = writeln!(out, "  preemptions: {}", kinds.join(", "));
+        let _ = writeln!(
+            out,
+            "  recomputed work: {:.1}% ({:.0} of {:.0} instance-seconds)",
+            sum.recomputed_fraction * 100.0,
+            sum.recomputed_instance_seconds,
+            sum.useful_instance_seconds + sum.recomputed_instance_seconds
+        );
+        let _ = writeln!(out, "  fleet utilisation: {:.1}%", sum.fleet_utilisation * 100.0);
+        let _ = writeln!(out, "  policy changes: {}", sum.policy_changes);
+        out
+    }
+}

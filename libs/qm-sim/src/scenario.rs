@@ -1,0 +1,237 @@
+//! The scenario file: a fleet, a queue with its quota shares (AWS field names,
+//! camelCase), and timed actions; optionally a synthetic workload generator.
+//! `docs/simulate.md` documents every field with examples.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+/// A whole scenario.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Scenario {
+    /// Instances per type at t=0.
+    pub fleet: BTreeMap<String, u32>,
+    pub queue: QueueSpec,
+    /// Defaults for every submitted job.
+    #[serde(default)]
+    pub defaults: JobDefaults,
+    #[serde(default)]
+    pub actions: Vec<Action>,
+    /// A synthetic workload added to `actions`.
+    #[serde(default)]
+    pub generate: Option<Generate>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct JobDefaults {
+    pub startup_seconds: Option<f64>,
+    pub stop_seconds: Option<f64>,
+    pub checkpoint_interval_seconds: Option<f64>,
+    pub checkpoint_on_stop: Option<bool>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct QueueSpec {
+    pub job_queue_name: String,
+    #[serde(default)]
+    pub state: Option<String>,
+    #[serde(default)]
+    pub queueing_strategy: Option<String>,
+    #[serde(default)]
+    pub capacity_limits: Vec<CapacityLimitSpec>,
+    pub quota_shares: Vec<ShareSpec>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CapacityLimitSpec {
+    pub capacity_unit: String,
+    pub max_capacity: i64,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SharingSpec {
+    pub strategy: Option<String>,
+    pub borrow_limit: Option<i64>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PreemptionSpec {
+    pub in_share_preemption: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProtectionsSpec {
+    pub min_runtime_before_preemption_seconds: Option<u64>,
+    pub reborrow_cooldown_seconds: Option<u64>,
+    pub borrow_requires_checkpoint: Option<bool>,
+}
+
+/// A quota share; in `updateQuotaShare` every field but the name is optional
+/// and only the given ones change.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ShareSpec {
+    pub quota_share_name: String,
+    #[serde(default)]
+    pub state: Option<String>,
+    #[serde(default)]
+    pub capacity_limits: Option<Vec<CapacityLimitSpec>>,
+    #[serde(default)]
+    pub resource_sharing_configuration: Option<SharingSpec>,
+    #[serde(default)]
+    pub preemption_configuration: Option<PreemptionSpec>,
+    /// Quartermaster's protections (all off by default).
+    #[serde(default)]
+    pub protections: Option<ProtectionsSpec>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RetryStrategySpec {
+    pub attempts: Option<u32>,
+    #[serde(default)]
+    pub evaluate_on_exit: Vec<ExitRuleSpec>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExitRuleSpec {
+    pub on_exit_code: Option<String>,
+    pub on_status_reason: Option<String>,
+    pub action: String,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TimeoutSpec {
+    pub attempt_duration_seconds: u64,
+}
+
+/// A failure injected into one attempt of a simulated job.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FailureSpec {
+    pub attempt: u32,
+    pub after_seconds: f64,
+    pub exit_code: i32,
+}
+
+/// `SubmitServiceJob` plus the simulated workload's shape.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SubmitSpec {
+    pub job_name: String,
+    pub quota_share_name: String,
+    pub instance_type: String,
+    #[serde(default = "one")]
+    pub instance_count: u32,
+    #[serde(default)]
+    pub scheduling_priority: u32,
+    pub preemption_retries_before_termination: Option<u32>,
+    #[serde(default)]
+    pub retry_strategy: Option<RetryStrategySpec>,
+    #[serde(default)]
+    pub timeout_config: Option<TimeoutSpec>,
+    pub termination_grace_period_seconds: Option<u64>,
+    /// Seconds of work the job needs.
+    pub duration_seconds: f64,
+    /// Commits a checkpoint after each such interval of progress; absent = the
+    /// job does not checkpoint and a preemption loses all its progress.
+    pub checkpoint_interval_seconds: Option<f64>,
+    /// Restore and launch delay of each attempt.
+    pub startup_seconds: Option<f64>,
+    /// Time from the stop request to the end of the attempt (capped by the
+    /// grace period).
+    pub stop_seconds: Option<f64>,
+    /// Whether the job writes a final checkpoint when asked to stop.
+    pub checkpoint_on_stop: Option<bool>,
+    #[serde(default)]
+    pub failures: Vec<FailureSpec>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UpdateJobSpec {
+    pub job_name: String,
+    pub scheduling_priority: u32,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct JobRefSpec {
+    pub job_name: String,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ShareRefSpec {
+    pub quota_share_name: String,
+}
+
+/// One timed action; exactly one of the verbs is set.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Action {
+    /// Virtual time in seconds.
+    pub at: f64,
+    pub submit: Option<SubmitSpec>,
+    pub update_service_job: Option<UpdateJobSpec>,
+    pub terminate_service_job: Option<JobRefSpec>,
+    pub create_quota_share: Option<ShareSpec>,
+    pub update_quota_share: Option<ShareSpec>,
+    pub delete_quota_share: Option<ShareRefSpec>,
+    pub set_fleet: Option<BTreeMap<String, u32>>,
+}
+
+/// A synthetic workload: `jobs` jobs with Poisson arrivals, spread over the
+/// shares in proportion to their entitlement, reproducible from `seed`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Generate {
+    pub jobs: u64,
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// Mean seconds between submissions.
+    pub mean_interarrival_seconds: f64,
+    /// Durations are log-uniform in [min, max] seconds.
+    pub min_duration_seconds: f64,
+    pub max_duration_seconds: f64,
+    /// Instance counts drawn uniformly from this list.
+    #[serde(default = "default_counts")]
+    pub instance_counts: Vec<u32>,
+    /// Priorities drawn uniformly from 0..=maxPriority.
+    #[serde(default)]
+    pub max_priority: u32,
+    /// Share of jobs that checkpoint (0..=1).
+    #[serde(default = "default_checkpointing")]
+    pub checkpointing_fraction: f64,
+    #[serde(default = "default_interval")]
+    pub checkpoint_interval_seconds: f64,
+}
+
+fn default_seed() -> u64 {
+    1
+}
+
+fn default_counts() -> Vec<u32> {
+    vec![1]
+}
+
+fn default_checkpointing() -> f64 {
+    1.0
+}
+
+fn default_interval() -> f64 {
+    600.0
+}

@@ -1,0 +1,597 @@
+//! The virtual-time engine: feeds scenario actions and simulated executor
+//! reports into the core, runs a pass whenever something happened, and applies
+//! its plan, exactly as the live scheduler does with real events.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
+
+use qm_core::invariants::{self, Violation};
+pub use qm_core::Time;
+use qm_core::{
+    CheckpointMark, Cluster, ConfigError, ConfigProblem, JobError, JobId, JobSpec,
+    PreemptionKind, TypeIdx,
+};
+
+use crate::convert;
+use crate::report::{Recorder, Report};
+use crate::rng::SplitMix64;
+use crate::scenario::{Action, Generate, Scenario, SubmitSpec};
+
+/// Why a simulation could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("cannot read the scenario: {0}")]
+    Parse(String),
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    #[error("action {index} (at {at}s): {message}")]
+    Action { index: usize, at: f64, message: String },
+    #[error("at t={at}: {violation}")]
+    Invariant { at: Time, violation: Violation },
+}
+
+/// How to run.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    /// Stop at this virtual time (the report shows the state then).
+    pub until: Option<Time>,
+    /// Keep every transition (needed for the timeline; off for huge runs).
+    pub record_timeline: bool,
+    /// Check the core's invariants after every pass (slow; for tests).
+    pub check_invariants: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            until: None,
+            record_timeline: true,
+            check_invariants: false,
+        }
+    }
+}
+
+/// Progress of a long run, for the CLI's progress line.
+#[derive(Clone, Copy, Debug)]
+pub struct Progress {
+    pub now: Time,
+    pub submitted: u64,
+    pub finished: u64,
+    pub passes: u64,
+}
+
+/// Parses a scenario from YAML (or JSON, which is YAML).
+pub fn parse(text: &str) -> Result<Scenario, SimError> {
+    serde_yaml_ng::from_str(text).map_err(|e| SimError::Parse(e.to_string()))
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    Action(usize),
+    Generate,
+    Running(JobId, u32),
+    Checkpoint(JobId, u32, u64),
+    Complete(JobId, u32),
+    Fail(JobId, u32, i32),
+    StopDone(JobId, u32),
+    Wake,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Waiting,
+    Starting(u32),
+    Running(u32),
+    Stopping(u32),
+    Done,
+}
+
+/// The simulated workload of one job.
+#[derive(Clone, Debug)]
+pub(crate) struct SimJob {
+    pub name: String,
+    pub duration: u64,
+    pub interval: Option<u64>,
+    pub startup: u64,
+    pub stop: u64,
+    pub checkpoint_on_stop: bool,
+    pub failures: Vec<(u32, u64, i32)>,
+    phase: Phase,
+    /// Progress (ms of work) saved in the last committed checkpoint.
+    pub committed: u64,
+    /// When the current attempt began working, and its progress then.
+    run_from: Option<(Time, u64)>,
+    /// Work lost to preemptions, host losses and failures (ms).
+    pub recomputed: u64,
+}
+
+impl SimJob {
+    fn progress(&self, now: Time) -> u64 {
+        self.run_from
+            .map_or(self.committed, |(since, base)| (base + now.millis_since(since)).min(self.duration))
+    }
+}
+
+fn ms(secs: f64) -> u64 {
+    Time::from_secs_f64(secs).as_millis()
+}
+
+/// A running simulation.
+pub struct Simulation {
+    pub(crate) cluster: Cluster,
+    pub(crate) jobs: Vec<SimJob>,
+    names: HashMap<String, JobId>,
+    actions: Vec<Action>,
+    generator: Option<(Generate, SplitMix64, u64, Time, Vec<(String, u32)>)>,
+    defaults: crate::scenario::JobDefaults,
+    queue: BinaryHeap<Reverse<(Time, u64, Ev)>>,
+    seq: u64,
+    now: Time,
+    options: Options,
+    pub(crate) recorder: Recorder,
+    passes: u64,
+}
+
+impl Simulation {
+    /// Builds a simulation; the configuration is validated whole.
+    pub fn new(scenario: Scenario, options: Options) -> Result<Simulation, SimError> {
+        let mut problems = Vec::new();
+        let queue = convert::queue(&scenario.queue, &mut problems);
+        if !problems.is_empty() {
+            return Err(ConfigError(problems).into());
+        }
+        let fleet: Vec<(&str, u32)> = scenario.fleet.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        let cluster = Cluster::new(queue, &fleet)?;
+        let mut actions = scenario.actions;
+        for (i, a) in actions.iter().enumerate() {
+            if !(a.at.is_finite() && a.at >= 0.0) {
+                return Err(SimError::Action { index: i, at: a.at, message: "`at` must be a time in seconds >= 0".into() });
+            }
+        }
+        // Stable: actions at the same time keep file order.
+        let mut order: Vec<usize> = (0..actions.len()).collect();
+        order.sort_by(|&a, &b| actions[a].at.total_cmp(&actions[b].at).then(a.cmp(&b)));
+        actions = order.into_iter().map(|i| actions[i].clone()).collect();
+        let mut sim = Simulation {
+            cluster,
+            jobs: Vec::new(),
+            names: HashMap::new(),
+            actions,
+            generator: None,
+            defaults: scenario.defaults,
+            queue: BinaryHeap::new(),
+            seq: 0,
+            now: Time::ZERO,
+            options,
+            recorder: Recorder::new(options.record_timeline),
+            passes: 0,
+        };
+        for i in 0..sim.actions.len() {
+            let at = Time::from_secs_f64(sim.actions[i].at);
+            sim.push(at, Ev::Action(i));
+        }
+        if let Some(gen) = scenario.generate {
+            sim.start_generator(gen)?;
+        }
+        Ok(sim)
+    }
+
+    fn start_generator(&mut self, gen: Generate) -> Result<(), SimError> {
+        let bad = |message: &str| SimError::Action { index: 0, at: 0.0, message: format!("generate: {message}") };
+        if gen.mean_interarrival_seconds <= 0.0 || gen.min_duration_seconds <= 0.0 || gen.max_duration_seconds < gen.min_duration_seconds {
+            return Err(bad("needs meanInterarrivalSeconds > 0 and 0 < minDurationSeconds <= maxDurationSeconds"));
+        }
+        if gen.instance_counts.is_empty() || gen.instance_counts.contains(&0) {
+            return Err(bad("instanceCounts must list counts >= 1"));
+        }
+        // Shares weighted by entitlement, one (type, weight) per limit.
+        let mut targets = Vec::new();
+        for s in self.cluster.share_indices() {
+            let share = self.cluster.share_config(s);
+            for limit in &share.capacity_limits {
+                if limit.max_capacity > 0 {
+                    targets.push((format!("{}\u{0}{}", share.name, limit.capacity_unit), limit.max_capacity as u32));
+                }
+            }
+        }
+        if targets.is_empty() {
+            return Err(bad("no share has capacity to submit to"));
+        }
+        let rng = SplitMix64::new(gen.seed);
+        self.generator = Some((gen, rng, 0, Time::ZERO, targets));
+        self.push(Time::ZERO, Ev::Generate);
+        Ok(())
+    }
+
+    fn push(&mut self, at: Time, ev: Ev) {
+        self.seq += 1;
+        self.queue.push(Reverse((at, self.seq, ev)));
+    }
+
+    fn job(&mut self, id: JobId) -> &mut SimJob {
+        &mut self.jobs[(id.0 - 1) as usize]
+    }
+
+    /// Runs to the end (or `until`), calling `progress` now and then.
+    pub fn run(mut self, progress: &mut dyn FnMut(Progress)) -> Result<Report, SimError> {
+        let mut since_progress = 0u32;
+        while let Some(Reverse((at, _, _))) = self.queue.peek().copied() {
+            if self.options.until.is_some_and(|u| at > u) {
+                break;
+            }
+            self.recorder.advance(&self.cluster, self.now, at);
+            self.now = at;
+            while let Some(Reverse((t, _, ev))) = self.queue.peek().copied() {
+                if t != at {
+                    break;
+                }
+                self.queue.pop();
+                self.handle(ev)?;
+            }
+            self.pass()?;
+            since_progress += 1;
+            if since_progress >= 50_000 {
+                since_progress = 0;
+                progress(Progress {
+                    now: self.now,
+                    submitted: self.jobs.len() as u64,
+                    finished: self.recorder.finished,
+                    passes: self.passes,
+                });
+            }
+        }
+        let end = self.options.until.unwrap_or(self.now).max(self.now);
+        self.recorder.advance(&self.cluster, self.now, end);
+        self.now = end;
+        Ok(crate::report::build(&self, end))
+    }
+
+    fn pass(&mut self) -> Result<(), SimError> {
+        let now = self.now;
+        let plan = self.cluster.schedule(now);
+        self.passes += 1;
+        if self.options.check_invariants {
+            invariants::check_plan(&self.cluster, &plan).map_err(|violation| SimError::Invariant { at: now, violation })?;
+        }
+        self.cluster.apply(&plan);
+        for p in &plan.preemptions {
+            self.recorder.preemption(now, p.job, p.kind, p.for_job);
+            self.request_stop(p.job);
+        }
+        for id in &plan.timeouts {
+            self.request_stop(*id);
+        }
+        for start in &plan.starts {
+            let attempt = self.cluster.job(start.job).map_or(1, |j| j.attempts.len() as u32);
+            let job = &self.jobs[(start.job.0 - 1) as usize];
+            let restored = (job.committed > 0).then(|| CheckpointMark { at: now, step: job.committed / 1000 });
+            let startup = job.startup;
+            self.cluster.attempt_starting(start.job, attempt, restored, now).expect("a started job has that attempt");
+            self.job(start.job).phase = Phase::Starting(attempt);
+            self.recorder.started(start.job, now);
+            self.push(now.plus_millis(startup), Ev::Running(start.job, attempt));
+        }
+        if let Some(wake) = plan.wake_at {
+            if !self.queue.iter().any(|Reverse((t, _, e))| *e == Ev::Wake && *t == wake) {
+                self.push(wake, Ev::Wake);
+            }
+        }
+        self.record_events();
+        Ok(())
+    }
+
+    fn record_events(&mut self) {
+        for event in self.cluster.drain_events() {
+            if event.to.is_final() {
+                self.jobs[(event.job.0 - 1) as usize].phase = Phase::Done;
+                self.recorder.finished(event.job, event.at, event.to);
+            }
+            self.recorder.transition(event);
+        }
+    }
+
+    /// The scheduler asked a running job to stop: its work stops now.
+    fn request_stop(&mut self, id: JobId) {
+        let now = self.now;
+        let job = self.job(id);
+        let attempt = match job.phase {
+            Phase::Starting(n) | Phase::Running(n) => n,
+            _ => return,
+        };
+        let progress = job.progress(now);
+        if job.checkpoint_on_stop {
+            job.committed = progress;
+        } else {
+            job.recomputed += progress - job.committed;
+        }
+        job.run_from = None;
+        job.phase = Phase::Stopping(attempt);
+        let stop = job.stop;
+        self.push(now.plus_millis(stop), Ev::StopDone(id, attempt));
+    }
+
+    /// The job's host is gone: its uncommitted work is lost.
+    fn lose(&mut self, id: JobId) {
+        let now = self.now;
+        let job = self.job(id);
+        job.recomputed += job.progress(now) - job.committed;
+        job.run_from = None;
+        job.phase = Phase::Waiting;
+    }
+
+    fn live(&self, id: JobId, attempt: u32) -> bool {
+        matches!(self.jobs[(id.0 - 1) as usize].phase, Phase::Running(n) if n == attempt)
+    }
+
+    fn handle(&mut self, ev: Ev) -> Result<(), SimError> {
+        let now = self.now;
+        match ev {
+            Ev::Action(i) => self.action(i)?,
+            Ev::Generate => self.generate()?,
+            Ev::Wake => {}
+            Ev::Running(id, n) => {
+                if self.jobs[(id.0 - 1) as usize].phase != Phase::Starting(n) {
+                    return Ok(());
+                }
+                self.cluster.attempt_running(id, n, now).expect("attempt is current");
+                let job = self.job(id);
+                job.phase = Phase::Running(n);
+                job.run_from = Some((now, job.committed));
+                let left = job.duration - job.committed;
+                let next_mark = job.interval.map(|i| (job.committed / i + 1) * i).filter(|m| *m < job.duration);
+                let failure = job.failures.iter().find(|f| f.0 == n).map(|f| (f.1, f.2));
+                let committed = job.committed;
+                match failure {
+                    Some((after, code)) if after < left => self.push(now.plus_millis(after), Ev::Fail(id, n, code)),
+                    _ => self.push(now.plus_millis(left), Ev::Complete(id, n)),
+                }
+                if let Some(mark) = next_mark {
+                    self.push(now.plus_millis(mark - committed), Ev::Checkpoint(id, n, mark));
+                }
+            }
+            Ev::Checkpoint(id, n, mark) => {
+                if !self.live(id, n) {
+                    return Ok(());
+                }
+                let step = mark / 1000;
+                self.cluster
+                    .checkpoint_committed(id, n, CheckpointMark { at: now, step })
+                    .expect("attempt is current");
+                let job = self.job(id);
+                job.committed = mark;
+                if let Some(next) = job.interval.map(|i| mark + i).filter(|m| *m < job.duration) {
+                    self.push(now.plus_millis(next - mark), Ev::Checkpoint(id, n, next));
+                }
+            }
+            Ev::Complete(id, n) => {
+                if !self.live(id, n) {
+                    return Ok(());
+                }
+                let job = self.job(id);
+                job.committed = job.duration;
+                job.run_from = None;
+                self.cluster.attempt_ended(id, n, Some(0), now).expect("attempt is current");
+            }
+            Ev::Fail(id, n, code) => {
+                if !self.live(id, n) {
+                    return Ok(());
+                }
+                let job = self.job(id);
+                job.recomputed += job.progress(now) - job.committed;
+                job.run_from = None;
+                job.phase = Phase::Waiting;
+                self.cluster.attempt_ended(id, n, Some(code), now).expect("attempt is current");
+            }
+            Ev::StopDone(id, n) => {
+                if self.jobs[(id.0 - 1) as usize].phase != Phase::Stopping(n) {
+                    return Ok(());
+                }
+                self.job(id).phase = Phase::Waiting;
+                let code = if self.jobs[(id.0 - 1) as usize].checkpoint_on_stop { Some(0) } else { None };
+                self.cluster.attempt_ended(id, n, code, now).expect("attempt is current");
+            }
+        }
+        self.record_events();
+        Ok(())
+    }
+
+    fn job_id(&self, index: usize, name: &str) -> Result<JobId, SimError> {
+        self.names.get(name).copied().ok_or_else(|| SimError::Action {
+            index,
+            at: self.actions[index].at,
+            message: format!("no job named {name:?} was submitted before this action"),
+        })
+    }
+
+    fn action(&mut self, index: usize) -> Result<(), SimError> {
+        let now = self.now;
+        let action = self.actions[index].clone();
+        let fail = |message: String| SimError::Action { index, at: action.at, message };
+        let verbs = [
+            action.submit.is_some(),
+            action.update_service_job.is_some(),
+            action.terminate_service_job.is_some(),
+            action.create_quota_share.is_some(),
+            action.update_quota_share.is_some(),
+            action.delete_quota_share.is_some(),
+            action.set_fleet.is_some(),
+        ];
+        if verbs.iter().filter(|v| **v).count() != 1 {
+            return Err(fail("an action needs exactly one of submit, updateServiceJob, terminateServiceJob, createQuotaShare, updateQuotaShare, deleteQuotaShare, setFleet".into()));
+        }
+        if let Some(submit) = &action.submit {
+            self.submit(submit).map_err(fail)?;
+        } else if let Some(update) = &action.update_service_job {
+            let id = self.job_id(index, &update.job_name)?;
+            self.cluster
+                .update_priority(id, update.scheduling_priority)
+                .map_err(|e| fail(e.to_string()))?;
+            self.recorder.policy_change(now);
+        } else if let Some(job) = &action.terminate_service_job {
+            let id = self.job_id(index, &job.job_name)?;
+            if self.cluster.terminate(id, now).map_err(|e| fail(e.to_string()))? {
+                self.request_stop(id);
+            }
+        } else if let Some(fleet) = &action.set_fleet {
+            for (instance_type, count) in fleet {
+                for id in self.cluster.set_fleet(instance_type, *count, now) {
+                    self.lose(id);
+                }
+            }
+        } else {
+            let mut config = self.cluster.queue_config();
+            let mut problems: Vec<ConfigProblem> = Vec::new();
+            if let Some(spec) = &action.create_quota_share {
+                if config.share(&spec.quota_share_name).is_some() {
+                    return Err(fail(format!("quota share {:?} already exists", spec.quota_share_name)));
+                }
+                config.shares.push(convert::new_share(spec, "createQuotaShare", &mut problems));
+            } else if let Some(spec) = &action.update_quota_share {
+                let Some(share) = config.shares.iter_mut().find(|s| s.name == spec.quota_share_name) else {
+                    return Err(fail(format!("no quota share named {:?}", spec.quota_share_name)));
+                };
+                convert::merge_share(share, spec, "updateQuotaShare", &mut problems);
+            } else if let Some(spec) = &action.delete_quota_share {
+                let before = config.shares.len();
+                config.shares.retain(|s| s.name != spec.quota_share_name);
+                if config.shares.len() == before {
+                    return Err(fail(format!("no quota share named {:?}", spec.quota_share_name)));
+                }
+            }
+            if !problems.is_empty() {
+                return Err(fail(ConfigError(problems).to_string()));
+            }
+            let stops = self.cluster.update_queue(config, now).map_err(|e| fail(e.to_string()))?;
+            for id in stops {
+                self.request_stop(id);
+            }
+            self.recorder.policy_change(now);
+        }
+        Ok(())
+    }
+
+    fn submit(&mut self, spec: &SubmitSpec) -> Result<JobId, String> {
+        if self.names.contains_key(&spec.job_name) {
+            return Err(format!("job name {:?} is already used in this scenario", spec.job_name));
+        }
+        let share = self
+            .cluster
+            .share_idx(&spec.quota_share_name)
+            .ok_or_else(|| format!("quotaShareName: no quota share named {:?}", spec.quota_share_name))?;
+        let instance_type = self.cluster.intern_type(&spec.instance_type);
+        let mut problems = Vec::new();
+        let mut core = JobSpec::new(spec.job_name.clone(), share, instance_type, spec.instance_count);
+        core.priority = spec.scheduling_priority;
+        core.preemption_retries = spec.preemption_retries_before_termination;
+        if let Some(retry) = &spec.retry_strategy {
+            core.retry_attempts = retry.attempts.unwrap_or(1);
+            core.evaluate_on_exit = convert::exit_rules(&retry.evaluate_on_exit, "retryStrategy.evaluateOnExit", &mut problems);
+        }
+        core.attempt_timeout_secs = spec.timeout_config.as_ref().map(|t| t.attempt_duration_seconds);
+        if let Some(grace) = spec.termination_grace_period_seconds {
+            core.grace_period_secs = grace;
+        }
+        let interval = spec.checkpoint_interval_seconds.or(self.defaults.checkpoint_interval_seconds);
+        core.checkpoints = interval.is_some();
+        if !(spec.duration_seconds.is_finite() && spec.duration_seconds > 0.0) {
+            problems.push(ConfigProblem { field: "durationSeconds".into(), message: "must be > 0".into() });
+        }
+        if interval.is_some_and(|i| !(i.is_finite() && i > 0.0)) {
+            problems.push(ConfigProblem { field: "checkpointIntervalSeconds".into(), message: "must be > 0".into() });
+        }
+        if !problems.is_empty() {
+            return Err(JobError::Invalid(problems).to_string());
+        }
+        let grace_ms = core.grace_period_secs * 1000;
+        let id = self.cluster.submit(core, self.now).map_err(|e| e.to_string())?;
+        assert_eq!(id.0 as usize, self.jobs.len() + 1, "the core numbers jobs 1, 2, 3, ...");
+        self.jobs.push(SimJob {
+            name: spec.job_name.clone(),
+            duration: ms(spec.duration_seconds).max(1),
+            interval: interval.map(|i| ms(i).max(1)),
+            startup: ms(spec.startup_seconds.or(self.defaults.startup_seconds).unwrap_or(0.0)),
+            stop: ms(spec.stop_seconds.or(self.defaults.stop_seconds).unwrap_or(0.0)).min(grace_ms),
+            checkpoint_on_stop: spec.checkpoint_on_stop.or(self.defaults.checkpoint_on_stop).unwrap_or(false),
+            failures: spec.failures.iter().map(|f| (f.attempt, ms(f.after_seconds), f.exit_code)).collect(),
+            phase: Phase::Waiting,
+            committed: 0,
+            run_from: None,
+            recomputed: 0,
+        });
+        self.names.insert(spec.job_name.clone(), id);
+        self.recorder.submitted(id, self.now);
+        Ok(id)
+    }
+
+    fn generate(&mut self) -> Result<(), SimError> {
+        let Some((gen, mut rng, made, _, targets)) = self.generator.take() else {
+            return Ok(());
+        };
+        let total_weight: u64 = targets.iter().map(|(_, w)| u64::from(*w)).sum();
+        let mut pick = rng.below(total_weight);
+        let (target, _) = targets
+            .iter()
+            .find(|(_, w)| {
+                if pick < u64::from(*w) {
+                    true
+                } else {
+                    pick -= u64::from(*w);
+                    false
+                }
+            })
+            .expect("pick is below the total weight");
+        let (share, instance_type) = target.split_once('\u{0}').expect("target holds share and type");
+        let (lo, hi) = (gen.min_duration_seconds.ln(), gen.max_duration_seconds.ln());
+        let duration = (lo + (hi - lo) * rng.unit()).exp();
+        let count = gen.instance_counts[rng.below(gen.instance_counts.len() as u64) as usize];
+        let checkpoints = rng.unit() < gen.checkpointing_fraction;
+        let spec = SubmitSpec {
+            job_name: format!("gen-{:07}", made + 1),
+            quota_share_name: share.to_string(),
+            instance_type: instance_type.to_string(),
+            instance_count: count,
+            scheduling_priority: rng.below(u64::from(gen.max_priority) + 1) as u32,
+            preemption_retries_before_termination: None,
+            retry_strategy: None,
+            timeout_config: None,
+            termination_grace_period_seconds: None,
+            duration_seconds: (duration * 1000.0).round() / 1000.0,
+            checkpoint_interval_seconds: checkpoints.then_some(gen.checkpoint_interval_seconds),
+            startup_seconds: None,
+            stop_seconds: None,
+            checkpoint_on_stop: None,
+            failures: Vec::new(),
+        };
+        match self.submit(&spec) {
+            Ok(_) => {}
+            // A generated job that the configuration forbids is skipped, not fatal.
+            Err(_) => self.recorder.rejected += 1,
+        }
+        let made = made + 1;
+        if made < gen.jobs {
+            let gap = -gen.mean_interarrival_seconds * (1.0 - rng.unit()).ln();
+            let next = self.now.plus_millis(ms(gap));
+            self.generator = Some((gen, rng, made, next, targets));
+            self.push(next, Ev::Generate);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn type_indices(&self) -> Vec<TypeIdx> {
+        (0..self.cluster.type_count()).map(|t| TypeIdx(t as u16)).collect()
+    }
+
+    pub(crate) fn passes(&self) -> u64 {
+        self.passes
+    }
+
+    pub(crate) fn preemption_kind_counts(&self) -> BTreeMap<PreemptionKind, u64> {
+        self.recorder.kind_counts()
+    }
+}
+
+/// Parses and runs a scenario in one go.
+pub fn simulate(text: &str, options: Options) -> Result<Report, SimError> {
+    let scenario = parse(text)?;
+    Simulation::new(scenario, options)?.run(&mut |_| {})
+}
