@@ -583,7 +583,7 @@ impl Cluster {
                 if job.stopping.is_some_and(|c| c == StopCause::Cancelled) {
                     return Ok(false);
                 }
-                self.begin_stop(id, StopCause::Cancelled, StatusReason::CancelInProgress);
+                self.begin_stop(id, StopCause::Cancelled, StatusReason::CancelInProgress, now);
                 Ok(true)
             }
             status => Err(JobError::WrongState {
@@ -603,11 +603,13 @@ impl Cluster {
 
     /// Moves a running job to "being stopped": it keeps its instances (and its
     /// status) until the executor reports the attempt ended.
-    pub(crate) fn begin_stop(&mut self, id: JobId, cause: StopCause, reason: StatusReason) {
+    pub(crate) fn begin_stop(&mut self, id: JobId, cause: StopCause, reason: StatusReason, now: Time) {
         let job = self.jobs.get_mut(&id).expect("known job");
         let already = job.stopping.is_some();
         job.stopping = Some(cause);
-        job.status_reason = reason;
+        let status = job.status;
+        self.transition(id, status, reason, now);
+        let job = &self.jobs[&id];
         if already {
             return;
         }
@@ -880,7 +882,7 @@ impl Cluster {
                     if self.jobs[&id].stopping.is_none() {
                         stops.push(id);
                     }
-                    self.begin_stop(id, StopCause::Cancelled, StatusReason::CancelInProgress);
+                    self.begin_stop(id, StopCause::Cancelled, StatusReason::CancelInProgress, now);
                 }
             }
         }
@@ -893,12 +895,12 @@ impl Cluster {
     pub fn apply(&mut self, plan: &crate::pass::Plan) {
         let now = plan.now;
         for stop in &plan.timeouts {
-            self.begin_stop(*stop, StopCause::TimedOut, StatusReason::TimeoutInProgress);
+            self.begin_stop(*stop, StopCause::TimedOut, StatusReason::TimeoutInProgress, now);
         }
         for p in &plan.preemptions {
             let cause = StopCause::Preempted { kind: p.kind, for_job: p.for_job };
             let reason = StatusReason::PreemptionInProgress { kind: p.kind, for_job: p.for_job };
-            self.begin_stop(p.job, cause, reason);
+            self.begin_stop(p.job, cause, reason, now);
             if p.kind != crate::job::PreemptionKind::InShare {
                 let job = &self.jobs[&p.job];
                 let (s, t) = (job.spec.share, job.spec.instance_type);

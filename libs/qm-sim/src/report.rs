@@ -403,13 +403,6 @@ impl Report {
     pub fn to_table(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(out, "Timeline of queue {}", self.job_queue_name);
-        let preemptions_at = |t: f64, job: &str| {
-            self.preemptions
-                .iter()
-                .filter(|p| p.t == t && p.job_name == job)
-                .map(|p| format!("  [{} preemption for {}]", p.kind, p.for_job_name))
-                .collect::<String>()
-        };
         // One line per job and moment: its states chained, the last reason.
         let mut i = 0;
         while i < self.transitions.len() {
@@ -427,7 +420,7 @@ impl Report {
             }
             for job in seen {
                 let mut chain: Vec<&str> = Vec::new();
-                let mut reason = "";
+                let mut reasons: Vec<&str> = Vec::new();
                 for tr in block.iter().filter(|tr| tr.job_name == job) {
                     if chain.last() != Some(&tr.from.as_str()) {
                         chain.push(&tr.from);
@@ -435,10 +428,14 @@ impl Report {
                     if chain.last() != Some(&tr.to.as_str()) {
                         chain.push(&tr.to);
                     }
-                    reason = &tr.status_reason;
+                    if reasons.last() != Some(&tr.status_reason.as_str()) {
+                        reasons.push(&tr.status_reason);
+                    }
                 }
-                let note = preemptions_at(t, job);
-                let _ = writeln!(out, "  t={:>7.1}s  {:<16} {:<44} {}{}", t, job, chain.join(" -> "), reason, note);
+                if reasons.len() > 1 {
+                    reasons.retain(|r| !r.starts_with("QUEUED:"));
+                }
+                let _ = writeln!(out, "  t={:>7.1}s  {:<16} {:<44} {}", t, job, chain.join(" -> "), reasons.join(" | "));
             }
             i = end;
         }
