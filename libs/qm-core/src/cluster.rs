@@ -123,6 +123,8 @@ pub struct Cluster {
     pub(crate) deadlines: BTreeSet<(Time, JobId)>,
     pub host_lost_cap: u32,
     events: Vec<JobEvent>,
+    /// RUNNABLE jobs no pass has given a reason yet (new or requeued).
+    pub(crate) unexplained: BTreeSet<JobId>,
 }
 
 impl Cluster {
@@ -143,6 +145,7 @@ impl Cluster {
             deadlines: BTreeSet::new(),
             host_lost_cap: DEFAULT_HOST_LOST_CAP,
             events: Vec::new(),
+            unexplained: BTreeSet::new(),
         };
         for (name, count) in fleet {
             let t = cluster.intern_type(name);
@@ -532,6 +535,7 @@ impl Cluster {
         let key = Self::queue_key(job);
         let (s, t, count, ckpt) = (job.spec.share, job.spec.instance_type, job.spec.count, job.spec.checkpoints);
         self.st_mut(s, t).runnable.insert(key, count, ckpt);
+        self.unexplained.insert(id);
         self.transition(id, JobStatus::Runnable, reason, now);
     }
 
@@ -599,6 +603,7 @@ impl Cluster {
         let job = &self.jobs[&id];
         let (key, s, t, count, ckpt) = (Self::queue_key(job), job.spec.share, job.spec.instance_type, job.spec.count, job.spec.checkpoints);
         self.st_mut(s, t).runnable.remove(&key, count, ckpt);
+        self.unexplained.remove(&id);
     }
 
     /// Moves a running job to "being stopped": it keeps its instances (and its
@@ -936,6 +941,7 @@ impl Cluster {
         }
         // A changed waiting reason is an event too: it tells users why a job waits.
         for (id, wait) in &plan.reasons {
+            self.unexplained.remove(id);
             let reason = StatusReason::Waiting(*wait);
             let changed = self
                 .jobs

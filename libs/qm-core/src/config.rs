@@ -368,9 +368,8 @@ mod tests {
         queue.shares[0].capacity_limits[0].max_capacity = -1;
         queue.shares[1].borrow_limit = 50; // LEND may not set a borrow limit
         queue.shares[2].name = "bad name!".into();
-        queue.shares[2]
-            .capacity_limits
-            .push(queue.shares[2].capacity_limits[0].clone());
+        let duplicate = queue.shares[2].capacity_limits[0].clone();
+        queue.shares[2].capacity_limits.push(duplicate);
         let err = validate_queue(&queue).expect_err("four problems");
         let fields: Vec<_> = err.0.iter().map(|p| p.field.as_str()).collect();
         assert_eq!(

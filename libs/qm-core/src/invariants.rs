@@ -215,6 +215,7 @@ fn check_reclaim_complete(after: &Cluster, plan: &Plan, admitted: &BTreeSet<JobI
         let shares = after.share_indices();
         // Usage once every eligible borrowed job of each share is gone.
         let mut floor_usage: Vec<(ShareIdx, u32)> = Vec::new();
+        let mut promised_usage: Vec<u32> = Vec::new();
         for &s in &shares {
             let st = after.st(s, t);
             let running: Vec<RunKey> = st.running.iter().copied().collect();
@@ -225,11 +226,21 @@ fn check_reclaim_complete(after: &Cluster, plan: &Plan, admitted: &BTreeSet<JobI
                 .filter(|k| min_runtime == 0 || k.started.plus_secs(min_runtime) <= now)
                 .map(|k| k.count)
                 .sum();
-            floor_usage.push((s, st.running_usage - removable));
+            // Jobs admitted but waiting for stops hold their promised room.
+            let promised: u32 = plan
+                .waiting_for_release
+                .iter()
+                .map(|id| &after.jobs[id])
+                .filter(|j| j.spec.share == s && j.spec.instance_type == t)
+                .map(|j| j.spec.count)
+                .sum();
+            floor_usage.push((s, st.running_usage - removable + promised));
+            promised_usage.push(promised);
         }
-        for &s in &shares {
+        for (i, &s) in shares.iter().enumerate() {
             let st = after.st(s, t);
-            let Some((key, count)) = st.runnable.next_candidate(None, 1..=st.entitlement.saturating_sub(st.running_usage), false, &|id| admitted.contains(&id)) else {
+            let own_usage = st.running_usage + promised_usage[i];
+            let Some((key, count)) = st.runnable.next_candidate(None, 1..=st.entitlement.saturating_sub(own_usage), false, &|id| admitted.contains(&id)) else {
                 continue;
             };
             if after.queueing == QueueingStrategy::StrictFifo {
@@ -252,7 +263,7 @@ fn check_reclaim_complete(after: &Cluster, plan: &Plan, admitted: &BTreeSet<JobI
             let mut idle_lent = 0i64;
             for &(o, floor) in &floor_usage {
                 let e = after.st(o, t).entitlement;
-                let u = if o == s { after.st(o, t).running_usage + count } else { floor };
+                let u = if o == s { own_usage + count } else { floor };
                 sum_u += u64::from(u);
                 sum_e += u64::from(e);
                 borrowed += i64::from(u.saturating_sub(e));

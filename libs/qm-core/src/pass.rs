@@ -28,6 +28,9 @@ use crate::job::{Job, PreemptionKind};
 use crate::reason::WaitReason;
 use crate::time::Time;
 
+/// Most never-explained waiting jobs a pass gives a reason to.
+const EXPLAIN_PER_PASS: usize = 256;
+
 /// A job to start now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Start {
@@ -225,6 +228,48 @@ impl<'a> Pass<'a> {
                 break;
             }
         }
+        self.explain_new_arrivals();
+    }
+
+    /// Gives a reason to jobs that no pass has explained yet (new or requeued
+    /// jobs the sweeps skipped), a bounded number per pass so a burst of
+    /// submissions cannot make one pass slow. Other waiting jobs keep the
+    /// reason of the last pass that examined them; `Cluster::explain`
+    /// recomputes any job's reason on demand.
+    fn explain_new_arrivals(&mut self) {
+        let pending: Vec<JobId> = self
+            .c
+            .unexplained
+            .iter()
+            .filter(|id| !self.admitted.contains(id) && !self.reasons.contains_key(id))
+            .take(EXPLAIN_PER_PASS)
+            .copied()
+            .collect();
+        for id in pending {
+            let reason = self.reason_for(id);
+            self.reasons.insert(id, reason);
+        }
+    }
+
+    /// Why a waiting job cannot start in the projection as it stands.
+    fn reason_for(&mut self, id: JobId) -> WaitReason {
+        let job = self.job(id);
+        let (s, t, count) = (job.spec.share, job.spec.instance_type, job.spec.count);
+        if let Some(limit) = self.c.never_fits(s, t, count) {
+            return WaitReason::Misconfiguration(limit);
+        }
+        if self.c.queueing == QueueingStrategy::StrictFifo {
+            if let Some((head, _, _)) = self.share_head(s).filter(|(head, _, _)| head.job != id) {
+                return WaitReason::StrictFifoBehind(head.job);
+            }
+        }
+        match self.fit(id, true) {
+            Err(reason) => reason,
+            Ok(_) if job.spec.priority > 0 && self.c.shares[s.index()].config.in_share_preemption => {
+                WaitReason::InSharePreemptionNotPossible
+            }
+            Ok(_) => WaitReason::Queued,
+        }
     }
 
     /// The next job of share `s` in line (all types), not yet admitted.
@@ -402,17 +447,11 @@ impl<'a> Pass<'a> {
             if used + count > max_holding {
                 return Err(WaitReason::BorrowLimitReached { used, max_holding });
             }
-            if share.protections.reborrow_cooldown_secs > 0 {
-                if let Some(at) = self.c.st(s, t).reclaimed_at {
-                    let until = at.plus_secs(share.protections.reborrow_cooldown_secs);
-                    if until > self.now {
-                        self.wake(until);
-                        return Err(WaitReason::ReborrowCooldownUntil(until));
-                    }
+            if let Err(reason) = borrow_gates(self.c, job, self.now) {
+                if let WaitReason::ReborrowCooldownUntil(until) = reason {
+                    self.wake(until);
                 }
-            }
-            if share.protections.borrow_requires_checkpoint && !job.spec.checkpoints {
-                return Err(WaitReason::BorrowRequiresCheckpoint);
+                return Err(reason);
             }
             // A borrowing job never preempts other shares.
             return self.check(s, t, count).map(|()| Vec::new());
@@ -430,18 +469,18 @@ impl<'a> Pass<'a> {
     fn check(&self, s: ShareIdx, t: TypeIdx, count: u32) -> Result<(), WaitReason> {
         let view = &self.views[t.index()];
         let (sum_u, borrowed, lendable) = view.totals_with(&self.lends, s.index(), count);
-        if sum_u > u64::from(view.fleet) {
-            return Err(WaitReason::FleetFull {
-                in_use: u32::try_from(sum_u - u64::from(count)).unwrap_or(u32::MAX),
-                fleet: view.fleet,
-            });
-        }
         let (_, borrowed_now, lendable_now) = view.totals_with(&self.lends, s.index(), 0);
         let debt_now = (borrowed_now - lendable_now).max(0);
         if borrowed - lendable > debt_now {
             return Err(WaitReason::NoLendableCapacity {
                 lendable: u32::try_from(lendable_now.max(0)).unwrap_or(u32::MAX),
                 borrowed: u32::try_from(borrowed_now.max(0)).unwrap_or(u32::MAX),
+            });
+        }
+        if sum_u > u64::from(view.fleet) {
+            return Err(WaitReason::FleetFull {
+                in_use: u32::try_from(sum_u - u64::from(count)).unwrap_or(u32::MAX),
+                fleet: view.fleet,
             });
         }
         Ok(())
@@ -685,7 +724,14 @@ impl<'a> Pass<'a> {
             let job = &self.c.jobs[&id];
             let (s, t) = (job.spec.share, job.spec.instance_type);
             let view = &mut actual[t.index()];
-            if !fits_actual(view, &self.lends, s.index(), count) {
+            let max_holding = self.c.shares[s.index()].config.max_holding(view.entitlement[s.index()]);
+            let within_max = view.used[s.index()] + count <= max_holding;
+            // While jobs of its own share are still stopping, a job admitted
+            // within quota may for a moment exceed the entitlement: that moment
+            // is borrowing, and must pass the borrowing gates too.
+            let borrows_now = view.used[s.index()] + count > view.entitlement[s.index()];
+            let gates_ok = !borrows_now || borrow_gates(self.c, job, self.now).is_ok();
+            if !within_max || !gates_ok || !fits_actual(view, &self.lends, s.index(), count) {
                 plan.waiting_for_release.push(id);
                 plan.reasons.push((id, WaitReason::WaitingForRelease));
                 continue;
@@ -693,6 +739,10 @@ impl<'a> Pass<'a> {
             let (u, e) = (view.used[s.index()], view.entitlement[s.index()]);
             let borrowed = (u + count).saturating_sub(e) - u.saturating_sub(e);
             view.used[s.index()] += count;
+            if let Some(secs) = job.spec.attempt_timeout_secs {
+                let deadline = self.now.plus_secs(secs);
+                plan.wake_at = Some(plan.wake_at.map_or(deadline, |w| w.min(deadline)));
+            }
             plan.starts.push(Start { job: id, share: s, instance_type: t, count, borrowed });
         }
         plan.reasons.extend(
@@ -703,6 +753,29 @@ impl<'a> Pass<'a> {
         plan.reasons.sort_by_key(|(id, _)| *id);
         plan
     }
+}
+
+/// The per-share gates on borrowing (beyond the limits): the re-borrow
+/// cool-down and `borrowRequiresCheckpoint`.
+fn borrow_gates(c: &Cluster, job: &Job, now: Time) -> Result<(), WaitReason> {
+    let (s, t) = (job.spec.share, job.spec.instance_type);
+    let share = &c.shares[s.index()].config;
+    if share.strategy != Strategy::LendAndBorrow {
+        let st = c.st(s, t);
+        return Err(WaitReason::OwnCapacityInUse { used: st.running_usage, entitlement: st.entitlement });
+    }
+    if share.protections.reborrow_cooldown_secs > 0 {
+        if let Some(at) = c.st(s, t).reclaimed_at {
+            let until = at.plus_secs(share.protections.reborrow_cooldown_secs);
+            if until > now {
+                return Err(WaitReason::ReborrowCooldownUntil(until));
+            }
+        }
+    }
+    if share.protections.borrow_requires_checkpoint && !job.spec.checkpoints {
+        return Err(WaitReason::BorrowRequiresCheckpoint);
+    }
+    Ok(())
 }
 
 /// Whether `count` more instances for share `s` fit the actual state: the fleet
@@ -736,17 +809,7 @@ impl Cluster {
         if let Some(wait) = job.status_reason.wait().filter(|w| *w != WaitReason::Queued) {
             return Some(wait);
         }
-        let (s, t, count) = (job.spec.share, job.spec.instance_type, job.spec.count);
-        if let Some(limit) = self.never_fits(s, t, count) {
-            return Some(WaitReason::Misconfiguration(limit));
-        }
         let mut pass = Pass::new(self, now);
-        if self.queueing == QueueingStrategy::StrictFifo {
-            if let Some((head, _, _)) = pass.share_head(s).filter(|(head, _, _)| head.job != id) {
-                return Some(WaitReason::StrictFifoBehind(head.job));
-            }
-        }
-        // Fits (possibly by reclaim): it starts at the next pass.
-        Some(pass.fit(id, true).err().unwrap_or(WaitReason::Queued))
+        Some(pass.reason_for(id))
     }
 }
