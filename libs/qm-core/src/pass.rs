@@ -38,7 +38,8 @@ pub struct Start {
     pub share: ShareIdx,
     pub instance_type: TypeIdx,
     pub count: u32,
-    /// How many of its instances are beyond its share's entitlement.
+    /// Its instances if it is on borrowed capacity (it does not fit within
+    /// its share's entitlement in (priority desc, start asc) order), else 0.
     pub borrowed: u32,
 }
 
@@ -701,7 +702,24 @@ impl<'a> Pass<'a> {
         });
     }
 
+    /// Whether an admitted job is on borrowed capacity by the contract's
+    /// classification (first fit in (priority desc, start asc) order).
+    fn classify_borrowed(&self, id: JobId) -> bool {
+        let job = self.job(id);
+        let (s, t) = (job.spec.share, job.spec.instance_type);
+        let entitlement = self.views[t.index()].entitlement[s.index()];
+        borrowed_jobs(&self.projected_running(s, t), entitlement)
+            .iter()
+            .any(|k| k.job == id)
+    }
+
     fn finish(self) -> Plan {
+        let borrowed_at_start: HashSet<JobId> = self
+            .admitted_order
+            .iter()
+            .map(|(id, _)| *id)
+            .filter(|id| self.classify_borrowed(*id))
+            .collect();
         let mut plan = Plan {
             now: self.now,
             timeouts: self.timeouts,
@@ -736,8 +754,7 @@ impl<'a> Pass<'a> {
                 plan.reasons.push((id, WaitReason::WaitingForRelease));
                 continue;
             }
-            let (u, e) = (view.used[s.index()], view.entitlement[s.index()]);
-            let borrowed = (u + count).saturating_sub(e) - u.saturating_sub(e);
+            let borrowed = if borrowed_at_start.contains(&id) { count } else { 0 };
             view.used[s.index()] += count;
             if let Some(secs) = job.spec.attempt_timeout_secs {
                 let deadline = self.now.plus_secs(secs);

@@ -134,8 +134,11 @@ fn a_job_may_span_owned_and_borrowed_instances() {
     w.submit("big", "B", 3, 0);
     let plan = w.step();
     assert_eq!(w.started(&plan), names(&["big"]));
-    assert_eq!(plan.starts[0].borrowed, 1);
-    assert!(w.c.is_on_borrowed_capacity(w.id("big")), "a job that does not fit within quota is borrowed");
+    assert_eq!(plan.starts[0].borrowed, 3, "a job that does not fit within quota is borrowed as a whole");
+    assert!(w.c.is_on_borrowed_capacity(w.id("big")));
+    let b = w.c.share_idx("B").expect("B");
+    let t = w.c.type_idx(T).expect("type");
+    assert_eq!(w.c.share_usage(b, t).borrowed, 1, "but the share borrows only the instance beyond its entitlement");
 }
 
 #[test]

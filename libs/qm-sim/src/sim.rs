@@ -293,6 +293,10 @@ impl Simulation {
     /// The scheduler asked a running job to stop: its work stops now.
     fn request_stop(&mut self, id: JobId) {
         let now = self.now;
+        let cancelled = self
+            .cluster
+            .job(id)
+            .is_some_and(|j| j.stopping == Some(qm_core::StopCause::Cancelled));
         let job = self.job(id);
         let attempt = match job.phase {
             Phase::Starting(n) | Phase::Running(n) => n,
@@ -301,7 +305,8 @@ impl Simulation {
         let progress = job.progress(now);
         if job.checkpoint_on_stop {
             job.committed = progress;
-        } else {
+        } else if !cancelled {
+            // Lost work is recomputed by the next attempt; a cancelled job has none.
             job.recomputed += progress - job.committed;
         }
         job.run_from = None;
