@@ -336,7 +336,8 @@ impl Cluster {
     pub fn borrowed_jobs(&self, s: ShareIdx, t: TypeIdx) -> Vec<JobId> {
         let st = self.st(s, t);
         let order: Vec<RunKey> = st.running.iter().copied().collect();
-        borrowed_jobs(&order, st.entitlement)
+        let ckpt_first = self.shares[s.index()].config.protections.borrow_requires_checkpoint;
+        borrowed_jobs(&order, st.entitlement, ckpt_first)
             .into_iter()
             .map(|k| k.job)
             .collect()
@@ -525,6 +526,7 @@ impl Cluster {
             started: job.started_at().unwrap_or(job.runnable_since),
             job: job.id,
             count: job.spec.count,
+            checkpoints: job.spec.checkpoints,
         }
     }
 

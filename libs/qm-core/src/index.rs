@@ -30,6 +30,8 @@ pub struct RunKey {
     pub job: JobId,
     /// Instances held; never decides order (job ids are unique).
     pub count: u32,
+    /// Whether the job checkpoints; never decides order.
+    pub checkpoints: bool,
 }
 
 /// The waiting jobs of one share and one type.
@@ -123,16 +125,30 @@ impl RunnableQueue {
 /// First-fit in (priority desc, start asc) order: the jobs that fit within
 /// `entitlement` are within quota, the rest are on borrowed capacity. Returns
 /// the borrowed ones in that order.
-pub fn borrowed_jobs(running_in_order: &[RunKey], entitlement: u32) -> Vec<RunKey> {
+///
+/// With `checkpointing_borrows` (a share with `borrowRequiresCheckpoint`),
+/// jobs that do not checkpoint are fitted first, so that whenever possible the
+/// jobs on borrowed capacity (the reclaim victims) are ones that can resume.
+pub fn borrowed_jobs(running_in_order: &[RunKey], entitlement: u32, checkpointing_borrows: bool) -> Vec<RunKey> {
     let mut within = 0u32;
-    let mut borrowed = Vec::new();
-    for key in running_in_order {
-        if within + key.count <= entitlement {
+    let mut fits = |key: &RunKey| {
+        let fit = within + key.count <= entitlement;
+        if fit {
             within += key.count;
-        } else {
-            borrowed.push(*key);
         }
+        fit
+    };
+    if !checkpointing_borrows {
+        return running_in_order.iter().filter(|k| !fits(k)).copied().collect();
     }
+    let mut borrowed: Vec<RunKey> = running_in_order
+        .iter()
+        .filter(|k| !k.checkpoints)
+        .filter(|k| !fits(k))
+        .copied()
+        .collect();
+    borrowed.extend(running_in_order.iter().filter(|k| k.checkpoints).filter(|k| !fits(k)).copied());
+    borrowed.sort_unstable();
     borrowed
 }
 
@@ -176,10 +192,18 @@ mod tests {
             started: Time(s),
             job: JobId(j),
             count: c,
+            checkpoints: j != 1,
         };
         let mut order = vec![run(5, 0, 1, 3), run(4, 0, 2, 2), run(3, 0, 3, 1)];
         order.sort();
-        let borrowed = borrowed_jobs(&order, 4);
+        let borrowed = borrowed_jobs(&order, 4, false);
         assert_eq!(borrowed.iter().map(|k| k.job).collect::<Vec<_>>(), vec![JobId(2)]);
+        // Job 1 does not checkpoint: with checkpointing_borrows it is fitted
+        // first and stays within quota whatever its priority.
+        let mut order = vec![run(1, 0, 1, 2), run(5, 0, 2, 3)];
+        order.sort();
+        let jobs = |v: Vec<RunKey>| v.iter().map(|k| k.job).collect::<Vec<_>>();
+        assert_eq!(jobs(borrowed_jobs(&order, 3, false)), vec![JobId(1)]);
+        assert_eq!(jobs(borrowed_jobs(&order, 3, true)), vec![JobId(2)]);
     }
 }

@@ -220,7 +220,8 @@ fn check_reclaim_complete(after: &Cluster, plan: &Plan, admitted: &BTreeSet<JobI
             let st = after.st(s, t);
             let running: Vec<RunKey> = st.running.iter().copied().collect();
             let min_runtime = after.share_config(s).protections.min_runtime_before_preemption_secs;
-            let removable: u32 = borrowed_jobs(&running, st.entitlement)
+            let ckpt_first = after.share_config(s).protections.borrow_requires_checkpoint;
+            let removable: u32 = borrowed_jobs(&running, st.entitlement, ckpt_first)
                 .iter()
                 .filter(|k| !admitted.contains(&k.job))
                 .filter(|k| min_runtime == 0 || k.started.plus_secs(min_runtime) <= now)

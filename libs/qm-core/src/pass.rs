@@ -602,7 +602,8 @@ impl<'a> Pass<'a> {
         });
         for (share, _, entitlement) in sources {
             let running = self.projected_running(share, t);
-            let candidates = borrowed_jobs(&running, entitlement);
+            let ckpt_first = self.c.shares[share.index()].config.protections.borrow_requires_checkpoint;
+            let candidates = borrowed_jobs(&running, entitlement, ckpt_first);
             let eligible = candidates.into_iter().filter(|k| !self.admitted.contains(&k.job)).filter(|k| {
                 match self.protected_until(share, k) {
                     Some(until) => {
@@ -699,6 +700,7 @@ impl<'a> Pass<'a> {
             started: self.now,
             job: id,
             count,
+            checkpoints: job.spec.checkpoints,
         });
     }
 
@@ -708,7 +710,8 @@ impl<'a> Pass<'a> {
         let job = self.job(id);
         let (s, t) = (job.spec.share, job.spec.instance_type);
         let entitlement = self.views[t.index()].entitlement[s.index()];
-        borrowed_jobs(&self.projected_running(s, t), entitlement)
+        let ckpt_first = self.c.shares[s.index()].config.protections.borrow_requires_checkpoint;
+        borrowed_jobs(&self.projected_running(s, t), entitlement, ckpt_first)
             .iter()
             .any(|k| k.job == id)
     }
