@@ -625,8 +625,8 @@ impl<'a> Pass<'a> {
 
     /// In-share preemption: stops strictly lower-priority jobs of the job's
     /// own share (lowest priority, least work at risk, most recently started
-    /// first) if that lets it start; then keeps running every victim whose
-    /// release is not needed.
+    /// first) if that lets it start within the share's entitlement; then keeps
+    /// running every victim whose release is not needed.
     fn try_in_share(&mut self, id: JobId) -> Result<(), WaitReason> {
         let job = self.job(id);
         let (s, t) = (job.spec.share, job.spec.instance_type);
@@ -650,7 +650,7 @@ impl<'a> Pass<'a> {
             let victim = Victim { key, share: s, kind: PreemptionKind::InShare };
             self.remove_from_projection(&victim, t);
             own.push(victim);
-            if let Ok(found) = self.fit(id, true) {
+            if let Ok(found) = self.fit_within_quota(id) {
                 cross = Some(found);
                 break;
             }
@@ -669,7 +669,7 @@ impl<'a> Pass<'a> {
         let mut needed = Vec::with_capacity(own.len());
         for v in own.into_iter().rev() {
             self.restore_to_projection(&v, t);
-            if let Ok(found) = self.fit(id, true) {
+            if let Ok(found) = self.fit_within_quota(id) {
                 cross = found;
                 continue;
             }
@@ -682,6 +682,22 @@ impl<'a> Pass<'a> {
         }
         self.admit(id, &cross, &needed);
         Ok(())
+    }
+
+    /// `fit` for in-share preemption, which only ever makes room for a job
+    /// within its share's own entitlement. Were it to preempt so that the job
+    /// could borrow, the preempted jobs, being within quota, would start again
+    /// first at the next pass (step 1 precedes borrowing) and be preempted
+    /// again: a livelock. See docs/adr/0003-in-share-preemption-within-quota.md.
+    fn fit_within_quota(&mut self, id: JobId) -> Result<Vec<Victim>, WaitReason> {
+        let job = self.job(id);
+        let (s, t, count) = (job.spec.share, job.spec.instance_type, job.spec.count);
+        let view = &self.views[t.index()];
+        let (used, entitlement) = (view.used[s.index()], view.entitlement[s.index()]);
+        if used + count > entitlement {
+            return Err(WaitReason::InSharePreemptionNotPossible);
+        }
+        self.fit(id, true)
     }
 
     /// Records the admission of `id` with its victims.

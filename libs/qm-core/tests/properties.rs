@@ -222,6 +222,22 @@ proptest! {
             prop_assert_eq!(by_status, total);
             prop_assert_eq!(c.runnable_count(), c.jobs().filter(|j| j.status == JobStatus::Runnable).count());
         }
+        // Liveness: with the clock stopped, letting every stop complete and
+        // passing again settles; preemptions never chase each other forever.
+        let mut settled = false;
+        for _ in 0..50 {
+            let stopping = holders(&c, true);
+            for id in &stopping {
+                c.attempt_ended(*id, attempt(&c, *id), None, now).expect("current attempt");
+            }
+            let plan = c.step(now);
+            launch(&mut c, &plan);
+            if stopping.is_empty() && plan.is_empty() {
+                settled = true;
+                break;
+            }
+        }
+        prop_assert!(settled, "passes at a fixed time did not settle");
     }
 
     #[test]

@@ -657,3 +657,22 @@ fn a_preemption_frees_room_that_is_used_in_the_same_pass() {
     let plan = w.step();
     assert_eq!(w.started(&plan), names(&["l1", "b_small"]));
 }
+
+#[test]
+fn in_share_preemption_never_preempts_to_let_a_job_borrow() {
+    // Were `urgent` to preempt the two small jobs and then borrow, the small
+    // jobs (within quota) would start again first at the next pass and be
+    // preempted again, forever. In-share preemption only makes room within
+    // the share's entitlement; `urgent` waits for lendable capacity instead.
+    let mut b = lab("B", 2, -1);
+    b.in_share_preemption = true;
+    let mut w = World::new(3, vec![b, share("L", Strategy::Lend, 1)]);
+    w.submit("l", "L", 1, 0);
+    w.submit("s1", "B", 1, 1);
+    w.submit("s2", "B", 1, 1);
+    w.step();
+    w.at(5).submit("urgent", "B", 3, 9);
+    let plan = w.step();
+    assert!(plan.preemptions.is_empty(), "{:?}", w.preempted(&plan));
+    assert_eq!(w.wait("urgent"), Some(WaitReason::NoLendableCapacity { lendable: 0, borrowed: 0 }));
+}
