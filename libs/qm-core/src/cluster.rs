@@ -374,9 +374,10 @@ impl Cluster {
 
     // ----- never fits -------------------------------------------------------
 
-    /// The limit that keeps `count` instances of `t` in share `s` from ever
-    /// running under the current configuration and fleet, if any.
-    pub fn never_fits(&self, s: ShareIdx, t: TypeIdx, count: u32) -> Option<NeverFits> {
+    /// The limit that keeps a job of `count` instances of `t` in share `s`
+    /// (that does or does not checkpoint) from ever running under the current
+    /// configuration and fleet, if any.
+    pub fn never_fits(&self, s: ShareIdx, t: TypeIdx, count: u32, checkpoints: bool) -> Option<NeverFits> {
         let share = &self.shares[s.index()].config;
         let entitlement = self.st(s, t).entitlement;
         if let Some(queue_limit) = self
@@ -403,6 +404,13 @@ impl Cluster {
                 }
             }
             _ => {}
+        }
+        if share.strategy == Strategy::LendAndBorrow
+            && share.protections.borrow_requires_checkpoint
+            && !checkpoints
+            && count > entitlement
+        {
+            return Some(NeverFits::BorrowRequiresCheckpoint { count, max_capacity: entitlement });
         }
         let fleet = self.effective_fleet(t);
         if fleet > 0 && count > fleet {
@@ -470,7 +478,7 @@ impl Cluster {
             problems.push(problem("timeoutConfig.attemptDurationSeconds", "must be >= 1".into()));
         }
         if share_ok && spec.instance_type.index() < self.types.len() && spec.count > 0 {
-            if let Some(limit) = self.never_fits(spec.share, spec.instance_type, spec.count) {
+            if let Some(limit) = self.never_fits(spec.share, spec.instance_type, spec.count, spec.checkpoints) {
                 if limit.is_configuration_only() {
                     problems.push(problem("instanceCount", format!("MISCONFIGURATION: {}", limit.describe())));
                 }

@@ -52,9 +52,9 @@ impl Cluster {
                 report.become_protected.push(job.id);
             }
             if job.status == crate::job::JobStatus::Runnable {
-                let (s, t, c) = (job.spec.share, job.spec.instance_type, job.spec.count);
-                if let Some(limit) = after.never_fits(s, t, c) {
-                    if self.never_fits(s, t, c).is_none() {
+                let (s, t, c, k) = (job.spec.share, job.spec.instance_type, job.spec.count, job.spec.checkpoints);
+                if let Some(limit) = after.never_fits(s, t, c, k) {
+                    if self.never_fits(s, t, c, k).is_none() {
                         report.become_unfittable.push((job.id, limit));
                     }
                 }

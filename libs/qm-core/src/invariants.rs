@@ -251,7 +251,7 @@ fn check_reclaim_complete(after: &Cluster, plan: &Plan, admitted: &BTreeSet<JobI
                     continue;
                 }
             }
-            if after.never_fits(s, t, count).is_some() {
+            if after.never_fits(s, t, count, after.jobs[&key.job].spec.checkpoints).is_some() {
                 continue;
             }
             if matches!(after.jobs[&key.job].status_reason.wait(), Some(WaitReason::WaitingForRelease)) {

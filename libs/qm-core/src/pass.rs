@@ -256,7 +256,7 @@ impl<'a> Pass<'a> {
     fn reason_for(&mut self, id: JobId) -> WaitReason {
         let job = self.job(id);
         let (s, t, count) = (job.spec.share, job.spec.instance_type, job.spec.count);
-        if let Some(limit) = self.c.never_fits(s, t, count) {
+        if let Some(limit) = self.c.never_fits(s, t, count, job.spec.checkpoints) {
             return WaitReason::Misconfiguration(limit);
         }
         if self.c.queueing == QueueingStrategy::StrictFifo {
@@ -415,7 +415,7 @@ impl<'a> Pass<'a> {
     fn try_step(&mut self, id: JobId, step: Step) -> Result<(), WaitReason> {
         let job = self.job(id);
         let (s, t, count) = (job.spec.share, job.spec.instance_type, job.spec.count);
-        if let Some(limit) = self.c.never_fits(s, t, count) {
+        if let Some(limit) = self.c.never_fits(s, t, count, job.spec.checkpoints) {
             return Err(WaitReason::Misconfiguration(limit));
         }
         match step {

@@ -18,6 +18,9 @@ pub enum NeverFits {
     /// LEND_AND_BORROW with unlimited borrowing: more than the share's own
     /// capacity plus everything others could lend.
     AllBorrowableCapacity { count: u32, reachable: u32 },
+    /// More than the share's entitlement, in a share that lets only
+    /// checkpointing jobs borrow, for a job that does not checkpoint.
+    BorrowRequiresCheckpoint { count: u32, max_capacity: u32 },
     /// More than the queue's `capacityLimits` allow.
     QueueLimit { count: u32, queue_limit: u32 },
     /// More instances than the fleet has of the type.
@@ -34,6 +37,7 @@ impl NeverFits {
             NeverFits::ShareLimit { .. }
                 | NeverFits::ShareLimitPlusBorrowLimit { .. }
                 | NeverFits::QueueLimit { .. }
+                | NeverFits::BorrowRequiresCheckpoint { .. }
         )
     }
 
@@ -47,6 +51,9 @@ impl NeverFits {
             ),
             NeverFits::AllBorrowableCapacity { count, reachable } => format!(
                 "instanceCount {count} exceeds the share's capacity plus all borrowable capacity ({reachable} instances)"
+            ),
+            NeverFits::BorrowRequiresCheckpoint { count, max_capacity } => format!(
+                "instanceCount {count} exceeds the share limit (maxCapacity {max_capacity}) and the share lets only checkpointing jobs borrow; add a checkpointConfig"
             ),
             NeverFits::QueueLimit { count, queue_limit } => format!(
                 "instanceCount {count} exceeds the queue's capacity limit ({queue_limit} instances)"

@@ -553,6 +553,10 @@ fn borrowing_can_require_checkpointing() {
     let plan = w.step();
     assert_eq!(w.started(&plan), names(&["own", "ckpt"]));
     assert_eq!(w.wait("no_ckpt"), Some(WaitReason::BorrowRequiresCheckpoint));
+    let mut spec = w.spec("wide_no_ckpt", "B", 2, 0);
+    spec.checkpoints = false;
+    let err = w.c.submit(spec, w.now).expect_err("can only ever run by borrowing");
+    assert!(err.to_string().contains("lets only checkpointing jobs borrow"), "{err}");
 }
 
 #[test]
