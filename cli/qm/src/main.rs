@@ -24,7 +24,9 @@ enum Command {
     /// actions (submit, updateServiceJob, terminateServiceJob, createQuotaShare,
     /// updateQuotaShare, deleteQuotaShare, setFleet), or a generated workload.
     /// See docs/simulate.md and examples/scenarios/.
-    #[command(after_help = "Examples:\n  qm simulate examples/scenarios/three-shares.yaml\n  qm simulate examples/scenarios/three-shares.yaml --output json | jq .summary\n  qm simulate examples/scenarios/bench-1m.yaml --summary")]
+    #[command(
+        after_help = "Examples:\n  qm simulate examples/scenarios/three-shares.yaml\n  qm simulate examples/scenarios/three-shares.yaml --output json | jq .summary\n  qm simulate examples/scenarios/bench-1m.yaml --summary"
+    )]
     Simulate {
         /// Scenario file (YAML or JSON).
         scenario: std::path::PathBuf,
@@ -54,20 +56,31 @@ enum Output {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Simulate { scenario, output, until, summary, check } => {
-            match simulate(&scenario, output, until, summary, check) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(message) => {
-                    eprintln!("qm: error: {message}");
-                    ExitCode::from(2)
-                }
+        Command::Simulate {
+            scenario,
+            output,
+            until,
+            summary,
+            check,
+        } => match simulate(&scenario, output, until, summary, check) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(message) => {
+                eprintln!("qm: error: {message}");
+                ExitCode::from(2)
             }
-        }
+        },
     }
 }
 
-fn simulate(path: &std::path::Path, output: Output, until: Option<f64>, summary: bool, check: bool) -> Result<(), String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+fn simulate(
+    path: &std::path::Path,
+    output: Output,
+    until: Option<f64>,
+    summary: bool,
+    check: bool,
+) -> Result<(), String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     if let Some(u) = until {
         if !(u.is_finite() && u >= 0.0) {
             return Err(format!("--until must be a number of seconds >= 0, got {u}"));
@@ -82,9 +95,11 @@ fn simulate(path: &std::path::Path, output: Output, until: Option<f64>, summary:
     };
     let started = Instant::now();
     let show_progress = std::io::stderr().is_terminal();
-    let report = Simulation::new(scenario, options).map_err(in_file)?.run(&mut |p| {
-        if show_progress {
-            eprint!(
+    let report = Simulation::new(scenario, options)
+        .map_err(in_file)?
+        .run(&mut |p| {
+            if show_progress {
+                eprint!(
                 "\rqm: t={:.0}s virtual, {} jobs submitted, {} finished, {} passes, {:.1}s wall   ",
                 p.now.as_secs_f64(),
                 p.submitted,
@@ -92,15 +107,21 @@ fn simulate(path: &std::path::Path, output: Output, until: Option<f64>, summary:
                 p.passes,
                 started.elapsed().as_secs_f64()
             );
-        }
-    });
+            }
+        });
     if show_progress {
         eprintln!();
     }
     let report = report.map_err(in_file)?;
     match (output, summary) {
-        (Output::Json, false) => println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?),
-        (Output::Json, true) => println!("{}", serde_json::to_string_pretty(&report.summary).map_err(|e| e.to_string())?),
+        (Output::Json, false) => println!(
+            "{}",
+            serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?
+        ),
+        (Output::Json, true) => println!(
+            "{}",
+            serde_json::to_string_pretty(&report.summary).map_err(|e| e.to_string())?
+        ),
         (Output::Table, _) => print!("{}", report.to_table()),
     }
     Ok(())

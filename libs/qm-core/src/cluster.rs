@@ -291,7 +291,8 @@ impl Cluster {
                 let used = st.running_usage + st.stopping_usage;
                 let idle = st.entitlement.saturating_sub(used);
                 let lent = if self.shares[s.index()].config.strategy.lends() && lender_idle > 0 {
-                    u32::try_from(u64::from(idle) * u64::from(to_back) / u64::from(lender_idle)).unwrap_or(0)
+                    u32::try_from(u64::from(idle) * u64::from(to_back) / u64::from(lender_idle))
+                        .unwrap_or(0)
                 } else {
                     0
                 };
@@ -336,7 +337,10 @@ impl Cluster {
     pub fn borrowed_jobs(&self, s: ShareIdx, t: TypeIdx) -> Vec<JobId> {
         let st = self.st(s, t);
         let order: Vec<RunKey> = st.running.iter().copied().collect();
-        let ckpt_first = self.shares[s.index()].config.protections.borrow_requires_checkpoint;
+        let ckpt_first = self.shares[s.index()]
+            .config
+            .protections
+            .borrow_requires_checkpoint;
         borrowed_jobs(&order, st.entitlement, ckpt_first)
             .into_iter()
             .map(|k| k.job)
@@ -377,7 +381,13 @@ impl Cluster {
     /// The limit that keeps a job of `count` instances of `t` in share `s`
     /// (that does or does not checkpoint) from ever running under the current
     /// configuration and fleet, if any.
-    pub fn never_fits(&self, s: ShareIdx, t: TypeIdx, count: u32, checkpoints: bool) -> Option<NeverFits> {
+    pub fn never_fits(
+        &self,
+        s: ShareIdx,
+        t: TypeIdx,
+        count: u32,
+        checkpoints: bool,
+    ) -> Option<NeverFits> {
         let share = &self.shares[s.index()].config;
         let entitlement = self.st(s, t).entitlement;
         if let Some(queue_limit) = self
@@ -410,7 +420,10 @@ impl Cluster {
             && !checkpoints
             && count > entitlement
         {
-            return Some(NeverFits::BorrowRequiresCheckpoint { count, max_capacity: entitlement });
+            return Some(NeverFits::BorrowRequiresCheckpoint {
+                count,
+                max_capacity: entitlement,
+            });
         }
         let fleet = self.effective_fleet(t);
         if fleet > 0 && count > fleet {
@@ -429,7 +442,8 @@ impl Cluster {
                 }
             }
             let unassigned = u64::from(fleet).saturating_sub(sum_e);
-            let reachable = (u64::from(entitlement) + unassigned + others_lendable).min(u64::from(fleet));
+            let reachable =
+                (u64::from(entitlement) + unassigned + others_lendable).min(u64::from(fleet));
             let reachable = u32::try_from(reachable).unwrap_or(u32::MAX);
             if count > reachable {
                 return Some(NeverFits::AllBorrowableCapacity { count, reachable });
@@ -451,15 +465,28 @@ impl Cluster {
             message,
         };
         if self.queue_state == State::Disabled {
-            problems.push(problem("jobQueue", format!("job queue {:?} is DISABLED and accepts no new jobs", self.queue_name)));
+            problems.push(problem(
+                "jobQueue",
+                format!(
+                    "job queue {:?} is DISABLED and accepts no new jobs",
+                    self.queue_name
+                ),
+            ));
         }
-        let share_ok = spec.share.index() < self.shares.len() && !self.shares[spec.share.index()].deleted;
+        let share_ok =
+            spec.share.index() < self.shares.len() && !self.shares[spec.share.index()].deleted;
         if !share_ok {
-            problems.push(problem("quotaShareName", "no such quota share in this queue".into()));
+            problems.push(problem(
+                "quotaShareName",
+                "no such quota share in this queue".into(),
+            ));
         } else if self.shares[spec.share.index()].config.state == State::Disabled {
             problems.push(problem(
                 "quotaShareName",
-                format!("quota share {:?} is DISABLED and accepts no new jobs", self.shares[spec.share.index()].config.name),
+                format!(
+                    "quota share {:?} is DISABLED and accepts no new jobs",
+                    self.shares[spec.share.index()].config.name
+                ),
             ));
         }
         if spec.instance_type.index() >= self.types.len() {
@@ -469,18 +496,32 @@ impl Cluster {
             problems.push(problem("instanceCount", "must be >= 1".into()));
         }
         if spec.priority > MAX_PRIORITY {
-            problems.push(problem("schedulingPriority", format!("must be 0..={MAX_PRIORITY}, got {}", spec.priority)));
+            problems.push(problem(
+                "schedulingPriority",
+                format!("must be 0..={MAX_PRIORITY}, got {}", spec.priority),
+            ));
         }
         if !(1..=10).contains(&spec.retry_attempts) {
-            problems.push(problem("retryStrategy.attempts", format!("must be 1..=10, got {}", spec.retry_attempts)));
+            problems.push(problem(
+                "retryStrategy.attempts",
+                format!("must be 1..=10, got {}", spec.retry_attempts),
+            ));
         }
         if spec.attempt_timeout_secs == Some(0) {
-            problems.push(problem("timeoutConfig.attemptDurationSeconds", "must be >= 1".into()));
+            problems.push(problem(
+                "timeoutConfig.attemptDurationSeconds",
+                "must be >= 1".into(),
+            ));
         }
         if share_ok && spec.instance_type.index() < self.types.len() && spec.count > 0 {
-            if let Some(limit) = self.never_fits(spec.share, spec.instance_type, spec.count, spec.checkpoints) {
+            if let Some(limit) =
+                self.never_fits(spec.share, spec.instance_type, spec.count, spec.checkpoints)
+            {
                 if limit.is_configuration_only() {
-                    problems.push(problem("instanceCount", format!("MISCONFIGURATION: {}", limit.describe())));
+                    problems.push(problem(
+                        "instanceCount",
+                        format!("MISCONFIGURATION: {}", limit.describe()),
+                    ));
                 }
             }
         }
@@ -517,7 +558,13 @@ impl Cluster {
         let from = job.status;
         job.status = to;
         job.status_reason = reason;
-        self.events.push(JobEvent { at: now, job: id, from, to, reason });
+        self.events.push(JobEvent {
+            at: now,
+            job: id,
+            from,
+            to,
+            reason,
+        });
     }
 
     fn queue_key(job: &Job) -> QueueKey {
@@ -543,7 +590,12 @@ impl Cluster {
         job.runnable_since = now;
         job.stopping = None;
         let key = Self::queue_key(job);
-        let (s, t, count, ckpt) = (job.spec.share, job.spec.instance_type, job.spec.count, job.spec.checkpoints);
+        let (s, t, count, ckpt) = (
+            job.spec.share,
+            job.spec.instance_type,
+            job.spec.count,
+            job.spec.checkpoints,
+        );
         self.st_mut(s, t).runnable.insert(key, count, ckpt);
         self.unexplained.insert(id);
         self.transition(id, JobStatus::Runnable, reason, now);
@@ -568,8 +620,18 @@ impl Cluster {
             });
         }
         let old = job.spec.priority;
-        let (s, t, count, ckpt) = (job.spec.share, job.spec.instance_type, job.spec.count, job.spec.checkpoints);
-        let (qkey, rkey, status, stopping) = (Self::queue_key(job), Self::run_key(job), job.status, job.stopping);
+        let (s, t, count, ckpt) = (
+            job.spec.share,
+            job.spec.instance_type,
+            job.spec.count,
+            job.spec.checkpoints,
+        );
+        let (qkey, rkey, status, stopping) = (
+            Self::queue_key(job),
+            Self::run_key(job),
+            job.status,
+            job.stopping,
+        );
         let job = self.jobs.get_mut(&id).expect("checked above");
         job.spec.priority = priority;
         let (new_q, new_r) = (Self::queue_key(job), Self::run_key(job));
@@ -597,7 +659,12 @@ impl Cluster {
                 if job.stopping.is_some_and(|c| c == StopCause::Cancelled) {
                     return Ok(false);
                 }
-                self.begin_stop(id, StopCause::Cancelled, StatusReason::CancelInProgress, now);
+                self.begin_stop(
+                    id,
+                    StopCause::Cancelled,
+                    StatusReason::CancelInProgress,
+                    now,
+                );
                 Ok(true)
             }
             status => Err(JobError::WrongState {
@@ -611,14 +678,26 @@ impl Cluster {
 
     fn remove_runnable(&mut self, id: JobId) {
         let job = &self.jobs[&id];
-        let (key, s, t, count, ckpt) = (Self::queue_key(job), job.spec.share, job.spec.instance_type, job.spec.count, job.spec.checkpoints);
+        let (key, s, t, count, ckpt) = (
+            Self::queue_key(job),
+            job.spec.share,
+            job.spec.instance_type,
+            job.spec.count,
+            job.spec.checkpoints,
+        );
         self.st_mut(s, t).runnable.remove(&key, count, ckpt);
         self.unexplained.remove(&id);
     }
 
     /// Moves a running job to "being stopped": it keeps its instances (and its
     /// status) until the executor reports the attempt ended.
-    pub(crate) fn begin_stop(&mut self, id: JobId, cause: StopCause, reason: StatusReason, now: Time) {
+    pub(crate) fn begin_stop(
+        &mut self,
+        id: JobId,
+        cause: StopCause,
+        reason: StatusReason,
+        now: Time,
+    ) {
         let job = self.jobs.get_mut(&id).expect("known job");
         let already = job.stopping.is_some();
         job.stopping = Some(cause);
@@ -654,7 +733,13 @@ impl Cluster {
     }
 
     /// The executor is restoring the checkpoint and launching the process.
-    pub fn attempt_starting(&mut self, id: JobId, attempt: u32, restored: Option<CheckpointMark>, now: Time) -> Result<(), JobError> {
+    pub fn attempt_starting(
+        &mut self,
+        id: JobId,
+        attempt: u32,
+        restored: Option<CheckpointMark>,
+        now: Time,
+    ) -> Result<(), JobError> {
         let a = self.current_attempt_mut(id, attempt)?;
         a.started_at = Some(now);
         a.restored = restored;
@@ -671,14 +756,22 @@ impl Cluster {
         a.running_at = Some(now);
         a.started_at.get_or_insert(now);
         let reason = self.jobs[&id].status_reason;
-        if matches!(self.jobs[&id].status, JobStatus::Scheduled | JobStatus::Starting) {
+        if matches!(
+            self.jobs[&id].status,
+            JobStatus::Scheduled | JobStatus::Starting
+        ) {
             self.transition(id, JobStatus::Running, reason, now);
         }
         Ok(())
     }
 
     /// A checkpoint of the attempt was committed (its manifest written).
-    pub fn checkpoint_committed(&mut self, id: JobId, attempt: u32, mark: CheckpointMark) -> Result<(), JobError> {
+    pub fn checkpoint_committed(
+        &mut self,
+        id: JobId,
+        attempt: u32,
+        mark: CheckpointMark,
+    ) -> Result<(), JobError> {
         let a = self.current_attempt_mut(id, attempt)?;
         a.last_checkpoint = Some(mark);
         self.job_mut(id)?.last_checkpoint = Some(mark);
@@ -688,7 +781,13 @@ impl Cluster {
     /// The attempt's process ended (exit code, or None if killed by a signal).
     /// If the scheduler had asked it to stop, the stop decides the outcome
     /// (a trainer exits 0 after saving on SIGTERM; that is not success).
-    pub fn attempt_ended(&mut self, id: JobId, attempt: u32, exit_code: Option<i32>, now: Time) -> Result<AttemptOutcome, JobError> {
+    pub fn attempt_ended(
+        &mut self,
+        id: JobId,
+        attempt: u32,
+        exit_code: Option<i32>,
+        now: Time,
+    ) -> Result<AttemptOutcome, JobError> {
         self.current_attempt_mut(id, attempt)?;
         let job = &self.jobs[&id];
         let outcome = match job.stopping {
@@ -709,7 +808,13 @@ impl Cluster {
         Ok(())
     }
 
-    fn end_attempt(&mut self, id: JobId, exit_code: Option<i32>, outcome: AttemptOutcome, now: Time) {
+    fn end_attempt(
+        &mut self,
+        id: JobId,
+        exit_code: Option<i32>,
+        outcome: AttemptOutcome,
+        now: Time,
+    ) {
         // Release the instances.
         let job = &self.jobs[&id];
         let (s, t, count) = (job.spec.share, job.spec.instance_type, job.spec.count);
@@ -736,13 +841,21 @@ impl Cluster {
         let share_deleted = self.shares[s.index()].deleted;
         let next = match outcome {
             AttemptOutcome::Succeeded => (JobStatus::Succeeded, StatusReason::Succeeded),
-            AttemptOutcome::Cancelled if share_deleted => (JobStatus::Failed, StatusReason::ShareDeleted),
+            AttemptOutcome::Cancelled if share_deleted => {
+                (JobStatus::Failed, StatusReason::ShareDeleted)
+            }
             AttemptOutcome::Cancelled => (JobStatus::Failed, StatusReason::Cancelled),
             o if o.is_preemption() => {
                 job.preempted_attempts += 1;
-                let spent = job.spec.preemption_retries.is_some_and(|max| job.preempted_attempts > max);
+                let spent = job
+                    .spec
+                    .preemption_retries
+                    .is_some_and(|max| job.preempted_attempts > max);
                 if spent {
-                    (JobStatus::Failed, StatusReason::PreemptionRetriesExhausted(o))
+                    (
+                        JobStatus::Failed,
+                        StatusReason::PreemptionRetriesExhausted(o),
+                    )
                 } else {
                     (JobStatus::Runnable, StatusReason::Requeued(o))
                 }
@@ -759,7 +872,11 @@ impl Cluster {
                 // Failed or timed out: spends retryStrategy.attempts.
                 job.failed_attempts += 1;
                 let reason_text = outcome.as_str();
-                let rule = job.spec.evaluate_on_exit.iter().find(|r| r.matches(exit_code, reason_text));
+                let rule = job
+                    .spec
+                    .evaluate_on_exit
+                    .iter()
+                    .find(|r| r.matches(exit_code, reason_text));
                 let action = rule.map_or(RetryAction::Retry, |r| r.action);
                 if action == RetryAction::Retry && job.failed_attempts < job.spec.retry_attempts {
                     (JobStatus::Runnable, StatusReason::Requeued(outcome))
@@ -802,7 +919,8 @@ impl Cluster {
                 break;
             }
             let attempt = self.jobs[&id].attempts.last().map_or(0, |a| a.number);
-            self.attempt_lost(id, attempt, now).expect("holder has a current attempt");
+            self.attempt_lost(id, attempt, now)
+                .expect("holder has a current attempt");
             in_use -= c;
             lost.push(id);
         }
@@ -816,7 +934,11 @@ impl Cluster {
     /// must be DISABLED first; deleting terminates their jobs). Lowering a
     /// limit stops nothing: the excess becomes borrowed and is reclaimed when
     /// another share needs it. Returns the jobs that must be told to stop.
-    pub fn update_queue(&mut self, queue: QueueConfig, now: Time) -> Result<Vec<JobId>, ConfigError> {
+    pub fn update_queue(
+        &mut self,
+        queue: QueueConfig,
+        now: Time,
+    ) -> Result<Vec<JobId>, ConfigError> {
         config::validate_queue(&queue)?;
         let mut problems = Vec::new();
         if queue.name != self.queue_name {
@@ -897,7 +1019,12 @@ impl Cluster {
                     if self.jobs[&id].stopping.is_none() {
                         stops.push(id);
                     }
-                    self.begin_stop(id, StopCause::Cancelled, StatusReason::CancelInProgress, now);
+                    self.begin_stop(
+                        id,
+                        StopCause::Cancelled,
+                        StatusReason::CancelInProgress,
+                        now,
+                    );
                 }
             }
         }
@@ -910,11 +1037,22 @@ impl Cluster {
     pub fn apply(&mut self, plan: &crate::pass::Plan) {
         let now = plan.now;
         for stop in &plan.timeouts {
-            self.begin_stop(*stop, StopCause::TimedOut, StatusReason::TimeoutInProgress, now);
+            self.begin_stop(
+                *stop,
+                StopCause::TimedOut,
+                StatusReason::TimeoutInProgress,
+                now,
+            );
         }
         for p in &plan.preemptions {
-            let cause = StopCause::Preempted { kind: p.kind, for_job: p.for_job };
-            let reason = StatusReason::PreemptionInProgress { kind: p.kind, for_job: p.for_job };
+            let cause = StopCause::Preempted {
+                kind: p.kind,
+                for_job: p.for_job,
+            };
+            let reason = StatusReason::PreemptionInProgress {
+                kind: p.kind,
+                for_job: p.for_job,
+            };
             self.begin_stop(p.job, cause, reason, now);
             if p.kind != crate::job::PreemptionKind::InShare {
                 let job = &self.jobs[&p.job];
@@ -939,7 +1077,10 @@ impl Cluster {
                 last_checkpoint: None,
             });
             let key = Self::run_key(job);
-            let deadline = job.spec.attempt_timeout_secs.map(|secs| now.plus_secs(secs));
+            let deadline = job
+                .spec
+                .attempt_timeout_secs
+                .map(|secs| now.plus_secs(secs));
             let (s, t, count) = (job.spec.share, job.spec.instance_type, job.spec.count);
             if let Some(deadline) = deadline {
                 self.deadlines.insert((deadline, id));
@@ -947,16 +1088,22 @@ impl Cluster {
             let st = self.st_mut(s, t);
             st.running.insert(key);
             st.running_usage += count;
-            self.transition(id, JobStatus::Scheduled, StatusReason::Scheduled { borrowed: start.borrowed }, now);
+            self.transition(
+                id,
+                JobStatus::Scheduled,
+                StatusReason::Scheduled {
+                    borrowed: start.borrowed,
+                },
+                now,
+            );
         }
         // A changed waiting reason is an event too: it tells users why a job waits.
         for (id, wait) in &plan.reasons {
             self.unexplained.remove(id);
             let reason = StatusReason::Waiting(*wait);
-            let changed = self
-                .jobs
-                .get(id)
-                .is_some_and(|job| job.status == JobStatus::Runnable && job.status_reason != reason);
+            let changed = self.jobs.get(id).is_some_and(|job| {
+                job.status == JobStatus::Runnable && job.status_reason != reason
+            });
             if changed {
                 self.transition(*id, JobStatus::Runnable, reason, now);
             }
@@ -965,6 +1112,8 @@ impl Cluster {
 
     /// The next attempt number a start of `id` would get.
     pub fn next_attempt(&self, id: JobId) -> u32 {
-        self.jobs.get(&id).map_or(1, |j| j.attempts.len() as u32 + 1)
+        self.jobs
+            .get(&id)
+            .map_or(1, |j| j.attempts.len() as u32 + 1)
     }
 }

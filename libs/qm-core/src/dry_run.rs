@@ -52,7 +52,12 @@ impl Cluster {
                 report.become_protected.push(job.id);
             }
             if job.status == crate::job::JobStatus::Runnable {
-                let (s, t, c, k) = (job.spec.share, job.spec.instance_type, job.spec.count, job.spec.checkpoints);
+                let (s, t, c, k) = (
+                    job.spec.share,
+                    job.spec.instance_type,
+                    job.spec.count,
+                    job.spec.checkpoints,
+                );
                 if let Some(limit) = after.never_fits(s, t, c, k) {
                     if self.never_fits(s, t, c, k).is_none() {
                         report.become_unfittable.push((job.id, limit));
@@ -61,7 +66,8 @@ impl Cluster {
             }
         }
         for event in after.drain_events() {
-            if event.to == crate::job::JobStatus::Failed && !report.terminated.contains(&event.job) {
+            if event.to == crate::job::JobStatus::Failed && !report.terminated.contains(&event.job)
+            {
                 report.terminated.push(event.job);
             }
         }

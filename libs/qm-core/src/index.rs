@@ -129,7 +129,11 @@ impl RunnableQueue {
 /// With `checkpointing_borrows` (a share with `borrowRequiresCheckpoint`),
 /// jobs that do not checkpoint are fitted first, so that whenever possible the
 /// jobs on borrowed capacity (the reclaim victims) are ones that can resume.
-pub fn borrowed_jobs(running_in_order: &[RunKey], entitlement: u32, checkpointing_borrows: bool) -> Vec<RunKey> {
+pub fn borrowed_jobs(
+    running_in_order: &[RunKey],
+    entitlement: u32,
+    checkpointing_borrows: bool,
+) -> Vec<RunKey> {
     let mut within = 0u32;
     let mut fits = |key: &RunKey| {
         let fit = within + key.count <= entitlement;
@@ -139,7 +143,11 @@ pub fn borrowed_jobs(running_in_order: &[RunKey], entitlement: u32, checkpointin
         fit
     };
     if !checkpointing_borrows {
-        return running_in_order.iter().filter(|k| !fits(k)).copied().collect();
+        return running_in_order
+            .iter()
+            .filter(|k| !fits(k))
+            .copied()
+            .collect();
     }
     let mut borrowed: Vec<RunKey> = running_in_order
         .iter()
@@ -147,7 +155,13 @@ pub fn borrowed_jobs(running_in_order: &[RunKey], entitlement: u32, checkpointin
         .filter(|k| !fits(k))
         .copied()
         .collect();
-    borrowed.extend(running_in_order.iter().filter(|k| k.checkpoints).filter(|k| !fits(k)).copied());
+    borrowed.extend(
+        running_in_order
+            .iter()
+            .filter(|k| k.checkpoints)
+            .filter(|k| !fits(k))
+            .copied(),
+    );
     borrowed.sort_unstable();
     borrowed
 }
@@ -172,14 +186,36 @@ mod tests {
         q.insert(key(1, 0, 3), 2, true);
         q.insert(key(9, 30, 4), 8, true);
         let none = |_| false;
-        assert_eq!(q.next_candidate(None, 0..=u32::MAX, false, &none).map(|c| c.0.job), Some(JobId(4)));
-        assert_eq!(q.next_candidate(None, 0..=4, false, &none).map(|c| c.0.job), Some(JobId(1)));
-        assert_eq!(q.next_candidate(Some(key(5, 10, 1)), 0..=4, false, &none).map(|c| c.0.job), Some(JobId(2)));
-        assert_eq!(q.next_candidate(Some(key(5, 10, 1)), 0..=4, true, &none).map(|c| c.0.job), Some(JobId(3)));
+        assert_eq!(
+            q.next_candidate(None, 0..=u32::MAX, false, &none)
+                .map(|c| c.0.job),
+            Some(JobId(4))
+        );
+        assert_eq!(
+            q.next_candidate(None, 0..=4, false, &none).map(|c| c.0.job),
+            Some(JobId(1))
+        );
+        assert_eq!(
+            q.next_candidate(Some(key(5, 10, 1)), 0..=4, false, &none)
+                .map(|c| c.0.job),
+            Some(JobId(2))
+        );
+        assert_eq!(
+            q.next_candidate(Some(key(5, 10, 1)), 0..=4, true, &none)
+                .map(|c| c.0.job),
+            Some(JobId(3))
+        );
         assert_eq!(q.next_candidate(None, 0..=0, false, &none), None);
-        assert_eq!(q.next_candidate(None, 5..=8, false, &none).map(|c| c.0.job), Some(JobId(4)));
+        assert_eq!(
+            q.next_candidate(None, 5..=8, false, &none).map(|c| c.0.job),
+            Some(JobId(4))
+        );
         let skip_one = |j: JobId| j == JobId(1);
-        assert_eq!(q.next_candidate(None, 0..=4, false, &skip_one).map(|c| c.0.job), Some(JobId(2)));
+        assert_eq!(
+            q.next_candidate(None, 0..=4, false, &skip_one)
+                .map(|c| c.0.job),
+            Some(JobId(2))
+        );
         assert!(q.remove(&key(5, 10, 1), 4, true));
         assert!(!q.remove(&key(5, 10, 1), 4, true));
         assert_eq!(q.len(), 3);
@@ -197,7 +233,10 @@ mod tests {
         let mut order = vec![run(5, 0, 1, 3), run(4, 0, 2, 2), run(3, 0, 3, 1)];
         order.sort();
         let borrowed = borrowed_jobs(&order, 4, false);
-        assert_eq!(borrowed.iter().map(|k| k.job).collect::<Vec<_>>(), vec![JobId(2)]);
+        assert_eq!(
+            borrowed.iter().map(|k| k.job).collect::<Vec<_>>(),
+            vec![JobId(2)]
+        );
         // Job 1 does not checkpoint: with checkpointing_borrows it is fitted
         // first and stays within quota whatever its priority.
         let mut order = vec![run(1, 0, 1, 2), run(5, 0, 2, 3)];

@@ -65,7 +65,10 @@ pub fn check_indexes(c: &Cluster) -> Result<(), Violation> {
             let mut running = 0u32;
             let mut stopping = 0u32;
             let mut runnable = 0usize;
-            for job in c.jobs().filter(|j| j.spec.share == s && j.spec.instance_type == t) {
+            for job in c
+                .jobs()
+                .filter(|j| j.spec.share == s && j.spec.instance_type == t)
+            {
                 match job.status {
                     JobStatus::Runnable => runnable += 1,
                     status if status.holds_instances() => {
@@ -74,14 +77,23 @@ pub fn check_indexes(c: &Cluster) -> Result<(), Violation> {
                         } else {
                             running += job.spec.count;
                             if !st.running.iter().any(|k| k.job == job.id) {
-                                return violation("indexes", format!("running {} missing from its share's running set", job.id));
+                                return violation(
+                                    "indexes",
+                                    format!(
+                                        "running {} missing from its share's running set",
+                                        job.id
+                                    ),
+                                );
                             }
                         }
                     }
                     _ => {}
                 }
             }
-            if running != st.running_usage || stopping != st.stopping_usage || runnable != st.runnable.len() {
+            if running != st.running_usage
+                || stopping != st.stopping_usage
+                || runnable != st.runnable.len()
+            {
                 return violation(
                     "indexes",
                     format!(
@@ -99,7 +111,13 @@ pub fn check_indexes(c: &Cluster) -> Result<(), Violation> {
             }
             let set_sum: u32 = st.running.iter().map(|k| k.count).sum();
             if set_sum != st.running_usage {
-                return violation("indexes", format!("running set holds {set_sum}, counter says {}", st.running_usage));
+                return violation(
+                    "indexes",
+                    format!(
+                        "running set holds {set_sum}, counter says {}",
+                        st.running_usage
+                    ),
+                );
             }
         }
     }
@@ -125,7 +143,15 @@ pub fn check_plan(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
         let acc = after.accounting(t);
         // Physically, sum(U) <= F always (jobs being stopped still count).
         if acc.in_use > acc.fleet {
-            return violation("sum(U) <= F", format!("type {}: {} in use of {}", after.type_name(t), acc.in_use, acc.fleet));
+            return violation(
+                "sum(U) <= F",
+                format!(
+                    "type {}: {} in use of {}",
+                    after.type_name(t),
+                    acc.in_use,
+                    acc.fleet
+                ),
+            );
         }
         // B <= L once the preemptions of this pass complete; where a limit
         // reduction or a smaller fleet already broke it, the pass must not make
@@ -135,7 +161,10 @@ pub fn check_plan(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
         if debt_after > debt_before.max(0) {
             return violation(
                 "B <= L",
-                format!("type {}: borrowing exceeds lendable by {debt_after} (was {debt_before})", after.type_name(t)),
+                format!(
+                    "type {}: borrowing exceeds lendable by {debt_after} (was {debt_before})",
+                    after.type_name(t)
+                ),
             );
         }
         // No share holds more than its maximum, unless it already did
@@ -146,7 +175,11 @@ pub fn check_plan(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
             if *u_after > max && u_after > u_before {
                 return violation(
                     "share maximum",
-                    format!("share {} holds {u_after} of type {} (max {max})", share.name, after.type_name(t)),
+                    format!(
+                        "share {} holds {u_after} of type {} (max {max})",
+                        share.name,
+                        after.type_name(t)
+                    ),
                 );
             }
         }
@@ -155,23 +188,41 @@ pub fn check_plan(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
     // Every preemption lets some RUNNABLE job start, and takes the right victims.
     for p in &plan.preemptions {
         if !admitted.contains(&p.for_job) {
-            return violation("preemption lets a job start", format!("{} preempted for {}, which was not admitted", p.job, p.for_job));
+            return violation(
+                "preemption lets a job start",
+                format!(
+                    "{} preempted for {}, which was not admitted",
+                    p.job, p.for_job
+                ),
+            );
         }
         let victim = &before.jobs[&p.job];
         let beneficiary = &before.jobs[&p.for_job];
         if !victim.status.holds_instances() || victim.stopping.is_some() {
-            return violation("victims are running", format!("{} was {} / stopping", p.job, victim.status));
+            return violation(
+                "victims are running",
+                format!("{} was {} / stopping", p.job, victim.status),
+            );
         }
         let same_share = victim.spec.share == beneficiary.spec.share;
         match p.kind {
             PreemptionKind::InShare => {
                 if !same_share || victim.spec.priority >= beneficiary.spec.priority {
-                    return violation("in-share preemption", format!("{} (priority {}) preempted for {} (priority {})", p.job, victim.spec.priority, p.for_job, beneficiary.spec.priority));
+                    return violation(
+                        "in-share preemption",
+                        format!(
+                            "{} (priority {}) preempted for {} (priority {})",
+                            p.job, victim.spec.priority, p.for_job, beneficiary.spec.priority
+                        ),
+                    );
                 }
             }
             PreemptionKind::CrossShare | PreemptionKind::LimitReduced => {
                 if same_share {
-                    return violation("reclaim takes other shares' jobs", format!("{} reclaimed for its own share", p.job));
+                    return violation(
+                        "reclaim takes other shares' jobs",
+                        format!("{} reclaimed for its own share", p.job),
+                    );
                 }
             }
         }
@@ -179,22 +230,34 @@ pub fn check_plan(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
         let min_runtime = share.protections.min_runtime_before_preemption_secs;
         if let Some(started) = victim.started_at() {
             if min_runtime > 0 && started.plus_secs(min_runtime) > now {
-                return violation("minRuntimeBeforePreemptionSeconds", format!("{} preempted before its minimum runtime", p.job));
+                return violation(
+                    "minRuntimeBeforePreemptionSeconds",
+                    format!("{} preempted before its minimum runtime", p.job),
+                );
             }
         }
     }
     for s in &plan.starts {
         let job = &before.jobs[&s.job];
         if job.status != JobStatus::Runnable {
-            return violation("starts are RUNNABLE jobs", format!("{} was {}", s.job, job.status));
+            return violation(
+                "starts are RUNNABLE jobs",
+                format!("{} was {}", s.job, job.status),
+            );
         }
         let share = before.share_config(job.spec.share);
         if s.borrowed > 0 {
             if share.strategy != Strategy::LendAndBorrow {
-                return violation("only LEND_AND_BORROW borrows", format!("{} borrows in a {} share", s.job, share.strategy.as_str()));
+                return violation(
+                    "only LEND_AND_BORROW borrows",
+                    format!("{} borrows in a {} share", s.job, share.strategy.as_str()),
+                );
             }
             if share.protections.borrow_requires_checkpoint && !job.spec.checkpoints {
-                return violation("borrowRequiresCheckpoint", format!("{} borrows without checkpointing", s.job));
+                return violation(
+                    "borrowRequiresCheckpoint",
+                    format!("{} borrows without checkpointing", s.job),
+                );
             }
         }
     }
@@ -204,7 +267,11 @@ pub fn check_plan(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
 /// A share with RUNNABLE within-quota work gets its lent capacity back in the
 /// same pass: after the plan, no such job would fit if every preemptible
 /// borrowed job of the other shares were stopped.
-fn check_reclaim_complete(after: &Cluster, plan: &Plan, admitted: &BTreeSet<JobId>) -> Result<(), Violation> {
+fn check_reclaim_complete(
+    after: &Cluster,
+    plan: &Plan,
+    admitted: &BTreeSet<JobId>,
+) -> Result<(), Violation> {
     let now = plan.now;
     for t in 0..after.type_count() {
         let t = TypeIdx(t as u16);
@@ -219,7 +286,10 @@ fn check_reclaim_complete(after: &Cluster, plan: &Plan, admitted: &BTreeSet<JobI
         for &s in &shares {
             let st = after.st(s, t);
             let running: Vec<RunKey> = st.running.iter().copied().collect();
-            let min_runtime = after.share_config(s).protections.min_runtime_before_preemption_secs;
+            let min_runtime = after
+                .share_config(s)
+                .protections
+                .min_runtime_before_preemption_secs;
             let ckpt_first = after.share_config(s).protections.borrow_requires_checkpoint;
             let removable: u32 = borrowed_jobs(&running, st.entitlement, ckpt_first)
                 .iter()
@@ -241,20 +311,38 @@ fn check_reclaim_complete(after: &Cluster, plan: &Plan, admitted: &BTreeSet<JobI
         for (i, &s) in shares.iter().enumerate() {
             let st = after.st(s, t);
             let own_usage = st.running_usage + promised_usage[i];
-            let Some((key, count)) = st.runnable.next_candidate(None, 1..=st.entitlement.saturating_sub(own_usage), false, &|id| admitted.contains(&id)) else {
+            let Some((key, count)) = st.runnable.next_candidate(
+                None,
+                1..=st.entitlement.saturating_sub(own_usage),
+                false,
+                &|id| admitted.contains(&id),
+            ) else {
                 continue;
             };
             if after.queueing == QueueingStrategy::StrictFifo {
                 // Only the share's head is owed a start.
-                let head = after.shares[s.index()].types.iter().filter_map(|st| st.runnable.next_candidate(None, 0..=u32::MAX, false, &|_| false)).min();
+                let head = after.shares[s.index()]
+                    .types
+                    .iter()
+                    .filter_map(|st| {
+                        st.runnable
+                            .next_candidate(None, 0..=u32::MAX, false, &|_| false)
+                    })
+                    .min();
                 if head.map(|(k, _)| k.job) != Some(key.job) {
                     continue;
                 }
             }
-            if after.never_fits(s, t, count, after.jobs[&key.job].spec.checkpoints).is_some() {
+            if after
+                .never_fits(s, t, count, after.jobs[&key.job].spec.checkpoints)
+                .is_some()
+            {
                 continue;
             }
-            if matches!(after.jobs[&key.job].status_reason.wait(), Some(WaitReason::WaitingForRelease)) {
+            if matches!(
+                after.jobs[&key.job].status_reason.wait(),
+                Some(WaitReason::WaitingForRelease)
+            ) {
                 continue;
             }
             // Would it fit with every eligible borrowed job of the others gone?
@@ -280,7 +368,9 @@ fn check_reclaim_complete(after: &Cluster, plan: &Plan, admitted: &BTreeSet<JobI
                         "{} of share {} waits within quota ({}) although reclaim would let it run",
                         key.job,
                         after.share_config(s).name,
-                        after.jobs[&key.job].status_reason.render(&|j| j.to_string())
+                        after.jobs[&key.job]
+                            .status_reason
+                            .render(&|j| j.to_string())
                     ),
                 );
             }

@@ -157,9 +157,10 @@ fn glob_matches(pattern: &str, value: &str) -> bool {
 
 impl ExitRule {
     pub fn matches(&self, exit_code: Option<i32>, status_reason: &str) -> bool {
-        let code_ok = self.on_exit_code.as_deref().is_none_or(|p| {
-            exit_code.is_some_and(|code| glob_matches(p, &code.to_string()))
-        });
+        let code_ok = self
+            .on_exit_code
+            .as_deref()
+            .is_none_or(|p| exit_code.is_some_and(|code| glob_matches(p, &code.to_string())));
         let reason_ok = self
             .on_status_reason
             .as_deref()
@@ -195,7 +196,12 @@ pub struct JobSpec {
 
 impl JobSpec {
     /// A spec with the API's defaults.
-    pub fn new(name: impl Into<String>, share: ShareIdx, instance_type: TypeIdx, count: u32) -> Self {
+    pub fn new(
+        name: impl Into<String>,
+        share: ShareIdx,
+        instance_type: TypeIdx,
+        count: u32,
+    ) -> Self {
         JobSpec {
             name: name.into(),
             share,

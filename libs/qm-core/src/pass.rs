@@ -106,12 +106,17 @@ impl TypeView {
         let mut sum_u = 0u64;
         let mut borrowed = 0i64;
         let mut idle_lent = 0i64;
-        for i in 0..self.used.len() {
-            let u = self.used[i] + if i == s { extra } else { 0 };
-            let e = self.entitlement[i];
+        for (i, ((&used, &e), &lends)) in self
+            .used
+            .iter()
+            .zip(&self.entitlement)
+            .zip(lends)
+            .enumerate()
+        {
+            let u = used + if i == s { extra } else { 0 };
             sum_u += u64::from(u);
             borrowed += i64::from(u.saturating_sub(e));
-            if lends[i] {
+            if lends {
                 idle_lent += i64::from(e.saturating_sub(u));
             }
         }
@@ -214,7 +219,8 @@ impl<'a> Pass<'a> {
             let job = self.job(id);
             self.timeouts.push(id);
             self.removed.insert(id);
-            self.views[job.spec.instance_type.index()].used[job.spec.share.index()] -= job.spec.count;
+            self.views[job.spec.instance_type.index()].used[job.spec.share.index()] -=
+                job.spec.count;
         }
         loop {
             self.reasons.clear();
@@ -266,7 +272,9 @@ impl<'a> Pass<'a> {
         }
         match self.fit(id, true) {
             Err(reason) => reason,
-            Ok(_) if job.spec.priority > 0 && self.c.shares[s.index()].config.in_share_preemption => {
+            Ok(_)
+                if job.spec.priority > 0 && self.c.shares[s.index()].config.in_share_preemption =>
+            {
                 WaitReason::InSharePreemptionNotPossible
             }
             Ok(_) => WaitReason::Queued,
@@ -279,7 +287,8 @@ impl<'a> Pass<'a> {
         let slot = &self.c.shares[s.index()];
         let mut best: Option<(QueueKey, TypeIdx, u32)> = None;
         for (t, st) in slot.types.iter().enumerate() {
-            if let Some((key, count)) = st.runnable.next_candidate(None, 0..=u32::MAX, false, &skip) {
+            if let Some((key, count)) = st.runnable.next_candidate(None, 0..=u32::MAX, false, &skip)
+            {
                 if best.is_none_or(|(b, _, _)| key < b) {
                     best = Some((key, TypeIdx(t as u16), count));
                 }
@@ -295,7 +304,9 @@ impl<'a> Pass<'a> {
         // not to fit in this sweep (constraints are monotone in the count).
         let mut cursor: Vec<Option<QueueKey>> = vec![None; n];
         let mut fails_from: Vec<u32> = vec![u32::MAX; n];
-        let mut done: Vec<bool> = (0..n).map(|i| !self.share_takes_part(ShareIdx(i as u16), t, step)).collect();
+        let mut done: Vec<bool> = (0..n)
+            .map(|i| !self.share_takes_part(ShareIdx(i as u16), t, step))
+            .collect();
         loop {
             let mut pick: Option<(QueueKey, u32, ShareIdx)> = None;
             for i in 0..n {
@@ -305,7 +316,9 @@ impl<'a> Pass<'a> {
                 let s = ShareIdx(i as u16);
                 match self.next_candidate(s, t, step, cursor[i], fails_from[i]) {
                     Some((key, count)) => {
-                        if pick.is_none_or(|(b, _, _)| (key.runnable_since, key.job) < (b.runnable_since, b.job)) {
+                        if pick.is_none_or(|(b, _, _)| {
+                            (key.runnable_since, key.job) < (b.runnable_since, b.job)
+                        }) {
                             pick = Some((key, count, s));
                         }
                     }
@@ -375,7 +388,9 @@ impl<'a> Pass<'a> {
         let queue = &self.c.st(s, t).runnable;
         let share = &self.c.shares[s.index()].config;
         match step {
-            Step::WithinQuota => queue.next_candidate(after, 1..=room.min(below_fail), false, &skip),
+            Step::WithinQuota => {
+                queue.next_candidate(after, 1..=room.min(below_fail), false, &skip)
+            }
             // Jobs that need more than the share's idle entitlement.
             Step::Borrow => queue.next_candidate(
                 after,
@@ -506,7 +521,10 @@ impl<'a> Pass<'a> {
 
     /// Whether a running job is protected by its share's minimum runtime.
     fn protected_until(&self, s: ShareIdx, key: &RunKey) -> Option<Time> {
-        let min_runtime = self.c.shares[s.index()].config.protections.min_runtime_before_preemption_secs;
+        let min_runtime = self.c.shares[s.index()]
+            .config
+            .protections
+            .min_runtime_before_preemption_secs;
         if min_runtime == 0 {
             return None;
         }
@@ -516,7 +534,10 @@ impl<'a> Pass<'a> {
 
     /// Victim order within a share: lowest priority, least work at risk, most
     /// recently started, highest job id.
-    fn victim_order(&self, key: &RunKey) -> (u32, u64, std::cmp::Reverse<Time>, std::cmp::Reverse<JobId>) {
+    fn victim_order(
+        &self,
+        key: &RunKey,
+    ) -> (u32, u64, std::cmp::Reverse<Time>, std::cmp::Reverse<JobId>) {
         (
             key.priority.0,
             self.job(key.job).work_at_risk(self.now),
@@ -538,7 +559,11 @@ impl<'a> Pass<'a> {
     /// Reclaim: preempts borrowed jobs of other shares until `id` fits, then
     /// drops every victim whose release turns out not to be needed. Leaves the
     /// projection as it found it.
-    fn reclaim_for(&mut self, id: JobId, first_reason: WaitReason) -> Result<Vec<Victim>, WaitReason> {
+    fn reclaim_for(
+        &mut self,
+        id: JobId,
+        first_reason: WaitReason,
+    ) -> Result<Vec<Victim>, WaitReason> {
         let job = self.job(id);
         let (s, t, count) = (job.spec.share, job.spec.instance_type, job.spec.count);
         let mut victims: Vec<Victim> = Vec::new();
@@ -585,7 +610,12 @@ impl<'a> Pass<'a> {
     /// The next reclaim victim for share `requester`: from the share borrowing
     /// most relative to its entitlement, its borrowed job that is lowest
     /// priority, then least work at risk, then most recently started.
-    fn next_reclaim_victim(&self, requester: ShareIdx, t: TypeIdx, protected: &mut Option<Time>) -> Option<Victim> {
+    fn next_reclaim_victim(
+        &self,
+        requester: ShareIdx,
+        t: TypeIdx,
+        protected: &mut Option<Time>,
+    ) -> Option<Victim> {
         let view = &self.views[t.index()];
         let mut sources: Vec<(ShareIdx, u32, u32)> = (0..self.c.shares.len())
             .filter(|&i| i != requester.index() && !self.c.shares[i].deleted)
@@ -602,21 +632,29 @@ impl<'a> Pass<'a> {
         });
         for (share, _, entitlement) in sources {
             let running = self.projected_running(share, t);
-            let ckpt_first = self.c.shares[share.index()].config.protections.borrow_requires_checkpoint;
+            let ckpt_first = self.c.shares[share.index()]
+                .config
+                .protections
+                .borrow_requires_checkpoint;
             let candidates = borrowed_jobs(&running, entitlement, ckpt_first);
-            let eligible = candidates.into_iter().filter(|k| !self.admitted.contains(&k.job)).filter(|k| {
-                match self.protected_until(share, k) {
+            let eligible = candidates
+                .into_iter()
+                .filter(|k| !self.admitted.contains(&k.job))
+                .filter(|k| match self.protected_until(share, k) {
                     Some(until) => {
                         *protected = Some(protected.map_or(until, |p| p.min(until)));
                         false
                     }
                     None => true,
-                }
-            });
+                });
             if let Some(key) = eligible.min_by_key(|k| self.victim_order(k)) {
                 let slot = &self.c.shares[share.index()].config;
                 let over_max = view.used[share.index()] > slot.max_holding(entitlement);
-                let kind = if over_max { PreemptionKind::LimitReduced } else { PreemptionKind::CrossShare };
+                let kind = if over_max {
+                    PreemptionKind::LimitReduced
+                } else {
+                    PreemptionKind::CrossShare
+                };
                 return Some(Victim { key, share, kind });
             }
         }
@@ -647,7 +685,11 @@ impl<'a> Pass<'a> {
         let mut own: Vec<Victim> = Vec::new();
         let mut cross: Option<Vec<Victim>> = None;
         for key in candidates {
-            let victim = Victim { key, share: s, kind: PreemptionKind::InShare };
+            let victim = Victim {
+                key,
+                share: s,
+                kind: PreemptionKind::InShare,
+            };
             self.remove_from_projection(&victim, t);
             own.push(victim);
             if let Ok(found) = self.fit_within_quota(id) {
@@ -706,7 +748,11 @@ impl<'a> Pass<'a> {
         let (s, t, count) = (job.spec.share, job.spec.instance_type, job.spec.count);
         for v in own.iter().chain(cross.iter()) {
             self.remove_from_projection(v, t);
-            self.preemptions.push(Preemption { job: v.key.job, kind: v.kind, for_job: id });
+            self.preemptions.push(Preemption {
+                job: v.key.job,
+                kind: v.kind,
+                for_job: id,
+            });
         }
         self.views[t.index()].used[s.index()] += count;
         self.admitted.insert(id);
@@ -726,7 +772,10 @@ impl<'a> Pass<'a> {
         let job = self.job(id);
         let (s, t) = (job.spec.share, job.spec.instance_type);
         let entitlement = self.views[t.index()].entitlement[s.index()];
-        let ckpt_first = self.c.shares[s.index()].config.protections.borrow_requires_checkpoint;
+        let ckpt_first = self.c.shares[s.index()]
+            .config
+            .protections
+            .borrow_requires_checkpoint;
         borrowed_jobs(&self.projected_running(s, t), entitlement, ckpt_first)
             .iter()
             .any(|k| k.job == id)
@@ -761,7 +810,9 @@ impl<'a> Pass<'a> {
             let job = &self.c.jobs[&id];
             let (s, t) = (job.spec.share, job.spec.instance_type);
             let view = &mut actual[t.index()];
-            let max_holding = self.c.shares[s.index()].config.max_holding(view.entitlement[s.index()]);
+            let max_holding = self.c.shares[s.index()]
+                .config
+                .max_holding(view.entitlement[s.index()]);
             let within_max = view.used[s.index()] + count <= max_holding;
             // While jobs of its own share are still stopping, a job admitted
             // within quota may for a moment exceed the entitlement: that moment
@@ -773,13 +824,23 @@ impl<'a> Pass<'a> {
                 plan.reasons.push((id, WaitReason::WaitingForRelease));
                 continue;
             }
-            let borrowed = if borrowed_at_start.contains(&id) { count } else { 0 };
+            let borrowed = if borrowed_at_start.contains(&id) {
+                count
+            } else {
+                0
+            };
             view.used[s.index()] += count;
             if let Some(secs) = job.spec.attempt_timeout_secs {
                 let deadline = self.now.plus_secs(secs);
                 plan.wake_at = Some(plan.wake_at.map_or(deadline, |w| w.min(deadline)));
             }
-            plan.starts.push(Start { job: id, share: s, instance_type: t, count, borrowed });
+            plan.starts.push(Start {
+                job: id,
+                share: s,
+                instance_type: t,
+                count,
+                borrowed,
+            });
         }
         plan.reasons.extend(
             self.reasons
@@ -798,7 +859,10 @@ fn borrow_gates(c: &Cluster, job: &Job, now: Time) -> Result<(), WaitReason> {
     let share = &c.shares[s.index()].config;
     if share.strategy != Strategy::LendAndBorrow {
         let st = c.st(s, t);
-        return Err(WaitReason::OwnCapacityInUse { used: st.running_usage, entitlement: st.entitlement });
+        return Err(WaitReason::OwnCapacityInUse {
+            used: st.running_usage,
+            entitlement: st.entitlement,
+        });
     }
     if share.protections.reborrow_cooldown_secs > 0 {
         if let Some(at) = c.st(s, t).reclaimed_at {
@@ -842,7 +906,11 @@ impl Cluster {
         if job.status != crate::job::JobStatus::Runnable {
             return None;
         }
-        if let Some(wait) = job.status_reason.wait().filter(|w| *w != WaitReason::Queued) {
+        if let Some(wait) = job
+            .status_reason
+            .wait()
+            .filter(|w| *w != WaitReason::Queued)
+        {
             return Some(wait);
         }
         let mut pass = Pass::new(self, now);

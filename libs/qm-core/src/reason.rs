@@ -103,8 +103,13 @@ pub enum StatusReason {
     None,
     Waiting(WaitReason),
     /// Admitted; `borrowed` of its instances are on borrowed capacity.
-    Scheduled { borrowed: u32 },
-    PreemptionInProgress { kind: PreemptionKind, for_job: JobId },
+    Scheduled {
+        borrowed: u32,
+    },
+    PreemptionInProgress {
+        kind: PreemptionKind,
+        for_job: JobId,
+    },
     TimeoutInProgress,
     CancelInProgress,
     /// Requeued after an attempt ended this way.

@@ -7,7 +7,8 @@ mod common;
 use proptest::prelude::*;
 use qm_core::invariants::{check_indexes, check_plan};
 use qm_core::{
-    Cluster, JobId, JobSpec, JobStatus, QueueConfig, QueueingStrategy, QuotaShare, Strategy as Sharing, Time,
+    Cluster, JobId, JobSpec, JobStatus, QueueConfig, QueueingStrategy, QuotaShare,
+    Strategy as Sharing, Time,
 };
 
 const TYPES: [&str; 2] = ["ml.g5.xlarge", "ml.p4d.24xlarge"];
@@ -25,23 +26,57 @@ struct ShareGen {
 
 #[derive(Clone, Debug)]
 enum Event {
-    Submit { share: usize, ty: usize, count: u32, priority: u32, checkpoints: bool, retries: Option<u32> },
+    Submit {
+        share: usize,
+        ty: usize,
+        count: u32,
+        priority: u32,
+        checkpoints: bool,
+        retries: Option<u32>,
+    },
     /// The n-th running (not stopping) job exits with `code`.
-    Exit { nth: usize, code: i32 },
+    Exit {
+        nth: usize,
+        code: i32,
+    },
     /// The n-th stopping job's attempt ends.
-    StopDone { nth: usize },
-    LoseHost { nth: usize },
-    Checkpoint { nth: usize },
-    Priority { nth: usize, priority: u32 },
-    Terminate { nth: usize },
-    SetFleet { ty: usize, count: u32 },
-    SetLimit { share: usize, ty: usize, max: i64 },
-    Advance { secs: u64 },
+    StopDone {
+        nth: usize,
+    },
+    LoseHost {
+        nth: usize,
+    },
+    Checkpoint {
+        nth: usize,
+    },
+    Priority {
+        nth: usize,
+        priority: u32,
+    },
+    Terminate {
+        nth: usize,
+    },
+    SetFleet {
+        ty: usize,
+        count: u32,
+    },
+    SetLimit {
+        share: usize,
+        ty: usize,
+        max: i64,
+    },
+    Advance {
+        secs: u64,
+    },
 }
 
 fn share_gen() -> impl Strategy<Value = ShareGen> {
     (
-        prop_oneof![Just(Sharing::Reserve), Just(Sharing::Lend), Just(Sharing::LendAndBorrow)],
+        prop_oneof![
+            Just(Sharing::Reserve),
+            Just(Sharing::Lend),
+            Just(Sharing::LendAndBorrow)
+        ],
         prop::array::uniform2(0i64..4),
         prop_oneof![Just(-1i64), Just(0), Just(50), Just(100), Just(300)],
         any::<bool>(),
@@ -49,15 +84,25 @@ fn share_gen() -> impl Strategy<Value = ShareGen> {
         prop_oneof![3 => Just(0u64), 1 => Just(60)],
         prop::bool::weighted(0.2),
     )
-        .prop_map(|(strategy, limits, borrow_limit, in_share, min_runtime, cooldown, requires_checkpoint)| ShareGen {
-            strategy,
-            limits,
-            borrow_limit,
-            in_share,
-            min_runtime,
-            cooldown,
-            requires_checkpoint,
-        })
+        .prop_map(
+            |(
+                strategy,
+                limits,
+                borrow_limit,
+                in_share,
+                min_runtime,
+                cooldown,
+                requires_checkpoint,
+            )| ShareGen {
+                strategy,
+                limits,
+                borrow_limit,
+                in_share,
+                min_runtime,
+                cooldown,
+                requires_checkpoint,
+            },
+        )
 }
 
 fn event() -> impl Strategy<Value = Event> {
@@ -81,9 +126,16 @@ fn build(shares: &[ShareGen], fleet: [u32; 2], strict: bool) -> Cluster {
         .iter()
         .enumerate()
         .map(|(i, g)| {
-            let mut s = QuotaShare::new(format!("S{i}"), &[(TYPES[0], g.limits[0]), (TYPES[1], g.limits[1])]);
+            let mut s = QuotaShare::new(
+                format!("S{i}"),
+                &[(TYPES[0], g.limits[0]), (TYPES[1], g.limits[1])],
+            );
             s.strategy = g.strategy;
-            s.borrow_limit = if g.strategy == Sharing::LendAndBorrow { g.borrow_limit } else { -1 };
+            s.borrow_limit = if g.strategy == Sharing::LendAndBorrow {
+                g.borrow_limit
+            } else {
+                -1
+            };
             s.in_share_preemption = g.in_share;
             s.protections.min_runtime_before_preemption_secs = g.min_runtime;
             s.protections.reborrow_cooldown_secs = g.cooldown;
@@ -95,7 +147,8 @@ fn build(shares: &[ShareGen], fleet: [u32; 2], strict: bool) -> Cluster {
     if strict {
         queue.queueing_strategy = QueueingStrategy::StrictFifo;
     }
-    Cluster::new(queue, &[(TYPES[0], fleet[0]), (TYPES[1], fleet[1])]).expect("generated queue is valid")
+    Cluster::new(queue, &[(TYPES[0], fleet[0]), (TYPES[1], fleet[1])])
+        .expect("generated queue is valid")
 }
 
 fn holders(c: &Cluster, stopping: bool) -> Vec<JobId> {
@@ -112,7 +165,14 @@ fn attempt(c: &Cluster, id: JobId) -> u32 {
 /// Applies one event (events that name no existing job do nothing).
 fn apply_event(c: &mut Cluster, now: &mut Time, event: &Event) {
     match *event {
-        Event::Submit { share, ty, count, priority, checkpoints, retries } => {
+        Event::Submit {
+            share,
+            ty,
+            count,
+            priority,
+            checkpoints,
+            retries,
+        } => {
             let shares = c.share_indices();
             let s = shares[share % shares.len()];
             let t = c.type_idx(TYPES[ty]).expect("type exists");
@@ -130,35 +190,54 @@ fn apply_event(c: &mut Cluster, now: &mut Time, event: &Event) {
         Event::Exit { nth, code } => {
             let running = holders(c, false);
             if let Some(&id) = running.get(nth % running.len().max(1)) {
-                c.attempt_ended(id, attempt(c, id), Some(code), *now).expect("current attempt");
+                c.attempt_ended(id, attempt(c, id), Some(code), *now)
+                    .expect("current attempt");
             }
         }
         Event::StopDone { nth } => {
             let stopping = holders(c, true);
             if let Some(&id) = stopping.get(nth % stopping.len().max(1)) {
-                c.attempt_ended(id, attempt(c, id), None, *now).expect("current attempt");
+                c.attempt_ended(id, attempt(c, id), None, *now)
+                    .expect("current attempt");
             }
         }
         Event::LoseHost { nth } => {
-            let all: Vec<JobId> = holders(c, false).into_iter().chain(holders(c, true)).collect();
+            let all: Vec<JobId> = holders(c, false)
+                .into_iter()
+                .chain(holders(c, true))
+                .collect();
             if let Some(&id) = all.get(nth % all.len().max(1)) {
-                c.attempt_lost(id, attempt(c, id), *now).expect("current attempt");
+                c.attempt_lost(id, attempt(c, id), *now)
+                    .expect("current attempt");
             }
         }
         Event::Checkpoint { nth } => {
             let running = holders(c, false);
             if let Some(&id) = running.get(nth % running.len().max(1)) {
-                c.checkpoint_committed(id, attempt(c, id), qm_core::CheckpointMark { at: *now, step: 1 }).expect("current attempt");
+                c.checkpoint_committed(
+                    id,
+                    attempt(c, id),
+                    qm_core::CheckpointMark { at: *now, step: 1 },
+                )
+                .expect("current attempt");
             }
         }
         Event::Priority { nth, priority } => {
-            let live: Vec<JobId> = c.jobs().filter(|j| !j.status.is_final()).map(|j| j.id).collect();
+            let live: Vec<JobId> = c
+                .jobs()
+                .filter(|j| !j.status.is_final())
+                .map(|j| j.id)
+                .collect();
             if let Some(&id) = live.get(nth % live.len().max(1)) {
                 c.update_priority(id, priority).expect("live job");
             }
         }
         Event::Terminate { nth } => {
-            let live: Vec<JobId> = c.jobs().filter(|j| !j.status.is_final()).map(|j| j.id).collect();
+            let live: Vec<JobId> = c
+                .jobs()
+                .filter(|j| !j.status.is_final())
+                .map(|j| j.id)
+                .collect();
             if let Some(&id) = live.get(nth % live.len().max(1)) {
                 c.terminate(id, *now).expect("live job");
             }

@@ -14,7 +14,14 @@ use PreemptionKind::{CrossShare, InShare, LimitReduced};
 fn three_share_world() -> World {
     let mut s1 = lab("QS1", 1, 200);
     s1.in_share_preemption = true;
-    World::new(3, vec![s1, share("QS2", Strategy::Lend, 1), share("QS3", Strategy::Reserve, 1)])
+    World::new(
+        3,
+        vec![
+            s1,
+            share("QS2", Strategy::Lend, 1),
+            share("QS3", Strategy::Reserve, 1),
+        ],
+    )
 }
 
 #[test]
@@ -24,15 +31,30 @@ fn worked_example_of_the_contract() {
     w.submit("p2", "QS1", 1, 2);
     w.submit("p1", "QS1", 1, 1);
     let plan = w.step();
-    assert_eq!(w.started(&plan), names(&["p3", "p2"]), "p3 within quota, p2 borrows QS2's idle instance");
-    assert!(matches!(w.wait("p1"), Some(WaitReason::NoLendableCapacity { .. })), "QS3's idle instance is reserved: {:?}", w.wait("p1"));
+    assert_eq!(
+        w.started(&plan),
+        names(&["p3", "p2"]),
+        "p3 within quota, p2 borrows QS2's idle instance"
+    );
+    assert!(
+        matches!(w.wait("p1"), Some(WaitReason::NoLendableCapacity { .. })),
+        "QS3's idle instance is reserved: {:?}",
+        w.wait("p1")
+    );
 
     w.at(10).submit("s2", "QS2", 1, 0);
     let plan = w.step();
-    assert_eq!(w.preempted(&plan), vec![("p2".into(), CrossShare, "s2".into())]);
+    assert_eq!(
+        w.preempted(&plan),
+        vec![("p2".into(), CrossShare, "s2".into())]
+    );
     assert!(plan.starts.is_empty(), "s2 waits until p2 has stopped");
     assert_eq!(w.wait("s2"), Some(WaitReason::WaitingForRelease));
-    assert_eq!(w.exit("p2", 0), AttemptOutcome::PreemptedCrossShare, "exit 0 after SIGTERM is not success");
+    assert_eq!(
+        w.exit("p2", 0),
+        AttemptOutcome::PreemptedCrossShare,
+        "exit 0 after SIGTERM is not success"
+    );
     let plan = w.step();
     assert_eq!(w.started(&plan), names(&["s2"]));
     assert_eq!(w.status("p2"), JobStatus::Runnable);
@@ -40,7 +62,10 @@ fn worked_example_of_the_contract() {
     w.at(20);
     w.c.update_priority(w.id("p1"), 4).expect("p1 is RUNNABLE");
     let plan = w.step();
-    assert_eq!(w.preempted(&plan), vec![("p3".into(), InShare, "p1".into())]);
+    assert_eq!(
+        w.preempted(&plan),
+        vec![("p3".into(), InShare, "p1".into())]
+    );
     w.exit("p3", 143);
     let plan = w.step();
     assert_eq!(w.started(&plan), names(&["p1"]));
@@ -64,7 +89,10 @@ fn reserve_share_idle_capacity_is_never_lent() {
     w.submit("b2", "B", 1, 0);
     let plan = w.step();
     assert_eq!(w.started(&plan), names(&["b1"]));
-    assert!(matches!(w.wait("b2"), Some(WaitReason::NoLendableCapacity { lendable: 0, .. })));
+    assert!(matches!(
+        w.wait("b2"),
+        Some(WaitReason::NoLendableCapacity { lendable: 0, .. })
+    ));
 }
 
 #[test]
@@ -85,12 +113,21 @@ fn lend_share_lends_its_idle_capacity() {
 #[test]
 fn lend_and_reserve_shares_never_borrow() {
     for strategy in [Strategy::Lend, Strategy::Reserve] {
-        let mut w = World::new(3, vec![share("S", strategy, 1), share("L", Strategy::Lend, 2)]);
+        let mut w = World::new(
+            3,
+            vec![share("S", strategy, 1), share("L", Strategy::Lend, 2)],
+        );
         w.submit("s1", "S", 1, 0);
         w.submit("s2", "S", 1, 0);
         let plan = w.step();
         assert_eq!(w.started(&plan), names(&["s1"]));
-        assert_eq!(w.wait("s2"), Some(WaitReason::OwnCapacityInUse { used: 1, entitlement: 1 }));
+        assert_eq!(
+            w.wait("s2"),
+            Some(WaitReason::OwnCapacityInUse {
+                used: 1,
+                entitlement: 1
+            })
+        );
     }
 }
 
@@ -103,7 +140,13 @@ fn borrow_limit_caps_what_a_share_holds() {
     }
     let plan = w.step();
     assert_eq!(w.started(&plan), names(&["b0", "b1", "b2"]));
-    assert_eq!(w.wait("b3"), Some(WaitReason::BorrowLimitReached { used: 3, max_holding: 3 }));
+    assert_eq!(
+        w.wait("b3"),
+        Some(WaitReason::BorrowLimitReached {
+            used: 3,
+            max_holding: 3
+        })
+    );
 }
 
 #[test]
@@ -113,7 +156,13 @@ fn borrow_limit_zero_allows_no_borrowing() {
     w.submit("b1", "B", 1, 0);
     let plan = w.step();
     assert_eq!(w.started(&plan), names(&["b0"]));
-    assert_eq!(w.wait("b1"), Some(WaitReason::BorrowLimitReached { used: 1, max_holding: 1 }));
+    assert_eq!(
+        w.wait("b1"),
+        Some(WaitReason::BorrowLimitReached {
+            used: 1,
+            max_holding: 1
+        })
+    );
 }
 
 #[test]
@@ -125,7 +174,10 @@ fn unassigned_capacity_is_lendable() {
     }
     let plan = w.step();
     assert_eq!(w.started(&plan), names(&["b0", "b1", "b2"]));
-    assert!(matches!(w.wait("b3"), Some(WaitReason::FleetFull { .. } | WaitReason::NoLendableCapacity { .. })));
+    assert!(matches!(
+        w.wait("b3"),
+        Some(WaitReason::FleetFull { .. } | WaitReason::NoLendableCapacity { .. })
+    ));
 }
 
 #[test]
@@ -134,11 +186,18 @@ fn a_job_may_span_owned_and_borrowed_instances() {
     w.submit("big", "B", 3, 0);
     let plan = w.step();
     assert_eq!(w.started(&plan), names(&["big"]));
-    assert_eq!(plan.starts[0].borrowed, 3, "a job that does not fit within quota is borrowed as a whole");
+    assert_eq!(
+        plan.starts[0].borrowed, 3,
+        "a job that does not fit within quota is borrowed as a whole"
+    );
     assert!(w.c.is_on_borrowed_capacity(w.id("big")));
     let b = w.c.share_idx("B").expect("B");
     let t = w.c.type_idx(T).expect("type");
-    assert_eq!(w.c.share_usage(b, t).borrowed, 1, "but the share borrows only the instance beyond its entitlement");
+    assert_eq!(
+        w.c.share_usage(b, t).borrowed,
+        1,
+        "but the share borrows only the instance beyond its entitlement"
+    );
 }
 
 #[test]
@@ -149,22 +208,44 @@ fn reclaim_preempts_the_borrower_when_the_owner_returns() {
     w.step();
     w.at(5).submit("l1", "L", 1, 0);
     let plan = w.step();
-    assert_eq!(w.preempted(&plan), vec![("b2".into(), CrossShare, "l1".into())]);
+    assert_eq!(
+        w.preempted(&plan),
+        vec![("b2".into(), CrossShare, "l1".into())]
+    );
     assert!(w.stopping("b2"));
-    assert!(matches!(w.reason("b2"), StatusReason::PreemptionInProgress { kind: CrossShare, .. }));
+    assert!(matches!(
+        w.reason("b2"),
+        StatusReason::PreemptionInProgress {
+            kind: CrossShare,
+            ..
+        }
+    ));
     // The owner's job waits for the instance; nothing else takes it.
     assert_eq!(w.step().starts.len(), 0);
     w.exit("b2", 0);
     let plan = w.step();
     assert_eq!(w.started(&plan), names(&["l1"]));
-    assert_eq!(w.reason("b2"), StatusReason::Waiting(WaitReason::NoLendableCapacity { lendable: 0, borrowed: 0 }));
+    assert_eq!(
+        w.reason("b2"),
+        StatusReason::Waiting(WaitReason::NoLendableCapacity {
+            lendable: 0,
+            borrowed: 0
+        })
+    );
     assert_eq!(w.c.job(w.id("b2")).expect("b2").preempted_attempts, 1);
 }
 
 #[test]
 fn reclaim_starts_from_the_share_borrowing_most_relative_to_its_entitlement() {
     // A borrows 1 on entitlement 1 (100%); B borrows 1 on entitlement 4 (25%).
-    let mut w = World::new(8, vec![lab("A", 1, -1), lab("B", 4, -1), share("L", Strategy::Lend, 3)]);
+    let mut w = World::new(
+        8,
+        vec![
+            lab("A", 1, -1),
+            lab("B", 4, -1),
+            share("L", Strategy::Lend, 3),
+        ],
+    );
     w.submit("b_own", "B", 4, 9);
     w.submit("a_own", "A", 1, 9);
     w.submit("b_borrow", "B", 1, 0);
@@ -174,9 +255,19 @@ fn reclaim_starts_from_the_share_borrowing_most_relative_to_its_entitlement() {
     w.at(5).submit("l", "L", 3, 0);
     let plan = w.step();
     let victims = w.preempted(&plan);
-    assert_eq!(victims, vec![("a_borrow".into(), CrossShare, "l".into()), ("b_borrow".into(), CrossShare, "l".into())]);
+    assert_eq!(
+        victims,
+        vec![
+            ("a_borrow".into(), CrossShare, "l".into()),
+            ("b_borrow".into(), CrossShare, "l".into())
+        ]
+    );
     // With 2 lendable needed back only... all 3 of L's are needed: check order.
-    assert_eq!(plan.preemptions[0].job, w.id("a_borrow"), "A (100% borrowed) before B (25%)");
+    assert_eq!(
+        plan.preemptions[0].job,
+        w.id("a_borrow"),
+        "A (100% borrowed) before B (25%)"
+    );
 }
 
 #[test]
@@ -195,15 +286,25 @@ fn reclaim_victims_lowest_priority_then_least_work_at_risk_then_most_recent() {
     w.at(90).checkpoint("lo_fresh_ckpt", 1);
     w.at(110).submit("l1", "L", 1, 0);
     let plan = w.step();
-    assert_eq!(w.preempted(&plan), vec![("lo_new".into(), CrossShare, "l1".into())]);
+    assert_eq!(
+        w.preempted(&plan),
+        vec![("lo_new".into(), CrossShare, "l1".into())]
+    );
     w.exit("lo_new", 0);
     w.at(120).submit("l2", "L", 1, 0);
     let plan = w.step();
-    assert_eq!(w.preempted(&plan), vec![("lo_fresh_ckpt".into(), CrossShare, "l2".into())]);
+    assert_eq!(
+        w.preempted(&plan),
+        vec![("lo_fresh_ckpt".into(), CrossShare, "l2".into())]
+    );
     w.exit("lo_fresh_ckpt", 0);
     w.at(130).submit("l3", "L", 1, 0);
     let plan = w.step();
-    assert_eq!(w.preempted(&plan), vec![("lo_old_ckpt".into(), CrossShare, "l3".into())], "lowest priority before higher");
+    assert_eq!(
+        w.preempted(&plan),
+        vec![("lo_old_ckpt".into(), CrossShare, "l3".into())],
+        "lowest priority before higher"
+    );
 }
 
 #[test]
@@ -219,7 +320,10 @@ fn reclaim_drops_victims_whose_release_is_not_needed() {
     assert_eq!(plan.starts.len(), 3);
     w.at(5).submit("l", "L", 3, 0);
     let plan = w.step();
-    assert_eq!(w.preempted(&plan), vec![("big".into(), CrossShare, "l".into())]);
+    assert_eq!(
+        w.preempted(&plan),
+        vec![("big".into(), CrossShare, "l".into())]
+    );
 }
 
 #[test]
@@ -231,7 +335,11 @@ fn only_borrowed_jobs_are_reclaimed() {
     w.step();
     w.at(5).submit("l", "L", 1, 0);
     let plan = w.step();
-    assert_eq!(w.preempted(&plan), vec![("b_lo".into(), CrossShare, "l".into())], "b_lo is the one beyond B's entitlement");
+    assert_eq!(
+        w.preempted(&plan),
+        vec![("b_lo".into(), CrossShare, "l".into())],
+        "b_lo is the one beyond B's entitlement"
+    );
 }
 
 #[test]
@@ -257,11 +365,21 @@ fn in_share_preemption_takes_strictly_lower_priority_jobs() {
     w.at(5).submit("top", "S", 1, 9);
     w.submit("equal", "S", 1, 5);
     let plan = w.step();
-    assert_eq!(w.preempted(&plan), vec![("lo".into(), InShare, "top".into())]);
+    assert_eq!(
+        w.preempted(&plan),
+        vec![("lo".into(), InShare, "top".into())]
+    );
     w.exit("lo", 143);
     let plan = w.step();
     assert_eq!(w.started(&plan), names(&["top"]));
-    assert_eq!(w.wait("equal"), Some(WaitReason::OwnCapacityInUse { used: 2, entitlement: 2 }), "equal priority never preempts");
+    assert_eq!(
+        w.wait("equal"),
+        Some(WaitReason::OwnCapacityInUse {
+            used: 2,
+            entitlement: 2
+        }),
+        "equal priority never preempts"
+    );
     assert!(w.preempted(&w.c.schedule(w.now)).is_empty());
 }
 
@@ -273,7 +391,13 @@ fn in_share_preemption_disabled_never_preempts() {
     w.at(5).submit("hi", "S", 1, 9);
     let plan = w.step();
     assert!(plan.preemptions.is_empty());
-    assert_eq!(w.wait("hi"), Some(WaitReason::OwnCapacityInUse { used: 1, entitlement: 1 }));
+    assert_eq!(
+        w.wait("hi"),
+        Some(WaitReason::OwnCapacityInUse {
+            used: 1,
+            entitlement: 1
+        })
+    );
 }
 
 #[test]
@@ -287,7 +411,13 @@ fn in_share_preemption_keeps_victims_it_does_not_need() {
     w.step();
     w.at(5).submit("top", "S", 2, 9);
     let plan = w.step();
-    assert_eq!(w.preempted(&plan), vec![("lo1".into(), InShare, "top".into()), ("lo2".into(), InShare, "top".into())]);
+    assert_eq!(
+        w.preempted(&plan),
+        vec![
+            ("lo1".into(), InShare, "top".into()),
+            ("lo2".into(), InShare, "top".into())
+        ]
+    );
 }
 
 #[test]
@@ -303,7 +433,13 @@ fn best_effort_fifo_lets_smaller_jobs_pass_a_big_one() {
 
 #[test]
 fn strict_fifo_head_blocks_its_share() {
-    let mut queue = QueueConfig::new("q", vec![share("S", Strategy::Reserve, 2), share("O", Strategy::Reserve, 1)]);
+    let mut queue = QueueConfig::new(
+        "q",
+        vec![
+            share("S", Strategy::Reserve, 2),
+            share("O", Strategy::Reserve, 1),
+        ],
+    );
     queue.queueing_strategy = QueueingStrategy::StrictFifo;
     let mut w = World::with_queue(3, queue);
     w.submit("running", "S", 1, 0);
@@ -312,14 +448,28 @@ fn strict_fifo_head_blocks_its_share() {
     w.submit("small", "S", 1, 0);
     w.submit("other", "O", 1, 0);
     let plan = w.step();
-    assert_eq!(w.started(&plan), names(&["other"]), "other shares are not blocked");
-    assert_eq!(w.c.explain(w.id("small"), w.now), Some(WaitReason::StrictFifoBehind(w.id("big"))));
+    assert_eq!(
+        w.started(&plan),
+        names(&["other"]),
+        "other shares are not blocked"
+    );
+    assert_eq!(
+        w.c.explain(w.id("small"), w.now),
+        Some(WaitReason::StrictFifoBehind(w.id("big")))
+    );
 }
 
 #[test]
 fn shares_are_interleaved_by_the_runnable_since_time_of_their_head() {
     // Two borrowers compete for one lendable instance: the earlier head wins.
-    let mut w = World::new(3, vec![lab("A", 1, -1), lab("B", 1, -1), share("L", Strategy::Lend, 1)]);
+    let mut w = World::new(
+        3,
+        vec![
+            lab("A", 1, -1),
+            lab("B", 1, -1),
+            share("L", Strategy::Lend, 1),
+        ],
+    );
     w.submit("a_own", "A", 1, 0);
     w.submit("b_own", "B", 1, 0);
     w.step();
@@ -331,24 +481,53 @@ fn shares_are_interleaved_by_the_runnable_since_time_of_their_head() {
 
 #[test]
 fn never_fitting_jobs_are_rejected_or_explained() {
-    let mut w = World::new(4, vec![share("R", Strategy::Reserve, 1), lab("B", 1, 100), lab("U", 1, -1), share("L", Strategy::Lend, 1)]);
+    let mut w = World::new(
+        4,
+        vec![
+            share("R", Strategy::Reserve, 1),
+            lab("B", 1, 100),
+            lab("U", 1, -1),
+            share("L", Strategy::Lend, 1),
+        ],
+    );
     let spec = w.spec("too_big", "R", 2, 0);
     let err = w.c.submit(spec, w.now).expect_err("over the share limit");
-    assert!(err.to_string().contains("MISCONFIGURATION: instanceCount 2 exceeds the share limit"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("MISCONFIGURATION: instanceCount 2 exceeds the share limit"),
+        "{err}"
+    );
     let spec = w.spec("too_big", "B", 3, 0);
-    let err = w.c.submit(spec, w.now).expect_err("over limit plus borrow limit");
-    assert!(err.to_string().contains("share limit plus its borrow limit (2 instances)"), "{err}");
+    let err =
+        w.c.submit(spec, w.now)
+            .expect_err("over limit plus borrow limit");
+    assert!(
+        err.to_string()
+            .contains("share limit plus its borrow limit (2 instances)"),
+        "{err}"
+    );
     // Fleet-dependent limits: accepted, waits with the reason.
     w.submit("wide", "U", 4, 0);
     w.step();
     assert_eq!(
         w.wait("wide"),
-        Some(WaitReason::Misconfiguration(NeverFits::AllBorrowableCapacity { count: 4, reachable: 3 })),
+        Some(WaitReason::Misconfiguration(
+            NeverFits::AllBorrowableCapacity {
+                count: 4,
+                reachable: 3
+            }
+        )),
         "U may use its own, unassigned (1) and L's; R's is reserved"
     );
     w.submit("huge", "U", 5, 0);
     w.step();
-    assert_eq!(w.wait("huge"), Some(WaitReason::Misconfiguration(NeverFits::FleetMaximum { count: 5, fleet: 4 })));
+    assert_eq!(
+        w.wait("huge"),
+        Some(WaitReason::Misconfiguration(NeverFits::FleetMaximum {
+            count: 5,
+            fleet: 4
+        }))
+    );
 }
 
 #[test]
@@ -356,14 +535,29 @@ fn submissions_report_every_problem_at_once() {
     let mut w = World::new(1, vec![share("R", Strategy::Reserve, 1)]);
     let mut spec = w.spec("bad", "R", 0, 10_000);
     spec.retry_attempts = 11;
-    let Err(JobError::Invalid(problems)) = w.c.submit(spec, w.now) else { panic!("invalid") };
+    let Err(JobError::Invalid(problems)) = w.c.submit(spec, w.now) else {
+        panic!("invalid")
+    };
     let fields: Vec<_> = problems.iter().map(|p| p.field.as_str()).collect();
-    assert_eq!(fields, vec!["instanceCount", "schedulingPriority", "retryStrategy.attempts"]);
+    assert_eq!(
+        fields,
+        vec![
+            "instanceCount",
+            "schedulingPriority",
+            "retryStrategy.attempts"
+        ]
+    );
 }
 
 #[test]
 fn limit_reduction_makes_the_excess_borrowed_and_reclaimable() {
-    let mut w = World::new(2, vec![share("A", Strategy::Reserve, 2), share("B", Strategy::Reserve, 0)]);
+    let mut w = World::new(
+        2,
+        vec![
+            share("A", Strategy::Reserve, 2),
+            share("B", Strategy::Reserve, 0),
+        ],
+    );
     w.submit("a1", "A", 1, 5);
     w.submit("a2", "A", 1, 1);
     w.step();
@@ -378,10 +572,16 @@ fn limit_reduction_makes_the_excess_borrowed_and_reclaimable() {
     assert!(w.c.is_on_borrowed_capacity(w.id("a2")));
     w.at(10).submit("b1", "B", 1, 0);
     let plan = w.step();
-    assert_eq!(w.preempted(&plan), vec![("a2".into(), LimitReduced, "b1".into())]);
+    assert_eq!(
+        w.preempted(&plan),
+        vec![("a2".into(), LimitReduced, "b1".into())]
+    );
     w.exit("a2", 143);
     w.step();
-    assert_eq!(w.c.job(w.id("a2")).expect("a2").attempts[0].outcome, Some(AttemptOutcome::PreemptedLimitReduced));
+    assert_eq!(
+        w.c.job(w.id("a2")).expect("a2").attempts[0].outcome,
+        Some(AttemptOutcome::PreemptedLimitReduced)
+    );
     assert_eq!(w.status("b1"), JobStatus::Running);
 }
 
@@ -397,7 +597,10 @@ fn preemption_retries_zero_fails_at_the_first_preemption() {
     w.step();
     w.exit("b2", 0);
     assert_eq!(w.status("b2"), JobStatus::Failed);
-    assert_eq!(w.reason("b2"), StatusReason::PreemptionRetriesExhausted(AttemptOutcome::PreemptedCrossShare));
+    assert_eq!(
+        w.reason("b2"),
+        StatusReason::PreemptionRetriesExhausted(AttemptOutcome::PreemptedCrossShare)
+    );
 }
 
 #[test]
@@ -419,13 +622,27 @@ fn preemptions_do_not_spend_failure_retries_and_failures_do() {
     w.step();
     assert_eq!(w.status("j"), JobStatus::Running);
     w.at(3).exit("j", 1);
-    assert_eq!(w.status("j"), JobStatus::Runnable, "first failure: 1 of 2 attempts used");
+    assert_eq!(
+        w.status("j"),
+        JobStatus::Runnable,
+        "first failure: 1 of 2 attempts used"
+    );
     w.step();
     w.at(4).exit("j", 1);
     assert_eq!(w.status("j"), JobStatus::Failed);
-    assert_eq!(w.reason("j"), StatusReason::AttemptsExhausted(AttemptOutcome::Failed));
+    assert_eq!(
+        w.reason("j"),
+        StatusReason::AttemptsExhausted(AttemptOutcome::Failed)
+    );
     let job = w.c.job(w.id("j")).expect("j");
-    assert_eq!((job.preempted_attempts, job.failed_attempts, job.attempts.len()), (1, 2, 3));
+    assert_eq!(
+        (
+            job.preempted_attempts,
+            job.failed_attempts,
+            job.attempts.len()
+        ),
+        (1, 2, 3)
+    );
 }
 
 #[test]
@@ -433,7 +650,11 @@ fn evaluate_on_exit_can_end_retries() {
     let mut w = World::new(1, vec![share("S", Strategy::Reserve, 1)]);
     let mut spec = w.spec("j", "S", 1, 1);
     spec.retry_attempts = 5;
-    spec.evaluate_on_exit = vec![qm_core::ExitRule { on_exit_code: Some("13*".into()), on_status_reason: None, action: qm_core::RetryAction::Exit }];
+    spec.evaluate_on_exit = vec![qm_core::ExitRule {
+        on_exit_code: Some("13*".into()),
+        on_status_reason: None,
+        action: qm_core::RetryAction::Exit,
+    }];
     w.submit_spec(spec);
     w.step();
     w.exit("j", 137);
@@ -450,7 +671,11 @@ fn host_lost_requeues_without_spending_budgets_up_to_the_cap() {
     for round in 1..=3 {
         w.step();
         w.lose_host("j");
-        let expected = if round <= 2 { JobStatus::Runnable } else { JobStatus::Failed };
+        let expected = if round <= 2 {
+            JobStatus::Runnable
+        } else {
+            JobStatus::Failed
+        };
         assert_eq!(w.status("j"), expected, "after host loss {round}");
     }
     assert_eq!(w.reason("j"), StatusReason::HostLostCapExceeded);
@@ -466,7 +691,10 @@ fn fleet_shrink_ends_the_newest_attempts_as_host_lost() {
     let lost = w.c.set_fleet(T, 1, w.now);
     assert_eq!(lost, vec![w.id("new")]);
     assert_eq!(w.status("new"), JobStatus::Runnable);
-    assert_eq!(w.c.job(w.id("new")).expect("new").attempts[0].outcome, Some(AttemptOutcome::HostLost));
+    assert_eq!(
+        w.c.job(w.id("new")).expect("new").attempts[0].outcome,
+        Some(AttemptOutcome::HostLost)
+    );
 }
 
 #[test]
@@ -492,12 +720,22 @@ fn terminate_fails_runnable_at_once_and_stops_running_jobs() {
     w.step();
     assert!(!w.c.terminate(w.id("waiting"), w.now).expect("known"));
     assert_eq!(w.status("waiting"), JobStatus::Failed);
-    assert!(w.c.terminate(w.id("running"), w.now).expect("known"), "a stop must be sent");
-    assert_eq!(w.status("running"), JobStatus::Running, "stays running during its grace period");
+    assert!(
+        w.c.terminate(w.id("running"), w.now).expect("known"),
+        "a stop must be sent"
+    );
+    assert_eq!(
+        w.status("running"),
+        JobStatus::Running,
+        "stays running during its grace period"
+    );
     assert_eq!(w.exit("running", 0), AttemptOutcome::Cancelled);
     assert_eq!(w.status("running"), JobStatus::Failed);
     assert_eq!(w.reason("running"), StatusReason::Cancelled);
-    assert!(matches!(w.c.terminate(w.id("running"), w.now), Err(JobError::WrongState { .. })));
+    assert!(matches!(
+        w.c.terminate(w.id("running"), w.now),
+        Err(JobError::WrongState { .. })
+    ));
 }
 
 #[test]
@@ -511,11 +749,17 @@ fn min_runtime_protects_victims_until_it_has_passed() {
     w.at(100).submit("l1", "L", 1, 0);
     let plan = w.step();
     assert!(plan.preemptions.is_empty());
-    assert_eq!(w.wait("l1"), Some(WaitReason::VictimsProtectedUntil(Time::from_secs(300))));
+    assert_eq!(
+        w.wait("l1"),
+        Some(WaitReason::VictimsProtectedUntil(Time::from_secs(300)))
+    );
     assert_eq!(plan.wake_at, Some(Time::from_secs(300)));
     w.at(300);
     let plan = w.step();
-    assert_eq!(w.preempted(&plan), vec![("b2".into(), CrossShare, "l1".into())]);
+    assert_eq!(
+        w.preempted(&plan),
+        vec![("b2".into(), CrossShare, "l1".into())]
+    );
 }
 
 #[test]
@@ -532,8 +776,14 @@ fn reborrow_cooldown_keeps_a_reclaimed_share_from_borrowing_again() {
     w.step();
     w.at(20).exit("l1", 0);
     let plan = w.step();
-    assert!(plan.starts.is_empty(), "L is idle again but B is cooling down");
-    assert_eq!(w.wait("b2"), Some(WaitReason::ReborrowCooldownUntil(Time::from_secs(610))));
+    assert!(
+        plan.starts.is_empty(),
+        "L is idle again but B is cooling down"
+    );
+    assert_eq!(
+        w.wait("b2"),
+        Some(WaitReason::ReborrowCooldownUntil(Time::from_secs(610)))
+    );
     assert_eq!(plan.wake_at, Some(Time::from_secs(610)));
     w.at(610);
     let plan = w.step();
@@ -552,21 +802,42 @@ fn borrowing_can_require_checkpointing() {
     w.submit("ckpt", "B", 1, 0);
     let plan = w.step();
     assert_eq!(w.started(&plan), names(&["own", "ckpt"]));
-    assert_eq!(w.wait("no_ckpt"), Some(WaitReason::BorrowRequiresCheckpoint));
+    assert_eq!(
+        w.wait("no_ckpt"),
+        Some(WaitReason::BorrowRequiresCheckpoint)
+    );
     let mut spec = w.spec("wide_no_ckpt", "B", 2, 0);
     spec.checkpoints = false;
-    let err = w.c.submit(spec, w.now).expect_err("can only ever run by borrowing");
-    assert!(err.to_string().contains("lets only checkpointing jobs borrow"), "{err}");
+    let err =
+        w.c.submit(spec, w.now)
+            .expect_err("can only ever run by borrowing");
+    assert!(
+        err.to_string()
+            .contains("lets only checkpointing jobs borrow"),
+        "{err}"
+    );
 }
 
 #[test]
 fn overcommitted_shares_are_accepted_and_wait_for_the_fleet() {
-    let mut w = World::new(2, vec![share("A", Strategy::Reserve, 2), share("B", Strategy::Reserve, 2)]);
+    let mut w = World::new(
+        2,
+        vec![
+            share("A", Strategy::Reserve, 2),
+            share("B", Strategy::Reserve, 2),
+        ],
+    );
     w.submit("a", "A", 2, 0);
     w.submit("b", "B", 1, 0);
     let plan = w.step();
     assert_eq!(w.started(&plan), names(&["a"]));
-    assert_eq!(w.wait("b"), Some(WaitReason::FleetFull { in_use: 2, fleet: 2 }));
+    assert_eq!(
+        w.wait("b"),
+        Some(WaitReason::FleetFull {
+            in_use: 2,
+            fleet: 2
+        })
+    );
 }
 
 #[test]
@@ -577,21 +848,37 @@ fn a_disabled_share_rejects_new_jobs_but_runs_submitted_ones() {
     cfg.shares[0].state = State::Disabled;
     w.c.update_queue(cfg, w.now).expect("valid");
     let spec = w.spec("after", "S", 1, 0);
-    assert!(w.c.submit(spec, w.now).expect_err("disabled").to_string().contains("DISABLED"));
+    assert!(w
+        .c
+        .submit(spec, w.now)
+        .expect_err("disabled")
+        .to_string()
+        .contains("DISABLED"));
     let plan = w.step();
     assert_eq!(w.started(&plan), names(&["before"]));
 }
 
 #[test]
 fn deleting_a_share_needs_it_disabled_and_terminates_its_jobs() {
-    let mut w = World::new(2, vec![share("A", Strategy::Reserve, 1), share("B", Strategy::Reserve, 1)]);
+    let mut w = World::new(
+        2,
+        vec![
+            share("A", Strategy::Reserve, 1),
+            share("B", Strategy::Reserve, 1),
+        ],
+    );
     w.submit("b_run", "B", 1, 0);
     w.step();
     w.submit("b_wait", "B", 1, 0);
     let mut cfg = w.c.queue_config();
     cfg.shares.retain(|s| s.name == "A");
-    let err = w.c.update_queue(cfg.clone(), w.now).expect_err("B is ENABLED");
-    assert!(err.to_string().contains("set its state to DISABLED first"), "{err}");
+    let err =
+        w.c.update_queue(cfg.clone(), w.now)
+            .expect_err("B is ENABLED");
+    assert!(
+        err.to_string().contains("set its state to DISABLED first"),
+        "{err}"
+    );
     let mut disable = w.c.queue_config();
     disable.shares[1].state = State::Disabled;
     w.c.update_queue(disable, w.now).expect("valid");
@@ -628,9 +915,22 @@ fn dry_run_reports_what_a_change_would_do() {
     cfg.shares[1].borrow_limit = 0;
     let report = w.c.dry_run_queue(cfg, w.now).expect("valid");
     assert_eq!(report.become_preemptible, vec![w.id("a2")]);
-    assert_eq!(report.become_unfittable, vec![(w.id("waiting_big"), NeverFits::ShareLimitPlusBorrowLimit { count: 3, max_holding: 1 })]);
+    assert_eq!(
+        report.become_unfittable,
+        vec![(
+            w.id("waiting_big"),
+            NeverFits::ShareLimitPlusBorrowLimit {
+                count: 3,
+                max_holding: 1
+            }
+        )]
+    );
     assert!(report.terminated.is_empty());
-    assert_eq!(w.c.queue_config().shares[0].capacity_limits[0].max_capacity, 2, "a dry run changes nothing");
+    assert_eq!(
+        w.c.queue_config().shares[0].capacity_limits[0].max_capacity,
+        2,
+        "a dry run changes nothing"
+    );
 }
 
 #[test]
@@ -655,7 +955,10 @@ fn a_preemption_frees_room_that_is_used_in_the_same_pass() {
     w.at(5).submit("l1", "L", 1, 0);
     w.submit("b_small", "B", 1, 0);
     let plan = w.step();
-    assert_eq!(w.preempted(&plan), vec![("wide".into(), CrossShare, "l1".into())]);
+    assert_eq!(
+        w.preempted(&plan),
+        vec![("wide".into(), CrossShare, "l1".into())]
+    );
     assert_eq!(plan.waiting_for_release, vec![w.id("l1"), w.id("b_small")]);
     w.exit("wide", 143);
     let plan = w.step();
@@ -678,5 +981,11 @@ fn in_share_preemption_never_preempts_to_let_a_job_borrow() {
     w.at(5).submit("urgent", "B", 3, 9);
     let plan = w.step();
     assert!(plan.preemptions.is_empty(), "{:?}", w.preempted(&plan));
-    assert_eq!(w.wait("urgent"), Some(WaitReason::NoLendableCapacity { lendable: 0, borrowed: 0 }));
+    assert_eq!(
+        w.wait("urgent"),
+        Some(WaitReason::NoLendableCapacity {
+            lendable: 0,
+            borrowed: 0
+        })
+    );
 }

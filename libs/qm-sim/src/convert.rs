@@ -7,7 +7,12 @@ use qm_core::{
 
 use crate::scenario::{CapacityLimitSpec, ExitRuleSpec, QueueSpec, ShareSpec};
 
-fn enum_value<T: Copy>(field: &str, value: &str, allowed: &[(&str, T)], problems: &mut Vec<ConfigProblem>) -> Option<T> {
+fn enum_value<T: Copy>(
+    field: &str,
+    value: &str,
+    allowed: &[(&str, T)],
+    problems: &mut Vec<ConfigProblem>,
+) -> Option<T> {
     match allowed.iter().find(|(name, _)| *name == value) {
         Some((_, v)) => Some(*v),
         None => {
@@ -21,8 +26,19 @@ fn enum_value<T: Copy>(field: &str, value: &str, allowed: &[(&str, T)], problems
     }
 }
 
-pub(crate) fn state(field: &str, value: Option<&str>, problems: &mut Vec<ConfigProblem>) -> Option<State> {
-    value.map(|v| enum_value(field, v, &[("ENABLED", State::Enabled), ("DISABLED", State::Disabled)], problems))?
+pub(crate) fn state(
+    field: &str,
+    value: Option<&str>,
+    problems: &mut Vec<ConfigProblem>,
+) -> Option<State> {
+    value.map(|v| {
+        enum_value(
+            field,
+            v,
+            &[("ENABLED", State::Enabled), ("DISABLED", State::Disabled)],
+            problems,
+        )
+    })?
 }
 
 fn limits(specs: &[CapacityLimitSpec]) -> Vec<CapacityLimit> {
@@ -36,7 +52,12 @@ fn limits(specs: &[CapacityLimitSpec]) -> Vec<CapacityLimit> {
 }
 
 /// Applies the fields `spec` sets onto `share` (a new share starts from defaults).
-pub(crate) fn merge_share(share: &mut QuotaShare, spec: &ShareSpec, field: &str, problems: &mut Vec<ConfigProblem>) {
+pub(crate) fn merge_share(
+    share: &mut QuotaShare,
+    spec: &ShareSpec,
+    field: &str,
+    problems: &mut Vec<ConfigProblem>,
+) {
     if let Some(s) = state(&format!("{field}.state"), spec.state.as_deref(), problems) {
         share.state = s;
     }
@@ -50,7 +71,12 @@ pub(crate) fn merge_share(share: &mut QuotaShare, spec: &ShareSpec, field: &str,
                 ("LEND", Strategy::Lend),
                 ("LEND_AND_BORROW", Strategy::LendAndBorrow),
             ];
-            if let Some(s) = enum_value(&format!("{field}.resourceSharingConfiguration.strategy"), strategy, &allowed, problems) {
+            if let Some(s) = enum_value(
+                &format!("{field}.resourceSharingConfiguration.strategy"),
+                strategy,
+                &allowed,
+                problems,
+            ) {
                 share.strategy = s;
                 if s != Strategy::LendAndBorrow && rs.borrow_limit.is_none() {
                     share.borrow_limit = -1;
@@ -61,23 +87,42 @@ pub(crate) fn merge_share(share: &mut QuotaShare, spec: &ShareSpec, field: &str,
             share.borrow_limit = b;
         }
     }
-    if let Some(p) = spec.preemption_configuration.as_ref().and_then(|p| p.in_share_preemption.as_deref()) {
+    if let Some(p) = spec
+        .preemption_configuration
+        .as_ref()
+        .and_then(|p| p.in_share_preemption.as_deref())
+    {
         let allowed = [("ENABLED", true), ("DISABLED", false)];
-        if let Some(v) = enum_value(&format!("{field}.preemptionConfiguration.inSharePreemption"), p, &allowed, problems) {
+        if let Some(v) = enum_value(
+            &format!("{field}.preemptionConfiguration.inSharePreemption"),
+            p,
+            &allowed,
+            problems,
+        ) {
             share.in_share_preemption = v;
         }
     }
     if let Some(p) = &spec.protections {
         let current = share.protections.clone();
         share.protections = Protections {
-            min_runtime_before_preemption_secs: p.min_runtime_before_preemption_seconds.unwrap_or(current.min_runtime_before_preemption_secs),
-            reborrow_cooldown_secs: p.reborrow_cooldown_seconds.unwrap_or(current.reborrow_cooldown_secs),
-            borrow_requires_checkpoint: p.borrow_requires_checkpoint.unwrap_or(current.borrow_requires_checkpoint),
+            min_runtime_before_preemption_secs: p
+                .min_runtime_before_preemption_seconds
+                .unwrap_or(current.min_runtime_before_preemption_secs),
+            reborrow_cooldown_secs: p
+                .reborrow_cooldown_seconds
+                .unwrap_or(current.reborrow_cooldown_secs),
+            borrow_requires_checkpoint: p
+                .borrow_requires_checkpoint
+                .unwrap_or(current.borrow_requires_checkpoint),
         };
     }
 }
 
-pub(crate) fn new_share(spec: &ShareSpec, field: &str, problems: &mut Vec<ConfigProblem>) -> QuotaShare {
+pub(crate) fn new_share(
+    spec: &ShareSpec,
+    field: &str,
+    problems: &mut Vec<ConfigProblem>,
+) -> QuotaShare {
     let mut share = QuotaShare::new(spec.quota_share_name.clone(), &[]);
     if spec.capacity_limits.is_none() {
         problems.push(ConfigProblem {
@@ -113,13 +158,22 @@ pub(crate) fn queue(spec: &QueueSpec, problems: &mut Vec<ConfigProblem>) -> Queu
     queue
 }
 
-pub(crate) fn exit_rules(specs: &[ExitRuleSpec], field: &str, problems: &mut Vec<ConfigProblem>) -> Vec<ExitRule> {
+pub(crate) fn exit_rules(
+    specs: &[ExitRuleSpec],
+    field: &str,
+    problems: &mut Vec<ConfigProblem>,
+) -> Vec<ExitRule> {
     specs
         .iter()
         .enumerate()
         .filter_map(|(i, r)| {
             let allowed = [("RETRY", RetryAction::Retry), ("EXIT", RetryAction::Exit)];
-            let action = enum_value(&format!("{field}[{i}].action"), &r.action.to_ascii_uppercase(), &allowed, problems)?;
+            let action = enum_value(
+                &format!("{field}[{i}].action"),
+                &r.action.to_ascii_uppercase(),
+                &allowed,
+                problems,
+            )?;
             Some(ExitRule {
                 on_exit_code: r.on_exit_code.clone(),
                 on_status_reason: r.on_status_reason.clone(),

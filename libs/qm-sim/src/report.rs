@@ -278,9 +278,10 @@ pub(crate) fn build(sim: &Simulation, end: Time) -> Report {
         let first = r.first_started[i];
         let stopped = r.stopped_at[i];
         let reason = match job.status {
-            JobStatus::Runnable => c
-                .explain(id, end)
-                .map_or_else(|| render(&job.status_reason), |w| render(&StatusReason::Waiting(w))),
+            JobStatus::Runnable => c.explain(id, end).map_or_else(
+                || render(&job.status_reason),
+                |w| render(&StatusReason::Waiting(w)),
+            ),
             _ => render(&job.status_reason),
         };
         let wait_s = first.map(|f| f.millis_since(submitted) as f64 / 1000.0);
@@ -373,8 +374,14 @@ pub(crate) fn build(sim: &Simulation, end: Time) -> Report {
             passes: sim_passes(sim),
             jobs_by_status: by_status,
             rejected_submissions: r.rejected,
-            completion_seconds: completion.into_iter().map(|(k, v)| (k, Percentiles::of(v))).collect(),
-            wait_seconds: wait.into_iter().map(|(k, v)| (k, Percentiles::of(v))).collect(),
+            completion_seconds: completion
+                .into_iter()
+                .map(|(k, v)| (k, Percentiles::of(v)))
+                .collect(),
+            wait_seconds: wait
+                .into_iter()
+                .map(|(k, v)| (k, Percentiles::of(v)))
+                .collect(),
             preemptions: preemption_counts,
             useful_instance_seconds: useful_total,
             recomputed_instance_seconds: recomputed_total,
@@ -383,7 +390,11 @@ pub(crate) fn build(sim: &Simulation, end: Time) -> Report {
             } else {
                 0.0
             },
-            fleet_utilisation: if fleet_is > 0.0 { in_use_is / fleet_is } else { 0.0 },
+            fleet_utilisation: if fleet_is > 0.0 {
+                in_use_is / fleet_is
+            } else {
+                0.0
+            },
             policy_changes: r.policy_changes,
         },
     }
@@ -435,19 +446,42 @@ impl Report {
                 if reasons.len() > 1 {
                     reasons.retain(|r| !r.starts_with("QUEUED:"));
                 }
-                let _ = writeln!(out, "  t={:>7.1}s  {:<16} {:<44} {}", t, job, chain.join(" -> "), reasons.join(" | "));
+                let _ = writeln!(
+                    out,
+                    "  t={:>7.1}s  {:<16} {:<44} {}",
+                    t,
+                    job,
+                    chain.join(" -> "),
+                    reasons.join(" | ")
+                );
             }
             i = end;
         }
         if !self.preemptions.is_empty() {
             let _ = writeln!(out, "\nPreemptions");
             for p in &self.preemptions {
-                let _ = writeln!(out, "  t={:>7.1}s  {:<16} {:<14} for {}", p.t, p.job_name, p.kind, p.for_job_name);
+                let _ = writeln!(
+                    out,
+                    "  t={:>7.1}s  {:<16} {:<14} for {}",
+                    p.t, p.job_name, p.kind, p.for_job_name
+                );
             }
         }
         if !self.jobs.is_empty() {
             let _ = writeln!(out, "\nJobs");
-            let _ = writeln!(out, "  {:<16} {:<10} {:>4} {:<10} {:>8} {:>8} {:>8} {:>10} {:>10}  status reason", "job", "share", "prio", "status", "wait s", "done s", "attempts", "preempted", "recomp. s");
+            let _ = writeln!(
+                out,
+                "  {:<16} {:<10} {:>4} {:<10} {:>8} {:>8} {:>8} {:>10} {:>10}  status reason",
+                "job",
+                "share",
+                "prio",
+                "status",
+                "wait s",
+                "done s",
+                "attempts",
+                "preempted",
+                "recomp. s"
+            );
             for j in &self.jobs {
                 let _ = writeln!(
                     out,
@@ -466,7 +500,11 @@ impl Report {
             }
         }
         let _ = writeln!(out, "\nShares (instance-seconds)");
-        let _ = writeln!(out, "  {:<10} {:<16} {:>5} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}", "share", "type", "max", "entitled", "used", "borrowed", "lent", "useful", "recomputed");
+        let _ = writeln!(
+            out,
+            "  {:<10} {:<16} {:>5} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}",
+            "share", "type", "max", "entitled", "used", "borrowed", "lent", "useful", "recomputed"
+        );
         for s in &self.shares {
             let _ = writeln!(
                 out,
@@ -483,18 +521,43 @@ impl Report {
             );
         }
         let sum = &self.summary;
-        let _ = writeln!(out, "\nSummary (ended at t={:.1}s after {} passes)", sum.end_time, sum.passes);
-        let statuses: Vec<String> = sum.jobs_by_status.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let _ = writeln!(
+            out,
+            "\nSummary (ended at t={:.1}s after {} passes)",
+            sum.end_time, sum.passes
+        );
+        let statuses: Vec<String> = sum
+            .jobs_by_status
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
         let _ = writeln!(out, "  jobs: {}", statuses.join(", "));
         if sum.rejected_submissions > 0 {
             let _ = writeln!(out, "  rejected submissions: {}", sum.rejected_submissions);
         }
         let _ = writeln!(out, "  completion time (s), submit to SUCCEEDED:");
         for (share, p) in &sum.completion_seconds {
-            let label = if share == "*" { "all shares" } else { share.as_str() };
-            let _ = writeln!(out, "    {:<12} n={:<7} p50 {:>8} p90 {:>8} p99 {:>8} max {:>8}", label, p.count, fmt_opt(p.p50), fmt_opt(p.p90), fmt_opt(p.p99), fmt_opt(p.max));
+            let label = if share == "*" {
+                "all shares"
+            } else {
+                share.as_str()
+            };
+            let _ = writeln!(
+                out,
+                "    {:<12} n={:<7} p50 {:>8} p90 {:>8} p99 {:>8} max {:>8}",
+                label,
+                p.count,
+                fmt_opt(p.p50),
+                fmt_opt(p.p90),
+                fmt_opt(p.p99),
+                fmt_opt(p.max)
+            );
         }
-        let kinds: Vec<String> = sum.preemptions.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let kinds: Vec<String> = sum
+            .preemptions
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
         let _ = writeln!(out, "  preemptions: {}", kinds.join(", "));
         let _ = writeln!(
             out,
@@ -503,7 +566,11 @@ impl Report {
             sum.recomputed_instance_seconds,
             sum.useful_instance_seconds + sum.recomputed_instance_seconds
         );
-        let _ = writeln!(out, "  fleet utilisation: {:.1}%", sum.fleet_utilisation * 100.0);
+        let _ = writeln!(
+            out,
+            "  fleet utilisation: {:.1}%",
+            sum.fleet_utilisation * 100.0
+        );
         let _ = writeln!(out, "  policy changes: {}", sum.policy_changes);
         out
     }

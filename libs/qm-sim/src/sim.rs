@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use qm_core::invariants::{self, Violation};
 pub use qm_core::Time;
 use qm_core::{
-    CheckpointMark, Cluster, ConfigError, ConfigProblem, JobError, JobId, JobSpec,
-    PreemptionKind, TypeIdx,
+    CheckpointMark, Cluster, ConfigError, ConfigProblem, JobError, JobId, JobSpec, PreemptionKind,
+    TypeIdx,
 };
 
 use crate::convert;
@@ -25,7 +25,11 @@ pub enum SimError {
     #[error("{0}")]
     Config(#[from] ConfigError),
     #[error("action {index} (at {at}s): {message}")]
-    Action { index: usize, at: f64, message: String },
+    Action {
+        index: usize,
+        at: f64,
+        message: String,
+    },
     #[error("at t={at}: {violation}")]
     Invariant { at: Time, violation: Violation },
 }
@@ -99,6 +103,8 @@ pub(crate) struct SimJob {
     phase: Phase,
     /// Progress (ms of work) saved in the last committed checkpoint.
     pub committed: u64,
+    /// When that checkpoint was committed.
+    committed_at: Option<Time>,
     /// When the current attempt began working, and its progress then.
     run_from: Option<(Time, u64)>,
     /// Work lost to preemptions, host losses and failures (ms).
@@ -107,13 +113,24 @@ pub(crate) struct SimJob {
 
 impl SimJob {
     fn progress(&self, now: Time) -> u64 {
-        self.run_from
-            .map_or(self.committed, |(since, base)| (base + now.millis_since(since)).min(self.duration))
+        self.run_from.map_or(self.committed, |(since, base)| {
+            (base + now.millis_since(since)).min(self.duration)
+        })
     }
 }
 
 fn ms(secs: f64) -> u64 {
     Time::from_secs_f64(secs).as_millis()
+}
+
+/// A synthetic workload being generated, one submission at a time.
+struct Generator {
+    spec: Generate,
+    rng: SplitMix64,
+    /// Jobs generated so far.
+    made: u64,
+    /// `(share, type)` targets and their weights (the share's entitlement).
+    targets: Vec<((String, String), u32)>,
 }
 
 /// A running simulation.
@@ -122,7 +139,7 @@ pub struct Simulation {
     pub(crate) jobs: Vec<SimJob>,
     names: HashMap<String, JobId>,
     actions: Vec<Action>,
-    generator: Option<(Generate, SplitMix64, u64, Time, Vec<(String, u32)>)>,
+    generator: Option<Generator>,
     defaults: crate::scenario::JobDefaults,
     queue: BinaryHeap<Reverse<(Time, u64, Ev)>>,
     seq: u64,
@@ -140,12 +157,20 @@ impl Simulation {
         if !problems.is_empty() {
             return Err(ConfigError(problems).into());
         }
-        let fleet: Vec<(&str, u32)> = scenario.fleet.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        let fleet: Vec<(&str, u32)> = scenario
+            .fleet
+            .iter()
+            .map(|(k, v)| (k.as_str(), *v))
+            .collect();
         let cluster = Cluster::new(queue, &fleet)?;
         let mut actions = scenario.actions;
         for (i, a) in actions.iter().enumerate() {
             if !(a.at.is_finite() && a.at >= 0.0) {
-                return Err(SimError::Action { index: i, at: a.at, message: "`at` must be a time in seconds >= 0".into() });
+                return Err(SimError::Action {
+                    index: i,
+                    at: a.at,
+                    message: "`at` must be a time in seconds >= 0".into(),
+                });
             }
         }
         // Stable: actions at the same time keep file order.
@@ -177,8 +202,15 @@ impl Simulation {
     }
 
     fn start_generator(&mut self, gen: Generate) -> Result<(), SimError> {
-        let bad = |message: &str| SimError::Action { index: 0, at: 0.0, message: format!("generate: {message}") };
-        if gen.mean_interarrival_seconds <= 0.0 || gen.min_duration_seconds <= 0.0 || gen.max_duration_seconds < gen.min_duration_seconds {
+        let bad = |message: &str| SimError::Action {
+            index: 0,
+            at: 0.0,
+            message: format!("generate: {message}"),
+        };
+        if gen.mean_interarrival_seconds <= 0.0
+            || gen.min_duration_seconds <= 0.0
+            || gen.max_duration_seconds < gen.min_duration_seconds
+        {
             return Err(bad("needs meanInterarrivalSeconds > 0 and 0 < minDurationSeconds <= maxDurationSeconds"));
         }
         if gen.instance_counts.is_empty() || gen.instance_counts.contains(&0) {
@@ -190,7 +222,8 @@ impl Simulation {
             let share = self.cluster.share_config(s);
             for limit in &share.capacity_limits {
                 if limit.max_capacity > 0 {
-                    targets.push((format!("{}\u{0}{}", share.name, limit.capacity_unit), limit.max_capacity as u32));
+                    let weight = u32::try_from(limit.max_capacity).unwrap_or(u32::MAX);
+                    targets.push(((share.name.clone(), limit.capacity_unit.clone()), weight));
                 }
             }
         }
@@ -198,7 +231,12 @@ impl Simulation {
             return Err(bad("no share has capacity to submit to"));
         }
         let rng = SplitMix64::new(gen.seed);
-        self.generator = Some((gen, rng, 0, Time::ZERO, targets));
+        self.generator = Some(Generator {
+            spec: gen,
+            rng,
+            made: 0,
+            targets,
+        });
         self.push(Time::ZERO, Ev::Generate);
         Ok(())
     }
@@ -251,7 +289,8 @@ impl Simulation {
         let plan = self.cluster.schedule(now);
         self.passes += 1;
         if self.options.check_invariants {
-            invariants::check_plan(&self.cluster, &plan).map_err(|violation| SimError::Invariant { at: now, violation })?;
+            invariants::check_plan(&self.cluster, &plan)
+                .map_err(|violation| SimError::Invariant { at: now, violation })?;
         }
         self.cluster.apply(&plan);
         for p in &plan.preemptions {
@@ -262,17 +301,29 @@ impl Simulation {
             self.request_stop(*id);
         }
         for start in &plan.starts {
-            let attempt = self.cluster.job(start.job).map_or(1, |j| j.attempts.len() as u32);
+            let attempt = self
+                .cluster
+                .job(start.job)
+                .map_or(1, |j| j.attempts.len() as u32);
             let job = &self.jobs[(start.job.0 - 1) as usize];
-            let restored = (job.committed > 0).then(|| CheckpointMark { at: now, step: job.committed / 1000 });
+            let restored = job.committed_at.map(|at| CheckpointMark {
+                at,
+                step: job.committed / 1000,
+            });
             let startup = job.startup;
-            self.cluster.attempt_starting(start.job, attempt, restored, now).expect("a started job has that attempt");
+            self.cluster
+                .attempt_starting(start.job, attempt, restored, now)
+                .expect("a started job has that attempt");
             self.job(start.job).phase = Phase::Starting(attempt);
             self.recorder.started(start.job, now);
             self.push(now.plus_millis(startup), Ev::Running(start.job, attempt));
         }
         if let Some(wake) = plan.wake_at {
-            if !self.queue.iter().any(|Reverse((t, _, e))| *e == Ev::Wake && *t == wake) {
+            if !self
+                .queue
+                .iter()
+                .any(|Reverse((t, _, e))| *e == Ev::Wake && *t == wake)
+            {
                 self.push(wake, Ev::Wake);
             }
         }
@@ -305,6 +356,7 @@ impl Simulation {
         let progress = job.progress(now);
         if job.checkpoint_on_stop {
             job.committed = progress;
+            job.committed_at = Some(now);
         } else if !cancelled {
             // Lost work is recomputed by the next attempt; a cancelled job has none.
             job.recomputed += progress - job.committed;
@@ -338,20 +390,30 @@ impl Simulation {
                 if self.jobs[(id.0 - 1) as usize].phase != Phase::Starting(n) {
                     return Ok(());
                 }
-                self.cluster.attempt_running(id, n, now).expect("attempt is current");
+                self.cluster
+                    .attempt_running(id, n, now)
+                    .expect("attempt is current");
                 let job = self.job(id);
                 job.phase = Phase::Running(n);
                 job.run_from = Some((now, job.committed));
                 let left = job.duration - job.committed;
-                let next_mark = job.interval.map(|i| (job.committed / i + 1) * i).filter(|m| *m < job.duration);
+                let next_mark = job
+                    .interval
+                    .map(|i| (job.committed / i + 1) * i)
+                    .filter(|m| *m < job.duration);
                 let failure = job.failures.iter().find(|f| f.0 == n).map(|f| (f.1, f.2));
                 let committed = job.committed;
                 match failure {
-                    Some((after, code)) if after < left => self.push(now.plus_millis(after), Ev::Fail(id, n, code)),
+                    Some((after, code)) if after < left => {
+                        self.push(now.plus_millis(after), Ev::Fail(id, n, code))
+                    }
                     _ => self.push(now.plus_millis(left), Ev::Complete(id, n)),
                 }
                 if let Some(mark) = next_mark {
-                    self.push(now.plus_millis(mark - committed), Ev::Checkpoint(id, n, mark));
+                    self.push(
+                        now.plus_millis(mark - committed),
+                        Ev::Checkpoint(id, n, mark),
+                    );
                 }
             }
             Ev::Checkpoint(id, n, mark) => {
@@ -364,6 +426,7 @@ impl Simulation {
                     .expect("attempt is current");
                 let job = self.job(id);
                 job.committed = mark;
+                job.committed_at = Some(now);
                 if let Some(next) = job.interval.map(|i| mark + i).filter(|m| *m < job.duration) {
                     self.push(now.plus_millis(next - mark), Ev::Checkpoint(id, n, next));
                 }
@@ -375,7 +438,9 @@ impl Simulation {
                 let job = self.job(id);
                 job.committed = job.duration;
                 job.run_from = None;
-                self.cluster.attempt_ended(id, n, Some(0), now).expect("attempt is current");
+                self.cluster
+                    .attempt_ended(id, n, Some(0), now)
+                    .expect("attempt is current");
             }
             Ev::Fail(id, n, code) => {
                 if !self.live(id, n) {
@@ -385,15 +450,23 @@ impl Simulation {
                 job.recomputed += job.progress(now) - job.committed;
                 job.run_from = None;
                 job.phase = Phase::Waiting;
-                self.cluster.attempt_ended(id, n, Some(code), now).expect("attempt is current");
+                self.cluster
+                    .attempt_ended(id, n, Some(code), now)
+                    .expect("attempt is current");
             }
             Ev::StopDone(id, n) => {
                 if self.jobs[(id.0 - 1) as usize].phase != Phase::Stopping(n) {
                     return Ok(());
                 }
                 self.job(id).phase = Phase::Waiting;
-                let code = if self.jobs[(id.0 - 1) as usize].checkpoint_on_stop { Some(0) } else { None };
-                self.cluster.attempt_ended(id, n, code, now).expect("attempt is current");
+                let code = if self.jobs[(id.0 - 1) as usize].checkpoint_on_stop {
+                    Some(0)
+                } else {
+                    None
+                };
+                self.cluster
+                    .attempt_ended(id, n, code, now)
+                    .expect("attempt is current");
             }
         }
         self.record_events();
@@ -401,17 +474,24 @@ impl Simulation {
     }
 
     fn job_id(&self, index: usize, name: &str) -> Result<JobId, SimError> {
-        self.names.get(name).copied().ok_or_else(|| SimError::Action {
-            index,
-            at: self.actions[index].at,
-            message: format!("no job named {name:?} was submitted before this action"),
-        })
+        self.names
+            .get(name)
+            .copied()
+            .ok_or_else(|| SimError::Action {
+                index,
+                at: self.actions[index].at,
+                message: format!("no job named {name:?} was submitted before this action"),
+            })
     }
 
     fn action(&mut self, index: usize) -> Result<(), SimError> {
         let now = self.now;
         let action = self.actions[index].clone();
-        let fail = |message: String| SimError::Action { index, at: action.at, message };
+        let fail = |message: String| SimError::Action {
+            index,
+            at: action.at,
+            message,
+        };
         let verbs = [
             action.submit.is_some(),
             action.update_service_job.is_some(),
@@ -434,7 +514,11 @@ impl Simulation {
             self.recorder.policy_change(now);
         } else if let Some(job) = &action.terminate_service_job {
             let id = self.job_id(index, &job.job_name)?;
-            if self.cluster.terminate(id, now).map_err(|e| fail(e.to_string()))? {
+            if self
+                .cluster
+                .terminate(id, now)
+                .map_err(|e| fail(e.to_string()))?
+            {
                 self.request_stop(id);
             }
         } else if let Some(fleet) = &action.set_fleet {
@@ -448,25 +532,43 @@ impl Simulation {
             let mut problems: Vec<ConfigProblem> = Vec::new();
             if let Some(spec) = &action.create_quota_share {
                 if config.share(&spec.quota_share_name).is_some() {
-                    return Err(fail(format!("quota share {:?} already exists", spec.quota_share_name)));
+                    return Err(fail(format!(
+                        "quota share {:?} already exists",
+                        spec.quota_share_name
+                    )));
                 }
-                config.shares.push(convert::new_share(spec, "createQuotaShare", &mut problems));
+                config
+                    .shares
+                    .push(convert::new_share(spec, "createQuotaShare", &mut problems));
             } else if let Some(spec) = &action.update_quota_share {
-                let Some(share) = config.shares.iter_mut().find(|s| s.name == spec.quota_share_name) else {
-                    return Err(fail(format!("no quota share named {:?}", spec.quota_share_name)));
+                let Some(share) = config
+                    .shares
+                    .iter_mut()
+                    .find(|s| s.name == spec.quota_share_name)
+                else {
+                    return Err(fail(format!(
+                        "no quota share named {:?}",
+                        spec.quota_share_name
+                    )));
                 };
                 convert::merge_share(share, spec, "updateQuotaShare", &mut problems);
             } else if let Some(spec) = &action.delete_quota_share {
                 let before = config.shares.len();
                 config.shares.retain(|s| s.name != spec.quota_share_name);
                 if config.shares.len() == before {
-                    return Err(fail(format!("no quota share named {:?}", spec.quota_share_name)));
+                    return Err(fail(format!(
+                        "no quota share named {:?}",
+                        spec.quota_share_name
+                    )));
                 }
             }
             if !problems.is_empty() {
                 return Err(fail(ConfigError(problems).to_string()));
             }
-            let stops = self.cluster.update_queue(config, now).map_err(|e| fail(e.to_string()))?;
+            let stops = self
+                .cluster
+                .update_queue(config, now)
+                .map_err(|e| fail(e.to_string()))?;
             for id in stops {
                 self.request_stop(id);
             }
@@ -477,49 +579,99 @@ impl Simulation {
 
     fn submit(&mut self, spec: &SubmitSpec) -> Result<JobId, String> {
         if self.names.contains_key(&spec.job_name) {
-            return Err(format!("job name {:?} is already used in this scenario", spec.job_name));
+            return Err(format!(
+                "job name {:?} is already used in this scenario",
+                spec.job_name
+            ));
         }
         let share = self
             .cluster
             .share_idx(&spec.quota_share_name)
-            .ok_or_else(|| format!("quotaShareName: no quota share named {:?}", spec.quota_share_name))?;
+            .ok_or_else(|| {
+                format!(
+                    "quotaShareName: no quota share named {:?}",
+                    spec.quota_share_name
+                )
+            })?;
         let instance_type = self.cluster.intern_type(&spec.instance_type);
         let mut problems = Vec::new();
-        let mut core = JobSpec::new(spec.job_name.clone(), share, instance_type, spec.instance_count);
+        let mut core = JobSpec::new(
+            spec.job_name.clone(),
+            share,
+            instance_type,
+            spec.instance_count,
+        );
         core.priority = spec.scheduling_priority;
         core.preemption_retries = spec.preemption_retries_before_termination;
         if let Some(retry) = &spec.retry_strategy {
             core.retry_attempts = retry.attempts.unwrap_or(1);
-            core.evaluate_on_exit = convert::exit_rules(&retry.evaluate_on_exit, "retryStrategy.evaluateOnExit", &mut problems);
+            core.evaluate_on_exit = convert::exit_rules(
+                &retry.evaluate_on_exit,
+                "retryStrategy.evaluateOnExit",
+                &mut problems,
+            );
         }
-        core.attempt_timeout_secs = spec.timeout_config.as_ref().map(|t| t.attempt_duration_seconds);
+        core.attempt_timeout_secs = spec
+            .timeout_config
+            .as_ref()
+            .map(|t| t.attempt_duration_seconds);
         if let Some(grace) = spec.termination_grace_period_seconds {
             core.grace_period_secs = grace;
         }
-        let interval = spec.checkpoint_interval_seconds.or(self.defaults.checkpoint_interval_seconds);
+        let interval = spec
+            .checkpoint_interval_seconds
+            .or(self.defaults.checkpoint_interval_seconds);
         core.checkpoints = interval.is_some();
         if !(spec.duration_seconds.is_finite() && spec.duration_seconds > 0.0) {
-            problems.push(ConfigProblem { field: "durationSeconds".into(), message: "must be > 0".into() });
+            problems.push(ConfigProblem {
+                field: "durationSeconds".into(),
+                message: "must be > 0".into(),
+            });
         }
         if interval.is_some_and(|i| !(i.is_finite() && i > 0.0)) {
-            problems.push(ConfigProblem { field: "checkpointIntervalSeconds".into(), message: "must be > 0".into() });
+            problems.push(ConfigProblem {
+                field: "checkpointIntervalSeconds".into(),
+                message: "must be > 0".into(),
+            });
         }
         if !problems.is_empty() {
             return Err(JobError::Invalid(problems).to_string());
         }
         let grace_ms = core.grace_period_secs * 1000;
-        let id = self.cluster.submit(core, self.now).map_err(|e| e.to_string())?;
-        assert_eq!(id.0 as usize, self.jobs.len() + 1, "the core numbers jobs 1, 2, 3, ...");
+        let id = self
+            .cluster
+            .submit(core, self.now)
+            .map_err(|e| e.to_string())?;
+        assert_eq!(
+            id.0 as usize,
+            self.jobs.len() + 1,
+            "the core numbers jobs 1, 2, 3, ..."
+        );
         self.jobs.push(SimJob {
             name: spec.job_name.clone(),
             duration: ms(spec.duration_seconds).max(1),
             interval: interval.map(|i| ms(i).max(1)),
-            startup: ms(spec.startup_seconds.or(self.defaults.startup_seconds).unwrap_or(0.0)),
-            stop: ms(spec.stop_seconds.or(self.defaults.stop_seconds).unwrap_or(0.0)).min(grace_ms),
-            checkpoint_on_stop: spec.checkpoint_on_stop.or(self.defaults.checkpoint_on_stop).unwrap_or(false),
-            failures: spec.failures.iter().map(|f| (f.attempt, ms(f.after_seconds), f.exit_code)).collect(),
+            startup: ms(spec
+                .startup_seconds
+                .or(self.defaults.startup_seconds)
+                .unwrap_or(0.0)),
+            stop: ms(spec
+                .stop_seconds
+                .or(self.defaults.stop_seconds)
+                .unwrap_or(0.0))
+            .min(grace_ms),
+            checkpoint_on_stop: spec
+                .checkpoint_on_stop
+                .or(self.defaults.checkpoint_on_stop)
+                .unwrap_or(false),
+            failures: spec
+                .failures
+                .iter()
+                .map(|f| (f.attempt, ms(f.after_seconds), f.exit_code))
+                .collect(),
             phase: Phase::Waiting,
             committed: 0,
+            committed_at: None,
             run_from: None,
             recomputed: 0,
         });
@@ -529,12 +681,13 @@ impl Simulation {
     }
 
     fn generate(&mut self) -> Result<(), SimError> {
-        let Some((gen, mut rng, made, _, targets)) = self.generator.take() else {
+        let Some(mut g) = self.generator.take() else {
             return Ok(());
         };
-        let total_weight: u64 = targets.iter().map(|(_, w)| u64::from(*w)).sum();
-        let mut pick = rng.below(total_weight);
-        let (target, _) = targets
+        let total_weight: u64 = g.targets.iter().map(|(_, w)| u64::from(*w)).sum();
+        let mut pick = g.rng.below(total_weight);
+        let ((share, instance_type), _) = g
+            .targets
             .iter()
             .find(|(_, w)| {
                 if pick < u64::from(*w) {
@@ -545,17 +698,17 @@ impl Simulation {
                 }
             })
             .expect("pick is below the total weight");
-        let (share, instance_type) = target.split_once('\u{0}').expect("target holds share and type");
+        let gen = &g.spec;
         let (lo, hi) = (gen.min_duration_seconds.ln(), gen.max_duration_seconds.ln());
-        let duration = (lo + (hi - lo) * rng.unit()).exp();
-        let count = gen.instance_counts[rng.below(gen.instance_counts.len() as u64) as usize];
-        let checkpoints = rng.unit() < gen.checkpointing_fraction;
+        let duration = (lo + (hi - lo) * g.rng.unit()).exp();
+        let count = gen.instance_counts[g.rng.below(gen.instance_counts.len() as u64) as usize];
+        let checkpoints = g.rng.unit() < gen.checkpointing_fraction;
         let spec = SubmitSpec {
-            job_name: format!("gen-{:07}", made + 1),
-            quota_share_name: share.to_string(),
-            instance_type: instance_type.to_string(),
+            job_name: format!("gen-{:07}", g.made + 1),
+            quota_share_name: share.clone(),
+            instance_type: instance_type.clone(),
             instance_count: count,
-            scheduling_priority: rng.below(u64::from(gen.max_priority) + 1) as u32,
+            scheduling_priority: g.rng.below(u64::from(gen.max_priority) + 1) as u32,
             preemption_retries_before_termination: None,
             retry_strategy: None,
             timeout_config: None,
@@ -567,23 +720,24 @@ impl Simulation {
             checkpoint_on_stop: None,
             failures: Vec::new(),
         };
-        match self.submit(&spec) {
-            Ok(_) => {}
-            // A generated job that the configuration forbids is skipped, not fatal.
-            Err(_) => self.recorder.rejected += 1,
+        if self.submit(&spec).is_err() {
+            // A generated job that the configuration forbids is counted, not fatal.
+            self.recorder.rejected += 1;
         }
-        let made = made + 1;
-        if made < gen.jobs {
-            let gap = -gen.mean_interarrival_seconds * (1.0 - rng.unit()).ln();
+        g.made += 1;
+        if g.made < g.spec.jobs {
+            let gap = -g.spec.mean_interarrival_seconds * (1.0 - g.rng.unit()).ln();
             let next = self.now.plus_millis(ms(gap));
-            self.generator = Some((gen, rng, made, next, targets));
             self.push(next, Ev::Generate);
+            self.generator = Some(g);
         }
         Ok(())
     }
 
     pub(crate) fn type_indices(&self) -> Vec<TypeIdx> {
-        (0..self.cluster.type_count()).map(|t| TypeIdx(t as u16)).collect()
+        (0..self.cluster.type_count())
+            .map(|t| TypeIdx(t as u16))
+            .collect()
     }
 
     pub(crate) fn passes(&self) -> u64 {

@@ -5,20 +5,36 @@ use qm_sim::report::{JobOut, Report};
 use qm_sim::{simulate, Options};
 
 fn run(file: &str) -> Report {
-    let path = format!("{}/../../examples/scenarios/{file}", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/../../examples/scenarios/{file}",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let text = std::fs::read_to_string(&path).expect("example scenario exists");
-    let options = Options { check_invariants: true, ..Options::default() };
+    let options = Options {
+        check_invariants: true,
+        ..Options::default()
+    };
     simulate(&text, options).unwrap_or_else(|e| panic!("{file}: {e}"))
 }
 
 fn job<'a>(r: &'a Report, name: &str) -> &'a JobOut {
-    r.jobs.iter().find(|j| j.job_name == name).unwrap_or_else(|| panic!("job {name}"))
+    r.jobs
+        .iter()
+        .find(|j| j.job_name == name)
+        .unwrap_or_else(|| panic!("job {name}"))
 }
 
 fn preemptions(r: &Report) -> Vec<(f64, &str, &str, &str)> {
     r.preemptions
         .iter()
-        .map(|p| (p.t, p.job_name.as_str(), p.kind.as_str(), p.for_job_name.as_str()))
+        .map(|p| {
+            (
+                p.t,
+                p.job_name.as_str(),
+                p.kind.as_str(),
+                p.for_job_name.as_str(),
+            )
+        })
         .collect()
 }
 
@@ -38,17 +54,36 @@ fn states(r: &Report, name: &str) -> Vec<(f64, String, String)> {
 #[test]
 fn three_share_story_of_the_contract() {
     let r = run("three-shares.yaml");
-    assert_eq!(preemptions(&r), vec![(130.0, "p2", "CROSS_SHARE", "qs2_job"), (250.0, "p3", "IN_SHARE", "p1")]);
+    assert_eq!(
+        preemptions(&r),
+        vec![
+            (130.0, "p2", "CROSS_SHARE", "qs2_job"),
+            (250.0, "p3", "IN_SHARE", "p1")
+        ]
+    );
     for name in ["p1", "p2", "p3", "qs2_job"] {
         assert_eq!(job(&r, name).status, "SUCCEEDED", "{name}");
     }
-    assert_eq!(outcomes(&r, "p2"), vec!["PREEMPTED_CROSS_SHARE", "SUCCEEDED"]);
+    assert_eq!(
+        outcomes(&r, "p2"),
+        vec!["PREEMPTED_CROSS_SHARE", "SUCCEEDED"]
+    );
     assert_eq!(outcomes(&r, "p3"), vec!["PREEMPTED_IN_SHARE", "SUCCEEDED"]);
     // p1 waits (QS3's instance is reserved) until its priority is raised.
-    assert_eq!(job(&r, "p1").first_started_at, Some(260.0), "starts once p3 has stopped (10 s grace)");
+    assert_eq!(
+        job(&r, "p1").first_started_at,
+        Some(260.0),
+        "starts once p3 has stopped (10 s grace)"
+    );
     // The owner's job starts when the borrower has stopped, not before.
     assert_eq!(job(&r, "qs2_job").first_started_at, Some(140.0));
-    let p1_wait = r.transitions.iter().find(|t| t.job_name == "p1" && t.t == 2.0 && t.status_reason.starts_with("NO_LENDABLE_CAPACITY")).is_some();
+    let p1_wait = r
+        .transitions
+        .iter()
+        .find(|t| {
+            t.job_name == "p1" && t.t == 2.0 && t.status_reason.starts_with("NO_LENDABLE_CAPACITY")
+        })
+        .is_some();
     assert!(p1_wait, "p1 explains that no lendable capacity is left");
     assert_eq!(
         states(&r, "p2"),
@@ -65,12 +100,27 @@ fn three_share_story_of_the_contract() {
         ]
     );
     // Work since the last checkpoint (every 60 s) is recomputed.
-    assert_eq!(job(&r, "p2").recomputed_seconds, 4.0, "ran 6..130 s: 124 s of work, checkpoint at 120");
-    assert_eq!(job(&r, "p3").recomputed_seconds, 5.0, "ran 5..250 s: 245 s of work, checkpoint at 240");
+    assert_eq!(
+        job(&r, "p2").recomputed_seconds,
+        4.0,
+        "ran 6..130 s: 124 s of work, checkpoint at 120"
+    );
+    assert_eq!(
+        job(&r, "p3").recomputed_seconds,
+        5.0,
+        "ran 5..250 s: 245 s of work, checkpoint at 240"
+    );
     assert_eq!(r.summary.preemptions["total"], 2);
     assert_eq!(r.summary.policy_changes, 1);
-    let qs3 = r.shares.iter().find(|s| s.quota_share_name == "QS3").expect("QS3");
-    assert_eq!(qs3.used_instance_seconds, 0.0, "RESERVE capacity is never used by others");
+    let qs3 = r
+        .shares
+        .iter()
+        .find(|s| s.quota_share_name == "QS3")
+        .expect("QS3");
+    assert_eq!(
+        qs3.used_instance_seconds, 0.0,
+        "RESERVE capacity is never used by others"
+    );
     assert_eq!(qs3.lent_instance_seconds, 0.0);
 }
 
@@ -79,7 +129,10 @@ fn reclaim_takes_least_work_at_risk_then_lowest_priority() {
     let r = run("reclaim-order.yaml");
     assert_eq!(
         preemptions(&r),
-        vec![(1100.0, "fresh_ckpt", "CROSS_SHARE", "lender_a"), (1200.0, "stale_ckpt", "CROSS_SHARE", "lender_b")]
+        vec![
+            (1100.0, "fresh_ckpt", "CROSS_SHARE", "lender_a"),
+            (1200.0, "stale_ckpt", "CROSS_SHARE", "lender_b")
+        ]
     );
     assert_eq!(job(&r, "important").preempted_attempt_count, 0);
     assert_eq!(job(&r, "fresh_ckpt").recomputed_seconds, 10.0);
@@ -89,27 +142,56 @@ fn reclaim_takes_least_work_at_risk_then_lowest_priority() {
 #[test]
 fn in_share_preemption_only_where_enabled_and_only_for_higher_priority() {
     let r = run("in-share.yaml");
-    assert_eq!(preemptions(&r), vec![(600.0, "v_sweep", "IN_SHARE", "v_deadline")]);
+    assert_eq!(
+        preemptions(&r),
+        vec![(600.0, "v_sweep", "IN_SHARE", "v_deadline")]
+    );
     assert_eq!(job(&r, "v_deadline").first_started_at, Some(620.0));
-    assert_eq!(job(&r, "s_deadline").first_started_at, Some(1810.0), "speech has in-share preemption DISABLED");
-    assert!(job(&r, "v_peer").first_started_at.expect("ran") > 1200.0, "equal priority waits");
+    assert_eq!(
+        job(&r, "s_deadline").first_started_at,
+        Some(1810.0),
+        "speech has in-share preemption DISABLED"
+    );
+    assert!(
+        job(&r, "v_peer").first_started_at.expect("ran") > 1200.0,
+        "equal priority waits"
+    );
 }
 
 #[test]
 fn limit_reduction_reclaims_only_when_needed() {
     let r = run("limit-reduced.yaml");
     assert_eq!(preemptions(&r), vec![(1000.0, "a3", "LIMIT_REDUCED", "b2")]);
-    assert_eq!(outcomes(&r, "a3"), vec!["PREEMPTED_LIMIT_REDUCED", "SUCCEEDED"]);
-    assert_eq!(job(&r, "b1").first_started_at, Some(900.0), "the idle instance needs no preemption");
+    assert_eq!(
+        outcomes(&r, "a3"),
+        vec!["PREEMPTED_LIMIT_REDUCED", "SUCCEEDED"]
+    );
+    assert_eq!(
+        job(&r, "b1").first_started_at,
+        Some(900.0),
+        "the idle instance needs no preemption"
+    );
 }
 
 #[test]
 fn protections_delay_reclaim_block_reborrowing_and_gate_on_checkpoints() {
     let r = run("protections.yaml");
-    assert_eq!(preemptions(&r), vec![(600.0, "e_borrow", "CROSS_SHARE", "o_big")], "protected for 600 s");
+    assert_eq!(
+        preemptions(&r),
+        vec![(600.0, "e_borrow", "CROSS_SHARE", "o_big")],
+        "protected for 600 s"
+    );
     assert_eq!(job(&r, "o_big").first_started_at, Some(600.0));
-    assert_eq!(job(&r, "e_later").first_started_at, Some(2400.0), "reborrow cool-down of 1800 s after the reclaim");
-    assert_eq!(job(&r, "e_no_ckpt").first_started_at, Some(7200.0), "never borrows: waits for its share's own instance");
+    assert_eq!(
+        job(&r, "e_later").first_started_at,
+        Some(2400.0),
+        "reborrow cool-down of 1800 s after the reclaim"
+    );
+    assert_eq!(
+        job(&r, "e_no_ckpt").first_started_at,
+        Some(7200.0),
+        "never borrows: waits for its share's own instance"
+    );
 }
 
 #[test]
@@ -125,19 +207,36 @@ fn budgets_for_preemptions_failures_timeouts_cancellation_and_host_loss() {
     let r = run("failures.yaml");
     assert_eq!(outcomes(&r, "flaky"), vec!["FAILED", "SUCCEEDED"]);
     assert_eq!(job(&r, "fragile").status, "FAILED");
-    assert!(job(&r, "fragile").status_reason.starts_with("PREEMPTION_RETRIES_EXHAUSTED"));
+    assert!(job(&r, "fragile")
+        .status_reason
+        .starts_with("PREEMPTION_RETRIES_EXHAUSTED"));
     assert_eq!(outcomes(&r, "slow"), vec!["TIMED_OUT"]);
     assert_eq!(job(&r, "slow").status, "FAILED");
     assert_eq!(outcomes(&r, "unwanted"), vec!["CANCELLED"]);
-    assert_eq!(job(&r, "unwanted").recomputed_seconds, 0.0, "cancelled work is not recomputed");
+    assert_eq!(
+        job(&r, "unwanted").recomputed_seconds,
+        0.0,
+        "cancelled work is not recomputed"
+    );
     assert_eq!(outcomes(&r, "survivor"), vec!["HOST_LOST", "SUCCEEDED"]);
-    assert_eq!(job(&r, "survivor").recomputed_seconds, 40.0, "ran 1000..1100 s, checkpoint at 60 s of work");
-    assert_eq!(job(&r, "survivor").preempted_attempt_count, 0, "host loss is no preemption");
+    assert_eq!(
+        job(&r, "survivor").recomputed_seconds,
+        40.0,
+        "ran 1000..1100 s, checkpoint at 60 s of work"
+    );
+    assert_eq!(
+        job(&r, "survivor").preempted_attempt_count,
+        0,
+        "host loss is no preemption"
+    );
 }
 
 #[test]
 fn generated_contention_is_reproducible_and_completes() {
-    let path = format!("{}/../../examples/scenarios/contention.yaml", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/../../examples/scenarios/contention.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let text = std::fs::read_to_string(path).expect("exists");
     let a = simulate(&text, Options::default()).expect("runs");
     let b = simulate(&text, Options::default()).expect("runs");
@@ -147,8 +246,15 @@ fn generated_contention_is_reproducible_and_completes() {
     assert_eq!(a.summary.jobs_by_status.get("SUCCEEDED"), Some(&3000));
     assert!(a.summary.preemptions["total"] > 0, "the workload contends");
     assert!(a.summary.fleet_utilisation > 0.5 && a.summary.fleet_utilisation <= 1.0);
-    let prod = a.shares.iter().find(|s| s.quota_share_name == "prod").expect("prod");
-    assert!(prod.used_instance_seconds <= prod.entitled_instance_seconds, "RESERVE never borrows");
+    let prod = a
+        .shares
+        .iter()
+        .find(|s| s.quota_share_name == "prod")
+        .expect("prod");
+    assert!(
+        prod.used_instance_seconds <= prod.entitled_instance_seconds,
+        "RESERVE never borrows"
+    );
     assert_eq!(prod.lent_instance_seconds, 0.0, "RESERVE never lends");
 }
 
@@ -169,24 +275,61 @@ defaults: {startupSeconds: 3, stopSeconds: 7}
 generate: {jobs: 300, seed: 7, meanInterarrivalSeconds: 20, minDurationSeconds: 30, maxDurationSeconds: 1200,
            instanceCounts: [1, 1, 2, 3], maxPriority: 4, checkpointingFraction: 0.7, checkpointIntervalSeconds: 60}
 "#;
-    let r = simulate(text, Options { check_invariants: true, ..Options::default() }).expect("invariants hold");
-    let done = r.summary.jobs_by_status.get("SUCCEEDED").copied().unwrap_or(0) + r.summary.jobs_by_status.get("FAILED").copied().unwrap_or(0);
+    let r = simulate(
+        text,
+        Options {
+            check_invariants: true,
+            ..Options::default()
+        },
+    )
+    .expect("invariants hold");
+    let done = r
+        .summary
+        .jobs_by_status
+        .get("SUCCEEDED")
+        .copied()
+        .unwrap_or(0)
+        + r.summary.jobs_by_status.get("FAILED").copied().unwrap_or(0);
     // Every job ends, except those that can never fit the fleet (accepted,
     // since executors may still come), which wait and say why.
     let never_fit: Vec<_> = r.jobs.iter().filter(|j| j.status == "RUNNABLE").collect();
-    assert!(never_fit.iter().all(|j| j.status_reason.starts_with("MISCONFIGURATION:")), "{never_fit:?}");
-    assert_eq!(done as u64 + never_fit.len() as u64 + r.summary.rejected_submissions, 300);
+    assert!(
+        never_fit
+            .iter()
+            .all(|j| j.status_reason.starts_with("MISCONFIGURATION:")),
+        "{never_fit:?}"
+    );
+    assert_eq!(
+        done as u64 + never_fit.len() as u64 + r.summary.rejected_submissions,
+        300
+    );
     assert!(r.summary.preemptions["total"] > 0);
 }
 
 #[test]
 fn until_stops_the_clock_and_reports_the_state_then() {
-    let path = format!("{}/../../examples/scenarios/three-shares.yaml", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/../../examples/scenarios/three-shares.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let text = std::fs::read_to_string(path).expect("exists");
-    let r = simulate(&text, Options { until: Some(qm_sim::sim::Time::from_secs(200)), ..Options::default() }).expect("runs");
+    let r = simulate(
+        &text,
+        Options {
+            until: Some(qm_sim::sim::Time::from_secs(200)),
+            ..Options::default()
+        },
+    )
+    .expect("runs");
     assert_eq!(r.summary.end_time, 200.0);
     assert_eq!(job(&r, "p1").status, "RUNNABLE");
-    assert!(job(&r, "p1").status_reason.starts_with("NO_LENDABLE_CAPACITY"), "{}", job(&r, "p1").status_reason);
+    assert!(
+        job(&r, "p1")
+            .status_reason
+            .starts_with("NO_LENDABLE_CAPACITY"),
+        "{}",
+        job(&r, "p1").status_reason
+    );
     assert_eq!(job(&r, "qs2_job").status, "RUNNING");
 }
 
@@ -202,12 +345,27 @@ fn json_report_has_the_documented_shape() {
         assert!(t.get(key).is_some(), "transition.{key}");
     }
     let j = &v["jobs"][0];
-    for key in ["jobName", "quotaShareName", "status", "statusReason", "submittedAt", "firstStartedAt", "stoppedAt", "attempts", "preemptedAttemptCount", "recomputedSeconds"] {
+    for key in [
+        "jobName",
+        "quotaShareName",
+        "status",
+        "statusReason",
+        "submittedAt",
+        "firstStartedAt",
+        "stoppedAt",
+        "attempts",
+        "preemptedAttemptCount",
+        "recomputedSeconds",
+    ] {
         assert!(j.get(key).is_some(), "job.{key}");
     }
     assert_eq!(v["preemptions"][0]["kind"], "CROSS_SHARE");
     assert_eq!(v["preemptions"][0]["forJobName"], "qs2_job");
-    for key in ["completionSeconds", "recomputedFraction", "fleetUtilisation"] {
+    for key in [
+        "completionSeconds",
+        "recomputedFraction",
+        "fleetUtilisation",
+    ] {
         assert!(v["summary"].get(key).is_some(), "summary.{key}");
     }
 }
@@ -215,18 +373,34 @@ fn json_report_has_the_documented_shape() {
 #[test]
 fn bad_scenarios_get_errors_that_name_the_problem() {
     let base = "fleet: {t: 1}\nqueue:\n  jobQueueName: q\n  quotaShares:\n    - {quotaShareName: s, capacityLimits: [{capacityUnit: t, maxCapacity: 1}]}\n";
-    let err = |extra: &str| simulate(&format!("{base}{extra}"), Options::default()).expect_err("invalid").to_string();
+    let err = |extra: &str| {
+        simulate(&format!("{base}{extra}"), Options::default())
+            .expect_err("invalid")
+            .to_string()
+    };
     let e = err("actions:\n  - {at: 0, submit: {jobName: j, quotaShareName: s, instanceType: t, durationSeconds: 5, colour: red}}\n");
     assert!(e.contains("unknown field `colour`"), "{e}");
-    let e = err("actions:\n  - {at: 0, updateServiceJob: {jobName: nobody, schedulingPriority: 1}}\n");
+    let e =
+        err("actions:\n  - {at: 0, updateServiceJob: {jobName: nobody, schedulingPriority: 1}}\n");
     assert!(e.contains("no job named \"nobody\""), "{e}");
     let e = err("actions:\n  - {at: 0, setFleet: {t: 2}, terminateServiceJob: {jobName: j}}\n");
     assert!(e.contains("exactly one of"), "{e}");
     let e = err("actions:\n  - {at: 0, submit: {jobName: j, quotaShareName: s, instanceType: t, instanceCount: 2, durationSeconds: 5}}\n");
-    assert!(e.contains("MISCONFIGURATION") && e.contains("share limit"), "{e}");
+    assert!(
+        e.contains("MISCONFIGURATION") && e.contains("share limit"),
+        "{e}"
+    );
     let e = err("actions:\n  - {at: 5, updateQuotaShare: {quotaShareName: s, resourceSharingConfiguration: {strategy: LENDING}}}\n");
-    assert!(e.contains("\"LENDING\" is not one of RESERVE, LEND, LEND_AND_BORROW"), "{e}");
+    assert!(
+        e.contains("\"LENDING\" is not one of RESERVE, LEND, LEND_AND_BORROW"),
+        "{e}"
+    );
     let bad_queue = "fleet: {t: 1}\nqueue:\n  jobQueueName: q\n  quotaShares:\n    - {quotaShareName: 'bad name', capacityLimits: [{capacityUnit: t, maxCapacity: -1}]}\n";
-    let e = simulate(bad_queue, Options::default()).expect_err("invalid").to_string();
-    assert!(e.contains("2 problems") && e.contains("maxCapacity: must be >= 0"), "{e}");
+    let e = simulate(bad_queue, Options::default())
+        .expect_err("invalid")
+        .to_string();
+    assert!(
+        e.contains("2 problems") && e.contains("maxCapacity: must be >= 0"),
+        "{e}"
+    );
 }

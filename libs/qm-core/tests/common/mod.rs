@@ -92,8 +92,12 @@ impl World {
         self.c.apply(&plan);
         for s in &plan.starts {
             let attempt = self.c.next_attempt(s.job) - 1;
-            self.c.attempt_starting(s.job, attempt, None, self.now).expect("started");
-            self.c.attempt_running(s.job, attempt, self.now).expect("running");
+            self.c
+                .attempt_starting(s.job, attempt, None, self.now)
+                .expect("started");
+            self.c
+                .attempt_running(s.job, attempt, self.now)
+                .expect("running");
         }
         plan
     }
@@ -116,12 +120,16 @@ impl World {
     /// The job's process exits with `code`.
     pub fn exit(&mut self, name: &str, code: i32) -> AttemptOutcome {
         let (id, attempt) = (self.id(name), self.attempt(name));
-        self.c.attempt_ended(id, attempt, Some(code), self.now).expect("current attempt")
+        self.c
+            .attempt_ended(id, attempt, Some(code), self.now)
+            .expect("current attempt")
     }
 
     pub fn lose_host(&mut self, name: &str) {
         let (id, attempt) = (self.id(name), self.attempt(name));
-        self.c.attempt_lost(id, attempt, self.now).expect("current attempt");
+        self.c
+            .attempt_lost(id, attempt, self.now)
+            .expect("current attempt");
     }
 
     pub fn checkpoint(&mut self, name: &str, step: u64) {
