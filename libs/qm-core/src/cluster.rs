@@ -19,6 +19,7 @@ use crate::job::{
     Attempt, AttemptOutcome, CheckpointMark, Job, JobSpec, JobStatus, RetryAction, StopCause,
 };
 use crate::reason::{NeverFits, StatusReason, WaitReason};
+use crate::table::JobTable;
 use crate::time::Time;
 
 /// How many times a job may lose its host before it fails, by default.
@@ -117,14 +118,18 @@ pub struct Cluster {
     type_index: BTreeMap<String, TypeIdx>,
     /// Registered instances per type.
     pub(crate) fleet: Vec<u32>,
-    pub(crate) jobs: BTreeMap<JobId, Job>,
-    next_job: u64,
+    pub(crate) jobs: JobTable,
     /// Attempt deadlines (`attemptDurationSeconds`) of running jobs.
     pub(crate) deadlines: BTreeSet<(Time, JobId)>,
     pub host_lost_cap: u32,
     events: Vec<JobEvent>,
     /// RUNNABLE jobs no pass has given a reason yet (new or requeued).
     pub(crate) unexplained: BTreeSet<JobId>,
+    /// Per type: `Some(wake)` when the last pass found nothing to do for the
+    /// type and nothing about it has changed since; a pass before `wake` (or
+    /// at any time, if None) would find nothing again, so it skips the type.
+    /// Every change to a type's jobs, fleet or configuration clears it.
+    pub(crate) settled: Vec<Option<Option<Time>>>,
 }
 
 impl Cluster {
@@ -140,12 +145,12 @@ impl Cluster {
             types: Vec::new(),
             type_index: BTreeMap::new(),
             fleet: Vec::new(),
-            jobs: BTreeMap::new(),
-            next_job: 1,
+            jobs: JobTable::default(),
             deadlines: BTreeSet::new(),
             host_lost_cap: DEFAULT_HOST_LOST_CAP,
             events: Vec::new(),
             unexplained: BTreeSet::new(),
+            settled: Vec::new(),
         };
         for (name, count) in fleet {
             let t = cluster.intern_type(name);
@@ -186,6 +191,7 @@ impl Cluster {
         self.types.push(name.to_string());
         self.type_index.insert(name.to_string(), t);
         self.fleet.push(0);
+        self.settled.push(None);
         for share in &mut self.shares {
             let entitlement = share.config.entitlement(name);
             share.types.push(ShareType {
@@ -528,8 +534,7 @@ impl Cluster {
         if !problems.is_empty() {
             return Err(JobError::Invalid(problems));
         }
-        let id = JobId(self.next_job);
-        self.next_job += 1;
+        let id = self.jobs.next_id();
         let job = Job {
             id,
             spec,
@@ -544,7 +549,7 @@ impl Cluster {
             stopping: None,
             last_checkpoint: None,
         };
-        self.jobs.insert(id, job);
+        self.jobs.insert(job);
         self.make_runnable(id, now, StatusReason::Waiting(WaitReason::Queued));
         Ok(id)
     }
@@ -553,7 +558,14 @@ impl Cluster {
         self.jobs.get_mut(&id).ok_or(JobError::NotFound(id))
     }
 
+    /// Something about type `t` changed: the next pass must look at it.
+    pub(crate) fn unsettle(&mut self, t: TypeIdx) {
+        self.settled[t.index()] = None;
+    }
+
     fn transition(&mut self, id: JobId, to: JobStatus, reason: StatusReason, now: Time) {
+        let t = self.jobs[&id].spec.instance_type;
+        self.unsettle(t);
         let job = self.jobs.get_mut(&id).expect("transition of a known job");
         let from = job.status;
         job.status = to;
@@ -632,6 +644,7 @@ impl Cluster {
             job.status,
             job.stopping,
         );
+        self.unsettle(t);
         let job = self.jobs.get_mut(&id).expect("checked above");
         job.spec.priority = priority;
         let (new_q, new_r) = (Self::queue_key(job), Self::run_key(job));
@@ -902,6 +915,7 @@ impl Cluster {
     pub fn set_fleet(&mut self, instance_type: &str, count: u32, now: Time) -> Vec<JobId> {
         let t = self.intern_type(instance_type);
         self.fleet[t.index()] = count;
+        self.unsettle(t);
         let mut lost = Vec::new();
         let mut in_use = self.accounting(t).in_use;
         if in_use <= count {
@@ -966,6 +980,7 @@ impl Cluster {
     }
 
     fn install_queue(&mut self, queue: QueueConfig, now: Time) -> Vec<JobId> {
+        self.settled.iter_mut().for_each(|s| *s = None);
         self.queue_state = queue.state;
         self.queueing = queue.queueing_strategy;
         self.queue_limits = queue.capacity_limits.clone();
@@ -1036,6 +1051,9 @@ impl Cluster {
     /// Applies a plan made by [`Cluster::schedule`] at `now`.
     pub fn apply(&mut self, plan: &crate::pass::Plan) {
         let now = plan.now;
+        for t in &plan.settled {
+            self.settled[t.index()] = Some(plan.wake_at);
+        }
         for stop in &plan.timeouts {
             self.begin_stop(
                 *stop,
@@ -1064,6 +1082,7 @@ impl Cluster {
             let id = start.job;
             self.remove_runnable(id);
             let job = self.jobs.get_mut(&id).expect("planned job exists");
+            debug_assert!(!plan.settled.contains(&job.spec.instance_type));
             let number = job.attempts.len() as u32 + 1;
             job.attempts.push(Attempt {
                 number,

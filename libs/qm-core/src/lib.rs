@@ -19,6 +19,7 @@ pub mod invariants;
 pub mod job;
 pub mod pass;
 pub mod reason;
+mod table;
 pub mod time;
 
 pub use cluster::{Cluster, JobError, JobEvent, ShareUsage, TypeAccounting};
@@ -31,6 +32,6 @@ pub use job::{
     Attempt, AttemptOutcome, CheckpointMark, ExitRule, Job, JobSpec, JobStatus, PreemptionKind,
     RetryAction, StopCause,
 };
-pub use pass::{schedule, Plan, Preemption, Start};
+pub use pass::{schedule, schedule_exhaustive, Plan, Preemption, Start};
 pub use reason::{NeverFits, StatusReason, WaitReason};
 pub use time::Time;

@@ -67,6 +67,9 @@ pub struct Plan {
     /// The next time a pass would decide differently with no other event
     /// (a protection or cool-down expiring, a timeout), if any.
     pub wake_at: Option<Time>,
+    /// Types for which this pass decided nothing: until something about them
+    /// changes, or `wake_at`, later passes skip them.
+    pub settled: Vec<TypeIdx>,
 }
 
 impl Plan {
@@ -77,7 +80,16 @@ impl Plan {
 
 /// Runs one pass. Pure: the same cluster and `now` give the same plan.
 pub fn schedule(cluster: &Cluster, now: Time) -> Plan {
-    let mut pass = Pass::new(cluster, now);
+    let mut pass = Pass::new(cluster, now, true);
+    pass.run();
+    pass.finish()
+}
+
+/// A pass that looks at every type, even those settled since the last pass.
+/// It decides exactly what [`schedule`] decides (a property test checks it);
+/// it exists as the reference for that check and for debugging.
+pub fn schedule_exhaustive(cluster: &Cluster, now: Time) -> Plan {
+    let mut pass = Pass::new(cluster, now, false);
     pass.run();
     pass.finish()
 }
@@ -152,10 +164,12 @@ struct Pass<'a> {
     timeouts: Vec<JobId>,
     reasons: BTreeMap<JobId, WaitReason>,
     wake_at: Option<Time>,
+    /// Per type: whether this pass looks at it (see `Cluster::settled`).
+    active: Vec<bool>,
 }
 
 impl<'a> Pass<'a> {
-    fn new(c: &'a Cluster, now: Time) -> Pass<'a> {
+    fn new(c: &'a Cluster, now: Time, skip_settled: bool) -> Pass<'a> {
         let shares = c.shares.len();
         let lends = c
             .shares
@@ -183,6 +197,22 @@ impl<'a> Pass<'a> {
                 }
             })
             .collect();
+        // STRICT_FIFO couples types (a share's head spans them): no skipping.
+        let may_skip = skip_settled && c.queueing == QueueingStrategy::BestEffortFifo;
+        let mut wake_at = None;
+        let active = c
+            .settled
+            .iter()
+            .map(|settled| match settled {
+                Some(wake) if may_skip && wake.is_none_or(|w| now < w) => {
+                    if let Some(w) = wake {
+                        wake_at = Some(wake_at.map_or(*w, |x: Time| x.min(*w)));
+                    }
+                    false
+                }
+                _ => true,
+            })
+            .collect();
         Pass {
             c,
             now,
@@ -195,7 +225,8 @@ impl<'a> Pass<'a> {
             preemptions: Vec::new(),
             timeouts: Vec::new(),
             reasons: BTreeMap::new(),
-            wake_at: None,
+            wake_at,
+            active,
         }
     }
 
@@ -226,6 +257,9 @@ impl<'a> Pass<'a> {
             self.reasons.clear();
             let before = self.admitted_order.len();
             for t in 0..self.c.types.len() {
+                if !self.active[t] {
+                    continue;
+                }
                 let t = TypeIdx(t as u16);
                 for step in [Step::WithinQuota, Step::Borrow, Step::InShare] {
                     self.sweep(t, step);
@@ -307,6 +341,10 @@ impl<'a> Pass<'a> {
         let mut done: Vec<bool> = (0..n)
             .map(|i| !self.share_takes_part(ShareIdx(i as u16), t, step))
             .collect();
+        // Each share's next candidate, recomputed only when it may have
+        // changed: after the share's own job was tried, or after any
+        // preemption (victims change other shares' room).
+        let mut heads: Vec<Option<Option<(QueueKey, u32)>>> = vec![None; n];
         loop {
             let mut pick: Option<(QueueKey, u32, ShareIdx)> = None;
             for i in 0..n {
@@ -314,7 +352,15 @@ impl<'a> Pass<'a> {
                     continue;
                 }
                 let s = ShareIdx(i as u16);
-                match self.next_candidate(s, t, step, cursor[i], fails_from[i]) {
+                let head = match heads[i] {
+                    Some(head) => head,
+                    None => {
+                        let head = self.next_candidate(s, t, step, cursor[i], fails_from[i]);
+                        heads[i] = Some(head);
+                        head
+                    }
+                };
+                match head {
                     Some((key, count)) => {
                         if pick.is_none_or(|(b, _, _)| {
                             (key.runnable_since, key.job) < (b.runnable_since, b.job)
@@ -327,6 +373,8 @@ impl<'a> Pass<'a> {
             }
             let Some((key, count, s)) = pick else { break };
             cursor[s.index()] = Some(key);
+            heads[s.index()] = None;
+            let preemptions_before = self.preemptions.len();
             match self.try_step(key.job, step) {
                 Ok(()) => {}
                 Err(reason) => {
@@ -337,6 +385,9 @@ impl<'a> Pass<'a> {
                         fails_from[s.index()] = fails_from[s.index()].min(count);
                     }
                 }
+            }
+            if self.preemptions.len() != preemptions_before {
+                heads.iter_mut().for_each(|h| *h = None);
             }
         }
     }
@@ -668,6 +719,26 @@ impl<'a> Pass<'a> {
     fn try_in_share(&mut self, id: JobId) -> Result<(), WaitReason> {
         let job = self.job(id);
         let (s, t) = (job.spec.share, job.spec.instance_type);
+        // Fast rejection: even stopping every lower-priority job of the share
+        // would not bring the job within the share's entitlement.
+        let view = &self.views[t.index()];
+        let (used, entitlement) = (view.used[s.index()], view.entitlement[s.index()]);
+        if job.spec.count > entitlement {
+            return Err(WaitReason::InSharePreemptionNotPossible);
+        }
+        let needed = (used + job.spec.count).saturating_sub(entitlement);
+        let mut releasable = 0u32;
+        for key in self.c.st(s, t).running.iter().rev() {
+            if releasable >= needed || key.priority.0 >= job.spec.priority {
+                break;
+            }
+            if !self.removed.contains(&key.job) {
+                releasable += key.count;
+            }
+        }
+        if releasable < needed {
+            return Err(WaitReason::InSharePreemptionNotPossible);
+        }
         let mut candidates: Vec<RunKey> = self
             .projected_running(s, t)
             .into_iter()
@@ -842,6 +913,23 @@ impl<'a> Pass<'a> {
                 borrowed,
             });
         }
+        // Types this pass looked at and decided nothing for.
+        let mut decided = vec![false; self.c.types.len()];
+        let type_of = |id: &JobId| self.c.jobs[id].spec.instance_type.index();
+        for id in plan
+            .starts
+            .iter()
+            .map(|s| &s.job)
+            .chain(plan.preemptions.iter().map(|p| &p.job))
+            .chain(plan.timeouts.iter())
+            .chain(plan.waiting_for_release.iter())
+        {
+            decided[type_of(id)] = true;
+        }
+        plan.settled = (0..self.c.types.len())
+            .filter(|&t| self.active[t] && !decided[t])
+            .map(|t| TypeIdx(t as u16))
+            .collect();
         plan.reasons.extend(
             self.reasons
                 .into_iter()
@@ -913,7 +1001,7 @@ impl Cluster {
         {
             return Some(wait);
         }
-        let mut pass = Pass::new(self, now);
+        let mut pass = Pass::new(self, now, false);
         Some(pass.reason_for(id))
     }
 }

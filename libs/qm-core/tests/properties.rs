@@ -285,6 +285,12 @@ proptest! {
             // Deterministic: the same state and clock give the same plan, also
             // from a copy.
             prop_assert_eq!(&plan, &c.clone().schedule(now));
+            // Skipping settled types changes no decision.
+            let full = qm_core::schedule_exhaustive(&c, now);
+            prop_assert_eq!(&plan.starts, &full.starts);
+            prop_assert_eq!(&plan.preemptions, &full.preemptions);
+            prop_assert_eq!(&plan.timeouts, &full.timeouts);
+            prop_assert_eq!(&plan.waiting_for_release, &full.waiting_for_release);
             c.apply(&plan);
             launch(&mut c, &plan);
             // No job lost or counted twice.
