@@ -227,11 +227,10 @@ impl Cluster {
     }
 
     /// Live shares, in configuration order.
-    pub fn share_indices(&self) -> Vec<ShareIdx> {
+    pub fn share_indices(&self) -> impl Iterator<Item = ShareIdx> + '_ {
         (0..self.shares.len())
             .filter(|&i| !self.shares[i].deleted)
             .map(|i| ShareIdx(u16::try_from(i).expect("share slots fit in u16")))
-            .collect()
     }
 
     pub fn job(&self, id: JobId) -> Option<&Job> {
@@ -287,11 +286,14 @@ impl Cluster {
     /// the rest by lending shares in proportion to their idle entitlement (so
     /// it can be fractional; reported rounded down here).
     pub fn usage_snapshot(&self, t: TypeIdx) -> Vec<(ShareIdx, ShareUsage)> {
-        let acc = self.accounting(t);
+        self.usage_snapshot_with(t, &self.accounting(t))
+    }
+
+    /// [`Cluster::usage_snapshot`] given the type's accounting.
+    pub fn usage_snapshot_with(&self, t: TypeIdx, acc: &TypeAccounting) -> Vec<(ShareIdx, ShareUsage)> {
         let lender_idle = acc.lendable - acc.unassigned;
         let to_back = acc.borrowed.saturating_sub(acc.unassigned).min(lender_idle);
         self.share_indices()
-            .into_iter()
             .map(|s| {
                 let st = self.st(s, t);
                 let used = st.running_usage + st.stopping_usage;
@@ -564,8 +566,12 @@ impl Cluster {
     }
 
     fn transition(&mut self, id: JobId, to: JobStatus, reason: StatusReason, now: Time) {
-        let t = self.jobs[&id].spec.instance_type;
-        self.unsettle(t);
+        let (t, from) = (self.jobs[&id].spec.instance_type, self.jobs[&id].status);
+        // Reason updates and SCHEDULED -> STARTING -> RUNNING change nothing
+        // a pass looks at.
+        if from != to && !(from.holds_instances() && to.holds_instances()) {
+            self.unsettle(t);
+        }
         let job = self.jobs.get_mut(&id).expect("transition of a known job");
         let from = job.status;
         job.status = to;
@@ -711,6 +717,8 @@ impl Cluster {
         reason: StatusReason,
         now: Time,
     ) {
+        let t = self.jobs[&id].spec.instance_type;
+        self.unsettle(t);
         let job = self.jobs.get_mut(&id).expect("known job");
         let already = job.stopping.is_some();
         job.stopping = Some(cause);

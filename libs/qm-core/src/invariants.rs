@@ -279,7 +279,7 @@ fn check_reclaim_complete(
         if fleet == 0 {
             continue;
         }
-        let shares = after.share_indices();
+        let shares: Vec<ShareIdx> = after.share_indices().collect();
         // Usage once every eligible borrowed job of each share is gone.
         let mut floor_usage: Vec<(ShareIdx, u32)> = Vec::new();
         let mut promised_usage: Vec<u32> = Vec::new();

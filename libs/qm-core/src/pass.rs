@@ -160,6 +160,9 @@ struct Pass<'a> {
     added: BTreeMap<(ShareIdx, TypeIdx), Vec<RunKey>>,
     /// Admission order.
     admitted_order: Vec<(JobId, u32)>,
+    /// Admissions made (including ones later taken back): rounds repeat
+    /// while it grows.
+    admissions: u64,
     preemptions: Vec<Preemption>,
     timeouts: Vec<JobId>,
     reasons: BTreeMap<JobId, WaitReason>,
@@ -222,6 +225,7 @@ impl<'a> Pass<'a> {
             admitted: HashSet::new(),
             added: BTreeMap::new(),
             admitted_order: Vec::new(),
+            admissions: 0,
             preemptions: Vec::new(),
             timeouts: Vec::new(),
             reasons: BTreeMap::new(),
@@ -255,7 +259,7 @@ impl<'a> Pass<'a> {
         }
         loop {
             self.reasons.clear();
-            let before = self.admitted_order.len();
+            let before = self.admissions;
             for t in 0..self.c.types.len() {
                 if !self.active[t] {
                     continue;
@@ -265,7 +269,7 @@ impl<'a> Pass<'a> {
                     self.sweep(t, step);
                 }
             }
-            if self.admitted_order.len() == before {
+            if self.admissions == before {
                 break;
             }
         }
@@ -467,10 +471,12 @@ impl<'a> Pass<'a> {
             .rev()
             .find(|k| !self.removed.contains(&k.job))
             .map(|k| k.priority.0);
-        let added = self
-            .added
-            .get(&(s, t))
-            .and_then(|keys| keys.iter().map(|k| k.priority.0).min());
+        let added = self.added.get(&(s, t)).and_then(|keys| {
+            keys.iter()
+                .filter(|k| !self.removed.contains(&k.job))
+                .map(|k| k.priority.0)
+                .min()
+        });
         match (existing, added) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -564,7 +570,7 @@ impl<'a> Pass<'a> {
             .copied()
             .collect();
         if let Some(added) = self.added.get(&(s, t)) {
-            keys.extend(added.iter().copied());
+            keys.extend(added.iter().filter(|k| !self.removed.contains(&k.job)).copied());
             keys.sort_unstable();
         }
         keys
@@ -572,6 +578,9 @@ impl<'a> Pass<'a> {
 
     /// Whether a running job is protected by its share's minimum runtime.
     fn protected_until(&self, s: ShareIdx, key: &RunKey) -> Option<Time> {
+        if self.admitted.contains(&key.job) {
+            return None; // not started yet: taking it back loses nothing
+        }
         let min_runtime = self.c.shares[s.index()]
             .config
             .protections
@@ -690,7 +699,6 @@ impl<'a> Pass<'a> {
             let candidates = borrowed_jobs(&running, entitlement, ckpt_first);
             let eligible = candidates
                 .into_iter()
-                .filter(|k| !self.admitted.contains(&k.job))
                 .filter(|k| match self.protected_until(share, k) {
                     Some(until) => {
                         *protected = Some(protected.map_or(until, |p| p.min(until)));
@@ -727,7 +735,15 @@ impl<'a> Pass<'a> {
             return Err(WaitReason::InSharePreemptionNotPossible);
         }
         let needed = (used + job.spec.count).saturating_sub(entitlement);
-        let mut releasable = 0u32;
+        let mut releasable: u32 = self
+            .added
+            .get(&(s, t))
+            .map_or(0, |keys| {
+                keys.iter()
+                    .filter(|k| k.priority.0 < job.spec.priority && !self.removed.contains(&k.job))
+                    .map(|k| k.count)
+                    .sum()
+            });
         for key in self.c.st(s, t).running.iter().rev() {
             if releasable >= needed || key.priority.0 >= job.spec.priority {
                 break;
@@ -742,7 +758,7 @@ impl<'a> Pass<'a> {
         let mut candidates: Vec<RunKey> = self
             .projected_running(s, t)
             .into_iter()
-            .filter(|k| k.priority.0 < job.spec.priority && !self.admitted.contains(&k.job))
+            .filter(|k| k.priority.0 < job.spec.priority)
             .collect();
         let mut protected: Option<Time> = None;
         candidates.retain(|k| match self.protected_until(s, k) {
@@ -819,12 +835,23 @@ impl<'a> Pass<'a> {
         let (s, t, count) = (job.spec.share, job.spec.instance_type, job.spec.count);
         for v in own.iter().chain(cross.iter()) {
             self.remove_from_projection(v, t);
+            if self.admitted.remove(&v.key.job) {
+                // Admitted earlier in this pass and not started: it simply
+                // does not start (no preemption), and waits in line again.
+                self.removed.remove(&v.key.job);
+                self.admitted_order.retain(|(j, _)| *j != v.key.job);
+                if let Some(keys) = self.added.get_mut(&(v.share, t)) {
+                    keys.retain(|k| k.job != v.key.job);
+                }
+                continue;
+            }
             self.preemptions.push(Preemption {
                 job: v.key.job,
                 kind: v.kind,
                 for_job: id,
             });
         }
+        self.admissions += 1;
         self.views[t.index()].used[s.index()] += count;
         self.admitted.insert(id);
         self.admitted_order.push((id, count));

@@ -173,7 +173,7 @@ fn apply_event(c: &mut Cluster, now: &mut Time, event: &Event) {
             checkpoints,
             retries,
         } => {
-            let shares = c.share_indices();
+            let shares: Vec<_> = c.share_indices().collect();
             let s = shares[share % shares.len()];
             let t = c.type_idx(TYPES[ty]).expect("type exists");
             let mut spec = JobSpec::new("j", s, t, count);
@@ -293,6 +293,10 @@ proptest! {
             prop_assert_eq!(&plan.waiting_for_release, &full.waiting_for_release);
             c.apply(&plan);
             launch(&mut c, &plan);
+            // A pass reaches a fixpoint: a second pass at the same time, with
+            // nothing else happening, decides nothing more.
+            let again = c.schedule(now);
+            prop_assert!(again.starts.is_empty() && again.preemptions.is_empty() && again.timeouts.is_empty(), "second pass decided {again:?}");
             // No job lost or counted twice.
             let total = c.jobs().count();
             prop_assert!(total >= submitted);

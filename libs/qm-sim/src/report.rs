@@ -88,7 +88,7 @@ impl Recorder {
             fleet[1] += f64::from(acc.in_use) * dt;
             let lender_idle = f64::from(acc.lendable - acc.unassigned);
             let to_back = f64::from(acc.borrowed.saturating_sub(acc.unassigned)).min(lender_idle);
-            for (s, usage) in cluster.usage_snapshot(t) {
+            for (s, usage) in cluster.usage_snapshot_with(t, &acc) {
                 let lends = cluster.share_config(s).strategy.lends();
                 let lent = if lends && lender_idle > 0.0 {
                     f64::from(usage.idle) * to_back / lender_idle
