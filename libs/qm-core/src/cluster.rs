@@ -46,6 +46,8 @@ pub(crate) struct ShareType {
     pub running_usage: u32,
     /// Instances held by jobs being stopped; freed when their attempts end.
     pub stopping_usage: u32,
+    /// Of those, held by jobs that do not checkpoint.
+    pub stopping_noncheckpointing: u32,
     pub runnable: RunnableQueue,
     /// Last time capacity of this type was reclaimed from the share (cool-down).
     pub reclaimed_at: Option<Time>,
@@ -130,6 +132,10 @@ pub struct Cluster {
     /// at any time, if None) would find nothing again, so it skips the type.
     /// Every change to a type's jobs, fleet or configuration clears it.
     pub(crate) settled: Vec<Option<Option<Time>>>,
+    /// Jobs for which preemptions are in progress, with how many victims are
+    /// still stopping. The capacity being released is theirs: passes consider
+    /// them first (see `Pass::honour_claims`).
+    pub(crate) claims: BTreeMap<JobId, u32>,
 }
 
 impl Cluster {
@@ -151,6 +157,7 @@ impl Cluster {
             events: Vec::new(),
             unexplained: BTreeSet::new(),
             settled: Vec::new(),
+            claims: BTreeMap::new(),
         };
         for (name, count) in fleet {
             let t = cluster.intern_type(name);
@@ -290,7 +297,11 @@ impl Cluster {
     }
 
     /// [`Cluster::usage_snapshot`] given the type's accounting.
-    pub fn usage_snapshot_with(&self, t: TypeIdx, acc: &TypeAccounting) -> Vec<(ShareIdx, ShareUsage)> {
+    pub fn usage_snapshot_with(
+        &self,
+        t: TypeIdx,
+        acc: &TypeAccounting,
+    ) -> Vec<(ShareIdx, ShareUsage)> {
         let lender_idle = acc.lendable - acc.unassigned;
         let to_back = acc.borrowed.saturating_sub(acc.unassigned).min(lender_idle);
         self.share_indices()
@@ -737,10 +748,14 @@ impl Cluster {
         if let Some(deadline) = deadline {
             self.deadlines.remove(&(deadline, id));
         }
+        let checkpoints = self.jobs[&id].spec.checkpoints;
         let st = self.st_mut(s, t);
         st.running.remove(&key);
         st.running_usage -= count;
         st.stopping_usage += count;
+        if !checkpoints {
+            st.stopping_noncheckpointing += count;
+        }
     }
 
     // ----- executor reports -------------------------------------------------
@@ -839,8 +854,21 @@ impl Cluster {
         // Release the instances.
         let job = &self.jobs[&id];
         let (s, t, count) = (job.spec.share, job.spec.instance_type, job.spec.count);
+        if let Some(StopCause::Preempted { for_job, .. }) = job.stopping {
+            if let Some(n) = self.claims.get_mut(&for_job) {
+                *n -= 1;
+                if *n == 0 {
+                    self.claims.remove(&for_job);
+                }
+            }
+        }
         if job.stopping.is_some() {
-            self.st_mut(s, t).stopping_usage -= count;
+            let checkpoints = job.spec.checkpoints;
+            let st = self.st_mut(s, t);
+            st.stopping_usage -= count;
+            if !checkpoints {
+                st.stopping_noncheckpointing -= count;
+            }
         } else {
             let key = Self::run_key(job);
             let deadline = job
@@ -1071,6 +1099,7 @@ impl Cluster {
             );
         }
         for p in &plan.preemptions {
+            *self.claims.entry(p.for_job).or_default() += 1;
             let cause = StopCause::Preempted {
                 kind: p.kind,
                 for_job: p.for_job,

@@ -64,6 +64,7 @@ pub fn check_indexes(c: &Cluster) -> Result<(), Violation> {
             let st = c.st(s, t);
             let mut running = 0u32;
             let mut stopping = 0u32;
+            let mut stopping_noncheckpointing = 0u32;
             let mut runnable = 0usize;
             for job in c
                 .jobs()
@@ -74,6 +75,9 @@ pub fn check_indexes(c: &Cluster) -> Result<(), Violation> {
                     status if status.holds_instances() => {
                         if job.stopping.is_some() {
                             stopping += job.spec.count;
+                            if !job.spec.checkpoints {
+                                stopping_noncheckpointing += job.spec.count;
+                            }
                         } else {
                             running += job.spec.count;
                             if !st.running.iter().any(|k| k.job == job.id) {
@@ -89,6 +93,15 @@ pub fn check_indexes(c: &Cluster) -> Result<(), Violation> {
                     }
                     _ => {}
                 }
+            }
+            if stopping_noncheckpointing != st.stopping_noncheckpointing {
+                return violation(
+                    "indexes",
+                    format!(
+                        "stopping non-checkpointing counter {} != {stopping_noncheckpointing}",
+                        st.stopping_noncheckpointing
+                    ),
+                );
             }
             if running != st.running_usage
                 || stopping != st.stopping_usage

@@ -257,6 +257,7 @@ impl<'a> Pass<'a> {
             self.views[job.spec.instance_type.index()].used[job.spec.share.index()] -=
                 job.spec.count;
         }
+        self.honour_claims();
         loop {
             self.reasons.clear();
             let before = self.admissions;
@@ -274,6 +275,47 @@ impl<'a> Pass<'a> {
             }
         }
         self.explain_new_arrivals();
+    }
+
+    /// Jobs for which earlier passes started preemptions come first: the
+    /// capacity being released was promised to them, and letting the FIFO
+    /// order of the next pass hand it to another job would make those
+    /// preemptions pointless (and could preempt again for the same job).
+    fn honour_claims(&mut self) {
+        let claimants: Vec<JobId> = self
+            .c
+            .claims
+            .keys()
+            .copied()
+            .filter(|id| {
+                let job = self.job(*id);
+                job.status == crate::job::JobStatus::Runnable
+                    && self.active[job.spec.instance_type.index()]
+            })
+            .collect();
+        for id in claimants {
+            let job = self.job(id);
+            if self
+                .c
+                .never_fits(
+                    job.spec.share,
+                    job.spec.instance_type,
+                    job.spec.count,
+                    job.spec.checkpoints,
+                )
+                .is_some()
+            {
+                continue;
+            }
+            let within = {
+                let view = &self.views[job.spec.instance_type.index()];
+                view.used[job.spec.share.index()] + job.spec.count
+                    <= view.entitlement[job.spec.share.index()]
+            };
+            if let Ok(victims) = self.fit(id, within) {
+                self.admit(id, &victims, &[]);
+            }
+        }
     }
 
     /// Gives a reason to jobs that no pass has explained yet (new or requeued
@@ -441,18 +483,14 @@ impl<'a> Pass<'a> {
         let admitted = &self.admitted;
         let skip = |id: JobId| admitted.contains(&id);
         let queue = &self.c.st(s, t).runnable;
-        let share = &self.c.shares[s.index()].config;
         match step {
             Step::WithinQuota => {
                 queue.next_candidate(after, 1..=room.min(below_fail), false, &skip)
             }
             // Jobs that need more than the share's idle entitlement.
-            Step::Borrow => queue.next_candidate(
-                after,
-                room.saturating_add(1)..=below_fail,
-                share.protections.borrow_requires_checkpoint,
-                &skip,
-            ),
+            Step::Borrow => {
+                queue.next_candidate(after, room.saturating_add(1)..=below_fail, false, &skip)
+            }
             Step::InShare => {
                 // Only a job that outranks someone running can preempt, and jobs
                 // behind one that does not outrank have no higher priority.
@@ -520,7 +558,8 @@ impl<'a> Pass<'a> {
             if used + count > max_holding {
                 return Err(WaitReason::BorrowLimitReached { used, max_holding });
             }
-            if let Err(reason) = borrow_gates(self.c, job, self.now) {
+            let noncheckpointing = self.projected_noncheckpointing(s, t);
+            if let Err(reason) = borrow_gates(self.c, job, self.now, noncheckpointing) {
                 if let WaitReason::ReborrowCooldownUntil(until) = reason {
                     self.wake(until);
                 }
@@ -559,6 +598,22 @@ impl<'a> Pass<'a> {
         Ok(())
     }
 
+    /// Instances that jobs without checkpoints hold in `(s, t)`, projected.
+    fn projected_noncheckpointing(&self, s: ShareIdx, t: TypeIdx) -> u32 {
+        if !self.c.shares[s.index()]
+            .config
+            .protections
+            .borrow_requires_checkpoint
+        {
+            return 0; // only that gate asks
+        }
+        self.projected_running(s, t)
+            .iter()
+            .filter(|k| !k.checkpoints)
+            .map(|k| k.count)
+            .sum()
+    }
+
     /// Running jobs of `(s, t)` in the projection, in classification order.
     fn projected_running(&self, s: ShareIdx, t: TypeIdx) -> Vec<RunKey> {
         let mut keys: Vec<RunKey> = self
@@ -570,7 +625,12 @@ impl<'a> Pass<'a> {
             .copied()
             .collect();
         if let Some(added) = self.added.get(&(s, t)) {
-            keys.extend(added.iter().filter(|k| !self.removed.contains(&k.job)).copied());
+            keys.extend(
+                added
+                    .iter()
+                    .filter(|k| !self.removed.contains(&k.job))
+                    .copied(),
+            );
             keys.sort_unstable();
         }
         keys
@@ -697,15 +757,16 @@ impl<'a> Pass<'a> {
                 .protections
                 .borrow_requires_checkpoint;
             let candidates = borrowed_jobs(&running, entitlement, ckpt_first);
-            let eligible = candidates
-                .into_iter()
-                .filter(|k| match self.protected_until(share, k) {
-                    Some(until) => {
-                        *protected = Some(protected.map_or(until, |p| p.min(until)));
-                        false
-                    }
-                    None => true,
-                });
+            let eligible =
+                candidates
+                    .into_iter()
+                    .filter(|k| match self.protected_until(share, k) {
+                        Some(until) => {
+                            *protected = Some(protected.map_or(until, |p| p.min(until)));
+                            false
+                        }
+                        None => true,
+                    });
             if let Some(key) = eligible.min_by_key(|k| self.victim_order(k)) {
                 let slot = &self.c.shares[share.index()].config;
                 let over_max = view.used[share.index()] > slot.max_holding(entitlement);
@@ -735,15 +796,12 @@ impl<'a> Pass<'a> {
             return Err(WaitReason::InSharePreemptionNotPossible);
         }
         let needed = (used + job.spec.count).saturating_sub(entitlement);
-        let mut releasable: u32 = self
-            .added
-            .get(&(s, t))
-            .map_or(0, |keys| {
-                keys.iter()
-                    .filter(|k| k.priority.0 < job.spec.priority && !self.removed.contains(&k.job))
-                    .map(|k| k.count)
-                    .sum()
-            });
+        let mut releasable: u32 = self.added.get(&(s, t)).map_or(0, |keys| {
+            keys.iter()
+                .filter(|k| k.priority.0 < job.spec.priority && !self.removed.contains(&k.job))
+                .map(|k| k.count)
+                .sum()
+        });
         for key in self.c.st(s, t).running.iter().rev() {
             if releasable >= needed || key.priority.0 >= job.spec.priority {
                 break;
@@ -904,6 +962,7 @@ impl<'a> Pass<'a> {
                 view.used[i] = st.running_usage + st.stopping_usage;
             }
         }
+        let mut started_noncheckpointing: BTreeMap<(ShareIdx, TypeIdx), u32> = BTreeMap::new();
         for (id, count) in self.admitted_order {
             let job = &self.c.jobs[&id];
             let (s, t) = (job.spec.share, job.spec.instance_type);
@@ -916,11 +975,33 @@ impl<'a> Pass<'a> {
             // within quota may for a moment exceed the entitlement: that moment
             // is borrowing, and must pass the borrowing gates too.
             let borrows_now = view.used[s.index()] + count > view.entitlement[s.index()];
-            let gates_ok = !borrows_now || borrow_gates(self.c, job, self.now).is_ok();
+            let noncheckpointing = if self.c.shares[s.index()]
+                .config
+                .protections
+                .borrow_requires_checkpoint
+            {
+                let st = self.c.st(s, t);
+                let running: u32 = st
+                    .running
+                    .iter()
+                    .filter(|k| !k.checkpoints)
+                    .map(|k| k.count)
+                    .sum();
+                running
+                    + st.stopping_noncheckpointing
+                    + started_noncheckpointing.get(&(s, t)).copied().unwrap_or(0)
+            } else {
+                0
+            };
+            let gates_ok =
+                !borrows_now || borrow_gates(self.c, job, self.now, noncheckpointing).is_ok();
             if !within_max || !gates_ok || !fits_actual(view, &self.lends, s.index(), count) {
                 plan.waiting_for_release.push(id);
                 plan.reasons.push((id, WaitReason::WaitingForRelease));
                 continue;
+            }
+            if !job.spec.checkpoints {
+                *started_noncheckpointing.entry((s, t)).or_default() += count;
             }
             let borrowed = if borrowed_at_start.contains(&id) {
                 count
@@ -969,7 +1050,18 @@ impl<'a> Pass<'a> {
 
 /// The per-share gates on borrowing (beyond the limits): the re-borrow
 /// cool-down and `borrowRequiresCheckpoint`.
-fn borrow_gates(c: &Cluster, job: &Job, now: Time) -> Result<(), WaitReason> {
+///
+/// `noncheckpointing_used` is what the share's jobs that do not checkpoint
+/// hold: with `borrowRequiresCheckpoint` they are classified within quota
+/// first, so a job that does not checkpoint may start as long as those jobs
+/// together stay within the entitlement (the excess is then on checkpointing
+/// jobs, which can resume).
+fn borrow_gates(
+    c: &Cluster,
+    job: &Job,
+    now: Time,
+    noncheckpointing_used: u32,
+) -> Result<(), WaitReason> {
     let (s, t) = (job.spec.share, job.spec.instance_type);
     let share = &c.shares[s.index()].config;
     if share.strategy != Strategy::LendAndBorrow {
@@ -987,7 +1079,11 @@ fn borrow_gates(c: &Cluster, job: &Job, now: Time) -> Result<(), WaitReason> {
             }
         }
     }
-    if share.protections.borrow_requires_checkpoint && !job.spec.checkpoints {
+    let entitlement = c.st(s, t).entitlement;
+    if share.protections.borrow_requires_checkpoint
+        && !job.spec.checkpoints
+        && noncheckpointing_used + job.spec.count > entitlement
+    {
         return Err(WaitReason::BorrowRequiresCheckpoint);
     }
     Ok(())

@@ -795,7 +795,11 @@ fn borrowing_can_require_checkpointing() {
     let mut b = lab("B", 1, -1);
     b.protections.borrow_requires_checkpoint = true;
     let mut w = World::new(3, vec![b, share("L", Strategy::Lend, 2)]);
-    w.submit("own", "B", 1, 0);
+    // Jobs that do not checkpoint are classified within quota first; `own`
+    // fills the entitlement, so another one could only borrow.
+    let mut spec = w.spec("own", "B", 1, 0);
+    spec.checkpoints = false;
+    w.submit_spec(spec);
     let mut spec = w.spec("no_ckpt", "B", 1, 0);
     spec.checkpoints = false;
     w.submit_spec(spec);
@@ -987,5 +991,27 @@ fn in_share_preemption_never_preempts_to_let_a_job_borrow() {
             lendable: 0,
             borrowed: 0
         })
+    );
+}
+
+#[test]
+fn with_borrow_requires_checkpoint_the_borrowed_jobs_are_the_checkpointing_ones() {
+    let mut b = lab("B", 1, -1);
+    b.protections.borrow_requires_checkpoint = true;
+    let mut w = World::new(2, vec![b, share("L", Strategy::Lend, 1)]);
+    w.submit("ckpt", "B", 1, 0);
+    let mut spec = w.spec("no_ckpt", "B", 1, 9);
+    spec.checkpoints = false;
+    w.submit_spec(spec);
+    let plan = w.step();
+    assert_eq!(w.started(&plan), names(&["no_ckpt", "ckpt"]));
+    assert!(w.c.is_on_borrowed_capacity(w.id("ckpt")));
+    assert!(!w.c.is_on_borrowed_capacity(w.id("no_ckpt")));
+    // The owner's return takes back the checkpointing job, never the other.
+    w.at(5).submit("l", "L", 1, 0);
+    let plan = w.step();
+    assert_eq!(
+        w.preempted(&plan),
+        vec![("ckpt".into(), CrossShare, "l".into())]
     );
 }

@@ -189,8 +189,20 @@ fn protections_delay_reclaim_block_reborrowing_and_gate_on_checkpoints() {
     );
     assert_eq!(
         job(&r, "e_no_ckpt").first_started_at,
-        Some(7200.0),
-        "never borrows: waits for its share's own instance"
+        Some(0.0),
+        "takes the share's own instance"
+    );
+    let waited = r.transitions.iter().any(|t| {
+        t.job_name == "e_no_ckpt2" && t.status_reason.starts_with("BORROW_REQUIRES_CHECKPOINT")
+    });
+    assert!(
+        waited,
+        "a second job without checkpoints could only borrow, so it waits"
+    );
+    assert_eq!(
+        job(&r, "e_no_ckpt2").first_started_at,
+        Some(2400.0),
+        "own instance free at 600, cool-down until 2400"
     );
 }
 
