@@ -173,6 +173,10 @@ impl Cluster {
         &self.queue_name
     }
 
+    pub fn queueing_strategy(&self) -> QueueingStrategy {
+        self.queueing
+    }
+
     /// The queue's configuration, as last applied (deleted shares left out).
     pub fn queue_config(&self) -> QueueConfig {
         QueueConfig {
@@ -297,34 +301,33 @@ impl Cluster {
     }
 
     /// [`Cluster::usage_snapshot`] given the type's accounting.
-    pub fn usage_snapshot_with(
-        &self,
-        t: TypeIdx,
-        acc: &TypeAccounting,
-    ) -> Vec<(ShareIdx, ShareUsage)> {
+    pub fn usage_snapshot_with(&self, t: TypeIdx, acc: &TypeAccounting) -> Vec<(ShareIdx, ShareUsage)> {
+        self.share_usages(t, *acc).collect()
+    }
+
+    /// Every live share's use of `t`, without allocating (see
+    /// [`Cluster::usage_snapshot`]).
+    pub fn share_usages(&self, t: TypeIdx, acc: TypeAccounting) -> impl Iterator<Item = (ShareIdx, ShareUsage)> + '_ {
         let lender_idle = acc.lendable - acc.unassigned;
         let to_back = acc.borrowed.saturating_sub(acc.unassigned).min(lender_idle);
-        self.share_indices()
-            .map(|s| {
-                let st = self.st(s, t);
-                let used = st.running_usage + st.stopping_usage;
-                let idle = st.entitlement.saturating_sub(used);
-                let lent = if self.shares[s.index()].config.strategy.lends() && lender_idle > 0 {
-                    u32::try_from(u64::from(idle) * u64::from(to_back) / u64::from(lender_idle))
-                        .unwrap_or(0)
-                } else {
-                    0
-                };
-                let usage = ShareUsage {
-                    entitlement: st.entitlement,
-                    used,
-                    borrowed: used.saturating_sub(st.entitlement),
-                    lent,
-                    idle,
-                };
-                (s, usage)
-            })
-            .collect()
+        self.share_indices().map(move |s| {
+            let st = self.st(s, t);
+            let used = st.running_usage + st.stopping_usage;
+            let idle = st.entitlement.saturating_sub(used);
+            let lent = if self.shares[s.index()].config.strategy.lends() && lender_idle > 0 {
+                u32::try_from(u64::from(idle) * u64::from(to_back) / u64::from(lender_idle)).unwrap_or(0)
+            } else {
+                0
+            };
+            let usage = ShareUsage {
+                entitlement: st.entitlement,
+                used,
+                borrowed: used.saturating_sub(st.entitlement),
+                lent,
+                idle,
+            };
+            (s, usage)
+        })
     }
 
     /// Section 3's accounting for one type, counting jobs being stopped.

@@ -23,10 +23,10 @@ pub(crate) struct Recorder {
     pub finished: u64,
     pub rejected: u64,
     policy_changes: u64,
-    /// Per (share slot, type): entitled, used, borrowed, lent instance-seconds.
-    integrals: BTreeMap<(u16, u16), [f64; 4]>,
+    /// Per share slot and type: entitled, used, borrowed, lent instance-seconds.
+    integrals: Vec<Vec<[f64; 4]>>,
     /// Per type: fleet and in-use instance-seconds.
-    fleet_integrals: BTreeMap<u16, [f64; 2]>,
+    fleet_integrals: Vec<[f64; 2]>,
 }
 
 impl Recorder {
@@ -83,19 +83,32 @@ impl Recorder {
         for t in 0..cluster.type_count() {
             let t = qm_core::TypeIdx(t as u16);
             let acc = cluster.accounting(t);
-            let fleet = self.fleet_integrals.entry(t.0).or_default();
+            if self.fleet_integrals.len() <= t.index() {
+                self.fleet_integrals.resize(t.index() + 1, [0.0; 2]);
+            }
+            let fleet = &mut self.fleet_integrals[t.index()];
             fleet[0] += f64::from(acc.fleet) * dt;
             fleet[1] += f64::from(acc.in_use) * dt;
             let lender_idle = f64::from(acc.lendable - acc.unassigned);
             let to_back = f64::from(acc.borrowed.saturating_sub(acc.unassigned)).min(lender_idle);
-            for (s, usage) in cluster.usage_snapshot_with(t, &acc) {
+            for (s, usage) in cluster.share_usages(t, acc) {
                 let lends = cluster.share_config(s).strategy.lends();
                 let lent = if lends && lender_idle > 0.0 {
                     f64::from(usage.idle) * to_back / lender_idle
                 } else {
                     0.0
                 };
-                let acc = self.integrals.entry((s.0, t.0)).or_default();
+                if usage.entitlement == 0 && usage.used == 0 {
+                    continue;
+                }
+                if self.integrals.len() <= s.index() {
+                    self.integrals.resize(s.index() + 1, Vec::new());
+                }
+                let per_type = &mut self.integrals[s.index()];
+                if per_type.len() <= t.index() {
+                    per_type.resize(t.index() + 1, [0.0; 4]);
+                }
+                let acc = &mut per_type[t.index()];
                 acc[0] += f64::from(usage.entitlement) * dt;
                 acc[1] += f64::from(usage.used) * dt;
                 acc[2] += f64::from(usage.borrowed) * dt;
@@ -332,7 +345,12 @@ pub(crate) fn build(sim: &Simulation, end: Time) -> Report {
         let config = c.share_config(s);
         for t in sim.type_indices() {
             let key = (s.0, t.0);
-            let integral = r.integrals.get(&key).copied().unwrap_or_default();
+            let integral = r
+                .integrals
+                .get(s.index())
+                .and_then(|per_type| per_type.get(t.index()))
+                .copied()
+                .unwrap_or_default();
             let entitlement = config.entitlement(c.type_name(t));
             if entitlement == 0 && integral[1] == 0.0 {
                 continue;
@@ -354,7 +372,7 @@ pub(crate) fn build(sim: &Simulation, end: Time) -> Report {
     let recomputed_total: f64 = recomputed.values().sum();
     let (fleet_is, in_use_is) = r
         .fleet_integrals
-        .values()
+        .iter()
         .fold((0.0, 0.0), |(f, u), v| (f + v[0], u + v[1]));
     let mut preemption_counts: BTreeMap<String, u64> = sim
         .preemption_kind_counts()

@@ -262,8 +262,7 @@ impl Simulation {
             // Checkpoint commits and processes coming up change nothing a
             // pass decides on; any other event may. (Under STRICT_FIFO a pass
             // always runs: there a second pass may still start a job.)
-            let mut needs_pass = self.cluster.queue_config().queueing_strategy
-                == qm_core::QueueingStrategy::StrictFifo;
+            let mut needs_pass = self.cluster.queueing_strategy() == qm_core::QueueingStrategy::StrictFifo;
             while let Some(Reverse((t, _, ev))) = self.queue.peek().copied() {
                 if t != at {
                     break;
