@@ -1,1 +1,166 @@
-fn main() {}
+//! Scheduling-pass benchmarks at the size of issue 2: a queue of 20 shares x 5
+//! instance types, 10,000 running and 100,000 RUNNABLE jobs.
+//!
+//! * `pass/after_single_event`: one job ends, then one pass (the common case).
+//! * `pass/after_single_event_exhaustive`: the same, looking at every type
+//!   (no skipping of settled types), for comparison.
+//! * `pass/from_scratch`: 110,000 RUNNABLE jobs and nothing running (a fresh
+//!   scheduler): the pass starts 10,000 of them.
+//! * `baseline/sort_runnable`: sorting the 100,000 waiting jobs once, the
+//!   cost a design that re-sorts per event would pay. Pass times are reported
+//!   as ratios against it in the README.
+
+use std::cmp::Reverse;
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use qm_core::index::QueueKey;
+use qm_core::{
+    schedule, schedule_exhaustive, Cluster, JobId, JobSpec, QueueConfig, QuotaShare, Strategy, Time,
+};
+
+const SHARES: usize = 20;
+const TYPES: usize = 5;
+const PER_SHARE_TYPE: i64 = 100; // fleet per type = 20 x 100 = 2,000
+
+/// A tiny deterministic generator (no RNG crate needed for a benchmark).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+fn queue() -> QueueConfig {
+    let types: Vec<String> = (0..TYPES).map(|t| format!("t{t}")).collect();
+    let shares = (0..SHARES)
+        .map(|i| {
+            let limits: Vec<(&str, i64)> =
+                types.iter().map(|t| (t.as_str(), PER_SHARE_TYPE)).collect();
+            let mut s = QuotaShare::new(format!("S{i:02}"), &limits);
+            s.strategy = [
+                Strategy::LendAndBorrow,
+                Strategy::Lend,
+                Strategy::LendAndBorrow,
+                Strategy::Reserve,
+            ][i % 4];
+            if s.strategy == Strategy::LendAndBorrow {
+                s.borrow_limit = 200;
+            }
+            s.in_share_preemption = i % 2 == 0;
+            s
+        })
+        .collect();
+    QueueConfig::new("bench", shares)
+}
+
+fn fleet() -> Vec<(String, u32)> {
+    (0..TYPES)
+        .map(|t| (format!("t{t}"), (SHARES as u32) * PER_SHARE_TYPE as u32))
+        .collect()
+}
+
+fn new_cluster() -> Cluster {
+    let fleet = fleet();
+    let refs: Vec<(&str, u32)> = fleet.iter().map(|(t, n)| (t.as_str(), *n)).collect();
+    Cluster::new(queue(), &refs).expect("valid bench queue")
+}
+
+fn submit_waiting(c: &mut Cluster, n: usize, now: Time, rng: &mut Lcg) {
+    let shares: Vec<_> = c.share_indices().collect();
+    for i in 0..n {
+        let s = shares[rng.next(SHARES as u64) as usize];
+        let t = c
+            .type_idx(&format!("t{}", rng.next(TYPES as u64)))
+            .expect("type");
+        let count = [1, 1, 2, 4, 8][rng.next(5) as usize];
+        let mut spec = JobSpec::new(format!("w{i}"), s, t, count);
+        spec.priority = rng.next(10) as u32;
+        spec.checkpoints = true;
+        c.submit(spec, now).expect("fits the configuration");
+    }
+}
+
+/// 10,000 running (each share's entitlement of each type, full fleet) and
+/// 100,000 waiting.
+fn busy_cluster() -> Cluster {
+    let mut c = new_cluster();
+    let now = Time::from_secs(1);
+    let shares: Vec<_> = c.share_indices().collect();
+    for s in shares {
+        for t in 0..TYPES {
+            let t = c.type_idx(&format!("t{t}")).expect("type");
+            for j in 0..PER_SHARE_TYPE {
+                let spec = JobSpec::new(format!("r{j}"), s, t, 1);
+                c.submit(spec, now).expect("valid");
+            }
+        }
+    }
+    let plan = c.step(now);
+    assert_eq!(plan.starts.len(), 10_000);
+    for start in &plan.starts {
+        c.attempt_running(start.job, 1, now).expect("just started");
+    }
+    submit_waiting(&mut c, 100_000, Time::from_secs(2), &mut Lcg(7));
+    let plan = c.step(Time::from_secs(2));
+    assert!(plan.starts.is_empty(), "the fleet is full");
+    c
+}
+
+fn benches(crit: &mut Criterion) {
+    let busy = busy_cluster();
+    // The event: one running job of type t0 ends.
+    let mut after_event = busy.clone();
+    let now = Time::from_secs(3);
+    let first_running = JobId(1);
+    after_event
+        .attempt_ended(first_running, 1, Some(0), now)
+        .expect("running");
+    let plan = schedule(&after_event, now);
+    assert!(!plan.starts.is_empty(), "the freed instance is used");
+
+    let mut group = crit.benchmark_group("pass");
+    group.sample_size(30);
+    group.bench_function("after_single_event", |b| {
+        b.iter(|| schedule(black_box(&after_event), now))
+    });
+    group.bench_function("after_single_event_exhaustive", |b| {
+        b.iter(|| schedule_exhaustive(black_box(&after_event), now))
+    });
+    let mut scratch = new_cluster();
+    submit_waiting(&mut scratch, 110_000, Time::from_secs(1), &mut Lcg(11));
+    let plan = schedule(&scratch, Time::from_secs(1));
+    assert!(plan.starts.len() > 1_000, "a fresh pass fills the fleet");
+    group.sample_size(10);
+    group.bench_function("from_scratch", |b| {
+        b.iter(|| schedule(black_box(&scratch), Time::from_secs(1)))
+    });
+    group.finish();
+
+    let mut rng = Lcg(3);
+    let keys: Vec<QueueKey> = (0..100_000u64)
+        .map(|i| QueueKey {
+            priority: Reverse(rng.next(10) as u32),
+            runnable_since: Time(rng.next(1_000_000)),
+            job: JobId(i),
+        })
+        .collect();
+    let mut group = crit.benchmark_group("baseline");
+    group.sample_size(30);
+    group.bench_function("sort_runnable", |b| {
+        b.iter(|| {
+            let mut k = keys.clone();
+            k.sort_unstable();
+            black_box(k)
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(pass, benches);
+criterion_main!(pass);

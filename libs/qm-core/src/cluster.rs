@@ -301,13 +301,21 @@ impl Cluster {
     }
 
     /// [`Cluster::usage_snapshot`] given the type's accounting.
-    pub fn usage_snapshot_with(&self, t: TypeIdx, acc: &TypeAccounting) -> Vec<(ShareIdx, ShareUsage)> {
+    pub fn usage_snapshot_with(
+        &self,
+        t: TypeIdx,
+        acc: &TypeAccounting,
+    ) -> Vec<(ShareIdx, ShareUsage)> {
         self.share_usages(t, *acc).collect()
     }
 
     /// Every live share's use of `t`, without allocating (see
     /// [`Cluster::usage_snapshot`]).
-    pub fn share_usages(&self, t: TypeIdx, acc: TypeAccounting) -> impl Iterator<Item = (ShareIdx, ShareUsage)> + '_ {
+    pub fn share_usages(
+        &self,
+        t: TypeIdx,
+        acc: TypeAccounting,
+    ) -> impl Iterator<Item = (ShareIdx, ShareUsage)> + '_ {
         let lender_idle = acc.lendable - acc.unassigned;
         let to_back = acc.borrowed.saturating_sub(acc.unassigned).min(lender_idle);
         self.share_indices().map(move |s| {
@@ -315,7 +323,8 @@ impl Cluster {
             let used = st.running_usage + st.stopping_usage;
             let idle = st.entitlement.saturating_sub(used);
             let lent = if self.shares[s.index()].config.strategy.lends() && lender_idle > 0 {
-                u32::try_from(u64::from(idle) * u64::from(to_back) / u64::from(lender_idle)).unwrap_or(0)
+                u32::try_from(u64::from(idle) * u64::from(to_back) / u64::from(lender_idle))
+                    .unwrap_or(0)
             } else {
                 0
             };

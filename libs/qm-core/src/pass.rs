@@ -391,6 +391,8 @@ impl<'a> Pass<'a> {
         // changed: after the share's own job was tried, or after any
         // preemption (victims change other shares' room).
         let mut heads: Vec<Option<Option<(QueueKey, u32)>>> = vec![None; n];
+        // The count from which no job of any share fits in this sweep.
+        let mut type_fails_from = u32::MAX;
         loop {
             let mut pick: Option<(QueueKey, u32, ShareIdx)> = None;
             for i in 0..n {
@@ -401,7 +403,8 @@ impl<'a> Pass<'a> {
                 let head = match heads[i] {
                     Some(head) => head,
                     None => {
-                        let head = self.next_candidate(s, t, step, cursor[i], fails_from[i]);
+                        let bound = fails_from[i].min(type_fails_from);
+                        let head = self.next_candidate(s, t, step, cursor[i], bound);
                         heads[i] = Some(head);
                         head
                     }
@@ -429,11 +432,24 @@ impl<'a> Pass<'a> {
                         done[s.index()] = true;
                     } else if !matches!(reason, WaitReason::BorrowRequiresCheckpoint) {
                         fails_from[s.index()] = fails_from[s.index()].min(count);
+                        // Borrowing `count` more instances raises `B - L` by
+                        // `count` and `sum(U)` by `count` whichever
+                        // LEND_AND_BORROW share borrows: these failures hold
+                        // for every share of the type in this sweep.
+                        let type_wide = matches!(
+                            reason,
+                            WaitReason::FleetFull { .. } | WaitReason::NoLendableCapacity { .. }
+                        );
+                        if step == Step::Borrow && type_wide && count < type_fails_from {
+                            type_fails_from = count;
+                            heads.iter_mut().for_each(|h| *h = None);
+                        }
                     }
                 }
             }
             if self.preemptions.len() != preemptions_before {
                 heads.iter_mut().for_each(|h| *h = None);
+                type_fails_from = u32::MAX;
             }
         }
     }

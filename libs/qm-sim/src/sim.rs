@@ -90,6 +90,9 @@ enum Phase {
     Done,
 }
 
+/// Bound on passes at one instant (they converge in one or two).
+const MAX_PASSES_PER_INSTANT: usize = 16;
+
 /// The simulated workload of one job.
 #[derive(Clone, Debug)]
 pub(crate) struct SimJob {
@@ -262,7 +265,8 @@ impl Simulation {
             // Checkpoint commits and processes coming up change nothing a
             // pass decides on; any other event may. (Under STRICT_FIFO a pass
             // always runs: there a second pass may still start a job.)
-            let mut needs_pass = self.cluster.queueing_strategy() == qm_core::QueueingStrategy::StrictFifo;
+            let mut needs_pass =
+                self.cluster.queueing_strategy() == qm_core::QueueingStrategy::StrictFifo;
             while let Some(Reverse((t, _, ev))) = self.queue.peek().copied() {
                 if t != at {
                     break;
@@ -291,7 +295,19 @@ impl Simulation {
         Ok(crate::report::build(&self, end))
     }
 
+    /// Passes at the current time until one decides nothing more (the live
+    /// scheduler gets the same from its once-a-second pass).
     fn pass(&mut self) -> Result<(), SimError> {
+        for _ in 0..MAX_PASSES_PER_INSTANT {
+            if !self.one_pass()? {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// One pass; returns whether it decided anything.
+    fn one_pass(&mut self) -> Result<bool, SimError> {
         let now = self.now;
         let plan = self.cluster.schedule(now);
         self.passes += 1;
@@ -335,7 +351,7 @@ impl Simulation {
             }
         }
         self.record_events();
-        Ok(())
+        Ok(!(plan.starts.is_empty() && plan.preemptions.is_empty() && plan.timeouts.is_empty()))
     }
 
     fn record_events(&mut self) {
