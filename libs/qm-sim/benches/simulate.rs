@@ -5,7 +5,8 @@
 //! Prints wall time, jobs and passes per second and peak memory (VmHWM). As a
 //! baseline measured in the same run it first simulates the first 10% of the
 //! same workload, so the scaling from 100,000 to 1,000,000 jobs is visible.
-//! `QM_BENCH_JOBS=N` runs N jobs instead of 1,000,000.
+//! `QM_BENCH_JOBS=N` runs N jobs instead of 1,000,000;
+//! `QM_BENCH_INTERARRIVAL=2.0` runs the overloaded (about 93%) variant.
 
 use std::time::Instant;
 

@@ -1,0 +1,43 @@
+# Quartermaster. `make demo` runs the main story, `make test` everything CI runs.
+CARGO ?= cargo
+QM := target/release/qm
+
+.PHONY: demo test lint check-core-deps unit bench bench-pass bench-sim build clean
+
+## demo: simulate the three-share example of the contract and show its timeline
+demo: build
+	@echo "== qm simulate examples/scenarios/three-shares.yaml"
+	@$(QM) simulate examples/scenarios/three-shares.yaml
+
+build:
+	$(CARGO) build --release --locked -p qm
+
+## test: formatting, lints, the core's dependency rule, and every test
+test: lint check-core-deps unit
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
+
+# The scheduling core must not depend on an async runtime, NATS, the AWS SDK
+# or any I/O crate: the live scheduler and the simulator share it unchanged.
+check-core-deps:
+	@deps=$$($(CARGO) tree --locked -p qm-core -e normal --prefix none --format '{p}' | awk '{print $$1}' | sort -u); \
+	bad=$$(echo "$$deps" | grep -E '^(tokio|async-nats|async-std|aws-|hyper|reqwest|mio|futures|opentelemetry)' || true); \
+	if [ -n "$$bad" ]; then echo "qm-core must stay pure, but depends on: $$bad"; exit 1; fi; \
+	echo "qm-core dependencies: $$(echo $$deps | tr '\n' ' ')"
+
+unit:
+	$(CARGO) test --locked --workspace
+
+## bench: the scheduling-pass benchmarks and the simulator's throughput
+bench: bench-pass bench-sim
+
+bench-pass:
+	$(CARGO) bench --locked -p qm-core --bench pass
+
+bench-sim:
+	$(CARGO) bench --locked -p qm-sim --bench simulate
+
+clean:
+	$(CARGO) clean
