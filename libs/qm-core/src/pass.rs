@@ -29,7 +29,7 @@ use crate::reason::WaitReason;
 use crate::time::Time;
 
 /// Most never-explained waiting jobs a pass gives a reason to.
-const EXPLAIN_PER_PASS: usize = 256;
+const EXPLAIN_PER_PASS: usize = 64;
 
 /// A job to start now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -333,13 +333,15 @@ impl<'a> Pass<'a> {
             .copied()
             .collect();
         for id in pending {
-            let reason = self.reason_for(id);
+            let reason = self.reason_for(id, false);
             self.reasons.insert(id, reason);
         }
     }
 
     /// Why a waiting job cannot start in the projection as it stands.
-    fn reason_for(&mut self, id: JobId) -> WaitReason {
+    /// With `try_reclaim`, a job that reclaim could start is told so
+    /// (`QUEUED`); without, the cheaper check names the constraint it fails.
+    fn reason_for(&mut self, id: JobId, try_reclaim: bool) -> WaitReason {
         let job = self.job(id);
         let (s, t, count) = (job.spec.share, job.spec.instance_type, job.spec.count);
         if let Some(limit) = self.c.never_fits(s, t, count, job.spec.checkpoints) {
@@ -350,7 +352,7 @@ impl<'a> Pass<'a> {
                 return WaitReason::StrictFifoBehind(head.job);
             }
         }
-        match self.fit(id, true) {
+        match self.fit(id, try_reclaim) {
             Err(reason) => reason,
             Ok(_)
                 if job.spec.priority > 0 && self.c.shares[s.index()].config.in_share_preemption =>
@@ -1141,6 +1143,6 @@ impl Cluster {
             return Some(wait);
         }
         let mut pass = Pass::new(self, now, false);
-        Some(pass.reason_for(id))
+        Some(pass.reason_for(id, true))
     }
 }
