@@ -632,6 +632,32 @@ impl<'a> Pass<'a> {
             .sum()
     }
 
+    /// Drops the victims whose release turns out not to be needed, newest
+    /// choice first: each is restored and stays restored if `still_fits`.
+    /// Expects the victims removed from the projection; returns the needed
+    /// ones (in choice order) with every victim restored.
+    fn drop_unneeded(
+        &mut self,
+        victims: Vec<Victim>,
+        t: TypeIdx,
+        mut still_fits: impl FnMut(&mut Self) -> bool,
+    ) -> Vec<Victim> {
+        let mut needed = Vec::with_capacity(victims.len());
+        for v in victims.into_iter().rev() {
+            self.restore_to_projection(&v, t);
+            if still_fits(self) {
+                continue;
+            }
+            self.remove_from_projection(&v, t);
+            needed.push(v);
+        }
+        needed.reverse();
+        for v in &needed {
+            self.restore_to_projection(v, t);
+        }
+        needed
+    }
+
     /// Running jobs of `(s, t)` in the projection, in classification order.
     fn projected_running(&self, s: ShareIdx, t: TypeIdx) -> Vec<RunKey> {
         let mut keys: Vec<RunKey> = self
@@ -728,21 +754,7 @@ impl<'a> Pass<'a> {
             }
             return Err(first_reason);
         }
-        // Drop victims whose release is not needed, newest choice first.
-        let mut needed = Vec::with_capacity(victims.len());
-        for v in victims.into_iter().rev() {
-            self.restore_to_projection(&v, t);
-            if self.check(s, t, count).is_ok() {
-                continue;
-            }
-            self.remove_from_projection(&v, t);
-            needed.push(v);
-        }
-        needed.reverse();
-        for v in &needed {
-            self.restore_to_projection(v, t);
-        }
-        Ok(needed)
+        Ok(self.drop_unneeded(victims, t, |pass| pass.check(s, t, count).is_ok()))
     }
 
     /// The next reclaim victim for share `requester`: from the share borrowing
@@ -871,20 +883,13 @@ impl<'a> Pass<'a> {
             return Err(WaitReason::InSharePreemptionNotPossible);
         };
         // Keep running each own victim whose release is not needed.
-        let mut needed = Vec::with_capacity(own.len());
-        for v in own.into_iter().rev() {
-            self.restore_to_projection(&v, t);
-            if let Ok(found) = self.fit_within_quota(id) {
+        let needed = self.drop_unneeded(own, t, |pass| match pass.fit_within_quota(id) {
+            Ok(found) => {
                 cross = found;
-                continue;
+                true
             }
-            self.remove_from_projection(&v, t);
-            needed.push(v);
-        }
-        needed.reverse();
-        for v in &needed {
-            self.restore_to_projection(v, t);
-        }
+            Err(_) => false,
+        });
         self.admit(id, &cross, &needed);
         Ok(())
     }
