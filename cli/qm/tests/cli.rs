@@ -1,0 +1,81 @@
+//! `qm simulate` as a user runs it: the real binary, its output and exit codes.
+
+use std::process::Command;
+
+fn qm(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_qm"))
+        .args(args)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .output()
+        .expect("qm runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn simulate_prints_a_timeline_a_reader_can_follow() {
+    let (code, out, err) = qm(&["simulate", "examples/scenarios/three-shares.yaml"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("Timeline of queue training"), "{out}");
+    assert!(
+        out.contains("PREEMPTION_IN_PROGRESS: CROSS_SHARE preemption to run qs2_job"),
+        "{out}"
+    );
+    assert!(
+        out.contains("p2               CROSS_SHARE    for qs2_job"),
+        "{out}"
+    );
+    assert!(
+        out.contains("p3               IN_SHARE       for p1"),
+        "{out}"
+    );
+    assert!(out.contains("jobs: SUCCEEDED 4"), "{out}");
+}
+
+#[test]
+fn simulate_json_is_one_document() {
+    let (code, out, _) = qm(&[
+        "simulate",
+        "examples/scenarios/three-shares.yaml",
+        "--output",
+        "json",
+    ]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
+    assert_eq!(v["summary"]["preemptions"]["total"], 2);
+    let (code, out, _) = qm(&[
+        "simulate",
+        "examples/scenarios/contention.yaml",
+        "--summary",
+        "--output",
+        "json",
+    ]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
+    assert_eq!(v["jobsByStatus"]["SUCCEEDED"], 3000);
+}
+
+#[test]
+fn errors_are_one_clear_line_and_exit_2() {
+    let (code, out, err) = qm(&["simulate", "no/such/file.yaml"]);
+    assert_eq!(code, 2);
+    assert!(out.is_empty());
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("qm: error: cannot read no/such/file.yaml"),
+        "{err}"
+    );
+    let (code, _, err) = qm(&[
+        "simulate",
+        "examples/scenarios/three-shares.yaml",
+        "--until=-5",
+    ]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("--until must be a number of seconds >= 0"),
+        "{err}"
+    );
+}
