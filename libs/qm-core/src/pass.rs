@@ -28,6 +28,9 @@ use crate::job::{Job, PreemptionKind};
 use crate::reason::WaitReason;
 use crate::time::Time;
 
+/// Largest cluster (in jobs) on which debug builds check every `step`.
+const DEBUG_CHECK_MAX_JOBS: usize = 2_000;
+
 /// Most never-explained waiting jobs a pass gives a reason to.
 const EXPLAIN_PER_PASS: usize = 64;
 
@@ -1126,9 +1129,15 @@ impl Cluster {
         schedule(self, now)
     }
 
-    /// Runs a pass and applies it; returns the plan.
+    /// Runs a pass and applies it; returns the plan. Debug builds check the
+    /// contract's invariants on small clusters (the check copies the state).
     pub fn step(&mut self, now: Time) -> Plan {
         let plan = schedule(self, now);
+        if cfg!(debug_assertions) && self.jobs.len() <= DEBUG_CHECK_MAX_JOBS {
+            if let Err(violation) = crate::invariants::check_plan(self, &plan) {
+                panic!("{violation}");
+            }
+        }
         self.apply(&plan);
         plan
     }

@@ -23,6 +23,10 @@ impl JobTable {
         JobId(self.jobs.len() as u64 + 1)
     }
 
+    pub fn len(&self) -> usize {
+        self.jobs.len()
+    }
+
     pub fn insert(&mut self, job: Job) {
         assert_eq!(job.id, self.next_id(), "jobs are inserted in id order");
         self.jobs.push(job);
