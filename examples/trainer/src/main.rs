@@ -1,0 +1,171 @@
+//! `qm-trainer`: the example training workload. It trains a small MLP on data
+//! generated from a seed and follows Quartermaster's checkpoint contract:
+//!
+//! - its full state (weights, optimizer velocities, RNG, step) is saved
+//!   atomically to `$QM_CHECKPOINT_DIR` every `--checkpoint-every` steps;
+//! - on start it resumes from the checkpoint there, if any;
+//! - on SIGTERM (preemption) it saves a final checkpoint and exits 0;
+//! - when done it prints `digest=<sha256 of the final weights>`.
+//!
+//! A resumed run prints the same digest as an uninterrupted one: that is the
+//! proof that resume is valid, not just that the process restarted.
+
+mod checkpoint;
+mod model;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+
+use model::{Data, State};
+
+const USAGE: &str =
+    "usage: qm-trainer [--steps N] [--checkpoint-every K] [--seed S] [--step-delay-ms D]
+
+Trains a small MLP on data generated from the seed, checkpointing to
+$QM_CHECKPOINT_DIR (default ./checkpoints) every K steps and on SIGTERM, and
+resuming from it on start. Prints `digest=<hex>` of the final weights.
+
+  --steps N            total training steps (default 2000)
+  --checkpoint-every K steps between checkpoints (default 100)
+  --seed S             data and initialisation seed (default 42)
+  --step-delay-ms D    sleep after each step, to make runs last (default 0)";
+
+struct Args {
+    steps: u64,
+    every: u64,
+    seed: u64,
+    delay_ms: u64,
+}
+
+fn parse_args(args: &[String]) -> Result<Args, String> {
+    let mut parsed = Args {
+        steps: 2000,
+        every: 100,
+        seed: 42,
+        delay_ms: 0,
+    };
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        if flag == "--help" || flag == "-h" {
+            return Err(String::new());
+        }
+        let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        let number: u64 = value
+            .parse()
+            .map_err(|_| format!("{flag}: {value:?} is not a non-negative integer"))?;
+        match flag.as_str() {
+            "--steps" => parsed.steps = number,
+            "--checkpoint-every" if number == 0 => {
+                return Err("--checkpoint-every must be >= 1".into())
+            }
+            "--checkpoint-every" => parsed.every = number,
+            "--seed" => parsed.seed = number,
+            "--step-delay-ms" => parsed.delay_ms = number,
+            other => return Err(format!("unknown option {other:?}")),
+        }
+    }
+    Ok(parsed)
+}
+
+fn digest(state: &State) -> String {
+    let mut hasher = Sha256::new();
+    for p in &state.params {
+        hasher.update(p.to_le_bytes());
+    }
+    hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args = match parse_args(&args) {
+        Ok(a) => a,
+        Err(e) if e.is_empty() => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("qm-trainer: {e}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let dir = PathBuf::from(
+        std::env::var_os("QM_CHECKPOINT_DIR").unwrap_or_else(|| "checkpoints".into()),
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        if let Err(e) = signal_hook::flag::register(signal, Arc::clone(&stop)) {
+            eprintln!("qm-trainer: cannot handle signal {signal}: {e}");
+            return ExitCode::from(3);
+        }
+    }
+    let data = Data::generate(args.seed);
+    let mut state = match checkpoint::load(&dir) {
+        Ok(Some(state)) => {
+            say(&format!(
+                "resumed from step {} ({})",
+                state.step,
+                dir.display()
+            ));
+            state
+        }
+        Ok(None) => {
+            say("starting from step 0");
+            State::initial(args.seed)
+        }
+        Err(e) => {
+            eprintln!("qm-trainer: {e}");
+            return ExitCode::from(3);
+        }
+    };
+    let save = |state: &State| -> Result<(), ExitCode> {
+        checkpoint::save(&dir, state).map_err(|e| {
+            eprintln!("qm-trainer: cannot save checkpoint: {e}");
+            ExitCode::from(3)
+        })
+    };
+    let mut loss = f64::NAN;
+    while state.step < args.steps {
+        if stop.load(Ordering::SeqCst) {
+            if let Err(code) = save(&state) {
+                return code;
+            }
+            say(&format!(
+                "stopping at step {}: checkpoint saved",
+                state.step
+            ));
+            return ExitCode::SUCCESS;
+        }
+        loss = state.train_step(&data);
+        if state.step % args.every == 0 {
+            if let Err(code) = save(&state) {
+                return code;
+            }
+            say(&format!("checkpoint step={} loss={loss:.6}", state.step));
+        }
+        if args.delay_ms > 0 {
+            std::thread::sleep(Duration::from_millis(args.delay_ms));
+        }
+    }
+    if let Err(code) = save(&state) {
+        return code;
+    }
+    say(&format!("done steps={} loss={loss:.6}", state.step));
+    say(&format!("digest={}", digest(&state)));
+    ExitCode::SUCCESS
+}
