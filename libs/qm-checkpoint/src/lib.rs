@@ -1,0 +1,14 @@
+//! Quartermaster's checkpoint store: a job's checkpoint directory synced to
+//! S3-compatible object storage as content-addressed blobs plus a manifest
+//! written last, and restored, verified, into a fresh directory.
+//!
+//! Must not depend on a specific object store: it talks to [`ObjectStore`];
+//! the checkpoint service supplies the S3 implementation.
+
+pub mod manifest;
+pub mod store;
+pub mod sync;
+
+pub use manifest::{FileEntry, Manifest};
+pub use store::{MemoryStore, ObjectStore, StoreError};
+pub use sync::{commit, restore, retain, scan, CommitInfo, Restored, SyncError, Uploaded};

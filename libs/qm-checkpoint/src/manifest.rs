@@ -1,0 +1,130 @@
+//! A checkpoint's manifest: the file list with sizes and SHA-256, written
+//! after every blob it names. A checkpoint is complete once its manifest
+//! exists.
+//!
+//! Layout under a job's prefix:
+//! ```text
+//! <prefix>/manifests/<seq, 20 digits>.json
+//! <prefix>/blobs/<sha256>
+//! ```
+
+use std::path::{Component, Path};
+
+use serde::{Deserialize, Serialize};
+
+/// Manifest format version; within v1 only optional fields are added.
+pub const FORMAT: u32 = 1;
+
+/// One file of a checkpoint.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileEntry {
+    /// Relative path inside the checkpoint directory, `/`-separated.
+    pub path: String,
+    pub size: u64,
+    /// Lowercase hex SHA-256 of the contents; also the blob's name.
+    pub sha256: String,
+}
+
+/// A committed checkpoint.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Manifest {
+    pub format: u32,
+    /// Increases with every commit of the job (across attempts).
+    pub seq: u64,
+    pub attempt: u32,
+    /// The training step, when the workload reports one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<u64>,
+    /// Milliseconds since the Unix epoch (as the caller's clock says).
+    pub created_at_ms: u64,
+    pub files: Vec<FileEntry>,
+}
+
+pub fn manifests_prefix(prefix: &str) -> String {
+    format!("{}/manifests/", prefix.trim_end_matches('/'))
+}
+
+pub fn manifest_key(prefix: &str, seq: u64) -> String {
+    format!("{}{seq:020}.json", manifests_prefix(prefix))
+}
+
+pub fn blob_key(prefix: &str, sha256: &str) -> String {
+    format!("{}/blobs/{sha256}", prefix.trim_end_matches('/'))
+}
+
+/// The sequence number in a manifest key, if it is one.
+pub fn seq_of(key: &str) -> Option<u64> {
+    let name = key.rsplit('/').next()?;
+    let digits = name.strip_suffix(".json")?;
+    (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| digits.parse().ok())?
+}
+
+/// Whether a manifest path stays inside the checkpoint directory: relative,
+/// no `..`, no root or prefix, no empty or `.` components.
+pub fn safe_relative_path(path: &str) -> bool {
+    if path.is_empty() || path.contains('\\') || path.contains('\0') {
+        return false;
+    }
+    let p = Path::new(path);
+    !p.is_absolute()
+        && path
+            .split('/')
+            .all(|c| !c.is_empty() && c != "." && c != "..")
+        && p.components().all(|c| matches!(c, Component::Normal(_)))
+}
+
+pub fn is_hex_sha256(s: &str) -> bool {
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_sort_by_sequence_and_parse_back() {
+        let a = manifest_key("bucket-prefix/q/job-1/", 9);
+        let b = manifest_key("bucket-prefix/q/job-1", 10);
+        assert_eq!(
+            a,
+            "bucket-prefix/q/job-1/manifests/00000000000000000009.json"
+        );
+        assert!(a < b, "lexicographic order is sequence order");
+        assert_eq!(seq_of(&b), Some(10));
+        assert_eq!(seq_of("x/manifests/notes.json"), None);
+    }
+
+    #[test]
+    fn paths_that_leave_the_directory_are_unsafe() {
+        for ok in ["model.pt", "opt/state.bin", "a/b/c"] {
+            assert!(safe_relative_path(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "/etc/passwd",
+            "../x",
+            "a/../../x",
+            "a//b",
+            "./a",
+            "a/./b",
+            "a\\b",
+            "..",
+            "a/..",
+        ] {
+            assert!(!safe_relative_path(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn v1_manifests_keep_decoding() {
+        let golden = r#"{"format":1,"seq":3,"attempt":2,"createdAtMs":1700000000000,
+            "files":[{"path":"trainer-state.bin","size":12,"sha256":"ab"}]}"#;
+        let m: Manifest = serde_json::from_str(golden).expect("v1 decodes");
+        assert_eq!((m.seq, m.attempt, m.step, m.files.len()), (3, 2, None, 1));
+    }
+}

@@ -1,0 +1,326 @@
+//! Committing a checkpoint directory to the store and restoring the latest
+//! complete one.
+//!
+//! Local file work (reading, hashing, writing) is synchronous; callers on an
+//! async runtime should run these futures where blocking for the size of a
+//! checkpoint is acceptable (e.g. `spawn_blocking` + a local runtime, or a
+//! dedicated thread).
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::manifest::{self, FileEntry, Manifest};
+use crate::store::{ObjectStore, StoreError};
+
+/// Why a sync or restore failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{path}: {error}")]
+    Local {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("manifest {key} is not valid: {why}")]
+    BadManifest { key: String, why: String },
+    #[error("restore target {0} is not empty; restore into a fresh directory")]
+    TargetNotEmpty(PathBuf),
+}
+
+fn local(path: &Path) -> impl Fn(std::io::Error) -> SyncError + '_ {
+    move |error| SyncError::Local {
+        path: path.to_path_buf(),
+        error,
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The files of a checkpoint directory, sorted by path. Hidden files (a name
+/// starting with `.`, such as a trainer's `.state.tmp` before its rename) are
+/// work in progress and left out.
+pub fn scan(dir: &Path) -> Result<Vec<(FileEntry, PathBuf)>, SyncError> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(current) = stack.pop() {
+        for entry in fs::read_dir(&current).map_err(local(&current))? {
+            let entry = entry.map_err(local(&current))?;
+            let path = entry.path();
+            if entry.file_name().to_string_lossy().starts_with('.') {
+                continue;
+            }
+            let kind = entry.file_type().map_err(local(&path))?;
+            if kind.is_dir() {
+                stack.push(path);
+            } else if kind.is_file() {
+                let rel = path
+                    .strip_prefix(dir)
+                    .expect("walked below dir")
+                    .components()
+                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                    .collect::<Vec<_>>()
+                    .join("/");
+                let mut file = fs::File::open(&path).map_err(local(&path))?;
+                let mut hasher = Sha256::new();
+                let mut buf = vec![0u8; 1 << 16];
+                let mut size = 0u64;
+                loop {
+                    let n = file.read(&mut buf).map_err(local(&path))?;
+                    if n == 0 {
+                        break;
+                    }
+                    size += n as u64;
+                    hasher.update(&buf[..n]);
+                }
+                out.push((
+                    FileEntry {
+                        path: rel,
+                        size,
+                        sha256: hex(&hasher.finalize()),
+                    },
+                    path,
+                ));
+            }
+        }
+    }
+    out.sort_by(|a, b| a.0.path.cmp(&b.0.path));
+    Ok(out)
+}
+
+/// Remembers which blobs are known to be in the store, so unchanged files are
+/// not sent (or checked) again.
+#[derive(Clone, Debug, Default)]
+pub struct Uploaded(BTreeSet<String>);
+
+/// Which checkpoint a commit makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CommitInfo {
+    /// Must increase with every commit of the job.
+    pub seq: u64,
+    pub attempt: u32,
+    pub step: Option<u64>,
+    pub created_at_ms: u64,
+}
+
+/// Commits the directory as checkpoint `info.seq`: uploads every blob the
+/// store lacks, then writes the manifest last. If anything fails, no manifest
+/// is written and the previous checkpoint stays the latest complete one.
+pub async fn commit<S: ObjectStore>(
+    store: &S,
+    prefix: &str,
+    dir: &Path,
+    info: CommitInfo,
+    uploaded: &mut Uploaded,
+) -> Result<Manifest, SyncError> {
+    let CommitInfo {
+        seq,
+        attempt,
+        step,
+        created_at_ms,
+    } = info;
+    let files = scan(dir)?;
+    for (entry, path) in &files {
+        if uploaded.0.contains(&entry.sha256) {
+            continue;
+        }
+        let key = manifest::blob_key(prefix, &entry.sha256);
+        if !store.exists(&key).await? {
+            let body = fs::read(path).map_err(local(path))?;
+            // The file may have changed since it was hashed; hash what is sent.
+            let sha = hex(&Sha256::digest(&body));
+            if sha != entry.sha256 {
+                return Err(SyncError::Local {
+                    path: path.clone(),
+                    error: std::io::Error::other(
+                        "file changed while the checkpoint was being committed; commit again",
+                    ),
+                });
+            }
+            store.put(&key, body).await?;
+        }
+        uploaded.0.insert(entry.sha256.clone());
+    }
+    let manifest = Manifest {
+        format: manifest::FORMAT,
+        seq,
+        attempt,
+        step,
+        created_at_ms,
+        files: files.into_iter().map(|(entry, _)| entry).collect(),
+    };
+    let body = serde_json::to_vec_pretty(&manifest).expect("manifests serialise");
+    store
+        .put(&manifest::manifest_key(prefix, seq), body)
+        .await?;
+    Ok(manifest)
+}
+
+async fn read_manifest<S: ObjectStore>(
+    store: &S,
+    key: &str,
+) -> Result<Option<Manifest>, SyncError> {
+    let Some(body) = store.get(key).await? else {
+        return Ok(None);
+    };
+    let bad = |why: String| SyncError::BadManifest {
+        key: key.to_string(),
+        why,
+    };
+    let manifest: Manifest = serde_json::from_slice(&body).map_err(|e| bad(e.to_string()))?;
+    if let Some(f) = manifest
+        .files
+        .iter()
+        .find(|f| !manifest::safe_relative_path(&f.path))
+    {
+        return Err(bad(format!(
+            "path {:?} would leave the checkpoint directory",
+            f.path
+        )));
+    }
+    if let Some(f) = manifest
+        .files
+        .iter()
+        .find(|f| !manifest::is_hex_sha256(&f.sha256))
+    {
+        return Err(bad(format!("{:?} has no valid sha256", f.path)));
+    }
+    Ok(Some(manifest))
+}
+
+/// Sequence numbers of the job's manifests, newest first.
+pub async fn manifest_seqs<S: ObjectStore>(store: &S, prefix: &str) -> Result<Vec<u64>, SyncError> {
+    let mut seqs: Vec<u64> = store
+        .list(&manifest::manifests_prefix(prefix))
+        .await?
+        .iter()
+        .filter_map(|k| manifest::seq_of(k))
+        .collect();
+    seqs.sort_unstable_by(|a, b| b.cmp(a));
+    Ok(seqs)
+}
+
+/// Downloads one manifest's files into `staging`, verifying each size and
+/// SHA-256. Returns why it cannot, if it cannot.
+async fn fetch_verified<S: ObjectStore>(
+    store: &S,
+    prefix: &str,
+    manifest: &Manifest,
+    staging: &Path,
+) -> Result<Result<(), String>, SyncError> {
+    for f in &manifest.files {
+        let Some(body) = store.get(&manifest::blob_key(prefix, &f.sha256)).await? else {
+            return Ok(Err(format!("blob of {:?} is missing", f.path)));
+        };
+        if body.len() as u64 != f.size || hex(&Sha256::digest(&body)) != f.sha256 {
+            return Ok(Err(format!(
+                "blob of {:?} does not match its checksum",
+                f.path
+            )));
+        }
+        let target = staging.join(&f.path);
+        if let Some(parent) = target.parent() {
+            fs::create_dir_all(parent).map_err(local(parent))?;
+        }
+        fs::write(&target, &body).map_err(local(&target))?;
+    }
+    Ok(Ok(()))
+}
+
+/// What a restore did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Restored {
+    /// The checkpoint restored, if any was complete and verified.
+    pub manifest: Option<Manifest>,
+    /// Newer checkpoints skipped, with why (missing or damaged blobs, bad manifests).
+    pub skipped: Vec<(u64, String)>,
+}
+
+/// Restores the newest checkpoint whose blobs all verify into `dir` (created
+/// if needed; it must be empty). Damaged or incomplete checkpoints are
+/// skipped and reported; with none usable, `dir` is left empty.
+pub async fn restore<S: ObjectStore>(
+    store: &S,
+    prefix: &str,
+    dir: &Path,
+) -> Result<Restored, SyncError> {
+    fs::create_dir_all(dir).map_err(local(dir))?;
+    if fs::read_dir(dir).map_err(local(dir))?.next().is_some() {
+        return Err(SyncError::TargetNotEmpty(dir.to_path_buf()));
+    }
+    let mut skipped = Vec::new();
+    for seq in manifest_seqs(store, prefix).await? {
+        let key = manifest::manifest_key(prefix, seq);
+        let manifest = match read_manifest(store, &key).await {
+            Ok(Some(m)) => m,
+            Ok(None) => continue,
+            Err(SyncError::BadManifest { why, .. }) => {
+                skipped.push((seq, why));
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let staging = dir.join(format!(".restore-{seq}"));
+        let _ = fs::remove_dir_all(&staging);
+        fs::create_dir_all(&staging).map_err(local(&staging))?;
+        match fetch_verified(store, prefix, &manifest, &staging).await? {
+            Ok(()) => {
+                for entry in fs::read_dir(&staging).map_err(local(&staging))? {
+                    let entry = entry.map_err(local(&staging))?;
+                    let to = dir.join(entry.file_name());
+                    fs::rename(entry.path(), &to).map_err(local(&to))?;
+                }
+                fs::remove_dir_all(&staging).map_err(local(&staging))?;
+                return Ok(Restored {
+                    manifest: Some(manifest),
+                    skipped,
+                });
+            }
+            Err(why) => {
+                fs::remove_dir_all(&staging).map_err(local(&staging))?;
+                skipped.push((seq, why));
+            }
+        }
+    }
+    Ok(Restored {
+        manifest: None,
+        skipped,
+    })
+}
+
+/// Keeps the newest `keep` manifests, deletes older ones, then deletes blobs
+/// no kept manifest references. Returns (manifests, blobs) deleted.
+pub async fn retain<S: ObjectStore>(
+    store: &S,
+    prefix: &str,
+    keep: usize,
+) -> Result<(usize, usize), SyncError> {
+    let seqs = manifest_seqs(store, prefix).await?;
+    let mut referenced = BTreeSet::new();
+    for seq in seqs.iter().take(keep.max(1)) {
+        if let Ok(Some(m)) = read_manifest(store, &manifest::manifest_key(prefix, *seq)).await {
+            referenced.extend(m.files.into_iter().map(|f| f.sha256));
+        }
+    }
+    let mut deleted_manifests = 0;
+    for seq in seqs.iter().skip(keep.max(1)) {
+        store.delete(&manifest::manifest_key(prefix, *seq)).await?;
+        deleted_manifests += 1;
+    }
+    let blob_prefix = manifest::blob_key(prefix, "");
+    let mut deleted_blobs = 0;
+    for key in store.list(&blob_prefix).await? {
+        let sha = key.trim_start_matches(&blob_prefix);
+        if !referenced.contains(sha) {
+            store.delete(&key).await?;
+            deleted_blobs += 1;
+        }
+    }
+    Ok((deleted_manifests, deleted_blobs))
+}
