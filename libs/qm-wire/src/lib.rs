@@ -1,0 +1,13 @@
+//! Quartermaster's wire, defined once: the NATS subjects of API v1 and the
+//! JSON messages on them. Services and `qm` use these types; nothing else
+//! spells a subject. No runtime or NATS client here: just names and shapes.
+//!
+//! Compatibility: within `v1` only optional fields are added; golden JSON
+//! fixtures (`tests/fixtures/`) prove old messages keep decoding. Trace
+//! context travels in NATS headers (`traceparent`), not in bodies.
+
+pub mod messages;
+pub mod subjects;
+
+/// Largest request body the API accepts, in bytes.
+pub const MAX_REQUEST_BYTES: usize = 256 * 1024;

@@ -1,0 +1,409 @@
+//! The JSON bodies of API v1, shaped like the AWS Batch API (camelCase field
+//! names of `SubmitServiceJob`, `DescribeServiceJob`, ...). Wire types are
+//! separate from the core's domain types; services translate. Within v1 only
+//! optional fields are ever added (golden fixtures in `tests/` prove old
+//! messages keep decoding); unknown fields are ignored on decode.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Every reply: exactly one of `ok` or `error`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Reply<T> {
+    Ok(T),
+    Error(ApiError),
+}
+
+/// What kind of failure, for retries and exit codes (never string matching).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ErrorCode {
+    /// The request is wrong; `problems` says where. Do not retry unchanged.
+    Invalid,
+    NotFound,
+    /// The request conflicts with the current state (e.g. share still ENABLED).
+    Conflict,
+    /// Try again later (storage or a dependency is unavailable).
+    Transient,
+    Internal,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Problem {
+    pub field: String,
+    pub message: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiError {
+    pub code: ErrorCode,
+    /// One line a person can act on.
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<Problem>,
+}
+
+// ----- configuration -----------------------------------------------------
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CapacityLimit {
+    pub capacity_unit: String,
+    pub max_capacity: i64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceSharingConfiguration {
+    /// RESERVE | LEND | LEND_AND_BORROW
+    pub strategy: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub borrow_limit: Option<i64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SharePreemptionConfiguration {
+    /// ENABLED | DISABLED
+    pub in_share_preemption: String,
+}
+
+/// Quartermaster's per-share protections (all off when absent).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Protections {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_runtime_before_preemption_seconds: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reborrow_cooldown_seconds: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub borrow_requires_checkpoint: Option<bool>,
+}
+
+/// `CreateQuotaShare` / `UpdateQuotaShare` (update: only given fields change)
+/// and the body of `DescribeQuotaShare`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QuotaShare {
+    pub job_queue: String,
+    pub quota_share_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_limits: Option<Vec<CapacityLimit>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_sharing_configuration: Option<ResourceSharingConfiguration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preemption_configuration: Option<SharePreemptionConfiguration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protections: Option<Protections>,
+}
+
+/// `CreateJobQueue` / `UpdateJobQueue`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobQueue {
+    pub job_queue_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// BEST_EFFORT_FIFO | STRICT_FIFO
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queueing_strategy: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capacity_limits: Vec<CapacityLimit>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShareRef {
+    pub job_queue: String,
+    pub quota_share_name: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueRef {
+    pub job_queue: String,
+}
+
+// ----- jobs ----------------------------------------------------------------
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobPreemptionConfiguration {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preemption_retries_before_termination: Option<u32>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EvaluateOnExit {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_exit_code: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_status_reason: Option<String>,
+    /// RETRY | EXIT
+    pub action: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RetryStrategy {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evaluate_on_exit: Vec<EvaluateOnExit>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TimeoutConfig {
+    pub attempt_duration_seconds: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckpointConfig {
+    /// `s3://bucket/prefix/`; default `s3://<bucket>/<queue>/<jobId>/`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3_uri: Option<String>,
+    /// Directory given to the process as `QM_CHECKPOINT_DIR`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_path: Option<String>,
+}
+
+/// `SubmitServiceJob`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubmitServiceJob {
+    pub job_name: String,
+    pub job_queue: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota_share_name: Option<String>,
+    pub instance_type: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_count: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduling_priority: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preemption_configuration: Option<JobPreemptionConfiguration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_strategy: Option<RetryStrategy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_config: Option<TimeoutConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub termination_grace_period_seconds: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_config: Option<CheckpointConfig>,
+    /// The program and its arguments (never a shell string).
+    pub command: Vec<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub environment: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+    /// Same token, same job: a retried submit never creates a second job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_token: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubmitServiceJobResponse {
+    pub job_id: String,
+    pub job_name: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobRef {
+    pub job_id: String,
+}
+
+/// `UpdateServiceJob`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdateServiceJob {
+    pub job_id: String,
+    pub scheduling_priority: u32,
+}
+
+/// `TerminateServiceJob`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TerminateServiceJob {
+    pub job_id: String,
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// `ListServiceJobs`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListServiceJobs {
+    pub job_queue: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_status: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota_share_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_results: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_token: Option<String>,
+}
+
+/// One attempt, as `DescribeServiceJob` shows it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AttemptDetail {
+    pub attempt: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// SUCCEEDED | FAILED | PREEMPTED_CROSS_SHARE | PREEMPTED_IN_SHARE |
+    /// PREEMPTED_LIMIT_REDUCED | HOST_LOST | TIMED_OUT | CANCELLED
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored_checkpoint_step: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_checkpoint_step: Option<u64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PreemptionSummary {
+    pub preempted_attempt_count: u32,
+    #[serde(default)]
+    pub recent_preempted_attempts: Vec<AttemptDetail>,
+}
+
+/// `DescribeServiceJob`'s body, and each entry of `ListServiceJobs`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceJob {
+    pub job_id: String,
+    pub job_name: String,
+    pub job_queue: String,
+    pub quota_share_name: String,
+    pub status: String,
+    #[serde(default)]
+    pub status_reason: String,
+    pub instance_type: String,
+    pub instance_count: u32,
+    pub scheduling_priority: u32,
+    /// Whether it runs (in part) on capacity borrowed from other shares.
+    #[serde(default)]
+    pub on_borrowed_capacity: bool,
+    pub created_at: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<AttemptDetail>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preemption_summary: Option<PreemptionSummary>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListServiceJobsResponse {
+    pub job_summary_list: Vec<ServiceJob>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_token: Option<String>,
+}
+
+/// One share's use of one type in a snapshot.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShareUsage {
+    pub quota_share_name: String,
+    pub instance_type: String,
+    pub entitlement: u32,
+    pub used: u32,
+    pub borrowed: u32,
+    pub lent: u32,
+    pub idle: u32,
+}
+
+/// `GetJobQueueSnapshot`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobQueueSnapshot {
+    pub job_queue: String,
+    /// The first waiting jobs in line, with why they wait.
+    pub front_of_queue: Vec<ServiceJob>,
+    pub shares: Vec<ShareUsage>,
+}
+
+// ----- executors -------------------------------------------------------------
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecutorInstances {
+    pub instance_type: String,
+    pub count: u32,
+    /// GPU indices per instance, when the node has GPUs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<Vec<u32>>,
+}
+
+/// `RegisterExecutor`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RegisterExecutor {
+    pub executor_id: String,
+    pub job_queue: String,
+    pub instances: Vec<ExecutorInstances>,
+}
+
+// ----- events ----------------------------------------------------------------
+
+/// Published on `qm.v1.events.job.<queue>.<share>.<jobId>.<STATUS>`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobStateChange {
+    pub job_id: String,
+    pub job_name: String,
+    pub job_queue: String,
+    pub quota_share_name: String,
+    pub from: String,
+    pub to: String,
+    #[serde(default)]
+    pub status_reason: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
+    /// Milliseconds since the Unix epoch.
+    pub at: u64,
+}
+
+/// Published on `qm.v1.events.preemption.<queue>.<share>.<jobId>.<phase>`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PreemptionEvent {
+    pub job_id: String,
+    pub attempt: u32,
+    /// CROSS_SHARE | IN_SHARE | LIMIT_REDUCED
+    pub kind: String,
+    pub for_job_id: String,
+    /// started | completed
+    pub phase: String,
+    pub at: u64,
+}
+
+/// Published on `qm.v1.events.checkpoint.<queue>.<jobId>`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckpointCommitted {
+    pub job_id: String,
+    pub attempt: u32,
+    pub seq: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<u64>,
+    pub at: u64,
+}

@@ -1,0 +1,195 @@
+//! Every NATS subject of API v1, defined once. Tokens taken from user data
+//! (queue, share and job names, executor ids) are checked to be single
+//! subject tokens, so a name can never inject wildcards or extra levels.
+//!
+//! | subject | what |
+//! |---|---|
+//! | `qm.v1.api.<Operation>` | request/reply API (`Operation` as in AWS: `SubmitServiceJob`, ...) |
+//! | `qm.v1.events.job.<queue>.<share>.<jobId>.<STATUS>` | a job's state change |
+//! | `qm.v1.events.preemption.<queue>.<share>.<jobId>.<started\|completed>` | a preemption of the job |
+//! | `qm.v1.events.checkpoint.<queue>.<jobId>` | a checkpoint committed |
+//! | `qm.v1.exec.<executorId>.command` | start/stop commands to one executor |
+//! | `qm.v1.exec.<executorId>.report` | attempt lifecycle reports from an executor |
+//! | `qm.v1.exec.<executorId>.heartbeat` | executor heartbeats |
+//!
+//! Useful wildcards: everything about a queue, `qm.v1.events.job.training.>`;
+//! a share, `qm.v1.events.job.*.QS1.>`; one job, `qm.v1.events.*.*.*.<jobId>.>`
+//! (jobs and preemptions) — job ids are unique across queues.
+
+use std::fmt;
+
+pub const API_PREFIX: &str = "qm.v1.api";
+pub const JOB_EVENTS: &str = "qm.v1.events.job";
+pub const PREEMPTION_EVENTS: &str = "qm.v1.events.preemption";
+pub const CHECKPOINT_EVENTS: &str = "qm.v1.events.checkpoint";
+pub const EXEC_PREFIX: &str = "qm.v1.exec";
+
+/// A user-supplied value that cannot be a subject token.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BadToken(pub String);
+
+impl fmt::Display for BadToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:?} cannot be used in a subject (it must be 1-128 letters, digits, '-' or '_')",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for BadToken {}
+
+/// Checks that `value` is one safe subject token: the same rule as quota share
+/// names, which also covers queue names, job ids and executor ids.
+pub fn token(value: &str) -> Result<&str, BadToken> {
+    let ok = !value.is_empty()
+        && value.len() <= 128
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if ok {
+        Ok(value)
+    } else {
+        Err(BadToken(value.to_string()))
+    }
+}
+
+/// The request/reply operations of API v1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Operation {
+    SubmitServiceJob,
+    DescribeServiceJob,
+    ListServiceJobs,
+    UpdateServiceJob,
+    TerminateServiceJob,
+    CreateJobQueue,
+    UpdateJobQueue,
+    CreateQuotaShare,
+    UpdateQuotaShare,
+    DescribeQuotaShare,
+    ListQuotaShares,
+    DeleteQuotaShare,
+    GetJobQueueSnapshot,
+    RegisterExecutor,
+}
+
+impl Operation {
+    pub const ALL: [Operation; 14] = [
+        Operation::SubmitServiceJob,
+        Operation::DescribeServiceJob,
+        Operation::ListServiceJobs,
+        Operation::UpdateServiceJob,
+        Operation::TerminateServiceJob,
+        Operation::CreateJobQueue,
+        Operation::UpdateJobQueue,
+        Operation::CreateQuotaShare,
+        Operation::UpdateQuotaShare,
+        Operation::DescribeQuotaShare,
+        Operation::ListQuotaShares,
+        Operation::DeleteQuotaShare,
+        Operation::GetJobQueueSnapshot,
+        Operation::RegisterExecutor,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Operation::SubmitServiceJob => "SubmitServiceJob",
+            Operation::DescribeServiceJob => "DescribeServiceJob",
+            Operation::ListServiceJobs => "ListServiceJobs",
+            Operation::UpdateServiceJob => "UpdateServiceJob",
+            Operation::TerminateServiceJob => "TerminateServiceJob",
+            Operation::CreateJobQueue => "CreateJobQueue",
+            Operation::UpdateJobQueue => "UpdateJobQueue",
+            Operation::CreateQuotaShare => "CreateQuotaShare",
+            Operation::UpdateQuotaShare => "UpdateQuotaShare",
+            Operation::DescribeQuotaShare => "DescribeQuotaShare",
+            Operation::ListQuotaShares => "ListQuotaShares",
+            Operation::DeleteQuotaShare => "DeleteQuotaShare",
+            Operation::GetJobQueueSnapshot => "GetJobQueueSnapshot",
+            Operation::RegisterExecutor => "RegisterExecutor",
+        }
+    }
+
+    pub fn subject(self) -> String {
+        format!("{API_PREFIX}.{}", self.name())
+    }
+
+    /// The operation a request subject names.
+    pub fn from_subject(subject: &str) -> Option<Operation> {
+        let name = subject.strip_prefix(API_PREFIX)?.strip_prefix('.')?;
+        Operation::ALL.into_iter().find(|op| op.name() == name)
+    }
+}
+
+pub fn job_event(queue: &str, share: &str, job_id: &str, status: &str) -> Result<String, BadToken> {
+    Ok(format!(
+        "{JOB_EVENTS}.{}.{}.{}.{}",
+        token(queue)?,
+        token(share)?,
+        token(job_id)?,
+        token(status)?
+    ))
+}
+
+/// `phase` is `started` or `completed`.
+pub fn preemption_event(
+    queue: &str,
+    share: &str,
+    job_id: &str,
+    phase: &str,
+) -> Result<String, BadToken> {
+    Ok(format!(
+        "{PREEMPTION_EVENTS}.{}.{}.{}.{}",
+        token(queue)?,
+        token(share)?,
+        token(job_id)?,
+        token(phase)?
+    ))
+}
+
+pub fn checkpoint_event(queue: &str, job_id: &str) -> Result<String, BadToken> {
+    Ok(format!(
+        "{CHECKPOINT_EVENTS}.{}.{}",
+        token(queue)?,
+        token(job_id)?
+    ))
+}
+
+pub fn executor_command(executor: &str) -> Result<String, BadToken> {
+    Ok(format!("{EXEC_PREFIX}.{}.command", token(executor)?))
+}
+
+pub fn executor_report(executor: &str) -> Result<String, BadToken> {
+    Ok(format!("{EXEC_PREFIX}.{}.report", token(executor)?))
+}
+
+pub fn executor_heartbeat(executor: &str) -> Result<String, BadToken> {
+    Ok(format!("{EXEC_PREFIX}.{}.heartbeat", token(executor)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operations_round_trip_through_their_subjects() {
+        for op in Operation::ALL {
+            assert_eq!(Operation::from_subject(&op.subject()), Some(op));
+        }
+        assert_eq!(Operation::from_subject("qm.v1.api.DropTables"), None);
+        assert_eq!(Operation::from_subject("qm.v2.api.SubmitServiceJob"), None);
+    }
+
+    #[test]
+    fn names_cannot_inject_wildcards_or_levels() {
+        assert_eq!(
+            job_event("training", "QS1", "job-7", "RUNNING").as_deref(),
+            Ok("qm.v1.events.job.training.QS1.job-7.RUNNING")
+        );
+        for bad in ["a.b", "*", ">", "a b", "", "ünï"] {
+            assert!(job_event(bad, "QS1", "j", "RUNNING").is_err(), "{bad}");
+            assert!(executor_command(bad).is_err(), "{bad}");
+        }
+    }
+}

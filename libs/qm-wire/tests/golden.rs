@@ -1,0 +1,77 @@
+//! Golden fixtures: v1 messages as integrators send and receive them today
+//! must keep decoding, with the same meaning, in every later v1.
+
+use qm_wire::messages::{
+    ErrorCode, JobStateChange, QuotaShare, Reply, SubmitServiceJob, SubmitServiceJobResponse,
+};
+
+fn fixture(name: &str) -> String {
+    std::fs::read_to_string(format!(
+        "{}/tests/fixtures/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .expect("fixture exists")
+}
+
+#[test]
+fn submit_service_job_v1_decodes() {
+    let m: SubmitServiceJob =
+        serde_json::from_str(&fixture("submit_service_job.json")).expect("decodes");
+    assert_eq!(m.job_queue, "training");
+    assert_eq!(m.instance_count, Some(1));
+    assert_eq!(
+        m.preemption_configuration
+            .and_then(|p| p.preemption_retries_before_termination),
+        Some(2)
+    );
+    assert_eq!(m.command, vec!["qm-trainer", "--steps", "2000"]);
+    assert_eq!(m.client_token.as_deref(), Some("7f1c2a"));
+    assert_eq!(
+        m.retry_strategy.expect("set").evaluate_on_exit[0].action,
+        "RETRY"
+    );
+}
+
+#[test]
+fn job_state_change_v1_decodes_and_round_trips() {
+    let m: JobStateChange =
+        serde_json::from_str(&fixture("job_state_change.json")).expect("decodes");
+    assert_eq!(
+        (m.from.as_str(), m.to.as_str(), m.attempt),
+        ("RUNNING", "RUNNABLE", Some(1))
+    );
+    let again: JobStateChange =
+        serde_json::from_str(&serde_json::to_string(&m).expect("encodes")).expect("decodes");
+    assert_eq!(again, m);
+}
+
+#[test]
+fn error_replies_carry_a_code_and_every_problem() {
+    let r: Reply<SubmitServiceJobResponse> =
+        serde_json::from_str(&fixture("error_reply.json")).expect("decodes");
+    let Reply::Error(e) = r else {
+        panic!("an error reply")
+    };
+    assert_eq!(e.code, ErrorCode::Invalid);
+    assert_eq!(e.problems.len(), 2);
+    let ok: Reply<SubmitServiceJobResponse> =
+        serde_json::from_str(r#"{"ok": {"jobId": "job-1", "jobName": "a"}}"#).expect("decodes");
+    assert!(matches!(ok, Reply::Ok(ref r) if r.job_id == "job-1"));
+}
+
+#[test]
+fn quota_share_v1_decodes_and_unknown_fields_are_ignored() {
+    let mut text = fixture("quota_share.json");
+    text = text.replacen('{', r#"{"someFutureField": {"x": 1}, "#, 1);
+    let m: QuotaShare = serde_json::from_str(&text).expect("decodes");
+    assert_eq!(
+        m.resource_sharing_configuration.expect("set").borrow_limit,
+        Some(200)
+    );
+    assert_eq!(
+        m.protections
+            .expect("set")
+            .min_runtime_before_preemption_seconds,
+        Some(600)
+    );
+}
