@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Builds the local container images the tests and the demo use, FROM scratch
+# with the binary and the shared libraries it links (no registry is needed):
+#   $QM_NATS_IMAGE   (default quartermaster/nats:local)   nats-server from Debian's package
+#   $QM_GARAGE_IMAGE (default quartermaster/garage:local) Garage (S3-compatible), built from crates.io
+# Tool builds are cached under $QM_CACHE (default ~/.cache/quartermaster), so
+# only the first run is slow (Garage takes about 10 minutes on 2 cores).
+# Images are rebuilt only when their binary changed.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+cache=${QM_CACHE:-$HOME/.cache/quartermaster}
+nats_image=${QM_NATS_IMAGE:-quartermaster/nats:local}
+garage_image=${QM_GARAGE_IMAGE:-quartermaster/garage:local}
+garage_version=2.5.0
+
+say() { printf 'images: %s\n' "$*"; }
+
+ensure_nats() {
+  if ! command -v nats-server >/dev/null 2>&1; then
+    say "installing nats-server (Debian package)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nats-server >/dev/null
+  fi
+  command -v nats-server
+}
+
+ensure_garage() {
+  local bin="$cache/garage/bin/garage"
+  if [ ! -x "$bin" ] || ! "$bin" --version 2>/dev/null | grep -q "$garage_version"; then
+    say "building garage $garage_version (first time only; about 10 minutes)"
+    mkdir -p "$cache"
+    cargo install garage --version "$garage_version" --locked --no-default-features \
+      --features bundled-libs,lmdb,sqlite --root "$cache/garage" >"$cache/garage-build.log" 2>&1 \
+      || { tail -30 "$cache/garage-build.log"; exit 1; }
+  fi
+  echo "$bin"
+}
+
+# build_image IMAGE BINARY NAME [FILE:DEST ...]
+build_image() {
+  local image=$1 binary=$2 name=$3
+  shift 3
+  local sum
+  sum=$(sha256sum "$binary" | cut -c1-16)
+  if [ "$(docker image inspect -f '{{ index .Config.Labels "qm.binary.sha256" }}' "$image" 2>/dev/null || true)" = "$sum" ]; then
+    say "$image is up to date"
+    return
+  fi
+  local ctx
+  ctx=$(mktemp -d)
+  trap 'rm -rf "$ctx"' RETURN
+  mkdir -p "$ctx/rootfs/tmp"
+  cp "$binary" "$ctx/rootfs/$name"
+  # The dynamic loader and every library the binary links.
+  for lib in $(ldd "$binary" | awk '/=>/ { print $3 } /^[[:space:]]*\/.*ld-linux/ { print $1 }'); do
+    mkdir -p "$ctx/rootfs$(dirname "$lib")"
+    cp -L "$lib" "$ctx/rootfs$lib"
+  done
+  local extra
+  for extra in "$@"; do
+    mkdir -p "$ctx/rootfs$(dirname "${extra#*:}")"
+    cp "${extra%%:*}" "$ctx/rootfs${extra#*:}"
+  done
+  cat >"$ctx/Dockerfile" <<DOCKERFILE
+FROM scratch
+COPY rootfs/ /
+LABEL qm.binary.sha256="$sum"
+ENTRYPOINT ["/$name"]
+DOCKERFILE
+  say "building $image"
+  docker build -q -t "$image" "$ctx" >/dev/null 2>"$ctx/build.err" || { cat "$ctx/build.err"; exit 1; }
+}
+
+nats=$(ensure_nats)
+build_image "$nats_image" "$nats" nats-server
+garage=$(ensure_garage)
+build_image "$garage_image" "$garage" garage "$here/garage.toml:/etc/garage.toml"
+say "ready: $nats_image, $garage_image"
