@@ -2,7 +2,7 @@
 CARGO ?= cargo
 QM := target/release/qm
 
-.PHONY: demo test lint check-core-deps unit bench bench-pass bench-sim build clean
+.PHONY: demo test lint check-core-deps unit integration images bench bench-pass bench-sim build clean
 
 ## demo: simulate the three-share example of the contract and show its timeline
 demo: build
@@ -28,7 +28,15 @@ check-core-deps:
 	echo "qm-core dependencies: $$(echo $$deps | tr '\n' ' ')"
 
 unit:
-	$(CARGO) test --locked --workspace
+	$(CARGO) test --locked --workspace --exclude qm-integration-tests
+
+## images: build the local NATS and Garage (S3) images the integration tests run
+images:
+	deploy/images/build.sh
+
+## integration: end-to-end tests against real servers in containers
+integration: images
+	$(CARGO) test --locked -p qm-integration-tests
 
 ## bench: the scheduling-pass benchmarks and the simulator's throughput
 bench: bench-pass bench-sim
