@@ -12,8 +12,9 @@ demo: build
 build:
 	$(CARGO) build --release --locked -p qm
 
-## test: formatting, lints, the core's dependency rule, and every test
-test: lint check-core-deps unit
+## test: formatting, lints, the core's dependency rule, unit tests, and the
+## integration tests against real servers in containers (builds the images)
+test: lint check-core-deps unit integration
 
 lint:
 	$(CARGO) fmt --all -- --check
