@@ -60,6 +60,19 @@ fn start_and_wait_for_checkpoint(dir: &Path) -> Child {
     panic!("the trainer ended before its checkpoint at step 150");
 }
 
+/// The step a run says it resumed from.
+fn resumed_step(lines: &[String]) -> u64 {
+    let resumed = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("resumed from step "))
+        .expect("the run resumes");
+    resumed
+        .split_whitespace()
+        .next()
+        .and_then(|s| s.parse().ok())
+        .expect("a step number")
+}
+
 fn signal(child: &Child, sig: &str) {
     let status = Command::new("kill")
         .args([sig, &child.id().to_string()])
@@ -83,15 +96,7 @@ fn sigterm_then_resume_gives_the_uninterrupted_digest() {
     let status = child.wait().expect("exits");
     assert!(status.success(), "a stopped trainer exits 0 after saving");
     let (digest, lines) = run_to_end(&dir);
-    let resumed = lines
-        .iter()
-        .find_map(|l| l.strip_prefix("resumed from step "))
-        .expect("resumes");
-    let step: u64 = resumed
-        .split_whitespace()
-        .next()
-        .and_then(|s| s.parse().ok())
-        .expect("a step");
+    let step = resumed_step(&lines);
     assert!((150..600).contains(&step), "resumed mid-run at {step}");
     assert_eq!(
         digest, expected,
@@ -108,15 +113,7 @@ fn sigkill_then_resume_from_the_last_periodic_checkpoint_gives_the_same_digest()
     signal(&child, "-KILL");
     let _ = child.wait();
     let (digest, lines) = run_to_end(&dir);
-    let resumed = lines
-        .iter()
-        .find_map(|l| l.strip_prefix("resumed from step "))
-        .expect("resumes");
-    let step: u64 = resumed
-        .split_whitespace()
-        .next()
-        .and_then(|s| s.parse().ok())
-        .expect("a step");
+    let step = resumed_step(&lines);
     assert_eq!(
         step % 50,
         0,
