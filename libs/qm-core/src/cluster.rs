@@ -297,16 +297,7 @@ impl Cluster {
     /// the rest by lending shares in proportion to their idle entitlement (so
     /// it can be fractional; reported rounded down here).
     pub fn usage_snapshot(&self, t: TypeIdx) -> Vec<(ShareIdx, ShareUsage)> {
-        self.usage_snapshot_with(t, &self.accounting(t))
-    }
-
-    /// [`Cluster::usage_snapshot`] given the type's accounting.
-    pub fn usage_snapshot_with(
-        &self,
-        t: TypeIdx,
-        acc: &TypeAccounting,
-    ) -> Vec<(ShareIdx, ShareUsage)> {
-        self.share_usages(t, *acc).collect()
+        self.share_usages(t, self.accounting(t)).collect()
     }
 
     /// Every live share's use of `t`, without allocating (see

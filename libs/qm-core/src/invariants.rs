@@ -32,10 +32,9 @@ fn violation(invariant: &'static str, detail: String) -> Result<(), Violation> {
 }
 
 /// Projected accounting of a type: jobs being stopped count as gone.
-/// Returns `(sum U, B - L)` and per-share usage.
-fn projected(c: &Cluster, t: TypeIdx) -> (u64, i64, Vec<(ShareIdx, u32)>) {
+/// Returns `B - L` and per-share usage.
+fn projected(c: &Cluster, t: TypeIdx) -> (i64, Vec<(ShareIdx, u32)>) {
     let fleet = c.effective_fleet(t);
-    let mut sum_u = 0u64;
     let mut sum_e = 0u64;
     let mut borrowed = 0i64;
     let mut idle_lent = 0i64;
@@ -43,7 +42,6 @@ fn projected(c: &Cluster, t: TypeIdx) -> (u64, i64, Vec<(ShareIdx, u32)>) {
     for s in c.share_indices() {
         let st = c.st(s, t);
         let u = st.running_usage;
-        sum_u += u64::from(u);
         sum_e += u64::from(st.entitlement);
         borrowed += i64::from(u.saturating_sub(st.entitlement));
         if c.share_config(s).strategy.lends() {
@@ -52,7 +50,7 @@ fn projected(c: &Cluster, t: TypeIdx) -> (u64, i64, Vec<(ShareIdx, u32)>) {
         usage.push((s, u));
     }
     let unassigned = (i64::from(fleet) - sum_e as i64).max(0);
-    (sum_u, borrowed - (unassigned + idle_lent), usage)
+    (borrowed - (unassigned + idle_lent), usage)
 }
 
 /// Every index agrees with the jobs: each job is in exactly one place, and
@@ -169,8 +167,8 @@ pub fn check_plan(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
         // B <= L once the preemptions of this pass complete; where a limit
         // reduction or a smaller fleet already broke it, the pass must not make
         // it worse.
-        let (_, debt_before, usage_before) = projected(before, t);
-        let (_, debt_after, usage_after) = projected(&after, t);
+        let (debt_before, usage_before) = projected(before, t);
+        let (debt_after, usage_after) = projected(&after, t);
         if debt_after > debt_before.max(0) {
             return violation(
                 "B <= L",

@@ -310,12 +310,8 @@ impl<'a> Pass<'a> {
             {
                 continue;
             }
-            let within = {
-                let view = &self.views[job.spec.instance_type.index()];
-                view.used[job.spec.share.index()] + job.spec.count
-                    <= view.entitlement[job.spec.share.index()]
-            };
-            if let Ok(victims) = self.fit(id, within) {
+            // Reclaim applies only if it is within quota; `fit` decides.
+            if let Ok(victims) = self.fit(id, true) {
                 self.admit(id, &victims, &[]);
             }
         }

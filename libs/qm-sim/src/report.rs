@@ -48,7 +48,7 @@ impl Recorder {
         self.first_started[(id.0 - 1) as usize].get_or_insert(at);
     }
 
-    pub fn finished(&mut self, id: JobId, at: Time, _status: JobStatus) {
+    pub fn finished(&mut self, id: JobId, at: Time) {
         self.stopped_at[(id.0 - 1) as usize] = Some(at);
         self.finished += 1;
     }
@@ -66,7 +66,7 @@ impl Recorder {
         }
     }
 
-    pub fn policy_change(&mut self, _at: Time) {
+    pub fn policy_change(&mut self) {
         self.policy_changes += 1;
     }
 
@@ -389,7 +389,7 @@ pub(crate) fn build(sim: &Simulation, end: Time) -> Report {
         shares,
         summary: Summary {
             end_time: secs(end),
-            passes: sim_passes(sim),
+            passes: sim.passes(),
             jobs_by_status: by_status,
             rejected_submissions: r.rejected,
             completion_seconds: completion
@@ -416,10 +416,6 @@ pub(crate) fn build(sim: &Simulation, end: Time) -> Report {
             policy_changes: r.policy_changes,
         },
     }
-}
-
-fn sim_passes(sim: &Simulation) -> u64 {
-    sim.passes()
 }
 
 fn fmt_opt(v: Option<f64>) -> String {

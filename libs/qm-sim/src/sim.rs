@@ -3,7 +3,7 @@
 //! its plan, exactly as the live scheduler does with real events.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 
 use qm_core::invariants::{self, Violation};
 pub use qm_core::Time;
@@ -150,6 +150,8 @@ pub struct Simulation {
     options: Options,
     pub(crate) recorder: Recorder,
     passes: u64,
+    /// Instants for which a wake-up event is queued.
+    wakes: BTreeSet<Time>,
 }
 
 impl Simulation {
@@ -193,6 +195,7 @@ impl Simulation {
             options,
             recorder: Recorder::new(options.record_timeline),
             passes: 0,
+            wakes: BTreeSet::new(),
         };
         for i in 0..sim.actions.len() {
             let at = Time::from_secs_f64(sim.actions[i].at);
@@ -341,24 +344,21 @@ impl Simulation {
             self.recorder.started(start.job, now);
             self.push(now.plus_millis(startup), Ev::Running(start.job, attempt));
         }
+        // One wake-up per instant, however many passes ask for it.
         if let Some(wake) = plan.wake_at {
-            if !self
-                .queue
-                .iter()
-                .any(|Reverse((t, _, e))| *e == Ev::Wake && *t == wake)
-            {
+            if self.wakes.insert(wake) {
                 self.push(wake, Ev::Wake);
             }
         }
         self.record_events();
-        Ok(!(plan.starts.is_empty() && plan.preemptions.is_empty() && plan.timeouts.is_empty()))
+        Ok(!plan.is_empty())
     }
 
     fn record_events(&mut self) {
         for event in self.cluster.drain_events() {
             if event.to.is_final() {
                 self.jobs[(event.job.0 - 1) as usize].phase = Phase::Done;
-                self.recorder.finished(event.job, event.at, event.to);
+                self.recorder.finished(event.job, event.at);
             }
             self.recorder.transition(event);
         }
@@ -408,7 +408,9 @@ impl Simulation {
         match ev {
             Ev::Action(i) => self.action(i)?,
             Ev::Generate => self.generate()?,
-            Ev::Wake => {}
+            Ev::Wake => {
+                self.wakes.remove(&now);
+            }
             Ev::Running(id, n) => {
                 if self.jobs[(id.0 - 1) as usize].phase != Phase::Starting(n) {
                     return Ok(());
@@ -534,7 +536,7 @@ impl Simulation {
             self.cluster
                 .update_priority(id, update.scheduling_priority)
                 .map_err(|e| fail(e.to_string()))?;
-            self.recorder.policy_change(now);
+            self.recorder.policy_change();
         } else if let Some(job) = &action.terminate_service_job {
             let id = self.job_id(index, &job.job_name)?;
             if self
@@ -595,7 +597,7 @@ impl Simulation {
             for id in stops {
                 self.request_stop(id);
             }
-            self.recorder.policy_change(now);
+            self.recorder.policy_change();
         }
         Ok(())
     }
