@@ -13,7 +13,7 @@ nats_image=${QM_NATS_IMAGE:-quartermaster/nats:local}
 garage_image=${QM_GARAGE_IMAGE:-quartermaster/garage:local}
 garage_version=2.5.0
 
-say() { printf 'images: %s\n' "$*"; }
+say() { printf 'images: %s\n' "$*" >&2; }
 
 ensure_nats() {
   if ! command -v nats-server >/dev/null 2>&1; then

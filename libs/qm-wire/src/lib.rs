@@ -8,6 +8,7 @@
 
 pub mod messages;
 pub mod subjects;
+pub mod system;
 
 /// Largest request body the API accepts, in bytes.
 pub const MAX_REQUEST_BYTES: usize = 256 * 1024;

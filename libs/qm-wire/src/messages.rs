@@ -360,6 +360,14 @@ pub struct RegisterExecutor {
     pub executor_id: String,
     pub job_queue: String,
     pub instances: Vec<ExecutorInstances>,
+    /// Changes when the executor process restarts: the attempts of an
+    /// earlier incarnation are gone (they end HOST_LOST).
+    #[serde(default)]
+    pub incarnation: String,
+    /// The node's checkpoint service (`qm.v1.ckpt.<node>.*`); defaults to
+    /// the executor id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_node: Option<String>,
 }
 
 // ----- events ----------------------------------------------------------------

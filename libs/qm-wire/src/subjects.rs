@@ -10,7 +10,11 @@
 //! | `qm.v1.events.checkpoint.<queue>.<jobId>` | a checkpoint committed |
 //! | `qm.v1.exec.<executorId>.command` | start/stop commands to one executor |
 //! | `qm.v1.exec.<executorId>.report` | attempt lifecycle reports from an executor |
-//! | `qm.v1.exec.<executorId>.heartbeat` | executor heartbeats |
+//! | `qm.v1.exec.<executorId>.heartbeat` | executor heartbeats (request; the leader answers) |
+//! | `qm.v1.exec.<executorId>.logs` | an attempt's stdout/stderr (request) |
+//! | `qm.v1.ckpt.<node>.<restore\|track\|flush>` | a node's checkpoint service (request) |
+//! | `qm.v1.sched.request` | admission -> scheduler leader: reads, updates, terminates (request) |
+//! | `qm.v1.log.>` | the durable log (stream `QM_LOG`) the scheduler's state is built from |
 //!
 //! Useful wildcards: everything about a queue, `qm.v1.events.job.training.>`;
 //! a share, `qm.v1.events.job.*.QS1.>`; one job, `qm.v1.events.*.*.*.<jobId>.>`
@@ -23,6 +27,22 @@ pub const JOB_EVENTS: &str = "qm.v1.events.job";
 pub const PREEMPTION_EVENTS: &str = "qm.v1.events.preemption";
 pub const CHECKPOINT_EVENTS: &str = "qm.v1.events.checkpoint";
 pub const EXEC_PREFIX: &str = "qm.v1.exec";
+pub const CKPT_PREFIX: &str = "qm.v1.ckpt";
+pub const LOG_PREFIX: &str = "qm.v1.log";
+/// Decisions of the scheduler leader; appends are fenced by sequence.
+pub const LOG_SCHED: &str = "qm.v1.log.sched";
+pub const SCHED_REQUEST: &str = "qm.v1.sched.request";
+
+/// The JetStream stream holding `qm.v1.log.>`.
+pub const LOG_STREAM: &str = "QM_LOG";
+/// The JetStream stream keeping `qm.v1.events.>` for late subscribers.
+pub const EVENTS_STREAM: &str = "QM_EVENTS";
+/// KV bucket: one key `queue.<name>` per job queue (a `QueueDocument`).
+pub const CONFIG_BUCKET: &str = "qm_config";
+/// KV bucket: `clientToken` (hashed) -> job id.
+pub const TOKENS_BUCKET: &str = "qm_client_tokens";
+/// KV bucket: the scheduler leader's lease.
+pub const LEADER_BUCKET: &str = "qm_leader";
 
 /// A user-supplied value that cannot be a subject token.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -72,10 +92,13 @@ pub enum Operation {
     DeleteQuotaShare,
     GetJobQueueSnapshot,
     RegisterExecutor,
+    ApplyJobQueue,
+    DescribeJobQueue,
+    ListJobQueues,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 14] = [
+    pub const ALL: [Operation; 17] = [
         Operation::SubmitServiceJob,
         Operation::DescribeServiceJob,
         Operation::ListServiceJobs,
@@ -90,6 +113,9 @@ impl Operation {
         Operation::DeleteQuotaShare,
         Operation::GetJobQueueSnapshot,
         Operation::RegisterExecutor,
+        Operation::ApplyJobQueue,
+        Operation::DescribeJobQueue,
+        Operation::ListJobQueues,
     ];
 
     pub fn name(self) -> &'static str {
@@ -108,6 +134,9 @@ impl Operation {
             Operation::DeleteQuotaShare => "DeleteQuotaShare",
             Operation::GetJobQueueSnapshot => "GetJobQueueSnapshot",
             Operation::RegisterExecutor => "RegisterExecutor",
+            Operation::ApplyJobQueue => "ApplyJobQueue",
+            Operation::DescribeJobQueue => "DescribeJobQueue",
+            Operation::ListJobQueues => "ListJobQueues",
         }
     }
 
@@ -166,6 +195,31 @@ pub fn executor_report(executor: &str) -> Result<String, BadToken> {
 
 pub fn executor_heartbeat(executor: &str) -> Result<String, BadToken> {
     Ok(format!("{EXEC_PREFIX}.{}.heartbeat", token(executor)?))
+}
+
+pub fn executor_logs(executor: &str) -> Result<String, BadToken> {
+    Ok(format!("{EXEC_PREFIX}.{}.logs", token(executor)?))
+}
+
+/// `op` is `restore`, `track` or `flush`.
+pub fn checkpoint_request(node: &str, op: &str) -> Result<String, BadToken> {
+    Ok(format!("{CKPT_PREFIX}.{}.{}", token(node)?, token(op)?))
+}
+
+pub fn log_submit(queue: &str) -> Result<String, BadToken> {
+    Ok(format!("{LOG_PREFIX}.submit.{}", token(queue)?))
+}
+
+pub fn log_config(queue: &str) -> Result<String, BadToken> {
+    Ok(format!("{LOG_PREFIX}.config.{}", token(queue)?))
+}
+
+pub fn log_executor(executor: &str) -> Result<String, BadToken> {
+    Ok(format!("{LOG_PREFIX}.exec.{}", token(executor)?))
+}
+
+pub fn log_checkpoint(queue: &str) -> Result<String, BadToken> {
+    Ok(format!("{LOG_PREFIX}.checkpoint.{}", token(queue)?))
 }
 
 #[cfg(test)]

@@ -1,0 +1,105 @@
+//! A typed client of API v1, used by `qm`, the executor and the tests.
+
+use std::time::Duration;
+
+use qm_wire::messages::{ApiError, ErrorCode, Reply};
+use qm_wire::subjects::Operation;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// A failed call: the service's typed error, or no answer at all.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CallError {
+    #[error("{}{}", .0.message, problems(.0))]
+    Api(ApiError),
+    #[error("no reply on {subject} within {secs}s: is the {service} service running?")]
+    NoReply {
+        subject: String,
+        service: &'static str,
+        secs: u64,
+    },
+    #[error("{0}")]
+    Transport(String),
+}
+
+fn problems(e: &ApiError) -> String {
+    if e.problems.is_empty() {
+        return String::new();
+    }
+    let list: Vec<String> = e
+        .problems
+        .iter()
+        .map(|p| format!("{}: {}", p.field, p.message))
+        .collect();
+    format!(" ({})", list.join("; "))
+}
+
+impl CallError {
+    pub fn code(&self) -> Option<ErrorCode> {
+        match self {
+            CallError::Api(e) => Some(e.code),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct Client {
+    pub nats: async_nats::Client,
+    pub timeout: Duration,
+}
+
+impl Client {
+    pub fn new(nats: async_nats::Client) -> Client {
+        Client {
+            nats,
+            timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// Sends raw bytes to `subject` and decodes the reply.
+    pub async fn request_raw<R: DeserializeOwned>(
+        &self,
+        subject: String,
+        body: bytes::Bytes,
+        service: &'static str,
+    ) -> Result<R, CallError> {
+        let request = self.nats.request(subject.clone(), body);
+        let msg = match tokio::time::timeout(self.timeout, request).await {
+            Err(_) => {
+                return Err(CallError::NoReply {
+                    subject,
+                    service,
+                    secs: self.timeout.as_secs(),
+                })
+            }
+            Ok(Err(e)) if e.kind() == async_nats::RequestErrorKind::NoResponders => {
+                return Err(CallError::NoReply {
+                    subject,
+                    service,
+                    secs: 0,
+                })
+            }
+            Ok(Err(e)) => return Err(CallError::Transport(e.to_string())),
+            Ok(Ok(msg)) => msg,
+        };
+        match serde_json::from_slice::<Reply<R>>(&msg.payload) {
+            Ok(Reply::Ok(v)) => Ok(v),
+            Ok(Reply::Error(e)) => Err(CallError::Api(e)),
+            Err(e) => Err(CallError::Transport(format!(
+                "unreadable reply on {subject}: {e}"
+            ))),
+        }
+    }
+
+    /// Calls an API operation.
+    pub async fn call<Q: Serialize, R: DeserializeOwned>(
+        &self,
+        op: Operation,
+        request: &Q,
+    ) -> Result<R, CallError> {
+        let body = serde_json::to_vec(request).map_err(|e| CallError::Transport(e.to_string()))?;
+        self.request_raw(op.subject(), body.into(), "admission")
+            .await
+    }
+}

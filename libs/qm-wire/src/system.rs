@@ -1,0 +1,253 @@
+//! Messages between the services: the durable log the scheduler's state is a
+//! projection of, commands to executors, executor reports and heartbeats, and
+//! requests to a node's checkpoint service. Integrators may read them (they
+//! are documented in `docs/asyncapi.yaml`) but only the services write them.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::messages::{JobQueue, QuotaShare, RegisterExecutor, SubmitServiceJob};
+
+/// A queue with all its shares: what `qm apply -f` sends and what the
+/// configuration bucket stores per queue.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueDocument {
+    pub job_queue: JobQueue,
+    #[serde(default)]
+    pub quota_shares: Vec<QuotaShare>,
+}
+
+/// One entry of the `QM_LOG` stream (subjects `qm.v1.log.>`). The scheduler
+/// rebuilds its whole state by applying these in stream order; times of
+/// entries other than `Pass` are the stream's own timestamps.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "entry", rename_all = "camelCase")]
+pub enum LogEntry {
+    /// Written by admission before it answers the submit.
+    #[serde(rename_all = "camelCase")]
+    Submit {
+        job_id: String,
+        job: SubmitServiceJob,
+    },
+    /// A queue's whole configuration, written by admission after the
+    /// configuration bucket accepted it at `revision`.
+    #[serde(rename_all = "camelCase")]
+    Config {
+        queue: QueueDocument,
+        revision: u64,
+    },
+    /// An executor (re)started or reconnected.
+    Register(RegisterExecutor),
+    /// An attempt's lifecycle, from its executor.
+    Report(Report),
+    /// A checkpoint committed, from a checkpoint service.
+    Checkpoint(CheckpointCommit),
+    /// Everything below is written only by the scheduler leader, fenced.
+    #[serde(rename_all = "camelCase")]
+    Leader { epoch: u64, holder: String },
+    Pass(PassRecord),
+    #[serde(rename_all = "camelCase")]
+    Priority {
+        job_id: String,
+        scheduling_priority: u32,
+        at: u64,
+    },
+    #[serde(rename_all = "camelCase")]
+    Terminate {
+        job_id: String,
+        reason: String,
+        at: u64,
+    },
+    #[serde(rename_all = "camelCase")]
+    ExecutorLost {
+        executor_id: String,
+        incarnation: String,
+        at: u64,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ReportPhase {
+    /// Restored (or found no) checkpoint, launching.
+    Starting,
+    Running,
+    /// The process ended and its checkpoints were flushed.
+    Ended,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    pub executor_id: String,
+    pub job_id: String,
+    pub attempt: u32,
+    pub phase: ReportPhase,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored: Option<CheckpointCommit>,
+    /// Why a launch failed (no process ran), if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckpointCommit {
+    pub job_queue: String,
+    pub job_id: String,
+    pub attempt: u32,
+    pub seq: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<u64>,
+    /// Milliseconds since the Unix epoch.
+    pub created_at: u64,
+}
+
+/// Where an attempt runs: instance slots on one executor.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Placement {
+    pub executor_id: String,
+    pub slots: Vec<u32>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StartRecord {
+    pub job_id: String,
+    pub attempt: u32,
+    /// Instances on borrowed capacity.
+    pub borrowed: u32,
+    pub placement: Vec<Placement>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PreemptionRecord {
+    pub job_id: String,
+    /// CROSS_SHARE | IN_SHARE | LIMIT_REDUCED
+    pub kind: String,
+    pub for_job_id: String,
+}
+
+/// What one scheduling pass decided, at `now` (ms since the Unix epoch).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PassRecord {
+    pub job_queue: String,
+    pub now: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub starts: Vec<StartRecord>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preemptions: Vec<PreemptionRecord>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timeouts: Vec<String>,
+}
+
+/// On `qm.v1.exec.<executorId>.command`. Every command carries the leader's
+/// fencing epoch: an executor ignores commands from an older epoch than the
+/// newest it has seen. Starts are idempotent per (job, attempt).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum ExecCommand {
+    #[serde(rename_all = "camelCase")]
+    Start {
+        epoch: u64,
+        job_id: String,
+        attempt: u32,
+        job_queue: String,
+        command: Vec<String>,
+        #[serde(default)]
+        environment: BTreeMap<String, String>,
+        instance_type: String,
+        slots: Vec<u32>,
+    },
+    /// SIGTERM, then SIGKILL after `grace_seconds`.
+    #[serde(rename_all = "camelCase")]
+    Stop {
+        epoch: u64,
+        job_id: String,
+        attempt: u32,
+        grace_seconds: u64,
+        reason: String,
+    },
+}
+
+/// An executor's heartbeat (a request on `qm.v1.exec.<executorId>.heartbeat`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Heartbeat {
+    pub executor_id: String,
+    pub incarnation: String,
+    /// (jobId, attempt) of every attempt it holds.
+    #[serde(default)]
+    pub attempts: Vec<(String, u32)>,
+}
+
+/// The leader's answer to a heartbeat.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeartbeatAck {
+    /// False: the scheduler does not know this incarnation; register again.
+    pub known: bool,
+    pub epoch: u64,
+}
+
+/// `qm logs`: on `qm.v1.exec.<executorId>.logs`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogsRequest {
+    pub job_id: String,
+    pub attempt: u32,
+    /// Only the last this many bytes of each stream (default 64 KiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tail_bytes: Option<u64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogsResponse {
+    pub stdout: String,
+    pub stderr: String,
+    /// True when the start of a stream was cut off.
+    #[serde(default)]
+    pub truncated: bool,
+}
+
+/// To a node's checkpoint service: `qm.v1.ckpt.<node>.restore|track|flush`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckpointRequest {
+    pub job_queue: String,
+    pub job_id: String,
+    pub attempt: u32,
+    /// The attempt's local checkpoint directory (absolute).
+    pub dir: String,
+}
+
+/// Reply to restore and flush: the checkpoint restored or last committed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckpointReply {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<CheckpointCommit>,
+    /// Damaged or incomplete checkpoints skipped by a restore.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<String>,
+}
+
+/// Admission -> scheduler leader, on `qm.v1.sched.request`: an API operation
+/// the leader answers from its state (reads, priority updates, terminates).
+/// The reply is the API reply, relayed unchanged.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SchedRequest {
+    pub operation: String,
+    pub body: serde_json::Value,
+}
