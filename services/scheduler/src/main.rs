@@ -1,1 +1,132 @@
-fn main() {}
+//! `qm-scheduler`: keeps the cluster state as a projection of the `QM_LOG`
+//! stream, runs the scheduling core on every event and at least once a
+//! second, and sends start/stop commands to executors. One leader at a time
+//! (see `leader.rs`); others stand by. See `docs/adr/0004-services.md`.
+
+mod leader;
+mod runner;
+mod state;
+
+use std::time::Duration;
+
+use qm_service::{nats, settings};
+use serde::{Deserialize, Serialize};
+
+const USAGE: &str = "qm-scheduler [--config FILE]
+
+Runs the scheduling core over the durable log; one leader at a time, others
+stand by. Settings (file keys, or environment variables):
+  natsUrl                 QM_NATS_URL                              default nats://127.0.0.1:4222
+  holder                  QM_SCHEDULER_HOLDER                      default <hostname>-<pid>
+  leaseSeconds            QM_SCHEDULER_LEASE_SECONDS               default 5
+  executorTimeoutSeconds  QM_SCHEDULER_EXECUTOR_TIMEOUT_SECONDS    default 10
+  passIntervalMs          QM_SCHEDULER_PASS_INTERVAL_MS            default 1000
+  resendSeconds           QM_SCHEDULER_RESEND_SECONDS              default 3";
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Settings {
+    pub nats_url: String,
+    pub holder: String,
+    pub lease_seconds: u64,
+    pub executor_timeout_seconds: u64,
+    pub pass_interval_ms: u64,
+    pub resend_seconds: u64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        let host = std::fs::read_to_string("/etc/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "scheduler".into());
+        Settings {
+            nats_url: "nats://127.0.0.1:4222".into(),
+            holder: format!("{host}-{}", std::process::id()),
+            lease_seconds: 5,
+            executor_timeout_seconds: 10,
+            pass_interval_ms: 1000,
+            resend_seconds: 3,
+        }
+    }
+}
+
+impl settings::Validate for Settings {
+    fn problems(&self) -> Vec<String> {
+        let mut p = Vec::new();
+        if self.nats_url.is_empty() {
+            p.push("natsUrl: is required".into());
+        }
+        if self.holder.is_empty() {
+            p.push("holder: is required".into());
+        }
+        if self.lease_seconds < 2 {
+            p.push("leaseSeconds: must be >= 2".into());
+        }
+        if self.executor_timeout_seconds < 2 {
+            p.push("executorTimeoutSeconds: must be >= 2".into());
+        }
+        if !(10..=1000).contains(&self.pass_interval_ms) {
+            p.push("passIntervalMs: must be 10..=1000 (a pass at least once a second)".into());
+        }
+        if self.resend_seconds == 0 {
+            p.push("resendSeconds: must be >= 1".into());
+        }
+        p
+    }
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    nats::init_tracing();
+    let loaded = settings::config_path(USAGE).and_then(|path| {
+        settings::load::<Settings>("scheduler", path.as_deref(), std::env::vars())
+            .map_err(|e| e.to_string())
+    });
+    let settings = match loaded {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("qm-scheduler: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    let client = match nats::connect(&settings.nats_url, "qm-scheduler").await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("qm-scheduler: cannot connect to {}: {e}", settings.nats_url);
+            return std::process::ExitCode::from(1);
+        }
+    };
+    let storage = nats::storage_with_retry(&client).await;
+    let ttl = Duration::from_secs(settings.lease_seconds);
+    let shutdown = nats::shutdown_signal();
+    tokio::pin!(shutdown);
+    loop {
+        let acquired = tokio::select! {
+            _ = &mut shutdown => None,
+            got = leader::acquire(&storage.leader, &settings.holder, ttl) => Some(got),
+        };
+        let Some((epoch, revision)) = acquired else {
+            return std::process::ExitCode::SUCCESS;
+        };
+        tracing::info!(epoch, holder = %settings.holder, "became the scheduler leader");
+        let (lost, keeper) = leader::keep(storage.leader.clone(), settings.holder.clone(), ttl, revision);
+        let outcome = runner::run(&client, &storage, &settings, epoch, lost, &mut shutdown).await;
+        keeper.abort();
+        match outcome {
+            runner::Outcome::Shutdown => {
+                leader::release(&storage.leader, &settings.holder).await;
+                let _ = client.flush().await;
+                tracing::info!("scheduler stopped");
+                return std::process::ExitCode::SUCCESS;
+            }
+            runner::Outcome::LostLease => {
+                tracing::warn!("no longer the leader; standing by");
+            }
+            runner::Outcome::Failed(e) => {
+                tracing::error!(error = %e, "leader loop failed; standing by and retrying");
+                leader::release(&storage.leader, &settings.holder).await;
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+}

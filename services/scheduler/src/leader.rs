@@ -1,0 +1,121 @@
+//! One scheduler leader at a time: a lease in the `qm_leader` KV bucket.
+//!
+//! The lease is the key `scheduler`, holding who has it and until when. A
+//! candidate takes it when it is absent or expired, by compare-and-set on
+//! the key's revision; the revision at which it took the lease is its
+//! fencing epoch (revisions only grow, so a later leader always has a
+//! higher epoch). The leader renews by compare-and-set; if a renewal fails
+//! it has lost the lease and must stop deciding at once. Decisions are also
+//! fenced in the log itself (expected-last-sequence appends), so even a
+//! leader that has not yet noticed it was deposed cannot store a decision.
+
+use std::time::Duration;
+
+use async_nats::jetstream::kv;
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+const KEY: &str = "scheduler";
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Lease {
+    holder: String,
+    /// Milliseconds since the Unix epoch.
+    expires_at: u64,
+}
+
+fn lease(holder: &str, ttl: Duration) -> bytes::Bytes {
+    let l = Lease {
+        holder: holder.into(),
+        expires_at: qm_service::now_ms() + ttl.as_millis() as u64,
+    };
+    serde_json::to_vec(&l).unwrap_or_default().into()
+}
+
+/// Waits until this process holds the lease; returns the epoch and the
+/// key's current revision.
+pub async fn acquire(store: &kv::Store, holder: &str, ttl: Duration) -> (u64, u64) {
+    let mut announced = false;
+    loop {
+        let attempt = match store.entry(KEY).await {
+            Ok(None) => store.create(KEY, lease(holder, ttl)).await.ok(),
+            Ok(Some(e)) => {
+                let current: Option<Lease> = serde_json::from_slice(&e.value).ok();
+                let free = e.operation != kv::Operation::Put
+                    || current.as_ref().is_none_or(|l| {
+                        l.expires_at < qm_service::now_ms() || l.holder == holder
+                    });
+                if free {
+                    store.update(KEY, lease(holder, ttl), e.revision).await.ok()
+                } else {
+                    if !announced {
+                        tracing::info!(
+                            leader = current.map(|l| l.holder).unwrap_or_default(),
+                            "standing by: another scheduler holds the lease"
+                        );
+                        announced = true;
+                    }
+                    None
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "lease store unavailable");
+                None
+            }
+        };
+        if let Some(revision) = attempt {
+            return (revision, revision);
+        }
+        tokio::time::sleep(ttl / 5).await;
+    }
+}
+
+/// Renews the lease every `ttl / 3` in the background. The receiver turns
+/// true when the lease is lost (taken by another, or not renewed in time).
+pub fn keep(
+    store: kv::Store,
+    holder: String,
+    ttl: Duration,
+    mut revision: u64,
+) -> (watch::Receiver<bool>, tokio::task::JoinHandle<()>) {
+    let (tx, rx) = watch::channel(false);
+    let task = tokio::spawn(async move {
+        let mut valid_until = tokio::time::Instant::now() + ttl;
+        loop {
+            tokio::time::sleep(ttl / 3).await;
+            match store.update(KEY, lease(&holder, ttl), revision).await {
+                Ok(r) => {
+                    revision = r;
+                    valid_until = tokio::time::Instant::now() + ttl;
+                }
+                Err(e) => {
+                    let expired = tokio::time::Instant::now() >= valid_until;
+                    let taken = matches!(store.entry(KEY).await, Ok(Some(en)) if en.revision != revision);
+                    if taken || expired {
+                        tracing::error!(error = %e, "lost the scheduler lease");
+                        let _ = tx.send(true);
+                        return;
+                    }
+                    tracing::warn!(error = %e, "lease renewal failed; retrying");
+                }
+            }
+        }
+    });
+    (rx, task)
+}
+
+/// Gives the lease up (on shutdown) so a standby takes over at once.
+pub async fn release(store: &kv::Store, holder: &str) {
+    if let Ok(Some(e)) = store.entry(KEY).await {
+        let mine = serde_json::from_slice::<Lease>(&e.value).is_ok_and(|l| l.holder == holder);
+        if mine {
+            let expired = serde_json::to_vec(&Lease {
+                holder: holder.into(),
+                expires_at: 0,
+            })
+            .unwrap_or_default();
+            let _ = store.update(KEY, expired.into(), e.revision).await;
+        }
+    }
+}

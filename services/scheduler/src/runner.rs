@@ -1,0 +1,570 @@
+//! The leader's loop: replay the log, announce the new epoch, then apply new
+//! entries as they arrive, answer requests, watch heartbeats, and run passes.
+//!
+//! Every decision is appended to the log *fenced*: with the stream sequence
+//! the decision was made on as the expected last sequence. If anything was
+//! appended meanwhile (a submit, a report, another leader's entry), the
+//! append is refused, the loop reads the new entries and decides again. So
+//! the log order is exactly the order the state saw, and a replay rebuilds
+//! it exactly.
+
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::consumer::{pull, DeliverPolicy};
+use futures::{FutureExt, StreamExt};
+use qm_service::api::{self, decode, encode};
+use qm_service::nats::Storage;
+use qm_service::now_ms;
+use qm_wire::messages::{
+    ApiError, ErrorCode, JobQueueSnapshot, JobRef, ListServiceJobs, ListServiceJobsResponse,
+    QueueRef, ShareUsage, TerminateServiceJob, UpdateServiceJob,
+};
+use qm_wire::subjects;
+use qm_wire::system::{ExecCommand, Heartbeat, HeartbeatAck, LogEntry, SchedRequest};
+
+use crate::state::{Effect, Effects, State};
+use crate::Settings;
+
+pub enum Outcome {
+    Shutdown,
+    LostLease,
+    Failed(String),
+}
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// Most log entries applied before the loop runs a pass.
+const BATCH: usize = 1024;
+/// Front-of-queue jobs a snapshot shows.
+const SNAPSHOT_FRONT: usize = 20;
+
+struct Runner<'a> {
+    client: &'a async_nats::Client,
+    storage: &'a Storage,
+    settings: &'a Settings,
+    state: State,
+    /// Sequence of the last log entry applied.
+    seq: u64,
+    /// Sequences of entries this leader appended (and applied already).
+    own: std::collections::HashSet<u64>,
+    last_seen: HashMap<String, Instant>,
+    sent: HashMap<(String, u32, bool), Instant>,
+    writes: VecDeque<(SchedRequest, Option<async_nats::Subject>)>,
+    dirty: bool,
+}
+
+fn ms_of(info: &async_nats::jetstream::message::Info<'_>) -> u64 {
+    (info.published.unix_timestamp_nanos() / 1_000_000).max(0) as u64
+}
+
+pub async fn run(
+    client: &async_nats::Client,
+    storage: &Storage,
+    settings: &Settings,
+    epoch: u64,
+    mut lost: tokio::sync::watch::Receiver<bool>,
+    shutdown: &mut Pin<&mut impl Future<Output = ()>>,
+) -> Outcome {
+    let mut runner = Runner {
+        client,
+        storage,
+        settings,
+        state: State::default(),
+        seq: 0,
+        own: Default::default(),
+        last_seen: HashMap::new(),
+        sent: HashMap::new(),
+        writes: VecDeque::new(),
+        dirty: true,
+    };
+    match runner.go(epoch, &mut lost, shutdown).await {
+        Ok(outcome) => outcome,
+        Err(e) => Outcome::Failed(e.to_string()),
+    }
+}
+
+impl Runner<'_> {
+    async fn go(
+        &mut self,
+        epoch: u64,
+        lost: &mut tokio::sync::watch::Receiver<bool>,
+        shutdown: &mut Pin<&mut impl Future<Output = ()>>,
+    ) -> Result<Outcome, Error> {
+        let started = Instant::now();
+        let mut log = self.storage.log.clone();
+        let last = log.info().await?.state.last_sequence;
+        let consumer = log
+            .create_consumer(pull::OrderedConfig {
+                deliver_policy: DeliverPolicy::All,
+                ..Default::default()
+            })
+            .await?;
+        let mut messages = consumer.messages().await?;
+        // Replay: rebuild the state; effects were published the first time.
+        while self.seq < last {
+            let Some(msg) = messages.next().await else {
+                return Err("log consumer ended during replay".into());
+            };
+            let msg = msg?;
+            self.apply_message(&msg, false).await;
+        }
+        self.state.epoch = epoch;
+        tracing::info!(
+            entries = last,
+            jobs = self.state.job_queue.len(),
+            ms = started.elapsed().as_millis() as u64,
+            "state rebuilt from the log"
+        );
+        let mut requests = self.client.subscribe(subjects::SCHED_REQUEST).await?;
+        let mut heartbeats = self
+            .client
+            .subscribe(format!("{}.*.heartbeat", subjects::EXEC_PREFIX))
+            .await?;
+        // Announce the epoch; until it is stored nothing else is decided.
+        let leader_entry = LogEntry::Leader {
+            epoch,
+            holder: self.settings.holder.clone(),
+        };
+        loop {
+            if self.append(&leader_entry).await.is_some() {
+                break;
+            }
+            let msg = tokio::select! {
+                m = messages.next() => m,
+                _ = tokio::time::sleep(Duration::from_millis(200)) => continue,
+            };
+            match msg {
+                Some(m) => self.apply_message(&m?, true).await,
+                None => return Err("log consumer ended".into()),
+            }
+        }
+        // Every executor gets a full timeout to show up after a failover.
+        let now = Instant::now();
+        for id in self.state.executors.keys() {
+            self.last_seen.insert(id.clone(), now);
+        }
+        let mut ticker = tokio::time::interval(Duration::from_millis(self.settings.pass_interval_ms));
+        loop {
+            tokio::select! {
+                biased;
+                _ = shutdown.as_mut() => return Ok(Outcome::Shutdown),
+                _ = lost.changed() => return Ok(Outcome::LostLease),
+                msg = messages.next() => {
+                    let Some(msg) = msg else { return Err("log consumer ended".into()) };
+                    self.apply_message(&msg?, true).await;
+                    for _ in 0..BATCH {
+                        match messages.next().now_or_never() {
+                            Some(Some(Ok(m))) => self.apply_message(&m, true).await,
+                            Some(Some(Err(e))) => return Err(e.into()),
+                            Some(None) => return Err("log consumer ended".into()),
+                            None => break,
+                        }
+                    }
+                }
+                req = requests.next() => {
+                    if let Some(req) = req { self.request(req).await; }
+                }
+                hb = heartbeats.next() => {
+                    if let Some(hb) = hb { self.heartbeat(hb).await; }
+                }
+                _ = ticker.tick() => {
+                    self.check_executors().await;
+                    self.resend().await;
+                    self.dirty = true;
+                }
+            }
+            self.do_writes().await;
+            if self.dirty {
+                self.passes().await;
+            }
+        }
+    }
+
+    async fn apply_message(&mut self, msg: &async_nats::jetstream::Message, live: bool) {
+        let Ok(info) = msg.info() else {
+            return;
+        };
+        let (seq, at) = (info.stream_sequence, ms_of(&info));
+        self.seq = self.seq.max(seq);
+        if self.own.remove(&seq) {
+            return; // appended and applied by this leader
+        }
+        match serde_json::from_slice::<LogEntry>(&msg.payload) {
+            Ok(entry) => {
+                let fx = self.state.apply(entry, at);
+                self.dirty = true;
+                if live {
+                    self.publish(fx).await;
+                }
+            }
+            Err(e) => tracing::warn!(seq, subject = %msg.subject, error = %e, "unreadable log entry skipped"),
+        }
+    }
+
+    /// Appends a decision fenced on the last applied sequence. None: refused
+    /// (something was appended meanwhile) or the log is unreachable.
+    async fn append(&mut self, entry: &LogEntry) -> Option<u64> {
+        let body = serde_json::to_vec(entry).ok()?;
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("Nats-Expected-Last-Sequence", self.seq.to_string().as_str());
+        let ack = self
+            .storage
+            .js
+            .publish_with_headers(subjects::LOG_SCHED, headers, body.into())
+            .await
+            .ok()?;
+        match ack.await {
+            Ok(ack) => {
+                self.seq = ack.sequence;
+                self.own.insert(ack.sequence);
+                Some(ack.sequence)
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "fenced append refused; re-reading the log");
+                None
+            }
+        }
+    }
+
+    async fn publish(&mut self, fx: Effects) {
+        for effect in fx {
+            self.send(effect, false).await;
+        }
+    }
+
+    async fn send(&mut self, effect: Effect, resend: bool) {
+        let (subject, body) = match &effect {
+            Effect::Job(e, subject) => (subject.clone(), serde_json::to_vec(e)),
+            Effect::Preemption(e, subject) => (subject.clone(), serde_json::to_vec(e)),
+            Effect::Command(executor, cmd) => {
+                let (job, attempt, start) = match cmd {
+                    ExecCommand::Start { job_id, attempt, .. } => (job_id, *attempt, true),
+                    ExecCommand::Stop { job_id, attempt, .. } => (job_id, *attempt, false),
+                };
+                let key = (job.clone(), attempt, start);
+                if resend {
+                    let wait = Duration::from_secs(self.settings.resend_seconds);
+                    if self.sent.get(&key).is_some_and(|t| t.elapsed() < wait) {
+                        return;
+                    }
+                    tracing::info!(job = %job, attempt, start, executor = %executor, "resending command");
+                }
+                self.sent.insert(key, Instant::now());
+                let Ok(subject) = subjects::executor_command(executor) else {
+                    return;
+                };
+                (subject, serde_json::to_vec(cmd))
+            }
+        };
+        if let Ok(body) = body {
+            if let Err(e) = self.client.publish(subject, body.into()).await {
+                tracing::warn!(error = %e, "publish failed");
+            }
+        }
+    }
+
+    async fn resend(&mut self) {
+        let fx: Vec<Effect> = self
+            .state
+            .unstarted()
+            .into_iter()
+            .chain(self.state.stops())
+            .collect();
+        for e in fx {
+            self.send(e, true).await;
+        }
+        // Forget commands of attempts that have moved on.
+        if self.sent.len() > 10_000 {
+            self.sent.retain(|_, t| t.elapsed() < Duration::from_secs(60));
+        }
+    }
+
+    async fn check_executors(&mut self) {
+        let timeout = Duration::from_secs(self.settings.executor_timeout_seconds);
+        let now = Instant::now();
+        let mut lost = Vec::new();
+        for (id, e) in &self.state.executors {
+            if !e.live {
+                continue;
+            }
+            let seen = *self.last_seen.entry(id.clone()).or_insert(now);
+            if now.duration_since(seen) > timeout {
+                lost.push((id.clone(), e.registration.incarnation.clone()));
+            }
+        }
+        for (executor_id, incarnation) in lost {
+            tracing::warn!(executor = %executor_id, "executor missed its heartbeats; its attempts end HOST_LOST");
+            let entry = LogEntry::ExecutorLost {
+                executor_id,
+                incarnation,
+                at: now_ms(),
+            };
+            if self.append(&entry).await.is_some() {
+                let fx = self.state.apply(entry, now_ms());
+                self.publish(fx).await;
+            } else {
+                return; // retried at the next tick, after reading the log
+            }
+        }
+    }
+
+    async fn heartbeat(&mut self, msg: async_nats::Message) {
+        let Ok(hb) = serde_json::from_slice::<Heartbeat>(&msg.payload) else {
+            return;
+        };
+        let known = self
+            .state
+            .executors
+            .get(&hb.executor_id)
+            .is_some_and(|e| e.live && e.registration.incarnation == hb.incarnation);
+        if known {
+            self.last_seen.insert(hb.executor_id.clone(), Instant::now());
+            // Attempts the executor holds that are not placed there: stop them.
+            let expected = self.state.expected_on(&hb.executor_id);
+            for (job_id, attempt) in &hb.attempts {
+                if !expected.contains(&(job_id.clone(), *attempt)) {
+                    let cmd = ExecCommand::Stop {
+                        epoch: self.state.epoch,
+                        job_id: job_id.clone(),
+                        attempt: *attempt,
+                        grace_seconds: 10,
+                        reason: "not placed on this executor".into(),
+                    };
+                    self.send(Effect::Command(hb.executor_id.clone(), cmd), true)
+                        .await;
+                }
+            }
+        }
+        if let Some(reply) = msg.reply {
+            let ack = HeartbeatAck {
+                known,
+                epoch: self.state.epoch,
+            };
+            if let Ok(body) = serde_json::to_vec(&ack) {
+                let _ = self.client.publish(reply, body.into()).await;
+            }
+        }
+    }
+
+    async fn passes(&mut self) {
+        let queues: Vec<String> = self.state.queues.keys().cloned().collect();
+        let now = self.state.clock.max(now_ms());
+        for q in queues {
+            let Some((record, plan)) = self.state.plan(&q, now) else {
+                continue;
+            };
+            if record.starts.is_empty() && record.preemptions.is_empty() && record.timeouts.is_empty() {
+                let fx = self.state.apply_reasons(&q, &plan);
+                self.publish(fx).await;
+                continue;
+            }
+            let entry = LogEntry::Pass(record);
+            if self.append(&entry).await.is_none() {
+                return; // stays dirty: decided again after the new entries
+            }
+            let LogEntry::Pass(record) = entry else { unreachable!() };
+            let fx = self.state.apply_planned(&record, plan);
+            self.publish(fx).await;
+        }
+        self.dirty = false;
+    }
+
+    // ----- requests relayed by admission -------------------------------------
+
+    async fn request(&mut self, msg: async_nats::Message) {
+        let req = match decode::<SchedRequest>(&msg.payload) {
+            Ok(r) => r,
+            Err(e) => return self.reply::<()>(msg.reply, Err(e)).await,
+        };
+        let now = self.state.clock.max(now_ms());
+        match req.operation.as_str() {
+            "DescribeServiceJob" => {
+                let r = parse::<JobRef>(&req.body).and_then(|j| {
+                    self.state
+                        .describe(&j.job_id, now)
+                        .ok_or_else(|| not_found(&j.job_id))
+                });
+                self.reply(msg.reply, r).await
+            }
+            "ListServiceJobs" => {
+                let r = parse::<ListServiceJobs>(&req.body).and_then(|l| self.list(&l, now));
+                self.reply(msg.reply, r).await
+            }
+            "GetJobQueueSnapshot" => {
+                let r = parse::<QueueRef>(&req.body).and_then(|q| self.snapshot(&q.job_queue, now));
+                self.reply(msg.reply, r).await
+            }
+            "UpdateServiceJob" | "TerminateServiceJob" => {
+                self.writes.push_back((req, msg.reply));
+            }
+            other => {
+                let e = api::error(ErrorCode::Invalid, format!("the scheduler does not answer {other:?}"));
+                self.reply::<()>(msg.reply, Err(e)).await
+            }
+        }
+    }
+
+    async fn reply<T: serde::Serialize>(&self, to: Option<async_nats::Subject>, r: Result<T, ApiError>) {
+        if let Some(to) = to {
+            let _ = self.client.publish(to, encode(&r)).await;
+        }
+    }
+
+    /// Priority updates and terminates: validated on the current state,
+    /// appended fenced, applied, answered. A refused append leaves the
+    /// request queued until the new entries are read.
+    async fn do_writes(&mut self) {
+        while let Some((req, reply)) = self.writes.pop_front() {
+            let now = self.state.clock.max(now_ms());
+            let entry = match self.write_entry(&req, now) {
+                Ok(Some(entry)) => entry,
+                Ok(None) => {
+                    self.reply(reply, Ok(serde_json::json!({}))).await;
+                    continue;
+                }
+                Err(e) => {
+                    self.reply::<()>(reply, Err(e)).await;
+                    continue;
+                }
+            };
+            if self.append(&entry).await.is_none() {
+                self.writes.push_front((req, reply));
+                return;
+            }
+            let job_id = match &entry {
+                LogEntry::Priority { job_id, .. } | LogEntry::Terminate { job_id, .. } => job_id.clone(),
+                _ => String::new(),
+            };
+            let fx = self.state.apply(entry, now);
+            self.publish(fx).await;
+            self.dirty = true;
+            let r = self.state.describe(&job_id, now).ok_or_else(|| not_found(&job_id));
+            self.reply(reply, r).await;
+        }
+    }
+
+    fn write_entry(&self, req: &SchedRequest, now: u64) -> Result<Option<LogEntry>, ApiError> {
+        if req.operation == "UpdateServiceJob" {
+            let u = parse::<UpdateServiceJob>(&req.body)?;
+            let (q, id) = self.state.locate(&u.job_id).ok_or_else(|| not_found(&u.job_id))?;
+            let job = self.state.queues[&q].cluster.job(id).ok_or_else(|| not_found(&u.job_id))?;
+            if job.status.is_final() {
+                return Err(api::error(
+                    ErrorCode::Conflict,
+                    format!("job {} is {}; its priority can no longer change", u.job_id, job.status),
+                ));
+            }
+            if u.scheduling_priority > 9999 {
+                return Err(api::invalid(
+                    "invalid update",
+                    vec![qm_wire::messages::Problem {
+                        field: "schedulingPriority".into(),
+                        message: format!("must be 0..=9999, got {}", u.scheduling_priority),
+                    }],
+                ));
+            }
+            return Ok(Some(LogEntry::Priority {
+                job_id: u.job_id,
+                scheduling_priority: u.scheduling_priority,
+                at: now,
+            }));
+        }
+        let t = parse::<TerminateServiceJob>(&req.body)?;
+        let (q, id) = self.state.locate(&t.job_id).ok_or_else(|| not_found(&t.job_id))?;
+        let job = self.state.queues[&q].cluster.job(id).ok_or_else(|| not_found(&t.job_id))?;
+        if job.status.is_final() || job.stopping == Some(qm_core::StopCause::Cancelled) {
+            return Ok(None); // already over (or being cancelled): nothing to do
+        }
+        Ok(Some(LogEntry::Terminate {
+            job_id: t.job_id,
+            reason: t.reason,
+            at: now,
+        }))
+    }
+
+    fn list(&self, l: &ListServiceJobs, now: u64) -> Result<ListServiceJobsResponse, ApiError> {
+        let qs = self.state.queues.get(&l.job_queue).ok_or_else(|| {
+            api::error(ErrorCode::NotFound, format!("no job queue {:?}", l.job_queue))
+        })?;
+        let start: usize = match &l.next_token {
+            Some(t) => t
+                .parse()
+                .map_err(|_| api::error(ErrorCode::Invalid, format!("nextToken {t:?} is not one this API returned")))?,
+            None => 0,
+        };
+        let max = l.max_results.unwrap_or(100).clamp(1, 1000) as usize;
+        let mut matching = qs.cluster.jobs().filter(|j| {
+            l.job_status.as_deref().is_none_or(|s| j.status.as_str() == s)
+                && l.quota_share_name
+                    .as_deref()
+                    .is_none_or(|s| qs.cluster.share_config(j.spec.share).name == s)
+        });
+        let page: Vec<_> = matching
+            .by_ref()
+            .skip(start)
+            .take(max)
+            .map(|j| self.state.service_job(&l.job_queue, j.id, now))
+            .collect();
+        let more = matching.next().is_some();
+        Ok(ListServiceJobsResponse {
+            next_token: more.then(|| (start + page.len()).to_string()),
+            job_summary_list: page,
+        })
+    }
+
+    fn snapshot(&self, queue: &str, now: u64) -> Result<JobQueueSnapshot, ApiError> {
+        let qs = self
+            .state
+            .queues
+            .get(queue)
+            .ok_or_else(|| api::error(ErrorCode::NotFound, format!("no job queue {queue:?}")))?;
+        let c = &qs.cluster;
+        let mut front = Vec::new();
+        let mut shares = Vec::new();
+        for s in c.share_indices() {
+            for t in 0..c.type_count() {
+                let t = qm_core::TypeIdx(t as u16);
+                front.extend(c.runnable_in_order(s, t).into_iter().take(SNAPSHOT_FRONT));
+                let u = c.share_usage(s, t);
+                if u.entitlement > 0 || u.used > 0 {
+                    shares.push(ShareUsage {
+                        quota_share_name: c.share_config(s).name.clone(),
+                        instance_type: c.type_name(t).to_string(),
+                        entitlement: u.entitlement,
+                        used: u.used,
+                        borrowed: u.borrowed,
+                        lent: u.lent,
+                        idle: u.idle,
+                    });
+                }
+            }
+        }
+        let mut front: Vec<_> = front
+            .into_iter()
+            .filter_map(|id| c.job(id))
+            .map(|j| (std::cmp::Reverse(j.spec.priority), j.runnable_since, j.id))
+            .collect();
+        front.sort();
+        Ok(JobQueueSnapshot {
+            job_queue: queue.into(),
+            front_of_queue: front
+                .into_iter()
+                .take(SNAPSHOT_FRONT)
+                .map(|(_, _, id)| self.state.service_job(queue, id, now))
+                .collect(),
+            shares,
+        })
+    }
+}
+
+fn parse<T: serde::de::DeserializeOwned>(body: &serde_json::Value) -> Result<T, ApiError> {
+    serde_json::from_value(body.clone())
+        .map_err(|e| api::error(ErrorCode::Invalid, format!("malformed request body: {e}")))
+}
+
+fn not_found(job_id: &str) -> ApiError {
+    api::error(ErrorCode::NotFound, format!("no job {job_id:?}"))
+}
