@@ -107,18 +107,30 @@ pub fn load(dir: &Path) -> Result<Option<State>, CheckpointError> {
 }
 
 /// Writes `state` into `dir` atomically.
+/// The file the checkpoint service reads the step from.
+pub const STEP_FILE: &str = "qm-checkpoint.json";
+
 pub fn save(dir: &Path, state: &State) -> Result<(), CheckpointError> {
     fs::create_dir_all(dir).map_err(io(dir))?;
-    let path = dir.join(FILE);
-    let tmp = dir.join(format!(".{FILE}.tmp"));
-    let mut file = File::create(&tmp).map_err(io(&tmp))?;
-    file.write_all(&encode(state)).map_err(io(&tmp))?;
-    file.sync_all().map_err(io(&tmp))?;
-    fs::rename(&tmp, &path).map_err(io(&path))?;
+    write_atomically(dir, FILE, &encode(state))?;
+    // The step, for the checkpoint service's manifest (informational).
+    let step = format!("{{\"step\": {}}}\n", state.step);
+    write_atomically(dir, STEP_FILE, step.as_bytes())?;
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(io(dir))?;
     Ok(())
+}
+
+/// Writes `name` in `dir` as a dot-file, syncs it, then renames it: readers
+/// (and the checkpoint service, which skips dot-files) never see half a file.
+fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), CheckpointError> {
+    let path = dir.join(name);
+    let tmp = dir.join(format!(".{name}.tmp"));
+    let mut file = File::create(&tmp).map_err(io(&tmp))?;
+    file.write_all(bytes).map_err(io(&tmp))?;
+    file.sync_all().map_err(io(&tmp))?;
+    fs::rename(&tmp, &path).map_err(io(&path))
 }
 
 #[cfg(test)]

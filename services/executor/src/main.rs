@@ -1,1 +1,591 @@
-fn main() {}
+//! `qm-executor`: one per node (or pool). Registers the node's instances and
+//! GPUs, heartbeats, launches each attempt's process (argv, no shell) in its
+//! own directory with `QM_JOB_ID`, `QM_ATTEMPT`, `QM_CHECKPOINT_DIR` and
+//! `CUDA_VISIBLE_DEVICES`, captures its output, stops it (SIGTERM, grace,
+//! SIGKILL) when told, and reports every transition durably.
+//!
+//! Before a launch the node's checkpoint service restores the job's latest
+//! checkpoint into the attempt's directory; after the process exits it
+//! flushes, and only then is the attempt reported ended.
+
+mod gpus;
+mod process;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use qm_service::client::Client;
+use qm_service::{nats, settings};
+use qm_wire::messages::{ExecutorInstances, RegisterExecutor};
+use qm_wire::subjects::{self, Operation};
+use qm_wire::system::{
+    CheckpointReply, CheckpointRequest, ExecCommand, Heartbeat, HeartbeatAck, LogEntry,
+    LogsRequest, LogsResponse, Report, ReportPhase,
+};
+use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, watch};
+
+const USAGE: &str = "qm-executor [--config FILE]
+
+Launches and stops training processes for the scheduler. Settings (file keys,
+or environment variables QM_EXECUTOR_<KEY>):
+  natsUrl            QM_NATS_URL                    default nats://127.0.0.1:4222
+  executorId         QM_EXECUTOR_EXECUTOR_ID        required (letters, digits, - and _)
+  jobQueue           QM_EXECUTOR_JOB_QUEUE          required
+  instances          QM_EXECUTOR_INSTANCES          required, e.g.
+                     [{\"instanceType\":\"ml.g5.xlarge\",\"count\":2,\"gpusPerInstance\":1}]
+  gpus               QM_EXECUTOR_GPUS               GPU indices to hand out; default:
+                                                    discovered with nvidia-smi when any
+                                                    instance has gpusPerInstance > 0
+  workDir            QM_EXECUTOR_WORK_DIR           default /tmp/qm-executor-<executorId>
+  checkpointNode     QM_EXECUTOR_CHECKPOINT_NODE    default: the executor id
+  heartbeatSeconds   QM_EXECUTOR_HEARTBEAT_SECONDS  default 1";
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InstanceSpec {
+    pub instance_type: String,
+    pub count: u32,
+    #[serde(default)]
+    pub gpus_per_instance: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Settings {
+    pub nats_url: String,
+    pub executor_id: String,
+    pub job_queue: String,
+    pub instances: Vec<InstanceSpec>,
+    pub gpus: Option<Vec<u32>>,
+    pub work_dir: String,
+    pub checkpoint_node: String,
+    pub heartbeat_seconds: u64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            nats_url: "nats://127.0.0.1:4222".into(),
+            executor_id: String::new(),
+            job_queue: String::new(),
+            instances: Vec::new(),
+            gpus: None,
+            work_dir: String::new(),
+            checkpoint_node: String::new(),
+            heartbeat_seconds: 1,
+        }
+    }
+}
+
+impl settings::Validate for Settings {
+    fn problems(&self) -> Vec<String> {
+        let mut p = Vec::new();
+        if let Err(e) = subjects::token(&self.executor_id) {
+            p.push(format!("executorId: {e}"));
+        }
+        if let Err(e) = subjects::token(&self.job_queue) {
+            p.push(format!("jobQueue: {e}"));
+        }
+        if !self.checkpoint_node.is_empty() {
+            if let Err(e) = subjects::token(&self.checkpoint_node) {
+                p.push(format!("checkpointNode: {e}"));
+            }
+        }
+        if self.instances.is_empty() {
+            p.push("instances: at least one {instanceType, count} is required".into());
+        }
+        for (i, inst) in self.instances.iter().enumerate() {
+            if inst.instance_type.is_empty() {
+                p.push(format!("instances[{i}].instanceType: is required"));
+            }
+            if inst.count == 0 {
+                p.push(format!("instances[{i}].count: must be >= 1"));
+            }
+        }
+        if self.heartbeat_seconds == 0 {
+            p.push("heartbeatSeconds: must be >= 1".into());
+        }
+        p
+    }
+}
+
+/// A running attempt: how to stop it.
+struct Running {
+    stop: watch::Sender<Option<u64>>,
+    instance_type: String,
+    slots: Vec<u32>,
+}
+
+pub struct Executor {
+    settings: Settings,
+    client: async_nats::Client,
+    incarnation: String,
+    /// GPU indices per instance slot, per type.
+    gpus: BTreeMap<String, Vec<Vec<u32>>>,
+    attempts: Mutex<HashMap<(String, u32), Running>>,
+    /// Attempts that ran here and ended: a repeated start is ignored.
+    finished: Mutex<HashSet<(String, u32)>>,
+    epoch: std::sync::atomic::AtomicU64,
+    reports: mpsc::UnboundedSender<Report>,
+    /// Shutting down: attempts end without reports; withdrawing the
+    /// instances afterwards ends them HOST_LOST, so they are requeued (a
+    /// trainer exiting 0 after SIGTERM must not read as success).
+    draining: std::sync::atomic::AtomicBool,
+}
+
+impl Executor {
+    fn registration(&self, draining: bool) -> RegisterExecutor {
+        let instances = if draining {
+            Vec::new()
+        } else {
+            self.settings
+                .instances
+                .iter()
+                .map(|i| ExecutorInstances {
+                    instance_type: i.instance_type.clone(),
+                    count: i.count,
+                    gpus: self.gpus.get(&i.instance_type).cloned().unwrap_or_default(),
+                })
+                .collect()
+        };
+        RegisterExecutor {
+            executor_id: self.settings.executor_id.clone(),
+            job_queue: self.settings.job_queue.clone(),
+            instances,
+            incarnation: self.incarnation.clone(),
+            checkpoint_node: Some(self.settings.checkpoint_node.clone()),
+        }
+    }
+
+    /// Registers through admission, retrying until it is accepted.
+    async fn register(&self, draining: bool) {
+        let client = Client::new(self.client.clone());
+        let mut delay = Duration::from_millis(200);
+        loop {
+            match client
+                .call::<_, serde_json::Value>(Operation::RegisterExecutor, &self.registration(draining))
+                .await
+            {
+                Ok(_) => {
+                    tracing::info!(draining, "registered with the scheduler");
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "registration failed; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+    }
+
+    fn report(&self, job_id: &str, attempt: u32, phase: ReportPhase) -> Report {
+        Report {
+            executor_id: self.settings.executor_id.clone(),
+            job_id: job_id.into(),
+            attempt,
+            phase,
+            exit_code: None,
+            signal: None,
+            restored: None,
+            error: None,
+        }
+    }
+
+    fn send(&self, r: Report) {
+        let _ = self.reports.send(r);
+    }
+
+    async fn checkpoint(&self, op: &str, req: &CheckpointRequest, tries: u32) -> Result<CheckpointReply, String> {
+        let client = Client {
+            nats: self.client.clone(),
+            timeout: Duration::from_secs(120),
+        };
+        let subject = subjects::checkpoint_request(&self.settings.checkpoint_node, op)
+            .map_err(|e| e.to_string())?;
+        let body: bytes::Bytes = serde_json::to_vec(req).map_err(|e| e.to_string())?.into();
+        let mut last = String::new();
+        for i in 0..tries {
+            match client
+                .request_raw::<CheckpointReply>(subject.clone(), body.clone(), "checkpoint")
+                .await
+            {
+                Ok(r) => return Ok(r),
+                Err(e) => {
+                    last = e.to_string();
+                    tracing::warn!(op, job = %req.job_id, error = %last, "checkpoint service call failed");
+                    tokio::time::sleep(Duration::from_millis(500 * u64::from(i + 1))).await;
+                }
+            }
+        }
+        Err(last)
+    }
+
+    fn attempt_dir(&self, job_id: &str, attempt: u32) -> PathBuf {
+        PathBuf::from(&self.settings.work_dir)
+            .join(job_id)
+            .join(format!("attempt-{attempt}"))
+    }
+
+    async fn command(self: &Arc<Self>, cmd: ExecCommand) {
+        let epoch = match &cmd {
+            ExecCommand::Start { epoch, .. } | ExecCommand::Stop { epoch, .. } => *epoch,
+        };
+        let newest = self.epoch.fetch_max(epoch, std::sync::atomic::Ordering::SeqCst);
+        if epoch < newest {
+            tracing::warn!(epoch, newest, "command from an older scheduler epoch ignored");
+            return;
+        }
+        match cmd {
+            ExecCommand::Start {
+                job_id,
+                attempt,
+                job_queue,
+                command,
+                environment,
+                instance_type,
+                slots,
+                ..
+            } => {
+                let key = (job_id.clone(), attempt);
+                let (tx, rx) = watch::channel(None);
+                {
+                    let finished = self.finished.lock().map(|f| f.contains(&key)).unwrap_or(true);
+                    let Ok(mut attempts) = self.attempts.lock() else { return };
+                    if finished || attempts.contains_key(&key) {
+                        return; // idempotent per (job, attempt)
+                    }
+                    attempts.insert(
+                        key,
+                        Running {
+                            stop: tx,
+                            instance_type: instance_type.clone(),
+                            slots: slots.clone(),
+                        },
+                    );
+                }
+                let gpus: Vec<u32> = slots
+                    .iter()
+                    .flat_map(|s| {
+                        self.gpus
+                            .get(&instance_type)
+                            .and_then(|g| g.get(*s as usize))
+                            .cloned()
+                            .unwrap_or_default()
+                    })
+                    .collect();
+                let me = Arc::clone(self);
+                tokio::spawn(async move {
+                    let launch = process::Launch {
+                        job_id,
+                        attempt,
+                        job_queue,
+                        command,
+                        environment,
+                        gpus,
+                    };
+                    me.run_attempt(launch, rx).await;
+                });
+            }
+            ExecCommand::Stop {
+                job_id,
+                attempt,
+                grace_seconds,
+                reason,
+                ..
+            } => {
+                if let Ok(attempts) = self.attempts.lock() {
+                    if let Some(r) = attempts.get(&(job_id.clone(), attempt)) {
+                        if r.stop.borrow().is_none() {
+                            tracing::info!(job = %job_id, attempt, grace_seconds, %reason, "stopping");
+                        }
+                        let _ = r.stop.send(Some(grace_seconds));
+                    }
+                }
+            }
+        }
+    }
+
+    async fn run_attempt(self: Arc<Self>, launch: process::Launch, mut stop: watch::Receiver<Option<u64>>) {
+        let (job_id, attempt) = (launch.job_id.clone(), launch.attempt);
+        let dir = self.attempt_dir(&job_id, attempt);
+        let ckpt_dir = dir.join("checkpoint");
+        let mut ended = self.report(&job_id, attempt, ReportPhase::Ended);
+        let request = CheckpointRequest {
+            job_queue: launch.job_queue.clone(),
+            job_id: job_id.clone(),
+            attempt,
+            dir: ckpt_dir.display().to_string(),
+        };
+        if let Err(e) = std::fs::create_dir_all(&ckpt_dir) {
+            ended.error = Some(format!("cannot create {}: {e}", ckpt_dir.display()));
+            return self.finish(ended);
+        }
+        let restored = match self.checkpoint("restore", &request, 5).await {
+            Ok(r) => r,
+            Err(e) => {
+                ended.error = Some(format!("checkpoint restore failed: {e}"));
+                return self.finish(ended);
+            }
+        };
+        let mut starting = self.report(&job_id, attempt, ReportPhase::Starting);
+        starting.restored = restored.checkpoint.clone();
+        self.send(starting);
+        let stopped = stop.borrow().is_some();
+        if stopped {
+            return self.finish(ended); // stopped before it launched
+        }
+        let mut child = match process::spawn(&launch, &dir, &ckpt_dir) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(job = %job_id, attempt, error = %e, "launch failed");
+                ended.error = Some(e);
+                let _ = self.checkpoint("flush", &request, 3).await;
+                return self.finish(ended);
+            }
+        };
+        tracing::info!(job = %job_id, attempt, pid = child.id(), restored = ?restored.checkpoint.as_ref().map(|c| c.seq), "launched");
+        self.send(self.report(&job_id, attempt, ReportPhase::Running));
+        if let Err(e) = self.checkpoint("track", &request, 3).await {
+            tracing::warn!(job = %job_id, error = %e, "checkpoint tracking not started");
+        }
+        let status = process::wait_or_stop(&mut child, &mut stop).await;
+        ended.exit_code = status.0;
+        ended.signal = status.1;
+        tracing::info!(job = %job_id, attempt, exit_code = ?status.0, signal = ?status.1, "process ended");
+        if let Err(e) = self.checkpoint("flush", &request, 5).await {
+            tracing::error!(job = %job_id, attempt, error = %e, "final checkpoint flush failed; the next attempt restores the last committed one");
+        }
+        self.finish(ended);
+    }
+
+    fn finish(&self, ended: Report) {
+        let key = (ended.job_id.clone(), ended.attempt);
+        if let Ok(mut a) = self.attempts.lock() {
+            a.remove(&key);
+        }
+        if let Ok(mut f) = self.finished.lock() {
+            if f.len() > 100_000 {
+                f.clear();
+            }
+            f.insert(key);
+        }
+        if !self.draining.load(std::sync::atomic::Ordering::SeqCst) {
+            self.send(ended);
+        }
+    }
+
+    fn held(&self) -> Vec<(String, u32)> {
+        self.attempts
+            .lock()
+            .map(|a| a.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    async fn heartbeats(self: Arc<Self>) {
+        let subject = match subjects::executor_heartbeat(&self.settings.executor_id) {
+            Ok(s) => s,
+            Err(_) => return,
+        };
+        let mut tick = tokio::time::interval(Duration::from_secs(self.settings.heartbeat_seconds));
+        let mut beats: u64 = 0;
+        loop {
+            tick.tick().await;
+            beats += 1;
+            let hb = Heartbeat {
+                executor_id: self.settings.executor_id.clone(),
+                incarnation: self.incarnation.clone(),
+                attempts: self.held(),
+            };
+            let Ok(body) = serde_json::to_vec(&hb) else { continue };
+            let request = self.client.request(subject.clone(), body.into());
+            if let Ok(Ok(reply)) = tokio::time::timeout(Duration::from_secs(2), request).await {
+                if let Ok(ack) = serde_json::from_slice::<HeartbeatAck>(&reply.payload) {
+                    if !ack.known {
+                        tracing::info!("the scheduler does not know this executor; registering");
+                        self.register(false).await;
+                    }
+                }
+            }
+            // Re-assert checkpoint tracking now and then (the checkpoint
+            // service may have restarted).
+            if beats % 5 == 0 {
+                for (job_id, attempt) in self.held() {
+                    let me = Arc::clone(&self);
+                    tokio::spawn(async move {
+                        let request = CheckpointRequest {
+                            job_queue: me.settings.job_queue.clone(),
+                            job_id: job_id.clone(),
+                            attempt,
+                            dir: me.attempt_dir(&job_id, attempt).join("checkpoint").display().to_string(),
+                        };
+                        let _ = me.checkpoint("track", &request, 1).await;
+                    });
+                }
+            }
+        }
+    }
+
+    fn logs(&self, req: &LogsRequest) -> Result<LogsResponse, String> {
+        subjects::token(&req.job_id).map_err(|e| format!("jobId: {e}"))?;
+        let dir = self.attempt_dir(&req.job_id, req.attempt);
+        if !dir.exists() {
+            return Err(format!(
+                "no logs of attempt {} of job {} on executor {}",
+                req.attempt, req.job_id, self.settings.executor_id
+            ));
+        }
+        let tail = req.tail_bytes.unwrap_or(64 * 1024);
+        let (stdout, cut_out) = process::tail(&dir.join("stdout.log"), tail);
+        let (stderr, cut_err) = process::tail(&dir.join("stderr.log"), tail);
+        Ok(LogsResponse {
+            stdout,
+            stderr,
+            truncated: cut_out || cut_err,
+        })
+    }
+
+    /// SIGTERM: stop every attempt (grace), flush their checkpoints, and
+    /// withdraw the instances so the scheduler requeues them at once.
+    async fn drain(&self) {
+        self.draining.store(true, std::sync::atomic::Ordering::SeqCst);
+        let running: Vec<(String, u32)> = self.held();
+        if let Ok(a) = self.attempts.lock() {
+            for r in a.values() {
+                let _ = r.stop.send(Some(30));
+                tracing::info!(instance_type = %r.instance_type, slots = ?r.slots, "stopping for shutdown");
+            }
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
+        while !self.held().is_empty() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        if !running.is_empty() {
+            tracing::info!(attempts = running.len(), "attempts stopped for shutdown");
+        }
+    }
+}
+
+/// Appends reports to the log in order, each until acknowledged.
+async fn reporter(js: async_nats::jetstream::Context, subject: String, mut rx: mpsc::UnboundedReceiver<Report>) {
+    while let Some(r) = rx.recv().await {
+        let id = format!("{}-{}-{:?}", r.job_id, r.attempt, r.phase);
+        let Ok(body) = serde_json::to_vec(&LogEntry::Report(r)) else { continue };
+        nats::append_durably(&js, subject.clone(), body.into(), Some(id)).await;
+    }
+}
+
+fn random_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(qm_service::now_ms());
+    h.write_u32(std::process::id());
+    format!("{:016x}", h.finish())
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    nats::init_tracing();
+    let loaded = settings::config_path(USAGE).and_then(|path| {
+        settings::load::<Settings>("executor", path.as_deref(), std::env::vars()).map_err(|e| e.to_string())
+    });
+    let mut settings = match loaded {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("qm-executor: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    if settings.work_dir.is_empty() {
+        settings.work_dir = format!("/tmp/qm-executor-{}", settings.executor_id);
+    }
+    if settings.checkpoint_node.is_empty() {
+        settings.checkpoint_node = settings.executor_id.clone();
+    }
+    let gpus = match gpus::assign(&settings.instances, settings.gpus.clone()) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("qm-executor: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    if let Err(e) = std::fs::create_dir_all(&settings.work_dir) {
+        eprintln!("qm-executor: cannot create workDir {}: {e}", settings.work_dir);
+        return std::process::ExitCode::from(2);
+    }
+    let client = match nats::connect(&settings.nats_url, "qm-executor").await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("qm-executor: cannot connect to {}: {e}", settings.nats_url);
+            return std::process::ExitCode::from(1);
+        }
+    };
+    let js = async_nats::jetstream::new(client.clone());
+    let (tx, rx) = mpsc::unbounded_channel();
+    let report_subject = match subjects::log_executor(&settings.executor_id) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("qm-executor: executorId: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    let reporter = tokio::spawn(reporter(js, report_subject, rx));
+    let executor = Arc::new(Executor {
+        incarnation: random_id(),
+        gpus,
+        client: client.clone(),
+        attempts: Mutex::new(HashMap::new()),
+        finished: Mutex::new(HashSet::new()),
+        epoch: std::sync::atomic::AtomicU64::new(0),
+        reports: tx,
+        draining: std::sync::atomic::AtomicBool::new(false),
+        settings,
+    });
+    let (Ok(mut commands), Ok(mut logs)) = (
+        client
+            .subscribe(subjects::executor_command(&executor.settings.executor_id).unwrap_or_default())
+            .await,
+        client
+            .subscribe(subjects::executor_logs(&executor.settings.executor_id).unwrap_or_default())
+            .await,
+    ) else {
+        eprintln!("qm-executor: cannot subscribe");
+        return std::process::ExitCode::from(1);
+    };
+    executor.register(false).await;
+    let beats = tokio::spawn(Arc::clone(&executor).heartbeats());
+    tracing::info!(executor = %executor.settings.executor_id, incarnation = %executor.incarnation, "executor ready");
+    let shutdown = nats::shutdown_signal();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            cmd = commands.next() => {
+                let Some(cmd) = cmd else { break };
+                match serde_json::from_slice::<ExecCommand>(&cmd.payload) {
+                    Ok(c) => executor.command(c).await,
+                    Err(e) => tracing::warn!(error = %e, "unreadable command ignored"),
+                }
+            }
+            req = logs.next() => {
+                let Some(req) = req else { break };
+                let r = qm_service::api::decode::<LogsRequest>(&req.payload)
+                    .and_then(|l| executor.logs(&l).map_err(|e| qm_service::api::error(qm_wire::messages::ErrorCode::NotFound, e)));
+                qm_service::api::respond(&client, &req, &r).await;
+            }
+        }
+    }
+    tracing::info!("shutting down: stopping attempts and withdrawing instances");
+    executor.drain().await;
+    executor.register(true).await;
+    beats.abort();
+    drop(executor);
+    // Let the reporter deliver what is queued.
+    let _ = tokio::time::timeout(Duration::from_secs(10), reporter).await;
+    let _ = client.flush().await;
+    std::process::ExitCode::SUCCESS
+}

@@ -1,0 +1,132 @@
+//! Launching and stopping one attempt's process.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+use std::time::Duration;
+
+use tokio::process::{Child, Command};
+use tokio::sync::watch;
+
+pub struct Launch {
+    pub job_id: String,
+    pub attempt: u32,
+    pub job_queue: String,
+    pub command: Vec<String>,
+    pub environment: BTreeMap<String, String>,
+    pub gpus: Vec<u32>,
+}
+
+/// Starts the process: argv (no shell), its own process group, output to
+/// `stdout.log` / `stderr.log` in `dir`, killed if the executor dies.
+pub fn spawn(launch: &Launch, dir: &Path, checkpoint_dir: &Path) -> Result<Child, String> {
+    let open = |name: &str| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join(name))
+            .map_err(|e| format!("cannot open {}: {e}", dir.join(name).display()))
+    };
+    let (out, err) = (open("stdout.log")?, open("stderr.log")?);
+    let program = launch.command.first().ok_or("empty command")?;
+    let mut cmd = Command::new(program);
+    cmd.args(&launch.command[1..])
+        .current_dir(dir)
+        .envs(&launch.environment)
+        .env("QM_JOB_ID", &launch.job_id)
+        .env("QM_ATTEMPT", launch.attempt.to_string())
+        .env("QM_JOB_QUEUE", &launch.job_queue)
+        .env("QM_CHECKPOINT_DIR", checkpoint_dir)
+        .env(
+            "CUDA_VISIBLE_DEVICES",
+            launch
+                .gpus
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+        )
+        .stdin(std::process::Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .process_group(0)
+        .kill_on_drop(false);
+    die_with_parent(&mut cmd);
+    cmd.spawn()
+        .map_err(|e| format!("cannot start {program:?}: {e}"))
+}
+
+/// The child gets SIGKILL when the executor dies, so a killed executor never
+/// leaves a training process running that the scheduler believes is gone.
+#[allow(unsafe_code)]
+fn die_with_parent(cmd: &mut Command) {
+    // SAFETY: the closure runs in the forked child before exec and only calls
+    // prctl(2), which is async-signal-safe; it touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+fn signal_group(child: &Child, signal: i32) {
+    if let Some(pid) = child.id() {
+        // The child leads its own process group: signal the whole group.
+        #[allow(unsafe_code)]
+        // SAFETY: kill(2) with a negative pid signals a process group; no memory is shared.
+        unsafe {
+            libc::kill(-(pid as i32), signal);
+        }
+    }
+}
+
+/// Waits for the process to exit; when a stop arrives (with its grace
+/// period), sends SIGTERM, then SIGKILL after the grace. Returns (exit code,
+/// signal).
+pub async fn wait_or_stop(child: &mut Child, stop: &mut watch::Receiver<Option<u64>>) -> (Option<i32>, Option<i32>) {
+    use std::os::unix::process::ExitStatusExt;
+    let decode = |s: std::io::Result<std::process::ExitStatus>| match s {
+        Ok(s) => (s.code(), s.signal()),
+        Err(_) => (None, None),
+    };
+    loop {
+        let requested = *stop.borrow();
+        if let Some(grace) = requested {
+            signal_group(child, libc::SIGTERM);
+            return match tokio::time::timeout(Duration::from_secs(grace), child.wait()).await {
+                Ok(s) => decode(s),
+                Err(_) => {
+                    tracing::warn!(grace, "grace period over; SIGKILL");
+                    signal_group(child, libc::SIGKILL);
+                    decode(child.wait().await)
+                }
+            };
+        }
+        tokio::select! {
+            s = child.wait() => return decode(s),
+            changed = stop.changed() => {
+                if changed.is_err() {
+                    return decode(child.wait().await);
+                }
+            }
+        }
+    }
+}
+
+/// The last `max` bytes of a file (lossy UTF-8) and whether it was cut.
+pub fn tail(path: &Path, max: u64) -> (String, bool) {
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return (String::new(), false);
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let cut = len > max;
+    if cut {
+        let _ = f.seek(SeekFrom::Start(len - max));
+    }
+    let mut buf = Vec::new();
+    let _ = f.read_to_end(&mut buf);
+    (String::from_utf8_lossy(&buf).into_owned(), cut)
+}
