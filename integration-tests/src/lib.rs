@@ -8,6 +8,8 @@
 
 use std::time::Duration;
 
+pub mod stack;
+
 use qm_checkpoint::s3::{S3Config, S3Store};
 use testcontainers::core::{ExecCommand, IntoContainerPort, WaitFor};
 use testcontainers::runners::AsyncRunner;
@@ -33,6 +35,10 @@ impl S3Server {
     pub fn store(&self) -> S3Store {
         S3Store::new(&self.config)
     }
+}
+
+pub(crate) fn image(var: &str, default: &str) -> (String, String) {
+    image_from_env(var, default)
 }
 
 async fn exec(container: &ContainerAsync<GenericImage>, cmd: &[&str]) -> String {

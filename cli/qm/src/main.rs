@@ -1,6 +1,8 @@
 //! `qm`, Quartermaster's command line. This binary only parses arguments and
 //! wires them to the libraries; all behaviour lives in the crates it calls.
 
+mod live;
+
 use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -14,6 +16,12 @@ use qm_sim::{Options, SimError, Simulation};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// NATS server of the Quartermaster to talk to.
+    #[arg(long, global = true, env = "QM_NATS_URL", default_value = "nats://127.0.0.1:4222")]
+    nats: String,
+    /// How to print results: readable tables, or JSON for scripts.
+    #[arg(long, global = true, value_enum, default_value_t = Output::Table)]
+    output: Output,
 }
 
 #[derive(Subcommand, Debug)]
@@ -30,9 +38,6 @@ enum Command {
     Simulate {
         /// Scenario file (YAML or JSON).
         scenario: std::path::PathBuf,
-        /// How to print the report.
-        #[arg(long, value_enum, default_value_t = Output::Table)]
-        output: Output,
         /// Stop at this virtual time (seconds); the report shows the state then.
         #[arg(long, value_name = "SECONDS")]
         until: Option<f64>,
@@ -42,6 +47,102 @@ enum Command {
         /// Check the scheduling invariants after every pass (slow).
         #[arg(long)]
         check: bool,
+    },
+    /// Create or update a job queue and all its quota shares from a YAML/JSON file.
+    #[command(after_help = "Example:\n  qm apply -f examples/queues/three-shares.yaml")]
+    Apply {
+        #[arg(short = 'f', long = "file")]
+        file: std::path::PathBuf,
+    },
+    /// Submit a job: flags, or a YAML/JSON file of SubmitServiceJob fields
+    /// (flags override the file). The command follows `--` (no shell).
+    #[command(
+        after_help = "Examples:\n  qm submit --queue training --share QS1 --type ml.g5.xlarge --checkpoint -- qm-trainer --steps 400\n  qm submit -f job.yaml --priority 50"
+    )]
+    Submit {
+        #[arg(short = 'f', long = "file")]
+        file: Option<std::path::PathBuf>,
+        #[arg(long)]
+        name: Option<String>,
+        #[arg(long)]
+        queue: Option<String>,
+        #[arg(long)]
+        share: Option<String>,
+        /// Instance type, e.g. ml.g5.xlarge.
+        #[arg(long = "type")]
+        instance_type: Option<String>,
+        #[arg(long)]
+        count: Option<u32>,
+        /// schedulingPriority, 0-9999 (higher first).
+        #[arg(long)]
+        priority: Option<u32>,
+        /// preemptionRetriesBeforeTermination (0: fail at the first preemption).
+        #[arg(long)]
+        preemption_retries: Option<u32>,
+        /// retryStrategy.attempts for failures (1-10).
+        #[arg(long)]
+        attempts: Option<u32>,
+        /// timeoutConfig.attemptDurationSeconds.
+        #[arg(long)]
+        timeout: Option<u64>,
+        /// terminationGracePeriodSeconds between SIGTERM and SIGKILL.
+        #[arg(long)]
+        grace: Option<u64>,
+        /// The job checkpoints (QM_CHECKPOINT_DIR is synced and restored).
+        #[arg(long)]
+        checkpoint: bool,
+        /// Environment variable NAME=VALUE (repeatable).
+        #[arg(long = "env")]
+        env: Vec<String>,
+        /// clientToken: a retried submit with the same token makes no second job.
+        #[arg(long)]
+        token: Option<String>,
+        #[arg(last = true)]
+        command: Vec<String>,
+    },
+    /// Show one job: status, reason, every attempt.
+    Describe { job_id: String },
+    /// List a queue's jobs.
+    List {
+        #[arg(long)]
+        queue: String,
+        #[arg(long)]
+        status: Option<String>,
+        #[arg(long)]
+        share: Option<String>,
+    },
+    /// Print job state changes and preemptions as they happen.
+    Watch {
+        #[arg(long)]
+        queue: Option<String>,
+        #[arg(long)]
+        job: Option<String>,
+    },
+    /// Change a job's schedulingPriority.
+    Update {
+        job_id: String,
+        #[arg(long)]
+        priority: u32,
+    },
+    /// Stop a job for good (SIGTERM, grace period, SIGKILL).
+    Terminate {
+        job_id: String,
+        #[arg(long, default_value = "terminated with qm")]
+        reason: String,
+    },
+    /// Print an attempt's output (the last attempt by default).
+    Logs {
+        job_id: String,
+        #[arg(long)]
+        attempt: Option<u32>,
+        /// Standard error instead of standard output.
+        #[arg(long)]
+        stderr: bool,
+    },
+    /// Per-share usage (owned, used, borrowed, lent, idle) and the front of the queue.
+    Snapshot {
+        #[arg(long)]
+        queue: String,
     },
 }
 
@@ -55,10 +156,10 @@ enum Output {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let output = cli.output;
     match cli.command {
         Command::Simulate {
             scenario,
-            output,
             until,
             summary,
             check,
@@ -69,6 +170,73 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+        command => {
+            let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("qm: error: cannot start: {e}");
+                    return ExitCode::from(3);
+                }
+            };
+            match runtime.block_on(run_live(&cli.nats, output == Output::Json, command)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(live::Failure(message, code)) => {
+                    eprintln!("qm: error: {message}");
+                    ExitCode::from(code)
+                }
+            }
+        }
+    }
+}
+
+async fn run_live(nats: &str, json: bool, command: Command) -> Result<(), live::Failure> {
+    let c = live::connect(nats).await?;
+    match command {
+        Command::Simulate { .. } => Ok(()),
+        Command::Apply { file } => live::apply(&c, &file, json).await,
+        Command::Submit {
+            file,
+            name,
+            queue,
+            share,
+            instance_type,
+            count,
+            priority,
+            preemption_retries,
+            attempts,
+            timeout,
+            grace,
+            checkpoint,
+            env,
+            token,
+            command,
+        } => {
+            let job = live::submit_request(&live::SubmitArgs {
+                file,
+                name,
+                queue,
+                share,
+                instance_type,
+                count,
+                priority,
+                preemption_retries,
+                attempts,
+                timeout,
+                grace,
+                checkpoint,
+                env,
+                token,
+                command,
+            })?;
+            live::submit(&c, &job, json).await
+        }
+        Command::Describe { job_id } => live::describe(&c, &job_id, json).await,
+        Command::List { queue, status, share } => live::list(&c, &queue, status, share, json).await,
+        Command::Watch { queue, job } => live::watch(&c, queue, job, json).await,
+        Command::Update { job_id, priority } => live::update(&c, &job_id, priority, json).await,
+        Command::Terminate { job_id, reason } => live::terminate(&c, &job_id, &reason, json).await,
+        Command::Logs { job_id, attempt, stderr } => live::logs(&c, &job_id, attempt, stderr).await,
+        Command::Snapshot { queue } => live::snapshot(&c, &queue, json).await,
     }
 }
 

@@ -65,7 +65,10 @@ async fn bucket(js: &jetstream::Context, config: kv::Config) -> Result<kv::Store
         Err(_) => match js.create_key_value(config).await {
             Ok(store) => Ok(store),
             // Another service created it at the same moment.
-            Err(_) => Ok(js.get_key_value(&name).await?),
+            Err(create) => js
+                .get_key_value(&name)
+                .await
+                .map_err(|_| format!("cannot create KV bucket {name}: {create}").into()),
         },
     }
 }

@@ -89,6 +89,8 @@ pub struct Protections {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct QuotaShare {
+    /// May be left out inside a queue document (`qm apply -f`).
+    #[serde(default)]
     pub job_queue: String,
     pub quota_share_name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]

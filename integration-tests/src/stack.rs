@@ -1,0 +1,381 @@
+//! A whole Quartermaster on this machine: NATS (JetStream) and the S3 server
+//! in containers, the four services as real processes (the binaries cargo
+//! built), and helpers to drive and observe it. Used by the end-to-end tests
+//! and by `qm-demo`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use qm_service::client::Client;
+use qm_wire::messages::{JobRef, ServiceJob, SubmitServiceJob, SubmitServiceJobResponse};
+use qm_wire::subjects::Operation;
+use qm_wire::system::QueueDocument;
+use testcontainers::core::{IntoContainerPort, WaitFor};
+use testcontainers::runners::AsyncRunner;
+use testcontainers::{ContainerAsync, GenericImage, ImageExt};
+
+use crate::S3Server;
+
+/// NATS with JetStream in a container (`QM_NATS_IMAGE`, default
+/// `quartermaster/nats:local`; `nats:latest` works the same).
+pub struct Nats {
+    pub container: ContainerAsync<GenericImage>,
+    pub url: String,
+}
+
+pub async fn start_nats() -> Nats {
+    let (name, tag) = crate::image("QM_NATS_IMAGE", "quartermaster/nats:local");
+    let container = GenericImage::new(name, tag)
+        .with_exposed_port(4222.tcp())
+        .with_wait_for(WaitFor::message_on_stderr("Server is ready"))
+        .with_cmd(["-js", "-sd", "/tmp/js"])
+        .start()
+        .await
+        .expect("NATS starts (run deploy/images/build.sh first)");
+    let port = container.get_host_port_ipv4(4222.tcp()).await.expect("port");
+    Nats {
+        container,
+        url: format!("nats://127.0.0.1:{port}"),
+    }
+}
+
+/// Where the service binaries are: `QM_BIN_DIR`, else the workspace's
+/// `target/debug` (run `cargo build --bins` first; `make test` does).
+pub fn bin_dir() -> PathBuf {
+    std::env::var_os("QM_BIN_DIR").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/debug"),
+        PathBuf::from,
+    )
+}
+
+pub fn bin(name: &str) -> PathBuf {
+    let path = bin_dir().join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo build --bins` first (or set QM_BIN_DIR)",
+        path.display()
+    );
+    path
+}
+
+/// Every event seen on `qm.v1.events.>`, in arrival order.
+#[derive(Clone, Default)]
+pub struct Events(pub Arc<Mutex<Vec<(String, serde_json::Value)>>>);
+
+impl Events {
+    pub fn snapshot(&self) -> Vec<(String, serde_json::Value)> {
+        self.0.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+
+    /// The statuses a job went through, in order.
+    pub fn statuses(&self, job_id: &str) -> Vec<String> {
+        self.snapshot()
+            .iter()
+            .filter(|(s, v)| s.starts_with("qm.v1.events.job.") && v["jobId"] == job_id)
+            .map(|(_, v)| v["to"].as_str().unwrap_or("").to_string())
+            .collect()
+    }
+
+    /// (kind, phase) of the preemptions of a job.
+    pub fn preemptions(&self, job_id: &str) -> Vec<(String, String)> {
+        self.snapshot()
+            .iter()
+            .filter(|(s, v)| s.starts_with("qm.v1.events.preemption.") && v["jobId"] == job_id)
+            .map(|(_, v)| {
+                (
+                    v["kind"].as_str().unwrap_or("").to_string(),
+                    v["phase"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect()
+    }
+}
+
+pub struct Stack {
+    pub nats_url: String,
+    pub s3: qm_checkpoint::s3::S3Config,
+    pub dir: PathBuf,
+    pub client: Client,
+    pub events: Events,
+    procs: BTreeMap<String, Child>,
+    /// Settings every scheduler started gets (e.g. short timeouts in tests).
+    pub scheduler_env: Vec<(String, String)>,
+}
+
+impl Stack {
+    /// Connects to the servers; starts no service yet.
+    pub async fn new(nats: &Nats, s3: &S3Server, name: &str) -> Stack {
+        let dir = std::env::temp_dir().join(format!("qm-stack-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("stack dir");
+        let nats_client = async_nats::connect(&nats.url).await.expect("NATS connects");
+        let events = Events::default();
+        let mut sub = nats_client.subscribe("qm.v1.events.>").await.expect("subscribe");
+        let sink = events.clone();
+        tokio::spawn(async move {
+            while let Some(m) = sub.next().await {
+                let v = serde_json::from_slice(&m.payload).unwrap_or_default();
+                if let Ok(mut e) = sink.0.lock() {
+                    e.push((m.subject.to_string(), v));
+                }
+            }
+        });
+        nats_client.flush().await.expect("flush");
+        Stack {
+            nats_url: nats.url.clone(),
+            s3: s3.config.clone(),
+            dir,
+            client: Client::new(nats_client),
+            events,
+            procs: BTreeMap::new(),
+            scheduler_env: Vec::new(),
+        }
+    }
+
+    /// Starts a service binary as `name` with extra environment; its output
+    /// goes to `<dir>/<name>.log`.
+    pub fn spawn(&mut self, name: &str, binary: &str, env: &[(String, String)]) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join(format!("{name}.log")))
+            .expect("log file");
+        let child = Command::new(bin(binary))
+            .env("QM_NATS_URL", &self.nats_url)
+            .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()))
+            .envs(env.iter().cloned())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {binary}: {e}"));
+        self.procs.insert(name.to_string(), child);
+    }
+
+    pub fn admission(&mut self) {
+        self.spawn("admission", "qm-admission", &[]);
+    }
+
+    pub fn scheduler(&mut self, name: &str) {
+        let mut env = self.scheduler_env.clone();
+        env.push(("QM_SCHEDULER_HOLDER".into(), name.into()));
+        self.spawn(name, "qm-scheduler", &env);
+    }
+
+    /// A checkpoint service for `node`.
+    pub fn checkpoint(&mut self, node: &str) {
+        let s3 = &self.s3;
+        let env = vec![
+            ("QM_CHECKPOINT_NODE".into(), node.to_string()),
+            ("QM_CHECKPOINT_S3_ENDPOINT".into(), s3.endpoint.clone().unwrap_or_default()),
+            ("QM_CHECKPOINT_S3_REGION".into(), s3.region.clone()),
+            ("QM_CHECKPOINT_S3_BUCKET".into(), s3.bucket.clone()),
+            ("QM_CHECKPOINT_S3_ACCESS_KEY_ID".into(), s3.access_key_id.clone()),
+            ("QM_CHECKPOINT_S3_SECRET_ACCESS_KEY".into(), s3.secret_access_key.clone()),
+            ("QM_CHECKPOINT_SCAN_INTERVAL_MS".into(), "300".into()),
+        ];
+        self.spawn(&format!("checkpoint-{node}"), "qm-checkpoint", &env);
+    }
+
+    /// An executor offering `count` instances of `instance_type`, with its
+    /// node's checkpoint service.
+    pub fn executor(&mut self, id: &str, queue: &str, instance_type: &str, count: u32) {
+        self.checkpoint(id);
+        let instances = format!(r#"[{{"instanceType":"{instance_type}","count":{count}}}]"#);
+        let env = vec![
+            ("QM_EXECUTOR_EXECUTOR_ID".into(), id.to_string()),
+            ("QM_EXECUTOR_JOB_QUEUE".into(), queue.to_string()),
+            ("QM_EXECUTOR_INSTANCES".into(), instances),
+            ("QM_EXECUTOR_WORK_DIR".into(), self.dir.join(id).display().to_string()),
+        ];
+        self.spawn(id, "qm-executor", &env);
+    }
+
+    /// Sends `signal` (e.g. "KILL", "TERM") to a service and waits for it to exit.
+    pub fn signal(&mut self, name: &str, signal: &str) {
+        let Some(mut child) = self.procs.remove(name) else {
+            panic!("no service {name}");
+        };
+        let _ = Command::new("kill")
+            .args([format!("-{signal}"), child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    /// Stops every service gracefully (SIGTERM), executors first.
+    pub fn stop_all(&mut self) {
+        let mut names: Vec<String> = self.procs.keys().cloned().collect();
+        names.sort_by_key(|n| !n.starts_with('e'));
+        for n in names {
+            self.signal(&n, "TERM");
+        }
+    }
+
+    pub fn log_of(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.join(format!("{name}.log"))).unwrap_or_default()
+    }
+
+    pub async fn apply(&self, doc_yaml: &str) -> QueueDocument {
+        let doc: QueueDocument = serde_yaml_ng::from_str(doc_yaml).expect("queue document");
+        self.retry(|c| {
+            let doc = doc.clone();
+            async move { c.call::<_, QueueDocument>(Operation::ApplyJobQueue, &doc).await }
+        })
+        .await
+    }
+
+    pub async fn submit(&self, job: &SubmitServiceJob) -> String {
+        let r: SubmitServiceJobResponse = self
+            .retry(|c| {
+                let job = job.clone();
+                async move { c.call(Operation::SubmitServiceJob, &job).await }
+            })
+            .await;
+        r.job_id
+    }
+
+    pub async fn describe(&self, job_id: &str) -> Option<ServiceJob> {
+        self.client
+            .call(
+                Operation::DescribeServiceJob,
+                &JobRef {
+                    job_id: job_id.into(),
+                },
+            )
+            .await
+            .ok()
+    }
+
+    /// Retries a call while services are starting (no reply / transient).
+    async fn retry<T, F, Fut>(&self, f: F) -> T
+    where
+        F: Fn(Client) -> Fut,
+        Fut: std::future::Future<Output = Result<T, qm_service::client::CallError>>,
+    {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            match f(self.client.clone()).await {
+                Ok(v) => return v,
+                Err(e) if Instant::now() < deadline && e.code().is_none_or(|c| c == qm_wire::messages::ErrorCode::Transient) => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => panic!("call failed: {e}"),
+            }
+        }
+    }
+
+    /// Polls the job until `done` holds (or panics after `secs`, with the
+    /// job and the service logs).
+    pub async fn wait_for(&self, job_id: &str, secs: u64, what: &str, done: impl Fn(&ServiceJob) -> bool) -> ServiceJob {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        let mut last = None;
+        while Instant::now() < deadline {
+            if let Some(j) = self.describe(job_id).await {
+                if done(&j) {
+                    return j;
+                }
+                last = Some(j);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!(
+            "job {job_id} did not reach {what} in {secs}s; last seen: {last:#?}\n{}",
+            self.logs()
+        );
+    }
+
+    pub fn logs(&self) -> String {
+        let mut out = String::new();
+        for name in self.procs.keys() {
+            let log = self.log_of(name);
+            let tail: Vec<&str> = log.lines().rev().take(40).collect();
+            out.push_str(&format!("--- {name} (last lines)\n"));
+            for l in tail.into_iter().rev() {
+                out.push_str(l);
+                out.push('\n');
+            }
+        }
+        out
+    }
+
+    /// The output of an attempt's process, read from the executor's directory.
+    pub fn attempt_stdout(&self, executor: &str, job_id: &str, attempt: u32) -> String {
+        std::fs::read_to_string(
+            self.dir
+                .join(executor)
+                .join(job_id)
+                .join(format!("attempt-{attempt}"))
+                .join("stdout.log"),
+        )
+        .unwrap_or_default()
+    }
+
+    /// How many attempt directories the executor made for the job.
+    pub fn attempt_dirs(&self, executor: &str, job_id: &str) -> usize {
+        std::fs::read_dir(self.dir.join(executor).join(job_id)).map_or(0, |d| d.count())
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        for (_, mut child) in std::mem::take(&mut self.procs) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The trainer's final digest, from its output.
+pub fn digest_in(output: &str) -> Option<String> {
+    output
+        .lines()
+        .find_map(|l| l.strip_prefix("digest=").map(str::to_string))
+}
+
+/// Runs the trainer uninterrupted (no delay) and returns its digest.
+pub fn reference_digest(args: &[&str]) -> String {
+    let dir = std::env::temp_dir().join(format!("qm-reference-{}-{}", std::process::id(), args.join("_")));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = Command::new(bin("qm-trainer"))
+        .args(args)
+        .args(["--step-delay-ms", "0"])
+        .env("QM_CHECKPOINT_DIR", &dir)
+        .output()
+        .expect("trainer runs");
+    let _ = std::fs::remove_dir_all(&dir);
+    digest_in(&String::from_utf8_lossy(&out.stdout)).expect("trainer prints a digest")
+}
+
+/// A submit of the example trainer.
+pub fn trainer_job(name: &str, queue: &str, share: &str, priority: u32, args: &[&str]) -> SubmitServiceJob {
+    let mut command = vec![bin("qm-trainer").display().to_string()];
+    command.extend(args.iter().map(|s| s.to_string()));
+    SubmitServiceJob {
+        job_name: name.into(),
+        job_queue: queue.into(),
+        quota_share_name: Some(share.into()),
+        instance_type: "ml.g5.xlarge".into(),
+        instance_count: Some(1),
+        scheduling_priority: Some(priority),
+        checkpoint_config: Some(Default::default()),
+        termination_grace_period_seconds: Some(10),
+        command,
+        ..Default::default()
+    }
+}
