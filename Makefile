@@ -2,15 +2,23 @@
 CARGO ?= cargo
 QM := target/release/qm
 
-.PHONY: demo test lint check-core-deps unit integration images bench bench-pass bench-sim build clean
+.PHONY: demo simulate bins test lint check-core-deps unit integration images bench bench-pass bench-sim build clean
 
-## demo: simulate the three-share example of the contract and show its timeline
-demo: build
+## demo: the three-share story on a real Quartermaster (NATS + Garage in
+## containers, the four services, the example trainer), live, with a summary
+demo: images bins
+	@target/debug/qm-demo
+
+## simulate: the same story on the simulator (virtual time, instant)
+simulate: build
 	@echo "== qm simulate examples/scenarios/three-shares.yaml"
 	@$(QM) simulate examples/scenarios/three-shares.yaml
 
 build:
 	$(CARGO) build --release --locked -p qm
+
+bins:
+	$(CARGO) build --locked --bins
 
 ## test: formatting, lints, the core's dependency rule, unit tests, and the
 ## integration tests against real servers in containers (builds the images)
@@ -36,7 +44,7 @@ images:
 	deploy/images/build.sh
 
 ## integration: end-to-end tests against real servers in containers
-integration: images
+integration: images bins
 	$(CARGO) test --locked -p qm-integration-tests
 
 ## bench: the scheduling-pass benchmarks and the simulator's throughput

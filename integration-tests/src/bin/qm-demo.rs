@@ -1,0 +1,192 @@
+//! `make demo`: the three-share story of the contract on a real
+//! Quartermaster. Starts NATS and Garage in containers and the four services
+//! as processes, applies `examples/queues/three-shares.yaml`, runs QS1's
+//! three jobs, a QS2 job that reclaims, and raises QS1's low job to the top
+//! priority, printing a live timeline; ends with a summary and stops
+//! everything it started.
+
+use std::time::{Duration, Instant};
+
+use qm_integration_tests::stack::{digest_in, reference_digest, start_nats, trainer_job, Stack};
+use qm_integration_tests::start_s3;
+use qm_wire::messages::{ServiceJob, UpdateServiceJob};
+use qm_wire::subjects::Operation;
+
+const QUEUE_YAML: &str = include_str!("../../../examples/queues/three-shares.yaml");
+const ARGS: [&str; 6] = ["--steps", "400", "--checkpoint-every", "20", "--step-delay-ms", "25"];
+
+struct Timeline {
+    start: Instant,
+    shown: usize,
+}
+
+impl Timeline {
+    fn say(&self, line: &str) {
+        println!("{:>6.1}s  {line}", self.start.elapsed().as_secs_f64());
+    }
+
+    /// Prints the events that arrived since the last call.
+    fn catch_up(&mut self, stack: &Stack, names: &[(String, String)]) {
+        let events = stack.events.snapshot();
+        let name = |id: &str| {
+            names
+                .iter()
+                .find(|(_, i)| i == id)
+                .map_or(id.to_string(), |(n, _)| n.clone())
+        };
+        for (subject, v) in &events[self.shown..] {
+            let s = |k: &str| v[k].as_str().unwrap_or("").to_string();
+            if subject.starts_with("qm.v1.events.preemption.") {
+                self.say(&format!(
+                    "  ** preemption {} {} of {} to run {}",
+                    s("phase"),
+                    s("kind"),
+                    name(&s("jobId")),
+                    name(&s("forJobId"))
+                ));
+            } else if subject.starts_with("qm.v1.events.job.") && (s("from") != s("to") || s("to") == "RUNNABLE") {
+                self.say(&format!(
+                    "  {:<8} {:<9} -> {:<9} {}",
+                    name(&s("jobId")),
+                    s("from"),
+                    s("to"),
+                    s("statusReason")
+                ));
+            }
+        }
+        self.shown = events.len();
+    }
+}
+
+async fn wait(stack: &Stack, t: &mut Timeline, names: &[(String, String)], id: &str, done: impl Fn(&ServiceJob) -> bool) -> ServiceJob {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        t.catch_up(stack, names);
+        if let Some(j) = stack.describe(id).await {
+            if done(&j) {
+                t.catch_up(stack, names);
+                return j;
+            }
+        }
+        assert!(Instant::now() < deadline, "the demo stalled; logs:\n{}", stack.logs());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The last step an attempt's trainer reached (its final save, or the last
+/// checkpoint line it printed).
+fn last_step(output: &str) -> Option<u64> {
+    output.lines().rev().find_map(|l| {
+        l.strip_prefix("stopping at step ")
+            .and_then(|r| r.split(':').next())
+            .or_else(|| l.strip_prefix("checkpoint step=").and_then(|r| r.split(' ').next()))
+            .or_else(|| l.strip_prefix("done steps=").and_then(|r| r.split(' ').next()))
+            .and_then(|n| n.parse().ok())
+    })
+}
+
+#[tokio::main]
+async fn main() {
+    println!("== Quartermaster demo: the three-share story, live");
+    println!("   starting NATS (JetStream) and Garage (S3) in containers ...");
+    let nats = start_nats().await;
+    let s3 = start_s3().await;
+    let mut stack = Stack::new(&nats, &s3, "demo").await;
+    println!("   starting qm-admission, qm-scheduler, qm-executor (3 x ml.g5.xlarge), qm-checkpoint");
+    stack.admission();
+    stack.scheduler("scheduler-1");
+    stack.apply(QUEUE_YAML).await;
+    stack.executor("node-1", "training", "ml.g5.xlarge", 3);
+    println!("   queue 'training': QS1 LEND_AND_BORROW (in-share preemption), QS2 LEND, QS3 RESERVE; one instance each");
+    println!("   every job trains the example MLP: {}\n", ARGS.join(" "));
+    let expected = reference_digest(&ARGS[..4]);
+    let mut t = Timeline {
+        start: Instant::now(),
+        shown: 0,
+    };
+    let mut names: Vec<(String, String)> = Vec::new();
+    t.say("submit p3 (QS1, priority 3)");
+    let p3 = stack.submit(&trainer_job("p3", "training", "QS1", 3, &ARGS)).await;
+    names.push(("p3".into(), p3.clone()));
+    wait(&stack, &mut t, &names, &p3, |j| j.status == "RUNNING").await;
+    t.say("submit p2 (QS1, priority 2): QS1 borrows QS2's idle instance");
+    let p2 = stack.submit(&trainer_job("p2", "training", "QS1", 2, &ARGS)).await;
+    names.push(("p2".into(), p2.clone()));
+    wait(&stack, &mut t, &names, &p2, |j| j.status == "RUNNING").await;
+    t.say("submit p1 (QS1, priority 1): waits, QS3 keeps its instance (RESERVE)");
+    let p1 = stack.submit(&trainer_job("p1", "training", "QS1", 1, &ARGS)).await;
+    names.push(("p1".into(), p1.clone()));
+    wait(&stack, &mut t, &names, &p1, |j| !j.status_reason.starts_with("QUEUED")).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    t.say("submit qs2_job (QS2): QS2 reclaims its instance from p2");
+    let q2 = stack.submit(&trainer_job("qs2_job", "training", "QS2", 1, &ARGS)).await;
+    names.push(("qs2_job".into(), q2.clone()));
+    wait(&stack, &mut t, &names, &q2, |j| j.status == "RUNNING").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    t.say("raise p1 to priority 4: in-share preemption of p3");
+    let _: ServiceJob = stack
+        .client
+        .call(
+            Operation::UpdateServiceJob,
+            &UpdateServiceJob {
+                job_id: p1.clone(),
+                scheduling_priority: 4,
+            },
+        )
+        .await
+        .expect("priority updated");
+    for (_, id) in names.clone() {
+        wait(&stack, &mut t, &names, &id, |j| j.status == "SUCCEEDED" || j.status == "FAILED").await;
+    }
+    t.say("all jobs finished\n");
+
+    println!("== Summary (uninterrupted digest {}...)", &expected[..16]);
+    println!(
+        "{:<8} {:<10} {:>8}  {:<44} {:>10}  {}",
+        "JOB", "STATUS", "ATTEMPTS", "OUTCOMES", "RECOMPUTED", "DIGEST"
+    );
+    let mut all_equal = true;
+    let mut kinds: std::collections::BTreeMap<String, usize> = Default::default();
+    for (name, id) in &names {
+        let j = stack.describe(id).await.expect("job");
+        let mut recomputed = 0;
+        for w in j.attempts.windows(2) {
+            let before = last_step(&stack.attempt_stdout("node-1", id, w[0].attempt)).unwrap_or(0);
+            let restored = w[1].restored_checkpoint_step.unwrap_or(0);
+            recomputed += before.saturating_sub(restored);
+        }
+        for a in &j.attempts {
+            if let Some(o) = a.outcome.as_deref().filter(|o| o.starts_with("PREEMPTED")) {
+                *kinds.entry(o.to_string()).or_default() += 1;
+            }
+        }
+        let last = j.attempts.last().map_or(0, |a| a.attempt);
+        let digest = digest_in(&stack.attempt_stdout("node-1", id, last)).unwrap_or_default();
+        let same = digest == expected;
+        all_equal &= same;
+        let outcomes: Vec<&str> = j.attempts.iter().filter_map(|a| a.outcome.as_deref()).collect();
+        println!(
+            "{:<8} {:<10} {:>8}  {:<44} {:>10}  {}",
+            name,
+            j.status,
+            j.attempts.len(),
+            outcomes.join(","),
+            format!("{recomputed} steps"),
+            if same { "= uninterrupted" } else { "DIFFERENT" }
+        );
+    }
+    let kinds: Vec<String> = kinds.iter().map(|(k, n)| format!("{k} x{n}")).collect();
+    println!("\npreemptions: {}", if kinds.is_empty() { "none".into() } else { kinds.join(", ") });
+    println!(
+        "every preempted job's final digest equals the uninterrupted digest: {}",
+        if all_equal { "yes" } else { "NO" }
+    );
+    println!("(service logs: {})", stack.path().display());
+    stack.stop_all();
+    drop(stack);
+    drop(s3);
+    drop(nats);
+    if !all_equal {
+        std::process::exit(1);
+    }
+}
