@@ -36,7 +36,10 @@ pub async fn start_nats() -> Nats {
         .start()
         .await
         .expect("NATS starts (run deploy/images/build.sh first)");
-    let port = container.get_host_port_ipv4(4222.tcp()).await.expect("port");
+    let port = container
+        .get_host_port_ipv4(4222.tcp())
+        .await
+        .expect("port");
     Nats {
         container,
         url: format!("nats://127.0.0.1:{port}"),
@@ -114,7 +117,10 @@ impl Stack {
         std::fs::create_dir_all(&dir).expect("stack dir");
         let nats_client = async_nats::connect(&nats.url).await.expect("NATS connects");
         let events = Events::default();
-        let mut sub = nats_client.subscribe("qm.v1.events.>").await.expect("subscribe");
+        let mut sub = nats_client
+            .subscribe("qm.v1.events.>")
+            .await
+            .expect("subscribe");
         let sink = events.clone();
         tokio::spawn(async move {
             while let Some(m) = sub.next().await {
@@ -146,7 +152,10 @@ impl Stack {
             .expect("log file");
         let child = Command::new(bin(binary))
             .env("QM_NATS_URL", &self.nats_url)
-            .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()))
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
+            )
             .envs(env.iter().cloned())
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
@@ -171,11 +180,20 @@ impl Stack {
         let s3 = &self.s3;
         let env = vec![
             ("QM_CHECKPOINT_NODE".into(), node.to_string()),
-            ("QM_CHECKPOINT_S3_ENDPOINT".into(), s3.endpoint.clone().unwrap_or_default()),
+            (
+                "QM_CHECKPOINT_S3_ENDPOINT".into(),
+                s3.endpoint.clone().unwrap_or_default(),
+            ),
             ("QM_CHECKPOINT_S3_REGION".into(), s3.region.clone()),
             ("QM_CHECKPOINT_S3_BUCKET".into(), s3.bucket.clone()),
-            ("QM_CHECKPOINT_S3_ACCESS_KEY_ID".into(), s3.access_key_id.clone()),
-            ("QM_CHECKPOINT_S3_SECRET_ACCESS_KEY".into(), s3.secret_access_key.clone()),
+            (
+                "QM_CHECKPOINT_S3_ACCESS_KEY_ID".into(),
+                s3.access_key_id.clone(),
+            ),
+            (
+                "QM_CHECKPOINT_S3_SECRET_ACCESS_KEY".into(),
+                s3.secret_access_key.clone(),
+            ),
             ("QM_CHECKPOINT_SCAN_INTERVAL_MS".into(), "300".into()),
         ];
         self.spawn(&format!("checkpoint-{node}"), "qm-checkpoint", &env);
@@ -190,7 +208,10 @@ impl Stack {
             ("QM_EXECUTOR_EXECUTOR_ID".into(), id.to_string()),
             ("QM_EXECUTOR_JOB_QUEUE".into(), queue.to_string()),
             ("QM_EXECUTOR_INSTANCES".into(), instances),
-            ("QM_EXECUTOR_WORK_DIR".into(), self.dir.join(id).display().to_string()),
+            (
+                "QM_EXECUTOR_WORK_DIR".into(),
+                self.dir.join(id).display().to_string(),
+            ),
         ];
         self.spawn(id, "qm-executor", &env);
     }
@@ -231,7 +252,10 @@ impl Stack {
         let doc: QueueDocument = serde_yaml_ng::from_str(doc_yaml).expect("queue document");
         self.retry(|c| {
             let doc = doc.clone();
-            async move { c.call::<_, QueueDocument>(Operation::ApplyJobQueue, &doc).await }
+            async move {
+                c.call::<_, QueueDocument>(Operation::ApplyJobQueue, &doc)
+                    .await
+            }
         })
         .await
     }
@@ -268,7 +292,11 @@ impl Stack {
         loop {
             match f(self.client.clone()).await {
                 Ok(v) => return v,
-                Err(e) if Instant::now() < deadline && e.code().is_none_or(|c| c == qm_wire::messages::ErrorCode::Transient) => {
+                Err(e)
+                    if Instant::now() < deadline
+                        && e.code()
+                            .is_none_or(|c| c == qm_wire::messages::ErrorCode::Transient) =>
+                {
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
                 Err(e) => panic!("call failed: {e}"),
@@ -278,7 +306,13 @@ impl Stack {
 
     /// Polls the job until `done` holds (or panics after `secs`, with the
     /// job and the service logs).
-    pub async fn wait_for(&self, job_id: &str, secs: u64, what: &str, done: impl Fn(&ServiceJob) -> bool) -> ServiceJob {
+    pub async fn wait_for(
+        &self,
+        job_id: &str,
+        secs: u64,
+        what: &str,
+        done: impl Fn(&ServiceJob) -> bool,
+    ) -> ServiceJob {
         let deadline = Instant::now() + Duration::from_secs(secs);
         let mut last = None;
         while Instant::now() < deadline {
@@ -350,7 +384,11 @@ pub fn digest_in(output: &str) -> Option<String> {
 
 /// Runs the trainer uninterrupted (no delay) and returns its digest.
 pub fn reference_digest(args: &[&str]) -> String {
-    let dir = std::env::temp_dir().join(format!("qm-reference-{}-{}", std::process::id(), args.join("_")));
+    let dir = std::env::temp_dir().join(format!(
+        "qm-reference-{}-{}",
+        std::process::id(),
+        args.join("_")
+    ));
     let _ = std::fs::remove_dir_all(&dir);
     let out = Command::new(bin("qm-trainer"))
         .args(args)
@@ -363,7 +401,13 @@ pub fn reference_digest(args: &[&str]) -> String {
 }
 
 /// A submit of the example trainer.
-pub fn trainer_job(name: &str, queue: &str, share: &str, priority: u32, args: &[&str]) -> SubmitServiceJob {
+pub fn trainer_job(
+    name: &str,
+    queue: &str,
+    share: &str,
+    priority: u32,
+    args: &[&str],
+) -> SubmitServiceJob {
     let mut command = vec![bin("qm-trainer").display().to_string()];
     command.extend(args.iter().map(|s| s.to_string()));
     SubmitServiceJob {

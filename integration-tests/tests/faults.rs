@@ -27,22 +27,43 @@ async fn zero_preemption_retries_fail_the_job_at_its_first_preemption() {
     let (_n, _s, mut stack) = stack("retries").await;
     stack.executor("node-1", "training", "ml.g5.xlarge", 3);
     let args = ["--steps", "2000", "--step-delay-ms", "20"];
-    let own = stack.submit(&trainer_job("own", "training", "QS1", 5, &args)).await;
-    stack.wait_for(&own, 60, "RUNNING", |j| j.status == "RUNNING").await;
+    let own = stack
+        .submit(&trainer_job("own", "training", "QS1", 5, &args))
+        .await;
+    stack
+        .wait_for(&own, 60, "RUNNING", |j| j.status == "RUNNING")
+        .await;
     let mut fragile = trainer_job("fragile", "training", "QS1", 1, &args);
     fragile.preemption_configuration = Some(qm_wire::messages::JobPreemptionConfiguration {
         preemption_retries_before_termination: Some(0),
     });
     let fragile = stack.submit(&fragile).await;
-    let j = stack.wait_for(&fragile, 60, "RUNNING", |j| j.status == "RUNNING").await;
+    let j = stack
+        .wait_for(&fragile, 60, "RUNNING", |j| j.status == "RUNNING")
+        .await;
     assert!(j.on_borrowed_capacity, "{j:#?}");
-    let owner = stack.submit(&trainer_job("owner", "training", "QS2", 1, &args)).await;
-    let j = stack.wait_for(&fragile, 60, "a final status", |j| j.status == "FAILED" || j.status == "SUCCEEDED").await;
+    let owner = stack
+        .submit(&trainer_job("owner", "training", "QS2", 1, &args))
+        .await;
+    let j = stack
+        .wait_for(&fragile, 60, "a final status", |j| {
+            j.status == "FAILED" || j.status == "SUCCEEDED"
+        })
+        .await;
     assert_eq!(j.status, "FAILED", "{j:#?}");
-    assert!(j.status_reason.starts_with("PREEMPTION_RETRIES_EXHAUSTED"), "{}", j.status_reason);
+    assert!(
+        j.status_reason.starts_with("PREEMPTION_RETRIES_EXHAUSTED"),
+        "{}",
+        j.status_reason
+    );
     assert_eq!(j.attempts.len(), 1);
-    assert_eq!(j.attempts[0].outcome.as_deref(), Some("PREEMPTED_CROSS_SHARE"));
-    stack.wait_for(&owner, 60, "RUNNING", |j| j.status == "RUNNING").await;
+    assert_eq!(
+        j.attempts[0].outcome.as_deref(),
+        Some("PREEMPTED_CROSS_SHARE")
+    );
+    stack
+        .wait_for(&owner, 60, "RUNNING", |j| j.status == "RUNNING")
+        .await;
     stack.stop_all();
 }
 
@@ -50,22 +71,56 @@ async fn zero_preemption_retries_fail_the_job_at_its_first_preemption() {
 async fn a_scheduler_killed_mid_run_loses_no_job_and_runs_none_twice() {
     let (_n, _s, mut stack) = stack("kill-scheduler").await;
     stack.executor("node-1", "training", "ml.g5.xlarge", 3);
-    let args = ["--steps", "150", "--checkpoint-every", "10", "--step-delay-ms", "20"];
+    let args = [
+        "--steps",
+        "150",
+        "--checkpoint-every",
+        "10",
+        "--step-delay-ms",
+        "20",
+    ];
     let expected = reference_digest(&args[..4]);
     let mut jobs = Vec::new();
-    for (i, share) in ["QS1", "QS2", "QS3", "QS1", "QS2", "QS3"].iter().enumerate() {
-        jobs.push(stack.submit(&trainer_job(&format!("job{i}"), "training", share, 1, &args)).await);
+    for (i, share) in ["QS1", "QS2", "QS3", "QS1", "QS2", "QS3"]
+        .iter()
+        .enumerate()
+    {
+        jobs.push(
+            stack
+                .submit(&trainer_job(
+                    &format!("job{i}"),
+                    "training",
+                    share,
+                    1,
+                    &args,
+                ))
+                .await,
+        );
     }
-    stack.wait_for(&jobs[0], 60, "RUNNING", |j| j.status == "RUNNING").await;
+    stack
+        .wait_for(&jobs[0], 60, "RUNNING", |j| j.status == "RUNNING")
+        .await;
     stack.signal("scheduler-1", "KILL");
     // Submits are stored while no scheduler runs.
-    jobs.push(stack.submit(&trainer_job("late", "training", "QS3", 1, &args)).await);
+    jobs.push(
+        stack
+            .submit(&trainer_job("late", "training", "QS3", 1, &args))
+            .await,
+    );
     stack.scheduler("scheduler-2");
     for id in &jobs {
-        let j = stack.wait_for(id, 180, "a final status", |j| j.status == "SUCCEEDED" || j.status == "FAILED").await;
+        let j = stack
+            .wait_for(id, 180, "a final status", |j| {
+                j.status == "SUCCEEDED" || j.status == "FAILED"
+            })
+            .await;
         assert_eq!(j.status, "SUCCEEDED", "{j:#?}");
         assert_eq!(j.attempts.len(), 1, "ran once: {j:#?}");
-        assert_eq!(stack.attempt_dirs("node-1", id), 1, "the executor launched {id} once");
+        assert_eq!(
+            stack.attempt_dirs("node-1", id),
+            1,
+            "the executor launched {id} once"
+        );
         let out = stack.attempt_stdout("node-1", id, 1);
         assert_eq!(out.matches("starting from step 0").count(), 1, "{out}");
         assert_eq!(digest_in(&out).as_deref(), Some(expected.as_str()));
@@ -79,28 +134,51 @@ async fn a_scheduler_killed_mid_run_loses_no_job_and_runs_none_twice() {
 async fn a_lost_executor_ends_its_attempts_host_lost_and_they_resume_elsewhere() {
     let (_n, _s, mut stack) = stack("lost-executor").await;
     stack.executor("node-1", "training", "ml.g5.xlarge", 1);
-    let args = ["--steps", "400", "--checkpoint-every", "10", "--step-delay-ms", "25"];
+    let args = [
+        "--steps",
+        "400",
+        "--checkpoint-every",
+        "10",
+        "--step-delay-ms",
+        "25",
+    ];
     let expected = reference_digest(&args[..4]);
-    let job = stack.submit(&trainer_job("survivor", "training", "QS1", 1, &args)).await;
+    let job = stack
+        .submit(&trainer_job("survivor", "training", "QS1", 1, &args))
+        .await;
     stack
         .wait_for(&job, 60, "a committed checkpoint", |j| {
-            j.attempts.first().and_then(|a| a.last_checkpoint_step).unwrap_or(0) >= 50
+            j.attempts
+                .first()
+                .and_then(|a| a.last_checkpoint_step)
+                .unwrap_or(0)
+                >= 50
         })
         .await;
     // The node dies: executor and its checkpoint service, without warning.
     stack.signal("node-1", "KILL");
     stack.signal("checkpoint-node-1", "KILL");
     stack.executor("node-2", "training", "ml.g5.xlarge", 1);
-    let j = stack.wait_for(&job, 180, "a final status", |j| j.status == "SUCCEEDED" || j.status == "FAILED").await;
+    let j = stack
+        .wait_for(&job, 180, "a final status", |j| {
+            j.status == "SUCCEEDED" || j.status == "FAILED"
+        })
+        .await;
     assert_eq!(j.status, "SUCCEEDED", "{j:#?}\n{}", stack.logs());
     assert_eq!(j.attempts.len(), 2, "{j:#?}");
     assert_eq!(j.attempts[0].outcome.as_deref(), Some("HOST_LOST"));
     assert_eq!(j.attempts[0].executor_id.as_deref(), Some("node-1"));
     assert_eq!(j.attempts[1].executor_id.as_deref(), Some("node-2"));
     let restored = j.attempts[1].restored_checkpoint_step.unwrap_or(0);
-    assert!(restored >= 50, "resumed from its checkpoint, not from scratch: {j:#?}");
+    assert!(
+        restored >= 50,
+        "resumed from its checkpoint, not from scratch: {j:#?}"
+    );
     let out = stack.attempt_stdout("node-2", &job, 2);
-    assert!(out.contains(&format!("resumed from step {restored}")), "{out}");
+    assert!(
+        out.contains(&format!("resumed from step {restored}")),
+        "{out}"
+    );
     assert_eq!(digest_in(&out).as_deref(), Some(expected.as_str()), "{out}");
     stack.stop_all();
 }
@@ -111,13 +189,21 @@ async fn malformed_and_oversized_requests_get_errors_and_change_nothing() {
     stack.executor("node-1", "training", "ml.g5.xlarge", 3);
     let before: serde_json::Value = stack
         .client
-        .call(Operation::ListQuotaShares, &QueueRef { job_queue: "training".into() })
+        .call(
+            Operation::ListQuotaShares,
+            &QueueRef {
+                job_queue: "training".into(),
+            },
+        )
         .await
         .expect("shares");
     let oversized = vec![b'x'; qm_wire::MAX_REQUEST_BYTES + 1];
     let bodies: [(&str, Vec<u8>); 4] = [
         ("not JSON", b"{not json".to_vec()),
-        ("wrong shape", br#"{"jobQueue": 7, "quotaShares": "many"}"#.to_vec()),
+        (
+            "wrong shape",
+            br#"{"jobQueue": 7, "quotaShares": "many"}"#.to_vec(),
+        ),
         ("oversized", oversized),
         ("empty", Vec::new()),
     ];
@@ -154,7 +240,12 @@ async fn malformed_and_oversized_requests_get_errors_and_change_nothing() {
         .expect("publish");
     let after: serde_json::Value = stack
         .client
-        .call(Operation::ListQuotaShares, &QueueRef { job_queue: "training".into() })
+        .call(
+            Operation::ListQuotaShares,
+            &QueueRef {
+                job_queue: "training".into(),
+            },
+        )
         .await
         .expect("shares");
     assert_eq!(before, after, "configuration unchanged");
@@ -169,11 +260,22 @@ async fn malformed_and_oversized_requests_get_errors_and_change_nothing() {
         )
         .await
         .expect("list");
-    assert!(jobs.job_summary_list.is_empty(), "no job was created: {jobs:?}");
+    assert!(
+        jobs.job_summary_list.is_empty(),
+        "no job was created: {jobs:?}"
+    );
     // And the system still works.
     let ok = stack
-        .submit(&trainer_job("after", "training", "QS1", 1, &["--steps", "5"]))
+        .submit(&trainer_job(
+            "after",
+            "training",
+            "QS1",
+            1,
+            &["--steps", "5"],
+        ))
         .await;
-    stack.wait_for(&ok, 60, "SUCCEEDED", |j| j.status == "SUCCEEDED").await;
+    stack
+        .wait_for(&ok, 60, "SUCCEEDED", |j| j.status == "SUCCEEDED")
+        .await;
     stack.stop_all();
 }

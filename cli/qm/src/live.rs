@@ -6,9 +6,9 @@ use std::time::Duration;
 use futures::StreamExt;
 use qm_service::client::{CallError, Client};
 use qm_wire::messages::{
-    JobPreemptionConfiguration, JobQueueSnapshot, JobRef, ListServiceJobs,
-    ListServiceJobsResponse, QueueRef, RetryStrategy, ServiceJob, SubmitServiceJob,
-    SubmitServiceJobResponse, TerminateServiceJob, TimeoutConfig, UpdateServiceJob,
+    JobPreemptionConfiguration, JobQueueSnapshot, JobRef, ListServiceJobs, ListServiceJobsResponse,
+    QueueRef, RetryStrategy, ServiceJob, SubmitServiceJob, SubmitServiceJobResponse,
+    TerminateServiceJob, TimeoutConfig, UpdateServiceJob,
 };
 use qm_wire::subjects::{self, Operation};
 use qm_wire::system::{LogsRequest, LogsResponse, QueueDocument};
@@ -34,10 +34,12 @@ pub async fn connect(url: &str) -> Result<Client, Failure> {
     let options = async_nats::ConnectOptions::new()
         .name("qm")
         .connection_timeout(Duration::from_secs(5));
-    let nats = options
-        .connect(url)
-        .await
-        .map_err(|e| Failure(format!("cannot connect to NATS at {url}: {e} (set --nats or QM_NATS_URL)"), 3))?;
+    let nats = options.connect(url).await.map_err(|e| {
+        Failure(
+            format!("cannot connect to NATS at {url}: {e} (set --nats or QM_NATS_URL)"),
+            3,
+        )
+    })?;
     Ok(Client::new(nats))
 }
 
@@ -162,7 +164,12 @@ pub async fn submit(c: &Client, job: &SubmitServiceJob, json: bool) -> Result<()
 
 pub async fn describe(c: &Client, job_id: &str, json: bool) -> Result<(), Failure> {
     let j: ServiceJob = c
-        .call(Operation::DescribeServiceJob, &JobRef { job_id: job_id.into() })
+        .call(
+            Operation::DescribeServiceJob,
+            &JobRef {
+                job_id: job_id.into(),
+            },
+        )
         .await?;
     if json {
         print_json(&j);
@@ -177,10 +184,17 @@ pub async fn describe(c: &Client, job_id: &str, json: bool) -> Result<(), Failur
         j.instance_count,
         j.instance_type,
         j.scheduling_priority,
-        if j.on_borrowed_capacity { ", on borrowed capacity" } else { "" }
+        if j.on_borrowed_capacity {
+            ", on borrowed capacity"
+        } else {
+            ""
+        }
     );
     if !j.attempts.is_empty() {
-        println!("\n{:<8} {:<14} {:<24} {:>5} {:>9} {:>9}", "ATTEMPT", "EXECUTOR", "OUTCOME", "EXIT", "RESTORED", "LAST CKPT");
+        println!(
+            "\n{:<8} {:<14} {:<24} {:>5} {:>9} {:>9}",
+            "ATTEMPT", "EXECUTOR", "OUTCOME", "EXIT", "RESTORED", "LAST CKPT"
+        );
         for a in &j.attempts {
             let step = |s: Option<u64>| s.map_or("-".to_string(), |s| format!("step {s}"));
             println!(
@@ -229,11 +243,20 @@ pub async fn list(
         print_json(&all);
         return Ok(());
     }
-    println!("{:<26} {:<16} {:<8} {:<10} {:>4} {:>8}  REASON", "JOB", "NAME", "SHARE", "STATUS", "PRIO", "ATTEMPTS");
+    println!(
+        "{:<26} {:<16} {:<8} {:<10} {:>4} {:>8}  REASON",
+        "JOB", "NAME", "SHARE", "STATUS", "PRIO", "ATTEMPTS"
+    );
     for j in &all {
         println!(
             "{:<26} {:<16} {:<8} {:<10} {:>4} {:>8}  {}",
-            j.job_id, j.job_name, j.quota_share_name, j.status, j.scheduling_priority, j.attempts.len(), j.status_reason
+            j.job_id,
+            j.job_name,
+            j.quota_share_name,
+            j.status,
+            j.scheduling_priority,
+            j.attempts.len(),
+            j.status_reason
         );
     }
     Ok(())
@@ -252,7 +275,10 @@ pub async fn update(c: &Client, job_id: &str, priority: u32, json: bool) -> Resu
     if json {
         print_json(&j);
     } else {
-        println!("{} priority {} ({})", j.job_id, j.scheduling_priority, j.status);
+        println!(
+            "{} priority {} ({})",
+            j.job_id, j.scheduling_priority, j.status
+        );
     }
     Ok(())
 }
@@ -275,9 +301,19 @@ pub async fn terminate(c: &Client, job_id: &str, reason: &str, json: bool) -> Re
     Ok(())
 }
 
-pub async fn logs(c: &Client, job_id: &str, attempt: Option<u32>, stderr: bool) -> Result<(), Failure> {
+pub async fn logs(
+    c: &Client,
+    job_id: &str,
+    attempt: Option<u32>,
+    stderr: bool,
+) -> Result<(), Failure> {
     let j: ServiceJob = c
-        .call(Operation::DescribeServiceJob, &JobRef { job_id: job_id.into() })
+        .call(
+            Operation::DescribeServiceJob,
+            &JobRef {
+                job_id: job_id.into(),
+            },
+        )
         .await?;
     let a = match attempt {
         Some(n) => j
@@ -285,10 +321,12 @@ pub async fn logs(c: &Client, job_id: &str, attempt: Option<u32>, stderr: bool) 
             .iter()
             .find(|a| a.attempt == n)
             .ok_or_else(|| Failure(format!("job {job_id} has no attempt {n}"), 1))?,
-        None => j
-            .attempts
-            .last()
-            .ok_or_else(|| Failure(format!("job {job_id} has not started yet ({})", j.status), 1))?,
+        None => j.attempts.last().ok_or_else(|| {
+            Failure(
+                format!("job {job_id} has not started yet ({})", j.status),
+                1,
+            )
+        })?,
     };
     let executor = a
         .executor_id
@@ -318,7 +356,11 @@ pub async fn apply(c: &Client, file: &std::path::Path, json: bool) -> Result<(),
     if json {
         print_json(&r);
     } else {
-        let names: Vec<&str> = r.quota_shares.iter().map(|s| s.quota_share_name.as_str()).collect();
+        let names: Vec<&str> = r
+            .quota_shares
+            .iter()
+            .map(|s| s.quota_share_name.as_str())
+            .collect();
         println!(
             "job queue {} applied: {} quota share(s) {}",
             r.job_queue.job_queue_name,
@@ -331,14 +373,22 @@ pub async fn apply(c: &Client, file: &std::path::Path, json: bool) -> Result<(),
 
 pub async fn snapshot(c: &Client, queue: &str, json: bool) -> Result<(), Failure> {
     let s: JobQueueSnapshot = c
-        .call(Operation::GetJobQueueSnapshot, &QueueRef { job_queue: queue.into() })
+        .call(
+            Operation::GetJobQueueSnapshot,
+            &QueueRef {
+                job_queue: queue.into(),
+            },
+        )
         .await?;
     if json {
         print_json(&s);
         return Ok(());
     }
     println!("job queue {}\n", s.job_queue);
-    println!("{:<10} {:<16} {:>6} {:>5} {:>9} {:>5} {:>5}", "SHARE", "TYPE", "OWNED", "USED", "BORROWED", "LENT", "IDLE");
+    println!(
+        "{:<10} {:<16} {:>6} {:>5} {:>9} {:>5} {:>5}",
+        "SHARE", "TYPE", "OWNED", "USED", "BORROWED", "LENT", "IDLE"
+    );
     for u in &s.shares {
         println!(
             "{:<10} {:<16} {:>6} {:>5} {:>9} {:>5} {:>5}",
@@ -356,7 +406,12 @@ pub async fn snapshot(c: &Client, queue: &str, json: bool) -> Result<(), Failure
 }
 
 /// Prints job and preemption events as they happen, until interrupted.
-pub async fn watch(c: &Client, queue: Option<String>, job: Option<String>, json: bool) -> Result<(), Failure> {
+pub async fn watch(
+    c: &Client,
+    queue: Option<String>,
+    job: Option<String>,
+    json: bool,
+) -> Result<(), Failure> {
     let q = queue.as_deref().unwrap_or("*");
     let j = job.as_deref().unwrap_or("*");
     for t in [q, j] {
@@ -385,9 +440,22 @@ pub async fn watch(c: &Client, queue: Option<String>, job: Option<String>, json:
         }
         let name = names.get(&id).cloned().unwrap_or_else(|| id.clone());
         if msg.subject.starts_with(subjects::PREEMPTION_EVENTS) {
-            println!("{} preemption {} of {} ({}) for {}", s("phase"), s("kind"), name, id, s("forJobId"));
+            println!(
+                "{} preemption {} of {} ({}) for {}",
+                s("phase"),
+                s("kind"),
+                name,
+                id,
+                s("forJobId")
+            );
         } else {
-            println!("{:<16} {:<10} -> {:<10} {}", name, s("from"), s("to"), s("statusReason"));
+            println!(
+                "{:<16} {:<10} -> {:<10} {}",
+                name,
+                s("from"),
+                s("to"),
+                s("statusReason")
+            );
         }
     }
     Ok(())

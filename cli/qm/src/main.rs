@@ -17,7 +17,12 @@ struct Cli {
     #[command(subcommand)]
     command: Command,
     /// NATS server of the Quartermaster to talk to.
-    #[arg(long, global = true, env = "QM_NATS_URL", default_value = "nats://127.0.0.1:4222")]
+    #[arg(
+        long,
+        global = true,
+        env = "QM_NATS_URL",
+        default_value = "nats://127.0.0.1:4222"
+    )]
     nats: String,
     /// How to print results: readable tables, or JSON for scripts.
     #[arg(long, global = true, value_enum, default_value_t = Output::Table)]
@@ -171,7 +176,10 @@ fn main() -> ExitCode {
             }
         },
         command => {
-            let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
                 Ok(r) => r,
                 Err(e) => {
                     eprintln!("qm: error: cannot start: {e}");
@@ -231,11 +239,19 @@ async fn run_live(nats: &str, json: bool, command: Command) -> Result<(), live::
             live::submit(&c, &job, json).await
         }
         Command::Describe { job_id } => live::describe(&c, &job_id, json).await,
-        Command::List { queue, status, share } => live::list(&c, &queue, status, share, json).await,
+        Command::List {
+            queue,
+            status,
+            share,
+        } => live::list(&c, &queue, status, share, json).await,
         Command::Watch { queue, job } => live::watch(&c, queue, job, json).await,
         Command::Update { job_id, priority } => live::update(&c, &job_id, priority, json).await,
         Command::Terminate { job_id, reason } => live::terminate(&c, &job_id, &reason, json).await,
-        Command::Logs { job_id, attempt, stderr } => live::logs(&c, &job_id, attempt, stderr).await,
+        Command::Logs {
+            job_id,
+            attempt,
+            stderr,
+        } => live::logs(&c, &job_id, attempt, stderr).await,
         Command::Snapshot { queue } => live::snapshot(&c, &queue, json).await,
     }
 }

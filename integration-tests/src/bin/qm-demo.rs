@@ -13,7 +13,14 @@ use qm_wire::messages::{ServiceJob, UpdateServiceJob};
 use qm_wire::subjects::Operation;
 
 const QUEUE_YAML: &str = include_str!("../../../examples/queues/three-shares.yaml");
-const ARGS: [&str; 6] = ["--steps", "400", "--checkpoint-every", "20", "--step-delay-ms", "25"];
+const ARGS: [&str; 6] = [
+    "--steps",
+    "400",
+    "--checkpoint-every",
+    "20",
+    "--step-delay-ms",
+    "25",
+];
 
 struct Timeline {
     start: Instant,
@@ -44,7 +51,9 @@ impl Timeline {
                     name(&s("jobId")),
                     name(&s("forJobId"))
                 ));
-            } else if subject.starts_with("qm.v1.events.job.") && (s("from") != s("to") || s("to") == "RUNNABLE") {
+            } else if subject.starts_with("qm.v1.events.job.")
+                && (s("from") != s("to") || s("to") == "RUNNABLE")
+            {
                 self.say(&format!(
                     "  {:<8} {:<9} -> {:<9} {}",
                     name(&s("jobId")),
@@ -58,7 +67,13 @@ impl Timeline {
     }
 }
 
-async fn wait(stack: &Stack, t: &mut Timeline, names: &[(String, String)], id: &str, done: impl Fn(&ServiceJob) -> bool) -> ServiceJob {
+async fn wait(
+    stack: &Stack,
+    t: &mut Timeline,
+    names: &[(String, String)],
+    id: &str,
+    done: impl Fn(&ServiceJob) -> bool,
+) -> ServiceJob {
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
         t.catch_up(stack, names);
@@ -68,7 +83,11 @@ async fn wait(stack: &Stack, t: &mut Timeline, names: &[(String, String)], id: &
                 return j;
             }
         }
-        assert!(Instant::now() < deadline, "the demo stalled; logs:\n{}", stack.logs());
+        assert!(
+            Instant::now() < deadline,
+            "the demo stalled; logs:\n{}",
+            stack.logs()
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -79,8 +98,14 @@ fn last_step(output: &str) -> Option<u64> {
     output.lines().rev().find_map(|l| {
         l.strip_prefix("stopping at step ")
             .and_then(|r| r.split(':').next())
-            .or_else(|| l.strip_prefix("checkpoint step=").and_then(|r| r.split(' ').next()))
-            .or_else(|| l.strip_prefix("done steps=").and_then(|r| r.split(' ').next()))
+            .or_else(|| {
+                l.strip_prefix("checkpoint step=")
+                    .and_then(|r| r.split(' ').next())
+            })
+            .or_else(|| {
+                l.strip_prefix("done steps=")
+                    .and_then(|r| r.split(' ').next())
+            })
             .and_then(|n| n.parse().ok())
     })
 }
@@ -92,7 +117,9 @@ async fn main() {
     let nats = start_nats().await;
     let s3 = start_s3().await;
     let mut stack = Stack::new(&nats, &s3, "demo").await;
-    println!("   starting qm-admission, qm-scheduler, qm-executor (3 x ml.g5.xlarge), qm-checkpoint");
+    println!(
+        "   starting qm-admission, qm-scheduler, qm-executor (3 x ml.g5.xlarge), qm-checkpoint"
+    );
     stack.admission();
     stack.scheduler("scheduler-1");
     stack.apply(QUEUE_YAML).await;
@@ -106,20 +133,31 @@ async fn main() {
     };
     let mut names: Vec<(String, String)> = Vec::new();
     t.say("submit p3 (QS1, priority 3)");
-    let p3 = stack.submit(&trainer_job("p3", "training", "QS1", 3, &ARGS)).await;
+    let p3 = stack
+        .submit(&trainer_job("p3", "training", "QS1", 3, &ARGS))
+        .await;
     names.push(("p3".into(), p3.clone()));
     wait(&stack, &mut t, &names, &p3, |j| j.status == "RUNNING").await;
     t.say("submit p2 (QS1, priority 2): QS1 borrows QS2's idle instance");
-    let p2 = stack.submit(&trainer_job("p2", "training", "QS1", 2, &ARGS)).await;
+    let p2 = stack
+        .submit(&trainer_job("p2", "training", "QS1", 2, &ARGS))
+        .await;
     names.push(("p2".into(), p2.clone()));
     wait(&stack, &mut t, &names, &p2, |j| j.status == "RUNNING").await;
     t.say("submit p1 (QS1, priority 1): waits, QS3 keeps its instance (RESERVE)");
-    let p1 = stack.submit(&trainer_job("p1", "training", "QS1", 1, &ARGS)).await;
+    let p1 = stack
+        .submit(&trainer_job("p1", "training", "QS1", 1, &ARGS))
+        .await;
     names.push(("p1".into(), p1.clone()));
-    wait(&stack, &mut t, &names, &p1, |j| !j.status_reason.starts_with("QUEUED")).await;
+    wait(&stack, &mut t, &names, &p1, |j| {
+        !j.status_reason.starts_with("QUEUED")
+    })
+    .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     t.say("submit qs2_job (QS2): QS2 reclaims its instance from p2");
-    let q2 = stack.submit(&trainer_job("qs2_job", "training", "QS2", 1, &ARGS)).await;
+    let q2 = stack
+        .submit(&trainer_job("qs2_job", "training", "QS2", 1, &ARGS))
+        .await;
     names.push(("qs2_job".into(), q2.clone()));
     wait(&stack, &mut t, &names, &q2, |j| j.status == "RUNNING").await;
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -136,14 +174,17 @@ async fn main() {
         .await
         .expect("priority updated");
     for (_, id) in names.clone() {
-        wait(&stack, &mut t, &names, &id, |j| j.status == "SUCCEEDED" || j.status == "FAILED").await;
+        wait(&stack, &mut t, &names, &id, |j| {
+            j.status == "SUCCEEDED" || j.status == "FAILED"
+        })
+        .await;
     }
     t.say("all jobs finished\n");
 
     println!("== Summary (uninterrupted digest {}...)", &expected[..16]);
     println!(
-        "{:<8} {:<10} {:>8}  {:<44} {:>10}  {}",
-        "JOB", "STATUS", "ATTEMPTS", "OUTCOMES", "RECOMPUTED", "DIGEST"
+        "{:<8} {:<10} {:>8}  {:<44} {:>10}  DIGEST",
+        "JOB", "STATUS", "ATTEMPTS", "OUTCOMES", "RECOMPUTED"
     );
     let mut all_equal = true;
     let mut kinds: std::collections::BTreeMap<String, usize> = Default::default();
@@ -164,7 +205,11 @@ async fn main() {
         let digest = digest_in(&stack.attempt_stdout("node-1", id, last)).unwrap_or_default();
         let same = digest == expected;
         all_equal &= same;
-        let outcomes: Vec<&str> = j.attempts.iter().filter_map(|a| a.outcome.as_deref()).collect();
+        let outcomes: Vec<&str> = j
+            .attempts
+            .iter()
+            .filter_map(|a| a.outcome.as_deref())
+            .collect();
         println!(
             "{:<8} {:<10} {:>8}  {:<44} {:>10}  {}",
             name,
@@ -176,7 +221,14 @@ async fn main() {
         );
     }
     let kinds: Vec<String> = kinds.iter().map(|(k, n)| format!("{k} x{n}")).collect();
-    println!("\npreemptions: {}", if kinds.is_empty() { "none".into() } else { kinds.join(", ") });
+    println!(
+        "\npreemptions: {}",
+        if kinds.is_empty() {
+            "none".into()
+        } else {
+            kinds.join(", ")
+        }
+    );
     println!(
         "every preempted job's final digest equals the uninterrupted digest: {}",
         if all_equal { "yes" } else { "NO" }

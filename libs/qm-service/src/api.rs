@@ -42,8 +42,10 @@ pub fn encode<T: Serialize>(reply: &Result<T, ApiError>) -> bytes::Bytes {
         Ok(v) => serde_json::to_vec(&Reply::Ok(v)),
         Err(e) => serde_json::to_vec(&Reply::<()>::Error(e.clone())),
     };
-    body.unwrap_or_else(|_| br#"{"error":{"code":"INTERNAL","message":"reply could not be encoded"}}"#.to_vec())
-        .into()
+    body.unwrap_or_else(|_| {
+        br#"{"error":{"code":"INTERNAL","message":"reply could not be encoded"}}"#.to_vec()
+    })
+    .into()
 }
 
 /// Answers `msg` if it asked for an answer.

@@ -22,7 +22,10 @@ fn one_of<T: Copy>(
     allowed: &[(&str, T)],
     problems: &mut Vec<ConfigProblem>,
 ) -> Option<T> {
-    let found = allowed.iter().find(|(name, _)| *name == value).map(|(_, v)| *v);
+    let found = allowed
+        .iter()
+        .find(|(name, _)| *name == value)
+        .map(|(_, v)| *v);
     if found.is_none() {
         let names: Vec<&str> = allowed.iter().map(|(n, _)| *n).collect();
         problems.push(problem(
@@ -92,7 +95,9 @@ pub fn share(s: &wire::QuotaShare, field: &str, problems: &mut Vec<ConfigProblem
     }
     if let Some(p) = &s.protections {
         share.protections = Protections {
-            min_runtime_before_preemption_secs: p.min_runtime_before_preemption_seconds.unwrap_or(0),
+            min_runtime_before_preemption_secs: p
+                .min_runtime_before_preemption_seconds
+                .unwrap_or(0),
             reborrow_cooldown_secs: p.reborrow_cooldown_seconds.unwrap_or(0),
             borrow_requires_checkpoint: p.borrow_requires_checkpoint.unwrap_or(false),
         };
@@ -221,7 +226,10 @@ pub fn job_spec(
         .and_then(|p| p.preemption_retries_before_termination);
     spec.retry_attempts = retry_attempts;
     spec.evaluate_on_exit = exit_rules;
-    spec.attempt_timeout_secs = job.timeout_config.as_ref().map(|t| t.attempt_duration_seconds);
+    spec.attempt_timeout_secs = job
+        .timeout_config
+        .as_ref()
+        .map(|t| t.attempt_duration_seconds);
     spec.grace_period_secs = job
         .termination_grace_period_seconds
         .unwrap_or(DEFAULT_GRACE_SECONDS);
@@ -262,15 +270,22 @@ mod tests {
     #[test]
     fn every_problem_of_a_queue_document_is_named() {
         let mut d = doc();
-        d.quota_shares[0].resource_sharing_configuration = Some(wire::ResourceSharingConfiguration {
-            strategy: "SHARE".into(),
-            borrow_limit: None,
-        });
+        d.quota_shares[0].resource_sharing_configuration =
+            Some(wire::ResourceSharingConfiguration {
+                strategy: "SHARE".into(),
+                borrow_limit: None,
+            });
         d.quota_shares[1].capacity_limits = None;
         let problems = queue(&d).expect_err("invalid");
         let fields: Vec<&str> = problems.iter().map(|p| p.field.as_str()).collect();
-        assert!(fields.contains(&"quotaShares[0].resourceSharingConfiguration.strategy"), "{fields:?}");
-        assert!(fields.contains(&"quotaShares[1].capacityLimits"), "{fields:?}");
+        assert!(
+            fields.contains(&"quotaShares[0].resourceSharingConfiguration.strategy"),
+            "{fields:?}"
+        );
+        assert!(
+            fields.contains(&"quotaShares[1].capacityLimits"),
+            "{fields:?}"
+        );
     }
 
     #[test]

@@ -24,7 +24,10 @@ pub fn init_tracing() {
 
 /// Connects, retrying until the server is up; after an outage the client
 /// reconnects by itself (subscriptions are restored, publishes are buffered).
-pub async fn connect(url: &str, name: &str) -> Result<async_nats::Client, async_nats::ConnectError> {
+pub async fn connect(
+    url: &str,
+    name: &str,
+) -> Result<async_nats::Client, async_nats::ConnectError> {
     let name = name.to_string();
     async_nats::ConnectOptions::new()
         .name(&name)
@@ -34,7 +37,9 @@ pub async fn connect(url: &str, name: &str) -> Result<async_nats::Client, async_
             let name = name.clone();
             async move {
                 match event {
-                    async_nats::Event::Connected => tracing::info!(service = %name, "connected to NATS"),
+                    async_nats::Event::Connected => {
+                        tracing::info!(service = %name, "connected to NATS")
+                    }
                     async_nats::Event::Disconnected => {
                         tracing::warn!(service = %name, "disconnected from NATS; reconnecting")
                     }

@@ -54,7 +54,9 @@ where
             Ok(text) => match serde_yaml_ng::from_str::<Value>(&text) {
                 Ok(Value::Object(map)) => doc.extend(map),
                 Ok(Value::Null) => {}
-                Ok(_) => problems.push(format!("{}: must be a mapping of settings", path.display())),
+                Ok(_) => {
+                    problems.push(format!("{}: must be a mapping of settings", path.display()))
+                }
                 Err(e) => problems.push(format!("{}: {e}", path.display())),
             },
         }
@@ -70,7 +72,8 @@ where
         };
         for name in names {
             if let Some((_, raw)) = env.iter().find(|(k, _)| *k == name) {
-                let value = serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.clone()));
+                let value =
+                    serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.clone()));
                 doc.insert(field.clone(), value);
             }
         }

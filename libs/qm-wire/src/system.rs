@@ -46,7 +46,10 @@ pub enum LogEntry {
     Checkpoint(CheckpointCommit),
     /// Everything below is written only by the scheduler leader, fenced.
     #[serde(rename_all = "camelCase")]
-    Leader { epoch: u64, holder: String },
+    Leader {
+        epoch: u64,
+        holder: String,
+    },
     Pass(PassRecord),
     #[serde(rename_all = "camelCase")]
     Priority {

@@ -148,9 +148,10 @@ impl Admission {
     async fn submit(&self, job: SubmitServiceJob) -> Result<SubmitServiceJobResponse> {
         let (doc, revision) = self.existing(&job.job_queue).await?;
         let mut cluster = {
-            let cached = self.scratch.lock().map_err(|_| {
-                api::error(ErrorCode::Internal, "admission state is poisoned")
-            })?;
+            let cached = self
+                .scratch
+                .lock()
+                .map_err(|_| api::error(ErrorCode::Internal, "admission state is poisoned"))?;
             match cached.get(&job.job_queue) {
                 Some((rev, c)) if *rev == revision => Some(c.clone()),
                 _ => None,
@@ -164,7 +165,10 @@ impl Admission {
                 )
             })?;
             let c = Cluster::new(config, &[]).map_err(|e| {
-                invalid("the stored queue configuration is invalid", api::problems(&e.0))
+                invalid(
+                    "the stored queue configuration is invalid",
+                    api::problems(&e.0),
+                )
             })?;
             if let Ok(mut cache) = self.scratch.lock() {
                 cache.insert(job.job_queue.clone(), (revision, c.clone()));
@@ -206,7 +210,10 @@ impl Admission {
             }
         }
         let LogEntry::Submit { job_id, job } = &entry else {
-            return Err(api::error(ErrorCode::Internal, "token maps to a non-submit"));
+            return Err(api::error(
+                ErrorCode::Internal,
+                "token maps to a non-submit",
+            ));
         };
         let subject = subjects::log_submit(&job.job_queue)
             .map_err(|e| invalid(format!("jobQueue: {e}"), Vec::new()))?;
@@ -228,7 +235,8 @@ impl Admission {
             )
             .await
             .map_err(|e| transient("job log unavailable", e))?;
-        ack.await.map_err(|e| transient("job log did not store the job", e))?;
+        ack.await
+            .map_err(|e| transient("job log did not store the job", e))?;
         Ok(SubmitServiceJobResponse {
             job_id: job_id.clone(),
             job_name: job.job_name.clone(),
@@ -247,7 +255,10 @@ impl Admission {
             let old = current.as_ref().map(|(d, _)| d.clone());
             let new = change(old.clone())?;
             for (i, s) in new.quota_shares.iter().enumerate() {
-                token_field(&format!("quotaShares[{i}].quotaShareName"), &s.quota_share_name)?;
+                token_field(
+                    &format!("quotaShares[{i}].quotaShareName"),
+                    &s.quota_share_name,
+                )?;
             }
             let config = convert::queue(&new)
                 .map_err(|p| invalid("invalid queue configuration", api::problems(&p)))?;
@@ -260,16 +271,20 @@ impl Admission {
                 let mut c = Cluster::new(old_config, &[]).map_err(|e| {
                     invalid("the stored configuration is invalid", api::problems(&e.0))
                 })?;
-                c.update_queue(config, Time(now_ms())).map_err(|e| {
-                    invalid("configuration change refused", api::problems(&e.0))
-                })?;
+                c.update_queue(config, Time(now_ms()))
+                    .map_err(|e| invalid("configuration change refused", api::problems(&e.0)))?;
             }
             let body = serde_json::to_vec(&new)
                 .map_err(|e| api::error(ErrorCode::Internal, e.to_string()))?;
             let key = config_key(queue);
             let stored = match &current {
                 None => self.storage.config.create(&key, body.into()).await.ok(),
-                Some((_, rev)) => self.storage.config.update(&key, body.into(), *rev).await.ok(),
+                Some((_, rev)) => self
+                    .storage
+                    .config
+                    .update(&key, body.into(), *rev)
+                    .await
+                    .ok(),
             };
             let Some(revision) = stored else {
                 continue; // someone else changed it first: redo on the new one
@@ -335,12 +350,17 @@ impl Admission {
             .publish(subject, payload.into())
             .await
             .map_err(|e| transient("log unavailable", e))?;
-        ack.await.map_err(|e| transient("log did not store the registration", e))?;
+        ack.await
+            .map_err(|e| transient("log did not store the registration", e))?;
         Ok(serde_json::json!({}))
     }
 
     /// Relays an operation to the scheduler leader and returns its raw reply.
-    async fn relay(&self, op: Operation, payload: &[u8]) -> std::result::Result<bytes::Bytes, ApiError> {
+    async fn relay(
+        &self,
+        op: Operation,
+        payload: &[u8],
+    ) -> std::result::Result<bytes::Bytes, ApiError> {
         let body: serde_json::Value = decode(payload)?;
         let request = SchedRequest {
             operation: op.name().into(),
@@ -356,9 +376,12 @@ impl Admission {
         .await
         {
             Ok(Ok(msg)) => Ok(msg.payload),
-            Ok(Err(e)) if e.kind() == async_nats::RequestErrorKind::NoResponders => Err(
-                api::error(ErrorCode::Transient, "no scheduler leader is running; try again"),
-            ),
+            Ok(Err(e)) if e.kind() == async_nats::RequestErrorKind::NoResponders => {
+                Err(api::error(
+                    ErrorCode::Transient,
+                    "no scheduler leader is running; try again",
+                ))
+            }
             Ok(Err(e)) => Err(transient("scheduler unreachable", e)),
             Err(_) => Err(api::error(
                 ErrorCode::Transient,
@@ -429,7 +452,10 @@ impl Admission {
                         let name = s.quota_share_name.clone();
                         self.change(&queue, move |old| {
                             let mut doc = old.ok_or_else(|| {
-                                api::error(ErrorCode::NotFound, format!("no job queue {:?}", s.job_queue))
+                                api::error(
+                                    ErrorCode::NotFound,
+                                    format!("no job queue {:?}", s.job_queue),
+                                )
                             })?;
                             let pos = doc
                                 .quota_shares
@@ -471,10 +497,14 @@ impl Admission {
                     Ok(s) => self
                         .change(&s.job_queue.clone(), move |old| {
                             let mut doc = old.ok_or_else(|| {
-                                api::error(ErrorCode::NotFound, format!("no job queue {:?}", s.job_queue))
+                                api::error(
+                                    ErrorCode::NotFound,
+                                    format!("no job queue {:?}", s.job_queue),
+                                )
                             })?;
                             let before = doc.quota_shares.len();
-                            doc.quota_shares.retain(|x| x.quota_share_name != s.quota_share_name);
+                            doc.quota_shares
+                                .retain(|x| x.quota_share_name != s.quota_share_name);
                             if doc.quota_shares.len() == before {
                                 return Err(api::error(
                                     ErrorCode::NotFound,
@@ -496,7 +526,10 @@ impl Admission {
                             .into_iter()
                             .find(|x| x.quota_share_name == s.quota_share_name)
                             .ok_or_else(|| {
-                                api::error(ErrorCode::NotFound, format!("no quota share {:?}", s.quota_share_name))
+                                api::error(
+                                    ErrorCode::NotFound,
+                                    format!("no quota share {:?}", s.quota_share_name),
+                                )
                             })
                     }),
                     Err(e) => Err(e),

@@ -127,7 +127,9 @@ fn prefix(req: &CheckpointRequest) -> String {
 /// (path, size, mtime ns) of every file that would be uploaded.
 fn fingerprint(dir: &Path) -> Vec<(String, u64, i128)> {
     fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, u64, i128)>) {
-        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
             if name.starts_with('.') {
@@ -139,8 +141,13 @@ fn fingerprint(dir: &Path) -> Vec<(String, u64, i128)> {
                 walk(root, &path, out);
             } else if meta.is_file() {
                 use std::os::unix::fs::MetadataExt;
-                let rel = path.strip_prefix(root).unwrap_or(&path).display().to_string();
-                let mtime = i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec());
+                let rel = path
+                    .strip_prefix(root)
+                    .unwrap_or(&path)
+                    .display()
+                    .to_string();
+                let mtime =
+                    i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec());
                 out.push((rel, meta.len(), mtime));
             }
         }
@@ -153,7 +160,10 @@ fn fingerprint(dir: &Path) -> Vec<(String, u64, i128)> {
 
 fn step_of(dir: &Path) -> Option<u64> {
     let text = std::fs::read_to_string(dir.join("qm-checkpoint.json")).ok()?;
-    serde_json::from_str::<serde_json::Value>(&text).ok()?.get("step")?.as_u64()
+    serde_json::from_str::<serde_json::Value>(&text)
+        .ok()?
+        .get("step")?
+        .as_u64()
 }
 
 fn failed(what: &str, e: impl std::fmt::Display) -> ApiError {
@@ -167,11 +177,15 @@ impl Service {
     }
 
     fn check(&self, req: &CheckpointRequest) -> Result<PathBuf, ApiError> {
-        subjects::token(&req.job_queue).map_err(|e| api::invalid(format!("jobQueue: {e}"), vec![]))?;
+        subjects::token(&req.job_queue)
+            .map_err(|e| api::invalid(format!("jobQueue: {e}"), vec![]))?;
         subjects::token(&req.job_id).map_err(|e| api::invalid(format!("jobId: {e}"), vec![]))?;
         let dir = PathBuf::from(&req.dir);
         if !dir.is_absolute() {
-            return Err(api::invalid(format!("dir: {:?} must be an absolute path", req.dir), vec![]));
+            return Err(api::invalid(
+                format!("dir: {:?} must be an absolute path", req.dir),
+                vec![],
+            ));
         }
         Ok(dir)
     }
@@ -198,7 +212,11 @@ impl Service {
         j.last.clone_from(&checkpoint);
         Ok(CheckpointReply {
             checkpoint,
-            skipped: restored.skipped.iter().map(|(seq, why)| format!("{seq}: {why}")).collect(),
+            skipped: restored
+                .skipped
+                .iter()
+                .map(|(seq, why)| format!("{seq}: {why}"))
+                .collect(),
         })
     }
 
@@ -235,7 +253,13 @@ impl Service {
         j.last = Some(commit.clone());
         if let Ok(body) = serde_json::to_vec(&LogEntry::Checkpoint(commit.clone())) {
             if let Ok(subject) = subjects::log_checkpoint(&req.job_queue) {
-                nats::append_durably(&self.js, subject, body.into(), Some(format!("ckpt-{}-{}", req.job_id, commit.seq))).await;
+                nats::append_durably(
+                    &self.js,
+                    subject,
+                    body.into(),
+                    Some(format!("ckpt-{}-{}", req.job_id, commit.seq)),
+                )
+                .await;
             }
         }
         if let (Ok(body), Ok(subject)) = (
@@ -255,7 +279,10 @@ impl Service {
         let job = self.job(&req.job_id).await;
         let mut j = job.lock().await;
         if matches!(&j.tracking, Some((a, t)) if *a == req.attempt && !t.is_finished()) {
-            return Ok(CheckpointReply { checkpoint: j.last.clone(), skipped: vec![] });
+            return Ok(CheckpointReply {
+                checkpoint: j.last.clone(),
+                skipped: vec![],
+            });
         }
         if let Some((_, t)) = j.tracking.take() {
             t.abort();
@@ -274,7 +301,10 @@ impl Service {
             }
         });
         j.tracking = Some((req.attempt, task));
-        Ok(CheckpointReply { checkpoint: j.last.clone(), skipped: vec![] })
+        Ok(CheckpointReply {
+            checkpoint: j.last.clone(),
+            skipped: vec![],
+        })
     }
 
     async fn flush(&self, req: CheckpointRequest) -> Result<CheckpointReply, ApiError> {
@@ -285,7 +315,10 @@ impl Service {
             t.abort();
         }
         self.sync_once(&req, &mut j).await?;
-        let reply = CheckpointReply { checkpoint: j.last.clone(), skipped: vec![] };
+        let reply = CheckpointReply {
+            checkpoint: j.last.clone(),
+            skipped: vec![],
+        };
         drop(j);
         self.jobs.lock().await.remove(&req.job_id);
         Ok(reply)
@@ -296,7 +329,8 @@ impl Service {
 async fn main() -> std::process::ExitCode {
     nats::init_tracing();
     let loaded = settings::config_path(USAGE).and_then(|path| {
-        settings::load::<Settings>("checkpoint", path.as_deref(), std::env::vars()).map_err(|e| e.to_string())
+        settings::load::<Settings>("checkpoint", path.as_deref(), std::env::vars())
+            .map_err(|e| e.to_string())
     });
     let settings = match loaded {
         Ok(s) => s,
@@ -316,7 +350,10 @@ async fn main() -> std::process::ExitCode {
     let client = match nats::connect(&settings.nats_url, "qm-checkpoint").await {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("qm-checkpoint: cannot connect to {}: {e}", settings.nats_url);
+            eprintln!(
+                "qm-checkpoint: cannot connect to {}: {e}",
+                settings.nats_url
+            );
             return std::process::ExitCode::from(1);
         }
     };

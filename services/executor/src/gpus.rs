@@ -23,7 +23,10 @@ pub fn assign(
     instances: &[InstanceSpec],
     configured: Option<Vec<u32>>,
 ) -> Result<BTreeMap<String, Vec<Vec<u32>>>, String> {
-    let needed: u32 = instances.iter().map(|i| i.count * i.gpus_per_instance).sum();
+    let needed: u32 = instances
+        .iter()
+        .map(|i| i.count * i.gpus_per_instance)
+        .sum();
     let mut out = BTreeMap::new();
     if needed == 0 {
         return Ok(out);
@@ -64,7 +67,11 @@ mod tests {
 
     #[test]
     fn slots_get_consecutive_gpus() {
-        let g = assign(&[spec("a", 2, 2), spec("b", 1, 1)], Some(vec![0, 1, 2, 3, 4])).expect("fits");
+        let g = assign(
+            &[spec("a", 2, 2), spec("b", 1, 1)],
+            Some(vec![0, 1, 2, 3, 4]),
+        )
+        .expect("fits");
         assert_eq!(g["a"], vec![vec![0, 1], vec![2, 3]]);
         assert_eq!(g["b"], vec![vec![4]]);
     }
@@ -77,6 +84,8 @@ mod tests {
 
     #[test]
     fn no_gpus_needed_means_no_discovery() {
-        assert!(assign(&[spec("a", 3, 0)], None).expect("cpu only").is_empty());
+        assert!(assign(&[spec("a", 3, 0)], None)
+            .expect("cpu only")
+            .is_empty());
     }
 }

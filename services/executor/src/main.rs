@@ -167,7 +167,10 @@ impl Executor {
         let mut delay = Duration::from_millis(200);
         loop {
             match client
-                .call::<_, serde_json::Value>(Operation::RegisterExecutor, &self.registration(draining))
+                .call::<_, serde_json::Value>(
+                    Operation::RegisterExecutor,
+                    &self.registration(draining),
+                )
                 .await
             {
                 Ok(_) => {
@@ -200,7 +203,12 @@ impl Executor {
         let _ = self.reports.send(r);
     }
 
-    async fn checkpoint(&self, op: &str, req: &CheckpointRequest, tries: u32) -> Result<CheckpointReply, String> {
+    async fn checkpoint(
+        &self,
+        op: &str,
+        req: &CheckpointRequest,
+        tries: u32,
+    ) -> Result<CheckpointReply, String> {
         let client = Client {
             nats: self.client.clone(),
             timeout: Duration::from_secs(120),
@@ -235,9 +243,15 @@ impl Executor {
         let epoch = match &cmd {
             ExecCommand::Start { epoch, .. } | ExecCommand::Stop { epoch, .. } => *epoch,
         };
-        let newest = self.epoch.fetch_max(epoch, std::sync::atomic::Ordering::SeqCst);
+        let newest = self
+            .epoch
+            .fetch_max(epoch, std::sync::atomic::Ordering::SeqCst);
         if epoch < newest {
-            tracing::warn!(epoch, newest, "command from an older scheduler epoch ignored");
+            tracing::warn!(
+                epoch,
+                newest,
+                "command from an older scheduler epoch ignored"
+            );
             return;
         }
         match cmd {
@@ -254,8 +268,14 @@ impl Executor {
                 let key = (job_id.clone(), attempt);
                 let (tx, rx) = watch::channel(None);
                 {
-                    let finished = self.finished.lock().map(|f| f.contains(&key)).unwrap_or(true);
-                    let Ok(mut attempts) = self.attempts.lock() else { return };
+                    let finished = self
+                        .finished
+                        .lock()
+                        .map(|f| f.contains(&key))
+                        .unwrap_or(true);
+                    let Ok(mut attempts) = self.attempts.lock() else {
+                        return;
+                    };
                     if finished || attempts.contains_key(&key) {
                         return; // idempotent per (job, attempt)
                     }
@@ -310,7 +330,11 @@ impl Executor {
         }
     }
 
-    async fn run_attempt(self: Arc<Self>, launch: process::Launch, mut stop: watch::Receiver<Option<u64>>) {
+    async fn run_attempt(
+        self: Arc<Self>,
+        launch: process::Launch,
+        mut stop: watch::Receiver<Option<u64>>,
+    ) {
         let (job_id, attempt) = (launch.job_id.clone(), launch.attempt);
         let dir = self.attempt_dir(&job_id, attempt);
         let ckpt_dir = dir.join("checkpoint");
@@ -401,7 +425,9 @@ impl Executor {
                 incarnation: self.incarnation.clone(),
                 attempts: self.held(),
             };
-            let Ok(body) = serde_json::to_vec(&hb) else { continue };
+            let Ok(body) = serde_json::to_vec(&hb) else {
+                continue;
+            };
             let request = self.client.request(subject.clone(), body.into());
             if let Ok(Ok(reply)) = tokio::time::timeout(Duration::from_secs(2), request).await {
                 if let Ok(ack) = serde_json::from_slice::<HeartbeatAck>(&reply.payload) {
@@ -421,7 +447,11 @@ impl Executor {
                             job_queue: me.settings.job_queue.clone(),
                             job_id: job_id.clone(),
                             attempt,
-                            dir: me.attempt_dir(&job_id, attempt).join("checkpoint").display().to_string(),
+                            dir: me
+                                .attempt_dir(&job_id, attempt)
+                                .join("checkpoint")
+                                .display()
+                                .to_string(),
                         };
                         let _ = me.checkpoint("track", &request, 1).await;
                     });
@@ -452,7 +482,8 @@ impl Executor {
     /// SIGTERM: stop every attempt (grace), flush their checkpoints, and
     /// withdraw the instances so the scheduler requeues them at once.
     async fn drain(&self) {
-        self.draining.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.draining
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         let running: Vec<(String, u32)> = self.held();
         if let Ok(a) = self.attempts.lock() {
             for r in a.values() {
@@ -471,10 +502,16 @@ impl Executor {
 }
 
 /// Appends reports to the log in order, each until acknowledged.
-async fn reporter(js: async_nats::jetstream::Context, subject: String, mut rx: mpsc::UnboundedReceiver<Report>) {
+async fn reporter(
+    js: async_nats::jetstream::Context,
+    subject: String,
+    mut rx: mpsc::UnboundedReceiver<Report>,
+) {
     while let Some(r) = rx.recv().await {
         let id = format!("{}-{}-{:?}", r.job_id, r.attempt, r.phase);
-        let Ok(body) = serde_json::to_vec(&LogEntry::Report(r)) else { continue };
+        let Ok(body) = serde_json::to_vec(&LogEntry::Report(r)) else {
+            continue;
+        };
         nats::append_durably(&js, subject.clone(), body.into(), Some(id)).await;
     }
 }
@@ -491,7 +528,8 @@ fn random_id() -> String {
 async fn main() -> std::process::ExitCode {
     nats::init_tracing();
     let loaded = settings::config_path(USAGE).and_then(|path| {
-        settings::load::<Settings>("executor", path.as_deref(), std::env::vars()).map_err(|e| e.to_string())
+        settings::load::<Settings>("executor", path.as_deref(), std::env::vars())
+            .map_err(|e| e.to_string())
     });
     let mut settings = match loaded {
         Ok(s) => s,
@@ -514,7 +552,10 @@ async fn main() -> std::process::ExitCode {
         }
     };
     if let Err(e) = std::fs::create_dir_all(&settings.work_dir) {
-        eprintln!("qm-executor: cannot create workDir {}: {e}", settings.work_dir);
+        eprintln!(
+            "qm-executor: cannot create workDir {}: {e}",
+            settings.work_dir
+        );
         return std::process::ExitCode::from(2);
     }
     let client = match nats::connect(&settings.nats_url, "qm-executor").await {
@@ -547,7 +588,9 @@ async fn main() -> std::process::ExitCode {
     });
     let (Ok(mut commands), Ok(mut logs)) = (
         client
-            .subscribe(subjects::executor_command(&executor.settings.executor_id).unwrap_or_default())
+            .subscribe(
+                subjects::executor_command(&executor.settings.executor_id).unwrap_or_default(),
+            )
             .await,
         client
             .subscribe(subjects::executor_logs(&executor.settings.executor_id).unwrap_or_default())

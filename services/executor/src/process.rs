@@ -86,7 +86,10 @@ fn signal_group(child: &Child, signal: i32) {
 /// Waits for the process to exit; when a stop arrives (with its grace
 /// period), sends SIGTERM, then SIGKILL after the grace. Returns (exit code,
 /// signal).
-pub async fn wait_or_stop(child: &mut Child, stop: &mut watch::Receiver<Option<u64>>) -> (Option<i32>, Option<i32>) {
+pub async fn wait_or_stop(
+    child: &mut Child,
+    stop: &mut watch::Receiver<Option<u64>>,
+) -> (Option<i32>, Option<i32>) {
     use std::os::unix::process::ExitStatusExt;
     let decode = |s: std::io::Result<std::process::ExitStatus>| match s {
         Ok(s) => (s.code(), s.signal()),

@@ -43,9 +43,9 @@ pub async fn acquire(store: &kv::Store, holder: &str, ttl: Duration) -> (u64, u6
             Ok(Some(e)) => {
                 let current: Option<Lease> = serde_json::from_slice(&e.value).ok();
                 let free = e.operation != kv::Operation::Put
-                    || current.as_ref().is_none_or(|l| {
-                        l.expires_at < qm_service::now_ms() || l.holder == holder
-                    });
+                    || current
+                        .as_ref()
+                        .is_none_or(|l| l.expires_at < qm_service::now_ms() || l.holder == holder);
                 if free {
                     store.update(KEY, lease(holder, ttl), e.revision).await.ok()
                 } else {
@@ -91,7 +91,8 @@ pub fn keep(
                 }
                 Err(e) => {
                     let expired = tokio::time::Instant::now() >= valid_until;
-                    let taken = matches!(store.entry(KEY).await, Ok(Some(en)) if en.revision != revision);
+                    let taken =
+                        matches!(store.entry(KEY).await, Ok(Some(en)) if en.revision != revision);
                     if taken || expired {
                         tracing::error!(error = %e, "lost the scheduler lease");
                         let _ = tx.send(true);

@@ -109,7 +109,12 @@ async fn main() -> std::process::ExitCode {
             return std::process::ExitCode::SUCCESS;
         };
         tracing::info!(epoch, holder = %settings.holder, "became the scheduler leader");
-        let (lost, keeper) = leader::keep(storage.leader.clone(), settings.holder.clone(), ttl, revision);
+        let (lost, keeper) = leader::keep(
+            storage.leader.clone(),
+            settings.holder.clone(),
+            ttl,
+            revision,
+        );
         let outcome = runner::run(&client, &storage, &settings, epoch, lost, &mut shutdown).await;
         keeper.abort();
         match outcome {

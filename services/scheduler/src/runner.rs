@@ -146,7 +146,8 @@ impl Runner<'_> {
         for id in self.state.executors.keys() {
             self.last_seen.insert(id.clone(), now);
         }
-        let mut ticker = tokio::time::interval(Duration::from_millis(self.settings.pass_interval_ms));
+        let mut ticker =
+            tokio::time::interval(Duration::from_millis(self.settings.pass_interval_ms));
         loop {
             tokio::select! {
                 biased;
@@ -200,7 +201,9 @@ impl Runner<'_> {
                     self.publish(fx).await;
                 }
             }
-            Err(e) => tracing::warn!(seq, subject = %msg.subject, error = %e, "unreadable log entry skipped"),
+            Err(e) => {
+                tracing::warn!(seq, subject = %msg.subject, error = %e, "unreadable log entry skipped")
+            }
         }
     }
 
@@ -241,8 +244,12 @@ impl Runner<'_> {
             Effect::Preemption(e, subject) => (subject.clone(), serde_json::to_vec(e)),
             Effect::Command(executor, cmd) => {
                 let (job, attempt, start) = match cmd {
-                    ExecCommand::Start { job_id, attempt, .. } => (job_id, *attempt, true),
-                    ExecCommand::Stop { job_id, attempt, .. } => (job_id, *attempt, false),
+                    ExecCommand::Start {
+                        job_id, attempt, ..
+                    } => (job_id, *attempt, true),
+                    ExecCommand::Stop {
+                        job_id, attempt, ..
+                    } => (job_id, *attempt, false),
                 };
                 let key = (job.clone(), attempt, start);
                 if resend {
@@ -278,7 +285,8 @@ impl Runner<'_> {
         }
         // Forget commands of attempts that have moved on.
         if self.sent.len() > 10_000 {
-            self.sent.retain(|_, t| t.elapsed() < Duration::from_secs(60));
+            self.sent
+                .retain(|_, t| t.elapsed() < Duration::from_secs(60));
         }
     }
 
@@ -321,7 +329,8 @@ impl Runner<'_> {
             .get(&hb.executor_id)
             .is_some_and(|e| e.live && e.registration.incarnation == hb.incarnation);
         if known {
-            self.last_seen.insert(hb.executor_id.clone(), Instant::now());
+            self.last_seen
+                .insert(hb.executor_id.clone(), Instant::now());
             // Attempts the executor holds that are not placed there: stop them.
             let expected = self.state.expected_on(&hb.executor_id);
             for (job_id, attempt) in &hb.attempts {
@@ -356,7 +365,10 @@ impl Runner<'_> {
             let Some((record, plan)) = self.state.plan(&q, now) else {
                 continue;
             };
-            if record.starts.is_empty() && record.preemptions.is_empty() && record.timeouts.is_empty() {
+            if record.starts.is_empty()
+                && record.preemptions.is_empty()
+                && record.timeouts.is_empty()
+            {
                 let fx = self.state.apply_reasons(&q, &plan);
                 self.publish(fx).await;
                 continue;
@@ -365,7 +377,9 @@ impl Runner<'_> {
             if self.append(&entry).await.is_none() {
                 return; // stays dirty: decided again after the new entries
             }
-            let LogEntry::Pass(record) = entry else { unreachable!() };
+            let LogEntry::Pass(record) = entry else {
+                unreachable!()
+            };
             let fx = self.state.apply_planned(&record, plan);
             self.publish(fx).await;
         }
@@ -401,13 +415,20 @@ impl Runner<'_> {
                 self.writes.push_back((req, msg.reply));
             }
             other => {
-                let e = api::error(ErrorCode::Invalid, format!("the scheduler does not answer {other:?}"));
+                let e = api::error(
+                    ErrorCode::Invalid,
+                    format!("the scheduler does not answer {other:?}"),
+                );
                 self.reply::<()>(msg.reply, Err(e)).await
             }
         }
     }
 
-    async fn reply<T: serde::Serialize>(&self, to: Option<async_nats::Subject>, r: Result<T, ApiError>) {
+    async fn reply<T: serde::Serialize>(
+        &self,
+        to: Option<async_nats::Subject>,
+        r: Result<T, ApiError>,
+    ) {
         if let Some(to) = to {
             let _ = self.client.publish(to, encode(&r)).await;
         }
@@ -435,13 +456,18 @@ impl Runner<'_> {
                 return;
             }
             let job_id = match &entry {
-                LogEntry::Priority { job_id, .. } | LogEntry::Terminate { job_id, .. } => job_id.clone(),
+                LogEntry::Priority { job_id, .. } | LogEntry::Terminate { job_id, .. } => {
+                    job_id.clone()
+                }
                 _ => String::new(),
             };
             let fx = self.state.apply(entry, now);
             self.publish(fx).await;
             self.dirty = true;
-            let r = self.state.describe(&job_id, now).ok_or_else(|| not_found(&job_id));
+            let r = self
+                .state
+                .describe(&job_id, now)
+                .ok_or_else(|| not_found(&job_id));
             self.reply(reply, r).await;
         }
     }
@@ -449,12 +475,21 @@ impl Runner<'_> {
     fn write_entry(&self, req: &SchedRequest, now: u64) -> Result<Option<LogEntry>, ApiError> {
         if req.operation == "UpdateServiceJob" {
             let u = parse::<UpdateServiceJob>(&req.body)?;
-            let (q, id) = self.state.locate(&u.job_id).ok_or_else(|| not_found(&u.job_id))?;
-            let job = self.state.queues[&q].cluster.job(id).ok_or_else(|| not_found(&u.job_id))?;
+            let (q, id) = self
+                .state
+                .locate(&u.job_id)
+                .ok_or_else(|| not_found(&u.job_id))?;
+            let job = self.state.queues[&q]
+                .cluster
+                .job(id)
+                .ok_or_else(|| not_found(&u.job_id))?;
             if job.status.is_final() {
                 return Err(api::error(
                     ErrorCode::Conflict,
-                    format!("job {} is {}; its priority can no longer change", u.job_id, job.status),
+                    format!(
+                        "job {} is {}; its priority can no longer change",
+                        u.job_id, job.status
+                    ),
                 ));
             }
             if u.scheduling_priority > 9999 {
@@ -473,8 +508,14 @@ impl Runner<'_> {
             }));
         }
         let t = parse::<TerminateServiceJob>(&req.body)?;
-        let (q, id) = self.state.locate(&t.job_id).ok_or_else(|| not_found(&t.job_id))?;
-        let job = self.state.queues[&q].cluster.job(id).ok_or_else(|| not_found(&t.job_id))?;
+        let (q, id) = self
+            .state
+            .locate(&t.job_id)
+            .ok_or_else(|| not_found(&t.job_id))?;
+        let job = self.state.queues[&q]
+            .cluster
+            .job(id)
+            .ok_or_else(|| not_found(&t.job_id))?;
         if job.status.is_final() || job.stopping == Some(qm_core::StopCause::Cancelled) {
             return Ok(None); // already over (or being cancelled): nothing to do
         }
@@ -487,17 +528,25 @@ impl Runner<'_> {
 
     fn list(&self, l: &ListServiceJobs, now: u64) -> Result<ListServiceJobsResponse, ApiError> {
         let qs = self.state.queues.get(&l.job_queue).ok_or_else(|| {
-            api::error(ErrorCode::NotFound, format!("no job queue {:?}", l.job_queue))
+            api::error(
+                ErrorCode::NotFound,
+                format!("no job queue {:?}", l.job_queue),
+            )
         })?;
         let start: usize = match &l.next_token {
-            Some(t) => t
-                .parse()
-                .map_err(|_| api::error(ErrorCode::Invalid, format!("nextToken {t:?} is not one this API returned")))?,
+            Some(t) => t.parse().map_err(|_| {
+                api::error(
+                    ErrorCode::Invalid,
+                    format!("nextToken {t:?} is not one this API returned"),
+                )
+            })?,
             None => 0,
         };
         let max = l.max_results.unwrap_or(100).clamp(1, 1000) as usize;
         let mut matching = qs.cluster.jobs().filter(|j| {
-            l.job_status.as_deref().is_none_or(|s| j.status.as_str() == s)
+            l.job_status
+                .as_deref()
+                .is_none_or(|s| j.status.as_str() == s)
                 && l.quota_share_name
                     .as_deref()
                     .is_none_or(|s| qs.cluster.share_config(j.spec.share).name == s)
@@ -516,11 +565,10 @@ impl Runner<'_> {
     }
 
     fn snapshot(&self, queue: &str, now: u64) -> Result<JobQueueSnapshot, ApiError> {
-        let qs = self
-            .state
-            .queues
-            .get(queue)
-            .ok_or_else(|| api::error(ErrorCode::NotFound, format!("no job queue {queue:?}")))?;
+        let qs =
+            self.state.queues.get(queue).ok_or_else(|| {
+                api::error(ErrorCode::NotFound, format!("no job queue {queue:?}"))
+            })?;
         let c = &qs.cluster;
         let mut front = Vec::new();
         let mut shares = Vec::new();

@@ -130,7 +130,10 @@ impl State {
                 ..
             } => {
                 if let Some((q, id)) = self.locate(&job_id) {
-                    let _ = self.queue_mut(&q).cluster.update_priority(id, scheduling_priority);
+                    let _ = self
+                        .queue_mut(&q)
+                        .cluster
+                        .update_priority(id, scheduling_priority);
                 }
             }
             LogEntry::Terminate { job_id, .. } => {
@@ -193,7 +196,8 @@ impl State {
 
     fn reject(&mut self, job_id: String, submit: SubmitServiceJob, reason: String, at: u64) {
         tracing::warn!(job = %job_id, %reason, "stored job rejected by the scheduler");
-        self.rejected.insert(job_id, Rejected { submit, reason, at });
+        self.rejected
+            .insert(job_id, Rejected { submit, reason, at });
     }
 
     fn configure(&mut self, doc: QueueDocument, revision: u64, now: u64, fx: &mut Effects) {
@@ -221,7 +225,9 @@ impl State {
                         self.stop_command(&name, id, fx);
                     }
                 }
-                Err(e) => tracing::error!(queue = %name, error = %e, "configuration change refused"),
+                Err(e) => {
+                    tracing::error!(queue = %name, error = %e, "configuration change refused")
+                }
             },
             None => match Cluster::new(config, &[]) {
                 Ok(cluster) => {
@@ -364,10 +370,9 @@ impl State {
             return;
         };
         // Only the executor the attempt was placed on may report it.
-        let placed_here = self
-            .placements
-            .get(&(q.clone(), id))
-            .is_some_and(|(a, p)| *a == r.attempt && p.first().is_some_and(|p| p.executor_id == r.executor_id));
+        let placed_here = self.placements.get(&(q.clone(), id)).is_some_and(|(a, p)| {
+            *a == r.attempt && p.first().is_some_and(|p| p.executor_id == r.executor_id)
+        });
         if !placed_here {
             tracing::debug!(job = %r.job_id, attempt = r.attempt, executor = %r.executor_id, "stale report ignored");
             return;
@@ -387,13 +392,26 @@ impl State {
                 let _ = cluster.attempt_running(id, r.attempt, t);
             }
             ReportPhase::Ended => {
-                let exit = if r.error.is_some() { Some(127) } else { r.exit_code };
+                let exit = if r.error.is_some() {
+                    Some(127)
+                } else {
+                    r.exit_code
+                };
                 if let Ok(outcome) = cluster.attempt_ended(id, r.attempt, exit, t) {
                     self.release(&q, id);
                     self.stopping.remove(&(q.clone(), id));
                     if let Some(qm_core::StopCause::Preempted { kind, for_job }) = stopping {
                         if outcome.is_preemption() {
-                            self.preemption_event(&q, id, r.attempt, kind, for_job, "completed", now, fx);
+                            self.preemption_event(
+                                &q,
+                                id,
+                                r.attempt,
+                                kind,
+                                for_job,
+                                "completed",
+                                now,
+                                fx,
+                            );
                         }
                     }
                 }
@@ -407,7 +425,10 @@ impl State {
                 at: Time(c.created_at),
                 step: c.step.unwrap_or(0),
             };
-            let _ = self.queue_mut(&q).cluster.checkpoint_committed(id, c.attempt, mark);
+            let _ = self
+                .queue_mut(&q)
+                .cluster
+                .checkpoint_committed(id, c.attempt, mark);
         }
     }
 
@@ -512,8 +533,13 @@ impl State {
                 continue;
             };
             let meta = qs.meta.get_mut(&id).expect("known job");
-            let host = s.placement.first().map(|p| p.executor_id.clone()).unwrap_or_default();
-            meta.hosts.resize(s.attempt.saturating_sub(1) as usize, String::new());
+            let host = s
+                .placement
+                .first()
+                .map(|p| p.executor_id.clone())
+                .unwrap_or_default();
+            meta.hosts
+                .resize(s.attempt.saturating_sub(1) as usize, String::new());
             meta.hosts.push(host);
             let t = meta.submit.instance_type.clone();
             for p in &s.placement {
@@ -543,7 +569,9 @@ impl State {
                 .job(p.job)
                 .and_then(|j| j.current_attempt())
                 .map_or(0, |a| a.number);
-            self.preemption_event(&q, p.job, attempt, p.kind, p.for_job, "started", record.now, fx);
+            self.preemption_event(
+                &q, p.job, attempt, p.kind, p.for_job, "started", record.now, fx,
+            );
         }
         for id in stops {
             self.stopping.insert((q.clone(), id));
@@ -597,7 +625,9 @@ impl State {
         let qs = self.queues.get(q)?;
         let job = qs.cluster.job(id)?;
         let reason = job.status_reason.render(&|j| {
-            qs.meta.get(&j).map_or_else(|| j.to_string(), |m| m.public_id.clone())
+            qs.meta
+                .get(&j)
+                .map_or_else(|| j.to_string(), |m| m.public_id.clone())
         });
         Some(Effect::Command(
             placement.first()?.executor_id.clone(),
@@ -630,7 +660,11 @@ impl State {
         fx: &mut Effects,
     ) {
         let Some(qs) = self.queues.get(q) else { return };
-        let name = |j: JobId| qs.meta.get(&j).map_or_else(|| j.to_string(), |m| m.public_id.clone());
+        let name = |j: JobId| {
+            qs.meta
+                .get(&j)
+                .map_or_else(|| j.to_string(), |m| m.public_id.clone())
+        };
         let share = qs
             .meta
             .get(&id)
@@ -653,8 +687,14 @@ impl State {
         for (q, qs) in self.queues.iter_mut() {
             let events = qs.cluster.drain_events();
             for e in events {
-                let Some(meta) = qs.meta.get(&e.job) else { continue };
-                let name = |j: JobId| qs.meta.get(&j).map_or_else(|| j.to_string(), |m| m.public_id.clone());
+                let Some(meta) = qs.meta.get(&e.job) else {
+                    continue;
+                };
+                let name = |j: JobId| {
+                    qs.meta
+                        .get(&j)
+                        .map_or_else(|| j.to_string(), |m| m.public_id.clone())
+                };
                 let share = meta.submit.quota_share_name.clone().unwrap_or_default();
                 let attempt = qs
                     .cluster
@@ -745,7 +785,11 @@ impl State {
         let qs = &self.queues[q];
         let job = qs.cluster.job(id).expect("known job");
         let meta = &qs.meta[&id];
-        let name = |j: JobId| qs.meta.get(&j).map_or_else(|| j.to_string(), |m| m.public_id.clone());
+        let name = |j: JobId| {
+            qs.meta
+                .get(&j)
+                .map_or_else(|| j.to_string(), |m| m.public_id.clone())
+        };
         let reason = match job.status {
             JobStatus::Runnable => qs
                 .cluster
