@@ -75,3 +75,45 @@ fn quota_share_v1_decodes_and_unknown_fields_are_ignored() {
         Some(600)
     );
 }
+
+#[test]
+fn queue_documents_jobs_events_commands_and_log_entries_v1_decode() {
+    use qm_wire::messages::{PreemptionEvent, ServiceJob};
+    use qm_wire::system::{ExecCommand, LogEntry, QueueDocument};
+
+    let doc: QueueDocument =
+        serde_json::from_str(&fixture("queue_document.json")).expect("decodes");
+    assert_eq!(doc.job_queue.job_queue_name, "training");
+    assert_eq!(
+        doc.quota_shares[0].job_queue, "",
+        "jobQueue may be left out in a document"
+    );
+    let job: ServiceJob = serde_json::from_str(&fixture("service_job.json")).expect("decodes");
+    assert_eq!(job.attempts[1].restored_checkpoint_step, Some(120));
+    assert_eq!(
+        job.preemption_summary.expect("set").preempted_attempt_count,
+        1
+    );
+    let e: PreemptionEvent =
+        serde_json::from_str(&fixture("preemption_event.json")).expect("decodes");
+    assert_eq!(
+        (e.kind.as_str(), e.phase.as_str()),
+        ("CROSS_SHARE", "started")
+    );
+    let c: ExecCommand =
+        serde_json::from_str(&fixture("exec_command_start.json")).expect("decodes");
+    assert!(matches!(
+        c,
+        ExecCommand::Start {
+            epoch: 7,
+            attempt: 2,
+            ..
+        }
+    ));
+    let l: LogEntry = serde_json::from_str(&fixture("log_entry_pass.json")).expect("decodes");
+    let LogEntry::Pass(p) = l else {
+        panic!("a pass entry")
+    };
+    assert_eq!(p.starts[0].placement[0].slots, vec![1]);
+    assert_eq!(p.preemptions[0].kind, "CROSS_SHARE");
+}
