@@ -2,7 +2,7 @@
 CARGO ?= cargo
 QM := target/release/qm
 
-.PHONY: demo simulate bins test lint check-core-deps unit integration images bench bench-pass bench-sim build clean
+.PHONY: demo simulate bins bench-services test lint check-core-deps unit integration images bench bench-pass bench-sim build clean
 
 ## demo: the three-share story on a real Quartermaster (NATS + Garage in
 ## containers, the four services, the example trainer), live, with a summary
@@ -55,6 +55,11 @@ bench-pass:
 
 bench-sim:
 	$(CARGO) bench --locked -p qm-sim --bench simulate
+
+## bench-services: jobs/s and submit-to-RUNNING latency of the real services
+bench-services: images
+	$(CARGO) build --locked --release --bins
+	QM_BIN_DIR=target/release target/release/qm-bench
 
 clean:
 	$(CARGO) clean

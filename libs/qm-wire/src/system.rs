@@ -170,6 +170,10 @@ pub enum ExecCommand {
         environment: BTreeMap<String, String>,
         instance_type: String,
         slots: Vec<u32>,
+        /// The job has a `checkpointConfig`: restore, sync and flush its
+        /// checkpoint directory through the node's checkpoint service.
+        #[serde(default)]
+        checkpoints: bool,
     },
     /// SIGTERM, then SIGKILL after `grace_seconds`.
     #[serde(rename_all = "camelCase")]

@@ -118,6 +118,7 @@ struct Running {
     stop: watch::Sender<Option<u64>>,
     instance_type: String,
     slots: Vec<u32>,
+    checkpoints: bool,
 }
 
 pub struct Executor {
@@ -263,6 +264,7 @@ impl Executor {
                 environment,
                 instance_type,
                 slots,
+                checkpoints,
                 ..
             } => {
                 let key = (job_id.clone(), attempt);
@@ -285,6 +287,7 @@ impl Executor {
                             stop: tx,
                             instance_type: instance_type.clone(),
                             slots: slots.clone(),
+                            checkpoints,
                         },
                     );
                 }
@@ -307,6 +310,7 @@ impl Executor {
                         command,
                         environment,
                         gpus,
+                        checkpoints,
                     };
                     me.run_attempt(launch, rx).await;
                 });
@@ -349,12 +353,16 @@ impl Executor {
             ended.error = Some(format!("cannot create {}: {e}", ckpt_dir.display()));
             return self.finish(ended);
         }
-        let restored = match self.checkpoint("restore", &request, 5).await {
-            Ok(r) => r,
-            Err(e) => {
-                ended.error = Some(format!("checkpoint restore failed: {e}"));
-                return self.finish(ended);
+        let restored = if launch.checkpoints {
+            match self.checkpoint("restore", &request, 5).await {
+                Ok(r) => r,
+                Err(e) => {
+                    ended.error = Some(format!("checkpoint restore failed: {e}"));
+                    return self.finish(ended);
+                }
             }
+        } else {
+            CheckpointReply::default()
         };
         let mut starting = self.report(&job_id, attempt, ReportPhase::Starting);
         starting.restored = restored.checkpoint.clone();
@@ -368,19 +376,26 @@ impl Executor {
             Err(e) => {
                 tracing::warn!(job = %job_id, attempt, error = %e, "launch failed");
                 ended.error = Some(e);
-                let _ = self.checkpoint("flush", &request, 3).await;
+                if launch.checkpoints {
+                    let _ = self.checkpoint("flush", &request, 3).await;
+                }
                 return self.finish(ended);
             }
         };
         tracing::info!(job = %job_id, attempt, pid = child.id(), restored = ?restored.checkpoint.as_ref().map(|c| c.seq), "launched");
         self.send(self.report(&job_id, attempt, ReportPhase::Running));
-        if let Err(e) = self.checkpoint("track", &request, 3).await {
-            tracing::warn!(job = %job_id, error = %e, "checkpoint tracking not started");
+        if launch.checkpoints {
+            if let Err(e) = self.checkpoint("track", &request, 3).await {
+                tracing::warn!(job = %job_id, error = %e, "checkpoint tracking not started");
+            }
         }
         let status = process::wait_or_stop(&mut child, &mut stop).await;
         ended.exit_code = status.0;
         ended.signal = status.1;
         tracing::info!(job = %job_id, attempt, exit_code = ?status.0, signal = ?status.1, "process ended");
+        if !launch.checkpoints {
+            return self.finish(ended);
+        }
         if let Err(e) = self.checkpoint("flush", &request, 5).await {
             tracing::error!(job = %job_id, attempt, error = %e, "final checkpoint flush failed; the next attempt restores the last committed one");
         }
@@ -440,7 +455,17 @@ impl Executor {
             // Re-assert checkpoint tracking now and then (the checkpoint
             // service may have restarted).
             if beats % 5 == 0 {
-                for (job_id, attempt) in self.held() {
+                let tracked: Vec<(String, u32)> = self
+                    .attempts
+                    .lock()
+                    .map(|a| {
+                        a.iter()
+                            .filter(|(_, r)| r.checkpoints)
+                            .map(|(k, _)| k.clone())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                for (job_id, attempt) in tracked {
                     let me = Arc::clone(&self);
                     tokio::spawn(async move {
                         let request = CheckpointRequest {

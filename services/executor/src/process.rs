@@ -15,6 +15,7 @@ pub struct Launch {
     pub command: Vec<String>,
     pub environment: BTreeMap<String, String>,
     pub gpus: Vec<u32>,
+    pub checkpoints: bool,
 }
 
 /// Starts the process: argv (no shell), its own process group, output to

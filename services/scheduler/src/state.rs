@@ -615,6 +615,7 @@ impl State {
                 environment: meta.submit.environment.clone(),
                 instance_type: meta.submit.instance_type.clone(),
                 slots: first.slots.clone(),
+                checkpoints: meta.submit.checkpoint_config.is_some(),
             },
         ))
     }
