@@ -107,6 +107,7 @@ pub struct Stack {
     procs: BTreeMap<String, Child>,
     /// Settings every scheduler started gets (e.g. short timeouts in tests).
     pub scheduler_env: Vec<(String, String)>,
+    executors: Vec<String>,
 }
 
 impl Stack {
@@ -139,6 +140,7 @@ impl Stack {
             events,
             procs: BTreeMap::new(),
             scheduler_env: Vec::new(),
+            executors: Vec::new(),
         }
     }
 
@@ -214,6 +216,7 @@ impl Stack {
             ),
         ];
         self.spawn(id, "qm-executor", &env);
+        self.executors.push(id.to_string());
     }
 
     /// Sends `signal` (e.g. "KILL", "TERM") to a service and waits for it to exit.
@@ -235,10 +238,11 @@ impl Stack {
         let _ = child.wait();
     }
 
-    /// Stops every service gracefully (SIGTERM), executors first.
+    /// Stops every service gracefully (SIGTERM): executors first (they
+    /// flush and withdraw through the others), then the rest.
     pub fn stop_all(&mut self) {
         let mut names: Vec<String> = self.procs.keys().cloned().collect();
-        names.sort_by_key(|n| !n.starts_with('e'));
+        names.sort_by_key(|n| !self.executors.contains(n));
         for n in names {
             self.signal(&n, "TERM");
         }

@@ -30,6 +30,10 @@ pub enum SyncError {
     BadManifest { key: String, why: String },
     #[error("restore target {0} is not empty; restore into a fresh directory")]
     TargetNotEmpty(PathBuf),
+    /// The workload rewrote a file while it was being uploaded: nothing was
+    /// committed; commit again (soon).
+    #[error("{0}: file changed while the checkpoint was being committed; commit again")]
+    Changed(PathBuf),
 }
 
 fn local(path: &Path) -> impl Fn(std::io::Error) -> SyncError + '_ {
@@ -136,12 +140,7 @@ pub async fn commit<S: ObjectStore>(
             // The file may have changed since it was hashed; hash what is sent.
             let sha = hex(&Sha256::digest(&body));
             if sha != entry.sha256 {
-                return Err(SyncError::Local {
-                    path: path.clone(),
-                    error: std::io::Error::other(
-                        "file changed while the checkpoint was being committed; commit again",
-                    ),
-                });
+                return Err(SyncError::Changed(path.clone()));
             }
             store.put(&key, body).await?;
         }

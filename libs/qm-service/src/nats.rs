@@ -199,3 +199,34 @@ pub async fn append_durably(
         }
     }
 }
+
+/// One entry for [`append_batch_durably`]: subject, payload, message id.
+pub type Append = (String, bytes::Bytes, String);
+
+/// Appends several entries, pipelined: all are sent, then their
+/// acknowledgements awaited in order; any that failed is appended again
+/// (durably, in order; its message id keeps a stored one from doubling).
+pub async fn append_batch_durably(js: &jetstream::Context, batch: Vec<Append>) {
+    let mut pending = Vec::with_capacity(batch.len());
+    for (subject, payload, id) in batch {
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("Nats-Msg-Id", id.as_str());
+        let ack = js
+            .publish_with_headers(subject.clone(), headers, payload.clone())
+            .await;
+        pending.push((subject, payload, id, ack));
+    }
+    let mut failed = Vec::new();
+    for (subject, payload, id, ack) in pending {
+        let stored = match ack {
+            Ok(ack) => ack.await.is_ok(),
+            Err(_) => false,
+        };
+        if !stored {
+            failed.push((subject, payload, id));
+        }
+    }
+    for (subject, payload, id) in failed {
+        append_durably(js, subject, payload, Some(id)).await;
+    }
+}

@@ -237,9 +237,20 @@ impl Service {
             step: step_of(&dir),
             created_at_ms: now_ms(),
         };
-        let manifest = sync::commit(&self.store, &prefix, &dir, info, &mut j.uploaded)
-            .await
-            .map_err(|e| failed("commit failed", e))?;
+        // A file rewritten mid-upload: nothing was committed; try again soon
+        // (a workload that checkpoints often must not starve its commits).
+        let mut tries = 0;
+        let manifest = loop {
+            match sync::commit(&self.store, &prefix, &dir, info, &mut j.uploaded).await {
+                Ok(m) => break m,
+                Err(sync::SyncError::Changed(path)) if tries < 10 => {
+                    tries += 1;
+                    tracing::debug!(job = %req.job_id, path = %path.display(), "file changed during commit; again");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(e) => return Err(failed("commit failed", e)),
+            }
+        };
         j.committed = Some(print);
         let commit = CheckpointCommit {
             job_queue: req.job_queue.clone(),

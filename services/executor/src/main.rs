@@ -162,11 +162,18 @@ impl Executor {
         }
     }
 
-    /// Registers through admission, retrying until it is accepted.
+    /// Registers through admission, retrying until it is accepted (when
+    /// draining for shutdown, for 15 s at most: the scheduler's heartbeat
+    /// timeout ends the attempts anyway).
     async fn register(&self, draining: bool) {
         let client = Client::new(self.client.clone());
         let mut delay = Duration::from_millis(200);
+        let give_up = tokio::time::Instant::now() + Duration::from_secs(15);
         loop {
+            if draining && tokio::time::Instant::now() > give_up {
+                tracing::warn!("could not withdraw the instances; the scheduler will time this executor out");
+                return;
+            }
             match client
                 .call::<_, serde_json::Value>(
                     Operation::RegisterExecutor,
@@ -532,12 +539,19 @@ async fn reporter(
     subject: String,
     mut rx: mpsc::UnboundedReceiver<Report>,
 ) {
-    while let Some(r) = rx.recv().await {
-        let id = format!("{}-{}-{:?}", r.job_id, r.attempt, r.phase);
-        let Ok(body) = serde_json::to_vec(&LogEntry::Report(r)) else {
-            continue;
-        };
-        nats::append_durably(&js, subject.clone(), body.into(), Some(id)).await;
+    // Whatever is queued goes out together, pipelined (one round trip for
+    // the batch, not one per report).
+    let mut batch = Vec::new();
+    while rx.recv_many(&mut batch, 512).await > 0 {
+        let appends = batch
+            .drain(..)
+            .filter_map(|r: Report| {
+                let id = format!("{}-{}-{:?}", r.job_id, r.attempt, r.phase);
+                let body = serde_json::to_vec(&LogEntry::Report(r)).ok()?;
+                Some((subject.clone(), body.into(), id))
+            })
+            .collect();
+        nats::append_batch_durably(&js, appends).await;
     }
 }
 

@@ -1,12 +1,16 @@
 //! The leader's loop: replay the log, announce the new epoch, then apply new
 //! entries as they arrive, answer requests, watch heartbeats, and run passes.
 //!
-//! Every decision is appended to the log *fenced*: with the stream sequence
-//! the decision was made on as the expected last sequence. If anything was
-//! appended meanwhile (a submit, a report, another leader's entry), the
-//! append is refused, the loop reads the new entries and decides again. So
-//! the log order is exactly the order the state saw, and a replay rebuilds
-//! it exactly.
+//! Every decision is appended to the log *fenced* on the decisions subject
+//! (`Nats-Expected-Last-Subject-Sequence`): once another leader has appended
+//! anything, this one can append nothing more. Each decision also records,
+//! in the `Qm-After` header, the sequence of the last non-decision entry the
+//! leader had applied when it decided. Submits and reports keep arriving
+//! while a decision is on its way, so a decision may be stored after entries
+//! it did not see; a replay puts every decision back right after its
+//! `Qm-After` entry (decisions in their stored order), which is exactly the
+//! order the leader applied things in. So a replay rebuilds the state the
+//! leader had, without ever refusing a decision because a report slipped in.
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -36,6 +40,9 @@ pub enum Outcome {
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
+/// Header of a decision: the last non-decision entry its leader had applied.
+const AFTER_HEADER: &str = "Qm-After";
+
 /// Most log entries applied before the loop runs a pass.
 const BATCH: usize = 1024;
 /// Front-of-queue jobs a snapshot shows.
@@ -46,9 +53,11 @@ struct Runner<'a> {
     storage: &'a Storage,
     settings: &'a Settings,
     state: State,
-    /// Sequence of the last log entry applied.
-    seq: u64,
-    /// Sequences of entries this leader appended (and applied already).
+    /// Sequence of the last non-decision entry applied (`Qm-After`).
+    after: u64,
+    /// Sequence of the last decision in the log (the fence).
+    sched_seq: u64,
+    /// Sequences of decisions this leader appended (and applied already).
     own: std::collections::HashSet<u64>,
     last_seen: HashMap<String, Instant>,
     sent: HashMap<(String, u32, bool), Instant>,
@@ -73,7 +82,8 @@ pub async fn run(
         storage,
         settings,
         state: State::default(),
-        seq: 0,
+        after: 0,
+        sched_seq: 0,
         own: Default::default(),
         last_seen: HashMap::new(),
         sent: HashMap::new(),
@@ -104,13 +114,17 @@ impl Runner<'_> {
             .await?;
         let mut messages = consumer.messages().await?;
         // Replay: rebuild the state; effects were published the first time.
-        while self.seq < last {
+        let mut entries = Vec::new();
+        let mut seq = 0;
+        while seq < last {
             let Some(msg) = messages.next().await else {
                 return Err("log consumer ended during replay".into());
             };
             let msg = msg?;
-            self.apply_message(&msg, false).await;
+            seq = msg.info()?.stream_sequence;
+            entries.push(msg);
         }
+        self.replay(entries);
         self.state.epoch = epoch;
         tracing::info!(
             entries = last,
@@ -137,7 +151,11 @@ impl Runner<'_> {
                 _ = tokio::time::sleep(Duration::from_millis(200)) => continue,
             };
             match msg {
-                Some(m) => self.apply_message(&m?, true).await,
+                Some(m) => {
+                    if !self.apply_message(&m?, true).await {
+                        return Ok(Outcome::LostLease);
+                    }
+                }
                 None => return Err("log consumer ended".into()),
             }
         }
@@ -155,10 +173,16 @@ impl Runner<'_> {
                 _ = lost.changed() => return Ok(Outcome::LostLease),
                 msg = messages.next() => {
                     let Some(msg) = msg else { return Err("log consumer ended".into()) };
-                    self.apply_message(&msg?, true).await;
+                    if !self.apply_message(&msg?, true).await {
+                        return Ok(Outcome::LostLease);
+                    }
                     for _ in 0..BATCH {
                         match messages.next().now_or_never() {
-                            Some(Some(Ok(m))) => self.apply_message(&m, true).await,
+                            Some(Some(Ok(m))) => {
+                                if !self.apply_message(&m, true).await {
+                                    return Ok(Outcome::LostLease);
+                                }
+                            }
                             Some(Some(Err(e))) => return Err(e.into()),
                             Some(None) => return Err("log consumer ended".into()),
                             None => break,
@@ -184,15 +208,21 @@ impl Runner<'_> {
         }
     }
 
-    async fn apply_message(&mut self, msg: &async_nats::jetstream::Message, live: bool) {
+    /// Applies one entry that arrived live. False: another leader's
+    /// decision arrived, so this one has been deposed.
+    async fn apply_message(&mut self, msg: &async_nats::jetstream::Message, live: bool) -> bool {
         let Ok(info) = msg.info() else {
-            return;
+            return true;
         };
         let (seq, at) = (info.stream_sequence, ms_of(&info));
-        self.seq = self.seq.max(seq);
-        if self.own.remove(&seq) {
-            return; // appended and applied by this leader
+        if msg.subject.as_str() == subjects::LOG_SCHED {
+            if self.own.remove(&seq) {
+                return true; // appended and applied by this leader
+            }
+            tracing::error!(seq, "another scheduler appended a decision");
+            return false;
         }
+        self.after = self.after.max(seq);
         match serde_json::from_slice::<LogEntry>(&msg.payload) {
             Ok(entry) => {
                 let fx = self.state.apply(entry, at);
@@ -201,18 +231,67 @@ impl Runner<'_> {
                     self.publish(fx).await;
                 }
             }
-            Err(e) => {
-                tracing::warn!(seq, subject = %msg.subject, error = %e, "unreadable log entry skipped")
+            Err(e) => tracing::warn!(seq, subject = %msg.subject, error = %e, "unreadable log entry skipped"),
+        }
+        true
+    }
+
+    /// Rebuilds the state from the stored log, each decision right after
+    /// the entry its leader had last applied (see the module comment).
+    fn replay(&mut self, messages: Vec<async_nats::jetstream::Message>) {
+        let mut inputs = Vec::new();
+        let mut decisions: std::collections::BTreeMap<u64, Vec<(LogEntry, u64)>> = Default::default();
+        for msg in messages {
+            let Ok(info) = msg.info() else { continue };
+            let (seq, at) = (info.stream_sequence, ms_of(&info));
+            let entry = match serde_json::from_slice::<LogEntry>(&msg.payload) {
+                Ok(e) => e,
+                Err(e) => {
+                    tracing::warn!(seq, subject = %msg.subject, error = %e, "unreadable log entry skipped");
+                    continue;
+                }
+            };
+            if msg.subject.as_str() == subjects::LOG_SCHED {
+                self.sched_seq = self.sched_seq.max(seq);
+                let after = msg
+                    .headers
+                    .as_ref()
+                    .and_then(|h| h.get(AFTER_HEADER))
+                    .and_then(|v| v.as_str().parse().ok())
+                    .unwrap_or(0);
+                decisions.entry(after).or_default().push((entry, at));
+            } else {
+                self.after = self.after.max(seq);
+                inputs.push((seq, entry, at));
+            }
+        }
+        for (entry, at) in decisions.remove(&0).unwrap_or_default() {
+            self.state.apply(entry, at);
+        }
+        for (seq, entry, at) in inputs {
+            self.state.apply(entry, at);
+            for (d, at) in decisions.remove(&seq).unwrap_or_default() {
+                self.state.apply(d, at);
+            }
+        }
+        // Decisions after entries that are gone (never: the stream keeps all).
+        for (_, list) in decisions {
+            for (d, at) in list {
+                self.state.apply(d, at);
             }
         }
     }
 
-    /// Appends a decision fenced on the last applied sequence. None: refused
-    /// (something was appended meanwhile) or the log is unreachable.
+    /// Appends a decision, fenced on the decisions subject. None: another
+    /// leader appended one first, or the log is unreachable.
     async fn append(&mut self, entry: &LogEntry) -> Option<u64> {
         let body = serde_json::to_vec(entry).ok()?;
         let mut headers = async_nats::HeaderMap::new();
-        headers.insert("Nats-Expected-Last-Sequence", self.seq.to_string().as_str());
+        headers.insert(
+            "Nats-Expected-Last-Subject-Sequence",
+            self.sched_seq.to_string().as_str(),
+        );
+        headers.insert(AFTER_HEADER, self.after.to_string().as_str());
         let ack = self
             .storage
             .js
@@ -221,12 +300,12 @@ impl Runner<'_> {
             .ok()?;
         match ack.await {
             Ok(ack) => {
-                self.seq = ack.sequence;
+                self.sched_seq = ack.sequence;
                 self.own.insert(ack.sequence);
                 Some(ack.sequence)
             }
             Err(e) => {
-                tracing::debug!(error = %e, "fenced append refused; re-reading the log");
+                tracing::warn!(error = %e, "decision not stored");
                 None
             }
         }

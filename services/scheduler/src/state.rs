@@ -872,3 +872,177 @@ fn place(
     }
     Some(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use qm_wire::messages::ExecutorInstances;
+
+    fn doc() -> QueueDocument {
+        serde_yaml_ng::from_str(include_str!("../../../examples/queues/three-shares.yaml"))
+            .expect("queue document")
+    }
+
+    fn submit(name: &str, share: &str, priority: u32) -> SubmitServiceJob {
+        SubmitServiceJob {
+            job_name: name.into(),
+            job_queue: "training".into(),
+            quota_share_name: Some(share.into()),
+            instance_type: "ml.g5.xlarge".into(),
+            scheduling_priority: Some(priority),
+            checkpoint_config: Some(Default::default()),
+            command: vec!["train".into()],
+            ..Default::default()
+        }
+    }
+
+    fn report(job: &str, attempt: u32, phase: ReportPhase, exit: Option<i32>) -> LogEntry {
+        LogEntry::Report(Report {
+            executor_id: "node-1".into(),
+            job_id: job.into(),
+            attempt,
+            phase,
+            exit_code: exit,
+            signal: None,
+            restored: None,
+            error: None,
+        })
+    }
+
+    /// What users can observe of a state.
+    fn observable(s: &State) -> Vec<String> {
+        let mut out = Vec::new();
+        for (q, qs) in &s.queues {
+            for j in qs.cluster.jobs() {
+                let attempts: Vec<String> = j
+                    .attempts
+                    .iter()
+                    .map(|a| format!("{}:{:?}", a.number, a.outcome))
+                    .collect();
+                out.push(format!(
+                    "{q} {} {} prio={} {attempts:?} stopping={:?}",
+                    qs.meta[&j.id].public_id, j.status, j.spec.priority, j.stopping
+                ));
+            }
+        }
+        out.push(format!("{:?}", s.placements));
+        out.push(format!("{:?}", s.stopping));
+        out
+    }
+
+    /// Runs a leader live over `inputs` (passing after each), returning the
+    /// log it produced (inputs and its pass records, in order).
+    fn live(inputs: Vec<LogEntry>) -> (State, Vec<(LogEntry, u64)>) {
+        let mut s = State::default();
+        let mut log = Vec::new();
+        let mut t = 1_000;
+        for entry in inputs {
+            t += 1_000;
+            s.apply(entry.clone(), t);
+            log.push((entry, t));
+            let queues: Vec<String> = s.queues.keys().cloned().collect();
+            for q in queues {
+                if let Some((record, plan)) = s.plan(&q, t) {
+                    let decided = !(record.starts.is_empty()
+                        && record.preemptions.is_empty()
+                        && record.timeouts.is_empty());
+                    if decided {
+                        log.push((LogEntry::Pass(record.clone()), t));
+                        s.apply_planned(&record, plan);
+                    } else {
+                        s.apply_reasons(&q, &plan);
+                    }
+                }
+            }
+        }
+        (s, log)
+    }
+
+    #[test]
+    fn replaying_the_log_rebuilds_what_the_leader_saw() {
+        let register = LogEntry::Register(RegisterExecutor {
+            executor_id: "node-1".into(),
+            job_queue: "training".into(),
+            instances: vec![ExecutorInstances {
+                instance_type: "ml.g5.xlarge".into(),
+                count: 3,
+                gpus: vec![],
+            }],
+            incarnation: "a".into(),
+            checkpoint_node: None,
+        });
+        let sub = |id: &str, name: &str, share: &str, p: u32| LogEntry::Submit {
+            job_id: id.into(),
+            job: submit(name, share, p),
+        };
+        let inputs = vec![
+            LogEntry::Config { queue: doc(), revision: 1 },
+            register,
+            sub("j3", "p3", "QS1", 3),
+            sub("j2", "p2", "QS1", 2),
+            sub("j1", "p1", "QS1", 1),
+            report("j3", 1, ReportPhase::Running, None),
+            report("j2", 1, ReportPhase::Running, None),
+            sub("jq", "qs2", "QS2", 1),
+            // p2 was preempted for the QS2 job: its process exits.
+            report("j2", 1, ReportPhase::Ended, Some(0)),
+            LogEntry::Priority { job_id: "j1".into(), scheduling_priority: 4, at: 0 },
+            report("j3", 1, ReportPhase::Ended, Some(0)),
+            sub("j3", "p3-again", "QS1", 9), // a retried append: ignored
+        ];
+        let (leader, log) = live(inputs);
+        // The story happened: p2 reclaimed, p3 preempted in-share, p1 placed.
+        let p2 = leader.describe("j2", 100_000).expect("p2");
+        assert_eq!(p2.attempts[0].outcome.as_deref(), Some("PREEMPTED_CROSS_SHARE"));
+        let p3 = leader.describe("j3", 100_000).expect("p3");
+        assert_eq!(p3.attempts[0].outcome.as_deref(), Some("PREEMPTED_IN_SHARE"));
+        assert_eq!(p3.job_name, "p3");
+        let p1 = leader.describe("j1", 100_000).expect("p1");
+        assert_eq!(p1.status, "SCHEDULED");
+        // A new leader replays the log and ends in the same state.
+        let mut replayed = State::default();
+        for (entry, at) in log {
+            replayed.apply(entry, at);
+        }
+        assert_eq!(observable(&replayed), observable(&leader));
+        assert_eq!(replayed.unstarted().len(), leader.unstarted().len());
+    }
+
+    #[test]
+    fn a_lost_or_restarted_executor_ends_its_attempts_host_lost() {
+        let reg = |inc: &str| {
+            LogEntry::Register(RegisterExecutor {
+                executor_id: "node-1".into(),
+                job_queue: "training".into(),
+                instances: vec![ExecutorInstances {
+                    instance_type: "ml.g5.xlarge".into(),
+                    count: 1,
+                    gpus: vec![],
+                }],
+                incarnation: inc.into(),
+                checkpoint_node: None,
+            })
+        };
+        let (mut s, _) = live(vec![
+            LogEntry::Config { queue: doc(), revision: 1 },
+            reg("a"),
+            LogEntry::Submit { job_id: "j".into(), job: submit("j", "QS1", 1) },
+            report("j", 1, ReportPhase::Running, None),
+        ]);
+        s.apply(reg("b"), 50_000);
+        let j = s.describe("j", 50_000).expect("job");
+        assert_eq!(j.attempts[0].outcome.as_deref(), Some("HOST_LOST"));
+        assert_eq!(j.status, "RUNNABLE");
+        // A report from the old incarnation's attempt changes nothing.
+        s.apply(report("j", 1, ReportPhase::Ended, Some(0)), 51_000);
+        assert_eq!(s.describe("j", 51_000).expect("job").status, "RUNNABLE");
+        s.apply(
+            LogEntry::ExecutorLost { executor_id: "node-1".into(), incarnation: "b".into(), at: 0 },
+            52_000,
+        );
+        assert!(!s.executors["node-1"].live);
+        let qs = &s.queues["training"];
+        let t = qs.cluster.type_idx("ml.g5.xlarge").expect("type");
+        assert_eq!(qs.cluster.fleet_of(t), 0, "a lost executor's instances leave the fleet");
+    }
+}
