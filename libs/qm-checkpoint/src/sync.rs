@@ -109,13 +109,46 @@ pub struct CommitInfo {
     /// Must increase with every commit of the job.
     pub seq: u64,
     pub attempt: u32,
+    /// The training step; None: read from [`STEP_FILE`] in the directory,
+    /// if the workload writes one.
     pub step: Option<u64>,
     pub created_at_ms: u64,
 }
 
+/// A file a workload may keep in its checkpoint directory, `{"step": N}`:
+/// the step is recorded in the manifest (informational).
+pub const STEP_FILE: &str = "qm-checkpoint.json";
+
+/// What identifies each visible file's current version: path, inode, size,
+/// modification time. A rename over a file or a rewrite changes it.
+fn identity(dir: &Path) -> Result<Vec<(PathBuf, u64, u64, i64, i64)>, SyncError> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(current) = stack.pop() {
+        for entry in fs::read_dir(&current).map_err(local(&current))? {
+            let entry = entry.map_err(local(&current))?;
+            if entry.file_name().to_string_lossy().starts_with('.') {
+                continue;
+            }
+            let path = entry.path();
+            let meta = entry.metadata().map_err(local(&path))?;
+            if meta.is_dir() {
+                stack.push(path);
+            } else if meta.is_file() {
+                out.push((path, meta.ino(), meta.len(), meta.mtime(), meta.mtime_nsec()));
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
 /// Commits the directory as checkpoint `info.seq`: uploads every blob the
 /// store lacks, then writes the manifest last. If anything fails, no manifest
-/// is written and the previous checkpoint stays the latest complete one.
+/// is written and the previous checkpoint stays the latest complete one. The
+/// manifest is a consistent snapshot: if any file was replaced or rewritten
+/// while the commit ran, it fails with [`SyncError::Changed`] (commit again).
 pub async fn commit<S: ObjectStore>(
     store: &S,
     prefix: &str,
@@ -129,6 +162,7 @@ pub async fn commit<S: ObjectStore>(
         step,
         created_at_ms,
     } = info;
+    let before = identity(dir)?;
     let files = scan(dir)?;
     for (entry, path) in &files {
         if uploaded.0.contains(&entry.sha256) {
@@ -145,6 +179,16 @@ pub async fn commit<S: ObjectStore>(
             store.put(&key, body).await?;
         }
         uploaded.0.insert(entry.sha256.clone());
+    }
+    let step = match step {
+        Some(s) => Some(s),
+        None => fs::read_to_string(dir.join(STEP_FILE))
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|v| v.get("step").and_then(serde_json::Value::as_u64)),
+    };
+    if identity(dir)? != before {
+        return Err(SyncError::Changed(dir.to_path_buf()));
     }
     let manifest = Manifest {
         format: manifest::FORMAT,

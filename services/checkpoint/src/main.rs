@@ -158,13 +158,6 @@ fn fingerprint(dir: &Path) -> Vec<(String, u64, i128)> {
     out
 }
 
-fn step_of(dir: &Path) -> Option<u64> {
-    let text = std::fs::read_to_string(dir.join("qm-checkpoint.json")).ok()?;
-    serde_json::from_str::<serde_json::Value>(&text)
-        .ok()?
-        .get("step")?
-        .as_u64()
-}
 
 fn failed(what: &str, e: impl std::fmt::Display) -> ApiError {
     api::error(ErrorCode::Transient, format!("{what}: {e}"))
@@ -234,7 +227,7 @@ impl Service {
         let info = CommitInfo {
             seq: seqs.iter().max().map_or(1, |s| s + 1),
             attempt: req.attempt,
-            step: step_of(&dir),
+            step: None, // read from qm-checkpoint.json within the snapshot
             created_at_ms: now_ms(),
         };
         // A file rewritten mid-upload: nothing was committed; try again soon
