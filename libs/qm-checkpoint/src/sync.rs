@@ -136,7 +136,13 @@ fn identity(dir: &Path) -> Result<Vec<(PathBuf, u64, u64, i64, i64)>, SyncError>
             if meta.is_dir() {
                 stack.push(path);
             } else if meta.is_file() {
-                out.push((path, meta.ino(), meta.len(), meta.mtime(), meta.mtime_nsec()));
+                out.push((
+                    path,
+                    meta.ino(),
+                    meta.len(),
+                    meta.mtime(),
+                    meta.mtime_nsec(),
+                ));
             }
         }
     }

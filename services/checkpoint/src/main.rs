@@ -158,7 +158,6 @@ fn fingerprint(dir: &Path) -> Vec<(String, u64, i128)> {
     out
 }
 
-
 fn failed(what: &str, e: impl std::fmt::Display) -> ApiError {
     api::error(ErrorCode::Transient, format!("{what}: {e}"))
 }

@@ -171,7 +171,9 @@ impl Executor {
         let give_up = tokio::time::Instant::now() + Duration::from_secs(15);
         loop {
             if draining && tokio::time::Instant::now() > give_up {
-                tracing::warn!("could not withdraw the instances; the scheduler will time this executor out");
+                tracing::warn!(
+                    "could not withdraw the instances; the scheduler will time this executor out"
+                );
                 return;
             }
             match client

@@ -231,7 +231,9 @@ impl Runner<'_> {
                     self.publish(fx).await;
                 }
             }
-            Err(e) => tracing::warn!(seq, subject = %msg.subject, error = %e, "unreadable log entry skipped"),
+            Err(e) => {
+                tracing::warn!(seq, subject = %msg.subject, error = %e, "unreadable log entry skipped")
+            }
         }
         true
     }
@@ -240,7 +242,8 @@ impl Runner<'_> {
     /// the entry its leader had last applied (see the module comment).
     fn replay(&mut self, messages: Vec<async_nats::jetstream::Message>) {
         let mut inputs = Vec::new();
-        let mut decisions: std::collections::BTreeMap<u64, Vec<(LogEntry, u64)>> = Default::default();
+        let mut decisions: std::collections::BTreeMap<u64, Vec<(LogEntry, u64)>> =
+            Default::default();
         for msg in messages {
             let Ok(info) = msg.info() else { continue };
             let (seq, at) = (info.stream_sequence, ms_of(&info));

@@ -976,7 +976,10 @@ mod tests {
             job: submit(name, share, p),
         };
         let inputs = vec![
-            LogEntry::Config { queue: doc(), revision: 1 },
+            LogEntry::Config {
+                queue: doc(),
+                revision: 1,
+            },
             register,
             sub("j3", "p3", "QS1", 3),
             sub("j2", "p2", "QS1", 2),
@@ -986,16 +989,26 @@ mod tests {
             sub("jq", "qs2", "QS2", 1),
             // p2 was preempted for the QS2 job: its process exits.
             report("j2", 1, ReportPhase::Ended, Some(0)),
-            LogEntry::Priority { job_id: "j1".into(), scheduling_priority: 4, at: 0 },
+            LogEntry::Priority {
+                job_id: "j1".into(),
+                scheduling_priority: 4,
+                at: 0,
+            },
             report("j3", 1, ReportPhase::Ended, Some(0)),
             sub("j3", "p3-again", "QS1", 9), // a retried append: ignored
         ];
         let (leader, log) = live(inputs);
         // The story happened: p2 reclaimed, p3 preempted in-share, p1 placed.
         let p2 = leader.describe("j2", 100_000).expect("p2");
-        assert_eq!(p2.attempts[0].outcome.as_deref(), Some("PREEMPTED_CROSS_SHARE"));
+        assert_eq!(
+            p2.attempts[0].outcome.as_deref(),
+            Some("PREEMPTED_CROSS_SHARE")
+        );
         let p3 = leader.describe("j3", 100_000).expect("p3");
-        assert_eq!(p3.attempts[0].outcome.as_deref(), Some("PREEMPTED_IN_SHARE"));
+        assert_eq!(
+            p3.attempts[0].outcome.as_deref(),
+            Some("PREEMPTED_IN_SHARE")
+        );
         assert_eq!(p3.job_name, "p3");
         let p1 = leader.describe("j1", 100_000).expect("p1");
         assert_eq!(p1.status, "SCHEDULED");
@@ -1024,9 +1037,15 @@ mod tests {
             })
         };
         let (mut s, _) = live(vec![
-            LogEntry::Config { queue: doc(), revision: 1 },
+            LogEntry::Config {
+                queue: doc(),
+                revision: 1,
+            },
             reg("a"),
-            LogEntry::Submit { job_id: "j".into(), job: submit("j", "QS1", 1) },
+            LogEntry::Submit {
+                job_id: "j".into(),
+                job: submit("j", "QS1", 1),
+            },
             report("j", 1, ReportPhase::Running, None),
         ]);
         s.apply(reg("b"), 50_000);
@@ -1037,12 +1056,20 @@ mod tests {
         s.apply(report("j", 1, ReportPhase::Ended, Some(0)), 51_000);
         assert_eq!(s.describe("j", 51_000).expect("job").status, "RUNNABLE");
         s.apply(
-            LogEntry::ExecutorLost { executor_id: "node-1".into(), incarnation: "b".into(), at: 0 },
+            LogEntry::ExecutorLost {
+                executor_id: "node-1".into(),
+                incarnation: "b".into(),
+                at: 0,
+            },
             52_000,
         );
         assert!(!s.executors["node-1"].live);
         let qs = &s.queues["training"];
         let t = qs.cluster.type_idx("ml.g5.xlarge").expect("type");
-        assert_eq!(qs.cluster.fleet_of(t), 0, "a lost executor's instances leave the fleet");
+        assert_eq!(
+            qs.cluster.fleet_of(t),
+            0,
+            "a lost executor's instances leave the fleet"
+        );
     }
 }
