@@ -43,23 +43,47 @@ pub async fn connect(url: &str) -> Result<Client, Failure> {
     Ok(Client::new(nats))
 }
 
-/// `qm submit`'s options beyond the command.
-#[derive(Default)]
+/// `qm submit`'s flags (and the command after `--`).
+#[derive(Debug, Default, clap::Args)]
 pub struct SubmitArgs {
+    #[arg(short = 'f', long = "file")]
     pub file: Option<std::path::PathBuf>,
+    #[arg(long)]
     pub name: Option<String>,
+    #[arg(long)]
     pub queue: Option<String>,
+    #[arg(long)]
     pub share: Option<String>,
+    /// Instance type, e.g. ml.g5.xlarge.
+    #[arg(long = "type")]
     pub instance_type: Option<String>,
+    #[arg(long)]
     pub count: Option<u32>,
+    /// schedulingPriority, 0-9999 (higher first).
+    #[arg(long)]
     pub priority: Option<u32>,
+    /// preemptionRetriesBeforeTermination (0: fail at the first preemption).
+    #[arg(long)]
     pub preemption_retries: Option<u32>,
+    /// retryStrategy.attempts for failures (1-10).
+    #[arg(long)]
     pub attempts: Option<u32>,
+    /// timeoutConfig.attemptDurationSeconds.
+    #[arg(long)]
     pub timeout: Option<u64>,
+    /// terminationGracePeriodSeconds between SIGTERM and SIGKILL.
+    #[arg(long)]
     pub grace: Option<u64>,
+    /// The job checkpoints (QM_CHECKPOINT_DIR is synced and restored).
+    #[arg(long)]
     pub checkpoint: bool,
+    /// Environment variable NAME=VALUE (repeatable).
+    #[arg(long = "env")]
     pub env: Vec<String>,
+    /// clientToken: a retried submit with the same token makes no second job.
+    #[arg(long)]
     pub token: Option<String>,
+    #[arg(last = true)]
     pub command: Vec<String>,
 }
 

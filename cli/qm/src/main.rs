@@ -64,47 +64,7 @@ enum Command {
     #[command(
         after_help = "Examples:\n  qm submit --queue training --share QS1 --type ml.g5.xlarge --checkpoint -- qm-trainer --steps 400\n  qm submit -f job.yaml --priority 50"
     )]
-    Submit {
-        #[arg(short = 'f', long = "file")]
-        file: Option<std::path::PathBuf>,
-        #[arg(long)]
-        name: Option<String>,
-        #[arg(long)]
-        queue: Option<String>,
-        #[arg(long)]
-        share: Option<String>,
-        /// Instance type, e.g. ml.g5.xlarge.
-        #[arg(long = "type")]
-        instance_type: Option<String>,
-        #[arg(long)]
-        count: Option<u32>,
-        /// schedulingPriority, 0-9999 (higher first).
-        #[arg(long)]
-        priority: Option<u32>,
-        /// preemptionRetriesBeforeTermination (0: fail at the first preemption).
-        #[arg(long)]
-        preemption_retries: Option<u32>,
-        /// retryStrategy.attempts for failures (1-10).
-        #[arg(long)]
-        attempts: Option<u32>,
-        /// timeoutConfig.attemptDurationSeconds.
-        #[arg(long)]
-        timeout: Option<u64>,
-        /// terminationGracePeriodSeconds between SIGTERM and SIGKILL.
-        #[arg(long)]
-        grace: Option<u64>,
-        /// The job checkpoints (QM_CHECKPOINT_DIR is synced and restored).
-        #[arg(long)]
-        checkpoint: bool,
-        /// Environment variable NAME=VALUE (repeatable).
-        #[arg(long = "env")]
-        env: Vec<String>,
-        /// clientToken: a retried submit with the same token makes no second job.
-        #[arg(long)]
-        token: Option<String>,
-        #[arg(last = true)]
-        command: Vec<String>,
-    },
+    Submit(live::SubmitArgs),
     /// Show one job: status, reason, every attempt.
     Describe { job_id: String },
     /// List a queue's jobs.
@@ -198,46 +158,19 @@ fn main() -> ExitCode {
 }
 
 async fn run_live(nats: &str, json: bool, command: Command) -> Result<(), live::Failure> {
+    // Bad usage is reported before anything is contacted.
+    let submit = match &command {
+        Command::Submit(args) => Some(live::submit_request(args)?),
+        _ => None,
+    };
     let c = live::connect(nats).await?;
     match command {
         Command::Simulate { .. } => Ok(()),
         Command::Apply { file } => live::apply(&c, &file, json).await,
-        Command::Submit {
-            file,
-            name,
-            queue,
-            share,
-            instance_type,
-            count,
-            priority,
-            preemption_retries,
-            attempts,
-            timeout,
-            grace,
-            checkpoint,
-            env,
-            token,
-            command,
-        } => {
-            let job = live::submit_request(&live::SubmitArgs {
-                file,
-                name,
-                queue,
-                share,
-                instance_type,
-                count,
-                priority,
-                preemption_retries,
-                attempts,
-                timeout,
-                grace,
-                checkpoint,
-                env,
-                token,
-                command,
-            })?;
-            live::submit(&c, &job, json).await
-        }
+        Command::Submit(_) => match submit {
+            Some(job) => live::submit(&c, &job, json).await,
+            None => Ok(()),
+        },
         Command::Describe { job_id } => live::describe(&c, &job_id, json).await,
         Command::List {
             queue,

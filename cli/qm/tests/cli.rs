@@ -79,3 +79,21 @@ fn errors_are_one_clear_line_and_exit_2() {
         "{err}"
     );
 }
+
+#[test]
+fn live_commands_report_bad_usage_and_an_absent_server_in_one_line() {
+    // Nothing listens on port 1: usage is checked before connecting.
+    let (code, _, err) = qm(&["--nats", "nats://127.0.0.1:1", "submit", "--queue", "q"]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(
+        err.trim(),
+        "qm: error: submit needs --share, --type, the command (after --)"
+    );
+    let (code, _, err) = qm(&["--nats", "nats://127.0.0.1:1", "describe", "j-1"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.starts_with("qm: error: cannot connect to NATS at nats://127.0.0.1:1"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}

@@ -12,4 +12,7 @@ pub mod sync;
 
 pub use manifest::{FileEntry, Manifest};
 pub use store::{MemoryStore, ObjectStore, StoreError};
-pub use sync::{commit, restore, retain, scan, CommitInfo, Restored, SyncError, Uploaded};
+pub use sync::{
+    commit, fingerprint, restore, retain, scan, CommitInfo, Fingerprint, Restored, SyncError,
+    Uploaded,
+};

@@ -119,9 +119,12 @@ pub struct CommitInfo {
 /// the step is recorded in the manifest (informational).
 pub const STEP_FILE: &str = "qm-checkpoint.json";
 
-/// What identifies each visible file's current version: path, inode, size,
-/// modification time. A rename over a file or a rewrite changes it.
-fn identity(dir: &Path) -> Result<Vec<(PathBuf, u64, u64, i64, i64)>, SyncError> {
+/// Each visible file's path, inode, size and modification time (s, ns).
+pub type Fingerprint = Vec<(PathBuf, u64, u64, i64, i64)>;
+
+/// What identifies each visible (non-dot) file's current version: a rename
+/// over a file or a rewrite changes it. Cheap: no file is read.
+pub fn fingerprint(dir: &Path) -> Result<Fingerprint, SyncError> {
     use std::os::unix::fs::MetadataExt;
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
@@ -168,7 +171,7 @@ pub async fn commit<S: ObjectStore>(
         step,
         created_at_ms,
     } = info;
-    let before = identity(dir)?;
+    let before = fingerprint(dir)?;
     let files = scan(dir)?;
     for (entry, path) in &files {
         if uploaded.0.contains(&entry.sha256) {
@@ -193,7 +196,7 @@ pub async fn commit<S: ObjectStore>(
             .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
             .and_then(|v| v.get("step").and_then(serde_json::Value::as_u64)),
     };
-    if identity(dir)? != before {
+    if fingerprint(dir)? != before {
         return Err(SyncError::Changed(dir.to_path_buf()));
     }
     let manifest = Manifest {

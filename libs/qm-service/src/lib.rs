@@ -16,3 +16,47 @@ pub fn now_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
 }
+
+/// The start of every service's `main`: logs, `--config FILE` / `--help`,
+/// settings from file and environment. On a problem it prints one message
+/// naming every problem and returns exit code 2.
+pub fn start<T>(service: &str, usage: &str) -> Result<T, std::process::ExitCode>
+where
+    T: serde::de::DeserializeOwned + settings::Validate + serde::Serialize + Default,
+{
+    nats::init_tracing();
+    settings::config_path(usage)
+        .and_then(|path| {
+            settings::load::<T>(service, path.as_deref(), std::env::vars())
+                .map_err(|e| e.to_string())
+        })
+        .map_err(|e| {
+            eprintln!("qm-{service}: {e}");
+            std::process::ExitCode::from(2)
+        })
+}
+
+/// Connects a service to NATS, or prints why not and returns exit code 1.
+pub async fn connect(
+    url: &str,
+    service: &str,
+) -> Result<async_nats::Client, std::process::ExitCode> {
+    nats::connect(url, &format!("qm-{service}"))
+        .await
+        .map_err(|e| {
+            eprintln!("qm-{service}: cannot connect to {url}: {e}");
+            std::process::ExitCode::from(1)
+        })
+}
+
+/// 16 random hex digits (the standard library's per-process random keys,
+/// mixed with the clock and a counter): ids and incarnations.
+pub fn random_hex() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(now_ms());
+    h.write_u64(COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    h.write_u32(std::process::id());
+    format!("{:016x}", h.finish())
+}

@@ -80,20 +80,8 @@ fn token_field(field: &str, value: &str) -> Result<()> {
         .map_err(|e| invalid(format!("{field}: {e}"), Vec::new()))
 }
 
-/// A random id part: the standard library's per-process random keys, mixed
-/// with the time and a counter.
-fn random_u64() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(now_ms());
-    h.write_u64(COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-    h.write_u32(std::process::id());
-    h.finish()
-}
-
 fn new_job_id() -> String {
-    format!("j-{:016x}{:08x}", random_u64(), random_u64() as u32)
+    format!("j-{}", qm_service::random_hex())
 }
 
 /// A KV-safe key for a client token (any string) within a queue.
@@ -622,24 +610,13 @@ fn merge_share(share: &mut QuotaShare, update: &QuotaShare) {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    nats::init_tracing();
-    let loaded = settings::config_path(USAGE).and_then(|path| {
-        settings::load::<Settings>("admission", path.as_deref(), std::env::vars())
-            .map_err(|e| e.to_string())
-    });
-    let settings = match loaded {
+    let settings = match qm_service::start::<Settings>("admission", USAGE) {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("qm-admission: {e}");
-            return std::process::ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
-    let client = match nats::connect(&settings.nats_url, "qm-admission").await {
+    let client = match qm_service::connect(&settings.nats_url, "admission").await {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("qm-admission: cannot connect to {}: {e}", settings.nats_url);
-            return std::process::ExitCode::from(1);
-        }
+        Err(code) => return code,
     };
     let storage = nats::storage_with_retry(&client).await;
     let mut requests = match client

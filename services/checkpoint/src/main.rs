@@ -12,7 +12,7 @@
 //! `<queue>/<jobId>/blobs/<sha256>` (see libs/qm-checkpoint).
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -106,7 +106,7 @@ impl settings::Validate for Settings {
 struct JobSync {
     uploaded: Uploaded,
     /// Fingerprint of the directory at the last commit.
-    committed: Option<Vec<(String, u64, i128)>>,
+    committed: Option<qm_checkpoint::Fingerprint>,
     last: Option<CheckpointCommit>,
     /// The attempt being tracked, and the task doing it.
     tracking: Option<(u32, tokio::task::JoinHandle<()>)>,
@@ -122,40 +122,6 @@ struct Service {
 
 fn prefix(req: &CheckpointRequest) -> String {
     format!("{}/{}", req.job_queue, req.job_id)
-}
-
-/// (path, size, mtime ns) of every file that would be uploaded.
-fn fingerprint(dir: &Path) -> Vec<(String, u64, i128)> {
-    fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, u64, i128)>) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if name.starts_with('.') {
-                continue;
-            }
-            let path = e.path();
-            let Ok(meta) = e.metadata() else { continue };
-            if meta.is_dir() {
-                walk(root, &path, out);
-            } else if meta.is_file() {
-                use std::os::unix::fs::MetadataExt;
-                let rel = path
-                    .strip_prefix(root)
-                    .unwrap_or(&path)
-                    .display()
-                    .to_string();
-                let mtime =
-                    i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec());
-                out.push((rel, meta.len(), mtime));
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(dir, dir, &mut out);
-    out.sort();
-    out
 }
 
 fn failed(what: &str, e: impl std::fmt::Display) -> ApiError {
@@ -200,7 +166,7 @@ impl Service {
         }
         let job = self.job(&req.job_id).await;
         let mut j = job.lock().await;
-        j.committed = Some(fingerprint(&dir));
+        j.committed = sync::fingerprint(&dir).ok();
         j.last.clone_from(&checkpoint);
         Ok(CheckpointReply {
             checkpoint,
@@ -215,7 +181,7 @@ impl Service {
     /// Commits the directory if it changed since the last commit.
     async fn sync_once(&self, req: &CheckpointRequest, j: &mut JobSync) -> Result<(), ApiError> {
         let dir = self.check(req)?;
-        let print = fingerprint(&dir);
+        let print = sync::fingerprint(&dir).map_err(|e| failed("cannot read the directory", e))?;
         if print.is_empty() || j.committed.as_ref() == Some(&print) {
             return Ok(());
         }
@@ -330,17 +296,9 @@ impl Service {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    nats::init_tracing();
-    let loaded = settings::config_path(USAGE).and_then(|path| {
-        settings::load::<Settings>("checkpoint", path.as_deref(), std::env::vars())
-            .map_err(|e| e.to_string())
-    });
-    let settings = match loaded {
+    let settings = match qm_service::start::<Settings>("checkpoint", USAGE) {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("qm-checkpoint: {e}");
-            return std::process::ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     let store = S3Store::new(&S3Config {
         endpoint: (!settings.s3_endpoint.is_empty()).then(|| settings.s3_endpoint.clone()),
@@ -350,15 +308,9 @@ async fn main() -> std::process::ExitCode {
         bucket: settings.s3_bucket.clone(),
         force_path_style: true,
     });
-    let client = match nats::connect(&settings.nats_url, "qm-checkpoint").await {
+    let client = match qm_service::connect(&settings.nats_url, "checkpoint").await {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!(
-                "qm-checkpoint: cannot connect to {}: {e}",
-                settings.nats_url
-            );
-            return std::process::ExitCode::from(1);
-        }
+        Err(code) => return code,
     };
     // The log stream must exist before commits are appended to it.
     let storage = nats::storage_with_retry(&client).await;

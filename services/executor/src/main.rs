@@ -557,27 +557,11 @@ async fn reporter(
     }
 }
 
-fn random_id() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(qm_service::now_ms());
-    h.write_u32(std::process::id());
-    format!("{:016x}", h.finish())
-}
-
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    nats::init_tracing();
-    let loaded = settings::config_path(USAGE).and_then(|path| {
-        settings::load::<Settings>("executor", path.as_deref(), std::env::vars())
-            .map_err(|e| e.to_string())
-    });
-    let mut settings = match loaded {
+    let mut settings = match qm_service::start::<Settings>("executor", USAGE) {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("qm-executor: {e}");
-            return std::process::ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     if settings.work_dir.is_empty() {
         settings.work_dir = format!("/tmp/qm-executor-{}", settings.executor_id);
@@ -599,12 +583,9 @@ async fn main() -> std::process::ExitCode {
         );
         return std::process::ExitCode::from(2);
     }
-    let client = match nats::connect(&settings.nats_url, "qm-executor").await {
+    let client = match qm_service::connect(&settings.nats_url, "executor").await {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("qm-executor: cannot connect to {}: {e}", settings.nats_url);
-            return std::process::ExitCode::from(1);
-        }
+        Err(code) => return code,
     };
     let js = async_nats::jetstream::new(client.clone());
     let (tx, rx) = mpsc::unbounded_channel();
@@ -617,7 +598,7 @@ async fn main() -> std::process::ExitCode {
     };
     let reporter = tokio::spawn(reporter(js, report_subject, rx));
     let executor = Arc::new(Executor {
-        incarnation: random_id(),
+        incarnation: qm_service::random_hex(),
         gpus,
         client: client.clone(),
         attempts: Mutex::new(HashMap::new()),

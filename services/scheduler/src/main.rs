@@ -77,24 +77,13 @@ impl settings::Validate for Settings {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    nats::init_tracing();
-    let loaded = settings::config_path(USAGE).and_then(|path| {
-        settings::load::<Settings>("scheduler", path.as_deref(), std::env::vars())
-            .map_err(|e| e.to_string())
-    });
-    let settings = match loaded {
+    let settings = match qm_service::start::<Settings>("scheduler", USAGE) {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("qm-scheduler: {e}");
-            return std::process::ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
-    let client = match nats::connect(&settings.nats_url, "qm-scheduler").await {
+    let client = match qm_service::connect(&settings.nats_url, "scheduler").await {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("qm-scheduler: cannot connect to {}: {e}", settings.nats_url);
-            return std::process::ExitCode::from(1);
-        }
+        Err(code) => return code,
     };
     let storage = nats::storage_with_retry(&client).await;
     let ttl = Duration::from_secs(settings.lease_seconds);

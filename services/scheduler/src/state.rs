@@ -116,7 +116,7 @@ impl State {
         match entry {
             LogEntry::Submit { job_id, job } => self.submit(job_id, job, now),
             LogEntry::Config { queue, revision } => self.configure(queue, revision, now, &mut fx),
-            LogEntry::Register(r) => self.register(r, now, &mut fx),
+            LogEntry::Register(r) => self.register(r, now),
             LogEntry::Report(r) => self.report(r, now, &mut fx),
             LogEntry::Checkpoint(c) => self.checkpoint(c),
             LogEntry::Leader { epoch, .. } => self.epoch = self.epoch.max(epoch),
@@ -268,7 +268,7 @@ impl State {
         }
     }
 
-    fn register(&mut self, r: RegisterExecutor, now: u64, fx: &mut Effects) {
+    fn register(&mut self, r: RegisterExecutor, now: u64) {
         let same = self.executors.get(&r.executor_id).is_some_and(|e| {
             e.live
                 && e.registration.incarnation == r.incarnation
@@ -309,7 +309,6 @@ impl State {
             self.refresh_fleet(&old, now);
         }
         self.refresh_fleet(&queue, now);
-        let _ = fx;
     }
 
     /// Ends every attempt placed on the executor as HOST_LOST and takes its
