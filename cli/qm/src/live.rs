@@ -77,6 +77,11 @@ pub struct SubmitArgs {
     /// The job checkpoints (QM_CHECKPOINT_DIR is synced and restored).
     #[arg(long)]
     pub checkpoint: bool,
+    /// Where the checkpoints live, `s3://bucket/prefix` (implies
+    /// --checkpoint; default: the checkpoint service's bucket, under
+    /// <queue>/<jobId>).
+    #[arg(long, value_name = "S3_URI")]
+    pub checkpoint_s3_uri: Option<String>,
     /// Environment variable NAME=VALUE (repeatable).
     #[arg(long = "env")]
     pub env: Vec<String>,
@@ -134,8 +139,11 @@ pub fn submit_request(a: &SubmitArgs) -> Result<SubmitServiceJob, Failure> {
     if a.grace.is_some() {
         job.termination_grace_period_seconds = a.grace;
     }
-    if a.checkpoint && job.checkpoint_config.is_none() {
+    if (a.checkpoint || a.checkpoint_s3_uri.is_some()) && job.checkpoint_config.is_none() {
         job.checkpoint_config = Some(Default::default());
+    }
+    if let (Some(uri), Some(c)) = (&a.checkpoint_s3_uri, job.checkpoint_config.as_mut()) {
+        c.s3_uri = Some(uri.clone());
     }
     for kv in &a.env {
         let (k, v) = kv

@@ -1,18 +1,27 @@
-//! `make bench-services`: throughput of the whole system. An executor offers
-//! 1,000 instances; jobs run `true` (exit at once). Measures jobs/s from the
-//! first submit to the last SUCCEEDED, and submit-to-RUNNING latency (p50,
-//! p99) from the job events. `QM_BENCH_JOBS` (default 3000) jobs,
-//! `QM_BENCH_CONCURRENCY` (default 64) submits in flight.
+//! `make bench-services`: speed of the whole system on real servers. An
+//! executor offers 1,000 instances; jobs run `true` (exit at once).
+//!
+//! Two phases:
+//! - **latency**: `QM_BENCH_LATENCY_JOBS` (default 400) submits at a steady
+//!   `QM_BENCH_RATE` (default 100 jobs/s, well under capacity), each
+//!   submit-to-RUNNING latency measured and split into where the time goes,
+//!   from the timestamps JetStream stored with each log entry (the `at` of
+//!   the job events);
+//! - **throughput**: `QM_BENCH_JOBS` (default 3000) jobs, with
+//!   `QM_BENCH_CONCURRENCY` (default 64) submits in flight: jobs/s from the
+//!   first submit to the last SUCCEEDED, and the latency under that load.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use qm_integration_tests::stack::{start_nats, Stack};
 use qm_integration_tests::start_s3;
+use qm_service::client::Client;
 use qm_service::now_ms;
-use qm_wire::messages::SubmitServiceJob;
+use qm_wire::messages::{SubmitServiceJob, SubmitServiceJobResponse};
+use qm_wire::subjects::Operation;
 
 const QUEUE: &str = "jobQueue: {jobQueueName: bench}
 quotaShares:
@@ -36,8 +45,156 @@ fn percentile(sorted: &[u64], p: f64) -> u64 {
     sorted[i]
 }
 
+/// What was seen of one job, in milliseconds since the Unix epoch.
+#[derive(Clone, Debug, Default)]
+struct Timeline {
+    /// The submit request left the client.
+    sent: u64,
+    /// The reply (the submit was stored) came back.
+    replied: u64,
+    /// `at` of each status the job's events reported (stored times).
+    at: HashMap<String, u64>,
+    /// The RUNNING event reached the client.
+    running_seen: Option<u64>,
+    succeeded: Option<Instant>,
+}
+
+type Timelines = Arc<Mutex<HashMap<String, Timeline>>>;
+
+/// Records every job event of the bench queue into `timelines`.
+async fn record(client: &Client, timelines: Timelines) -> tokio::sync::mpsc::UnboundedReceiver<()> {
+    let mut events = client
+        .nats
+        .subscribe("qm.v1.events.job.bench.>")
+        .await
+        .expect("subscribe");
+    let (done_tx, done_rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(m) = events.next().await {
+            let seen = now_ms();
+            let v: serde_json::Value = serde_json::from_slice(&m.payload).unwrap_or_default();
+            let id = v["jobId"].as_str().unwrap_or("").to_string();
+            let to = v["to"].as_str().unwrap_or("").to_string();
+            let mut t = timelines.lock().expect("lock");
+            let line = t.entry(id).or_default();
+            if let Some(at) = v["at"].as_u64() {
+                line.at.entry(to.clone()).or_insert(at);
+            }
+            match to.as_str() {
+                "RUNNING" => {
+                    line.running_seen.get_or_insert(seen);
+                }
+                "SUCCEEDED" => {
+                    line.succeeded = Some(Instant::now());
+                    let _ = done_tx.send(());
+                }
+                _ => {}
+            }
+        }
+    });
+    done_rx
+}
+
+async fn submit(client: &Client, name: &str, timelines: &Timelines) {
+    let sent = now_ms();
+    let r: SubmitServiceJobResponse = client
+        .call(Operation::SubmitServiceJob, &job(name))
+        .await
+        .expect("submit");
+    let replied = now_ms();
+    let mut t = timelines.lock().expect("lock");
+    let line = t.entry(r.job_id).or_default();
+    line.sent = sent;
+    line.replied = replied;
+}
+
+async fn wait_done(
+    done: &mut tokio::sync::mpsc::UnboundedReceiver<()>,
+    jobs: usize,
+    stack: &Stack,
+) {
+    for finished in 0..jobs {
+        if tokio::time::timeout(Duration::from_secs(60), done.recv())
+            .await
+            .ok()
+            .flatten()
+            .is_none()
+        {
+            panic!(
+                "only {finished} of {jobs} jobs finished; logs:\n{}",
+                stack.logs()
+            );
+        }
+    }
+}
+
+/// p50/p99/max of `f` over the timelines where it is defined.
+fn stats(lines: &[Timeline], f: impl Fn(&Timeline) -> Option<u64>) -> String {
+    let mut v: Vec<u64> = lines.iter().filter_map(f).collect();
+    v.sort_unstable();
+    format!(
+        "p50 {:>5} ms  p99 {:>5} ms  max {:>5} ms  ({} jobs)",
+        percentile(&v, 0.5),
+        percentile(&v, 0.99),
+        v.last().copied().unwrap_or(0),
+        v.len()
+    )
+}
+
+fn at(line: &Timeline, status: &str) -> Option<u64> {
+    line.at.get(status).copied()
+}
+
+fn span(from: Option<u64>, to: Option<u64>) -> Option<u64> {
+    Some(to?.saturating_sub(from?))
+}
+
+fn report_latency(lines: &[Timeline]) {
+    let rows: [(&str, Box<dyn Fn(&Timeline) -> Option<u64>>); 6] = [
+        (
+            "submit -> RUNNING (seen by the client)",
+            Box::new(|l| span(Some(l.sent), l.running_seen)),
+        ),
+        (
+            "  request -> stored (admission append)",
+            Box::new(|l| span(Some(l.sent), at(l, "SUBMITTED"))),
+        ),
+        (
+            "  stored -> placed (scheduler pass + decision append)",
+            Box::new(|l| span(at(l, "SUBMITTED"), at(l, "SCHEDULED"))),
+        ),
+        (
+            "  placed -> STARTING stored (command, executor, report)",
+            Box::new(|l| span(at(l, "SCHEDULED"), at(l, "STARTING"))),
+        ),
+        (
+            "  STARTING -> RUNNING stored (process spawned)",
+            Box::new(|l| span(at(l, "STARTING"), at(l, "RUNNING"))),
+        ),
+        (
+            "  RUNNING stored -> event at the client",
+            Box::new(|l| span(at(l, "RUNNING"), l.running_seen)),
+        ),
+    ];
+    for (name, f) in rows {
+        println!("{name:<56} {}", stats(lines, f));
+    }
+}
+
+fn finished(timelines: &Timelines) -> Vec<Timeline> {
+    timelines
+        .lock()
+        .expect("lock")
+        .values()
+        .filter(|l| l.sent > 0)
+        .cloned()
+        .collect()
+}
+
 #[tokio::main]
 async fn main() {
+    let latency_jobs = env_or("QM_BENCH_LATENCY_JOBS", 400);
+    let rate = env_or("QM_BENCH_RATE", 100).max(1);
     let jobs = env_or("QM_BENCH_JOBS", 3000);
     let concurrency = env_or("QM_BENCH_CONCURRENCY", 64);
     eprintln!("bench: starting NATS, S3 and the services");
@@ -54,52 +211,41 @@ async fn main() {
     stack
         .wait_for(&warm, 60, "SUCCEEDED", |j| j.status == "SUCCEEDED")
         .await;
-    let mut events = client
-        .nats
-        .subscribe("qm.v1.events.job.bench.>")
-        .await
-        .expect("subscribe");
-    let running: Arc<std::sync::Mutex<HashMap<String, u64>>> = Default::default();
-    let seen = Arc::clone(&running);
-    let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel::<Instant>();
-    tokio::spawn(async move {
-        while let Some(m) = events.next().await {
-            let v: serde_json::Value = serde_json::from_slice(&m.payload).unwrap_or_default();
-            let id = v["jobId"].as_str().unwrap_or("").to_string();
-            match v["to"].as_str() {
-                Some("RUNNING") => {
-                    if let Ok(mut r) = seen.lock() {
-                        r.entry(id).or_insert(now_ms());
-                    }
-                }
-                Some("SUCCEEDED") => {
-                    let _ = done_tx.send(Instant::now());
-                }
-                _ => {}
-            }
-        }
-    });
-    eprintln!("bench: submitting {jobs} jobs ({concurrency} in flight)");
+
+    // Phase 1: latency at a steady rate the system sustains.
+    let timelines: Timelines = Default::default();
+    let mut done = record(&client, Arc::clone(&timelines)).await;
+    eprintln!("bench: latency: {latency_jobs} jobs at {rate} jobs/s");
+    let mut pace = tokio::time::interval(Duration::from_micros(1_000_000 / rate as u64));
+    pace.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut tasks = Vec::new();
+    for i in 0..latency_jobs {
+        pace.tick().await;
+        let (c, t) = (client.clone(), Arc::clone(&timelines));
+        tasks.push(tokio::spawn(async move {
+            submit(&c, &format!("l{i}"), &t).await
+        }));
+    }
+    for t in tasks {
+        t.await.expect("submit task");
+    }
+    wait_done(&mut done, latency_jobs, &stack).await;
+    let lines = finished(&timelines);
+    println!("== latency: {latency_jobs} jobs submitted at a steady {rate} jobs/s");
+    report_latency(&lines);
+
+    // Phase 2: throughput, submits as fast as `concurrency` allows.
+    let timelines: Timelines = Default::default();
+    let mut done = record(&client, Arc::clone(&timelines)).await;
+    eprintln!("bench: throughput: {jobs} jobs ({concurrency} in flight)");
     let started = Instant::now();
-    let submitted: Arc<std::sync::Mutex<HashMap<String, u64>>> = Default::default();
     let sem = Arc::new(tokio::sync::Semaphore::new(concurrency));
     let mut tasks = Vec::new();
     for i in 0..jobs {
         let permit = Arc::clone(&sem).acquire_owned().await.expect("semaphore");
-        let c = client.clone();
-        let submitted = Arc::clone(&submitted);
+        let (c, t) = (client.clone(), Arc::clone(&timelines));
         tasks.push(tokio::spawn(async move {
-            let at = now_ms();
-            let r: qm_wire::messages::SubmitServiceJobResponse = c
-                .call(
-                    qm_wire::subjects::Operation::SubmitServiceJob,
-                    &job(&format!("j{i}")),
-                )
-                .await
-                .expect("submit");
-            if let Ok(mut s) = submitted.lock() {
-                s.insert(r.job_id, at);
-            }
+            submit(&c, &format!("j{i}"), &t).await;
             drop(permit);
         }));
     }
@@ -107,41 +253,24 @@ async fn main() {
         t.await.expect("submit task");
     }
     let submit_secs = started.elapsed().as_secs_f64();
-    let mut finished = 0;
-    let mut last = started;
-    while finished < jobs {
-        match tokio::time::timeout(Duration::from_secs(60), done_rx.recv()).await {
-            Ok(Some(t)) => {
-                finished += 1;
-                last = t;
-            }
-            _ => panic!(
-                "only {finished} of {jobs} jobs finished; logs:\n{}",
-                stack.logs()
-            ),
-        }
-    }
-    let total = last.duration_since(started).as_secs_f64();
-    let submitted = submitted.lock().expect("lock").clone();
-    let running = running.lock().expect("lock").clone();
-    let mut latency: Vec<u64> = submitted
+    wait_done(&mut done, jobs, &stack).await;
+    let lines = finished(&timelines);
+    let last = lines
         .iter()
-        .filter_map(|(id, at)| running.get(id).map(|r| r.saturating_sub(*at)))
-        .collect();
-    latency.sort_unstable();
-    println!("jobs                      {jobs}");
+        .filter_map(|l| l.succeeded)
+        .max()
+        .unwrap_or(started);
+    let total = last.duration_since(started).as_secs_f64();
+    println!("== throughput: {jobs} jobs, {concurrency} submits in flight");
     println!(
-        "submit rate               {:.0} jobs/s ({submit_secs:.2} s for all submits)",
+        "submits stored                                           {:.0} jobs/s ({submit_secs:.2} s for all)",
         jobs as f64 / submit_secs
     );
-    println!("submit -> SUCCEEDED       {:.0} jobs/s ({total:.2} s from the first submit to the last SUCCEEDED)", jobs as f64 / total);
     println!(
-        "submit -> RUNNING latency p50 {} ms, p99 {} ms, max {} ms ({} samples)",
-        percentile(&latency, 0.5),
-        percentile(&latency, 0.99),
-        latency.last().copied().unwrap_or(0),
-        latency.len()
+        "submit -> SUCCEEDED                                      {:.0} jobs/s ({total:.2} s from the first submit to the last SUCCEEDED)",
+        jobs as f64 / total
     );
+    report_latency(&lines);
     stack.stop_all();
 }
 

@@ -178,6 +178,18 @@ pub fn job_spec(
             ));
         }
     }
+    if let Some(c) = &job.checkpoint_config {
+        if let Some(uri) = &c.s3_uri {
+            if let Err(e) = wire::parse_s3_uri(uri) {
+                problems.push(problem("checkpointConfig.s3Uri", e));
+            }
+        }
+        if let Some(path) = &c.local_path {
+            if let Err(e) = wire::check_local_path(path) {
+                problems.push(problem("checkpointConfig.localPath", e));
+            }
+        }
+    }
     let share_name = job.quota_share_name.as_deref().unwrap_or("");
     let share = cluster.share_idx(share_name);
     if share.is_none() {
@@ -298,10 +310,22 @@ mod tests {
             quota_share_name: Some("QS9".into()),
             instance_type: "ml.g5.xlarge".into(),
             command: vec![],
+            checkpoint_config: Some(wire::CheckpointConfig {
+                s3_uri: Some("s3://bucket".into()),
+                local_path: Some("/abs".into()),
+            }),
             ..Default::default()
         };
         let problems = job_spec(&job, &mut cluster).expect_err("invalid");
         let fields: Vec<&str> = problems.iter().map(|p| p.field.as_str()).collect();
-        assert_eq!(fields, ["command", "quotaShareName"]);
+        assert_eq!(
+            fields,
+            [
+                "command",
+                "checkpointConfig.s3Uri",
+                "checkpointConfig.localPath",
+                "quotaShareName"
+            ]
+        );
     }
 }

@@ -170,12 +170,82 @@ pub struct TimeoutConfig {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CheckpointConfig {
-    /// `s3://bucket/prefix/`; default `s3://<bucket>/<queue>/<jobId>/`.
+    /// `s3://bucket/prefix`: where this job's checkpoints live (manifests
+    /// under `prefix/manifests/`, file contents under `prefix/blobs/`).
+    /// Default: the checkpoint service's bucket, prefix `<queue>/<jobId>`.
+    /// Two jobs given the same URI share (and overwrite) checkpoints, as
+    /// in SageMaker: reuse one only to resume a job's work in another job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub s3_uri: Option<String>,
-    /// Directory given to the process as `QM_CHECKPOINT_DIR`.
+    /// The directory given to the process as `QM_CHECKPOINT_DIR`, relative
+    /// to the attempt's working directory; default `checkpoint`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local_path: Option<String>,
+}
+
+/// A parsed `s3://bucket/prefix` URI.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct S3Uri {
+    pub bucket: String,
+    /// Not empty, without a trailing `/`.
+    pub prefix: String,
+}
+
+/// Parses `s3://bucket/prefix`, naming what is wrong: the bucket must be
+/// a valid S3 bucket name (3-63 lowercase letters, digits, `.` and `-`,
+/// starting and ending with a letter or digit); the prefix's segments must
+/// be non-empty and neither `.` nor `..`.
+pub fn parse_s3_uri(uri: &str) -> Result<S3Uri, String> {
+    let rest = uri
+        .strip_prefix("s3://")
+        .ok_or_else(|| format!("{uri:?} must start with s3://"))?;
+    let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+    let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.' || c == '-';
+    let ok_end = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    if !(3..=63).contains(&bucket.len())
+        || !bucket.chars().all(ok_char)
+        || !ok_end(bucket.chars().next())
+        || !ok_end(bucket.chars().last())
+    {
+        return Err(format!(
+            "bucket {bucket:?} is not a valid S3 bucket name (3-63 lowercase letters, digits, '.' and '-')"
+        ));
+    }
+    let prefix = prefix.trim_end_matches('/');
+    if prefix.is_empty() {
+        return Err(format!(
+            "{uri:?} needs a prefix after the bucket (s3://{bucket}/some/prefix), so checkpoints do not mix with the bucket's other objects"
+        ));
+    }
+    if prefix
+            .split('/')
+            .any(|s| s.is_empty() || s == "." || s == ".." || s.contains('\0'))
+    {
+        return Err(format!(
+            "prefix {prefix:?} must be '/'-separated names, none empty, '.' or '..'"
+        ));
+    }
+    Ok(S3Uri {
+        bucket: bucket.to_string(),
+        prefix: prefix.to_string(),
+    })
+}
+
+/// Checks a `localPath`: relative, '/'-separated names, none empty, `.`
+/// or `..` (it stays inside the attempt's directory).
+pub fn check_local_path(path: &str) -> Result<(), String> {
+    if path.is_empty()
+        || path.starts_with('/')
+        || path
+            .trim_end_matches('/')
+            .split('/')
+            .any(|s| s.is_empty() || s == "." || s == ".." || s.contains('\0'))
+    {
+        return Err(format!(
+            "{path:?} must be a relative path inside the attempt's directory (no '..', not absolute)"
+        ));
+    }
+    Ok(())
 }
 
 /// `SubmitServiceJob`.
@@ -370,6 +440,10 @@ pub struct RegisterExecutor {
     /// the executor id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint_node: Option<String>,
+    /// The address the node's processes are reached at by the other nodes
+    /// of a multi-node job (`QM_HOSTS`); defaults to the executor id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
 }
 
 // ----- events ----------------------------------------------------------------
@@ -416,4 +490,41 @@ pub struct CheckpointCommitted {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<u64>,
     pub at: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn s3_uris_are_parsed_or_refused_with_the_reason() {
+        assert_eq!(
+            parse_s3_uri("s3://team-a.ckpt/runs/llm-7b/").expect("valid"),
+            S3Uri {
+                bucket: "team-a.ckpt".into(),
+                prefix: "runs/llm-7b".into()
+            }
+        );
+        let refused = |uri: &str, says: &str| {
+            let e = parse_s3_uri(uri).expect_err(uri);
+            assert!(e.contains(says), "{uri}: {e}");
+        };
+        refused("https://bucket/x", "must start with s3://");
+        refused("s3://Bucket/x", "not a valid S3 bucket name");
+        refused("s3://ab/x", "not a valid S3 bucket name");
+        refused("s3://-bucket/x", "not a valid S3 bucket name");
+        refused("s3://bucket", "needs a prefix");
+        refused("s3://bucket/", "needs a prefix");
+        refused("s3://bucket/a//b", "none empty");
+        refused("s3://bucket/a/../b", "none empty");
+    }
+
+    #[test]
+    fn local_paths_stay_inside_the_attempt_directory() {
+        assert!(check_local_path("checkpoint").is_ok());
+        assert!(check_local_path("out/ckpt/").is_ok());
+        for bad in ["", "/opt/ml/checkpoints", "../x", "a/../../x", "a//b", "."] {
+            assert!(check_local_path(bad).is_err(), "{bad:?}");
+        }
+    }
 }

@@ -174,6 +174,18 @@ pub enum ExecCommand {
         /// checkpoint directory through the node's checkpoint service.
         #[serde(default)]
         checkpoints: bool,
+        /// The job's `checkpointConfig`, when it has one (where in S3, and
+        /// where in the attempt's directory).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        checkpoint_config: Option<crate::messages::CheckpointConfig>,
+        /// This node's rank in a job spread over several executors (0: the
+        /// node that syncs checkpoints; the others only restore them).
+        #[serde(default)]
+        rank: u32,
+        /// Every node's address, in rank order (`QM_HOSTS`); empty for a
+        /// job on one executor.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        hosts: Vec<String>,
     },
     /// SIGTERM, then SIGKILL after `grace_seconds`.
     #[serde(rename_all = "camelCase")]
@@ -236,6 +248,11 @@ pub struct CheckpointRequest {
     pub attempt: u32,
     /// The attempt's local checkpoint directory (absolute).
     pub dir: String,
+    /// `s3://bucket/prefix` of the job's checkpoints (its
+    /// `checkpointConfig.s3Uri`); default: the service's bucket, prefix
+    /// `<queue>/<jobId>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3_uri: Option<String>,
 }
 
 /// Reply to restore and flush: the checkpoint restored or last committed.

@@ -9,7 +9,9 @@
 //!   the executor reports the attempt ended only after this answered.
 //!
 //! Layout in the bucket: `<queue>/<jobId>/manifests/<seq>.json` and
-//! `<queue>/<jobId>/blobs/<sha256>` (see libs/qm-checkpoint).
+//! `<queue>/<jobId>/blobs/<sha256>` (see libs/qm-checkpoint); a job's
+//! `checkpointConfig.s3Uri` (`s3://bucket/prefix`) replaces bucket and
+//! prefix (the node's credentials must reach that bucket).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -114,15 +116,15 @@ struct JobSync {
 
 struct Service {
     settings: Settings,
-    store: S3Store,
+    /// The configured bucket's connection settings, and a store per bucket
+    /// used so far (jobs may name their own with `checkpointConfig.s3Uri`).
+    s3: S3Config,
+    stores: std::sync::Mutex<HashMap<String, S3Store>>,
     js: async_nats::jetstream::Context,
     client: async_nats::Client,
     jobs: Mutex<HashMap<String, Arc<Mutex<JobSync>>>>,
 }
 
-fn prefix(req: &CheckpointRequest) -> String {
-    format!("{}/{}", req.job_queue, req.job_id)
-}
 
 fn failed(what: &str, e: impl std::fmt::Display) -> ApiError {
     api::error(ErrorCode::Transient, format!("{what}: {e}"))
@@ -134,7 +136,38 @@ impl Service {
         Arc::clone(jobs.entry(job_id.to_string()).or_default())
     }
 
+    /// Where the job's checkpoints live: its `s3Uri`, else the configured
+    /// bucket under `<queue>/<jobId>`.
+    fn location(&self, req: &CheckpointRequest) -> Result<(S3Store, String), ApiError> {
+        let (bucket, prefix) = match &req.s3_uri {
+            Some(uri) => {
+                let u = qm_wire::messages::parse_s3_uri(uri)
+                    .map_err(|e| api::invalid(format!("s3Uri: {e}"), vec![]))?;
+                (u.bucket, u.prefix)
+            }
+            None => (
+                self.s3.bucket.clone(),
+                format!("{}/{}", req.job_queue, req.job_id),
+            ),
+        };
+        let mut stores = self
+            .stores
+            .lock()
+            .map_err(|_| api::error(ErrorCode::Internal, "store cache poisoned"))?;
+        let store = stores
+            .entry(bucket.clone())
+            .or_insert_with(|| {
+                S3Store::new(&S3Config {
+                    bucket,
+                    ..self.s3.clone()
+                })
+            })
+            .clone();
+        Ok((store, prefix))
+    }
+
     fn check(&self, req: &CheckpointRequest) -> Result<PathBuf, ApiError> {
+        self.location(req)?;
         subjects::token(&req.job_queue)
             .map_err(|e| api::invalid(format!("jobQueue: {e}"), vec![]))?;
         subjects::token(&req.job_id).map_err(|e| api::invalid(format!("jobId: {e}"), vec![]))?;
@@ -150,7 +183,8 @@ impl Service {
 
     async fn restore(&self, req: &CheckpointRequest) -> Result<CheckpointReply, ApiError> {
         let dir = self.check(req)?;
-        let restored = sync::restore(&self.store, &prefix(req), &dir)
+        let (store, prefix) = self.location(req)?;
+        let restored = sync::restore(&store, &prefix, &dir)
             .await
             .map_err(|e| failed("restore failed", e))?;
         let checkpoint = restored.manifest.map(|m| CheckpointCommit {
@@ -185,8 +219,8 @@ impl Service {
         if print.is_empty() || j.committed.as_ref() == Some(&print) {
             return Ok(());
         }
-        let prefix = prefix(req);
-        let seqs = sync::manifest_seqs(&self.store, &prefix)
+        let (store, prefix) = self.location(req)?;
+        let seqs = sync::manifest_seqs(&store, &prefix)
             .await
             .map_err(|e| failed("cannot list checkpoints", e))?;
         let info = CommitInfo {
@@ -199,7 +233,7 @@ impl Service {
         // (a workload that checkpoints often must not starve its commits).
         let mut tries = 0;
         let manifest = loop {
-            match sync::commit(&self.store, &prefix, &dir, info, &mut j.uploaded).await {
+            match sync::commit(&store, &prefix, &dir, info, &mut j.uploaded).await {
                 Ok(m) => break m,
                 Err(sync::SyncError::Changed(path)) if tries < 10 => {
                     tries += 1;
@@ -237,7 +271,7 @@ impl Service {
         ) {
             let _ = self.client.publish(subject, body.into()).await;
         }
-        if let Err(e) = sync::retain(&self.store, &prefix, self.settings.keep).await {
+        if let Err(e) = sync::retain(&store, &prefix, self.settings.keep).await {
             tracing::warn!(job = %req.job_id, error = %e, "retention failed");
         }
         Ok(())
@@ -300,14 +334,14 @@ async fn main() -> std::process::ExitCode {
         Ok(s) => s,
         Err(code) => return code,
     };
-    let store = S3Store::new(&S3Config {
+    let s3 = S3Config {
         endpoint: (!settings.s3_endpoint.is_empty()).then(|| settings.s3_endpoint.clone()),
         region: settings.s3_region.clone(),
         access_key_id: settings.s3_access_key_id.clone(),
         secret_access_key: settings.s3_secret_access_key.clone(),
         bucket: settings.s3_bucket.clone(),
         force_path_style: true,
-    });
+    };
     let client = match qm_service::connect(&settings.nats_url, "checkpoint").await {
         Ok(c) => c,
         Err(code) => return code,
@@ -321,7 +355,11 @@ async fn main() -> std::process::ExitCode {
     };
     let service = Arc::new(Service {
         settings,
-        store,
+        stores: std::sync::Mutex::new(HashMap::from([(
+            s3.bucket.clone(),
+            S3Store::new(&s3),
+        )])),
+        s3,
         js: storage.js,
         client: client.clone(),
         jobs: Mutex::new(HashMap::new()),

@@ -42,6 +42,9 @@ or environment variables QM_EXECUTOR_<KEY>):
                                                     instance has gpusPerInstance > 0
   workDir            QM_EXECUTOR_WORK_DIR           default /tmp/qm-executor-<executorId>
   checkpointNode     QM_EXECUTOR_CHECKPOINT_NODE    default: the executor id
+  advertiseAddress   QM_EXECUTOR_ADVERTISE_ADDRESS  how other nodes of a multi-node job
+                                                    reach this one (QM_HOSTS); default:
+                                                    the host name
   heartbeatSeconds   QM_EXECUTOR_HEARTBEAT_SECONDS  default 1";
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -63,6 +66,7 @@ pub struct Settings {
     pub gpus: Option<Vec<u32>>,
     pub work_dir: String,
     pub checkpoint_node: String,
+    pub advertise_address: String,
     pub heartbeat_seconds: u64,
 }
 
@@ -76,6 +80,7 @@ impl Default for Settings {
             gpus: None,
             work_dir: String::new(),
             checkpoint_node: String::new(),
+            advertise_address: String::new(),
             heartbeat_seconds: 1,
         }
     }
@@ -118,7 +123,9 @@ struct Running {
     stop: watch::Sender<Option<u64>>,
     instance_type: String,
     slots: Vec<u32>,
-    checkpoints: bool,
+    /// The checkpoint service's request for this attempt, when this node
+    /// syncs its checkpoints (rank 0 of a job with a checkpointConfig).
+    sync: Option<CheckpointRequest>,
 }
 
 pub struct Executor {
@@ -159,6 +166,7 @@ impl Executor {
             instances,
             incarnation: self.incarnation.clone(),
             checkpoint_node: Some(self.settings.checkpoint_node.clone()),
+            address: Some(self.settings.advertise_address.clone()),
         }
     }
 
@@ -274,9 +282,28 @@ impl Executor {
                 instance_type,
                 slots,
                 checkpoints,
+                checkpoint_config,
+                rank,
+                hosts,
                 ..
             } => {
                 let key = (job_id.clone(), attempt);
+                let config = checkpoint_config.unwrap_or_default();
+                let local = config
+                    .local_path
+                    .clone()
+                    .unwrap_or_else(|| "checkpoint".to_string());
+                let checkpoint = checkpoints.then(|| CheckpointRequest {
+                    job_queue: job_queue.clone(),
+                    job_id: job_id.clone(),
+                    attempt,
+                    dir: self
+                        .attempt_dir(&job_id, attempt)
+                        .join(&local)
+                        .display()
+                        .to_string(),
+                    s3_uri: config.s3_uri.clone(),
+                });
                 let (tx, rx) = watch::channel(None);
                 {
                     let finished = self
@@ -296,7 +323,8 @@ impl Executor {
                             stop: tx,
                             instance_type: instance_type.clone(),
                             slots: slots.clone(),
-                            checkpoints,
+                            // Only rank 0 syncs; the other ranks restore.
+                            sync: checkpoint.clone().filter(|_| rank == 0),
                         },
                     );
                 }
@@ -319,7 +347,10 @@ impl Executor {
                         command,
                         environment,
                         gpus,
-                        checkpoints,
+                        checkpoint_dir: PathBuf::from(local),
+                        checkpoint,
+                        rank,
+                        hosts,
                     };
                     me.run_attempt(launch, rx).await;
                 });
@@ -350,20 +381,20 @@ impl Executor {
     ) {
         let (job_id, attempt) = (launch.job_id.clone(), launch.attempt);
         let dir = self.attempt_dir(&job_id, attempt);
-        let ckpt_dir = dir.join("checkpoint");
+        let ckpt_dir = dir.join(&launch.checkpoint_dir);
         let mut ended = self.report(&job_id, attempt, ReportPhase::Ended);
-        let request = CheckpointRequest {
-            job_queue: launch.job_queue.clone(),
-            job_id: job_id.clone(),
-            attempt,
-            dir: ckpt_dir.display().to_string(),
-        };
+        // Admission checks localPath; a command that bypassed it must not
+        // write outside the attempt's directory.
+        if let Err(e) = qm_wire::messages::check_local_path(&launch.checkpoint_dir.to_string_lossy()) {
+            ended.error = Some(format!("checkpointConfig.localPath: {e}"));
+            return self.finish(ended);
+        }
         if let Err(e) = std::fs::create_dir_all(&ckpt_dir) {
             ended.error = Some(format!("cannot create {}: {e}", ckpt_dir.display()));
             return self.finish(ended);
         }
-        let restored = if launch.checkpoints {
-            match self.checkpoint("restore", &request, 5).await {
+        let restored = if let Some(request) = &launch.checkpoint {
+            match self.checkpoint("restore", request, 5).await {
                 Ok(r) => r,
                 Err(e) => {
                     ended.error = Some(format!("checkpoint restore failed: {e}"));
@@ -385,16 +416,16 @@ impl Executor {
             Err(e) => {
                 tracing::warn!(job = %job_id, attempt, error = %e, "launch failed");
                 ended.error = Some(e);
-                if launch.checkpoints {
-                    let _ = self.checkpoint("flush", &request, 3).await;
+                if let Some(request) = launch.syncs_checkpoints() {
+                    let _ = self.checkpoint("flush", request, 3).await;
                 }
                 return self.finish(ended);
             }
         };
         tracing::info!(job = %job_id, attempt, pid = child.id(), restored = ?restored.checkpoint.as_ref().map(|c| c.seq), "launched");
         self.send(self.report(&job_id, attempt, ReportPhase::Running));
-        if launch.checkpoints {
-            if let Err(e) = self.checkpoint("track", &request, 3).await {
+        if let Some(request) = launch.syncs_checkpoints() {
+            if let Err(e) = self.checkpoint("track", request, 3).await {
                 tracing::warn!(job = %job_id, error = %e, "checkpoint tracking not started");
             }
         }
@@ -402,10 +433,10 @@ impl Executor {
         ended.exit_code = status.0;
         ended.signal = status.1;
         tracing::info!(job = %job_id, attempt, exit_code = ?status.0, signal = ?status.1, "process ended");
-        if !launch.checkpoints {
+        let Some(request) = launch.syncs_checkpoints() else {
             return self.finish(ended);
-        }
-        if let Err(e) = self.checkpoint("flush", &request, 5).await {
+        };
+        if let Err(e) = self.checkpoint("flush", request, 5).await {
             tracing::error!(job = %job_id, attempt, error = %e, "final checkpoint flush failed; the next attempt restores the last committed one");
         }
         self.finish(ended);
@@ -464,29 +495,14 @@ impl Executor {
             // Re-assert checkpoint tracking now and then (the checkpoint
             // service may have restarted).
             if beats % 5 == 0 {
-                let tracked: Vec<(String, u32)> = self
+                let tracked: Vec<CheckpointRequest> = self
                     .attempts
                     .lock()
-                    .map(|a| {
-                        a.iter()
-                            .filter(|(_, r)| r.checkpoints)
-                            .map(|(k, _)| k.clone())
-                            .collect()
-                    })
+                    .map(|a| a.values().filter_map(|r| r.sync.clone()).collect())
                     .unwrap_or_default();
-                for (job_id, attempt) in tracked {
+                for request in tracked {
                     let me = Arc::clone(&self);
                     tokio::spawn(async move {
-                        let request = CheckpointRequest {
-                            job_queue: me.settings.job_queue.clone(),
-                            job_id: job_id.clone(),
-                            attempt,
-                            dir: me
-                                .attempt_dir(&job_id, attempt)
-                                .join("checkpoint")
-                                .display()
-                                .to_string(),
-                        };
                         let _ = me.checkpoint("track", &request, 1).await;
                     });
                 }
@@ -565,6 +581,13 @@ async fn main() -> std::process::ExitCode {
     };
     if settings.work_dir.is_empty() {
         settings.work_dir = format!("/tmp/qm-executor-{}", settings.executor_id);
+    }
+    if settings.advertise_address.is_empty() {
+        settings.advertise_address = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .ok()
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| settings.executor_id.clone());
     }
     if settings.checkpoint_node.is_empty() {
         settings.checkpoint_node = settings.executor_id.clone();

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use tokio::process::{Child, Command};
@@ -15,7 +15,20 @@ pub struct Launch {
     pub command: Vec<String>,
     pub environment: BTreeMap<String, String>,
     pub gpus: Vec<u32>,
-    pub checkpoints: bool,
+    /// `QM_CHECKPOINT_DIR`, relative to the attempt's directory.
+    pub checkpoint_dir: PathBuf,
+    /// The checkpoint service's request, when the job has checkpoints.
+    pub checkpoint: Option<qm_wire::system::CheckpointRequest>,
+    /// This node's rank and every node's address (empty: one node).
+    pub rank: u32,
+    pub hosts: Vec<String>,
+}
+
+impl Launch {
+    /// Checkpoints are synced by rank 0 only; the other ranks restore.
+    pub fn syncs_checkpoints(&self) -> Option<&qm_wire::system::CheckpointRequest> {
+        self.checkpoint.as_ref().filter(|_| self.rank == 0)
+    }
 }
 
 /// Starts the process: argv (no shell), its own process group, output to
@@ -38,6 +51,9 @@ pub fn spawn(launch: &Launch, dir: &Path, checkpoint_dir: &Path) -> Result<Child
         .env("QM_ATTEMPT", launch.attempt.to_string())
         .env("QM_JOB_QUEUE", &launch.job_queue)
         .env("QM_CHECKPOINT_DIR", checkpoint_dir)
+        .env("QM_NODE_RANK", launch.rank.to_string())
+        .env("QM_NUM_NODES", launch.hosts.len().max(1).to_string())
+        .env("QM_HOSTS", launch.hosts.join(","))
         .env(
             "CUDA_VISIBLE_DEVICES",
             launch

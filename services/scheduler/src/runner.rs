@@ -11,6 +11,16 @@
 //! `Qm-After` entry (decisions in their stored order), which is exactly the
 //! order the leader applied things in. So a replay rebuilds the state the
 //! leader had, without ever refusing a decision because a report slipped in.
+//!
+//! Events. Every event carries a `Qm-Position` header `a.b.i`: the position
+//! of the entry whose application produced it in that order (`a` the input's
+//! sequence, or a decision's `Qm-After`; `b` 0 for an input, else the
+//! decision's own sequence) and its index among that entry's events. The
+//! events stream stores them. A new leader finds the newest stored position
+//! and, while replaying, republishes every event after it: the events a
+//! crashed leader had stored in the log but not yet published are not lost
+//! (delivery is at least once across a failover; `jobId`, `to` and `attempt`
+//! identify a duplicate).
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -29,7 +39,7 @@ use qm_wire::messages::{
 use qm_wire::subjects;
 use qm_wire::system::{ExecCommand, Heartbeat, HeartbeatAck, LogEntry, SchedRequest};
 
-use crate::state::{Effect, Effects, State};
+use crate::state::{Effect, Effects, Logged, Position, State};
 use crate::Settings;
 
 pub enum Outcome {
@@ -42,6 +52,17 @@ type Error = Box<dyn std::error::Error + Send + Sync>;
 
 /// Header of a decision: the last non-decision entry its leader had applied.
 const AFTER_HEADER: &str = "Qm-After";
+/// Header of an event: where in the applied order it was produced.
+const POSITION_HEADER: &str = "Qm-Position";
+/// How far back a new leader looks in the events stream for a positioned
+/// event (checkpoint events carry none).
+const POSITION_SEARCH: u64 = 10_000;
+
+fn parse_position(s: &str) -> Option<Position> {
+    let mut it = s.split('.').map(|p| p.parse::<u64>().ok());
+    let p = (it.next()??, it.next()??, it.next()??);
+    it.next().is_none().then_some(p)
+}
 
 /// Most log entries applied before the loop runs a pass.
 const BATCH: usize = 1024;
@@ -60,9 +81,11 @@ struct Runner<'a> {
     /// Sequences of decisions this leader appended (and applied already).
     own: std::collections::HashSet<u64>,
     last_seen: HashMap<String, Instant>,
-    sent: HashMap<(String, u32, bool), Instant>,
+    sent: HashMap<(String, String, u32, bool), Instant>,
     writes: VecDeque<(SchedRequest, Option<async_nats::Subject>)>,
     dirty: bool,
+    /// Position of the next event published (see the module comment).
+    position: Position,
 }
 
 fn ms_of(info: &async_nats::jetstream::message::Info<'_>) -> u64 {
@@ -89,6 +112,7 @@ pub async fn run(
         sent: HashMap::new(),
         writes: VecDeque::new(),
         dirty: true,
+        position: (0, 0, 0),
     };
     match runner.go(epoch, &mut lost, shutdown).await {
         Ok(outcome) => outcome,
@@ -124,7 +148,8 @@ impl Runner<'_> {
             seq = msg.info()?.stream_sequence;
             entries.push(msg);
         }
-        self.replay(entries);
+        let published = self.last_published().await;
+        let republish = self.replay(entries, published);
         self.state.epoch = epoch;
         tracing::info!(
             entries = last,
@@ -158,6 +183,16 @@ impl Runner<'_> {
                 }
                 None => return Err("log consumer ended".into()),
             }
+        }
+        if !republish.is_empty() {
+            tracing::info!(
+                events = republish.len(),
+                "republishing events the previous leader had not published"
+            );
+        }
+        for (position, effect) in republish {
+            self.position = position;
+            self.send(effect, false).await;
         }
         // Every executor gets a full timeout to show up after a failover.
         let now = Instant::now();
@@ -223,6 +258,7 @@ impl Runner<'_> {
             return false;
         }
         self.after = self.after.max(seq);
+        self.position = (seq, 0, 0);
         match serde_json::from_slice::<LogEntry>(&msg.payload) {
             Ok(entry) => {
                 let fx = self.state.apply(entry, at);
@@ -238,12 +274,41 @@ impl Runner<'_> {
         true
     }
 
-    /// Rebuilds the state from the stored log, each decision right after
-    /// the entry its leader had last applied (see the module comment).
-    fn replay(&mut self, messages: Vec<async_nats::jetstream::Message>) {
-        let mut inputs = Vec::new();
-        let mut decisions: std::collections::BTreeMap<u64, Vec<(LogEntry, u64)>> =
-            Default::default();
+    /// The position of the newest event in the events stream that has one.
+    async fn last_published(&self) -> Option<Position> {
+        let stream = self
+            .storage
+            .js
+            .get_stream(subjects::EVENTS_STREAM)
+            .await
+            .ok()?;
+        let last = stream.get_info().await.ok()?.state.last_sequence;
+        for seq in (last.saturating_sub(POSITION_SEARCH)..=last).rev() {
+            if seq == 0 {
+                break;
+            }
+            let Ok(msg) = stream.get_raw_message(seq).await else {
+                continue;
+            };
+            if let Some(p) = msg
+                .headers
+                .get(POSITION_HEADER)
+                .and_then(|v| parse_position(v.as_str()))
+            {
+                return Some(p);
+            }
+        }
+        None
+    }
+
+    /// Rebuilds the state from the stored log (see `State::replay`) and
+    /// returns the events after `published`.
+    fn replay(
+        &mut self,
+        messages: Vec<async_nats::jetstream::Message>,
+        published: Option<Position>,
+    ) -> Vec<(Position, Effect)> {
+        let mut log = Vec::with_capacity(messages.len());
         for msg in messages {
             let Ok(info) = msg.info() else { continue };
             let (seq, at) = (info.stream_sequence, ms_of(&info));
@@ -254,35 +319,27 @@ impl Runner<'_> {
                     continue;
                 }
             };
-            if msg.subject.as_str() == subjects::LOG_SCHED {
+            let after = if msg.subject.as_str() == subjects::LOG_SCHED {
                 self.sched_seq = self.sched_seq.max(seq);
-                let after = msg
-                    .headers
-                    .as_ref()
-                    .and_then(|h| h.get(AFTER_HEADER))
-                    .and_then(|v| v.as_str().parse().ok())
-                    .unwrap_or(0);
-                decisions.entry(after).or_default().push((entry, at));
+                Some(
+                    msg.headers
+                        .as_ref()
+                        .and_then(|h| h.get(AFTER_HEADER))
+                        .and_then(|v| v.as_str().parse().ok())
+                        .unwrap_or(0),
+                )
             } else {
                 self.after = self.after.max(seq);
-                inputs.push((seq, entry, at));
-            }
+                None
+            };
+            log.push(Logged {
+                seq,
+                after,
+                entry,
+                at,
+            });
         }
-        for (entry, at) in decisions.remove(&0).unwrap_or_default() {
-            self.state.apply(entry, at);
-        }
-        for (seq, entry, at) in inputs {
-            self.state.apply(entry, at);
-            for (d, at) in decisions.remove(&seq).unwrap_or_default() {
-                self.state.apply(d, at);
-            }
-        }
-        // Decisions after entries that are gone (never: the stream keeps all).
-        for (_, list) in decisions {
-            for (d, at) in list {
-                self.state.apply(d, at);
-            }
-        }
+        self.state.replay(log, published)
     }
 
     /// Appends a decision, fenced on the decisions subject. None: another
@@ -305,6 +362,7 @@ impl Runner<'_> {
             Ok(ack) => {
                 self.sched_seq = ack.sequence;
                 self.own.insert(ack.sequence);
+                self.position = (self.after, ack.sequence, 0);
                 Some(ack.sequence)
             }
             Err(e) => {
@@ -321,6 +379,14 @@ impl Runner<'_> {
     }
 
     async fn send(&mut self, effect: Effect, resend: bool) {
+        let mut headers = None;
+        if effect.is_event() {
+            let (a, b, i) = self.position;
+            let mut h = async_nats::HeaderMap::new();
+            h.insert(POSITION_HEADER, format!("{a}.{b}.{i}").as_str());
+            headers = Some(h);
+            self.position.2 += 1;
+        }
         let (subject, body) = match &effect {
             Effect::Job(e, subject) => (subject.clone(), serde_json::to_vec(e)),
             Effect::Preemption(e, subject) => (subject.clone(), serde_json::to_vec(e)),
@@ -333,7 +399,7 @@ impl Runner<'_> {
                         job_id, attempt, ..
                     } => (job_id, *attempt, false),
                 };
-                let key = (job.clone(), attempt, start);
+                let key = (executor.clone(), job.clone(), attempt, start);
                 if resend {
                     let wait = Duration::from_secs(self.settings.resend_seconds);
                     if self.sent.get(&key).is_some_and(|t| t.elapsed() < wait) {
@@ -349,7 +415,15 @@ impl Runner<'_> {
             }
         };
         if let Ok(body) = body {
-            if let Err(e) = self.client.publish(subject, body.into()).await {
+            let sent = match headers {
+                Some(h) => {
+                    self.client
+                        .publish_with_headers(subject, h, body.into())
+                        .await
+                }
+                None => self.client.publish(subject, body.into()).await,
+            };
+            if let Err(e) = sent {
                 tracing::warn!(error = %e, "publish failed");
             }
         }

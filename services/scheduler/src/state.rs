@@ -34,6 +34,31 @@ pub enum Effect {
 
 pub type Effects = Vec<Effect>;
 
+impl Effect {
+    /// A job or preemption event (not a command).
+    pub fn is_event(&self) -> bool {
+        matches!(self, Effect::Job(..) | Effect::Preemption(..))
+    }
+}
+
+/// Where an event was produced in the order the leader applied entries:
+/// (`a`, `b`, `i`) with `a` the input's sequence (or a decision's
+/// `Qm-After`), `b` 0 for an input (else the decision's sequence), `i` the
+/// event's index among that entry's events. Ordered like the application.
+pub type Position = (u64, u64, u64);
+
+/// One stored log entry as a replay reads it.
+#[derive(Clone, Debug)]
+pub struct Logged {
+    pub seq: u64,
+    /// For a decision: the sequence of the last input its leader had
+    /// applied when it decided (`Qm-After`); None for an input.
+    pub after: Option<u64>,
+    pub entry: LogEntry,
+    /// The stored time, milliseconds since the Unix epoch.
+    pub at: u64,
+}
+
 /// What the scheduler keeps per job beyond the core's state.
 #[derive(Clone, Debug)]
 pub struct JobMeta {
@@ -72,6 +97,47 @@ impl ExecutorState {
     }
 }
 
+/// Where an attempt runs: one rank per executor, each with its progress.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Placed {
+    pub attempt: u32,
+    pub placement: Vec<Placement>,
+    pub ranks: Vec<RankProgress>,
+    /// The exit of the first rank that did not exit 0 (the cause; the
+    /// others are then stopped and end by signal).
+    pub first_failure: Option<Option<i32>>,
+}
+
+/// What one rank (one executor's share of an attempt) reported.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RankProgress {
+    /// Commanded to start; nothing reported yet.
+    #[default]
+    Commanded,
+    Starting,
+    Running,
+    /// Ended, with the exit code (None: killed by a signal or not launched).
+    Ended(Option<i32>),
+}
+
+impl Placed {
+    fn rank_of(&self, executor_id: &str) -> Option<usize> {
+        self.placement
+            .iter()
+            .position(|p| p.executor_id == executor_id)
+    }
+
+    /// The attempt's exit code once every rank ended: that of the first
+    /// rank to end without exiting 0, else 0.
+    fn exit_code(&self) -> Option<Option<i32>> {
+        let all_ended = self
+            .ranks
+            .iter()
+            .all(|r| matches!(r, RankProgress::Ended(_)));
+        all_ended.then(|| self.first_failure.unwrap_or(Some(0)))
+    }
+}
+
 /// A job the scheduler could not accept after admission stored it (its queue
 /// or share changed in between): it is reported FAILED with the reason.
 #[derive(Clone, Debug)]
@@ -86,7 +152,7 @@ pub struct State {
     pub queues: BTreeMap<String, QueueState>,
     pub executors: BTreeMap<String, ExecutorState>,
     /// (queue, job) -> placement of its current attempt.
-    pub placements: BTreeMap<(String, JobId), (u32, Vec<Placement>)>,
+    pub placements: BTreeMap<(String, JobId), Placed>,
     /// (queue, job) of attempts the scheduler asked to stop, not yet ended.
     pub stopping: BTreeSet<(String, JobId)>,
     pub rejected: BTreeMap<String, Rejected>,
@@ -108,6 +174,55 @@ fn kind_of(name: &str) -> Option<PreemptionKind> {
 }
 
 impl State {
+    /// Rebuilds the state from a stored log (in stream order), applying each
+    /// decision right after the input its leader had last applied, in the
+    /// order they were stored: exactly the order the leader applied them.
+    /// Returns the events produced after position `published` (none when
+    /// `published` is None), for a new leader to republish.
+    pub fn replay(
+        &mut self,
+        log: Vec<Logged>,
+        published: Option<Position>,
+    ) -> Vec<(Position, Effect)> {
+        let mut inputs = Vec::new();
+        let mut decisions: BTreeMap<u64, Vec<Logged>> = BTreeMap::new();
+        for l in log {
+            match l.after {
+                Some(after) => decisions.entry(after).or_default().push(l),
+                None => inputs.push(l),
+            }
+        }
+        let mut out = Vec::new();
+        let mut apply = |state: &mut State, a: u64, l: Logged| {
+            let b = if l.after.is_some() { l.seq } else { 0 };
+            let fx = state.apply(l.entry, l.at);
+            let Some(published) = published else { return };
+            for (i, e) in fx.into_iter().filter(Effect::is_event).enumerate() {
+                let position = (a, b, i as u64);
+                if position > published {
+                    out.push((position, e));
+                }
+            }
+        };
+        for d in decisions.remove(&0).unwrap_or_default() {
+            apply(self, 0, d);
+        }
+        for l in inputs {
+            let seq = l.seq;
+            apply(self, seq, l);
+            for d in decisions.remove(&seq).unwrap_or_default() {
+                apply(self, seq, d);
+            }
+        }
+        // Decisions after inputs that are gone (never: the stream keeps all).
+        for (after, list) in decisions {
+            for d in list {
+                apply(self, after, d);
+            }
+        }
+        out
+    }
+
     /// Applies one log entry stored at `at` (ms since the epoch).
     pub fn apply(&mut self, entry: LogEntry, at: u64) -> Effects {
         self.clock = self.clock.max(at);
@@ -339,7 +454,7 @@ impl State {
 
     /// Frees the slots of the job's current placement.
     fn release(&mut self, queue: &str, id: JobId) {
-        if let Some((_, placement)) = self.placements.remove(&(queue.to_string(), id)) {
+        if let Some(Placed { placement, .. }) = self.placements.remove(&(queue.to_string(), id)) {
             let instance_type = self
                 .queues
                 .get(queue)
@@ -368,19 +483,30 @@ impl State {
         let Some((q, id)) = self.locate(&r.job_id) else {
             return;
         };
-        // Only the executor the attempt was placed on may report it.
-        let placed_here = self.placements.get(&(q.clone(), id)).is_some_and(|(a, p)| {
-            *a == r.attempt && p.first().is_some_and(|p| p.executor_id == r.executor_id)
-        });
-        if !placed_here {
+        // Only an executor the attempt was placed on may report it.
+        let key = (q.clone(), id);
+        let rank = self
+            .placements
+            .get(&key)
+            .filter(|p| p.attempt == r.attempt)
+            .and_then(|p| p.rank_of(&r.executor_id));
+        let Some(rank) = rank else {
             tracing::debug!(job = %r.job_id, attempt = r.attempt, executor = %r.executor_id, "stale report ignored");
             return;
-        }
+        };
         let t = Time(now);
         let stopping = self.queues[&q].cluster.job(id).and_then(|j| j.stopping);
-        let cluster = &mut self.queue_mut(&q).cluster;
+        let placed = self.placements.get_mut(&key).expect("placed");
+        let before = placed.ranks[rank];
+        if matches!(before, RankProgress::Ended(_)) {
+            return; // a rank ends once
+        }
+        let cluster = &mut self.queues.get_mut(&q).expect("located").cluster;
         match r.phase {
             ReportPhase::Starting => {
+                placed.ranks[rank] = RankProgress::Starting;
+                // The first rank to start moves the attempt to STARTING
+                // (every rank restores the same checkpoint).
                 let mark = r.restored.map(|c| CheckpointMark {
                     at: Time(c.created_at),
                     step: c.step.unwrap_or(0),
@@ -388,7 +514,11 @@ impl State {
                 let _ = cluster.attempt_starting(id, r.attempt, mark, t);
             }
             ReportPhase::Running => {
-                let _ = cluster.attempt_running(id, r.attempt, t);
+                placed.ranks[rank] = RankProgress::Running;
+                // RUNNING once every rank runs.
+                if placed.ranks.iter().all(|p| *p == RankProgress::Running) {
+                    let _ = cluster.attempt_running(id, r.attempt, t);
+                }
             }
             ReportPhase::Ended => {
                 let exit = if r.error.is_some() {
@@ -396,9 +526,23 @@ impl State {
                 } else {
                     r.exit_code
                 };
+                placed.ranks[rank] = RankProgress::Ended(exit);
+                if exit != Some(0) && placed.first_failure.is_none() {
+                    placed.first_failure = Some(exit);
+                }
+                let Some(exit) = placed.exit_code() else {
+                    // Other ranks still run. One that failed, or any rank of
+                    // an attempt being stopped, stops them all.
+                    if exit != Some(0) && stopping.is_none() && self.stopping.insert(key.clone()) {
+                        tracing::info!(job = %r.job_id, attempt = r.attempt, rank, "a rank failed; stopping the others");
+                        self.stop_command(&q, id, fx);
+                    }
+                    return;
+                };
+                let cluster = &mut self.queues.get_mut(&q).expect("located").cluster;
                 if let Ok(outcome) = cluster.attempt_ended(id, r.attempt, exit, t) {
                     self.release(&q, id);
-                    self.stopping.remove(&(q.clone(), id));
+                    self.stopping.remove(&key);
                     if let Some(qm_core::StopCause::Preempted { kind, for_job }) = stopping {
                         if outcome.is_preemption() {
                             self.preemption_event(
@@ -554,11 +698,16 @@ impl State {
                     }
                 }
             }
-            self.placements
-                .insert((q.clone(), id), (s.attempt, s.placement.clone()));
-            if let Some(cmd) = self.start_command(&q, id) {
-                fx.push(cmd);
-            }
+            self.placements.insert(
+                (q.clone(), id),
+                Placed {
+                    attempt: s.attempt,
+                    placement: s.placement.clone(),
+                    ranks: vec![RankProgress::Commanded; s.placement.len()],
+                    first_failure: None,
+                },
+            );
+            fx.extend(self.start_commands(&q, id, false));
         }
         let mut stops: Vec<JobId> = plan.timeouts.clone();
         for p in &plan.preemptions {
@@ -598,53 +747,96 @@ impl State {
         fx
     }
 
-    /// The start command of a placed attempt (for sending and resending).
-    pub fn start_command(&self, q: &str, id: JobId) -> Option<Effect> {
-        let (attempt, placement) = self.placements.get(&(q.to_string(), id))?;
-        let meta = self.queues.get(q)?.meta.get(&id)?;
-        let first = placement.first()?;
-        Some(Effect::Command(
-            first.executor_id.clone(),
-            ExecCommand::Start {
-                epoch: self.epoch,
-                job_id: meta.public_id.clone(),
-                attempt: *attempt,
-                job_queue: q.to_string(),
-                command: meta.submit.command.clone(),
-                environment: meta.submit.environment.clone(),
-                instance_type: meta.submit.instance_type.clone(),
-                slots: first.slots.clone(),
-                checkpoints: meta.submit.checkpoint_config.is_some(),
-            },
-        ))
+    /// The start commands of a placed attempt, one per rank (`unreported`:
+    /// only the ranks that have not reported yet, for resending).
+    pub fn start_commands(&self, q: &str, id: JobId, unreported: bool) -> Vec<Effect> {
+        let Some(placed) = self.placements.get(&(q.to_string(), id)) else {
+            return Vec::new();
+        };
+        let Some(meta) = self.queues.get(q).and_then(|qs| qs.meta.get(&id)) else {
+            return Vec::new();
+        };
+        let hosts: Vec<String> = if placed.placement.len() > 1 {
+            placed
+                .placement
+                .iter()
+                .map(|p| {
+                    self.executors
+                        .get(&p.executor_id)
+                        .and_then(|e| e.registration.address.clone())
+                        .unwrap_or_else(|| p.executor_id.clone())
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        placed
+            .placement
+            .iter()
+            .zip(&placed.ranks)
+            .enumerate()
+            .filter(|(_, (_, progress))| !unreported || **progress == RankProgress::Commanded)
+            .map(|(rank, (p, _))| {
+                Effect::Command(
+                    p.executor_id.clone(),
+                    ExecCommand::Start {
+                        epoch: self.epoch,
+                        job_id: meta.public_id.clone(),
+                        attempt: placed.attempt,
+                        job_queue: q.to_string(),
+                        command: meta.submit.command.clone(),
+                        environment: meta.submit.environment.clone(),
+                        instance_type: meta.submit.instance_type.clone(),
+                        slots: p.slots.clone(),
+                        checkpoints: meta.submit.checkpoint_config.is_some(),
+                        checkpoint_config: meta.submit.checkpoint_config.clone(),
+                        rank: rank as u32,
+                        hosts: hosts.clone(),
+                    },
+                )
+            })
+            .collect()
     }
 
-    /// The stop command of a stopping attempt (for sending and resending).
-    pub fn stop_effect(&self, q: &str, id: JobId) -> Option<Effect> {
-        let (attempt, placement) = self.placements.get(&(q.to_string(), id))?;
-        let qs = self.queues.get(q)?;
-        let job = qs.cluster.job(id)?;
+    /// The stop commands of a stopping attempt, one per rank still running
+    /// (for sending and resending).
+    pub fn stop_commands(&self, q: &str, id: JobId) -> Vec<Effect> {
+        let Some(placed) = self.placements.get(&(q.to_string(), id)) else {
+            return Vec::new();
+        };
+        let Some(qs) = self.queues.get(q) else {
+            return Vec::new();
+        };
+        let (Some(job), Some(meta)) = (qs.cluster.job(id), qs.meta.get(&id)) else {
+            return Vec::new();
+        };
         let reason = job.status_reason.render(&|j| {
             qs.meta
                 .get(&j)
                 .map_or_else(|| j.to_string(), |m| m.public_id.clone())
         });
-        Some(Effect::Command(
-            placement.first()?.executor_id.clone(),
-            ExecCommand::Stop {
-                epoch: self.epoch,
-                job_id: qs.meta.get(&id)?.public_id.clone(),
-                attempt: *attempt,
-                grace_seconds: job.spec.grace_period_secs,
-                reason,
-            },
-        ))
+        placed
+            .placement
+            .iter()
+            .zip(&placed.ranks)
+            .filter(|(_, progress)| !matches!(progress, RankProgress::Ended(_)))
+            .map(|(p, _)| {
+                Effect::Command(
+                    p.executor_id.clone(),
+                    ExecCommand::Stop {
+                        epoch: self.epoch,
+                        job_id: meta.public_id.clone(),
+                        attempt: placed.attempt,
+                        grace_seconds: job.spec.grace_period_secs,
+                        reason: reason.clone(),
+                    },
+                )
+            })
+            .collect()
     }
 
     fn stop_command(&self, q: &str, id: JobId, fx: &mut Effects) {
-        if let Some(e) = self.stop_effect(q, id) {
-            fx.push(e);
-        }
+        fx.extend(self.stop_commands(q, id));
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -721,17 +913,17 @@ impl State {
         }
     }
 
-    /// Attempts placed but not yet reported starting: their start commands.
+    /// Ranks placed but not yet reported starting: their start commands.
     pub fn unstarted(&self) -> Vec<Effect> {
         self.placements
             .keys()
             .filter(|(q, id)| {
-                self.queues[q]
-                    .cluster
-                    .job(*id)
-                    .is_some_and(|j| j.status == JobStatus::Scheduled && j.stopping.is_none())
+                self.queues[q].cluster.job(*id).is_some_and(|j| {
+                    matches!(j.status, JobStatus::Scheduled | JobStatus::Starting)
+                        && j.stopping.is_none()
+                })
             })
-            .filter_map(|(q, id)| self.start_command(q, *id))
+            .flat_map(|(q, id)| self.start_commands(q, *id, true))
             .collect()
     }
 
@@ -739,7 +931,7 @@ impl State {
     pub fn stops(&self) -> Vec<Effect> {
         self.stopping
             .iter()
-            .filter_map(|(q, id)| self.stop_effect(q, *id))
+            .flat_map(|(q, id)| self.stop_commands(q, *id))
             .collect()
     }
 
@@ -929,32 +1121,67 @@ mod tests {
         out
     }
 
-    /// Runs a leader live over `inputs` (passing after each), returning the
-    /// log it produced (inputs and its pass records, in order).
-    fn live(inputs: Vec<LogEntry>) -> (State, Vec<(LogEntry, u64)>) {
-        let mut s = State::default();
-        let mut log = Vec::new();
+    /// What a leader did live: its state, the log it stored, and the events
+    /// it published with their positions (numbered as the runner does).
+    struct Live {
+        state: State,
+        log: Vec<Logged>,
+        events: Vec<(Position, Effect)>,
+        /// Events of passes that decided nothing (not in the log).
+        reason_events: usize,
+    }
+
+    /// Runs a leader live over `inputs` (passing after each).
+    fn live(inputs: Vec<LogEntry>) -> Live {
+        let mut l = Live {
+            state: State::default(),
+            log: Vec::new(),
+            events: Vec::new(),
+            reason_events: 0,
+        };
         let mut t = 1_000;
+        let mut seq = 0;
+        let number = |events: &mut Vec<(Position, Effect)>, a, b, fx: Effects| {
+            for (i, e) in fx.into_iter().filter(Effect::is_event).enumerate() {
+                events.push(((a, b, i as u64), e));
+            }
+        };
         for entry in inputs {
             t += 1_000;
-            s.apply(entry.clone(), t);
-            log.push((entry, t));
-            let queues: Vec<String> = s.queues.keys().cloned().collect();
+            seq += 1;
+            let input = seq;
+            let fx = l.state.apply(entry.clone(), t);
+            number(&mut l.events, input, 0, fx);
+            l.log.push(Logged {
+                seq,
+                after: None,
+                entry,
+                at: t,
+            });
+            let queues: Vec<String> = l.state.queues.keys().cloned().collect();
             for q in queues {
-                if let Some((record, plan)) = s.plan(&q, t) {
+                if let Some((record, plan)) = l.state.plan(&q, t) {
                     let decided = !(record.starts.is_empty()
                         && record.preemptions.is_empty()
                         && record.timeouts.is_empty());
                     if decided {
-                        log.push((LogEntry::Pass(record.clone()), t));
-                        s.apply_planned(&record, plan);
+                        seq += 1;
+                        l.log.push(Logged {
+                            seq,
+                            after: Some(input),
+                            entry: LogEntry::Pass(record.clone()),
+                            at: t,
+                        });
+                        let fx = l.state.apply_planned(&record, plan);
+                        number(&mut l.events, input, seq, fx);
                     } else {
-                        s.apply_reasons(&q, &plan);
+                        let fx = l.state.apply_reasons(&q, &plan);
+                        l.reason_events += fx.iter().filter(|e| e.is_event()).count();
                     }
                 }
             }
         }
-        (s, log)
+        l
     }
 
     #[test]
@@ -969,6 +1196,7 @@ mod tests {
             }],
             incarnation: "a".into(),
             checkpoint_node: None,
+            address: None,
         });
         let sub = |id: &str, name: &str, share: &str, p: u32| LogEntry::Submit {
             job_id: id.into(),
@@ -996,7 +1224,12 @@ mod tests {
             report("j3", 1, ReportPhase::Ended, Some(0)),
             sub("j3", "p3-again", "QS1", 9), // a retried append: ignored
         ];
-        let (leader, log) = live(inputs);
+        let Live {
+            state: leader,
+            log,
+            events,
+            reason_events,
+        } = live(inputs);
         // The story happened: p2 reclaimed, p3 preempted in-share, p1 placed.
         let p2 = leader.describe("j2", 100_000).expect("p2");
         assert_eq!(
@@ -1013,11 +1246,28 @@ mod tests {
         assert_eq!(p1.status, "SCHEDULED");
         // A new leader replays the log and ends in the same state.
         let mut replayed = State::default();
-        for (entry, at) in log {
-            replayed.apply(entry, at);
-        }
+        assert!(replayed.replay(log.clone(), None).is_empty());
         assert_eq!(observable(&replayed), observable(&leader));
         assert_eq!(replayed.unstarted().len(), leader.unstarted().len());
+        // A leader that crashed after storing entries but before publishing
+        // their events: the next one republishes exactly the missing ones,
+        // whatever the last published event was.
+        // Waiting-reason updates (RUNNABLE -> RUNNABLE) are not in the log
+        // (they come last among a pass's events); a new leader's first pass
+        // derives them afresh, so they are not republished.
+        assert!(reason_events > 0);
+        let waiting = |e: &Effect| matches!(e, Effect::Job(c, _) if c.from == "RUNNABLE" && c.to == "RUNNABLE");
+        assert!(events.iter().any(|(_, e)| waiting(e)));
+        let events: Vec<(Position, Effect)> =
+            events.into_iter().filter(|(_, e)| !waiting(e)).collect();
+        assert!(events.len() > 10, "the story produced events");
+        for cut in [0, 1, events.len() / 2, events.len() - 1] {
+            let mut again = State::default();
+            let republished = again.replay(log.clone(), Some(events[cut].0));
+            assert_eq!(republished, events[cut + 1..].to_vec(), "cut after event {cut}");
+        }
+        let mut again = State::default();
+        assert_eq!(again.replay(log, Some((0, 0, 0))), events);
     }
 
     #[test]
@@ -1033,9 +1283,10 @@ mod tests {
                 }],
                 incarnation: inc.into(),
                 checkpoint_node: None,
+            address: None,
             })
         };
-        let (mut s, _) = live(vec![
+        let Live { state: mut s, .. } = live(vec![
             LogEntry::Config {
                 queue: doc(),
                 revision: 1,
@@ -1070,5 +1321,105 @@ mod tests {
             0,
             "a lost executor's instances leave the fleet"
         );
+    }
+
+    #[test]
+    fn a_job_spread_over_executors_runs_as_one_gang() {
+        let node = |id: &str| {
+            LogEntry::Register(RegisterExecutor {
+                executor_id: id.into(),
+                job_queue: "training".into(),
+                instances: vec![ExecutorInstances {
+                    instance_type: "ml.g5.xlarge".into(),
+                    count: 1,
+                    gpus: vec![],
+                }],
+                incarnation: "a".into(),
+                checkpoint_node: None,
+                address: Some(format!("{id}.cluster.local")),
+            })
+        };
+        let rank = |executor: &str, phase: ReportPhase, exit: Option<i32>| {
+            LogEntry::Report(Report {
+                executor_id: executor.into(),
+                job_id: "g".into(),
+                attempt: 1,
+                phase,
+                exit_code: exit,
+                signal: None,
+                restored: None,
+                error: None,
+            })
+        };
+        let mut job = submit("gang", "QS1", 1);
+        job.instance_count = Some(2);
+        let Live {
+            state: mut s,
+            events,
+            ..
+        } = live(vec![
+            LogEntry::Config {
+                queue: doc(),
+                revision: 1,
+            },
+            node("node-1"),
+            node("node-2"),
+            LogEntry::Submit {
+                job_id: "g".into(),
+                job,
+            },
+        ]);
+        // One start command per executor, with its rank and every address.
+        let starts: Vec<(String, u32, Vec<String>)> = events
+            .iter()
+            .map(|(_, e)| e.clone())
+            .chain(s.unstarted())
+            .filter_map(|e| match e {
+                Effect::Command(executor, ExecCommand::Start { rank, hosts, .. }) => {
+                    Some((executor, rank, hosts))
+                }
+                _ => None,
+            })
+            .collect();
+        let hosts = vec![
+            "node-1.cluster.local".to_string(),
+            "node-2.cluster.local".to_string(),
+        ];
+        assert_eq!(
+            starts,
+            vec![
+                ("node-1".to_string(), 0, hosts.clone()),
+                ("node-2".to_string(), 1, hosts.clone()),
+            ]
+        );
+        let status = |s: &State| s.describe("g", 100_000).expect("g").status;
+        s.apply(rank("node-1", ReportPhase::Starting, None), 10_000);
+        s.apply(rank("node-1", ReportPhase::Running, None), 10_001);
+        assert_eq!(status(&s), "STARTING", "RUNNING only once every rank runs");
+        assert_eq!(s.unstarted().len(), 1, "rank 1's start is resent");
+        s.apply(rank("node-2", ReportPhase::Starting, None), 10_002);
+        s.apply(rank("node-2", ReportPhase::Running, None), 10_003);
+        assert_eq!(status(&s), "RUNNING");
+        // Rank 1 fails: rank 0 is stopped, and the attempt ends with rank 1's
+        // exit code once rank 0 has exited too.
+        let fx = s.apply(rank("node-2", ReportPhase::Ended, Some(3)), 10_004);
+        let stops: Vec<&String> = fx
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Command(executor, ExecCommand::Stop { .. }) => Some(executor),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(stops, vec!["node-1"]);
+        assert_eq!(status(&s), "RUNNING");
+        assert_eq!(s.stops().len(), 1, "the stop is resent until rank 0 ends");
+        s.apply(rank("node-1", ReportPhase::Ended, None), 10_005);
+        let g = s.describe("g", 100_000).expect("g");
+        assert_eq!(g.status, "FAILED");
+        assert_eq!(g.attempts[0].exit_code, Some(3));
+        assert!(s.placements.is_empty(), "both instances are free again");
+        // A stale report from a rank of the ended attempt changes nothing.
+        s.apply(rank("node-2", ReportPhase::Running, None), 10_006);
+        assert_eq!(s.describe("g", 100_000).expect("g").status, "FAILED");
     }
 }
