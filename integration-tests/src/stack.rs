@@ -28,11 +28,22 @@ pub struct Nats {
 }
 
 pub async fn start_nats() -> Nats {
+    start_nats_on(None).await
+}
+
+/// NATS on a fixed host port (None: any free one). A fixed port survives a
+/// restart of the container, for outage tests.
+pub async fn start_nats_on(host_port: Option<u16>) -> Nats {
     let (name, tag) = crate::image("QM_NATS_IMAGE", "quartermaster/nats:local");
-    let container = GenericImage::new(name, tag)
+    let image = GenericImage::new(name, tag)
         .with_exposed_port(4222.tcp())
         .with_wait_for(WaitFor::message_on_stderr("Server is ready"))
-        .with_cmd(["-js", "-sd", "/tmp/js"])
+        .with_cmd(["-js", "-sd", "/tmp/js"]);
+    let request = match host_port {
+        Some(p) => image.with_mapped_port(p, 4222.tcp()),
+        None => image.into(),
+    };
+    let container = request
         .start()
         .await
         .expect("NATS starts (run deploy/images/build.sh first)");
@@ -44,6 +55,14 @@ pub async fn start_nats() -> Nats {
         container,
         url: format!("nats://127.0.0.1:{port}"),
     }
+}
+
+/// A free TCP port on 127.0.0.1 (free when this returns).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
 }
 
 /// Where the service binaries are: `QM_BIN_DIR`, else the workspace's
@@ -363,6 +382,13 @@ impl Stack {
     /// How many attempt directories the executor made for the job.
     pub fn attempt_dirs(&self, executor: &str, job_id: &str) -> usize {
         std::fs::read_dir(self.dir.join(executor).join(job_id)).map_or(0, |d| d.count())
+    }
+
+    /// Whether every service process started is still running.
+    pub fn all_running(&mut self) -> bool {
+        self.procs
+            .values_mut()
+            .all(|c| matches!(c.try_wait(), Ok(None)))
     }
 
     pub fn path(&self) -> &Path {

@@ -564,7 +564,7 @@ async fn reporter(
         let appends = batch
             .drain(..)
             .filter_map(|r: Report| {
-                let id = format!("{}-{}-{:?}", r.job_id, r.attempt, r.phase);
+                let id = format!("{}-{}-{}-{:?}", r.executor_id, r.job_id, r.attempt, r.phase);
                 let body = serde_json::to_vec(&LogEntry::Report(r)).ok()?;
                 Some((subject.clone(), body.into(), id))
             })

@@ -1,0 +1,216 @@
+//! Operating Quartermaster end to end: jobs spread over several executors,
+//! checkpoints kept where the job says, and a NATS outage.
+
+use std::time::Duration;
+
+use qm_checkpoint::store::ObjectStore;
+use qm_integration_tests::stack::{
+    digest_in, free_port, reference_digest, start_nats, start_nats_on, trainer_job, Stack,
+};
+use qm_integration_tests::start_s3;
+use qm_wire::messages::{CheckpointConfig, SubmitServiceJob};
+
+const TEAM_QUEUE: &str = "jobQueue: {jobQueueName: ops}
+quotaShares:
+  - quotaShareName: team
+    capacityLimits: [{capacityUnit: cpu.small, maxCapacity: 2}]
+    resourceSharingConfiguration: {strategy: RESERVE}
+";
+
+fn shell_job(name: &str, count: u32, script: &str) -> SubmitServiceJob {
+    SubmitServiceJob {
+        job_name: name.into(),
+        job_queue: "ops".into(),
+        quota_share_name: Some("team".into()),
+        instance_type: "cpu.small".into(),
+        instance_count: Some(count),
+        command: vec!["sh".into(), "-c".into(), script.into()],
+        termination_grace_period_seconds: Some(1),
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_over_two_executors_runs_every_rank_and_a_failing_rank_fails_it() {
+    let nats = start_nats().await;
+    let s3 = start_s3().await;
+    let mut stack = Stack::new(&nats, &s3, "gang").await;
+    stack.admission();
+    stack.scheduler("scheduler-1");
+    stack.apply(TEAM_QUEUE).await;
+    stack.executor("node-a", "ops", "cpu.small", 1);
+    stack.executor("node-b", "ops", "cpu.small", 1);
+
+    let gang = stack
+        .submit(&shell_job(
+            "gang",
+            2,
+            "echo rank=$QM_NODE_RANK nodes=$QM_NUM_NODES hosts=$QM_HOSTS",
+        ))
+        .await;
+    let j = stack
+        .wait_for(&gang, 60, "SUCCEEDED", |j| {
+            j.status == "SUCCEEDED" || j.status == "FAILED"
+        })
+        .await;
+    assert_eq!(j.status, "SUCCEEDED", "{j:#?}");
+    // Each node ran its own rank, and both know every node.
+    let a = stack.attempt_stdout("node-a", &gang, 1);
+    let b = stack.attempt_stdout("node-b", &gang, 1);
+    let ranks: Vec<&str> = [&a, &b]
+        .iter()
+        .map(|out| out.split_whitespace().next().unwrap_or(""))
+        .collect();
+    let mut sorted = ranks.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, ["rank=0", "rank=1"], "node-a: {a}\nnode-b: {b}");
+    for out in [&a, &b] {
+        assert!(out.contains("nodes=2"), "{out}");
+        let hosts = out.split("hosts=").nth(1).unwrap_or("").trim();
+        assert_eq!(hosts.split(',').count(), 2, "{out}");
+    }
+
+    // Rank 1 fails at once while rank 0 would run for ten minutes: rank 0
+    // is stopped and the job fails with rank 1's exit code.
+    let failing = stack
+        .submit(&shell_job(
+            "failing",
+            2,
+            "if [ \"$QM_NODE_RANK\" = 1 ]; then exit 3; fi; exec sleep 600",
+        ))
+        .await;
+    let j = stack
+        .wait_for(&failing, 90, "a final status", |j| {
+            j.status == "SUCCEEDED" || j.status == "FAILED"
+        })
+        .await;
+    assert_eq!(j.status, "FAILED", "{j:#?}");
+    assert_eq!(j.attempts.len(), 1, "{j:#?}");
+    assert_eq!(j.attempts[0].exit_code, Some(3), "{j:#?}");
+    // Both instances are free again: a two-node job starts.
+    let again = stack
+        .submit(&shell_job("again", 2, "echo rank=$QM_NODE_RANK"))
+        .await;
+    stack
+        .wait_for(&again, 60, "SUCCEEDED", |j| j.status == "SUCCEEDED")
+        .await;
+    stack.stop_all();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn checkpoints_live_at_the_jobs_s3_uri_and_a_later_job_resumes_from_them() {
+    let nats = start_nats().await;
+    let s3 = start_s3().await;
+    let mut stack = Stack::new(&nats, &s3, "s3uri").await;
+    stack.admission();
+    stack.scheduler("scheduler-1");
+    stack.apply(TEAM_QUEUE).await;
+    stack.executor("node-1", "ops", "cpu.small", 2);
+    let store = s3.store();
+    let bucket = s3.config.bucket.clone();
+    let args = ["--steps", "300", "--checkpoint-every", "50", "--step-delay-ms", "5"];
+    let expected = reference_digest(&args);
+    let located = |name: &str| {
+        let mut job = trainer_job(name, "ops", "team", 1, &args);
+        job.instance_type = "cpu.small".into();
+        job.checkpoint_config = Some(CheckpointConfig {
+            s3_uri: Some(format!("s3://{bucket}/custom/run-1")),
+            local_path: Some("state/ckpt".into()),
+        });
+        job
+    };
+
+    // A bad URI is refused at submit, naming the field.
+    let mut bad = located("bad");
+    bad.checkpoint_config = Some(CheckpointConfig {
+        s3_uri: Some("s3://Not_A_Bucket/x".into()),
+        local_path: None,
+    });
+    let err = stack
+        .client
+        .call::<_, serde_json::Value>(qm_wire::subjects::Operation::SubmitServiceJob, &bad)
+        .await
+        .expect_err("refused");
+    assert!(err.to_string().contains("checkpointConfig.s3Uri"), "{err}");
+
+    let first = stack.submit(&located("first")).await;
+    let j = stack
+        .wait_for(&first, 120, "SUCCEEDED", |j| {
+            j.status == "SUCCEEDED" || j.status == "FAILED"
+        })
+        .await;
+    assert_eq!(j.status, "SUCCEEDED", "{j:#?}");
+    let out = stack.attempt_stdout("node-1", &first, 1);
+    assert_eq!(digest_in(&out).as_deref(), Some(expected.as_str()), "{out}");
+    // QM_CHECKPOINT_DIR was the localPath inside the attempt's directory.
+    let local = stack
+        .path()
+        .join("node-1")
+        .join(&first)
+        .join("attempt-1/state/ckpt/qm-checkpoint.json");
+    assert!(local.exists(), "{} is missing", local.display());
+    // The manifests are under the job's prefix, none under the default one.
+    let manifests = store.list("custom/run-1/manifests/").await.expect("list");
+    assert!(!manifests.is_empty(), "no manifests under custom/run-1");
+    let default = store.list(&format!("ops/{first}/")).await.expect("list");
+    assert!(default.is_empty(), "{default:?}");
+
+    // A second job naming the same URI starts from the first one's final
+    // checkpoint and prints the same digest.
+    let second = stack.submit(&located("second")).await;
+    let j = stack
+        .wait_for(&second, 120, "SUCCEEDED", |j| {
+            j.status == "SUCCEEDED" || j.status == "FAILED"
+        })
+        .await;
+    assert_eq!(j.status, "SUCCEEDED", "{j:#?}");
+    assert_eq!(j.attempts[0].restored_checkpoint_step, Some(300), "{j:#?}");
+    let out = stack.attempt_stdout("node-1", &second, 1);
+    assert_eq!(digest_in(&out).as_deref(), Some(expected.as_str()), "{out}");
+    stack.stop_all();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_nats_outage_loses_no_work() {
+    let nats = start_nats_on(Some(free_port())).await;
+    let s3 = start_s3().await;
+    let mut stack = Stack::new(&nats, &s3, "outage").await;
+    stack.admission();
+    stack.scheduler("scheduler-1");
+    stack.apply(TEAM_QUEUE).await;
+    stack.executor("node-1", "ops", "cpu.small", 2);
+    let args = ["--steps", "400", "--checkpoint-every", "50", "--step-delay-ms", "10"];
+    let expected = reference_digest(&args);
+    let mut job = trainer_job("through", "ops", "team", 1, &args);
+    job.instance_type = "cpu.small".into();
+    let through = stack.submit(&job).await;
+    stack
+        .wait_for(&through, 60, "RUNNING", |j| j.status == "RUNNING")
+        .await;
+
+    // NATS goes away for a few seconds, while the job runs (and ends).
+    nats.container.stop().await.expect("NATS stops");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    nats.container.start().await.expect("NATS starts again");
+
+    // Every service is still up and the running job's end is recorded.
+    let j = stack
+        .wait_for(&through, 120, "a final status", |j| {
+            j.status == "SUCCEEDED" || j.status == "FAILED"
+        })
+        .await;
+    assert_eq!(j.status, "SUCCEEDED", "{j:#?}");
+    assert_eq!(j.attempts.len(), 1, "the attempt was not lost: {j:#?}");
+    let out = stack.attempt_stdout("node-1", &through, 1);
+    assert_eq!(digest_in(&out).as_deref(), Some(expected.as_str()), "{out}");
+    // New work is accepted, scheduled and run after the outage.
+    let mut after = trainer_job("after", "ops", "team", 1, &["--steps", "20"]);
+    after.instance_type = "cpu.small".into();
+    let after = stack.submit(&after).await;
+    stack
+        .wait_for(&after, 60, "SUCCEEDED", |j| j.status == "SUCCEEDED")
+        .await;
+    let up = stack.all_running();
+    assert!(up, "a service exited:\n{}", stack.logs());
+    stack.stop_all();
+}
