@@ -41,7 +41,7 @@ pub async fn start_nats_on(host_port: Option<u16>) -> Nats {
         .with_cmd(["-js", "-sd", "/tmp/js"]);
     let request = match host_port {
         Some(p) => image.with_mapped_port(p, 4222.tcp()),
-        None => image.into(),
+        None => image,
     };
     let container = request
         .start()

@@ -125,6 +125,19 @@ async fn a_scheduler_killed_mid_run_loses_no_job_and_runs_none_twice() {
         assert_eq!(out.matches("starting from step 0").count(), 1, "{out}");
         assert_eq!(digest_in(&out).as_deref(), Some(expected.as_str()));
     }
+    // Subscribers saw every job's transitions, including those the killed
+    // leader had stored but not yet published (the new one republishes).
+    for id in &jobs {
+        let statuses = stack.events.statuses(id);
+        for s in ["RUNNABLE", "SCHEDULED", "STARTING", "RUNNING"] {
+            assert!(statuses.iter().any(|x| x == s), "{id} {s}: {statuses:?}");
+        }
+        assert_eq!(
+            statuses.last().map(String::as_str),
+            Some("SUCCEEDED"),
+            "{id}: {statuses:?}"
+        );
+    }
     let log = stack.log_of("scheduler-2");
     assert!(log.contains("state rebuilt from the log"), "{log}");
     stack.stop_all();

@@ -108,7 +108,14 @@ async fn checkpoints_live_at_the_jobs_s3_uri_and_a_later_job_resumes_from_them()
     stack.executor("node-1", "ops", "cpu.small", 2);
     let store = s3.store();
     let bucket = s3.config.bucket.clone();
-    let args = ["--steps", "300", "--checkpoint-every", "50", "--step-delay-ms", "5"];
+    let args = [
+        "--steps",
+        "300",
+        "--checkpoint-every",
+        "50",
+        "--step-delay-ms",
+        "5",
+    ];
     let expected = reference_digest(&args);
     let located = |name: &str| {
         let mut job = trainer_job(name, "ops", "team", 1, &args);
@@ -179,7 +186,14 @@ async fn a_nats_outage_loses_no_work() {
     stack.scheduler("scheduler-1");
     stack.apply(TEAM_QUEUE).await;
     stack.executor("node-1", "ops", "cpu.small", 2);
-    let args = ["--steps", "400", "--checkpoint-every", "50", "--step-delay-ms", "10"];
+    let args = [
+        "--steps",
+        "400",
+        "--checkpoint-every",
+        "50",
+        "--step-delay-ms",
+        "10",
+    ];
     let expected = reference_digest(&args);
     let mut job = trainer_job("through", "ops", "team", 1, &args);
     job.instance_type = "cpu.small".into();

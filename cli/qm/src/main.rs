@@ -64,7 +64,7 @@ enum Command {
     #[command(
         after_help = "Examples:\n  qm submit --queue training --share QS1 --type ml.g5.xlarge --checkpoint -- qm-trainer --steps 400\n  qm submit -f job.yaml --priority 50"
     )]
-    Submit(live::SubmitArgs),
+    Submit(Box<live::SubmitArgs>),
     /// Show one job: status, reason, every attempt.
     Describe { job_id: String },
     /// List a queue's jobs.

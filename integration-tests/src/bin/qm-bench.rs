@@ -149,32 +149,31 @@ fn span(from: Option<u64>, to: Option<u64>) -> Option<u64> {
     Some(to?.saturating_sub(from?))
 }
 
+/// One span of a job's timeline, in milliseconds.
+type Measure = fn(&Timeline) -> Option<u64>;
+
 fn report_latency(lines: &[Timeline]) {
-    let rows: [(&str, Box<dyn Fn(&Timeline) -> Option<u64>>); 6] = [
-        (
-            "submit -> RUNNING (seen by the client)",
-            Box::new(|l| span(Some(l.sent), l.running_seen)),
-        ),
-        (
-            "  request -> stored (admission append)",
-            Box::new(|l| span(Some(l.sent), at(l, "SUBMITTED"))),
-        ),
+    let rows: [(&str, Measure); 6] = [
+        ("submit -> RUNNING (seen by the client)", |l| {
+            span(Some(l.sent), l.running_seen)
+        }),
+        ("  request -> stored (admission append)", |l| {
+            span(Some(l.sent), at(l, "RUNNABLE"))
+        }),
         (
             "  stored -> placed (scheduler pass + decision append)",
-            Box::new(|l| span(at(l, "SUBMITTED"), at(l, "SCHEDULED"))),
+            |l| span(at(l, "RUNNABLE"), at(l, "SCHEDULED")),
         ),
         (
             "  placed -> STARTING stored (command, executor, report)",
-            Box::new(|l| span(at(l, "SCHEDULED"), at(l, "STARTING"))),
+            |l| span(at(l, "SCHEDULED"), at(l, "STARTING")),
         ),
-        (
-            "  STARTING -> RUNNING stored (process spawned)",
-            Box::new(|l| span(at(l, "STARTING"), at(l, "RUNNING"))),
-        ),
-        (
-            "  RUNNING stored -> event at the client",
-            Box::new(|l| span(at(l, "RUNNING"), l.running_seen)),
-        ),
+        ("  STARTING -> RUNNING stored (process spawned)", |l| {
+            span(at(l, "STARTING"), at(l, "RUNNING"))
+        }),
+        ("  RUNNING stored -> event at the client", |l| {
+            span(at(l, "RUNNING"), l.running_seen)
+        }),
     ];
     for (name, f) in rows {
         println!("{name:<56} {}", stats(lines, f));

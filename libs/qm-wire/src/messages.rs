@@ -218,8 +218,8 @@ pub fn parse_s3_uri(uri: &str) -> Result<S3Uri, String> {
         ));
     }
     if prefix
-            .split('/')
-            .any(|s| s.is_empty() || s == "." || s == ".." || s.contains('\0'))
+        .split('/')
+        .any(|s| s.is_empty() || s == "." || s == ".." || s.contains('\0'))
     {
         return Err(format!(
             "prefix {prefix:?} must be '/'-separated names, none empty, '.' or '..'"

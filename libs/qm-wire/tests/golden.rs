@@ -107,9 +107,28 @@ fn queue_documents_jobs_events_commands_and_log_entries_v1_decode() {
         ExecCommand::Start {
             epoch: 7,
             attempt: 2,
+            rank: 0,
+            ref hosts,
+            checkpoint_config: None,
             ..
-        }
+        } if hosts.is_empty()
     ));
+    // A rank of a job spread over two executors, with its checkpoint place.
+    let c: ExecCommand =
+        serde_json::from_str(&fixture("exec_command_start_rank.json")).expect("decodes");
+    let ExecCommand::Start {
+        rank,
+        hosts,
+        checkpoint_config,
+        ..
+    } = c
+    else {
+        panic!("a start")
+    };
+    assert_eq!((rank, hosts.len()), (1, 2));
+    let config = checkpoint_config.expect("checkpointConfig");
+    assert_eq!(config.s3_uri.as_deref(), Some("s3://team-a-ckpt/llm/run-7"));
+    assert_eq!(config.local_path.as_deref(), Some("ckpt"));
     let l: LogEntry = serde_json::from_str(&fixture("log_entry_pass.json")).expect("decodes");
     let LogEntry::Pass(p) = l else {
         panic!("a pass entry")

@@ -125,7 +125,6 @@ struct Service {
     jobs: Mutex<HashMap<String, Arc<Mutex<JobSync>>>>,
 }
 
-
 fn failed(what: &str, e: impl std::fmt::Display) -> ApiError {
     api::error(ErrorCode::Transient, format!("{what}: {e}"))
 }
@@ -355,10 +354,7 @@ async fn main() -> std::process::ExitCode {
     };
     let service = Arc::new(Service {
         settings,
-        stores: std::sync::Mutex::new(HashMap::from([(
-            s3.bucket.clone(),
-            S3Store::new(&s3),
-        )])),
+        stores: std::sync::Mutex::new(HashMap::from([(s3.bucket.clone(), S3Store::new(&s3))])),
         s3,
         js: storage.js,
         client: client.clone(),

@@ -385,7 +385,9 @@ impl Executor {
         let mut ended = self.report(&job_id, attempt, ReportPhase::Ended);
         // Admission checks localPath; a command that bypassed it must not
         // write outside the attempt's directory.
-        if let Err(e) = qm_wire::messages::check_local_path(&launch.checkpoint_dir.to_string_lossy()) {
+        if let Err(e) =
+            qm_wire::messages::check_local_path(&launch.checkpoint_dir.to_string_lossy())
+        {
             ended.error = Some(format!("checkpointConfig.localPath: {e}"));
             return self.finish(ended);
         }

@@ -1264,7 +1264,11 @@ mod tests {
         for cut in [0, 1, events.len() / 2, events.len() - 1] {
             let mut again = State::default();
             let republished = again.replay(log.clone(), Some(events[cut].0));
-            assert_eq!(republished, events[cut + 1..].to_vec(), "cut after event {cut}");
+            assert_eq!(
+                republished,
+                events[cut + 1..].to_vec(),
+                "cut after event {cut}"
+            );
         }
         let mut again = State::default();
         assert_eq!(again.replay(log, Some((0, 0, 0))), events);
@@ -1283,7 +1287,7 @@ mod tests {
                 }],
                 incarnation: inc.into(),
                 checkpoint_node: None,
-            address: None,
+                address: None,
             })
         };
         let Live { state: mut s, .. } = live(vec![
