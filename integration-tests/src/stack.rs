@@ -57,6 +57,18 @@ pub async fn start_nats_on(host_port: Option<u16>) -> Nats {
     }
 }
 
+/// NATS and S3 in containers, admission and one scheduler running, and
+/// the queue `queue_yaml` applied (add executors with [`Stack::executor`]).
+pub async fn running(name: &str, queue_yaml: &str) -> (Nats, S3Server, Stack) {
+    let nats = start_nats().await;
+    let s3 = crate::start_s3().await;
+    let mut stack = Stack::new(&nats, &s3, name).await;
+    stack.admission();
+    stack.scheduler("scheduler-1");
+    stack.apply(queue_yaml).await;
+    (nats, s3, stack)
+}
+
 /// A free TCP port on 127.0.0.1 (free when this returns).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -351,6 +363,14 @@ impl Stack {
             "job {job_id} did not reach {what} in {secs}s; last seen: {last:#?}\n{}",
             self.logs()
         );
+    }
+
+    /// Waits for the job's final status (SUCCEEDED or FAILED).
+    pub async fn wait_final(&self, job_id: &str, secs: u64) -> ServiceJob {
+        self.wait_for(job_id, secs, "a final status", |j| {
+            j.status == "SUCCEEDED" || j.status == "FAILED"
+        })
+        .await
     }
 
     pub fn logs(&self) -> String {

@@ -109,11 +109,7 @@ async fn a_scheduler_killed_mid_run_loses_no_job_and_runs_none_twice() {
     );
     stack.scheduler("scheduler-2");
     for id in &jobs {
-        let j = stack
-            .wait_for(id, 180, "a final status", |j| {
-                j.status == "SUCCEEDED" || j.status == "FAILED"
-            })
-            .await;
+        let j = stack.wait_final(id, 180).await;
         assert_eq!(j.status, "SUCCEEDED", "{j:#?}");
         assert_eq!(j.attempts.len(), 1, "ran once: {j:#?}");
         assert_eq!(
@@ -172,11 +168,7 @@ async fn a_lost_executor_ends_its_attempts_host_lost_and_they_resume_elsewhere()
     stack.signal("node-1", "KILL");
     stack.signal("checkpoint-node-1", "KILL");
     stack.executor("node-2", "training", "ml.g5.xlarge", 1);
-    let j = stack
-        .wait_for(&job, 180, "a final status", |j| {
-            j.status == "SUCCEEDED" || j.status == "FAILED"
-        })
-        .await;
+    let j = stack.wait_final(&job, 180).await;
     assert_eq!(j.status, "SUCCEEDED", "{j:#?}\n{}", stack.logs());
     assert_eq!(j.attempts.len(), 2, "{j:#?}");
     assert_eq!(j.attempts[0].outcome.as_deref(), Some("HOST_LOST"));

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use qm_checkpoint::store::ObjectStore;
 use qm_integration_tests::stack::{
-    digest_in, free_port, reference_digest, start_nats, start_nats_on, trainer_job, Stack,
+    digest_in, free_port, reference_digest, running, start_nats_on, trainer_job, Stack,
 };
 use qm_integration_tests::start_s3;
 use qm_wire::messages::{CheckpointConfig, SubmitServiceJob};
@@ -32,12 +32,7 @@ fn shell_job(name: &str, count: u32, script: &str) -> SubmitServiceJob {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_job_over_two_executors_runs_every_rank_and_a_failing_rank_fails_it() {
-    let nats = start_nats().await;
-    let s3 = start_s3().await;
-    let mut stack = Stack::new(&nats, &s3, "gang").await;
-    stack.admission();
-    stack.scheduler("scheduler-1");
-    stack.apply(TEAM_QUEUE).await;
+    let (_nats, _s3, mut stack) = running("gang", TEAM_QUEUE).await;
     stack.executor("node-a", "ops", "cpu.small", 1);
     stack.executor("node-b", "ops", "cpu.small", 1);
 
@@ -48,11 +43,7 @@ async fn a_job_over_two_executors_runs_every_rank_and_a_failing_rank_fails_it() 
             "echo rank=$QM_NODE_RANK nodes=$QM_NUM_NODES hosts=$QM_HOSTS",
         ))
         .await;
-    let j = stack
-        .wait_for(&gang, 60, "SUCCEEDED", |j| {
-            j.status == "SUCCEEDED" || j.status == "FAILED"
-        })
-        .await;
+    let j = stack.wait_final(&gang, 60).await;
     assert_eq!(j.status, "SUCCEEDED", "{j:#?}");
     // Each node ran its own rank, and both know every node.
     let a = stack.attempt_stdout("node-a", &gang, 1);
@@ -79,11 +70,7 @@ async fn a_job_over_two_executors_runs_every_rank_and_a_failing_rank_fails_it() 
             "if [ \"$QM_NODE_RANK\" = 1 ]; then exit 3; fi; exec sleep 600",
         ))
         .await;
-    let j = stack
-        .wait_for(&failing, 90, "a final status", |j| {
-            j.status == "SUCCEEDED" || j.status == "FAILED"
-        })
-        .await;
+    let j = stack.wait_final(&failing, 90).await;
     assert_eq!(j.status, "FAILED", "{j:#?}");
     assert_eq!(j.attempts.len(), 1, "{j:#?}");
     assert_eq!(j.attempts[0].exit_code, Some(3), "{j:#?}");
@@ -99,12 +86,7 @@ async fn a_job_over_two_executors_runs_every_rank_and_a_failing_rank_fails_it() 
 
 #[tokio::test(flavor = "multi_thread")]
 async fn checkpoints_live_at_the_jobs_s3_uri_and_a_later_job_resumes_from_them() {
-    let nats = start_nats().await;
-    let s3 = start_s3().await;
-    let mut stack = Stack::new(&nats, &s3, "s3uri").await;
-    stack.admission();
-    stack.scheduler("scheduler-1");
-    stack.apply(TEAM_QUEUE).await;
+    let (_nats, s3, mut stack) = running("s3uri", TEAM_QUEUE).await;
     stack.executor("node-1", "ops", "cpu.small", 2);
     let store = s3.store();
     let bucket = s3.config.bucket.clone();
@@ -141,11 +123,7 @@ async fn checkpoints_live_at_the_jobs_s3_uri_and_a_later_job_resumes_from_them()
     assert!(err.to_string().contains("checkpointConfig.s3Uri"), "{err}");
 
     let first = stack.submit(&located("first")).await;
-    let j = stack
-        .wait_for(&first, 120, "SUCCEEDED", |j| {
-            j.status == "SUCCEEDED" || j.status == "FAILED"
-        })
-        .await;
+    let j = stack.wait_final(&first, 120).await;
     assert_eq!(j.status, "SUCCEEDED", "{j:#?}");
     let out = stack.attempt_stdout("node-1", &first, 1);
     assert_eq!(digest_in(&out).as_deref(), Some(expected.as_str()), "{out}");
@@ -165,11 +143,7 @@ async fn checkpoints_live_at_the_jobs_s3_uri_and_a_later_job_resumes_from_them()
     // A second job naming the same URI starts from the first one's final
     // checkpoint and prints the same digest.
     let second = stack.submit(&located("second")).await;
-    let j = stack
-        .wait_for(&second, 120, "SUCCEEDED", |j| {
-            j.status == "SUCCEEDED" || j.status == "FAILED"
-        })
-        .await;
+    let j = stack.wait_final(&second, 120).await;
     assert_eq!(j.status, "SUCCEEDED", "{j:#?}");
     assert_eq!(j.attempts[0].restored_checkpoint_step, Some(300), "{j:#?}");
     let out = stack.attempt_stdout("node-1", &second, 1);
@@ -208,11 +182,7 @@ async fn a_nats_outage_loses_no_work() {
     nats.container.start().await.expect("NATS starts again");
 
     // Every service is still up and the running job's end is recorded.
-    let j = stack
-        .wait_for(&through, 120, "a final status", |j| {
-            j.status == "SUCCEEDED" || j.status == "FAILED"
-        })
-        .await;
+    let j = stack.wait_final(&through, 120).await;
     assert_eq!(j.status, "SUCCEEDED", "{j:#?}");
     assert_eq!(j.attempts.len(), 1, "the attempt was not lost: {j:#?}");
     let out = stack.attempt_stdout("node-1", &through, 1);

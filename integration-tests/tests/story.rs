@@ -2,8 +2,7 @@
 //! and S3 in containers, the four services as processes, the example
 //! trainer as the workload.
 
-use qm_integration_tests::stack::{digest_in, reference_digest, start_nats, trainer_job, Stack};
-use qm_integration_tests::start_s3;
+use qm_integration_tests::stack::{digest_in, reference_digest, running, trainer_job};
 use qm_wire::messages::{ServiceJob, UpdateServiceJob};
 use qm_wire::subjects::Operation;
 
@@ -26,12 +25,7 @@ fn outcomes(j: &ServiceJob) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn three_share_story_reclaims_preempts_in_share_and_every_job_resumes_to_the_same_digest() {
-    let nats = start_nats().await;
-    let s3 = start_s3().await;
-    let mut stack = Stack::new(&nats, &s3, "story").await;
-    stack.admission();
-    stack.scheduler("scheduler-1");
-    stack.apply(QUEUE_YAML).await;
+    let (_nats, _s3, mut stack) = running("story", QUEUE_YAML).await;
     stack.executor("node-1", "training", "ml.g5.xlarge", 3);
     let expected = reference_digest(&ARGS[..4]);
 
@@ -110,11 +104,7 @@ async fn three_share_story_reclaims_preempts_in_share_and_every_job_resumes_to_t
     // Everything finishes, and every resumed job ends with the digest of an
     // uninterrupted run.
     for (name, id) in [("p1", &p1), ("p2", &p2), ("p3", &p3), ("qs2_job", &q2)] {
-        let j = stack
-            .wait_for(id, 180, "SUCCEEDED", |j| {
-                j.status == "SUCCEEDED" || j.status == "FAILED"
-            })
-            .await;
+        let j = stack.wait_final(id, 180).await;
         assert_eq!(j.status, "SUCCEEDED", "{name}: {j:#?}\n{}", stack.logs());
         let last = j.attempts.last().expect("attempts");
         let out = stack.attempt_stdout("node-1", id, last.attempt);
