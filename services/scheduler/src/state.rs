@@ -231,7 +231,7 @@ impl State {
         match entry {
             LogEntry::Submit { job_id, job } => self.submit(job_id, job, now),
             LogEntry::Config { queue, revision } => self.configure(queue, revision, now, &mut fx),
-            LogEntry::Register(r) => self.register(r, now),
+            LogEntry::Register(r) => self.register(r, now, &mut fx),
             LogEntry::Report(r) => self.report(r, now, &mut fx),
             LogEntry::Checkpoint(c) => self.checkpoint(c),
             LogEntry::Leader { epoch, .. } => self.epoch = self.epoch.max(epoch),
@@ -259,7 +259,9 @@ impl State {
                     }
                 }
             }
-            LogEntry::ExecutorLost { executor_id, .. } => self.lose_executor(&executor_id, now),
+            LogEntry::ExecutorLost { executor_id, .. } => {
+                self.lose_executor(&executor_id, now, &mut fx)
+            }
         }
         self.collect_events(&mut fx);
         fx
@@ -383,7 +385,7 @@ impl State {
         }
     }
 
-    fn register(&mut self, r: RegisterExecutor, now: u64) {
+    fn register(&mut self, r: RegisterExecutor, now: u64, fx: &mut Effects) {
         let same = self.executors.get(&r.executor_id).is_some_and(|e| {
             e.live
                 && e.registration.incarnation == r.incarnation
@@ -394,7 +396,7 @@ impl State {
             return;
         }
         // A new incarnation (restart) or a changed offer: what ran there is gone.
-        self.lose_executor(&r.executor_id, now);
+        self.lose_executor(&r.executor_id, now, fx);
         let old_queue = self
             .executors
             .get(&r.executor_id)
@@ -428,7 +430,7 @@ impl State {
 
     /// Ends every attempt placed on the executor as HOST_LOST and takes its
     /// instances out of the fleet.
-    fn lose_executor(&mut self, executor_id: &str, now: u64) {
+    fn lose_executor(&mut self, executor_id: &str, now: u64, fx: &mut Effects) {
         let Some(e) = self.executors.get_mut(executor_id) else {
             return;
         };
@@ -443,6 +445,13 @@ impl State {
         }
         e.live = false;
         for (id, attempt) in held {
+            // Ranks of the attempt on other executors stop too (their
+            // executors' heartbeats would stop them anyway, later).
+            fx.extend(
+                self.stop_commands(&queue, id)
+                    .into_iter()
+                    .filter(|c| !matches!(c, Effect::Command(e, _) if e == executor_id)),
+            );
             self.release(&queue, id);
             if let Some(qs) = self.queues.get_mut(&queue) {
                 let _ = qs.cluster.attempt_lost(id, attempt, Time(now));
@@ -1425,5 +1434,43 @@ mod tests {
         // A stale report from a rank of the ended attempt changes nothing.
         s.apply(rank("node-2", ReportPhase::Running, None), 10_006);
         assert_eq!(s.describe("g", 100_000).expect("g").status, "FAILED");
+
+        // A second gang loses one of its executors: the whole attempt ends
+        // HOST_LOST and the rank on the surviving executor is stopped.
+        let mut job = submit("gang-2", "QS1", 1);
+        job.instance_count = Some(2);
+        s.apply(
+            LogEntry::Submit {
+                job_id: "g2".into(),
+                job,
+            },
+            20_000,
+        );
+        let (record, plan) = s.plan("training", 20_001).expect("a pass");
+        assert_eq!(record.starts.len(), 1, "{record:?}");
+        s.apply_planned(&record, plan);
+        let fx = s.apply(
+            LogEntry::ExecutorLost {
+                executor_id: "node-2".into(),
+                incarnation: "a".into(),
+                at: 0,
+            },
+            20_002,
+        );
+        let stops: Vec<&String> = fx
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Command(executor, ExecCommand::Stop { .. }) => Some(executor),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(stops, vec!["node-1"]);
+        let g2 = s.describe("g2", 100_000).expect("g2");
+        assert_eq!(
+            g2.attempts[0].outcome.as_deref(),
+            Some("HOST_LOST"),
+            "{g2:#?}"
+        );
+        assert!(s.placements.is_empty());
     }
 }
