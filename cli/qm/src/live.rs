@@ -143,6 +143,8 @@ pub fn submit_request(a: &SubmitArgs) -> Result<SubmitServiceJob, Failure> {
         job.checkpoint_config = Some(Default::default());
     }
     if let (Some(uri), Some(c)) = (&a.checkpoint_s3_uri, job.checkpoint_config.as_mut()) {
+        qm_wire::messages::parse_s3_uri(uri)
+            .map_err(|e| usage(format!("--checkpoint-s3-uri: {e}")))?;
         c.s3_uri = Some(uri.clone());
     }
     for kv in &a.env {

@@ -89,6 +89,27 @@ fn live_commands_report_bad_usage_and_an_absent_server_in_one_line() {
         err.trim(),
         "qm: error: submit needs --share, --type, the command (after --)"
     );
+    let (code, _, err) = qm(&[
+        "--nats",
+        "nats://127.0.0.1:1",
+        "submit",
+        "--queue",
+        "q",
+        "--share",
+        "s",
+        "--type",
+        "t",
+        "--checkpoint-s3-uri",
+        "s3://bucket",
+        "--",
+        "train",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.trim()
+            .starts_with("qm: error: --checkpoint-s3-uri: \"s3://bucket\" needs a prefix"),
+        "{err}"
+    );
     let (code, _, err) = qm(&["--nats", "nats://127.0.0.1:1", "describe", "j-1"]);
     assert_eq!(code, 3, "{err}");
     assert!(
