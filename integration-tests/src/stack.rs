@@ -138,6 +138,8 @@ pub struct Stack {
     procs: BTreeMap<String, Child>,
     /// Settings every scheduler started gets (e.g. short timeouts in tests).
     pub scheduler_env: Vec<(String, String)>,
+    /// Extra settings for checkpoint services started after it is set.
+    pub checkpoint_env: Vec<(String, String)>,
     executors: Vec<String>,
 }
 
@@ -171,6 +173,7 @@ impl Stack {
             events,
             procs: BTreeMap::new(),
             scheduler_env: Vec::new(),
+            checkpoint_env: Vec::new(),
             executors: Vec::new(),
         }
     }
@@ -229,6 +232,8 @@ impl Stack {
             ),
             ("QM_CHECKPOINT_SCAN_INTERVAL_MS".into(), "300".into()),
         ];
+        let env: Vec<(String, String)> =
+            env.into_iter().chain(self.checkpoint_env.clone()).collect();
         self.spawn(&format!("checkpoint-{node}"), "qm-checkpoint", &env);
     }
 

@@ -198,3 +198,51 @@ async fn a_nats_outage_loses_no_work() {
     assert!(up, "a service exited:\n{}", stack.logs());
     stack.stop_all();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_checkpoint_service_stopped_with_sigterm_commits_what_it_tracks() {
+    let (_nats, s3, mut stack) = running("ckpt-term", TEAM_QUEUE).await;
+    // Scans every ten minutes: only the final commit on SIGTERM can upload.
+    stack.checkpoint_env = vec![("QM_CHECKPOINT_SCAN_INTERVAL_MS".into(), "600000".into())];
+    stack.executor("node-1", "ops", "cpu.small", 1);
+    let mut job = trainer_job(
+        "long",
+        "ops",
+        "team",
+        1,
+        &[
+            "--steps",
+            "100000",
+            "--checkpoint-every",
+            "20",
+            "--step-delay-ms",
+            "5",
+        ],
+    );
+    job.instance_type = "cpu.small".into();
+    let id = stack.submit(&job).await;
+    stack
+        .wait_for(&id, 60, "RUNNING", |j| j.status == "RUNNING")
+        .await;
+    let written = stack
+        .path()
+        .join("node-1")
+        .join(&id)
+        .join("attempt-1/checkpoint/qm-checkpoint.json");
+    for _ in 0..200 {
+        if written.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(written.exists(), "the trainer wrote no checkpoint");
+    let store = s3.store();
+    let manifests = format!("ops/{id}/manifests/");
+    assert!(store.list(&manifests).await.expect("list").is_empty());
+    stack.signal("checkpoint-node-1", "TERM");
+    let stored = store.list(&manifests).await.expect("list");
+    assert_eq!(stored.len(), 1, "one final commit: {stored:?}");
+    let log = stack.log_of("checkpoint-node-1");
+    assert!(log.contains("final commit before stopping"), "{log}");
+    stack.stop_all();
+}

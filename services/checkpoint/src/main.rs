@@ -111,7 +111,7 @@ struct JobSync {
     committed: Option<qm_checkpoint::Fingerprint>,
     last: Option<CheckpointCommit>,
     /// The attempt being tracked, and the task doing it.
-    tracking: Option<(u32, tokio::task::JoinHandle<()>)>,
+    tracking: Option<(CheckpointRequest, tokio::task::JoinHandle<()>)>,
 }
 
 struct Service {
@@ -280,7 +280,7 @@ impl Service {
         self.check(&req)?;
         let job = self.job(&req.job_id).await;
         let mut j = job.lock().await;
-        if matches!(&j.tracking, Some((a, t)) if *a == req.attempt && !t.is_finished()) {
+        if matches!(&j.tracking, Some((r, t)) if r.attempt == req.attempt && !t.is_finished()) {
             return Ok(CheckpointReply {
                 checkpoint: j.last.clone(),
                 skipped: vec![],
@@ -302,7 +302,7 @@ impl Service {
                 }
             }
         });
-        j.tracking = Some((req.attempt, task));
+        j.tracking = Some((req, task));
         Ok(CheckpointReply {
             checkpoint: j.last.clone(),
             skipped: vec![],
@@ -392,8 +392,16 @@ async fn main() -> std::process::ExitCode {
     let jobs: Vec<Arc<Mutex<JobSync>>> = service.jobs.lock().await.values().cloned().collect();
     for job in jobs {
         let mut j = job.lock().await;
-        if let Some((_, t)) = j.tracking.take() {
+        if let Some((request, t)) = j.tracking.take() {
             t.abort();
+            match service.sync_once(&request, &mut j).await {
+                Ok(()) => {
+                    tracing::info!(job = %request.job_id, attempt = request.attempt, "final commit before stopping")
+                }
+                Err(e) => {
+                    tracing::warn!(job = %request.job_id, error = %e.message, "final commit failed")
+                }
+            }
         }
     }
     let _ = client.flush().await;
