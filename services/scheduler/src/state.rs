@@ -1336,6 +1336,16 @@ mod tests {
         );
     }
 
+    /// The executors `fx` sends stop commands to.
+    fn stopped(fx: &Effects) -> Vec<&str> {
+        fx.iter()
+            .filter_map(|e| match e {
+                Effect::Command(executor, ExecCommand::Stop { .. }) => Some(executor.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
     #[test]
     fn a_job_spread_over_executors_runs_as_one_gang() {
         let node = |id: &str| {
@@ -1416,14 +1426,7 @@ mod tests {
         // Rank 1 fails: rank 0 is stopped, and the attempt ends with rank 1's
         // exit code once rank 0 has exited too.
         let fx = s.apply(rank("node-2", ReportPhase::Ended, Some(3)), 10_004);
-        let stops: Vec<&String> = fx
-            .iter()
-            .filter_map(|e| match e {
-                Effect::Command(executor, ExecCommand::Stop { .. }) => Some(executor),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(stops, vec!["node-1"]);
+        assert_eq!(stopped(&fx), vec!["node-1"]);
         assert_eq!(status(&s), "RUNNING");
         assert_eq!(s.stops().len(), 1, "the stop is resent until rank 0 ends");
         s.apply(rank("node-1", ReportPhase::Ended, None), 10_005);
@@ -1457,14 +1460,7 @@ mod tests {
             },
             20_002,
         );
-        let stops: Vec<&String> = fx
-            .iter()
-            .filter_map(|e| match e {
-                Effect::Command(executor, ExecCommand::Stop { .. }) => Some(executor),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(stops, vec!["node-1"]);
+        assert_eq!(stopped(&fx), vec!["node-1"]);
         let g2 = s.describe("g2", 100_000).expect("g2");
         assert_eq!(
             g2.attempts[0].outcome.as_deref(),
