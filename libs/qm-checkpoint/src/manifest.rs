@@ -8,8 +8,6 @@
 //! <prefix>/blobs/<sha256>
 //! ```
 
-use std::path::{Component, Path};
-
 use serde::{Deserialize, Serialize};
 
 /// Manifest format version; within v1 only optional fields are added.
@@ -62,20 +60,6 @@ pub fn seq_of(key: &str) -> Option<u64> {
         .then(|| digits.parse().ok())?
 }
 
-/// Whether a manifest path stays inside the checkpoint directory: relative,
-/// no `..`, no root or prefix, no empty or `.` components.
-pub fn safe_relative_path(path: &str) -> bool {
-    if path.is_empty() || path.contains('\\') || path.contains('\0') {
-        return false;
-    }
-    let p = Path::new(path);
-    !p.is_absolute()
-        && path
-            .split('/')
-            .all(|c| !c.is_empty() && c != "." && c != "..")
-        && p.components().all(|c| matches!(c, Component::Normal(_)))
-}
-
 pub fn is_hex_sha256(s: &str) -> bool {
     s.len() == 64
         && s.bytes()
@@ -97,27 +81,6 @@ mod tests {
         assert!(a < b, "lexicographic order is sequence order");
         assert_eq!(seq_of(&b), Some(10));
         assert_eq!(seq_of("x/manifests/notes.json"), None);
-    }
-
-    #[test]
-    fn paths_that_leave_the_directory_are_unsafe() {
-        for ok in ["model.pt", "opt/state.bin", "a/b/c"] {
-            assert!(safe_relative_path(ok), "{ok}");
-        }
-        for bad in [
-            "",
-            "/etc/passwd",
-            "../x",
-            "a/../../x",
-            "a//b",
-            "./a",
-            "a/./b",
-            "a\\b",
-            "..",
-            "a/..",
-        ] {
-            assert!(!safe_relative_path(bad), "{bad}");
-        }
     }
 
     #[test]

@@ -229,7 +229,7 @@ async fn read_manifest<S: ObjectStore>(
     if let Some(f) = manifest
         .files
         .iter()
-        .find(|f| !manifest::safe_relative_path(&f.path))
+        .find(|f| !qm_wire::paths::safe_relative_path(&f.path))
     {
         return Err(bad(format!(
             "path {:?} would leave the checkpoint directory",

@@ -7,6 +7,7 @@
 //! context travels in NATS headers (`traceparent`), not in bodies.
 
 pub mod messages;
+pub mod paths;
 pub mod subjects;
 pub mod system;
 

@@ -193,8 +193,8 @@ pub struct S3Uri {
 
 /// Parses `s3://bucket/prefix`, naming what is wrong: the bucket must be
 /// a valid S3 bucket name (3-63 lowercase letters, digits, `.` and `-`,
-/// starting and ending with a letter or digit); the prefix's segments must
-/// be non-empty and neither `.` nor `..`.
+/// starting and ending with a letter or digit); the prefix (a trailing `/`
+/// allowed) must be a [`safe_relative_path`](crate::paths::safe_relative_path).
 pub fn parse_s3_uri(uri: &str) -> Result<S3Uri, String> {
     let rest = uri
         .strip_prefix("s3://")
@@ -217,10 +217,7 @@ pub fn parse_s3_uri(uri: &str) -> Result<S3Uri, String> {
             "{uri:?} needs a prefix after the bucket (s3://{bucket}/some/prefix), so checkpoints do not mix with the bucket's other objects"
         ));
     }
-    if prefix
-        .split('/')
-        .any(|s| s.is_empty() || s == "." || s == ".." || s.contains('\0'))
-    {
+    if !crate::paths::safe_relative_path(prefix) {
         return Err(format!(
             "prefix {prefix:?} must be '/'-separated names, none empty, '.' or '..'"
         ));
@@ -231,16 +228,10 @@ pub fn parse_s3_uri(uri: &str) -> Result<S3Uri, String> {
     })
 }
 
-/// Checks a `localPath`: relative, '/'-separated names, none empty, `.`
-/// or `..` (it stays inside the attempt's directory).
+/// Checks a `localPath` (a trailing `/` allowed): it must stay inside the
+/// attempt's directory ([`safe_relative_path`](crate::paths::safe_relative_path)).
 pub fn check_local_path(path: &str) -> Result<(), String> {
-    if path.is_empty()
-        || path.starts_with('/')
-        || path
-            .trim_end_matches('/')
-            .split('/')
-            .any(|s| s.is_empty() || s == "." || s == ".." || s.contains('\0'))
-    {
+    if !crate::paths::safe_relative_path(path.trim_end_matches('/')) {
         return Err(format!(
             "{path:?} must be a relative path inside the attempt's directory (no '..', not absolute)"
         ));
