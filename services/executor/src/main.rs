@@ -289,21 +289,44 @@ impl Executor {
             } => {
                 let key = (job_id.clone(), attempt);
                 let config = checkpoint_config.unwrap_or_default();
-                let local = config
-                    .local_path
-                    .clone()
-                    .unwrap_or_else(|| "checkpoint".to_string());
-                let checkpoint = checkpoints.then(|| CheckpointRequest {
-                    job_queue: job_queue.clone(),
-                    job_id: job_id.clone(),
+                let local = config.local_path.as_deref().unwrap_or("checkpoint");
+                // Admission checks localPath; a command that bypassed it
+                // must still not write outside the attempt's directory.
+                let checkpoint_dir = qm_wire::messages::check_local_path(local)
+                    .map(|()| self.attempt_dir(&job_id, attempt).join(local))
+                    .map_err(|e| format!("checkpointConfig.localPath: {e}"));
+                let checkpoint = match &checkpoint_dir {
+                    Ok(dir) if checkpoints => Some(CheckpointRequest {
+                        job_queue: job_queue.clone(),
+                        job_id: job_id.clone(),
+                        attempt,
+                        dir: dir.display().to_string(),
+                        s3_uri: config.s3_uri.clone(),
+                    }),
+                    _ => None,
+                };
+                let gpus: Vec<u32> = slots
+                    .iter()
+                    .flat_map(|s| {
+                        self.gpus
+                            .get(&instance_type)
+                            .and_then(|g| g.get(*s as usize))
+                            .cloned()
+                            .unwrap_or_default()
+                    })
+                    .collect();
+                let launch = process::Launch {
+                    job_id,
                     attempt,
-                    dir: self
-                        .attempt_dir(&job_id, attempt)
-                        .join(&local)
-                        .display()
-                        .to_string(),
-                    s3_uri: config.s3_uri.clone(),
-                });
+                    job_queue,
+                    command,
+                    environment,
+                    gpus,
+                    checkpoint_dir,
+                    checkpoint,
+                    rank,
+                    hosts,
+                };
                 let (tx, rx) = watch::channel(None);
                 {
                     let finished = self
@@ -321,39 +344,14 @@ impl Executor {
                         key,
                         Running {
                             stop: tx,
-                            instance_type: instance_type.clone(),
-                            slots: slots.clone(),
-                            // Only rank 0 syncs; the other ranks restore.
-                            sync: checkpoint.clone().filter(|_| rank == 0),
+                            instance_type,
+                            slots,
+                            sync: launch.syncs_checkpoints().cloned(),
                         },
                     );
                 }
-                let gpus: Vec<u32> = slots
-                    .iter()
-                    .flat_map(|s| {
-                        self.gpus
-                            .get(&instance_type)
-                            .and_then(|g| g.get(*s as usize))
-                            .cloned()
-                            .unwrap_or_default()
-                    })
-                    .collect();
                 let me = Arc::clone(self);
-                tokio::spawn(async move {
-                    let launch = process::Launch {
-                        job_id,
-                        attempt,
-                        job_queue,
-                        command,
-                        environment,
-                        gpus,
-                        checkpoint_dir: PathBuf::from(local),
-                        checkpoint,
-                        rank,
-                        hosts,
-                    };
-                    me.run_attempt(launch, rx).await;
-                });
+                tokio::spawn(async move { me.run_attempt(launch, rx).await });
             }
             ExecCommand::Stop {
                 job_id,
@@ -381,16 +379,14 @@ impl Executor {
     ) {
         let (job_id, attempt) = (launch.job_id.clone(), launch.attempt);
         let dir = self.attempt_dir(&job_id, attempt);
-        let ckpt_dir = dir.join(&launch.checkpoint_dir);
         let mut ended = self.report(&job_id, attempt, ReportPhase::Ended);
-        // Admission checks localPath; a command that bypassed it must not
-        // write outside the attempt's directory.
-        if let Err(e) =
-            qm_wire::messages::check_local_path(&launch.checkpoint_dir.to_string_lossy())
-        {
-            ended.error = Some(format!("checkpointConfig.localPath: {e}"));
-            return self.finish(ended);
-        }
+        let ckpt_dir = match &launch.checkpoint_dir {
+            Ok(d) => d.clone(),
+            Err(e) => {
+                ended.error = Some(e.clone());
+                return self.finish(ended);
+            }
+        };
         if let Err(e) = std::fs::create_dir_all(&ckpt_dir) {
             ended.error = Some(format!("cannot create {}: {e}", ckpt_dir.display()));
             return self.finish(ended);

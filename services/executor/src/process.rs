@@ -15,8 +15,9 @@ pub struct Launch {
     pub command: Vec<String>,
     pub environment: BTreeMap<String, String>,
     pub gpus: Vec<u32>,
-    /// `QM_CHECKPOINT_DIR`, relative to the attempt's directory.
-    pub checkpoint_dir: PathBuf,
+    /// `QM_CHECKPOINT_DIR` (inside the attempt's directory), or why the
+    /// job's `localPath` was refused.
+    pub checkpoint_dir: Result<PathBuf, String>,
     /// The checkpoint service's request, when the job has checkpoints.
     pub checkpoint: Option<qm_wire::system::CheckpointRequest>,
     /// This node's rank and every node's address (empty: one node).
