@@ -125,6 +125,13 @@ struct Service {
     jobs: Mutex<HashMap<String, Arc<Mutex<JobSync>>>>,
 }
 
+/// Where a request points (see `Service::target`).
+struct Target {
+    dir: PathBuf,
+    store: S3Store,
+    prefix: String,
+}
+
 fn failed(what: &str, e: impl std::fmt::Display) -> ApiError {
     api::error(ErrorCode::Transient, format!("{what}: {e}"))
 }
@@ -135,9 +142,20 @@ impl Service {
         Arc::clone(jobs.entry(job_id.to_string()).or_default())
     }
 
-    /// Where the job's checkpoints live: its `s3Uri`, else the configured
-    /// bucket under `<queue>/<jobId>`.
-    fn location(&self, req: &CheckpointRequest) -> Result<(S3Store, String), ApiError> {
+    /// Checks a request and resolves where it points: the attempt's local
+    /// directory, and the store and prefix of the job's checkpoints (its
+    /// `s3Uri`, else the configured bucket under `<queue>/<jobId>`).
+    fn target(&self, req: &CheckpointRequest) -> Result<Target, ApiError> {
+        subjects::token(&req.job_queue)
+            .map_err(|e| api::invalid(format!("jobQueue: {e}"), vec![]))?;
+        subjects::token(&req.job_id).map_err(|e| api::invalid(format!("jobId: {e}"), vec![]))?;
+        let dir = PathBuf::from(&req.dir);
+        if !dir.is_absolute() {
+            return Err(api::invalid(
+                format!("dir: {:?} must be an absolute path", req.dir),
+                vec![],
+            ));
+        }
         let (bucket, prefix) = match &req.s3_uri {
             Some(uri) => {
                 let u = qm_wire::messages::parse_s3_uri(uri)
@@ -162,27 +180,11 @@ impl Service {
                 })
             })
             .clone();
-        Ok((store, prefix))
-    }
-
-    fn check(&self, req: &CheckpointRequest) -> Result<PathBuf, ApiError> {
-        self.location(req)?;
-        subjects::token(&req.job_queue)
-            .map_err(|e| api::invalid(format!("jobQueue: {e}"), vec![]))?;
-        subjects::token(&req.job_id).map_err(|e| api::invalid(format!("jobId: {e}"), vec![]))?;
-        let dir = PathBuf::from(&req.dir);
-        if !dir.is_absolute() {
-            return Err(api::invalid(
-                format!("dir: {:?} must be an absolute path", req.dir),
-                vec![],
-            ));
-        }
-        Ok(dir)
+        Ok(Target { dir, store, prefix })
     }
 
     async fn restore(&self, req: &CheckpointRequest) -> Result<CheckpointReply, ApiError> {
-        let dir = self.check(req)?;
-        let (store, prefix) = self.location(req)?;
+        let Target { dir, store, prefix } = self.target(req)?;
         let restored = sync::restore(&store, &prefix, &dir)
             .await
             .map_err(|e| failed("restore failed", e))?;
@@ -213,12 +215,11 @@ impl Service {
 
     /// Commits the directory if it changed since the last commit.
     async fn sync_once(&self, req: &CheckpointRequest, j: &mut JobSync) -> Result<(), ApiError> {
-        let dir = self.check(req)?;
+        let Target { dir, store, prefix } = self.target(req)?;
         let print = sync::fingerprint(&dir).map_err(|e| failed("cannot read the directory", e))?;
         if print.is_empty() || j.committed.as_ref() == Some(&print) {
             return Ok(());
         }
-        let (store, prefix) = self.location(req)?;
         let seqs = sync::manifest_seqs(&store, &prefix)
             .await
             .map_err(|e| failed("cannot list checkpoints", e))?;
@@ -277,7 +278,7 @@ impl Service {
     }
 
     async fn track(self: &Arc<Self>, req: CheckpointRequest) -> Result<CheckpointReply, ApiError> {
-        self.check(&req)?;
+        self.target(&req)?;
         let job = self.job(&req.job_id).await;
         let mut j = job.lock().await;
         if matches!(&j.tracking, Some((r, t)) if r.attempt == req.attempt && !t.is_finished()) {
@@ -310,7 +311,7 @@ impl Service {
     }
 
     async fn flush(&self, req: CheckpointRequest) -> Result<CheckpointReply, ApiError> {
-        self.check(&req)?;
+        self.target(&req)?;
         let job = self.job(&req.job_id).await;
         let mut j = job.lock().await;
         if let Some((_, t)) = j.tracking.take() {
