@@ -39,7 +39,7 @@ use qm_wire::messages::{
 use qm_wire::subjects;
 use qm_wire::system::{ExecCommand, Heartbeat, HeartbeatAck, LogEntry, SchedRequest};
 
-use crate::state::{Effect, Effects, Logged, Position, State};
+use crate::state::{Effect, Effects, Logged, Position, Positions, State};
 use crate::Settings;
 
 pub enum Outcome {
@@ -54,9 +54,6 @@ type Error = Box<dyn std::error::Error + Send + Sync>;
 const AFTER_HEADER: &str = "Qm-After";
 /// Header of an event: where in the applied order it was produced.
 const POSITION_HEADER: &str = "Qm-Position";
-/// How far back a new leader looks in the events stream for a positioned
-/// event (checkpoint events carry none).
-const POSITION_SEARCH: u64 = 10_000;
 
 fn parse_position(s: &str) -> Option<Position> {
     let mut it = s.split('.').map(|p| p.parse::<u64>().ok());
@@ -84,8 +81,8 @@ struct Runner<'a> {
     sent: HashMap<(String, String, u32, bool), Instant>,
     writes: VecDeque<(SchedRequest, Option<async_nats::Subject>)>,
     dirty: bool,
-    /// Position of the next event published (see the module comment).
-    position: Position,
+    /// Numbers the events published (see the module comment).
+    positions: Positions,
 }
 
 fn ms_of(info: &async_nats::jetstream::message::Info<'_>) -> u64 {
@@ -112,7 +109,7 @@ pub async fn run(
         sent: HashMap::new(),
         writes: VecDeque::new(),
         dirty: true,
-        position: (0, 0, 0),
+        positions: Positions::default(),
     };
     match runner.go(epoch, &mut lost, shutdown).await {
         Ok(outcome) => outcome,
@@ -148,7 +145,8 @@ impl Runner<'_> {
             seq = msg.info()?.stream_sequence;
             entries.push(msg);
         }
-        let published = self.last_published().await;
+        let published = self.last_published().await?;
+        tracing::info!(?published, "newest stored event position");
         let republish = self.replay(entries, published);
         self.state.epoch = epoch;
         tracing::info!(
@@ -191,7 +189,7 @@ impl Runner<'_> {
             );
         }
         for (position, effect) in republish {
-            self.position = position;
+            self.positions = Positions::at(position);
             self.send(effect, false).await;
         }
         // Every executor gets a full timeout to show up after a failover.
@@ -258,7 +256,7 @@ impl Runner<'_> {
             return false;
         }
         self.after = self.after.max(seq);
-        self.position = (seq, 0, 0);
+        self.positions.input(seq);
         match serde_json::from_slice::<LogEntry>(&msg.payload) {
             Ok(entry) => {
                 let fx = self.state.apply(entry, at);
@@ -274,31 +272,33 @@ impl Runner<'_> {
         true
     }
 
-    /// The position of the newest event in the events stream that has one.
-    async fn last_published(&self) -> Option<Position> {
-        let stream = self
-            .storage
-            .js
-            .get_stream(subjects::EVENTS_STREAM)
-            .await
-            .ok()?;
-        let last = stream.get_info().await.ok()?.state.last_sequence;
-        for seq in (last.saturating_sub(POSITION_SEARCH)..=last).rev() {
-            if seq == 0 {
-                break;
-            }
-            let Ok(msg) = stream.get_raw_message(seq).await else {
-                continue;
-            };
-            if let Some(p) = msg
-                .headers
-                .get(POSITION_HEADER)
-                .and_then(|v| parse_position(v.as_str()))
-            {
-                return Some(p);
-            }
+    /// The position of the newest job or preemption event stored (one
+    /// message read: the last one matching those subjects).
+    async fn last_published(&self) -> Result<Option<Position>, Error> {
+        let stream = self.storage.js.get_stream(subjects::EVENTS_STREAM).await?;
+        let mut consumer = stream
+            .create_consumer(pull::OrderedConfig {
+                deliver_policy: DeliverPolicy::Last,
+                filter_subjects: vec![
+                    format!("{}.>", subjects::JOB_EVENTS),
+                    format!("{}.>", subjects::PREEMPTION_EVENTS),
+                ],
+                ..Default::default()
+            })
+            .await?;
+        if consumer.info().await?.num_pending == 0 {
+            return Ok(None);
         }
-        None
+        let mut messages = consumer.messages().await?;
+        let msg = tokio::time::timeout(Duration::from_secs(10), messages.next())
+            .await
+            .map_err(|_| "the last stored event did not arrive")?
+            .ok_or("the events consumer ended")??;
+        Ok(msg
+            .headers
+            .as_ref()
+            .and_then(|h| h.get(POSITION_HEADER))
+            .and_then(|v| parse_position(v.as_str())))
     }
 
     /// Rebuilds the state from the stored log (see `State::replay`) and
@@ -362,7 +362,7 @@ impl Runner<'_> {
             Ok(ack) => {
                 self.sched_seq = ack.sequence;
                 self.own.insert(ack.sequence);
-                self.position = (self.after, ack.sequence, 0);
+                self.positions.decision(self.after, ack.sequence);
                 Some(ack.sequence)
             }
             Err(e) => {
@@ -381,11 +381,10 @@ impl Runner<'_> {
     async fn send(&mut self, effect: Effect, resend: bool) {
         let mut headers = None;
         if effect.is_event() {
-            let (a, b, i) = self.position;
+            let (a, b, i) = self.positions.next_event();
             let mut h = async_nats::HeaderMap::new();
             h.insert(POSITION_HEADER, format!("{a}.{b}.{i}").as_str());
             headers = Some(h);
-            self.position.2 += 1;
         }
         let (subject, body) = match &effect {
             Effect::Job(e, subject) => (subject.clone(), serde_json::to_vec(e)),

@@ -47,6 +47,36 @@ impl Effect {
 /// event's index among that entry's events. Ordered like the application.
 pub type Position = (u64, u64, u64);
 
+/// Numbers events by [`Position`]: the live leader and a replay use this
+/// one type, so a replay finds the positions the leader published.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Positions(Position);
+
+impl Positions {
+    /// Numbering continues at `p` (its next event is `p`).
+    pub fn at(p: Position) -> Positions {
+        Positions(p)
+    }
+
+    /// The input stored at `seq` is applied next.
+    pub fn input(&mut self, seq: u64) {
+        self.0 = (seq, 0, 0);
+    }
+
+    /// The decision stored at `seq`, decided after input `after`, is
+    /// applied next.
+    pub fn decision(&mut self, after: u64, seq: u64) {
+        self.0 = (after, seq, 0);
+    }
+
+    /// The position of the next event.
+    pub fn next_event(&mut self) -> Position {
+        let p = self.0;
+        self.0 .2 += 1;
+        p
+    }
+}
+
 /// One stored log entry as a replay reads it.
 #[derive(Clone, Debug)]
 pub struct Logged {
@@ -193,12 +223,16 @@ impl State {
             }
         }
         let mut out = Vec::new();
+        let mut positions = Positions::default();
         let mut apply = |state: &mut State, a: u64, l: Logged| {
-            let b = if l.after.is_some() { l.seq } else { 0 };
+            match l.after {
+                Some(_) => positions.decision(a, l.seq),
+                None => positions.input(l.seq),
+            }
             let fx = state.apply(l.entry, l.at);
             let Some(published) = published else { return };
-            for (i, e) in fx.into_iter().filter(Effect::is_event).enumerate() {
-                let position = (a, b, i as u64);
+            for e in fx.into_iter().filter(Effect::is_event) {
+                let position = positions.next_event();
                 if position > published {
                     out.push((position, e));
                 }
@@ -1136,8 +1170,6 @@ mod tests {
         state: State,
         log: Vec<Logged>,
         events: Vec<(Position, Effect)>,
-        /// Events of passes that decided nothing (not in the log).
-        reason_events: usize,
     }
 
     /// Runs a leader live over `inputs` (passing after each).
@@ -1146,21 +1178,22 @@ mod tests {
             state: State::default(),
             log: Vec::new(),
             events: Vec::new(),
-            reason_events: 0,
         };
         let mut t = 1_000;
         let mut seq = 0;
-        let number = |events: &mut Vec<(Position, Effect)>, a, b, fx: Effects| {
-            for (i, e) in fx.into_iter().filter(Effect::is_event).enumerate() {
-                events.push(((a, b, i as u64), e));
+        let mut positions = Positions::default();
+        // Numbers the events of `fx` as the runner publishes them.
+        let mut publish = |positions: &mut Positions, fx: Effects| {
+            for e in fx.into_iter().filter(Effect::is_event) {
+                l.events.push((positions.next_event(), e));
             }
         };
         for entry in inputs {
             t += 1_000;
             seq += 1;
             let input = seq;
-            let fx = l.state.apply(entry.clone(), t);
-            number(&mut l.events, input, 0, fx);
+            positions.input(input);
+            publish(&mut positions, l.state.apply(entry.clone(), t));
             l.log.push(Logged {
                 seq,
                 after: None,
@@ -1181,11 +1214,10 @@ mod tests {
                             entry: LogEntry::Pass(record.clone()),
                             at: t,
                         });
-                        let fx = l.state.apply_planned(&record, plan);
-                        number(&mut l.events, input, seq, fx);
+                        positions.decision(input, seq);
+                        publish(&mut positions, l.state.apply_planned(&record, plan));
                     } else {
-                        let fx = l.state.apply_reasons(&q, &plan);
-                        l.reason_events += fx.iter().filter(|e| e.is_event()).count();
+                        publish(&mut positions, l.state.apply_reasons(&q, &plan));
                     }
                 }
             }
@@ -1237,7 +1269,6 @@ mod tests {
             state: leader,
             log,
             events,
-            reason_events,
         } = live(inputs);
         // The story happened: p2 reclaimed, p3 preempted in-share, p1 placed.
         let p2 = leader.describe("j2", 100_000).expect("p2");
@@ -1260,27 +1291,33 @@ mod tests {
         assert_eq!(replayed.unstarted().len(), leader.unstarted().len());
         // A leader that crashed after storing entries but before publishing
         // their events: the next one republishes exactly the missing ones,
-        // whatever the last published event was.
-        // Waiting-reason updates (RUNNABLE -> RUNNABLE) are not in the log
-        // (they come last among a pass's events); a new leader's first pass
-        // derives them afresh, so they are not republished.
-        assert!(reason_events > 0);
+        // whatever the last published event was. Waiting-reason updates
+        // (RUNNABLE -> RUNNABLE) are not in the log (they come last among an
+        // entry's events); a new leader's first pass derives them afresh, so
+        // they are not republished, but a cut may fall on one.
         let waiting = |e: &Effect| matches!(e, Effect::Job(c, _) if c.from == "RUNNABLE" && c.to == "RUNNABLE");
+        let logged: Vec<(Position, Effect)> = events
+            .iter()
+            .filter(|(_, e)| !waiting(e))
+            .cloned()
+            .collect();
         assert!(events.iter().any(|(_, e)| waiting(e)));
-        let events: Vec<(Position, Effect)> =
-            events.into_iter().filter(|(_, e)| !waiting(e)).collect();
-        assert!(events.len() > 10, "the story produced events");
-        for cut in [0, 1, events.len() / 2, events.len() - 1] {
+        assert!(logged.len() > 10, "the story produced events");
+        for (cut, (published, _)) in events.iter().enumerate() {
             let mut again = State::default();
-            let republished = again.replay(log.clone(), Some(events[cut].0));
+            let expected: Vec<(Position, Effect)> = logged
+                .iter()
+                .filter(|(p, _)| p > published)
+                .cloned()
+                .collect();
             assert_eq!(
-                republished,
-                events[cut + 1..].to_vec(),
-                "cut after event {cut}"
+                again.replay(log.clone(), Some(*published)),
+                expected,
+                "cut after event {cut} at {published:?}"
             );
         }
         let mut again = State::default();
-        assert_eq!(again.replay(log, Some((0, 0, 0))), events);
+        assert_eq!(again.replay(log, Some((0, 0, 0))), logged);
     }
 
     #[test]
