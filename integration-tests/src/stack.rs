@@ -60,7 +60,11 @@ pub async fn start_nats_on(host_port: Option<u16>) -> Nats {
 /// NATS and S3 in containers, admission and one scheduler running, and
 /// the queue `queue_yaml` applied (add executors with [`Stack::executor`]).
 pub async fn running(name: &str, queue_yaml: &str) -> (Nats, S3Server, Stack) {
-    let nats = start_nats().await;
+    running_on(start_nats().await, name, queue_yaml).await
+}
+
+/// [`running`] on a NATS already started (e.g. on a fixed port).
+pub async fn running_on(nats: Nats, name: &str, queue_yaml: &str) -> (Nats, S3Server, Stack) {
     let s3 = crate::start_s3().await;
     let mut stack = Stack::new(&nats, &s3, name).await;
     stack.admission();

@@ -5,9 +5,8 @@ use std::time::Duration;
 
 use qm_checkpoint::store::ObjectStore;
 use qm_integration_tests::stack::{
-    digest_in, free_port, reference_digest, running, start_nats_on, trainer_job, Stack,
+    digest_in, free_port, reference_digest, running, running_on, start_nats_on, trainer_job,
 };
-use qm_integration_tests::start_s3;
 use qm_wire::messages::{CheckpointConfig, SubmitServiceJob};
 
 const TEAM_QUEUE: &str = "jobQueue: {jobQueueName: ops}
@@ -16,6 +15,13 @@ quotaShares:
     capacityLimits: [{capacityUnit: cpu.small, maxCapacity: 2}]
     resourceSharingConfiguration: {strategy: RESERVE}
 ";
+
+/// The example trainer on the ops queue's instance type.
+fn ops_trainer(name: &str, args: &[&str]) -> SubmitServiceJob {
+    let mut job = trainer_job(name, "ops", "team", 1, args);
+    job.instance_type = "cpu.small".into();
+    job
+}
 
 fn shell_job(name: &str, count: u32, script: &str) -> SubmitServiceJob {
     SubmitServiceJob {
@@ -100,8 +106,7 @@ async fn checkpoints_live_at_the_jobs_s3_uri_and_a_later_job_resumes_from_them()
     ];
     let expected = reference_digest(&args);
     let located = |name: &str| {
-        let mut job = trainer_job(name, "ops", "team", 1, &args);
-        job.instance_type = "cpu.small".into();
+        let mut job = ops_trainer(name, &args);
         job.checkpoint_config = Some(CheckpointConfig {
             s3_uri: Some(format!("s3://{bucket}/custom/run-1")),
             local_path: Some("state/ckpt".into()),
@@ -154,11 +159,7 @@ async fn checkpoints_live_at_the_jobs_s3_uri_and_a_later_job_resumes_from_them()
 #[tokio::test(flavor = "multi_thread")]
 async fn a_nats_outage_loses_no_work() {
     let nats = start_nats_on(Some(free_port())).await;
-    let s3 = start_s3().await;
-    let mut stack = Stack::new(&nats, &s3, "outage").await;
-    stack.admission();
-    stack.scheduler("scheduler-1");
-    stack.apply(TEAM_QUEUE).await;
+    let (nats, _s3, mut stack) = running_on(nats, "outage", TEAM_QUEUE).await;
     stack.executor("node-1", "ops", "cpu.small", 2);
     let args = [
         "--steps",
@@ -169,8 +170,7 @@ async fn a_nats_outage_loses_no_work() {
         "10",
     ];
     let expected = reference_digest(&args);
-    let mut job = trainer_job("through", "ops", "team", 1, &args);
-    job.instance_type = "cpu.small".into();
+    let job = ops_trainer("through", &args);
     let through = stack.submit(&job).await;
     stack
         .wait_for(&through, 60, "RUNNING", |j| j.status == "RUNNING")
@@ -188,8 +188,7 @@ async fn a_nats_outage_loses_no_work() {
     let out = stack.attempt_stdout("node-1", &through, 1);
     assert_eq!(digest_in(&out).as_deref(), Some(expected.as_str()), "{out}");
     // New work is accepted, scheduled and run after the outage.
-    let mut after = trainer_job("after", "ops", "team", 1, &["--steps", "20"]);
-    after.instance_type = "cpu.small".into();
+    let after = ops_trainer("after", &["--steps", "20"]);
     let after = stack.submit(&after).await;
     stack
         .wait_for(&after, 60, "SUCCEEDED", |j| j.status == "SUCCEEDED")
@@ -205,11 +204,8 @@ async fn a_checkpoint_service_stopped_with_sigterm_commits_what_it_tracks() {
     // Scans every ten minutes: only the final commit on SIGTERM can upload.
     stack.checkpoint_env = vec![("QM_CHECKPOINT_SCAN_INTERVAL_MS".into(), "600000".into())];
     stack.executor("node-1", "ops", "cpu.small", 1);
-    let mut job = trainer_job(
+    let job = ops_trainer(
         "long",
-        "ops",
-        "team",
-        1,
         &[
             "--steps",
             "100000",
@@ -219,7 +215,6 @@ async fn a_checkpoint_service_stopped_with_sigterm_commits_what_it_tracks() {
             "5",
         ],
     );
-    job.instance_type = "cpu.small".into();
     let id = stack.submit(&job).await;
     stack
         .wait_for(&id, 60, "RUNNING", |j| j.status == "RUNNING")

@@ -16,8 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use qm_integration_tests::stack::{start_nats, Stack};
-use qm_integration_tests::start_s3;
+use qm_integration_tests::stack::{running, Stack};
 use qm_service::client::Client;
 use qm_service::now_ms;
 use qm_wire::messages::{SubmitServiceJob, SubmitServiceJobResponse};
@@ -197,12 +196,7 @@ async fn main() {
     let jobs = env_or("QM_BENCH_JOBS", 3000);
     let concurrency = env_or("QM_BENCH_CONCURRENCY", 64);
     eprintln!("bench: starting NATS, S3 and the services");
-    let nats = start_nats().await;
-    let s3 = start_s3().await;
-    let mut stack = Stack::new(&nats, &s3, "bench").await;
-    stack.admission();
-    stack.scheduler("scheduler-1");
-    stack.apply(QUEUE).await;
+    let (_nats, _s3, mut stack) = running("bench", QUEUE).await;
     stack.executor("node-1", "bench", "cpu.small", 1000);
     let client = stack.client.clone();
     // Warm up: one job end to end (executor registered, caches filled).
