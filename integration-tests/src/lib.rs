@@ -79,6 +79,7 @@ pub async fn start_s3() -> S3Server {
             region: "us-east-1".into(),
             access_key_id: "quartermaster".into(),
             secret_access_key: "quartermaster-secret".into(),
+            credentials: None,
             bucket: BUCKET.into(),
             force_path_style: true,
         };
@@ -139,6 +140,7 @@ pub async fn start_s3() -> S3Server {
         region: "garage".into(),
         access_key_id: id,
         secret_access_key: secret,
+        credentials: None,
         bucket: BUCKET.into(),
         force_path_style: true,
     };

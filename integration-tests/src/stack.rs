@@ -20,11 +20,75 @@ use testcontainers::{ContainerAsync, GenericImage, ImageExt};
 
 use crate::S3Server;
 
+/// The tenancy the tests and the demo run with (`deploy/tenancy.dev.yaml`),
+/// its generated server authorization, and every principal's credentials
+/// file (in a fresh directory per run).
+#[derive(Clone)]
+pub struct Auth {
+    pub dir: PathBuf,
+    pub tenancy: qm_tenancy::Tenancy,
+    pub authorization: String,
+}
+
+impl Auth {
+    pub fn dev(name: &str) -> Auth {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/tenancy.dev.yaml");
+        let tenancy = qm_tenancy::Tenancy::load(&path).expect("the dev tenancy is valid");
+        let dir = std::env::temp_dir().join(format!("qm-auth-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let keys = qm_tenancy::nats::ensure_keys(&tenancy, &dir).expect("credentials");
+        let authorization =
+            qm_tenancy::nats::authorization(&tenancy, &keys).expect("authorization");
+        Auth {
+            dir,
+            tenancy,
+            authorization,
+        }
+    }
+
+    /// The credentials file of `principal`.
+    pub fn key(&self, principal: &str) -> PathBuf {
+        qm_tenancy::nats::key_path(&self.dir, principal)
+    }
+
+    /// Connection settings of `principal` for `url`.
+    pub fn settings(&self, url: &str, principal: &str) -> qm_service::settings::NatsSettings {
+        qm_service::settings::NatsSettings {
+            nats_url: url.to_string(),
+            nats_nkey_file: self.key(principal).display().to_string(),
+            ..Default::default()
+        }
+    }
+
+    /// A connected API client acting as `principal`.
+    pub async fn client(&self, url: &str, principal: &str) -> Client {
+        let (nats, who) = qm_service::nats::connect(
+            &self.settings(url, principal),
+            principal,
+            Some(Duration::from_secs(10)),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{principal} connects: {e}"));
+        Client::new(nats, who)
+    }
+}
+
+/// TLS for the NATS server: its certificate and key, and the CA that
+/// signed them (made at test time).
+#[derive(Clone)]
+pub struct Tls {
+    pub ca_pem: String,
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
 /// NATS with JetStream in a container (`QM_NATS_IMAGE`, default
-/// `quartermaster/nats:local`; `nats:latest` works the same).
+/// `quartermaster/nats:local`; `nats:latest` works the same), started with
+/// the authorization `qm auth` generates from the dev tenancy.
 pub struct Nats {
     pub container: ContainerAsync<GenericImage>,
     pub url: String,
+    pub auth: Auth,
 }
 
 pub async fn start_nats() -> Nats {
@@ -34,11 +98,31 @@ pub async fn start_nats() -> Nats {
 /// NATS on a fixed host port (None: any free one). A fixed port survives a
 /// restart of the container, for outage tests.
 pub async fn start_nats_on(host_port: Option<u16>) -> Nats {
+    start_nats_with(host_port, None).await
+}
+
+/// NATS, optionally with TLS (then the URL is `tls://`).
+pub async fn start_nats_with(host_port: Option<u16>, tls: Option<Tls>) -> Nats {
+    let auth = Auth::dev(&format!("nats-{}", free_port()));
     let (name, tag) = crate::image("QM_NATS_IMAGE", "quartermaster/nats:local");
-    let image = GenericImage::new(name, tag)
+    let mut config = String::from("listen: \"0.0.0.0:4222\"\njetstream { store_dir: \"/tmp/js\" }\n");
+    if tls.is_some() {
+        config.push_str(
+            "tls { cert_file: \"/etc/qm/server.pem\", key_file: \"/etc/qm/server-key.pem\", ca_file: \"/etc/qm/ca.pem\" }\n",
+        );
+    }
+    config.push_str(&auth.authorization);
+    let mut image = GenericImage::new(name, tag)
         .with_exposed_port(4222.tcp())
         .with_wait_for(WaitFor::message_on_stderr("Server is ready"))
-        .with_cmd(["-js", "-sd", "/tmp/js"]);
+        .with_copy_to("/etc/qm/nats.conf", config.into_bytes())
+        .with_cmd(["-c", "/etc/qm/nats.conf"]);
+    if let Some(t) = &tls {
+        image = image
+            .with_copy_to("/etc/qm/server.pem", t.cert_pem.clone().into_bytes())
+            .with_copy_to("/etc/qm/server-key.pem", t.key_pem.clone().into_bytes())
+            .with_copy_to("/etc/qm/ca.pem", t.ca_pem.clone().into_bytes());
+    }
     let request = match host_port {
         Some(p) => image.with_mapped_port(p, 4222.tcp()),
         None => image,
@@ -51,9 +135,11 @@ pub async fn start_nats_on(host_port: Option<u16>) -> Nats {
         .get_host_port_ipv4(4222.tcp())
         .await
         .expect("port");
+    let scheme = if tls.is_some() { "tls" } else { "nats" };
     Nats {
         container,
-        url: format!("nats://127.0.0.1:{port}"),
+        url: format!("{scheme}://127.0.0.1:{port}"),
+        auth,
     }
 }
 
@@ -135,6 +221,10 @@ impl Events {
 
 pub struct Stack {
     pub nats_url: String,
+    /// The tenancy and every principal's credentials.
+    pub auth: Auth,
+    /// Extra settings every service started gets (e.g. TLS files).
+    pub service_env: Vec<(String, String)>,
     pub s3: qm_checkpoint::s3::S3Config,
     pub dir: PathBuf,
     pub client: Client,
@@ -148,12 +238,33 @@ pub struct Stack {
 }
 
 impl Stack {
-    /// Connects to the servers; starts no service yet.
+    /// Connects to the servers as the admin `platform` (the stack's own
+    /// client), starts no service yet.
     pub async fn new(nats: &Nats, s3: &S3Server, name: &str) -> Stack {
+        Stack::new_with(nats, s3, name, Vec::new()).await
+    }
+
+    /// [`Stack::new`] with settings for every service (and the stack's
+    /// client: TLS files).
+    pub async fn new_with(
+        nats: &Nats,
+        s3: &S3Server,
+        name: &str,
+        service_env: Vec<(String, String)>,
+    ) -> Stack {
         let dir = std::env::temp_dir().join(format!("qm-stack-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("stack dir");
-        let nats_client = async_nats::connect(&nats.url).await.expect("NATS connects");
+        let mut settings = nats.auth.settings(&nats.url, "platform");
+        for (k, v) in &service_env {
+            if k == "QM_NATS_CA_FILE" {
+                settings.nats_ca_file = v.clone();
+            }
+        }
+        let (nats_client, _) =
+            qm_service::nats::connect(&settings, "qm-test", Some(Duration::from_secs(10)))
+                .await
+                .expect("NATS connects as platform");
         let events = Events::default();
         let mut sub = nats_client
             .subscribe("qm.v1.events.>")
@@ -171,9 +282,11 @@ impl Stack {
         nats_client.flush().await.expect("flush");
         Stack {
             nats_url: nats.url.clone(),
+            auth: nats.auth.clone(),
+            service_env,
             s3: s3.config.clone(),
             dir,
-            client: Client::new(nats_client),
+            client: Client::new(nats_client, "platform"),
             events,
             procs: BTreeMap::new(),
             scheduler_env: Vec::new(),
@@ -182,8 +295,27 @@ impl Stack {
         }
     }
 
-    /// Starts a service binary as `name` with extra environment; its output
-    /// goes to `<dir>/<name>.log`.
+    /// Starts a service binary as `name`, acting as `principal`, with extra
+    /// environment; its output goes to `<dir>/<name>.log`.
+    pub fn spawn_as(
+        &mut self,
+        name: &str,
+        binary: &str,
+        principal: &str,
+        env: &[(String, String)],
+    ) {
+        let mut all = vec![(
+            "QM_NATS_NKEY_FILE".to_string(),
+            self.auth.key(principal).display().to_string(),
+        )];
+        all.extend(self.service_env.iter().cloned());
+        all.extend(env.iter().cloned());
+        self.spawn(name, binary, &all);
+    }
+
+    /// Starts a service binary as `name` with extra environment (and no
+    /// credentials unless `env` gives them); its output goes to
+    /// `<dir>/<name>.log`.
     pub fn spawn(&mut self, name: &str, binary: &str, env: &[(String, String)]) {
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -206,13 +338,18 @@ impl Stack {
     }
 
     pub fn admission(&mut self) {
-        self.spawn("admission", "qm-admission", &[]);
+        let tenancy = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/tenancy.dev.yaml");
+        let env = vec![
+            ("QM_ADMISSION_TENANCY".to_string(), tenancy.display().to_string()),
+            ("QM_ADMISSION_CHECKPOINT_BUCKET".to_string(), self.s3.bucket.clone()),
+        ];
+        self.spawn_as("admission", "qm-admission", "admission", &env);
     }
 
     pub fn scheduler(&mut self, name: &str) {
         let mut env = self.scheduler_env.clone();
         env.push(("QM_SCHEDULER_HOLDER".into(), name.into()));
-        self.spawn(name, "qm-scheduler", &env);
+        self.spawn_as(name, "qm-scheduler", "scheduler", &env);
     }
 
     /// A checkpoint service for `node`.
@@ -236,9 +373,18 @@ impl Stack {
             ),
             ("QM_CHECKPOINT_SCAN_INTERVAL_MS".into(), "300".into()),
         ];
-        let env: Vec<(String, String)> =
+        let mut env: Vec<(String, String)> =
             env.into_iter().chain(self.checkpoint_env.clone()).collect();
-        self.spawn(&format!("checkpoint-{node}"), "qm-checkpoint", &env);
+        env.push((
+            "QM_CHECKPOINT_WORK_DIR".into(),
+            self.dir.join(node).display().to_string(),
+        ));
+        self.spawn_as(
+            &format!("checkpoint-{node}"),
+            "qm-checkpoint",
+            &format!("ckpt-{node}"),
+            &env,
+        );
     }
 
     /// An executor offering `count` instances of `instance_type`, with its
@@ -255,7 +401,7 @@ impl Stack {
                 self.dir.join(id).display().to_string(),
             ),
         ];
-        self.spawn(id, "qm-executor", &env);
+        self.spawn_as(id, "qm-executor", id, &env);
         self.executors.push(id.to_string());
     }
 

@@ -236,7 +236,7 @@ async fn malformed_and_oversized_requests_get_errors_and_change_nothing() {
             let msg = stack
                 .client
                 .nats
-                .request(op.subject(), body.clone().into())
+                .request(op.subject("platform").expect("a token"), body.clone().into())
                 .await
                 .unwrap_or_else(|e| panic!("{} {what}: no reply: {e}", op.name()));
             let reply: Reply<serde_json::Value> = serde_json::from_slice(&msg.payload)

@@ -6,12 +6,13 @@ use std::time::Duration;
 use futures::StreamExt;
 use qm_service::client::{CallError, Client};
 use qm_wire::messages::{
-    JobPreemptionConfiguration, JobQueueSnapshot, JobRef, ListServiceJobs, ListServiceJobsResponse,
+    Caller, GetServiceJobLogs, JobPreemptionConfiguration, JobQueueSnapshot, JobRef,
+    ListAuditEvents, ListAuditEventsResponse, ListServiceJobs, ListServiceJobsResponse,
     QueueRef, RetryStrategy, ServiceJob, SubmitServiceJob, SubmitServiceJobResponse,
     TerminateServiceJob, TimeoutConfig, UpdateServiceJob,
 };
 use qm_wire::subjects::{self, Operation};
-use qm_wire::system::{LogsRequest, LogsResponse, QueueDocument};
+use qm_wire::system::{LogsResponse, QueueDocument};
 
 /// A failure: one line for the user and the exit code.
 pub struct Failure(pub String, pub u8);
@@ -19,7 +20,7 @@ pub struct Failure(pub String, pub u8);
 impl From<CallError> for Failure {
     fn from(e: CallError) -> Self {
         let code = match e {
-            CallError::NoReply { .. } | CallError::Transport(_) => 3,
+            CallError::NoReply { .. } | CallError::Transport(_) | CallError::Refused { .. } => 3,
             CallError::Api(_) => 1,
         };
         Failure(e.to_string(), code)
@@ -30,17 +31,71 @@ fn usage(message: impl Into<String>) -> Failure {
     Failure(message.into(), 2)
 }
 
-pub async fn connect(url: &str) -> Result<Client, Failure> {
-    let options = async_nats::ConnectOptions::new()
-        .name("qm")
-        .connection_timeout(Duration::from_secs(5));
-    let nats = options.connect(url).await.map_err(|e| {
-        Failure(
-            format!("cannot connect to NATS at {url}: {e} (set --nats or QM_NATS_URL)"),
-            3,
-        )
-    })?;
-    Ok(Client::new(nats))
+/// Who `qm` is to NATS (global flags, or the same `QM_NATS_*` variables
+/// the services read).
+#[derive(Debug, Default, clap::Args)]
+pub struct Credentials {
+    /// Credentials file `qm auth` wrote for you (`<principal>.nk`).
+    #[arg(long, global = true, env = "QM_NATS_NKEY_FILE", value_name = "FILE")]
+    pub nkey: Option<String>,
+    /// JWT credentials file (servers in operator mode; give --principal too).
+    #[arg(long, global = true, env = "QM_NATS_CREDS", value_name = "FILE")]
+    pub creds: Option<String>,
+    #[arg(long, global = true, env = "QM_NATS_USER")]
+    pub user: Option<String>,
+    #[arg(long, global = true, env = "QM_NATS_PASSWORD", hide_env_values = true)]
+    pub password: Option<String>,
+    /// The principal you act as (default: the one your nkey file names).
+    #[arg(long, global = true, env = "QM_NATS_PRINCIPAL")]
+    pub principal: Option<String>,
+    /// CA certificate (PEM) the server's certificate is checked against.
+    #[arg(long, global = true, env = "QM_NATS_CA_FILE", value_name = "FILE")]
+    pub tls_ca: Option<String>,
+    /// Client certificate and key (PEM), for servers that verify clients.
+    #[arg(long, global = true, env = "QM_NATS_CERT_FILE", value_name = "FILE")]
+    pub tls_cert: Option<String>,
+    #[arg(long, global = true, env = "QM_NATS_KEY_FILE", value_name = "FILE")]
+    pub tls_key: Option<String>,
+}
+
+pub async fn connect(url: &str, c: &Credentials) -> Result<Client, Failure> {
+    use qm_service::settings::{NatsSettings, Validate};
+    let s = NatsSettings {
+        nats_url: url.to_string(),
+        nats_principal: c.principal.clone().unwrap_or_default(),
+        nats_nkey_file: c.nkey.clone().unwrap_or_default(),
+        nats_creds: c.creds.clone().unwrap_or_default(),
+        nats_user: c.user.clone().unwrap_or_default(),
+        nats_password: c.password.clone().unwrap_or_default(),
+        nats_ca_file: c.tls_ca.clone().unwrap_or_default(),
+        nats_cert_file: c.tls_cert.clone().unwrap_or_default(),
+        nats_key_file: c.tls_key.clone().unwrap_or_default(),
+    };
+    let problems = s.problems();
+    if !problems.is_empty() {
+        let flags = problems
+            .join("; ")
+            .replace("natsNkeyFile", "--nkey")
+            .replace("natsCreds", "--creds")
+            .replace("natsUser", "--user")
+            .replace("natsPassword", "--password")
+            .replace("natsCaFile", "--tls-ca")
+            .replace("natsCertFile", "--tls-cert")
+            .replace("natsKeyFile", "--tls-key")
+            .replace("natsUrl", "--nats")
+            .replace("natsPrincipal", "--principal");
+        return Err(usage(flags));
+    }
+    let (nats, principal) = qm_service::nats::connect(&s, "qm", Some(Duration::ZERO))
+        .await
+        .map_err(|e| {
+            let hint = match e {
+                qm_service::nats::ConnectError::Unreachable { .. } => " (set --nats or QM_NATS_URL)",
+                _ => "",
+            };
+            Failure(format!("{e}{hint}"), e.exit_code())
+        })?;
+    Ok(Client::new(nats, principal))
 }
 
 /// `qm submit`'s flags (and the command after `--`).
@@ -341,43 +396,232 @@ pub async fn logs(
     attempt: Option<u32>,
     stderr: bool,
 ) -> Result<(), Failure> {
-    let j: ServiceJob = c
+    let r: LogsResponse = c
         .call(
-            Operation::DescribeServiceJob,
-            &JobRef {
+            Operation::GetServiceJobLogs,
+            &GetServiceJobLogs {
                 job_id: job_id.into(),
+                attempt,
+                tail_bytes: None,
             },
         )
         .await?;
-    let a = match attempt {
-        Some(n) => j
-            .attempts
-            .iter()
-            .find(|a| a.attempt == n)
-            .ok_or_else(|| Failure(format!("job {job_id} has no attempt {n}"), 1))?,
-        None => j.attempts.last().ok_or_else(|| {
-            Failure(
-                format!("job {job_id} has not started yet ({})", j.status),
-                1,
-            )
-        })?,
-    };
-    let executor = a
-        .executor_id
-        .as_deref()
-        .ok_or_else(|| Failure("the attempt has no executor".into(), 1))?;
-    let subject = subjects::executor_logs(executor).map_err(|e| Failure(e.to_string(), 1))?;
-    let body = serde_json::to_vec(&LogsRequest {
-        job_id: job_id.into(),
-        attempt: a.attempt,
-        tail_bytes: None,
-    })
-    .map_err(|e| Failure(e.to_string(), 1))?;
-    let r: LogsResponse = c.request_raw(subject, body.into(), "executor").await?;
     if r.truncated {
         eprintln!("qm: (showing the end of the output)");
     }
     print!("{}", if stderr { r.stderr } else { r.stdout });
+    Ok(())
+}
+
+pub async fn whoami(c: &Client, json: bool) -> Result<(), Failure> {
+    let me: Caller = c.call(Operation::WhoAmI, &serde_json::json!({})).await?;
+    if json {
+        print_json(&me);
+    } else {
+        let team = me.team.as_deref().map(|t| format!(", team {t}")).unwrap_or_default();
+        println!("{} ({}{team})", me.principal, me.role.to_lowercase());
+        for s in &me.shares {
+            println!("  owns {s}");
+        }
+    }
+    Ok(())
+}
+
+/// Milliseconds since the Unix epoch from `2026-12-03T09:00:00Z` (or an
+/// offset such as `+01:00`, fractions ignored) or a plain number of ms.
+pub fn parse_time(flag: &str, text: &str) -> Result<u64, Failure> {
+    if let Ok(ms) = text.parse::<u64>() {
+        return Ok(ms);
+    }
+    let bad = || {
+        usage(format!(
+            "{flag}: {text:?} is not a time (use RFC 3339 such as 2026-12-03T09:00:00Z, or ms since the epoch)"
+        ))
+    };
+    let b = text.as_bytes();
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
+        return Err(bad());
+    }
+    let num = |r: std::ops::Range<usize>| -> Result<i64, Failure> {
+        text.get(r).and_then(|s| s.parse().ok()).ok_or_else(bad)
+    };
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
+        return Err(bad());
+    }
+    let mut rest = &text[19..];
+    if let Some(frac) = rest.strip_prefix('.') {
+        rest = frac.trim_start_matches(|c: char| c.is_ascii_digit());
+    }
+    let offset = match rest {
+        "Z" | "z" => 0,
+        o if o.len() == 6 && (o.starts_with('+') || o.starts_with('-')) => {
+            let oh: i64 = o[1..3].parse().map_err(|_| bad())?;
+            let om: i64 = o[4..6].parse().map_err(|_| bad())?;
+            let sign = if o.starts_with('-') { -1 } else { 1 };
+            sign * (oh * 3600 + om * 60)
+        }
+        _ => return Err(bad()),
+    };
+    // Days from 1970-01-01 (the proleptic Gregorian calendar).
+    let (yy, mm) = if mo <= 2 { (y - 1, mo + 9) } else { (y, mo - 3) };
+    let era = yy.div_euclid(400);
+    let yoe = yy - era * 400;
+    let doy = (153 * mm + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + h * 3600 + mi * 60 + sec - offset;
+    u64::try_from(secs * 1000).map_err(|_| bad())
+}
+
+pub fn audit_request(
+    queue: &Option<String>,
+    share: &Option<String>,
+    principal: &Option<String>,
+    since: &Option<String>,
+    until: &Option<String>,
+) -> Result<ListAuditEvents, Failure> {
+    for (flag, v) in [("--queue", queue), ("--share", share), ("--principal", principal)] {
+        if let Some(v) = v {
+            subjects::token(v).map_err(|e| usage(format!("{flag}: {e}")))?;
+        }
+    }
+    Ok(ListAuditEvents {
+        job_queue: queue.clone(),
+        quota_share_name: share.clone(),
+        principal: principal.clone(),
+        since: since.as_deref().map(|t| parse_time("--since", t)).transpose()?,
+        until: until.as_deref().map(|t| parse_time("--until", t)).transpose()?,
+        max_results: None,
+        next_token: None,
+    })
+}
+
+fn rfc3339(ms: u64) -> String {
+    let secs = (ms / 1000) as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        ms % 1000
+    )
+}
+
+pub async fn audit(
+    c: &Client,
+    mut req: ListAuditEvents,
+    max: Option<usize>,
+    json: bool,
+) -> Result<(), Failure> {
+    let mut events = Vec::new();
+    loop {
+        let page: ListAuditEventsResponse = c.call(Operation::ListAuditEvents, &req).await?;
+        events.extend(page.audit_events);
+        if max.is_some_and(|m| events.len() >= m) {
+            events.truncate(max.unwrap_or(usize::MAX));
+            break;
+        }
+        match page.next_token {
+            Some(t) => req.next_token = Some(t),
+            None => break,
+        }
+    }
+    if json {
+        print_json(&events);
+        return Ok(());
+    }
+    println!(
+        "{:<24} {:<14} {:<20} {:<20} {:<20} DETAIL",
+        "TIME", "PRINCIPAL", "OPERATION", "SHARE", "JOB"
+    );
+    for e in &events {
+        let share = format!(
+            "{}/{}",
+            e.job_queue,
+            e.quota_share_name.as_deref().unwrap_or("*")
+        );
+        println!(
+            "{:<24} {:<14} {:<20} {:<20} {:<20} {}",
+            rfc3339(e.at),
+            e.principal,
+            e.operation,
+            share,
+            e.job_id.as_deref().unwrap_or("-"),
+            e.detail
+        );
+    }
+    Ok(())
+}
+
+/// `qm auth`: the tenancy file -> nats-auth.conf and credentials files.
+pub fn auth(
+    tenancy: &std::path::Path,
+    out: Option<&std::path::Path>,
+    check: bool,
+    json: bool,
+) -> Result<(), Failure> {
+    let t = qm_tenancy::Tenancy::load(tenancy).map_err(|e| Failure(e.to_string(), 1))?;
+    let principals = t.principals();
+    if check {
+        println!(
+            "{}: valid ({} team(s), {} principal(s))",
+            tenancy.display(),
+            t.teams.len(),
+            principals.len()
+        );
+        return Ok(());
+    }
+    let out = out.ok_or_else(|| usage("--out DIR is required (or --check to only validate)"))?;
+    let existing: Vec<bool> = principals
+        .iter()
+        .map(|p| qm_tenancy::nats::key_path(out, p).exists())
+        .collect();
+    let keys = qm_tenancy::nats::ensure_keys(&t, out).map_err(|e| Failure(e, 1))?;
+    let conf = qm_tenancy::nats::authorization(&t, &keys).map_err(|e| Failure(e, 1))?;
+    let conf_path = out.join("nats-auth.conf");
+    let tmp = out.join(".nats-auth.conf.tmp");
+    std::fs::write(&tmp, conf)
+        .and_then(|()| std::fs::rename(&tmp, &conf_path))
+        .map_err(|e| Failure(format!("cannot write {}: {e}", conf_path.display()), 1))?;
+    if json {
+        print_json(&serde_json::json!({
+            "authorization": conf_path,
+            "principals": principals.iter().zip(&existing).map(|(p, kept)| serde_json::json!({
+                "principal": p,
+                "role": t.role(p).map(|r| r.label()),
+                "credentials": qm_tenancy::nats::key_path(out, p),
+                "publicKey": keys.get(p),
+                "new": !kept,
+            })).collect::<Vec<_>>(),
+        }));
+        return Ok(());
+    }
+    println!("wrote {}", conf_path.display());
+    for (p, kept) in principals.iter().zip(&existing) {
+        println!(
+            "  {:<20} {:<20} {} ({})",
+            p,
+            t.role(p).map(|r| r.label()).unwrap_or_default(),
+            qm_tenancy::nats::key_path(out, p).display(),
+            if *kept { "kept" } else { "new" }
+        );
+    }
+    println!(
+        "next: `include {}` in the nats-server configuration and reload it; give each principal its .nk file only",
+        conf_path.display()
+    );
     Ok(())
 }
 
@@ -439,7 +683,9 @@ pub async fn snapshot(c: &Client, queue: &str, json: bool) -> Result<(), Failure
     Ok(())
 }
 
-/// Prints job and preemption events as they happen, until interrupted.
+/// Prints job and preemption events as they happen, until interrupted:
+/// of every share for admins and readers, of the caller's own shares for a
+/// team (the server refuses a team a subscription to anyone else's).
 pub async fn watch(
     c: &Client,
     queue: Option<String>,
@@ -453,14 +699,43 @@ pub async fn watch(
             subjects::token(t).map_err(|e| usage(e.to_string()))?;
         }
     }
-    let subject = format!("qm.v1.events.*.{q}.*.{j}.>");
-    let mut sub = c
-        .nats
-        .subscribe(subject.clone())
-        .await
-        .map_err(|e| Failure(format!("cannot subscribe to {subject}: {e}"), 3))?;
+    let me: Caller = c.call(Operation::WhoAmI, &serde_json::json!({})).await?;
+    let mut patterns = Vec::new();
+    if qm_tenancy::sees_all(&me) {
+        patterns.push(format!("qm.v1.events.*.{q}.*.{j}.>"));
+    } else {
+        for grant in me.shares.iter().filter_map(|s| qm_tenancy::Grant::parse(s).ok()) {
+            if q != "*" && grant.queue != q {
+                continue;
+            }
+            let share = grant.share.as_deref().unwrap_or("*");
+            for prefix in [subjects::JOB_EVENTS, subjects::PREEMPTION_EVENTS] {
+                patterns.push(format!("{prefix}.{}.{share}.{j}.>", grant.queue));
+            }
+        }
+    }
+    if patterns.is_empty() {
+        return Err(Failure(
+            format!(
+                "principal {} owns no share{} to watch",
+                me.principal,
+                queue.map(|q| format!(" of queue {q}")).unwrap_or_default()
+            ),
+            1,
+        ));
+    }
+    let mut subs = Vec::new();
+    for subject in &patterns {
+        subs.push(
+            c.nats
+                .subscribe(subject.clone())
+                .await
+                .map_err(|e| Failure(format!("cannot subscribe to {subject}: {e}"), 3))?,
+        );
+    }
+    let mut sub = futures::stream::select_all(subs);
     let mut names: BTreeMap<String, String> = BTreeMap::new();
-    eprintln!("qm: watching {subject} (Ctrl-C to stop)");
+    eprintln!("qm: watching {} (Ctrl-C to stop)", patterns.join(", "));
     while let Some(msg) = sub.next().await {
         if json {
             println!("{}", String::from_utf8_lossy(&msg.payload));

@@ -24,6 +24,8 @@ struct Cli {
         default_value = "nats://127.0.0.1:4222"
     )]
     nats: String,
+    #[command(flatten)]
+    credentials: live::Credentials,
     /// How to print results: readable tables, or JSON for scripts.
     #[arg(long, global = true, value_enum, default_value_t = Output::Table)]
     output: Output,
@@ -76,7 +78,8 @@ enum Command {
         #[arg(long)]
         share: Option<String>,
     },
-    /// Print job state changes and preemptions as they happen.
+    /// Print job state changes and preemptions as they happen (of the
+    /// shares you may read).
     Watch {
         #[arg(long)]
         queue: Option<String>,
@@ -108,6 +111,56 @@ enum Command {
     Snapshot {
         #[arg(long)]
         queue: String,
+    },
+    /// Every accepted write (submits, priority updates, terminates, queue
+    /// and share changes) with who made it and when. A team sees its own
+    /// shares' writes; admins and readers see all.
+    #[command(
+        after_help = "Examples:\n  qm audit --queue training --share QS1\n  qm audit --principal alice --since 2026-12-01T00:00:00Z --output json"
+    )]
+    Audit {
+        #[arg(long)]
+        queue: Option<String>,
+        #[arg(long)]
+        share: Option<String>,
+        #[arg(long)]
+        principal: Option<String>,
+        /// From this time (RFC 3339, e.g. 2026-12-03T09:00:00Z, or ms since the epoch).
+        #[arg(long)]
+        since: Option<String>,
+        /// Before this time (same forms as --since).
+        #[arg(long)]
+        until: Option<String>,
+        /// At most this many entries (default: all).
+        #[arg(long)]
+        max: Option<usize>,
+    },
+    /// Who the server and admission take you for: principal, role, team, shares.
+    Whoami,
+    /// Turn a tenancy file into the NATS server's authorization and one
+    /// credentials file per principal.
+    ///
+    /// Writes into DIR: `nats-auth.conf` (an `authorization { users = [...] }`
+    /// block to `include` from the nats-server configuration; each principal
+    /// authenticated by its nkey, with least-privilege publish/subscribe
+    /// permissions) and `<principal>.nk` for every principal (its nkey seed,
+    /// mode 0600: give each to its owner only). Existing credentials files are
+    /// kept, so after adding a team only the new principals get new keys.
+    /// Then reload the server (`nats-server --signal reload`) and restart
+    /// admission (it reads the tenancy file at start).
+    #[command(
+        after_help = "Example:\n  qm auth --tenancy deploy/tenancy.example.yaml --out /etc/quartermaster/auth\n  # nats-server.conf:  include /etc/quartermaster/auth/nats-auth.conf\n  qm --nkey /etc/quartermaster/auth/alice.nk whoami\n\nThe tenancy file's format: docs/tenancy.md"
+    )]
+    Auth {
+        /// The tenancy file (YAML).
+        #[arg(long)]
+        tenancy: std::path::PathBuf,
+        /// Where to write nats-auth.conf and the credentials files.
+        #[arg(long, value_name = "DIR")]
+        out: Option<std::path::PathBuf>,
+        /// Only validate the tenancy file; write nothing.
+        #[arg(long)]
+        check: bool,
     },
 }
 
@@ -146,7 +199,12 @@ fn main() -> ExitCode {
                     return ExitCode::from(3);
                 }
             };
-            match runtime.block_on(run_live(&cli.nats, output == Output::Json, command)) {
+            match runtime.block_on(run_live(
+                &cli.nats,
+                &cli.credentials,
+                output == Output::Json,
+                command,
+            )) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(live::Failure(message, code)) => {
                     eprintln!("qm: error: {message}");
@@ -157,15 +215,44 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run_live(nats: &str, json: bool, command: Command) -> Result<(), live::Failure> {
+async fn run_live(
+    nats: &str,
+    credentials: &live::Credentials,
+    json: bool,
+    command: Command,
+) -> Result<(), live::Failure> {
     // Bad usage is reported before anything is contacted.
     let submit = match &command {
         Command::Submit(args) => Some(live::submit_request(args)?),
         _ => None,
     };
-    let c = live::connect(nats).await?;
+    if let Command::Auth {
+        tenancy,
+        out,
+        check,
+    } = &command
+    {
+        return live::auth(tenancy, out.as_deref(), *check, json);
+    }
+    let audit = match &command {
+        Command::Audit {
+            queue,
+            share,
+            principal,
+            since,
+            until,
+            ..
+        } => Some(live::audit_request(queue, share, principal, since, until)?),
+        _ => None,
+    };
+    let c = live::connect(nats, credentials).await?;
     match command {
-        Command::Simulate { .. } => Ok(()),
+        Command::Simulate { .. } | Command::Auth { .. } => Ok(()),
+        Command::Audit { max, .. } => match audit {
+            Some(req) => live::audit(&c, req, max, json).await,
+            None => Ok(()),
+        },
+        Command::Whoami => live::whoami(&c, json).await,
         Command::Apply { file } => live::apply(&c, &file, json).await,
         Command::Submit(_) => match submit {
             Some(job) => live::submit(&c, &job, json).await,

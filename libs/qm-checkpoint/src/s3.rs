@@ -5,7 +5,7 @@
 use std::fmt;
 
 use aws_sdk_s3::config::http::HttpResponse;
-use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, SharedCredentialsProvider};
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::Client;
@@ -18,8 +18,12 @@ pub struct S3Config {
     /// e.g. `http://127.0.0.1:3900`; None for AWS S3 itself.
     pub endpoint: Option<String>,
     pub region: String,
+    /// Explicit keys; when empty, `credentials` (the default chain) is used.
     pub access_key_id: String,
     pub secret_access_key: String,
+    /// aws-config's default credentials chain (environment, profile, web
+    /// identity, container and instance metadata): see [`default_chain`].
+    pub credentials: Option<SharedCredentialsProvider>,
     pub bucket: String,
     /// Path-style addressing (`endpoint/bucket/key`), which Garage and MinIO
     /// need without wildcard DNS.
@@ -33,6 +37,7 @@ impl fmt::Debug for S3Config {
             .field("region", &self.region)
             .field("access_key_id", &self.access_key_id)
             .field("secret_access_key", &"<redacted>")
+            .field("default_chain", &self.credentials.is_some())
             .field("bucket", &self.bucket)
             .field("force_path_style", &self.force_path_style)
             .finish()
@@ -46,20 +51,35 @@ pub struct S3Store {
     bucket: String,
 }
 
+/// aws-config's default credentials chain: `AWS_ACCESS_KEY_ID` and
+/// friends, the shared profile (`AWS_PROFILE`), web identity tokens (EKS),
+/// ECS container and EC2 instance metadata, tried in that order.
+pub async fn default_chain() -> SharedCredentialsProvider {
+    SharedCredentialsProvider::new(
+        aws_config::default_provider::credentials::DefaultCredentialsChain::builder()
+            .build()
+            .await,
+    )
+}
+
 impl S3Store {
+    /// A store with the explicit keys of `config`, else its default chain.
     pub fn new(config: &S3Config) -> S3Store {
-        let credentials = Credentials::new(
-            config.access_key_id.clone(),
-            config.secret_access_key.clone(),
-            None,
-            None,
-            "quartermaster",
-        );
         let mut builder = aws_sdk_s3::config::Builder::new()
             .behavior_version(BehaviorVersion::latest())
             .region(Region::new(config.region.clone()))
-            .credentials_provider(credentials)
             .force_path_style(config.force_path_style);
+        if !config.access_key_id.is_empty() {
+            builder = builder.credentials_provider(Credentials::new(
+                config.access_key_id.clone(),
+                config.secret_access_key.clone(),
+                None,
+                None,
+                "quartermaster",
+            ));
+        } else if let Some(chain) = &config.credentials {
+            builder = builder.credentials_provider(chain.clone());
+        }
         if let Some(endpoint) = &config.endpoint {
             builder = builder.endpoint_url(endpoint.clone());
         }

@@ -18,6 +18,10 @@ pub enum CallError {
         service: &'static str,
         secs: u64,
     },
+    /// The NATS server refused to carry the request (a permissions
+    /// violation): this principal may not use that subject.
+    #[error("NATS refused the request on {subject}: {detail}")]
+    Refused { subject: String, detail: String },
     #[error("{0}")]
     Transport(String),
 }
@@ -47,13 +51,16 @@ impl CallError {
 pub struct Client {
     pub nats: async_nats::Client,
     pub timeout: Duration,
+    /// Who this client is: its requests go on `qm.v1.api.<principal>.*`.
+    pub principal: String,
 }
 
 impl Client {
-    pub fn new(nats: async_nats::Client) -> Client {
+    pub fn new(nats: async_nats::Client, principal: impl Into<String>) -> Client {
         Client {
             nats,
             timeout: Duration::from_secs(10),
+            principal: principal.into(),
         }
     }
 
@@ -64,8 +71,15 @@ impl Client {
         body: bytes::Bytes,
         service: &'static str,
     ) -> Result<R, CallError> {
+        let started = std::time::Instant::now();
         let request = self.nats.request(subject.clone(), body);
         let msg = match tokio::time::timeout(self.timeout, request).await {
+            Err(_) | Ok(Err(_)) if crate::nats::violation_since(started).is_some() => {
+                return Err(CallError::Refused {
+                    subject,
+                    detail: crate::nats::violation_since(started).unwrap_or_default(),
+                })
+            }
             Err(_) => {
                 return Err(CallError::NoReply {
                     subject,
@@ -99,7 +113,9 @@ impl Client {
         request: &Q,
     ) -> Result<R, CallError> {
         let body = serde_json::to_vec(request).map_err(|e| CallError::Transport(e.to_string()))?;
-        self.request_raw(op.subject(), body.into(), "admission")
-            .await
+        let subject = op
+            .subject(&self.principal)
+            .map_err(|e| CallError::Transport(format!("principal {e}")))?;
+        self.request_raw(subject, body.into(), "admission").await
     }
 }

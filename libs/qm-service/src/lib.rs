@@ -20,7 +20,10 @@ pub fn now_ms() -> u64 {
 /// The start of every service's `main`: logs, `--config FILE` / `--help`,
 /// settings from file and environment. On a problem it prints one message
 /// naming every problem and returns exit code 2.
-pub fn start<T>(service: &str, usage: &str) -> Result<T, std::process::ExitCode>
+pub fn start<T>(
+    service: &str,
+    usage: &str,
+) -> Result<(T, settings::NatsSettings), std::process::ExitCode>
 where
     T: serde::de::DeserializeOwned + settings::Validate + serde::Serialize + Default,
 {
@@ -36,16 +39,18 @@ where
         })
 }
 
-/// Connects a service to NATS, or prints why not and returns exit code 1.
+/// Connects a service to NATS as its principal (waiting while the server
+/// is down), or prints why not and returns the exit code: 3 when the server
+/// refused the credentials or TLS failed, 2 for unusable settings.
 pub async fn connect(
-    url: &str,
+    settings: &settings::NatsSettings,
     service: &str,
-) -> Result<async_nats::Client, std::process::ExitCode> {
-    nats::connect(url, &format!("qm-{service}"))
+) -> Result<(async_nats::Client, String), std::process::ExitCode> {
+    nats::connect(settings, &format!("qm-{service}"), None)
         .await
         .map_err(|e| {
-            eprintln!("qm-{service}: cannot connect to {url}: {e}");
-            std::process::ExitCode::from(1)
+            eprintln!("qm-{service}: {e}");
+            std::process::ExitCode::from(e.exit_code())
         })
 }
 

@@ -7,6 +7,8 @@ use std::time::Duration;
 use async_nats::jetstream::{self, kv, stream};
 use qm_wire::subjects;
 
+use crate::settings::NatsSettings;
+
 /// Structured logs (`tracing`) to stderr. `RUST_LOG` filters (default
 /// `info`); `QM_LOG_FORMAT=json` writes one JSON object per line.
 pub fn init_tracing() {
@@ -22,42 +24,211 @@ pub fn init_tracing() {
     }
 }
 
-/// Connects, retrying until the server is up; after an outage the client
-/// reconnects by itself (subscriptions are restored, publishes are buffered).
-pub async fn connect(
-    url: &str,
-    name: &str,
-) -> Result<async_nats::Client, async_nats::ConnectError> {
-    let name = name.to_string();
-    async_nats::ConnectOptions::new()
-        .name(&name)
-        .retry_on_initial_connect()
-        .max_reconnects(None)
-        .event_callback(move |event| {
-            let name = name.clone();
-            async move {
-                match event {
-                    async_nats::Event::Connected => {
-                        tracing::info!(service = %name, "connected to NATS")
-                    }
-                    async_nats::Event::Disconnected => {
-                        tracing::warn!(service = %name, "disconnected from NATS; reconnecting")
-                    }
-                    other => tracing::debug!(service = %name, event = %other, "NATS event"),
-                }
-            }
-        })
-        .connect(url)
-        .await
+/// Why a connection could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// The server refused who we said we are: retrying cannot help.
+    #[error("NATS refused the credentials for {principal} at {url}: {detail} (check natsNkeyFile / --nkey, natsCreds or natsUser/natsPassword, and that the server runs the configuration `qm auth` generated)")]
+    Refused {
+        principal: String,
+        url: String,
+        detail: String,
+    },
+    /// TLS could not be set up or the handshake failed.
+    #[error("TLS to {url} failed: {detail} (check natsCaFile / --tls-ca, and the client certificate if the server verifies clients)")]
+    Tls { url: String, detail: String },
+    /// The settings themselves are unusable (an unreadable key file).
+    #[error("{0}")]
+    Settings(String),
+    /// The server did not answer within the time given.
+    #[error("cannot connect to NATS at {url}: {detail}")]
+    Unreachable { url: String, detail: String },
 }
 
-/// The durable storage of Quartermaster.
-pub struct Storage {
-    pub js: jetstream::Context,
-    pub log: stream::Stream,
-    pub config: kv::Store,
-    pub tokens: kv::Store,
-    pub leader: kv::Store,
+impl ConnectError {
+    /// Exit code for a command line: 3 for "no (authorised) service", 2
+    /// for unusable settings.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            ConnectError::Settings(_) => 2,
+            _ => 3,
+        }
+    }
+}
+
+/// The principal a connection acts as: `natsPrincipal`, else the name in
+/// the nkey file's header, else `natsUser`, else `anonymous`.
+pub fn principal(settings: &NatsSettings) -> Result<String, ConnectError> {
+    if !settings.nats_principal.is_empty() {
+        return Ok(settings.nats_principal.clone());
+    }
+    if !settings.nats_nkey_file.is_empty() {
+        let (named, _) =
+            qm_tenancy::nats::read_key_file(std::path::Path::new(&settings.nats_nkey_file))
+                .map_err(ConnectError::Settings)?;
+        if let Some(name) = named {
+            return Ok(name);
+        }
+        return Err(ConnectError::Settings(format!(
+            "{} does not name its principal; set natsPrincipal (QM_NATS_PRINCIPAL, --principal)",
+            settings.nats_nkey_file
+        )));
+    }
+    if !settings.nats_user.is_empty() {
+        return Ok(settings.nats_user.clone());
+    }
+    if !settings.nats_creds.is_empty() {
+        return Err(ConnectError::Settings(
+            "with natsCreds, set natsPrincipal (QM_NATS_PRINCIPAL, --principal) to the principal the credentials belong to".into(),
+        ));
+    }
+    Ok("anonymous".into())
+}
+
+async fn options(
+    settings: &NatsSettings,
+    name: &str,
+    principal: &str,
+) -> Result<async_nats::ConnectOptions, ConnectError> {
+    let inbox = subjects::inbox_prefix(principal)
+        .map_err(|e| ConnectError::Settings(format!("principal {e}")))?;
+    let mut o = if !settings.nats_nkey_file.is_empty() {
+        let (_, seed) =
+            qm_tenancy::nats::read_key_file(std::path::Path::new(&settings.nats_nkey_file))
+                .map_err(ConnectError::Settings)?;
+        async_nats::ConnectOptions::with_nkey(seed)
+    } else if !settings.nats_creds.is_empty() {
+        async_nats::ConnectOptions::with_credentials_file(&settings.nats_creds)
+            .await
+            .map_err(|e| {
+                ConnectError::Settings(format!("natsCreds {}: {e}", settings.nats_creds))
+            })?
+    } else if !settings.nats_user.is_empty() {
+        async_nats::ConnectOptions::with_user_and_password(
+            settings.nats_user.clone(),
+            settings.nats_password.clone(),
+        )
+    } else {
+        async_nats::ConnectOptions::new()
+    };
+    o = o
+        .name(name)
+        .custom_inbox_prefix(inbox)
+        .connection_timeout(Duration::from_secs(5));
+    if !settings.nats_ca_file.is_empty() {
+        o = o.add_root_certificates(settings.nats_ca_file.clone().into());
+    }
+    if !settings.nats_cert_file.is_empty() {
+        o = o.add_client_certificate(
+            settings.nats_cert_file.clone().into(),
+            settings.nats_key_file.clone().into(),
+        );
+    }
+    if settings.nats_url.contains("tls://") || !settings.nats_ca_file.is_empty() {
+        o = o.require_tls(true);
+    }
+    Ok(o)
+}
+
+fn classify(
+    e: &async_nats::ConnectError,
+    settings: &NatsSettings,
+    principal: &str,
+) -> Result<(), ConnectError> {
+    use async_nats::ConnectErrorKind as K;
+    let url = settings.nats_url.clone();
+    match e.kind() {
+        K::AuthorizationViolation | K::Authentication => Err(ConnectError::Refused {
+            principal: principal.to_string(),
+            url,
+            detail: e.to_string(),
+        }),
+        K::Tls => Err(ConnectError::Tls {
+            url,
+            detail: e.to_string(),
+        }),
+        _ => Ok(()),
+    }
+}
+
+static VIOLATIONS: std::sync::Mutex<Vec<(std::time::Instant, String)>> =
+    std::sync::Mutex::new(Vec::new());
+
+fn record_violation(text: &str) {
+    if let Ok(mut v) = VIOLATIONS.lock() {
+        if v.len() >= 16 {
+            v.remove(0);
+        }
+        v.push((std::time::Instant::now(), text.to_string()));
+    }
+}
+
+/// The newest permissions violation the server reported on this process's
+/// connections since `since`: why a request got no answer.
+pub fn violation_since(since: std::time::Instant) -> Option<String> {
+    VIOLATIONS
+        .lock()
+        .ok()?
+        .iter()
+        .rev()
+        .find(|(at, _)| *at >= since)
+        .map(|(_, text)| text.clone())
+}
+
+/// Connects as the principal `settings` name. Waits for the server while it
+/// cannot be reached (up to `wait`, None: forever), but fails at once when
+/// it refuses the credentials or TLS fails. After an outage the client
+/// reconnects by itself (subscriptions are restored, publishes buffered).
+pub async fn connect(
+    settings: &NatsSettings,
+    name: &str,
+    wait: Option<Duration>,
+) -> Result<(async_nats::Client, String), ConnectError> {
+    let principal = principal(settings)?;
+    let started = tokio::time::Instant::now();
+    let mut delay = Duration::from_millis(200);
+    loop {
+        let label = name.to_string();
+        let o = options(settings, name, &principal)
+            .await?
+            .max_reconnects(None)
+            .event_callback(move |event| {
+                let name = label.clone();
+                async move {
+                    match event {
+                        async_nats::Event::Connected => {
+                            tracing::info!(service = %name, "connected to NATS")
+                        }
+                        async_nats::Event::Disconnected => {
+                            tracing::warn!(service = %name, "disconnected from NATS; reconnecting")
+                        }
+                        async_nats::Event::ServerError(e) => {
+                            let text = e.to_string();
+                            if text.to_lowercase().contains("permissions violation") {
+                                record_violation(&text);
+                            }
+                            tracing::warn!(service = %name, error = %text, "NATS server error")
+                        }
+                        other => tracing::debug!(service = %name, event = %other, "NATS event"),
+                    }
+                }
+            });
+        match o.connect(settings.nats_url.as_str()).await {
+            Ok(client) => return Ok((client, principal)),
+            Err(e) => {
+                classify(&e, settings, &principal)?;
+                if wait.is_some_and(|w| started.elapsed() >= w) {
+                    return Err(ConnectError::Unreachable {
+                        url: settings.nats_url.clone(),
+                        detail: e.to_string(),
+                    });
+                }
+                tracing::warn!(url = %settings.nats_url, error = %e, "NATS not reachable; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
 }
 
 /// Errors setting up or using JetStream, as one message.
@@ -69,7 +240,7 @@ async fn bucket(js: &jetstream::Context, config: kv::Config) -> Result<kv::Store
         Ok(store) => Ok(store),
         Err(_) => match js.create_key_value(config).await {
             Ok(store) => Ok(store),
-            // Another service created it at the same moment.
+            // Another admission created it at the same moment.
             Err(create) => js
                 .get_key_value(&name)
                 .await
@@ -78,19 +249,19 @@ async fn bucket(js: &jetstream::Context, config: kv::Config) -> Result<kv::Store
     }
 }
 
-/// Creates (or opens) the log and events streams and the KV buckets.
-pub async fn storage(client: &async_nats::Client) -> Result<Storage, StorageError> {
+/// Creates (or opens) the log and events streams and the KV buckets: what
+/// admission does at start (only its identity may create them).
+pub async fn create_storage(client: &async_nats::Client) -> Result<(), StorageError> {
     let js = jetstream::new(client.clone());
-    let log = js
-        .get_or_create_stream(stream::Config {
-            name: subjects::LOG_STREAM.into(),
-            subjects: vec![format!("{}.>", subjects::LOG_PREFIX)],
-            storage: stream::StorageType::File,
-            // Deduplication window for idempotent appends (Nats-Msg-Id).
-            duplicate_window: Duration::from_secs(120),
-            ..Default::default()
-        })
-        .await?;
+    js.get_or_create_stream(stream::Config {
+        name: subjects::LOG_STREAM.into(),
+        subjects: vec![format!("{}.>", subjects::LOG_PREFIX)],
+        storage: stream::StorageType::File,
+        // Deduplication window for idempotent appends (Nats-Msg-Id).
+        duplicate_window: Duration::from_secs(120),
+        ..Default::default()
+    })
+    .await?;
     js.get_or_create_stream(stream::Config {
         name: subjects::EVENTS_STREAM.into(),
         subjects: vec!["qm.v1.events.>".into()],
@@ -99,56 +270,79 @@ pub async fn storage(client: &async_nats::Client) -> Result<Storage, StorageErro
         ..Default::default()
     })
     .await?;
-    let config = bucket(
-        &js,
-        kv::Config {
-            bucket: subjects::CONFIG_BUCKET.into(),
-            history: 16,
-            storage: stream::StorageType::File,
-            ..Default::default()
-        },
-    )
-    .await?;
-    let tokens = bucket(
-        &js,
-        kv::Config {
-            bucket: subjects::TOKENS_BUCKET.into(),
-            storage: stream::StorageType::File,
-            ..Default::default()
-        },
-    )
-    .await?;
-    let leader = bucket(
-        &js,
-        kv::Config {
-            bucket: subjects::LEADER_BUCKET.into(),
-            storage: stream::StorageType::File,
-            ..Default::default()
-        },
-    )
-    .await?;
-    Ok(Storage {
-        js,
-        log,
-        config,
-        tokens,
-        leader,
-    })
+    for (name, history) in [
+        (subjects::CONFIG_BUCKET, 16),
+        (subjects::TOKENS_BUCKET, 1),
+        (subjects::LEADER_BUCKET, 1),
+    ] {
+        bucket(
+            &js,
+            kv::Config {
+                bucket: name.into(),
+                history,
+                storage: stream::StorageType::File,
+                ..Default::default()
+            },
+        )
+        .await?;
+    }
+    Ok(())
 }
 
-/// Like [`storage`], retrying (with a log line) until JetStream answers.
-pub async fn storage_with_retry(client: &async_nats::Client) -> Storage {
+/// [`create_storage`], retrying (with a log line) until JetStream answers.
+pub async fn create_storage_with_retry(client: &async_nats::Client) {
+    let mut delay = Duration::from_millis(200);
+    while let Err(e) = create_storage(client).await {
+        tracing::warn!(error = %e, "JetStream not ready; retrying");
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(5));
+    }
+}
+
+/// Opens a stream admission created, waiting (with a log line) until it
+/// exists.
+pub async fn open_stream(js: &jetstream::Context, name: &str) -> stream::Stream {
     let mut delay = Duration::from_millis(200);
     loop {
-        match storage(client).await {
+        match js.get_stream(name).await {
             Ok(s) => return s,
             Err(e) => {
-                tracing::warn!(error = %e, "JetStream not ready; retrying");
+                tracing::warn!(stream = name, error = %e, "stream not there yet (admission creates it); retrying");
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(5));
             }
         }
     }
+}
+
+/// Opens a KV bucket admission created, waiting until it exists.
+pub async fn open_bucket(js: &jetstream::Context, name: &str) -> kv::Store {
+    let mut delay = Duration::from_millis(200);
+    loop {
+        match js.get_key_value(name).await {
+            Ok(s) => return s,
+            Err(e) => {
+                tracing::warn!(bucket = name, error = %e, "KV bucket not there yet (admission creates it); retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+}
+
+/// What the scheduler reads and writes: the log and the leader lease.
+pub struct Storage {
+    pub js: jetstream::Context,
+    pub log: stream::Stream,
+    pub leader: kv::Store,
+}
+
+/// Opens the scheduler's [`Storage`], waiting for admission to create it.
+pub async fn scheduler_storage(client: &async_nats::Client) -> Storage {
+    let js = jetstream::new(client.clone());
+    let log = open_stream(&js, subjects::LOG_STREAM).await;
+    let leader = open_bucket(&js, subjects::LEADER_BUCKET).await;
+    Storage { js, log, leader }
 }
 
 /// Resolves on SIGTERM or SIGINT.

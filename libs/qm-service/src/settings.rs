@@ -2,13 +2,17 @@
 //! variables, then validation that reports every problem at once.
 //!
 //! Each top-level field `fooBar` of a service's settings can be set by the
-//! variable `QM_<SERVICE>_FOO_BAR` (e.g. `QM_EXECUTOR_WORK_DIR`); the common
-//! `natsUrl` also by `QM_NATS_URL`. A variable's value is parsed as JSON when
-//! it is valid JSON (numbers, lists, objects) and taken as a string otherwise.
+//! variable `QM_<SERVICE>_FOO_BAR` (e.g. `QM_EXECUTOR_WORK_DIR`). The NATS
+//! connection settings every service shares ([`NatsSettings`]: `natsUrl`,
+//! `natsPrincipal`, `natsNkeyFile`, ...) also by `QM_NATS_URL`,
+//! `QM_NATS_PRINCIPAL`, `QM_NATS_NKEY_FILE`, ... (the service's own variable
+//! wins). A variable's value is parsed as JSON when it is valid JSON
+//! (numbers, lists, objects) and taken as a string otherwise.
 
 use std::path::Path;
 
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// Everything wrong with a service's configuration.
@@ -33,13 +37,129 @@ fn screaming(field: &str) -> String {
     out
 }
 
+/// How a service (or `qm`) reaches NATS and proves who it is. Secrets are
+/// never printed: the nkey seed stays in its file, the password is
+/// redacted in `Debug`.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NatsSettings {
+    /// `nats://host:port` or `tls://host:port` (TLS required); several
+    /// servers of a cluster separated by commas.
+    pub nats_url: String,
+    /// The principal this connection acts as (its API subject and inbox).
+    /// Default: the name in the nkey file's header, else `natsUser`.
+    pub nats_principal: String,
+    /// A credentials file `qm auth` wrote (`<principal>.nk`: the nkey seed).
+    pub nats_nkey_file: String,
+    /// A JWT `.creds` file, for servers run in operator mode.
+    pub nats_creds: String,
+    pub nats_user: String,
+    pub nats_password: String,
+    /// PEM file of the CA that signed the server's certificate.
+    pub nats_ca_file: String,
+    /// PEM client certificate and key, for servers that verify clients.
+    pub nats_cert_file: String,
+    pub nats_key_file: String,
+}
+
+impl Default for NatsSettings {
+    fn default() -> Self {
+        NatsSettings {
+            nats_url: "nats://127.0.0.1:4222".into(),
+            nats_principal: String::new(),
+            nats_nkey_file: String::new(),
+            nats_creds: String::new(),
+            nats_user: String::new(),
+            nats_password: String::new(),
+            nats_ca_file: String::new(),
+            nats_cert_file: String::new(),
+            nats_key_file: String::new(),
+        }
+    }
+}
+
+impl std::fmt::Debug for NatsSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NatsSettings")
+            .field("nats_url", &self.nats_url)
+            .field("nats_principal", &self.nats_principal)
+            .field("nats_nkey_file", &self.nats_nkey_file)
+            .field("nats_creds", &self.nats_creds)
+            .field("nats_user", &self.nats_user)
+            .field(
+                "nats_password",
+                &if self.nats_password.is_empty() { "" } else { "<redacted>" },
+            )
+            .field("nats_ca_file", &self.nats_ca_file)
+            .field("nats_cert_file", &self.nats_cert_file)
+            .field("nats_key_file", &self.nats_key_file)
+            .finish()
+    }
+}
+
+impl Validate for NatsSettings {
+    fn problems(&self) -> Vec<String> {
+        let mut p = Vec::new();
+        if self.nats_url.is_empty() {
+            p.push("natsUrl: is required".into());
+        }
+        for url in self.nats_url.split(',').map(str::trim).filter(|u| !u.is_empty()) {
+            if !(url.starts_with("nats://") || url.starts_with("tls://")) {
+                p.push(format!("natsUrl: {url:?} must start with nats:// or tls://"));
+            }
+        }
+        let ways = [
+            !self.nats_nkey_file.is_empty(),
+            !self.nats_creds.is_empty(),
+            !self.nats_user.is_empty(),
+        ];
+        if ways.iter().filter(|w| **w).count() > 1 {
+            p.push("natsNkeyFile, natsCreds and natsUser: give one way to authenticate, not several".into());
+        }
+        if self.nats_user.is_empty() != self.nats_password.is_empty() {
+            p.push("natsUser and natsPassword: give both or neither".into());
+        }
+        if self.nats_cert_file.is_empty() != self.nats_key_file.is_empty() {
+            p.push("natsCertFile and natsKeyFile: give both or neither".into());
+        }
+        for (field, path) in [
+            ("natsNkeyFile", &self.nats_nkey_file),
+            ("natsCreds", &self.nats_creds),
+            ("natsCaFile", &self.nats_ca_file),
+            ("natsCertFile", &self.nats_cert_file),
+            ("natsKeyFile", &self.nats_key_file),
+        ] {
+            if !path.is_empty() && std::fs::metadata(path).is_err() {
+                p.push(format!("{field}: {path} cannot be read"));
+            }
+        }
+        if !self.nats_principal.is_empty() {
+            if let Err(e) = qm_wire::subjects::token(&self.nats_principal) {
+                p.push(format!("natsPrincipal: {e}"));
+            }
+        }
+        p
+    }
+}
+
+impl NatsSettings {
+    /// The keys of these settings (camelCase), as in a settings file.
+    fn fields() -> Vec<String> {
+        match serde_json::to_value(NatsSettings::default()) {
+            Ok(Value::Object(map)) => map.keys().cloned().collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
 /// Loads settings of type `T` for `service` (e.g. "executor") from `file`
-/// and the environment `env` (pass `std::env::vars()`).
+/// and the environment `env` (pass `std::env::vars()`), with the NATS
+/// connection settings every service shares.
 pub fn load<T>(
     service: &str,
     file: Option<&Path>,
     env: impl IntoIterator<Item = (String, String)>,
-) -> Result<T, SettingsError>
+) -> Result<(T, NatsSettings), SettingsError>
 where
     T: DeserializeOwned + Validate + serde::Serialize + Default,
 {
@@ -48,6 +168,9 @@ where
         Ok(Value::Object(map)) => map,
         _ => Map::new(),
     };
+    if let Ok(Value::Object(nats)) = serde_json::to_value(NatsSettings::default()) {
+        doc.extend(nats);
+    }
     if let Some(path) = file {
         match std::fs::read_to_string(path) {
             Err(e) => problems.push(format!("{}: cannot read: {e}", path.display())),
@@ -65,8 +188,8 @@ where
     let fields: Vec<String> = doc.keys().cloned().collect();
     let env: Vec<(String, String)> = env.into_iter().collect();
     for field in fields {
-        let names = if field == "natsUrl" {
-            vec!["QM_NATS_URL".to_string(), format!("{prefix}NATS_URL")]
+        let names = if field.starts_with("nats") {
+            vec![format!("QM_{}", screaming(&field)), format!("{prefix}{}", screaming(&field))]
         } else {
             vec![format!("{prefix}{}", screaming(&field))]
         };
@@ -81,11 +204,20 @@ where
     if !problems.is_empty() {
         return Err(SettingsError(problems));
     }
+    let mut nats = Map::new();
+    for field in NatsSettings::fields() {
+        if let Some(v) = doc.remove(&field) {
+            nats.insert(field, v);
+        }
+    }
     let settings: T = serde_json::from_value(Value::Object(doc))
         .map_err(|e| SettingsError(vec![e.to_string()]))?;
-    let problems = settings.problems();
+    let nats: NatsSettings = serde_json::from_value(Value::Object(nats))
+        .map_err(|e| SettingsError(vec![e.to_string()]))?;
+    let mut problems = nats.problems();
+    problems.extend(settings.problems());
     if problems.is_empty() {
-        Ok(settings)
+        Ok((settings, nats))
     } else {
         Err(SettingsError(problems))
     }
@@ -113,7 +245,6 @@ mod tests {
     #[derive(Debug, Serialize, Deserialize)]
     #[serde(rename_all = "camelCase", deny_unknown_fields)]
     struct Demo {
-        nats_url: String,
         work_dir: String,
         heartbeat_seconds: u64,
     }
@@ -121,7 +252,6 @@ mod tests {
     impl Default for Demo {
         fn default() -> Self {
             Demo {
-                nats_url: "nats://127.0.0.1:4222".into(),
                 work_dir: String::new(),
                 heartbeat_seconds: 1,
             }
@@ -150,26 +280,39 @@ mod tests {
 
     #[test]
     fn environment_overrides_defaults_and_numbers_parse() {
-        let s: Demo = load(
+        let (s, nats): (Demo, _) = load(
             "demo",
             None,
             env(&[
                 ("QM_NATS_URL", "nats://n:4222"),
+                ("QM_NATS_PRINCIPAL", "everyone"),
+                ("QM_DEMO_NATS_PRINCIPAL", "demo-1"),
                 ("QM_DEMO_WORK_DIR", "/w"),
                 ("QM_DEMO_HEARTBEAT_SECONDS", "3"),
             ]),
         )
         .expect("valid");
-        assert_eq!(s.nats_url, "nats://n:4222");
+        assert_eq!(nats.nats_url, "nats://n:4222");
+        assert_eq!(nats.nats_principal, "demo-1", "the service's own variable wins");
         assert_eq!(s.work_dir, "/w");
         assert_eq!(s.heartbeat_seconds, 3);
     }
 
     #[test]
     fn every_problem_is_reported_at_once() {
-        let e = load::<Demo>("demo", None, env(&[("QM_DEMO_HEARTBEAT_SECONDS", "0")]))
-            .expect_err("invalid");
-        assert_eq!(e.0.len(), 2, "{e}");
+        let e = load::<Demo>(
+            "demo",
+            None,
+            env(&[
+                ("QM_DEMO_HEARTBEAT_SECONDS", "0"),
+                ("QM_NATS_URL", "http://x"),
+                ("QM_NATS_USER", "u"),
+            ]),
+        )
+        .expect_err("invalid");
+        assert_eq!(e.0.len(), 4, "{e}");
+        assert!(e.to_string().contains("must start with nats:// or tls://"), "{e}");
+        assert!(e.to_string().contains("natsUser and natsPassword"), "{e}");
         assert!(e.to_string().contains("workDir"), "{e}");
         assert!(e.to_string().contains("heartbeatSeconds"), "{e}");
     }
@@ -186,5 +329,20 @@ mod tests {
             .expect_err("missing file");
         assert!(e.to_string().contains("cannot read"), "{e}");
         let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+#[cfg(test)]
+mod redaction {
+    #[test]
+    fn the_password_is_never_printed() {
+        let s = super::NatsSettings {
+            nats_user: "u".into(),
+            nats_password: "hunter2".into(),
+            ..Default::default()
+        };
+        let shown = format!("{s:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("<redacted>"), "{shown}");
     }
 }

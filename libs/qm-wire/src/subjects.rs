@@ -4,17 +4,18 @@
 //!
 //! | subject | what |
 //! |---|---|
-//! | `qm.v1.api.<Operation>` | request/reply API (`Operation` as in AWS: `SubmitServiceJob`, ...) |
+//! | `qm.v1.api.<principal>.<Operation>` | request/reply API (`Operation` as in AWS: `SubmitServiceJob`, ...); the NATS server lets only `<principal>` publish there (ADR 0005) |
 //! | `qm.v1.events.job.<queue>.<share>.<jobId>.<STATUS>` | a job's state change |
 //! | `qm.v1.events.preemption.<queue>.<share>.<jobId>.<started\|completed>` | a preemption of the job |
-//! | `qm.v1.events.checkpoint.<queue>.<jobId>` | a checkpoint committed |
+//! | `qm.v1.events.checkpoint.<queue>.<share>.<jobId>` | a checkpoint committed |
 //! | `qm.v1.exec.<executorId>.command` | start/stop commands to one executor |
 //! | `qm.v1.exec.<executorId>.report` | attempt lifecycle reports from an executor |
 //! | `qm.v1.exec.<executorId>.heartbeat` | executor heartbeats (request; the leader answers) |
 //! | `qm.v1.exec.<executorId>.logs` | an attempt's stdout/stderr (request) |
 //! | `qm.v1.ckpt.<node>.<restore\|track\|flush>` | a node's checkpoint service (request) |
 //! | `qm.v1.sched.request` | admission -> scheduler leader: reads, updates, terminates (request) |
-//! | `qm.v1.log.>` | the durable log (stream `QM_LOG`) the scheduler's state is built from |
+//! | `qm.v1.log.>` | the durable log (stream `QM_LOG`) the scheduler's state is built from: `submit.<queue>`, `config.<queue>` (admission), `register.<executorId>` (admission), `exec.<executorId>` (that executor), `checkpoint.<node>` (that node's checkpoint service), `sched` (the leader) |
+//! | `_INBOX_<principal>.>` | replies to `<principal>`'s requests (its inbox prefix; nobody else may subscribe) |
 //!
 //! Useful wildcards: everything about a queue, `qm.v1.events.job.training.>`;
 //! a share, `qm.v1.events.job.*.QS1.>`; one job, `qm.v1.events.*.*.*.<jobId>.>`
@@ -95,10 +96,13 @@ pub enum Operation {
     ApplyJobQueue,
     DescribeJobQueue,
     ListJobQueues,
+    GetServiceJobLogs,
+    ListAuditEvents,
+    WhoAmI,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 17] = [
+    pub const ALL: [Operation; 20] = [
         Operation::SubmitServiceJob,
         Operation::DescribeServiceJob,
         Operation::ListServiceJobs,
@@ -116,6 +120,9 @@ impl Operation {
         Operation::ApplyJobQueue,
         Operation::DescribeJobQueue,
         Operation::ListJobQueues,
+        Operation::GetServiceJobLogs,
+        Operation::ListAuditEvents,
+        Operation::WhoAmI,
     ];
 
     pub fn name(self) -> &'static str {
@@ -137,17 +144,25 @@ impl Operation {
             Operation::ApplyJobQueue => "ApplyJobQueue",
             Operation::DescribeJobQueue => "DescribeJobQueue",
             Operation::ListJobQueues => "ListJobQueues",
+            Operation::GetServiceJobLogs => "GetServiceJobLogs",
+            Operation::ListAuditEvents => "ListAuditEvents",
+            Operation::WhoAmI => "WhoAmI",
         }
     }
 
-    pub fn subject(self) -> String {
-        format!("{API_PREFIX}.{}", self.name())
+    /// The subject `principal` sends this operation on.
+    pub fn subject(self, principal: &str) -> Result<String, BadToken> {
+        Ok(format!("{API_PREFIX}.{}.{}", token(principal)?, self.name()))
     }
 
-    /// The operation a request subject names.
-    pub fn from_subject(subject: &str) -> Option<Operation> {
-        let name = subject.strip_prefix(API_PREFIX)?.strip_prefix('.')?;
-        Operation::ALL.into_iter().find(|op| op.name() == name)
+    /// The principal and operation a request subject names. The principal is
+    /// authentic because the NATS server lets only it publish there.
+    pub fn from_subject(subject: &str) -> Option<(String, Operation)> {
+        let rest = subject.strip_prefix(API_PREFIX)?.strip_prefix('.')?;
+        let (principal, name) = rest.split_once('.')?;
+        token(principal).ok()?;
+        let op = Operation::ALL.into_iter().find(|op| op.name() == name)?;
+        Some((principal.to_string(), op))
     }
 }
 
@@ -177,12 +192,19 @@ pub fn preemption_event(
     ))
 }
 
-pub fn checkpoint_event(queue: &str, job_id: &str) -> Result<String, BadToken> {
+pub fn checkpoint_event(queue: &str, share: &str, job_id: &str) -> Result<String, BadToken> {
     Ok(format!(
-        "{CHECKPOINT_EVENTS}.{}.{}",
+        "{CHECKPOINT_EVENTS}.{}.{}.{}",
         token(queue)?,
+        token(share)?,
         token(job_id)?
     ))
+}
+
+/// The inbox prefix of `principal`'s connection: replies to its requests
+/// arrive under `_INBOX_<principal>.`, which only it may subscribe to.
+pub fn inbox_prefix(principal: &str) -> Result<String, BadToken> {
+    Ok(format!("_INBOX_{}", token(principal)?))
 }
 
 pub fn executor_command(executor: &str) -> Result<String, BadToken> {
@@ -214,12 +236,20 @@ pub fn log_config(queue: &str) -> Result<String, BadToken> {
     Ok(format!("{LOG_PREFIX}.config.{}", token(queue)?))
 }
 
+/// An executor's own reports (only that executor may publish here).
 pub fn log_executor(executor: &str) -> Result<String, BadToken> {
     Ok(format!("{LOG_PREFIX}.exec.{}", token(executor)?))
 }
 
-pub fn log_checkpoint(queue: &str) -> Result<String, BadToken> {
-    Ok(format!("{LOG_PREFIX}.checkpoint.{}", token(queue)?))
+/// An executor's registration, written by admission once it checked that
+/// the caller may act as that executor.
+pub fn log_register(executor: &str) -> Result<String, BadToken> {
+    Ok(format!("{LOG_PREFIX}.register.{}", token(executor)?))
+}
+
+/// Checkpoint commits of one node's checkpoint service.
+pub fn log_checkpoint(node: &str) -> Result<String, BadToken> {
+    Ok(format!("{LOG_PREFIX}.checkpoint.{}", token(node)?))
 }
 
 #[cfg(test)]
@@ -229,10 +259,17 @@ mod tests {
     #[test]
     fn operations_round_trip_through_their_subjects() {
         for op in Operation::ALL {
-            assert_eq!(Operation::from_subject(&op.subject()), Some(op));
+            let subject = op.subject("alice").expect("a token");
+            assert_eq!(
+                Operation::from_subject(&subject),
+                Some(("alice".to_string(), op))
+            );
         }
-        assert_eq!(Operation::from_subject("qm.v1.api.DropTables"), None);
-        assert_eq!(Operation::from_subject("qm.v2.api.SubmitServiceJob"), None);
+        assert_eq!(Operation::from_subject("qm.v1.api.alice.DropTables"), None);
+        assert_eq!(Operation::from_subject("qm.v1.api.SubmitServiceJob"), None);
+        assert_eq!(Operation::from_subject("qm.v2.api.alice.SubmitServiceJob"), None);
+        assert!(Operation::SubmitServiceJob.subject("a.b").is_err());
+        assert!(Operation::SubmitServiceJob.subject(">").is_err());
     }
 
     #[test]

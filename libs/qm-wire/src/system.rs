@@ -30,6 +30,9 @@ pub enum LogEntry {
     Submit {
         job_id: String,
         job: SubmitServiceJob,
+        /// Who submitted it (absent in logs written before authentication).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        principal: Option<String>,
     },
     /// A queue's whole configuration, written by admission after the
     /// configuration bucket accepted it at `revision`.
@@ -37,6 +40,11 @@ pub enum LogEntry {
     Config {
         queue: QueueDocument,
         revision: u64,
+        /// Who changed it, and with which operation.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        principal: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        operation: Option<String>,
     },
     /// An executor (re)started or reconnected.
     Register(RegisterExecutor),
@@ -56,12 +64,26 @@ pub enum LogEntry {
         job_id: String,
         scheduling_priority: u32,
         at: u64,
+        /// Who asked, and the job's queue and share (for the audit log).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        principal: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        job_queue: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        quota_share_name: Option<String>,
     },
     #[serde(rename_all = "camelCase")]
     Terminate {
         job_id: String,
         reason: String,
         at: u64,
+        /// Who asked, and the job's queue and share (for the audit log).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        principal: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        job_queue: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        quota_share_name: Option<String>,
     },
     #[serde(rename_all = "camelCase")]
     ExecutorLost {
@@ -153,9 +175,11 @@ pub struct PassRecord {
     pub timeouts: Vec<String>,
 }
 
-/// On `qm.v1.exec.<executorId>.command`. Every command carries the leader's
-/// fencing epoch: an executor ignores commands from an older epoch than the
-/// newest it has seen. Starts are idempotent per (job, attempt).
+/// On `qm.v1.exec.<executorId>.command`, which only the scheduler may
+/// publish. Every command carries the leader's fencing epoch: an executor
+/// obeys a command only if its epoch is the one of the current lease in
+/// the `qm_leader` bucket (never raised from a message). Starts are
+/// idempotent per (job, attempt).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "camelCase")]
 pub enum ExecCommand {
@@ -165,6 +189,9 @@ pub enum ExecCommand {
         job_id: String,
         attempt: u32,
         job_queue: String,
+        /// The job's share (checkpoint events name it).
+        #[serde(default)]
+        quota_share_name: String,
         command: Vec<String>,
         #[serde(default)]
         environment: BTreeMap<String, String>,
@@ -244,6 +271,10 @@ pub struct LogsResponse {
 #[serde(rename_all = "camelCase")]
 pub struct CheckpointRequest {
     pub job_queue: String,
+    /// The job's share: its checkpoint events name it, and its
+    /// `checkpointS3Prefixes` bound `s3Uri`.
+    #[serde(default)]
+    pub quota_share_name: String,
     pub job_id: String,
     pub attempt: u32,
     /// The attempt's local checkpoint directory (absolute).
@@ -274,4 +305,32 @@ pub struct CheckpointReply {
 pub struct SchedRequest {
     pub operation: String,
     pub body: serde_json::Value,
+    /// Who asked (the scheduler checks the job's share against it).
+    #[serde(default)]
+    pub caller: crate::messages::Caller,
+}
+
+/// The scheduler leader's lease: the value of key `scheduler` in the
+/// `qm_leader` bucket. Executors read it to learn the fencing epoch they
+/// obey: [`LeaderLease::epoch_at`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaderLease {
+    pub holder: String,
+    /// Milliseconds since the Unix epoch.
+    pub expires_at: u64,
+    /// The holder's fencing epoch (the key's revision when it took the
+    /// lease); absent in the write that takes it, whose revision it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<u64>,
+}
+
+/// The key of the lease in the `qm_leader` bucket.
+pub const LEADER_KEY: &str = "scheduler";
+
+impl LeaderLease {
+    /// The epoch of the lease stored at `revision`.
+    pub fn epoch_at(&self, revision: u64) -> u64 {
+        self.epoch.unwrap_or(revision)
+    }
 }

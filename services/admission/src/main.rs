@@ -3,6 +3,14 @@
 //! configuration (JetStream KV), stores them durably (the `QM_LOG` stream)
 //! before replying, and relays job reads, priority updates and terminates
 //! to the scheduler leader. Stateless: run as many as you like (queue group).
+//!
+//! Who asked is the principal in the request's subject
+//! (`qm.v1.api.<principal>.<Operation>`): the NATS server lets only that
+//! principal publish there. Every request is checked against the tenancy
+//! file before anything is stored, and every accepted write is recorded in
+//! the log with its principal (`qm audit`).
+
+mod audit;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -11,9 +19,11 @@ use futures::StreamExt;
 use qm_core::{Cluster, Time};
 use qm_service::api::{self, decode, invalid, respond};
 use qm_service::{convert, nats, now_ms, settings};
+use qm_tenancy::{authorize, Action, Tenancy};
 use qm_wire::messages::{
-    ApiError, ErrorCode, JobQueue, QueueRef, QuotaShare, RegisterExecutor, ShareRef,
-    SubmitServiceJob, SubmitServiceJobResponse,
+    ApiError, Caller, ErrorCode, GetServiceJobLogs, JobQueue, JobRef, ListServiceJobs, QueueRef,
+    QuotaShare, RegisterExecutor, ServiceJob, ShareRef, SubmitServiceJob,
+    SubmitServiceJobResponse,
 };
 use qm_wire::subjects::{self, Operation};
 use qm_wire::system::{LogEntry, QueueDocument, SchedRequest};
@@ -21,23 +31,37 @@ use serde::{Deserialize, Serialize};
 
 const USAGE: &str = "qm-admission [--config FILE]
 
-Answers the Quartermaster API (qm.v1.api.*). Settings (file keys, or
-environment variables):
-  natsUrl          QM_NATS_URL                 default nats://127.0.0.1:4222
-  schedulerTimeoutMs QM_ADMISSION_SCHEDULER_TIMEOUT_MS  default 5000";
+Answers the Quartermaster API (qm.v1.api.<principal>.*), checking every
+request against the tenancy file. Settings (file keys, or environment
+variables):
+  tenancy            QM_ADMISSION_TENANCY            required: the tenancy file (teams,
+                                                     admins, readers, services)
+  checkpointBucket   QM_ADMISSION_CHECKPOINT_BUCKET  the checkpoint services' bucket, to
+                                                     check checkpointConfig.s3Uri at submit
+  schedulerTimeoutMs QM_ADMISSION_SCHEDULER_TIMEOUT_MS  default 5000
+  insecureAllowUnauthenticatedNats  QM_ADMISSION_INSECURE_ALLOW_UNAUTHENTICATED_NATS
+                     default false: refuse to serve when the NATS server lets
+                     anyone connect (then any client could claim any principal)
+NATS connection (QM_NATS_<KEY> or QM_ADMISSION_NATS_<KEY>):
+  natsUrl natsPrincipal natsNkeyFile natsCreds natsUser natsPassword
+  natsCaFile natsCertFile natsKeyFile";
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct Settings {
-    nats_url: String,
+    tenancy: String,
+    checkpoint_bucket: String,
     scheduler_timeout_ms: u64,
+    insecure_allow_unauthenticated_nats: bool,
 }
 
 impl Default for Settings {
     fn default() -> Self {
         Settings {
-            nats_url: "nats://127.0.0.1:4222".into(),
+            tenancy: String::new(),
+            checkpoint_bucket: String::new(),
             scheduler_timeout_ms: 5000,
+            insecure_allow_unauthenticated_nats: false,
         }
     }
 }
@@ -45,8 +69,8 @@ impl Default for Settings {
 impl settings::Validate for Settings {
     fn problems(&self) -> Vec<String> {
         let mut p = Vec::new();
-        if self.nats_url.is_empty() {
-            p.push("natsUrl: is required".into());
+        if self.tenancy.is_empty() {
+            p.push("tenancy: is required (a tenancy file; `qm auth --help` shows the format)".into());
         }
         if self.scheduler_timeout_ms == 0 {
             p.push("schedulerTimeoutMs: must be >= 1".into());
@@ -57,8 +81,12 @@ impl settings::Validate for Settings {
 
 struct Admission {
     client: async_nats::Client,
-    storage: nats::Storage,
+    js: async_nats::jetstream::Context,
+    log: async_nats::jetstream::stream::Stream,
+    config: async_nats::jetstream::kv::Store,
+    tokens: async_nats::jetstream::kv::Store,
     settings: Settings,
+    tenancy: Tenancy,
     /// Per queue: the configuration revision and an empty cluster of it,
     /// cloned to validate each submit with the core's own rules.
     scratch: Mutex<HashMap<String, (u64, Cluster)>>,
@@ -78,6 +106,10 @@ fn token_field(field: &str, value: &str) -> Result<()> {
     subjects::token(value)
         .map(|_| ())
         .map_err(|e| invalid(format!("{field}: {e}"), Vec::new()))
+}
+
+fn denied(e: qm_tenancy::Denied) -> ApiError {
+    api::error(ErrorCode::AccessDenied, e.0)
 }
 
 fn new_job_id() -> String {
@@ -104,7 +136,6 @@ fn token_key(queue: &str, token: &str) -> String {
 impl Admission {
     async fn document(&self, queue: &str) -> Result<Option<(QueueDocument, u64)>> {
         let entry = self
-            .storage
             .config
             .entry(config_key(queue))
             .await
@@ -133,8 +164,22 @@ impl Admission {
         })
     }
 
-    async fn submit(&self, job: SubmitServiceJob) -> Result<SubmitServiceJobResponse> {
+    async fn submit(
+        &self,
+        caller: &Caller,
+        job: SubmitServiceJob,
+    ) -> Result<SubmitServiceJobResponse> {
+        let share = job.quota_share_name.clone().unwrap_or_default();
+        authorize(
+            caller,
+            Action::Submit {
+                queue: &job.job_queue,
+                share: &share,
+            },
+        )
+        .map_err(denied)?;
         let (doc, revision) = self.existing(&job.job_queue).await?;
+        self.check_checkpoint_uri(&doc, &job)?;
         let mut cluster = {
             let cached = self
                 .scratch
@@ -176,6 +221,7 @@ impl Admission {
         let mut entry = LogEntry::Submit {
             job_id: new_job_id(),
             job: job.clone(),
+            principal: Some(caller.principal.clone()),
         };
         if let Some(token) = &job.client_token {
             if token.is_empty() || token.len() > 64 {
@@ -184,10 +230,9 @@ impl Admission {
             let key = token_key(&job.job_queue, token);
             let body = serde_json::to_vec(&entry)
                 .map_err(|e| api::error(ErrorCode::Internal, e.to_string()))?;
-            if self.storage.tokens.create(&key, body.into()).await.is_err() {
+            if self.tokens.create(&key, body.into()).await.is_err() {
                 // Used before (or a concurrent retry won): the same job.
                 let stored = self
-                    .storage
                     .tokens
                     .get(&key)
                     .await
@@ -197,7 +242,7 @@ impl Admission {
                     .map_err(|e| api::error(ErrorCode::Internal, e.to_string()))?;
             }
         }
-        let LogEntry::Submit { job_id, job } = &entry else {
+        let LogEntry::Submit { job_id, job, .. } = &entry else {
             return Err(api::error(
                 ErrorCode::Internal,
                 "token maps to a non-submit",
@@ -210,7 +255,6 @@ impl Admission {
         // The job id as message id: a retried append (same token) is stored once
         // within the stream's window; the scheduler ignores a known job id too.
         let ack = self
-            .storage
             .js
             .publish_with_headers(
                 subject,
@@ -231,13 +275,55 @@ impl Admission {
         })
     }
 
+    /// `checkpointConfig.s3Uri` must lie where the job's share may keep
+    /// checkpoints (the checkpoint service checks it again).
+    fn check_checkpoint_uri(&self, doc: &QueueDocument, job: &SubmitServiceJob) -> Result<()> {
+        let Some(uri) = job
+            .checkpoint_config
+            .as_ref()
+            .and_then(|c| c.s3_uri.as_deref())
+        else {
+            return Ok(());
+        };
+        let share = job.quota_share_name.as_deref().unwrap_or("");
+        let allowed = doc
+            .quota_shares
+            .iter()
+            .find(|s| s.quota_share_name == share)
+            .and_then(|s| s.checkpoint_s3_prefixes.as_deref());
+        let bucket = Some(self.settings.checkpoint_bucket.as_str()).filter(|b| !b.is_empty());
+        qm_tenancy::checkpoint_uri_allowed(
+            uri,
+            allowed,
+            bucket,
+            &job.job_queue,
+            share,
+        )
+        .map_err(|e| {
+            invalid(
+                "invalid job",
+                vec![qm_wire::messages::Problem {
+                    field: "checkpointConfig.s3Uri".into(),
+                    message: e,
+                }],
+            )
+        })
+    }
+
     /// Changes a queue's document with `change`, validated whole, stored with
     /// compare-and-set, then appended to the log for the scheduler.
-    async fn change<F>(&self, queue: &str, change: F) -> Result<QueueDocument>
+    async fn change<F>(
+        &self,
+        caller: &Caller,
+        op: Operation,
+        queue: &str,
+        change: F,
+    ) -> Result<QueueDocument>
     where
         F: Fn(Option<QueueDocument>) -> Result<QueueDocument>,
     {
         token_field("jobQueueName", queue)?;
+        authorize(caller, Action::ChangeConfig { queue }).map_err(denied)?;
         for _ in 0..10 {
             let current = self.document(queue).await?;
             let old = current.as_ref().map(|(d, _)| d.clone());
@@ -247,6 +333,17 @@ impl Admission {
                     &format!("quotaShares[{i}].quotaShareName"),
                     &s.quota_share_name,
                 )?;
+                for (j, prefix) in s.checkpoint_s3_prefixes.iter().flatten().enumerate() {
+                    qm_wire::messages::parse_s3_uri(prefix).map_err(|e| {
+                        invalid(
+                            "invalid queue configuration",
+                            vec![qm_wire::messages::Problem {
+                                field: format!("quotaShares[{i}].checkpointS3Prefixes[{j}]"),
+                                message: e,
+                            }],
+                        )
+                    })?;
+                }
             }
             let config = convert::queue(&new)
                 .map_err(|p| invalid("invalid queue configuration", api::problems(&p)))?;
@@ -266,9 +363,8 @@ impl Admission {
                 .map_err(|e| api::error(ErrorCode::Internal, e.to_string()))?;
             let key = config_key(queue);
             let stored = match &current {
-                None => self.storage.config.create(&key, body.into()).await.ok(),
+                None => self.config.create(&key, body.into()).await.ok(),
                 Some((_, rev)) => self
-                    .storage
                     .config
                     .update(&key, body.into(), *rev)
                     .await
@@ -280,13 +376,15 @@ impl Admission {
             let entry = LogEntry::Config {
                 queue: new.clone(),
                 revision,
+                principal: Some(caller.principal.clone()),
+                operation: Some(op.name().to_string()),
             };
             let subject = subjects::log_config(queue)
                 .map_err(|e| invalid(format!("jobQueueName: {e}"), Vec::new()))?;
             let payload = serde_json::to_vec(&entry)
                 .map_err(|e| api::error(ErrorCode::Internal, e.to_string()))?;
             nats::append_durably(
-                &self.storage.js,
+                &self.js,
                 subject,
                 payload.into(),
                 Some(format!("config-{queue}-{revision}")),
@@ -300,8 +398,11 @@ impl Admission {
         ))
     }
 
-    async fn register(&self, r: RegisterExecutor) -> Result<serde_json::Value> {
+    async fn register(&self, principal: &str, r: RegisterExecutor) -> Result<serde_json::Value> {
         token_field("executorId", &r.executor_id)?;
+        self.tenancy
+            .may_register(principal, &r.executor_id)
+            .map_err(denied)?;
         if let Some(node) = &r.checkpoint_node {
             token_field("checkpointNode", node)?;
         }
@@ -328,12 +429,11 @@ impl Admission {
         if !problems.is_empty() {
             return Err(invalid("invalid executor registration", problems));
         }
-        let subject = subjects::log_executor(&r.executor_id)
+        let subject = subjects::log_register(&r.executor_id)
             .map_err(|e| invalid(format!("executorId: {e}"), Vec::new()))?;
         let payload = serde_json::to_vec(&LogEntry::Register(r))
             .map_err(|e| api::error(ErrorCode::Internal, e.to_string()))?;
         let ack = self
-            .storage
             .js
             .publish(subject, payload.into())
             .await
@@ -346,6 +446,7 @@ impl Admission {
     /// Relays an operation to the scheduler leader and returns its raw reply.
     async fn relay(
         &self,
+        caller: &Caller,
         op: Operation,
         payload: &[u8],
     ) -> std::result::Result<bytes::Bytes, ApiError> {
@@ -353,6 +454,7 @@ impl Admission {
         let request = SchedRequest {
             operation: op.name().into(),
             body,
+            caller: caller.clone(),
         };
         let payload = serde_json::to_vec(&request)
             .map_err(|e| api::error(ErrorCode::Internal, e.to_string()))?;
@@ -378,20 +480,99 @@ impl Admission {
         }
     }
 
+    /// Relays a read of one job to the scheduler, which checks that the
+    /// caller may read it.
+    async fn describe_job(&self, caller: &Caller, job_id: &str) -> Result<ServiceJob> {
+        let body = serde_json::to_vec(&JobRef {
+            job_id: job_id.to_string(),
+        })
+        .map_err(|e| api::error(ErrorCode::Internal, e.to_string()))?;
+        let raw = self
+            .relay(caller, Operation::DescribeServiceJob, &body)
+            .await?;
+        match serde_json::from_slice::<qm_wire::messages::Reply<ServiceJob>>(&raw) {
+            Ok(qm_wire::messages::Reply::Ok(job)) => Ok(job),
+            Ok(qm_wire::messages::Reply::Error(e)) => Err(e),
+            Err(e) => Err(api::error(
+                ErrorCode::Internal,
+                format!("unreadable scheduler reply: {e}"),
+            )),
+        }
+    }
+
+    /// An attempt's output, from the executor that ran it (rank 0's).
+    async fn logs(
+        &self,
+        caller: &Caller,
+        req: GetServiceJobLogs,
+    ) -> Result<qm_wire::system::LogsResponse> {
+        token_field("jobId", &req.job_id)?;
+        let job = self.describe_job(caller, &req.job_id).await?;
+        let attempt = match req.attempt {
+            Some(n) => job.attempts.iter().find(|a| a.attempt == n),
+            None => job.attempts.last(),
+        }
+        .ok_or_else(|| {
+            api::error(
+                ErrorCode::NotFound,
+                match req.attempt {
+                    Some(n) => format!("job {} has no attempt {n}", req.job_id),
+                    None => format!("job {} has not started yet", req.job_id),
+                },
+            )
+        })?;
+        let executor = attempt.executor_id.clone().ok_or_else(|| {
+            api::error(
+                ErrorCode::NotFound,
+                format!("attempt {} of job {} ran on no executor", attempt.attempt, req.job_id),
+            )
+        })?;
+        let subject = subjects::executor_logs(&executor)
+            .map_err(|e| api::error(ErrorCode::Internal, format!("executorId: {e}")))?;
+        let body = serde_json::to_vec(&qm_wire::system::LogsRequest {
+            job_id: req.job_id.clone(),
+            attempt: attempt.attempt,
+            tail_bytes: req.tail_bytes,
+        })
+        .map_err(|e| api::error(ErrorCode::Internal, e.to_string()))?;
+        let client = qm_service::client::Client::new(self.client.clone(), "admission");
+        client
+            .request_raw(subject, body.into(), "executor")
+            .await
+            .map_err(|e| match e {
+                qm_service::client::CallError::Api(e) => e,
+                other => api::error(
+                    ErrorCode::Transient,
+                    format!("executor {executor} did not send the logs: {other}"),
+                ),
+            })
+    }
+
     async fn handle(&self, msg: async_nats::Message) {
-        let Some(op) = Operation::from_subject(&msg.subject) else {
+        let Some((principal, op)) = Operation::from_subject(&msg.subject) else {
             let reply: Result<()> = Err(invalid(
                 format!("unknown operation subject {:?}", msg.subject.as_str()),
                 Vec::new(),
             ));
             return respond(&self.client, &msg, &reply).await;
         };
+        let Some(caller) = self.tenancy.caller(&principal) else {
+            let reply: Result<()> = Err(api::error(
+                ErrorCode::AccessDenied,
+                format!(
+                    "principal {principal:?} is not in the tenancy file; ask an admin to add it"
+                ),
+            ));
+            return respond(&self.client, &msg, &reply).await;
+        };
+        let caller = &caller;
         let p = &msg.payload;
         let c = &self.client;
         match op {
+            Operation::WhoAmI => respond(c, &msg, &Ok::<_, ApiError>(caller.clone())).await,
             Operation::SubmitServiceJob => {
                 let r = match decode(p) {
-                    Ok(job) => self.submit(job).await,
+                    Ok(job) => self.submit(caller, job).await,
                     Err(e) => Err(e),
                 };
                 respond(c, &msg, &r).await
@@ -400,7 +581,8 @@ impl Admission {
                 let r = match decode::<QueueDocument>(p) {
                     Ok(doc) => {
                         let name = doc.job_queue.job_queue_name.clone();
-                        self.change(&name, move |_| Ok(doc.clone())).await
+                        self.change(caller, op, &name, move |_| Ok(doc.clone()))
+                            .await
                     }
                     Err(e) => Err(e),
                 };
@@ -411,7 +593,7 @@ impl Admission {
                 let r = match decode::<JobQueue>(p) {
                     Ok(q) => {
                         let name = q.job_queue_name.clone();
-                        self.change(&name, move |old| match (old, create) {
+                        self.change(caller, op, &name, move |old| match (old, create) {
                             (Some(_), true) => Err(api::error(
                                 ErrorCode::Conflict,
                                 format!("job queue {:?} already exists", q.job_queue_name),
@@ -438,7 +620,7 @@ impl Admission {
                     Ok(s) => {
                         let queue = s.job_queue.clone();
                         let name = s.quota_share_name.clone();
-                        self.change(&queue, move |old| {
+                        self.change(caller, op, &queue, move |old| {
                             let mut doc = old.ok_or_else(|| {
                                 api::error(
                                     ErrorCode::NotFound,
@@ -483,7 +665,7 @@ impl Admission {
             Operation::DeleteQuotaShare => {
                 let r = match decode::<ShareRef>(p) {
                     Ok(s) => self
-                        .change(&s.job_queue.clone(), move |old| {
+                        .change(caller, op, &s.job_queue.clone(), move |old| {
                             let mut doc = old.ok_or_else(|| {
                                 api::error(
                                     ErrorCode::NotFound,
@@ -509,7 +691,7 @@ impl Admission {
             }
             Operation::DescribeQuotaShare => {
                 let r = match decode::<ShareRef>(p) {
-                    Ok(s) => self.existing(&s.job_queue).await.and_then(|(doc, _)| {
+                    Ok(s) => self.readable(caller, &s.job_queue).await.and_then(|(doc, _)| {
                         doc.quota_shares
                             .into_iter()
                             .find(|x| x.quota_share_name == s.quota_share_name)
@@ -527,7 +709,7 @@ impl Admission {
             Operation::ListQuotaShares => {
                 let r = match decode::<QueueRef>(p) {
                     Ok(q) => self
-                        .existing(&q.job_queue)
+                        .readable(caller, &q.job_queue)
                         .await
                         .map(|(doc, _)| serde_json::json!({ "quotaShares": doc.quota_shares })),
                     Err(e) => Err(e),
@@ -536,40 +718,90 @@ impl Admission {
             }
             Operation::DescribeJobQueue => {
                 let r = match decode::<QueueRef>(p) {
-                    Ok(q) => self.existing(&q.job_queue).await.map(|(doc, _)| doc),
+                    Ok(q) => self.readable(caller, &q.job_queue).await.map(|(doc, _)| doc),
                     Err(e) => Err(e),
                 };
                 respond(c, &msg, &r).await
             }
             Operation::ListJobQueues => {
-                let r = self.queue_names().await;
+                let r = self.queue_names(caller).await;
                 respond(c, &msg, &r).await
             }
             Operation::RegisterExecutor => {
                 let r = match decode(p) {
-                    Ok(reg) => self.register(reg).await,
+                    Ok(reg) => self.register(&principal, reg).await,
                     Err(e) => Err(e),
                 };
                 respond(c, &msg, &r).await
             }
+            Operation::GetServiceJobLogs => {
+                let r = match decode(p) {
+                    Ok(req) => self.logs(caller, req).await,
+                    Err(e) => Err(e),
+                };
+                respond(c, &msg, &r).await
+            }
+            Operation::ListAuditEvents => {
+                let r = match decode(p) {
+                    Ok(req) => audit::list(&self.log, caller, req).await,
+                    Err(e) => Err(e),
+                };
+                respond(c, &msg, &r).await
+            }
+            Operation::ListServiceJobs | Operation::GetJobQueueSnapshot => {
+                // Checked here first (the queue and share are in the
+                // request), and again by the scheduler.
+                let check = match op {
+                    Operation::ListServiceJobs => decode::<ListServiceJobs>(p).and_then(|l| {
+                        match &l.quota_share_name {
+                            Some(share) => authorize(
+                                caller,
+                                Action::ReadJob {
+                                    queue: &l.job_queue,
+                                    share,
+                                },
+                            ),
+                            None => authorize(caller, Action::ReadQueue { queue: &l.job_queue }),
+                        }
+                        .map_err(denied)
+                    }),
+                    _ => decode::<QueueRef>(p).and_then(|q| {
+                        authorize(caller, Action::ReadQueue { queue: &q.job_queue }).map_err(denied)
+                    }),
+                };
+                match check {
+                    Ok(()) => self.relay_reply(caller, op, &msg).await,
+                    Err(e) => respond::<()>(c, &msg, &Err(e)).await,
+                }
+            }
             Operation::DescribeServiceJob
-            | Operation::ListServiceJobs
             | Operation::UpdateServiceJob
-            | Operation::TerminateServiceJob
-            | Operation::GetJobQueueSnapshot => match self.relay(op, p).await {
+            | Operation::TerminateServiceJob => self.relay_reply(caller, op, &msg).await,
+        }
+    }
+
+    /// Relays a request to the scheduler and answers with its reply.
+    async fn relay_reply(&self, caller: &Caller, op: Operation, msg: &async_nats::Message) {
+        let c = &self.client;
+        match self.relay(caller, op, &msg.payload).await {
                 Ok(raw) => {
                     if let Some(to) = &msg.reply {
                         let _ = c.publish(to.clone(), raw).await;
                     }
                 }
-                Err(e) => respond::<()>(c, &msg, &Err(e)).await,
-            },
+                Err(e) => respond::<()>(c, msg, &Err(e)).await,
         }
     }
 
-    async fn queue_names(&self) -> Result<serde_json::Value> {
+    /// A queue's configuration, for a caller that may read it.
+    async fn readable(&self, caller: &Caller, queue: &str) -> Result<(QueueDocument, u64)> {
+        authorize(caller, Action::ReadQueue { queue }).map_err(denied)?;
+        self.existing(queue).await
+    }
+
+    /// The queues the caller may read.
+    async fn queue_names(&self, caller: &Caller) -> Result<serde_json::Value> {
         let mut keys = self
-            .storage
             .config
             .keys()
             .await
@@ -577,7 +809,9 @@ impl Admission {
         let mut names = Vec::new();
         while let Some(k) = keys.next().await {
             if let Some(name) = k.ok().as_deref().and_then(|k| k.strip_prefix("queue.")) {
-                names.push(name.to_string());
+                if authorize(caller, Action::ReadQueue { queue: name }).is_ok() {
+                    names.push(name.to_string());
+                }
             }
         }
         names.sort();
@@ -610,17 +844,36 @@ fn merge_share(share: &mut QuotaShare, update: &QuotaShare) {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let settings = match qm_service::start::<Settings>("admission", USAGE) {
+    let (settings, nats_settings) = match qm_service::start::<Settings>("admission", USAGE) {
         Ok(s) => s,
         Err(code) => return code,
     };
-    let client = match qm_service::connect(&settings.nats_url, "admission").await {
+    let tenancy = match Tenancy::load(std::path::Path::new(&settings.tenancy)) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("qm-admission: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    let (client, principal) = match qm_service::connect(&nats_settings, "admission").await {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let storage = nats::storage_with_retry(&client).await;
+    if !client.server_info().auth_required && !settings.insecure_allow_unauthenticated_nats {
+        eprintln!(
+            "qm-admission: the NATS server at {} lets anyone connect, so any client could claim any principal; run it with the configuration `qm auth` generates (or set insecureAllowUnauthenticatedNats for a throwaway test setup)",
+            nats_settings.nats_url
+        );
+        return std::process::ExitCode::from(2);
+    }
+    tracing::info!(%principal, teams = tenancy.teams.len(), principals = tenancy.principals().len(), "tenancy loaded");
+    nats::create_storage_with_retry(&client).await;
+    let js = async_nats::jetstream::new(client.clone());
+    let log = nats::open_stream(&js, subjects::LOG_STREAM).await;
+    let config = nats::open_bucket(&js, subjects::CONFIG_BUCKET).await;
+    let tokens = nats::open_bucket(&js, subjects::TOKENS_BUCKET).await;
     let mut requests = match client
-        .queue_subscribe(format!("{}.>", subjects::API_PREFIX), "qm-admission".into())
+        .queue_subscribe(format!("{}.*.*", subjects::API_PREFIX), "qm-admission".into())
         .await
     {
         Ok(s) => s,
@@ -631,8 +884,12 @@ async fn main() -> std::process::ExitCode {
     };
     let admission = Arc::new(Admission {
         client: client.clone(),
-        storage,
+        js,
+        log,
+        config,
+        tokens,
         settings,
+        tenancy,
         scratch: Mutex::new(HashMap::new()),
     });
     tracing::info!("admission ready");

@@ -11,7 +11,15 @@
 //! Layout in the bucket: `<queue>/<jobId>/manifests/<seq>.json` and
 //! `<queue>/<jobId>/blobs/<sha256>` (see libs/qm-checkpoint); a job's
 //! `checkpointConfig.s3Uri` (`s3://bucket/prefix`) replaces bucket and
-//! prefix (the node's credentials must reach that bucket).
+//! prefix (the node's credentials must reach that bucket), but only under
+//! the prefixes the job's share allows (`checkpointS3Prefixes`; default
+//! `<queue>/shares/<share>/` of the configured bucket).
+//!
+//! Only directories inside `workDir` (the node's executor work directory)
+//! are accepted, and only when no part of the path is a symbolic link, so a
+//! request (or a job that swapped its directory for a link) cannot make the
+//! service read or write anywhere else. Files inside that are links are
+//! never uploaded.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -25,7 +33,9 @@ use qm_service::api::{self, decode, respond};
 use qm_service::{nats, now_ms, settings};
 use qm_wire::messages::{ApiError, ErrorCode};
 use qm_wire::subjects;
-use qm_wire::system::{CheckpointCommit, CheckpointReply, CheckpointRequest, LogEntry};
+use qm_wire::system::{
+    CheckpointCommit, CheckpointReply, CheckpointRequest, LogEntry, QueueDocument,
+};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 
@@ -34,25 +44,32 @@ const USAGE: &str = "qm-checkpoint [--config FILE]
 Syncs attempts' checkpoint directories to S3-compatible storage for the
 executor on this node. Settings (file keys, or environment variables
 QM_CHECKPOINT_<KEY>):
-  natsUrl          QM_NATS_URL                         default nats://127.0.0.1:4222
   node             QM_CHECKPOINT_NODE                  required: the executor's checkpointNode
+  workDir          QM_CHECKPOINT_WORK_DIR              the executor's workDir; only directories
+                                                       inside it are synced (default
+                                                       /tmp/qm-executor-<node>)
   s3Endpoint       QM_CHECKPOINT_S3_ENDPOINT           e.g. http://127.0.0.1:3900 (empty: AWS)
   s3Region         QM_CHECKPOINT_S3_REGION             default garage
   s3Bucket         QM_CHECKPOINT_S3_BUCKET             required
-  s3AccessKeyId    QM_CHECKPOINT_S3_ACCESS_KEY_ID      required
-  s3SecretAccessKey QM_CHECKPOINT_S3_SECRET_ACCESS_KEY required
+  s3AccessKeyId    QM_CHECKPOINT_S3_ACCESS_KEY_ID      explicit keys; when empty, the AWS
+  s3SecretAccessKey QM_CHECKPOINT_S3_SECRET_ACCESS_KEY default chain (AWS_* variables,
+                                                       profile, web identity, instance
+                                                       metadata)
   scanIntervalMs   QM_CHECKPOINT_SCAN_INTERVAL_MS      default 1000
   keep             QM_CHECKPOINT_KEEP                  manifests kept per job, default 5
 
 A checkpoint directory may hold qm-checkpoint.json with {\"step\": N}: the
 step is recorded in the manifest. Files whose names start with '.' are
-never uploaded (write temporary files that way, then rename).";
+never uploaded (write temporary files that way, then rename).
+NATS connection (QM_NATS_<KEY> or QM_CHECKPOINT_NATS_<KEY>):
+  natsUrl natsPrincipal natsNkeyFile natsCreds natsUser natsPassword
+  natsCaFile natsCertFile natsKeyFile";
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct Settings {
-    nats_url: String,
     node: String,
+    work_dir: String,
     s3_endpoint: String,
     s3_region: String,
     s3_bucket: String,
@@ -65,8 +82,8 @@ struct Settings {
 impl Default for Settings {
     fn default() -> Self {
         Settings {
-            nats_url: "nats://127.0.0.1:4222".into(),
             node: String::new(),
+            work_dir: String::new(),
             s3_endpoint: String::new(),
             s3_region: "garage".into(),
             s3_bucket: String::new(),
@@ -84,14 +101,14 @@ impl settings::Validate for Settings {
         if let Err(e) = subjects::token(&self.node) {
             p.push(format!("node: {e}"));
         }
-        for (field, value) in [
-            ("s3Bucket", &self.s3_bucket),
-            ("s3AccessKeyId", &self.s3_access_key_id),
-            ("s3SecretAccessKey", &self.s3_secret_access_key),
-        ] {
-            if value.is_empty() {
-                p.push(format!("{field}: is required"));
-            }
+        if self.s3_bucket.is_empty() {
+            p.push("s3Bucket: is required".into());
+        }
+        if self.s3_access_key_id.is_empty() != self.s3_secret_access_key.is_empty() {
+            p.push("s3AccessKeyId and s3SecretAccessKey: give both (or neither, for the AWS default credentials chain)".into());
+        }
+        if !self.work_dir.is_empty() && !std::path::Path::new(&self.work_dir).is_absolute() {
+            p.push(format!("workDir: {:?} must be an absolute path", self.work_dir));
         }
         if self.scan_interval_ms < 50 {
             p.push("scanIntervalMs: must be >= 50".into());
@@ -116,6 +133,13 @@ struct JobSync {
 
 struct Service {
     settings: Settings,
+    /// The work directory, resolved (no symbolic links): every request's
+    /// directory must lie inside it.
+    work_dir: PathBuf,
+    /// Queue configurations (for `checkpointS3Prefixes`), read at most every
+    /// few seconds per queue.
+    config: async_nats::jetstream::kv::Store,
+    queues: std::sync::Mutex<HashMap<String, (std::time::Instant, Option<QueueDocument>)>>,
     /// The configured bucket's connection settings, and a store per bucket
     /// used so far (jobs may name their own with `checkpointConfig.s3Uri`).
     s3: S3Config,
@@ -142,22 +166,91 @@ impl Service {
         Arc::clone(jobs.entry(job_id.to_string()).or_default())
     }
 
+    /// `dir` if it is a real directory inside the work directory: absolute,
+    /// no `.` or `..`, and no symbolic link anywhere on the way (resolving
+    /// it changes nothing).
+    fn confined(&self, dir: &str) -> Result<PathBuf, ApiError> {
+        let refuse = |why: &str| api::invalid(format!("dir: {dir:?} {why}"), vec![]);
+        let path = PathBuf::from(dir);
+        if !path.is_absolute() {
+            return Err(refuse("must be an absolute path"));
+        }
+        if path
+            .components()
+            .any(|c| matches!(c, std::path::Component::ParentDir | std::path::Component::CurDir))
+        {
+            return Err(refuse("must not contain '.' or '..'"));
+        }
+        let resolved = std::fs::canonicalize(&path)
+            .map_err(|e| refuse(&format!("cannot be resolved: {e}")))?;
+        if resolved != path {
+            return Err(refuse(&format!(
+                "goes through a symbolic link (it resolves to {})",
+                resolved.display()
+            )));
+        }
+        if !resolved.starts_with(&self.work_dir) || resolved == self.work_dir {
+            return Err(refuse(&format!(
+                "is outside the work directory {}",
+                self.work_dir.display()
+            )));
+        }
+        if !std::fs::symlink_metadata(&resolved).is_ok_and(|m| m.is_dir()) {
+            return Err(refuse("is not a directory"));
+        }
+        Ok(resolved)
+    }
+
+    /// The queue's configuration, cached for a few seconds.
+    async fn queue(&self, queue: &str) -> Result<Option<QueueDocument>, ApiError> {
+        if let Ok(cache) = self.queues.lock() {
+            if let Some((at, doc)) = cache.get(queue) {
+                if at.elapsed() < Duration::from_secs(5) {
+                    return Ok(doc.clone());
+                }
+            }
+        }
+        let entry = self
+            .config
+            .entry(format!("queue.{queue}"))
+            .await
+            .map_err(|e| failed("configuration store unavailable", e))?;
+        let doc = entry
+            .filter(|e| e.operation == async_nats::jetstream::kv::Operation::Put)
+            .and_then(|e| serde_json::from_slice::<QueueDocument>(&e.value).ok());
+        if let Ok(mut cache) = self.queues.lock() {
+            cache.insert(queue.to_string(), (std::time::Instant::now(), doc.clone()));
+        }
+        Ok(doc)
+    }
+
     /// Checks a request and resolves where it points: the attempt's local
     /// directory, and the store and prefix of the job's checkpoints (its
     /// `s3Uri`, else the configured bucket under `<queue>/<jobId>`).
-    fn target(&self, req: &CheckpointRequest) -> Result<Target, ApiError> {
+    async fn target(&self, req: &CheckpointRequest) -> Result<Target, ApiError> {
         subjects::token(&req.job_queue)
             .map_err(|e| api::invalid(format!("jobQueue: {e}"), vec![]))?;
         subjects::token(&req.job_id).map_err(|e| api::invalid(format!("jobId: {e}"), vec![]))?;
-        let dir = PathBuf::from(&req.dir);
-        if !dir.is_absolute() {
-            return Err(api::invalid(
-                format!("dir: {:?} must be an absolute path", req.dir),
-                vec![],
-            ));
-        }
+        let dir = self.confined(&req.dir)?;
         let (bucket, prefix) = match &req.s3_uri {
             Some(uri) => {
+                subjects::token(&req.quota_share_name)
+                    .map_err(|e| api::invalid(format!("quotaShareName: {e}"), vec![]))?;
+                let doc = self.queue(&req.job_queue).await?;
+                let allowed = doc.as_ref().and_then(|d| {
+                    d.quota_shares
+                        .iter()
+                        .find(|s| s.quota_share_name == req.quota_share_name)
+                        .and_then(|s| s.checkpoint_s3_prefixes.clone())
+                });
+                qm_tenancy::checkpoint_uri_allowed(
+                    uri,
+                    allowed.as_deref(),
+                    Some(&self.s3.bucket),
+                    &req.job_queue,
+                    &req.quota_share_name,
+                )
+                .map_err(|e| api::error(ErrorCode::AccessDenied, format!("s3Uri: {e}")))?;
                 let u = qm_wire::messages::parse_s3_uri(uri)
                     .map_err(|e| api::invalid(format!("s3Uri: {e}"), vec![]))?;
                 (u.bucket, u.prefix)
@@ -184,7 +277,7 @@ impl Service {
     }
 
     async fn restore(&self, req: &CheckpointRequest) -> Result<CheckpointReply, ApiError> {
-        let Target { dir, store, prefix } = self.target(req)?;
+        let Target { dir, store, prefix } = self.target(req).await?;
         let restored = sync::restore(&store, &prefix, &dir)
             .await
             .map_err(|e| failed("restore failed", e))?;
@@ -215,7 +308,7 @@ impl Service {
 
     /// Commits the directory if it changed since the last commit.
     async fn sync_once(&self, req: &CheckpointRequest, j: &mut JobSync) -> Result<(), ApiError> {
-        let Target { dir, store, prefix } = self.target(req)?;
+        let Target { dir, store, prefix } = self.target(req).await?;
         let print = sync::fingerprint(&dir).map_err(|e| failed("cannot read the directory", e))?;
         if print.is_empty() || j.committed.as_ref() == Some(&print) {
             return Ok(());
@@ -255,7 +348,7 @@ impl Service {
         tracing::info!(job = %req.job_id, attempt = req.attempt, seq = commit.seq, step = ?commit.step, files = manifest.files.len(), "checkpoint committed");
         j.last = Some(commit.clone());
         if let Ok(body) = serde_json::to_vec(&LogEntry::Checkpoint(commit.clone())) {
-            if let Ok(subject) = subjects::log_checkpoint(&req.job_queue) {
+            if let Ok(subject) = subjects::log_checkpoint(&self.settings.node) {
                 nats::append_durably(
                     &self.js,
                     subject,
@@ -267,7 +360,7 @@ impl Service {
         }
         if let (Ok(body), Ok(subject)) = (
             serde_json::to_vec(&commit),
-            subjects::checkpoint_event(&req.job_queue, &req.job_id),
+            subjects::checkpoint_event(&req.job_queue, &req.quota_share_name, &req.job_id),
         ) {
             let _ = self.client.publish(subject, body.into()).await;
         }
@@ -278,7 +371,7 @@ impl Service {
     }
 
     async fn track(self: &Arc<Self>, req: CheckpointRequest) -> Result<CheckpointReply, ApiError> {
-        self.target(&req)?;
+        self.target(&req).await?;
         let job = self.job(&req.job_id).await;
         let mut j = job.lock().await;
         if matches!(&j.tracking, Some((r, t)) if r.attempt == req.attempt && !t.is_finished()) {
@@ -311,7 +404,7 @@ impl Service {
     }
 
     async fn flush(&self, req: CheckpointRequest) -> Result<CheckpointReply, ApiError> {
-        self.target(&req)?;
+        self.target(&req).await?;
         let job = self.job(&req.job_id).await;
         let mut j = job.lock().await;
         if let Some((_, t)) = j.tracking.take() {
@@ -330,24 +423,50 @@ impl Service {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let settings = match qm_service::start::<Settings>("checkpoint", USAGE) {
-        Ok(s) => s,
-        Err(code) => return code,
+    let (mut settings, nats_settings) =
+        match qm_service::start::<Settings>("checkpoint", USAGE) {
+            Ok(s) => s,
+            Err(code) => return code,
+        };
+    if settings.work_dir.is_empty() {
+        settings.work_dir = format!("/tmp/qm-executor-{}", settings.node);
+    }
+    if let Err(e) = std::fs::create_dir_all(&settings.work_dir) {
+        eprintln!("qm-checkpoint: cannot create workDir {}: {e}", settings.work_dir);
+        return std::process::ExitCode::from(2);
+    }
+    let work_dir = match std::fs::canonicalize(&settings.work_dir) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("qm-checkpoint: cannot resolve workDir {}: {e}", settings.work_dir);
+            return std::process::ExitCode::from(2);
+        }
     };
+    let explicit_keys = !settings.s3_access_key_id.is_empty();
     let s3 = S3Config {
         endpoint: (!settings.s3_endpoint.is_empty()).then(|| settings.s3_endpoint.clone()),
         region: settings.s3_region.clone(),
         access_key_id: settings.s3_access_key_id.clone(),
         secret_access_key: settings.s3_secret_access_key.clone(),
+        credentials: if explicit_keys {
+            None
+        } else {
+            Some(qm_checkpoint::s3::default_chain().await)
+        },
         bucket: settings.s3_bucket.clone(),
         force_path_style: true,
     };
-    let client = match qm_service::connect(&settings.nats_url, "checkpoint").await {
+    tracing::info!(
+        credentials = if explicit_keys { "explicit keys" } else { "AWS default chain" },
+        "S3 credentials"
+    );
+    let (client, _principal) = match qm_service::connect(&nats_settings, "checkpoint").await {
         Ok(c) => c,
         Err(code) => return code,
     };
-    // The log stream must exist before commits are appended to it.
-    let storage = nats::storage_with_retry(&client).await;
+    let js = async_nats::jetstream::new(client.clone());
+    // (Commits are appended with retries until the log stream stores them.)
+    let config = nats::open_bucket(&js, subjects::CONFIG_BUCKET).await;
     let subject = format!("{}.{}.*", subjects::CKPT_PREFIX, settings.node);
     let Ok(mut requests) = client.subscribe(subject).await else {
         eprintln!("qm-checkpoint: cannot subscribe");
@@ -355,9 +474,12 @@ async fn main() -> std::process::ExitCode {
     };
     let service = Arc::new(Service {
         settings,
+        work_dir,
+        config,
+        queues: std::sync::Mutex::new(HashMap::new()),
         stores: std::sync::Mutex::new(HashMap::from([(s3.bucket.clone(), S3Store::new(&s3))])),
         s3,
-        js: storage.js,
+        js,
         client: client.clone(),
         jobs: Mutex::new(HashMap::new()),
     });

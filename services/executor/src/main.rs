@@ -32,7 +32,6 @@ const USAGE: &str = "qm-executor [--config FILE]
 
 Launches and stops training processes for the scheduler. Settings (file keys,
 or environment variables QM_EXECUTOR_<KEY>):
-  natsUrl            QM_NATS_URL                    default nats://127.0.0.1:4222
   executorId         QM_EXECUTOR_EXECUTOR_ID        required (letters, digits, - and _)
   jobQueue           QM_EXECUTOR_JOB_QUEUE          required
   instances          QM_EXECUTOR_INSTANCES          required, e.g.
@@ -45,7 +44,17 @@ or environment variables QM_EXECUTOR_<KEY>):
   advertiseAddress   QM_EXECUTOR_ADVERTISE_ADDRESS  how other nodes of a multi-node job
                                                     reach this one (QM_HOSTS); default:
                                                     the host name
-  heartbeatSeconds   QM_EXECUTOR_HEARTBEAT_SECONDS  default 1";
+  heartbeatSeconds   QM_EXECUTOR_HEARTBEAT_SECONDS  default 1
+  runAsUser          QM_EXECUTOR_RUN_AS_USER        run every attempt as this uid (and
+  runAsGroup         QM_EXECUTOR_RUN_AS_GROUP       gid); default: the executor's own
+NATS connection (QM_NATS_<KEY> or QM_EXECUTOR_NATS_<KEY>):
+  natsUrl natsPrincipal natsNkeyFile natsCreds natsUser natsPassword
+  natsCaFile natsCertFile natsKeyFile
+
+Commands are obeyed only when their epoch is the current scheduler lease's
+(read from the qm_leader bucket, never taken from a message). A job sees
+only PATH, HOME, LANG, LC_ALL, TZ and TMPDIR of the executor's environment,
+plus its own environment and the QM_* variables.";
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -59,7 +68,6 @@ pub struct InstanceSpec {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Settings {
-    pub nats_url: String,
     pub executor_id: String,
     pub job_queue: String,
     pub instances: Vec<InstanceSpec>,
@@ -68,12 +76,13 @@ pub struct Settings {
     pub checkpoint_node: String,
     pub advertise_address: String,
     pub heartbeat_seconds: u64,
+    pub run_as_user: Option<u32>,
+    pub run_as_group: Option<u32>,
 }
 
 impl Default for Settings {
     fn default() -> Self {
         Settings {
-            nats_url: "nats://127.0.0.1:4222".into(),
             executor_id: String::new(),
             job_queue: String::new(),
             instances: Vec::new(),
@@ -82,6 +91,8 @@ impl Default for Settings {
             checkpoint_node: String::new(),
             advertise_address: String::new(),
             heartbeat_seconds: 1,
+            run_as_user: None,
+            run_as_group: None,
         }
     }
 }
@@ -114,6 +125,9 @@ impl settings::Validate for Settings {
         if self.heartbeat_seconds == 0 {
             p.push("heartbeatSeconds: must be >= 1".into());
         }
+        if self.run_as_user.is_some() != self.run_as_group.is_some() {
+            p.push("runAsUser and runAsGroup: give both or neither".into());
+        }
         p
     }
 }
@@ -131,13 +145,18 @@ struct Running {
 pub struct Executor {
     settings: Settings,
     client: async_nats::Client,
+    /// Who this executor is to NATS (registers as it).
+    principal: String,
     incarnation: String,
     /// GPU indices per instance slot, per type.
     gpus: BTreeMap<String, Vec<Vec<u32>>>,
     attempts: Mutex<HashMap<(String, u32), Running>>,
     /// Attempts that ran here and ended: a repeated start is ignored.
     finished: Mutex<HashSet<(String, u32)>>,
-    epoch: std::sync::atomic::AtomicU64,
+    /// The scheduler's lease, where the epoch commands must carry is read.
+    leader: async_nats::jetstream::kv::Store,
+    /// The lease's epoch as last read, and when.
+    epoch: Mutex<Option<(u64, tokio::time::Instant)>>,
     reports: mpsc::UnboundedSender<Report>,
     /// Shutting down: attempts end without reports; withdrawing the
     /// instances afterwards ends them HOST_LOST, so they are requeued (a
@@ -174,7 +193,7 @@ impl Executor {
     /// draining for shutdown, for 15 s at most: the scheduler's heartbeat
     /// timeout ends the attempts anyway).
     async fn register(&self, draining: bool) {
-        let client = Client::new(self.client.clone());
+        let client = Client::new(self.client.clone(), self.principal.clone());
         let mut delay = Duration::from_millis(200);
         let give_up = tokio::time::Instant::now() + Duration::from_secs(15);
         loop {
@@ -230,6 +249,7 @@ impl Executor {
         let client = Client {
             nats: self.client.clone(),
             timeout: Duration::from_secs(120),
+            principal: self.principal.clone(),
         };
         let subject = subjects::checkpoint_request(&self.settings.checkpoint_node, op)
             .map_err(|e| e.to_string())?;
@@ -257,18 +277,56 @@ impl Executor {
             .join(format!("attempt-{attempt}"))
     }
 
-    async fn command(self: &Arc<Self>, cmd: ExecCommand) {
-        let epoch = match &cmd {
-            ExecCommand::Start { epoch, .. } | ExecCommand::Stop { epoch, .. } => *epoch,
+    /// The epoch of the scheduler's current lease. A cached value is used
+    /// while it matches what a command says and is under two seconds old;
+    /// anything else is read again from the lease itself.
+    async fn lease_epoch(&self, claimed: u64) -> Option<u64> {
+        let cached = self.epoch.lock().ok().and_then(|e| *e);
+        if let Some((epoch, at)) = cached {
+            if epoch == claimed && at.elapsed() < Duration::from_secs(2) {
+                return Some(epoch);
+            }
+        }
+        let entry = match self.leader.entry(qm_wire::system::LEADER_KEY).await {
+            Ok(Some(e)) if e.operation == async_nats::jetstream::kv::Operation::Put => e,
+            Ok(_) => return None,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the scheduler lease");
+                return cached.map(|(epoch, _)| epoch);
+            }
         };
-        let newest = self
-            .epoch
-            .fetch_max(epoch, std::sync::atomic::Ordering::SeqCst);
-        if epoch < newest {
+        let lease: qm_wire::system::LeaderLease = serde_json::from_slice(&entry.value).ok()?;
+        let epoch = lease.epoch_at(entry.revision);
+        if let Ok(mut e) = self.epoch.lock() {
+            *e = Some((epoch, tokio::time::Instant::now()));
+        }
+        Some(epoch)
+    }
+
+    async fn command(self: &Arc<Self>, cmd: ExecCommand) {
+        let (epoch, job_id) = match &cmd {
+            ExecCommand::Start { epoch, job_id, .. } | ExecCommand::Stop { epoch, job_id, .. } => {
+                (*epoch, job_id.clone())
+            }
+        };
+        // Ids become path components: only subject-safe tokens.
+        if let Err(e) = subjects::token(&job_id) {
+            tracing::warn!(error = %e, "command with an unsafe job id ignored");
+            return;
+        }
+        if let ExecCommand::Start { job_queue, .. } = &cmd {
+            if let Err(e) = subjects::token(job_queue) {
+                tracing::warn!(job = %job_id, error = %e, "start with an unsafe job queue ignored");
+                return;
+            }
+        }
+        let current = self.lease_epoch(epoch).await;
+        if current != Some(epoch) {
             tracing::warn!(
                 epoch,
-                newest,
-                "command from an older scheduler epoch ignored"
+                current = ?current,
+                job = %job_id,
+                "command ignored: its epoch is not the current scheduler lease's"
             );
             return;
         }
@@ -277,6 +335,7 @@ impl Executor {
                 job_id,
                 attempt,
                 job_queue,
+                quota_share_name,
                 command,
                 environment,
                 instance_type,
@@ -298,6 +357,7 @@ impl Executor {
                 let checkpoint = match &checkpoint_dir {
                     Ok(dir) if checkpoints => Some(CheckpointRequest {
                         job_queue: job_queue.clone(),
+                        quota_share_name: quota_share_name.clone(),
                         job_id: job_id.clone(),
                         attempt,
                         dir: dir.display().to_string(),
@@ -326,6 +386,7 @@ impl Executor {
                     checkpoint,
                     rank,
                     hosts,
+                    run_as: self.settings.run_as_user.zip(self.settings.run_as_group),
                 };
                 let (tx, rx) = watch::channel(None);
                 {
@@ -390,6 +451,15 @@ impl Executor {
         if let Err(e) = std::fs::create_dir_all(&ckpt_dir) {
             ended.error = Some(format!("cannot create {}: {e}", ckpt_dir.display()));
             return self.finish(ended);
+        }
+        if let Some((uid, gid)) = launch.run_as {
+            // The unprivileged process writes its output and checkpoints.
+            for d in [&dir, &ckpt_dir] {
+                if let Err(e) = std::os::unix::fs::chown(d, Some(uid), Some(gid)) {
+                    ended.error = Some(format!("cannot hand {} to uid {uid}: {e}", d.display()));
+                    return self.finish(ended);
+                }
+            }
         }
         let restored = if let Some(request) = &launch.checkpoint {
             match self.checkpoint("restore", request, 5).await {
@@ -573,7 +643,7 @@ async fn reporter(
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let mut settings = match qm_service::start::<Settings>("executor", USAGE) {
+    let (mut settings, nats_settings) = match qm_service::start::<Settings>("executor", USAGE) {
         Ok(s) => s,
         Err(code) => return code,
     };
@@ -604,11 +674,12 @@ async fn main() -> std::process::ExitCode {
         );
         return std::process::ExitCode::from(2);
     }
-    let client = match qm_service::connect(&settings.nats_url, "executor").await {
+    let (client, principal) = match qm_service::connect(&nats_settings, "executor").await {
         Ok(c) => c,
         Err(code) => return code,
     };
     let js = async_nats::jetstream::new(client.clone());
+    let leader = nats::open_bucket(&js, subjects::LEADER_BUCKET).await;
     let (tx, rx) = mpsc::unbounded_channel();
     let report_subject = match subjects::log_executor(&settings.executor_id) {
         Ok(s) => s,
@@ -622,9 +693,11 @@ async fn main() -> std::process::ExitCode {
         incarnation: qm_service::random_hex(),
         gpus,
         client: client.clone(),
+        principal,
         attempts: Mutex::new(HashMap::new()),
         finished: Mutex::new(HashSet::new()),
-        epoch: std::sync::atomic::AtomicU64::new(0),
+        leader,
+        epoch: Mutex::new(None),
         reports: tx,
         draining: std::sync::atomic::AtomicBool::new(false),
         settings,

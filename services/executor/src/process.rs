@@ -23,7 +23,13 @@ pub struct Launch {
     /// This node's rank and every node's address (empty: one node).
     pub rank: u32,
     pub hosts: Vec<String>,
+    /// Run as this uid/gid (the executor's `runAsUser`/`runAsGroup`).
+    pub run_as: Option<(u32, u32)>,
 }
+
+/// The only variables of the executor's own environment a job inherits:
+/// nothing secret (NATS credentials, S3 keys) leaks into a job.
+const INHERITED: [&str; 6] = ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"];
 
 impl Launch {
     /// Checkpoints are synced by rank 0 only; the other ranks restore.
@@ -45,6 +51,15 @@ pub fn spawn(launch: &Launch, dir: &Path, checkpoint_dir: &Path) -> Result<Child
     let (out, err) = (open("stdout.log")?, open("stderr.log")?);
     let program = launch.command.first().ok_or("empty command")?;
     let mut cmd = Command::new(program);
+    cmd.env_clear();
+    for name in INHERITED {
+        if let Some(v) = std::env::var_os(name) {
+            cmd.env(name, v);
+        }
+    }
+    if let Some((uid, gid)) = launch.run_as {
+        cmd.uid(uid).gid(gid);
+    }
     cmd.args(&launch.command[1..])
         .current_dir(dir)
         .envs(&launch.environment)

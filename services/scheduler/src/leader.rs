@@ -12,23 +12,17 @@
 use std::time::Duration;
 
 use async_nats::jetstream::kv;
-use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-const KEY: &str = "scheduler";
+use qm_wire::system::{LeaderLease as Lease, LEADER_KEY as KEY};
 
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Lease {
-    holder: String,
-    /// Milliseconds since the Unix epoch.
-    expires_at: u64,
-}
-
-fn lease(holder: &str, ttl: Duration) -> bytes::Bytes {
+/// The lease's value; `epoch` is written by every renewal so executors can
+/// read the epoch they must obey (the taking write's own revision is it).
+fn lease(holder: &str, ttl: Duration, epoch: Option<u64>) -> bytes::Bytes {
     let l = Lease {
         holder: holder.into(),
         expires_at: qm_service::now_ms() + ttl.as_millis() as u64,
+        epoch,
     };
     serde_json::to_vec(&l).unwrap_or_default().into()
 }
@@ -39,7 +33,7 @@ pub async fn acquire(store: &kv::Store, holder: &str, ttl: Duration) -> (u64, u6
     let mut announced = false;
     loop {
         let attempt = match store.entry(KEY).await {
-            Ok(None) => store.create(KEY, lease(holder, ttl)).await.ok(),
+            Ok(None) => store.create(KEY, lease(holder, ttl, None)).await.ok(),
             Ok(Some(e)) => {
                 let current: Option<Lease> = serde_json::from_slice(&e.value).ok();
                 let free = e.operation != kv::Operation::Put
@@ -47,7 +41,7 @@ pub async fn acquire(store: &kv::Store, holder: &str, ttl: Duration) -> (u64, u6
                         .as_ref()
                         .is_none_or(|l| l.expires_at < qm_service::now_ms() || l.holder == holder);
                 if free {
-                    store.update(KEY, lease(holder, ttl), e.revision).await.ok()
+                    store.update(KEY, lease(holder, ttl, None), e.revision).await.ok()
                 } else {
                     if !announced {
                         tracing::info!(
@@ -77,6 +71,7 @@ pub fn keep(
     store: kv::Store,
     holder: String,
     ttl: Duration,
+    epoch: u64,
     mut revision: u64,
 ) -> (watch::Receiver<bool>, tokio::task::JoinHandle<()>) {
     let (tx, rx) = watch::channel(false);
@@ -84,7 +79,7 @@ pub fn keep(
         let mut valid_until = tokio::time::Instant::now() + ttl;
         loop {
             tokio::time::sleep(ttl / 3).await;
-            match store.update(KEY, lease(&holder, ttl), revision).await {
+            match store.update(KEY, lease(&holder, ttl, Some(epoch)), revision).await {
                 Ok(r) => {
                     revision = r;
                     valid_until = tokio::time::Instant::now() + ttl;
@@ -114,6 +109,7 @@ pub async fn release(store: &kv::Store, holder: &str) {
             let expired = serde_json::to_vec(&Lease {
                 holder: holder.into(),
                 expires_at: 0,
+                epoch: None,
             })
             .unwrap_or_default();
             let _ = store.update(KEY, expired.into(), e.revision).await;

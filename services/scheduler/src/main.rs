@@ -16,17 +16,21 @@ const USAGE: &str = "qm-scheduler [--config FILE]
 
 Runs the scheduling core over the durable log; one leader at a time, others
 stand by. Settings (file keys, or environment variables):
-  natsUrl                 QM_NATS_URL                              default nats://127.0.0.1:4222
   holder                  QM_SCHEDULER_HOLDER                      default <hostname>-<pid>
   leaseSeconds            QM_SCHEDULER_LEASE_SECONDS               default 5
   executorTimeoutSeconds  QM_SCHEDULER_EXECUTOR_TIMEOUT_SECONDS    default 10
   passIntervalMs          QM_SCHEDULER_PASS_INTERVAL_MS            default 1000
-  resendSeconds           QM_SCHEDULER_RESEND_SECONDS              default 3";
+  resendSeconds           QM_SCHEDULER_RESEND_SECONDS              default 3
+NATS connection (QM_NATS_<KEY> or QM_SCHEDULER_NATS_<KEY>):
+  natsUrl natsPrincipal natsNkeyFile natsCreds natsUser natsPassword
+  natsCaFile natsCertFile natsKeyFile
+
+Requests admission relays carry the caller; the scheduler checks again that
+the caller may read or change the job's share before it answers or stores.";
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Settings {
-    pub nats_url: String,
     pub holder: String,
     pub lease_seconds: u64,
     pub executor_timeout_seconds: u64,
@@ -40,7 +44,6 @@ impl Default for Settings {
             .map(|h| h.trim().to_string())
             .unwrap_or_else(|_| "scheduler".into());
         Settings {
-            nats_url: "nats://127.0.0.1:4222".into(),
             holder: format!("{host}-{}", std::process::id()),
             lease_seconds: 5,
             executor_timeout_seconds: 10,
@@ -53,9 +56,6 @@ impl Default for Settings {
 impl settings::Validate for Settings {
     fn problems(&self) -> Vec<String> {
         let mut p = Vec::new();
-        if self.nats_url.is_empty() {
-            p.push("natsUrl: is required".into());
-        }
         if self.holder.is_empty() {
             p.push("holder: is required".into());
         }
@@ -77,15 +77,15 @@ impl settings::Validate for Settings {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let settings = match qm_service::start::<Settings>("scheduler", USAGE) {
+    let (settings, nats_settings) = match qm_service::start::<Settings>("scheduler", USAGE) {
         Ok(s) => s,
         Err(code) => return code,
     };
-    let client = match qm_service::connect(&settings.nats_url, "scheduler").await {
+    let (client, _principal) = match qm_service::connect(&nats_settings, "scheduler").await {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let storage = nats::storage_with_retry(&client).await;
+    let storage = nats::scheduler_storage(&client).await;
     let ttl = Duration::from_secs(settings.lease_seconds);
     let shutdown = nats::shutdown_signal();
     tokio::pin!(shutdown);
@@ -102,6 +102,7 @@ async fn main() -> std::process::ExitCode {
             storage.leader.clone(),
             settings.holder.clone(),
             ttl,
+            epoch,
             revision,
         );
         let outcome = runner::run(&client, &storage, &settings, epoch, lost, &mut shutdown).await;

@@ -37,6 +37,8 @@ use qm_wire::messages::{
     QueueRef, ShareUsage, TerminateServiceJob, UpdateServiceJob,
 };
 use qm_wire::subjects;
+use qm_tenancy::{authorize, Action};
+use qm_wire::messages::Caller;
 use qm_wire::system::{ExecCommand, Heartbeat, HeartbeatAck, LogEntry, SchedRequest};
 
 use crate::state::{Effect, Effects, Logged, Position, Positions, State};
@@ -552,18 +554,31 @@ impl Runner<'_> {
         match req.operation.as_str() {
             "DescribeServiceJob" => {
                 let r = parse::<JobRef>(&req.body).and_then(|j| {
-                    self.state
+                    let job = self
+                        .state
                         .describe(&j.job_id, now)
-                        .ok_or_else(|| not_found(&j.job_id))
+                        .ok_or_else(|| not_found(&j.job_id))?;
+                    allowed(
+                        &req.caller,
+                        Action::ReadJob {
+                            queue: &job.job_queue,
+                            share: &job.quota_share_name,
+                        },
+                    )?;
+                    Ok(job)
                 });
                 self.reply(msg.reply, r).await
             }
             "ListServiceJobs" => {
-                let r = parse::<ListServiceJobs>(&req.body).and_then(|l| self.list(&l, now));
+                let r = parse::<ListServiceJobs>(&req.body)
+                    .and_then(|l| self.list(&req.caller, &l, now));
                 self.reply(msg.reply, r).await
             }
             "GetJobQueueSnapshot" => {
-                let r = parse::<QueueRef>(&req.body).and_then(|q| self.snapshot(&q.job_queue, now));
+                let r = parse::<QueueRef>(&req.body).and_then(|q| {
+                    allowed(&req.caller, Action::ReadQueue { queue: &q.job_queue })?;
+                    self.snapshot(&req.caller, &q.job_queue, now)
+                });
                 self.reply(msg.reply, r).await
             }
             "UpdateServiceJob" | "TerminateServiceJob" => {
@@ -638,6 +653,14 @@ impl Runner<'_> {
                 .cluster
                 .job(id)
                 .ok_or_else(|| not_found(&u.job_id))?;
+            let share = self.state.queues[&q].cluster.share_config(job.spec.share).name.clone();
+            allowed(
+                &req.caller,
+                Action::ChangeJob {
+                    queue: &q,
+                    share: &share,
+                },
+            )?;
             if job.status.is_final() {
                 return Err(api::error(
                     ErrorCode::Conflict,
@@ -660,6 +683,9 @@ impl Runner<'_> {
                 job_id: u.job_id,
                 scheduling_priority: u.scheduling_priority,
                 at: now,
+                principal: Some(req.caller.principal.clone()),
+                job_queue: Some(q),
+                quota_share_name: Some(share),
             }));
         }
         let t = parse::<TerminateServiceJob>(&req.body)?;
@@ -671,6 +697,14 @@ impl Runner<'_> {
             .cluster
             .job(id)
             .ok_or_else(|| not_found(&t.job_id))?;
+        let share = self.state.queues[&q].cluster.share_config(job.spec.share).name.clone();
+        allowed(
+            &req.caller,
+            Action::ChangeJob {
+                queue: &q,
+                share: &share,
+            },
+        )?;
         if job.status.is_final() || job.stopping == Some(qm_core::StopCause::Cancelled) {
             return Ok(None); // already over (or being cancelled): nothing to do
         }
@@ -678,10 +712,28 @@ impl Runner<'_> {
             job_id: t.job_id,
             reason: t.reason,
             at: now,
+            principal: Some(req.caller.principal.clone()),
+            job_queue: Some(q),
+            quota_share_name: Some(share),
         }))
     }
 
-    fn list(&self, l: &ListServiceJobs, now: u64) -> Result<ListServiceJobsResponse, ApiError> {
+    fn list(
+        &self,
+        caller: &Caller,
+        l: &ListServiceJobs,
+        now: u64,
+    ) -> Result<ListServiceJobsResponse, ApiError> {
+        match &l.quota_share_name {
+            Some(share) => allowed(
+                caller,
+                Action::ReadJob {
+                    queue: &l.job_queue,
+                    share,
+                },
+            )?,
+            None => allowed(caller, Action::ReadQueue { queue: &l.job_queue })?,
+        }
         let qs = self.state.queues.get(&l.job_queue).ok_or_else(|| {
             api::error(
                 ErrorCode::NotFound,
@@ -705,6 +757,7 @@ impl Runner<'_> {
                 && l.quota_share_name
                     .as_deref()
                     .is_none_or(|s| qs.cluster.share_config(j.spec.share).name == s)
+                && readable(caller, &l.job_queue, &qs.cluster.share_config(j.spec.share).name)
         });
         let page: Vec<_> = matching
             .by_ref()
@@ -719,7 +772,14 @@ impl Runner<'_> {
         })
     }
 
-    fn snapshot(&self, queue: &str, now: u64) -> Result<JobQueueSnapshot, ApiError> {
+    /// A queue's usage per share, and the front of its queue (only the jobs
+    /// the caller may read: another team's jobs carry its commands).
+    fn snapshot(
+        &self,
+        caller: &Caller,
+        queue: &str,
+        now: u64,
+    ) -> Result<JobQueueSnapshot, ApiError> {
         let qs =
             self.state.queues.get(queue).ok_or_else(|| {
                 api::error(ErrorCode::NotFound, format!("no job queue {queue:?}"))
@@ -728,9 +788,12 @@ impl Runner<'_> {
         let mut front = Vec::new();
         let mut shares = Vec::new();
         for s in c.share_indices() {
+            let mine = readable(caller, queue, &c.share_config(s).name);
             for t in 0..c.type_count() {
                 let t = qm_core::TypeIdx(t as u16);
-                front.extend(c.runnable_in_order(s, t).into_iter().take(SNAPSHOT_FRONT));
+                if mine {
+                    front.extend(c.runnable_in_order(s, t).into_iter().take(SNAPSHOT_FRONT));
+                }
                 let u = c.share_usage(s, t);
                 if u.entitlement > 0 || u.used > 0 {
                     shares.push(ShareUsage {
@@ -761,6 +824,16 @@ impl Runner<'_> {
             shares,
         })
     }
+}
+
+/// The caller admission attached may do `action` (checked again here, on
+/// the job's real share: admission cannot know it for job ids).
+fn allowed(caller: &Caller, action: Action<'_>) -> Result<(), ApiError> {
+    authorize(caller, action).map_err(|e| api::error(ErrorCode::AccessDenied, e.0))
+}
+
+fn readable(caller: &Caller, queue: &str, share: &str) -> bool {
+    authorize(caller, Action::ReadJob { queue, share }).is_ok()
 }
 
 fn parse<T: serde::de::DeserializeOwned>(body: &serde_json::Value) -> Result<T, ApiError> {

@@ -263,8 +263,10 @@ impl State {
         let now = self.clock;
         let mut fx = Vec::new();
         match entry {
-            LogEntry::Submit { job_id, job } => self.submit(job_id, job, now),
-            LogEntry::Config { queue, revision } => self.configure(queue, revision, now, &mut fx),
+            LogEntry::Submit { job_id, job, .. } => self.submit(job_id, job, now),
+            LogEntry::Config {
+                queue, revision, ..
+            } => self.configure(queue, revision, now, &mut fx),
             LogEntry::Register(r) => self.register(r, now, &mut fx),
             LogEntry::Report(r) => self.report(r, now, &mut fx),
             LogEntry::Checkpoint(c) => self.checkpoint(c),
@@ -827,6 +829,11 @@ impl State {
                         job_id: meta.public_id.clone(),
                         attempt: placed.attempt,
                         job_queue: q.to_string(),
+                        quota_share_name: meta
+                            .submit
+                            .quota_share_name
+                            .clone()
+                            .unwrap_or_default(),
                         command: meta.submit.command.clone(),
                         environment: meta.submit.environment.clone(),
                         instance_type: meta.submit.instance_type.clone(),
@@ -1242,11 +1249,14 @@ mod tests {
         let sub = |id: &str, name: &str, share: &str, p: u32| LogEntry::Submit {
             job_id: id.into(),
             job: submit(name, share, p),
+            principal: None,
         };
         let inputs = vec![
             LogEntry::Config {
                 queue: doc(),
                 revision: 1,
+                principal: None,
+                operation: None,
             },
             register,
             sub("j3", "p3", "QS1", 3),
@@ -1261,6 +1271,9 @@ mod tests {
                 job_id: "j1".into(),
                 scheduling_priority: 4,
                 at: 0,
+                principal: None,
+                job_queue: None,
+                quota_share_name: None,
             },
             report("j3", 1, ReportPhase::Ended, Some(0)),
             sub("j3", "p3-again", "QS1", 9), // a retried append: ignored
@@ -1340,11 +1353,14 @@ mod tests {
             LogEntry::Config {
                 queue: doc(),
                 revision: 1,
+                principal: None,
+                operation: None,
             },
             reg("a"),
             LogEntry::Submit {
                 job_id: "j".into(),
                 job: submit("j", "QS1", 1),
+                principal: None,
             },
             report("j", 1, ReportPhase::Running, None),
         ]);
@@ -1421,12 +1437,15 @@ mod tests {
             LogEntry::Config {
                 queue: doc(),
                 revision: 1,
+                principal: None,
+                operation: None,
             },
             node("node-1"),
             node("node-2"),
             LogEntry::Submit {
                 job_id: "g".into(),
                 job,
+                principal: None,
             },
         ]);
         // One start command per executor, with its rank and every address.
@@ -1483,6 +1502,7 @@ mod tests {
             LogEntry::Submit {
                 job_id: "g2".into(),
                 job,
+                principal: None,
             },
             20_000,
         );

@@ -1,0 +1,611 @@
+//! Quartermaster's trust model, in one place:
+//!
+//! - [`Tenancy`]: the tenancy file (teams and the shares they own, admins,
+//!   readers, and one identity per service or node), validated whole;
+//! - [`authorize`]: who may do what on which share (admission and the
+//!   scheduler both call it: the second check is defence in depth);
+//! - [`nats`]: the nats-server authorization the file compiles to (least
+//!   privilege per principal, enforced by the server itself) and the nkey
+//!   credentials of each principal.
+//!
+//! No I/O except reading and writing the files named by the caller; no
+//! async runtime.
+
+pub mod nats;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use qm_wire::messages::Caller;
+use qm_wire::subjects;
+use serde::{Deserialize, Serialize};
+
+/// The tenancy file. See `docs/tenancy.md` for the format with an example.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Tenancy {
+    /// Team name -> its shares and users.
+    #[serde(default)]
+    pub teams: BTreeMap<String, Team>,
+    /// Principals that may change queues and shares and act on any job.
+    #[serde(default)]
+    pub admins: Vec<String>,
+    /// Principals that may read everything and change nothing.
+    #[serde(default)]
+    pub readers: Vec<String>,
+    #[serde(default)]
+    pub services: Services,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Team {
+    /// `queue/share`, or `queue/*` for every share of a queue.
+    pub shares: Vec<String>,
+    pub users: Vec<String>,
+}
+
+/// One identity per service instance or node (or node group).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Services {
+    /// Principals of admission instances (stateless; one identity for all
+    /// replicas is fine).
+    #[serde(default)]
+    pub admission: Vec<String>,
+    /// Principals of scheduler instances (the leader and its standbys).
+    #[serde(default)]
+    pub scheduler: Vec<String>,
+    /// Executor principal -> the executor ids it may act as.
+    #[serde(default)]
+    pub executors: BTreeMap<String, ExecutorIdentity>,
+    /// Checkpoint service principal -> the nodes it serves.
+    #[serde(default)]
+    pub checkpoint: BTreeMap<String, CheckpointIdentity>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExecutorIdentity {
+    /// Executor ids (`executorId` settings) this principal runs.
+    pub executors: Vec<String>,
+    /// The checkpoint nodes its executors call; default: the executor ids.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checkpoint_nodes: Vec<String>,
+}
+
+impl ExecutorIdentity {
+    pub fn nodes(&self) -> &[String] {
+        if self.checkpoint_nodes.is_empty() {
+            &self.executors
+        } else {
+            &self.checkpoint_nodes
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CheckpointIdentity {
+    pub nodes: Vec<String>,
+}
+
+/// Everything wrong with a tenancy file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid tenancy ({} problem{}):\n  - {}", .0.len(), if .0.len() == 1 { "" } else { "s" }, .0.join("\n  - "))]
+pub struct TenancyError(pub Vec<String>);
+
+/// What a principal is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Role {
+    Admin,
+    Reader,
+    Team { team: String, shares: Vec<String> },
+    Admission,
+    Scheduler,
+    Executor(ExecutorIdentity),
+    Checkpoint(CheckpointIdentity),
+}
+
+impl Role {
+    /// A few words for people (comments in the generated configuration).
+    pub fn label(&self) -> String {
+        match self {
+            Role::Admin => "admin".into(),
+            Role::Reader => "reader".into(),
+            Role::Team { team, .. } => format!("team {team}"),
+            Role::Admission => "admission".into(),
+            Role::Scheduler => "scheduler".into(),
+            Role::Executor(_) => "executor".into(),
+            Role::Checkpoint(_) => "checkpoint service".into(),
+        }
+    }
+}
+
+/// A share a team owns: a queue and one share, or every share of it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Grant {
+    pub queue: String,
+    /// None: every share of the queue (`queue/*`).
+    pub share: Option<String>,
+}
+
+impl Grant {
+    pub fn parse(text: &str) -> Result<Grant, String> {
+        let (queue, share) = text
+            .split_once('/')
+            .ok_or_else(|| format!("{text:?} must be queue/share or queue/*"))?;
+        subjects::token(queue).map_err(|e| format!("{text:?}: queue {e}"))?;
+        let share = if share == "*" {
+            None
+        } else {
+            subjects::token(share).map_err(|e| format!("{text:?}: share {e}"))?;
+            Some(share.to_string())
+        };
+        Ok(Grant {
+            queue: queue.to_string(),
+            share,
+        })
+    }
+
+    pub fn covers(&self, queue: &str, share: &str) -> bool {
+        self.queue == queue && self.share.as_deref().is_none_or(|s| s == share)
+    }
+}
+
+impl fmt::Display for Grant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.queue, self.share.as_deref().unwrap_or("*"))
+    }
+}
+
+impl Tenancy {
+    /// Parses and validates a tenancy file's text (YAML or JSON).
+    pub fn parse(text: &str) -> Result<Tenancy, TenancyError> {
+        let t: Tenancy = serde_yaml_ng::from_str(text).map_err(|e| TenancyError(vec![e.to_string()]))?;
+        let problems = t.problems();
+        if problems.is_empty() {
+            Ok(t)
+        } else {
+            Err(TenancyError(problems))
+        }
+    }
+
+    /// Reads and validates a tenancy file.
+    pub fn load(path: &std::path::Path) -> Result<Tenancy, TenancyError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| TenancyError(vec![format!("{}: cannot read: {e}", path.display())]))?;
+        Tenancy::parse(&text).map_err(|TenancyError(p)| {
+            TenancyError(p.into_iter().map(|m| format!("{}: {m}", path.display())).collect())
+        })
+    }
+
+    /// Every problem, each naming where it is.
+    pub fn problems(&self) -> Vec<String> {
+        let mut p = Vec::new();
+        let mut seen: BTreeMap<String, String> = BTreeMap::new();
+        let mut principal = |p: &mut Vec<String>, name: &str, place: String| {
+            if let Err(e) = subjects::token(name) {
+                p.push(format!("{place}: principal {e}"));
+            }
+            if let Some(first) = seen.get(name) {
+                p.push(format!(
+                    "{place}: principal {name:?} is already declared at {first} (one principal, one role)"
+                ));
+            } else {
+                seen.insert(name.to_string(), place);
+            }
+        };
+        for (team, t) in &self.teams {
+            if let Err(e) = subjects::token(team) {
+                p.push(format!("teams.{team}: team name {e}"));
+            }
+            if t.shares.is_empty() {
+                p.push(format!("teams.{team}.shares: a team owns at least one share (queue/share or queue/*)"));
+            }
+            for (i, s) in t.shares.iter().enumerate() {
+                if let Err(e) = Grant::parse(s) {
+                    p.push(format!("teams.{team}.shares[{i}]: {e}"));
+                }
+            }
+            if t.users.is_empty() {
+                p.push(format!("teams.{team}.users: a team has at least one user"));
+            }
+            for (i, u) in t.users.iter().enumerate() {
+                principal(&mut p, u, format!("teams.{team}.users[{i}]"));
+            }
+        }
+        for (i, a) in self.admins.iter().enumerate() {
+            principal(&mut p, a, format!("admins[{i}]"));
+        }
+        for (i, r) in self.readers.iter().enumerate() {
+            principal(&mut p, r, format!("readers[{i}]"));
+        }
+        let s = &self.services;
+        if s.admission.is_empty() {
+            p.push("services.admission: name at least one admission principal".into());
+        }
+        if s.scheduler.is_empty() {
+            p.push("services.scheduler: name at least one scheduler principal".into());
+        }
+        for (i, a) in s.admission.iter().enumerate() {
+            principal(&mut p, a, format!("services.admission[{i}]"));
+        }
+        for (i, a) in s.scheduler.iter().enumerate() {
+            principal(&mut p, a, format!("services.scheduler[{i}]"));
+        }
+        let mut executor_owner: BTreeMap<&str, &str> = BTreeMap::new();
+        for (name, e) in &s.executors {
+            principal(&mut p, name, format!("services.executors.{name}"));
+            if e.executors.is_empty() {
+                p.push(format!("services.executors.{name}.executors: name at least one executor id"));
+            }
+            for (i, id) in e.executors.iter().enumerate() {
+                if let Err(err) = subjects::token(id) {
+                    p.push(format!("services.executors.{name}.executors[{i}]: executor id {err}"));
+                }
+                if let Some(other) = executor_owner.insert(id, name) {
+                    p.push(format!(
+                        "services.executors.{name}.executors[{i}]: executor {id:?} already belongs to {other:?}"
+                    ));
+                }
+            }
+            for (i, n) in e.checkpoint_nodes.iter().enumerate() {
+                if let Err(err) = subjects::token(n) {
+                    p.push(format!("services.executors.{name}.checkpointNodes[{i}]: node {err}"));
+                }
+            }
+        }
+        let mut node_owner: BTreeMap<&str, &str> = BTreeMap::new();
+        for (name, c) in &s.checkpoint {
+            principal(&mut p, name, format!("services.checkpoint.{name}"));
+            if c.nodes.is_empty() {
+                p.push(format!("services.checkpoint.{name}.nodes: name at least one node"));
+            }
+            for (i, n) in c.nodes.iter().enumerate() {
+                if let Err(err) = subjects::token(n) {
+                    p.push(format!("services.checkpoint.{name}.nodes[{i}]: node {err}"));
+                }
+                if let Some(other) = node_owner.insert(n, name) {
+                    p.push(format!(
+                        "services.checkpoint.{name}.nodes[{i}]: node {n:?} is already served by {other:?}"
+                    ));
+                }
+            }
+        }
+        p
+    }
+
+    /// The role of `principal`, if the file declares it.
+    pub fn role(&self, principal: &str) -> Option<Role> {
+        if self.admins.iter().any(|a| a == principal) {
+            return Some(Role::Admin);
+        }
+        if self.readers.iter().any(|a| a == principal) {
+            return Some(Role::Reader);
+        }
+        for (team, t) in &self.teams {
+            if t.users.iter().any(|u| u == principal) {
+                return Some(Role::Team {
+                    team: team.clone(),
+                    shares: t.shares.clone(),
+                });
+            }
+        }
+        let s = &self.services;
+        if s.admission.iter().any(|a| a == principal) {
+            return Some(Role::Admission);
+        }
+        if s.scheduler.iter().any(|a| a == principal) {
+            return Some(Role::Scheduler);
+        }
+        if let Some(e) = s.executors.get(principal) {
+            return Some(Role::Executor(e.clone()));
+        }
+        if let Some(c) = s.checkpoint.get(principal) {
+            return Some(Role::Checkpoint(c.clone()));
+        }
+        None
+    }
+
+    /// Every principal the file declares, each once, in a stable order.
+    pub fn principals(&self) -> Vec<String> {
+        let mut all = BTreeSet::new();
+        for t in self.teams.values() {
+            all.extend(t.users.iter().cloned());
+        }
+        all.extend(self.admins.iter().cloned());
+        all.extend(self.readers.iter().cloned());
+        let s = &self.services;
+        all.extend(s.admission.iter().cloned());
+        all.extend(s.scheduler.iter().cloned());
+        all.extend(s.executors.keys().cloned());
+        all.extend(s.checkpoint.keys().cloned());
+        all.into_iter().collect()
+    }
+
+    /// The caller record admission attaches to a request of `principal`.
+    pub fn caller(&self, principal: &str) -> Option<Caller> {
+        let role = self.role(principal)?;
+        let (role, team, shares) = match role {
+            Role::Admin => ("ADMIN", None, Vec::new()),
+            Role::Reader => ("READER", None, Vec::new()),
+            Role::Team { team, shares } => ("TEAM", Some(team), shares),
+            _ => ("SERVICE", None, Vec::new()),
+        };
+        Some(Caller {
+            principal: principal.to_string(),
+            role: role.to_string(),
+            team,
+            shares,
+        })
+    }
+
+    /// May `principal` register as executor `executor_id`?
+    pub fn may_register(&self, principal: &str, executor_id: &str) -> Result<(), Denied> {
+        match self.role(principal) {
+            Some(Role::Executor(e)) if e.executors.iter().any(|x| x == executor_id) => Ok(()),
+            _ => Err(Denied(format!(
+                "principal {principal:?} may not register executor {executor_id:?} (only the executor identity the tenancy file gives that id may)"
+            ))),
+        }
+    }
+}
+
+/// What a caller wants to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action<'a> {
+    /// Submit a job to a share.
+    Submit { queue: &'a str, share: &'a str },
+    /// Change a job of a share (priority update, terminate).
+    ChangeJob { queue: &'a str, share: &'a str },
+    /// Read a job of a share (describe, list, logs, its audit entries).
+    ReadJob { queue: &'a str, share: &'a str },
+    /// Read a queue's configuration and snapshot.
+    ReadQueue { queue: &'a str },
+    /// Create, change or delete a queue or its shares.
+    ChangeConfig { queue: &'a str },
+}
+
+impl Action<'_> {
+    fn describe(&self) -> String {
+        match self {
+            Action::Submit { queue, share } => format!("submit jobs to share {queue}/{share}"),
+            Action::ChangeJob { queue, share } => {
+                format!("update or terminate jobs of share {queue}/{share}")
+            }
+            Action::ReadJob { queue, share } => format!("read jobs of share {queue}/{share}"),
+            Action::ReadQueue { queue } => format!("read job queue {queue}"),
+            Action::ChangeConfig { queue } => {
+                format!("change the configuration of job queue {queue}")
+            }
+        }
+    }
+}
+
+/// A refused request: one line naming the principal, the operation and
+/// the share.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Denied(pub String);
+
+fn grants(caller: &Caller) -> impl Iterator<Item = Grant> + '_ {
+    caller.shares.iter().filter_map(|s| Grant::parse(s).ok())
+}
+
+/// Does `caller` own `queue/share`?
+pub fn owns(caller: &Caller, queue: &str, share: &str) -> bool {
+    grants(caller).any(|g| g.covers(queue, share))
+}
+
+/// Does `caller` own any share of `queue`?
+pub fn in_queue(caller: &Caller, queue: &str) -> bool {
+    grants(caller).any(|g| g.queue == queue)
+}
+
+/// Sees everything (admins and readers).
+pub fn sees_all(caller: &Caller) -> bool {
+    matches!(caller.role.as_str(), "ADMIN" | "READER")
+}
+
+/// The rule: admins may do anything; readers may read anything; a team may
+/// submit to, change and read the jobs of the shares it owns and read the
+/// queues it has a share in; services act through their own subjects, not
+/// through the API.
+pub fn authorize(caller: &Caller, action: Action<'_>) -> Result<(), Denied> {
+    let allowed = match (caller.role.as_str(), action) {
+        ("ADMIN", _) => true,
+        ("READER", Action::ReadJob { .. } | Action::ReadQueue { .. }) => true,
+        (
+            "TEAM",
+            Action::Submit { queue, share }
+            | Action::ChangeJob { queue, share }
+            | Action::ReadJob { queue, share },
+        ) => owns(caller, queue, share),
+        ("TEAM", Action::ReadQueue { queue }) => in_queue(caller, queue),
+        _ => false,
+    };
+    if allowed {
+        return Ok(());
+    }
+    let who = match (&caller.team, caller.role.as_str()) {
+        (Some(team), _) => format!("principal {:?} (team {team})", caller.principal),
+        (None, "") => format!("principal {:?} (unknown to the tenancy file)", caller.principal),
+        (None, role) => format!("principal {:?} ({})", caller.principal, role.to_lowercase()),
+    };
+    Err(Denied(format!("{who} may not {}", action.describe())))
+}
+
+/// May a job of `queue/share` keep its checkpoints at `s3_uri`? Under one
+/// of the share's `checkpointS3Prefixes` when it has them; else under
+/// `s3://<default bucket>/<queue>/shares/<share>/` (when the default bucket
+/// is not known, only the path is checked; the checkpoint service, which
+/// knows it, checks the bucket too).
+pub fn checkpoint_uri_allowed(
+    s3_uri: &str,
+    allowed: Option<&[String]>,
+    default_bucket: Option<&str>,
+    queue: &str,
+    share: &str,
+) -> Result<(), String> {
+    let uri = qm_wire::messages::parse_s3_uri(s3_uri)?;
+    let under = |bucket: Option<&str>, prefix: &str| {
+        bucket.is_none_or(|b| b == uri.bucket)
+            && (uri.prefix == prefix || uri.prefix.starts_with(&format!("{prefix}/")))
+    };
+    match allowed {
+        Some(list) => {
+            for entry in list {
+                let e = qm_wire::messages::parse_s3_uri(entry)
+                    .map_err(|err| format!("checkpointS3Prefixes entry {entry:?}: {err}"))?;
+                if under(Some(&e.bucket), &e.prefix) {
+                    return Ok(());
+                }
+            }
+            Err(format!(
+                "{s3_uri:?} is outside the prefixes share {queue}/{share} allows ({})",
+                list.join(", ")
+            ))
+        }
+        None => {
+            let prefix = format!("{queue}/shares/{share}");
+            if under(default_bucket, &prefix) {
+                Ok(())
+            } else {
+                let bucket = default_bucket.unwrap_or("<checkpoint bucket>");
+                Err(format!(
+                    "{s3_uri:?} is outside s3://{bucket}/{prefix}/, the only place share {queue}/{share} may keep checkpoints (an admin can allow more with the share's checkpointS3Prefixes)"
+                ))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checkpoint_uris_stay_under_the_share_prefix() {
+        let ok = |uri: &str, allowed: Option<&[String]>| {
+            checkpoint_uri_allowed(uri, allowed, Some("ckpt"), "training", "QS1")
+        };
+        assert!(ok("s3://ckpt/training/shares/QS1/run-1", None).is_ok());
+        assert!(ok("s3://ckpt/training/shares/QS1", None).is_ok());
+        assert!(ok("s3://ckpt/training/shares/QS10/run", None).is_err(), "a prefix of a name is not a parent");
+        assert!(ok("s3://ckpt/training/shares/QS2/run", None).is_err());
+        assert!(ok("s3://ckpt/training/j-0123456789abcdef", None).is_err(), "another job's default prefix");
+        assert!(ok("s3://other/training/shares/QS1/run", None).is_err(), "another bucket");
+        assert!(ok("s3://ckpt/training/shares/QS1/../QS2", None).is_err());
+        let list = vec!["s3://team-bucket/vision/".to_string()];
+        assert!(ok("s3://team-bucket/vision/run-9", Some(&list)).is_ok());
+        assert!(ok("s3://ckpt/training/shares/QS1/run-1", Some(&list)).is_err(), "the list replaces the default");
+        let err = ok("s3://team-bucket/speech/x", Some(&list)).expect_err("outside");
+        assert!(err.contains("outside the prefixes share training/QS1 allows"), "{err}");
+    }
+
+    pub(crate) const EXAMPLE: &str = "
+teams:
+  vision:
+    shares: [training/QS1]
+    users: [alice]
+  speech:
+    shares: [training/QS2, research/*]
+    users: [bob, carol]
+admins: [platform]
+readers: [dashboard]
+services:
+  admission: [admission]
+  scheduler: [scheduler]
+  executors:
+    node-1: {executors: [node-1]}
+    gpu-pool: {executors: [gpu-1, gpu-2], checkpointNodes: [gpu-pool]}
+  checkpoint:
+    ckpt-node-1: {nodes: [node-1]}
+";
+
+    fn tenancy() -> Tenancy {
+        Tenancy::parse(EXAMPLE).expect("the example is valid")
+    }
+
+    #[test]
+    fn teams_act_on_their_own_shares_only() {
+        let t = tenancy();
+        let alice = t.caller("alice").expect("declared");
+        assert!(authorize(&alice, Action::Submit { queue: "training", share: "QS1" }).is_ok());
+        assert!(authorize(&alice, Action::ChangeJob { queue: "training", share: "QS1" }).is_ok());
+        let denied = authorize(&alice, Action::Submit { queue: "training", share: "QS2" })
+            .expect_err("QS2 is speech's");
+        assert_eq!(
+            denied.0,
+            "principal \"alice\" (team vision) may not submit jobs to share training/QS2"
+        );
+        assert!(authorize(&alice, Action::ReadQueue { queue: "training" }).is_ok());
+        assert!(authorize(&alice, Action::ReadQueue { queue: "research" }).is_err());
+        assert!(authorize(&alice, Action::ChangeConfig { queue: "training" }).is_err());
+        let bob = t.caller("bob").expect("declared");
+        assert!(authorize(&bob, Action::Submit { queue: "research", share: "anything" }).is_ok());
+        assert!(authorize(&bob, Action::ReadJob { queue: "training", share: "QS1" }).is_err());
+    }
+
+    #[test]
+    fn admins_readers_and_services() {
+        let t = tenancy();
+        let admin = t.caller("platform").expect("declared");
+        assert!(authorize(&admin, Action::ChangeConfig { queue: "x" }).is_ok());
+        assert!(authorize(&admin, Action::ChangeJob { queue: "x", share: "y" }).is_ok());
+        let reader = t.caller("dashboard").expect("declared");
+        assert!(authorize(&reader, Action::ReadJob { queue: "x", share: "y" }).is_ok());
+        assert!(authorize(&reader, Action::Submit { queue: "x", share: "y" }).is_err());
+        assert!(authorize(&reader, Action::ChangeConfig { queue: "x" }).is_err());
+        for service in ["admission", "scheduler", "node-1", "ckpt-node-1"] {
+            let c = t.caller(service).expect("declared");
+            assert!(authorize(&c, Action::ReadJob { queue: "training", share: "QS1" }).is_err());
+            assert!(authorize(&c, Action::Submit { queue: "training", share: "QS1" }).is_err());
+        }
+        assert!(t.caller("mallory").is_none());
+        assert!(t.may_register("node-1", "node-1").is_ok());
+        assert!(t.may_register("node-1", "gpu-1").is_err());
+        assert!(t.may_register("gpu-pool", "gpu-2").is_ok());
+        assert!(t.may_register("alice", "node-1").is_err());
+        let unknown = Caller {
+            principal: "mallory".into(),
+            ..Caller::default()
+        };
+        assert!(authorize(&unknown, Action::ReadQueue { queue: "training" }).is_err());
+    }
+
+    #[test]
+    fn every_problem_is_named() {
+        let bad = "
+teams:
+  vision:
+    shares: [training, 'a.b/QS1', training/*]
+    users: [alice, 'x y']
+  empty: {shares: [], users: []}
+admins: [alice]
+services:
+  executors:
+    n1: {executors: [node-1]}
+    n2: {executors: [node-1]}
+";
+        let err = Tenancy::parse(bad).expect_err("invalid");
+        let text = err.to_string();
+        for needle in [
+            "teams.vision.shares[0]: \"training\" must be queue/share or queue/*",
+            "teams.vision.shares[1]",
+            "teams.vision.users[1]: principal",
+            "teams.empty.shares: a team owns at least one share",
+            "teams.empty.users: a team has at least one user",
+            "admins[0]: principal \"alice\" is already declared at teams.vision.users[0]",
+            "services.admission: name at least one admission principal",
+            "services.scheduler: name at least one scheduler principal",
+            "executor \"node-1\" already belongs to \"n1\"",
+        ] {
+            assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+        }
+        assert!(!text.contains("shares[2]"), "queue/* is valid:\n{text}");
+        let unknown = Tenancy::parse("teems: {}").expect_err("unknown field");
+        assert!(unknown.to_string().contains("teems"), "{unknown}");
+    }
+}

@@ -1,0 +1,363 @@
+//! What the tenancy file compiles to for the NATS server: one user per
+//! principal, authenticated by its nkey, with publish and subscribe
+//! permissions that allow exactly what its role needs (everything else is
+//! refused by the server), and the principal's credentials file.
+//!
+//! The permission lists are the least privilege each role needs:
+//! - a team member, reader or admin publishes only API requests under its
+//!   own name (`qm.v1.api.<principal>.>`, which is how admission knows who
+//!   asked) and receives only its own replies (`_INBOX_<principal>.>`) and
+//!   the events of the shares it may read;
+//! - only admission writes submits, configuration and registrations to the
+//!   log and creates the streams and buckets;
+//! - only the scheduler publishes executor commands, writes decisions
+//!   (`qm.v1.log.sched`) and holds the leader lease;
+//! - an executor receives only its own commands and log requests and
+//!   publishes only its own reports and heartbeats, its registration
+//!   request and requests to its own node's checkpoint service;
+//! - a checkpoint service answers only its own nodes' requests and writes
+//!   only its own nodes' commits.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use qm_wire::subjects;
+
+use crate::{Grant, Role, Tenancy};
+
+/// A principal's publish and subscribe allow-lists.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Permissions {
+    pub publish: Vec<String>,
+    pub subscribe: Vec<String>,
+    /// May answer requests it received (publish once to their reply subject).
+    pub responds: bool,
+}
+
+/// JetStream API subjects for reading `stream` through consumers (ordered
+/// push consumers deliver to the reader's own inbox).
+fn stream_reader(stream: &str, out: &mut Vec<String>) {
+    for api in [
+        format!("$JS.API.STREAM.INFO.{stream}"),
+        format!("$JS.API.CONSUMER.CREATE.{stream}"),
+        format!("$JS.API.CONSUMER.CREATE.{stream}.>"),
+        format!("$JS.API.CONSUMER.DELETE.{stream}.>"),
+        format!("$JS.API.CONSUMER.INFO.{stream}.>"),
+        format!("$JS.API.CONSUMER.MSG.NEXT.{stream}.>"),
+        format!("$JS.API.STREAM.MSG.GET.{stream}"),
+        format!("$JS.API.DIRECT.GET.{stream}"),
+        format!("$JS.API.DIRECT.GET.{stream}.>"),
+        format!("$JS.ACK.{stream}.>"),
+        format!("$JS.FC.{stream}.>"),
+    ] {
+        out.push(api);
+    }
+}
+
+/// Reading keys of a KV bucket (`get`, `entry`, `keys`, `watch`).
+fn kv_reader(bucket: &str, out: &mut Vec<String>) {
+    stream_reader(&format!("KV_{bucket}"), out);
+}
+
+/// Reading and writing a KV bucket.
+fn kv_writer(bucket: &str, out: &mut Vec<String>) {
+    kv_reader(bucket, out);
+    out.push(format!("$KV.{bucket}.>"));
+}
+
+fn team_events(grant: &Grant) -> Vec<String> {
+    let share = grant.share.as_deref().unwrap_or("*");
+    [
+        subjects::JOB_EVENTS,
+        subjects::PREEMPTION_EVENTS,
+        subjects::CHECKPOINT_EVENTS,
+    ]
+    .iter()
+    .map(|prefix| format!("{prefix}.{}.{share}.>", grant.queue))
+    .collect()
+}
+
+/// The permissions of `principal` under `tenancy` (None: not declared).
+pub fn permissions(tenancy: &Tenancy, principal: &str) -> Option<Permissions> {
+    let role = tenancy.role(principal)?;
+    let api = |p: &str| format!("{}.{p}.>", subjects::API_PREFIX);
+    let inbox = |p: &str| format!("_INBOX_{p}.>");
+    let mut perms = Permissions {
+        subscribe: vec![inbox(principal)],
+        ..Permissions::default()
+    };
+    match role {
+        Role::Admin | Role::Reader => {
+            perms.publish.push(api(principal));
+            perms.subscribe.push("qm.v1.events.>".into());
+        }
+        Role::Team { shares, .. } => {
+            perms.publish.push(api(principal));
+            for grant in shares.iter().filter_map(|s| Grant::parse(s).ok()) {
+                perms.subscribe.extend(team_events(&grant));
+            }
+        }
+        Role::Admission => {
+            perms.responds = true;
+            perms
+                .subscribe
+                .push(format!("{}.*.*", subjects::API_PREFIX));
+            let p = &mut perms.publish;
+            for s in ["submit", "config", "register"] {
+                p.push(format!("{}.{s}.*", subjects::LOG_PREFIX));
+            }
+            p.push(subjects::SCHED_REQUEST.into());
+            p.push(format!("{}.*.logs", subjects::EXEC_PREFIX));
+            // Admission sets up the streams and buckets every service uses.
+            for stream in [
+                subjects::LOG_STREAM.to_string(),
+                subjects::EVENTS_STREAM.to_string(),
+                format!("KV_{}", subjects::CONFIG_BUCKET),
+                format!("KV_{}", subjects::TOKENS_BUCKET),
+                format!("KV_{}", subjects::LEADER_BUCKET),
+            ] {
+                p.push(format!("$JS.API.STREAM.CREATE.{stream}"));
+                p.push(format!("$JS.API.STREAM.INFO.{stream}"));
+            }
+            stream_reader(subjects::LOG_STREAM, p); // the audit log
+            kv_writer(subjects::CONFIG_BUCKET, p);
+            kv_writer(subjects::TOKENS_BUCKET, p);
+        }
+        Role::Scheduler => {
+            perms.responds = true;
+            perms.subscribe.push(subjects::SCHED_REQUEST.into());
+            perms
+                .subscribe
+                .push(format!("{}.*.heartbeat", subjects::EXEC_PREFIX));
+            let p = &mut perms.publish;
+            p.push(format!("{}.*.command", subjects::EXEC_PREFIX));
+            p.push(subjects::LOG_SCHED.into());
+            p.push("qm.v1.events.>".into());
+            stream_reader(subjects::LOG_STREAM, p);
+            stream_reader(subjects::EVENTS_STREAM, p);
+            kv_writer(subjects::LEADER_BUCKET, p);
+        }
+        Role::Executor(identity) => {
+            perms.responds = true;
+            let p = &mut perms.publish;
+            p.push(format!(
+                "{}.{principal}.{}",
+                subjects::API_PREFIX,
+                subjects::Operation::RegisterExecutor.name()
+            ));
+            for id in &identity.executors {
+                p.push(format!("{}.exec.{id}", subjects::LOG_PREFIX));
+                p.push(format!("{}.{id}.heartbeat", subjects::EXEC_PREFIX));
+                perms
+                    .subscribe
+                    .push(format!("{}.{id}.command", subjects::EXEC_PREFIX));
+                perms
+                    .subscribe
+                    .push(format!("{}.{id}.logs", subjects::EXEC_PREFIX));
+            }
+            for node in identity.nodes() {
+                p.push(format!("{}.{node}.*", subjects::CKPT_PREFIX));
+            }
+            // The fencing epoch comes from the leader's lease, read here.
+            kv_reader(subjects::LEADER_BUCKET, p);
+        }
+        Role::Checkpoint(identity) => {
+            perms.responds = true;
+            let p = &mut perms.publish;
+            for node in &identity.nodes {
+                perms
+                    .subscribe
+                    .push(format!("{}.{node}.*", subjects::CKPT_PREFIX));
+                p.push(format!("{}.checkpoint.{node}", subjects::LOG_PREFIX));
+            }
+            p.push(format!("{}.>", subjects::CHECKPOINT_EVENTS));
+            // A share's checkpointS3Prefixes are read from the configuration.
+            kv_reader(subjects::CONFIG_BUCKET, p);
+        }
+    }
+    Some(perms)
+}
+
+fn quoted_list(items: &[String]) -> String {
+    let quoted: Vec<String> = items.iter().map(|s| format!("\"{s}\"")).collect();
+    format!("[{}]", quoted.join(", "))
+}
+
+/// The `authorization { users = [...] }` block of a nats-server
+/// configuration: one user per principal, its nkey and its permissions.
+/// `keys` maps each principal to its public nkey (see [`ensure_keys`]).
+pub fn authorization(tenancy: &Tenancy, keys: &BTreeMap<String, String>) -> Result<String, String> {
+    let mut out = String::from(
+        "# Generated by `qm auth` from the tenancy file: edit that file and run it again.\n\
+         authorization {\n  users = [\n",
+    );
+    for principal in tenancy.principals() {
+        let key = keys
+            .get(&principal)
+            .ok_or_else(|| format!("no public key for principal {principal:?}"))?;
+        let perms = permissions(tenancy, &principal)
+            .ok_or_else(|| format!("principal {principal:?} has no role"))?;
+        let role = tenancy.role(&principal).map(|r| r.label()).unwrap_or_default();
+        let _ = writeln!(out, "    # {principal} ({role})");
+        let _ = writeln!(out, "    {{ nkey: \"{key}\", permissions: {{");
+        let _ = writeln!(out, "        publish: {{ allow: {} }}", quoted_list(&perms.publish));
+        let _ = writeln!(out, "        subscribe: {{ allow: {} }}", quoted_list(&perms.subscribe));
+        if perms.responds {
+            let _ = writeln!(out, "        allow_responses: true");
+        }
+        let _ = writeln!(out, "    }} }}");
+    }
+    out.push_str("  ]\n}\n");
+    Ok(out)
+}
+
+/// First line of a credentials file `qm auth` writes: names the principal,
+/// so clients know which API subject and inbox are theirs.
+const HEADER: &str = "# quartermaster principal: ";
+
+/// A principal's credentials file: `<dir>/<principal>.nk`.
+pub fn key_path(dir: &Path, principal: &str) -> PathBuf {
+    dir.join(format!("{principal}.nk"))
+}
+
+/// Reads a credentials file: the principal named in its header (if any)
+/// and the nkey seed.
+pub fn read_key_file(path: &Path) -> Result<(Option<String>, String), String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read the nkey file {}: {e}", path.display()))?;
+    let mut principal = None;
+    let mut seed = None;
+    for line in text.lines().map(str::trim) {
+        if let Some(name) = line.strip_prefix(HEADER) {
+            principal = Some(name.trim().to_string());
+        } else if line.starts_with("SU") {
+            seed = Some(line.to_string());
+        }
+    }
+    let seed = seed.ok_or_else(|| {
+        format!(
+            "{} holds no user nkey seed (a line starting with SU)",
+            path.display()
+        )
+    })?;
+    nkeys::KeyPair::from_seed(&seed)
+        .map_err(|e| format!("{}: not a valid nkey seed: {e}", path.display()))?;
+    Ok((principal, seed))
+}
+
+/// Makes sure every principal has a credentials file in `dir` (existing
+/// ones are kept, so re-running after adding a team changes no one else's
+/// key); returns each principal's public key. New files are created with
+/// mode 0600.
+pub fn ensure_keys(tenancy: &Tenancy, dir: &Path) -> Result<BTreeMap<String, String>, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let mut keys = BTreeMap::new();
+    for principal in tenancy.principals() {
+        let path = key_path(dir, &principal);
+        let public = if path.exists() {
+            let (_, seed) = read_key_file(&path)?;
+            nkeys::KeyPair::from_seed(&seed)
+                .map_err(|e| format!("{}: {e}", path.display()))?
+                .public_key()
+        } else {
+            let pair = nkeys::KeyPair::new_user();
+            let seed = pair
+                .seed()
+                .map_err(|e| format!("cannot encode a new nkey seed: {e}"))?;
+            let text = format!(
+                "{HEADER}{principal}\n# Keep this file secret: it is {principal}'s NATS credential.\n{seed}\n"
+            );
+            write_private(&path, text.as_bytes())?;
+            pair.public_key()
+        };
+        keys.insert(principal, public);
+    }
+    Ok(keys)
+}
+
+fn write_private(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    f.write_all(bytes)
+        .and_then(|()| f.sync_all())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tenancy() -> Tenancy {
+        Tenancy::parse(crate::tests::EXAMPLE).expect("valid")
+    }
+
+    #[test]
+    fn teams_publish_only_under_their_name_and_hear_only_their_shares() {
+        let t = tenancy();
+        let p = permissions(&t, "alice").expect("declared");
+        assert_eq!(p.publish, vec!["qm.v1.api.alice.>"]);
+        assert!(p.subscribe.contains(&"_INBOX_alice.>".to_string()));
+        assert!(p.subscribe.contains(&"qm.v1.events.job.training.QS1.>".to_string()));
+        assert!(!p.subscribe.iter().any(|s| s.contains("QS2")));
+        assert!(!p.responds);
+        let bob = permissions(&t, "bob").expect("declared");
+        assert!(bob.subscribe.contains(&"qm.v1.events.job.research.*.>".to_string()));
+    }
+
+    #[test]
+    fn only_the_scheduler_commands_executors_and_only_admission_writes_submits() {
+        let t = tenancy();
+        for principal in t.principals() {
+            let p = permissions(&t, &principal).expect("declared");
+            let commands = p.publish.iter().any(|s| s.ends_with(".command"));
+            assert_eq!(commands, principal == "scheduler", "{principal}");
+            let submits = p.publish.iter().any(|s| s.starts_with("qm.v1.log.submit"));
+            assert_eq!(submits, principal == "admission", "{principal}");
+            let decisions = p.publish.iter().any(|s| s == "qm.v1.log.sched");
+            assert_eq!(decisions, principal == "scheduler", "{principal}");
+            assert!(!p.publish.iter().any(|s| s == ">" || s == "$JS.API.>"), "{principal}");
+        }
+        let node = permissions(&t, "node-1").expect("declared");
+        assert!(node.subscribe.contains(&"qm.v1.exec.node-1.command".to_string()));
+        assert!(!node.subscribe.iter().any(|s| s.contains("gpu-1")));
+        assert!(node.publish.contains(&"qm.v1.ckpt.node-1.*".to_string()));
+        let pool = permissions(&t, "gpu-pool").expect("declared");
+        assert!(pool.publish.contains(&"qm.v1.ckpt.gpu-pool.*".to_string()));
+        assert!(pool.publish.contains(&"qm.v1.log.exec.gpu-2".to_string()));
+    }
+
+    #[test]
+    fn keys_are_kept_across_runs_and_the_config_names_every_principal() {
+        let t = tenancy();
+        let dir = std::env::temp_dir().join(format!("qm-tenancy-keys-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let first = ensure_keys(&t, &dir).expect("keys");
+        let again = ensure_keys(&t, &dir).expect("keys");
+        assert_eq!(first, again, "existing keys are kept");
+        let (principal, seed) = read_key_file(&key_path(&dir, "alice")).expect("readable");
+        assert_eq!(principal.as_deref(), Some("alice"));
+        assert_eq!(
+            nkeys::KeyPair::from_seed(&seed).expect("seed").public_key(),
+            first["alice"]
+        );
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(key_path(&dir, "alice"))
+            .expect("exists")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let conf = authorization(&t, &first).expect("config");
+        for principal in t.principals() {
+            assert!(conf.contains(&first[&principal]), "{principal}");
+        }
+        assert!(conf.contains("allow_responses: true"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,247 @@
+//! `ListAuditEvents`: every accepted write (submits, configuration changes,
+//! priority updates, terminates) with its principal and time, read from the
+//! log itself, so the audit trail is exactly what the scheduler acted on.
+//! A team sees the writes to its own shares and the configuration changes
+//! of the queues it has a share in; admins and readers see everything.
+
+use std::time::Duration;
+
+use async_nats::jetstream::consumer::{pull, DeliverPolicy};
+use async_nats::jetstream::stream::Stream;
+use futures::StreamExt;
+use qm_service::api;
+use qm_wire::messages::{
+    ApiError, AuditEvent, Caller, ErrorCode, ListAuditEvents, ListAuditEventsResponse,
+};
+use qm_wire::subjects;
+use qm_wire::system::LogEntry;
+
+fn transient(what: &str, e: impl std::fmt::Display) -> ApiError {
+    api::error(ErrorCode::Transient, format!("{what}: {e}; try again"))
+}
+
+/// The audit event a log entry records, if it is an accepted write.
+pub fn event(entry: LogEntry, at: u64, sequence: u64) -> Option<AuditEvent> {
+    let event = match entry {
+        LogEntry::Submit {
+            job_id,
+            job,
+            principal,
+        } => AuditEvent {
+            at,
+            principal: principal.unwrap_or_default(),
+            operation: "SubmitServiceJob".into(),
+            detail: format!(
+                "submitted {:?} (priority {}, {} x {})",
+                job.job_name,
+                job.scheduling_priority.unwrap_or(0),
+                job.instance_count.unwrap_or(1),
+                job.instance_type
+            ),
+            job_queue: job.job_queue,
+            quota_share_name: job.quota_share_name,
+            job_id: Some(job_id),
+            sequence,
+        },
+        LogEntry::Config {
+            queue,
+            revision,
+            principal,
+            operation,
+        } => AuditEvent {
+            at,
+            principal: principal.unwrap_or_default(),
+            operation: operation.unwrap_or_else(|| "ApplyJobQueue".into()),
+            detail: format!(
+                "configuration revision {revision}: {} share(s) [{}]",
+                queue.quota_shares.len(),
+                queue
+                    .quota_shares
+                    .iter()
+                    .map(|s| s.quota_share_name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            job_queue: queue.job_queue.job_queue_name,
+            quota_share_name: None,
+            job_id: None,
+            sequence,
+        },
+        LogEntry::Priority {
+            job_id,
+            scheduling_priority,
+            at: when,
+            principal,
+            job_queue,
+            quota_share_name,
+        } => AuditEvent {
+            at: when,
+            principal: principal.unwrap_or_default(),
+            operation: "UpdateServiceJob".into(),
+            detail: format!("schedulingPriority -> {scheduling_priority}"),
+            job_queue: job_queue.unwrap_or_default(),
+            quota_share_name,
+            job_id: Some(job_id),
+            sequence,
+        },
+        LogEntry::Terminate {
+            job_id,
+            reason,
+            at: when,
+            principal,
+            job_queue,
+            quota_share_name,
+        } => AuditEvent {
+            at: when,
+            principal: principal.unwrap_or_default(),
+            operation: "TerminateServiceJob".into(),
+            detail: format!("terminated: {reason}"),
+            job_queue: job_queue.unwrap_or_default(),
+            quota_share_name,
+            job_id: Some(job_id),
+            sequence,
+        },
+        _ => return None,
+    };
+    Some(event)
+}
+
+/// May `caller` see `e`?
+pub fn visible(caller: &Caller, e: &AuditEvent) -> bool {
+    if qm_tenancy::sees_all(caller) {
+        return true;
+    }
+    match &e.quota_share_name {
+        Some(share) => qm_tenancy::owns(caller, &e.job_queue, share),
+        None => qm_tenancy::in_queue(caller, &e.job_queue),
+    }
+}
+
+fn matches(req: &ListAuditEvents, e: &AuditEvent) -> bool {
+    req.job_queue.as_deref().is_none_or(|q| q == e.job_queue)
+        && req
+            .quota_share_name
+            .as_deref()
+            .is_none_or(|s| e.quota_share_name.as_deref() == Some(s))
+        && req.principal.as_deref().is_none_or(|p| p == e.principal)
+        && req.since.is_none_or(|t| e.at >= t)
+        && req.until.is_none_or(|t| e.at < t)
+}
+
+pub async fn list(
+    log: &Stream,
+    caller: &Caller,
+    req: ListAuditEvents,
+) -> Result<ListAuditEventsResponse, ApiError> {
+    let max = req.max_results.unwrap_or(100).clamp(1, 1000) as usize;
+    let from: u64 = match &req.next_token {
+        Some(t) => t.parse().map_err(|_| {
+            api::error(
+                ErrorCode::Invalid,
+                format!("nextToken {t:?} is not one this API returned"),
+            )
+        })?,
+        None => 1,
+    };
+    let mut log = log.clone();
+    let last = log
+        .info()
+        .await
+        .map_err(|e| transient("log unavailable", e))?
+        .state
+        .last_sequence;
+    let mut out = ListAuditEventsResponse::default();
+    if last < from {
+        return Ok(out);
+    }
+    let consumer = log
+        .create_consumer(pull::OrderedConfig {
+            deliver_policy: DeliverPolicy::ByStartSequence {
+                start_sequence: from,
+            },
+            filter_subjects: vec![
+                format!("{}.submit.>", subjects::LOG_PREFIX),
+                format!("{}.config.>", subjects::LOG_PREFIX),
+                subjects::LOG_SCHED.to_string(),
+            ],
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| transient("log unavailable", e))?;
+    let mut messages = consumer
+        .messages()
+        .await
+        .map_err(|e| transient("log unavailable", e))?;
+    loop {
+        let next = tokio::time::timeout(Duration::from_secs(2), messages.next()).await;
+        let Ok(Some(Ok(msg))) = next else {
+            break; // nothing more matches (or the read failed: what we have)
+        };
+        let Ok(info) = msg.info() else { break };
+        let (seq, pending) = (info.stream_sequence, info.pending);
+        let at = (info.published.unix_timestamp_nanos() / 1_000_000).max(0) as u64;
+        if let Some(e) = serde_json::from_slice::<LogEntry>(&msg.payload)
+            .ok()
+            .and_then(|entry| event(entry, at, seq))
+        {
+            if visible(caller, &e) && matches(&req, &e) {
+                out.audit_events.push(e);
+                if out.audit_events.len() == max && pending > 0 {
+                    out.next_token = Some((seq + 1).to_string());
+                    break;
+                }
+            }
+        }
+        if pending == 0 || seq >= last {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use qm_wire::messages::SubmitServiceJob;
+
+    fn submit(share: &str, principal: &str) -> AuditEvent {
+        let entry = LogEntry::Submit {
+            job_id: "j-1".into(),
+            job: SubmitServiceJob {
+                job_name: "x".into(),
+                job_queue: "training".into(),
+                quota_share_name: Some(share.into()),
+                instance_type: "ml.g5.xlarge".into(),
+                ..Default::default()
+            },
+            principal: Some(principal.into()),
+        };
+        event(entry, 5, 7).expect("a submit is audited")
+    }
+
+    #[test]
+    fn teams_see_their_own_shares_writes_only() {
+        let alice = Caller {
+            principal: "alice".into(),
+            role: "TEAM".into(),
+            team: Some("vision".into()),
+            shares: vec!["training/QS1".into()],
+        };
+        assert!(visible(&alice, &submit("QS1", "alice")));
+        assert!(!visible(&alice, &submit("QS2", "bob")));
+        let reader = Caller {
+            principal: "d".into(),
+            role: "READER".into(),
+            ..Caller::default()
+        };
+        assert!(visible(&reader, &submit("QS2", "bob")));
+        let e = submit("QS1", "alice");
+        assert_eq!((e.at, e.sequence, e.operation.as_str()), (5, 7, "SubmitServiceJob"));
+        let filter = ListAuditEvents {
+            principal: Some("bob".into()),
+            ..Default::default()
+        };
+        assert!(!matches(&filter, &e));
+        assert!(matches(&ListAuditEvents::default(), &e));
+    }
+}
