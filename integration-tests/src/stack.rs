@@ -105,7 +105,8 @@ pub async fn start_nats_on(host_port: Option<u16>) -> Nats {
 pub async fn start_nats_with(host_port: Option<u16>, tls: Option<Tls>) -> Nats {
     let auth = Auth::dev(&format!("nats-{}", free_port()));
     let (name, tag) = crate::image("QM_NATS_IMAGE", "quartermaster/nats:local");
-    let mut config = String::from("listen: \"0.0.0.0:4222\"\njetstream { store_dir: \"/tmp/js\" }\n");
+    let mut config =
+        String::from("listen: \"0.0.0.0:4222\"\njetstream { store_dir: \"/tmp/js\" }\n");
     if tls.is_some() {
         config.push_str(
             "tls { cert_file: \"/etc/qm/server.pem\", key_file: \"/etc/qm/server-key.pem\", ca_file: \"/etc/qm/ca.pem\" }\n",
@@ -340,8 +341,14 @@ impl Stack {
     pub fn admission(&mut self) {
         let tenancy = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/tenancy.dev.yaml");
         let env = vec![
-            ("QM_ADMISSION_TENANCY".to_string(), tenancy.display().to_string()),
-            ("QM_ADMISSION_CHECKPOINT_BUCKET".to_string(), self.s3.bucket.clone()),
+            (
+                "QM_ADMISSION_TENANCY".to_string(),
+                tenancy.display().to_string(),
+            ),
+            (
+                "QM_ADMISSION_CHECKPOINT_BUCKET".to_string(),
+                self.s3.bucket.clone(),
+            ),
         ];
         self.spawn_as("admission", "qm-admission", "admission", &env);
     }

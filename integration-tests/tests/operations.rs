@@ -108,7 +108,7 @@ async fn checkpoints_live_at_the_jobs_s3_uri_and_a_later_job_resumes_from_them()
     let located = |name: &str| {
         let mut job = ops_trainer(name, &args);
         job.checkpoint_config = Some(CheckpointConfig {
-            s3_uri: Some(format!("s3://{bucket}/custom/run-1")),
+            s3_uri: Some(format!("s3://{bucket}/ops/shares/team/run-1")),
             local_path: Some("state/ckpt".into()),
         });
         job
@@ -126,6 +126,17 @@ async fn checkpoints_live_at_the_jobs_s3_uri_and_a_later_job_resumes_from_them()
         .await
         .expect_err("refused");
     assert!(err.to_string().contains("checkpointConfig.s3Uri"), "{err}");
+    // So is one outside the share's own prefix (ops/shares/team/).
+    bad.checkpoint_config = Some(CheckpointConfig {
+        s3_uri: Some(format!("s3://{bucket}/custom/run-1")),
+        local_path: None,
+    });
+    let err = stack
+        .client
+        .call::<_, serde_json::Value>(qm_wire::subjects::Operation::SubmitServiceJob, &bad)
+        .await
+        .expect_err("refused");
+    assert!(err.to_string().contains("outside s3://"), "{err}");
 
     let first = stack.submit(&located("first")).await;
     let j = stack.wait_final(&first, 120).await;
@@ -140,8 +151,14 @@ async fn checkpoints_live_at_the_jobs_s3_uri_and_a_later_job_resumes_from_them()
         .join("attempt-1/state/ckpt/qm-checkpoint.json");
     assert!(local.exists(), "{} is missing", local.display());
     // The manifests are under the job's prefix, none under the default one.
-    let manifests = store.list("custom/run-1/manifests/").await.expect("list");
-    assert!(!manifests.is_empty(), "no manifests under custom/run-1");
+    let manifests = store
+        .list("ops/shares/team/run-1/manifests/")
+        .await
+        .expect("list");
+    assert!(
+        !manifests.is_empty(),
+        "no manifests under ops/shares/team/run-1"
+    );
     let default = store.list(&format!("ops/{first}/")).await.expect("list");
     assert!(default.is_empty(), "{default:?}");
 

@@ -7,9 +7,9 @@ use futures::StreamExt;
 use qm_service::client::{CallError, Client};
 use qm_wire::messages::{
     Caller, GetServiceJobLogs, JobPreemptionConfiguration, JobQueueSnapshot, JobRef,
-    ListAuditEvents, ListAuditEventsResponse, ListServiceJobs, ListServiceJobsResponse,
-    QueueRef, RetryStrategy, ServiceJob, SubmitServiceJob, SubmitServiceJobResponse,
-    TerminateServiceJob, TimeoutConfig, UpdateServiceJob,
+    ListAuditEvents, ListAuditEventsResponse, ListServiceJobs, ListServiceJobsResponse, QueueRef,
+    RetryStrategy, ServiceJob, SubmitServiceJob, SubmitServiceJobResponse, TerminateServiceJob,
+    TimeoutConfig, UpdateServiceJob,
 };
 use qm_wire::subjects::{self, Operation};
 use qm_wire::system::{LogsResponse, QueueDocument};
@@ -90,7 +90,9 @@ pub async fn connect(url: &str, c: &Credentials) -> Result<Client, Failure> {
         .await
         .map_err(|e| {
             let hint = match e {
-                qm_service::nats::ConnectError::Unreachable { .. } => " (set --nats or QM_NATS_URL)",
+                qm_service::nats::ConnectError::Unreachable { .. } => {
+                    " (set --nats or QM_NATS_URL)"
+                }
                 _ => "",
             };
             Failure(format!("{e}{hint}"), e.exit_code())
@@ -418,7 +420,11 @@ pub async fn whoami(c: &Client, json: bool) -> Result<(), Failure> {
     if json {
         print_json(&me);
     } else {
-        let team = me.team.as_deref().map(|t| format!(", team {t}")).unwrap_or_default();
+        let team = me
+            .team
+            .as_deref()
+            .map(|t| format!(", team {t}"))
+            .unwrap_or_default();
         println!("{} ({}{team})", me.principal, me.role.to_lowercase());
         for s in &me.shares {
             println!("  owns {s}");
@@ -465,7 +471,11 @@ pub fn parse_time(flag: &str, text: &str) -> Result<u64, Failure> {
         _ => return Err(bad()),
     };
     // Days from 1970-01-01 (the proleptic Gregorian calendar).
-    let (yy, mm) = if mo <= 2 { (y - 1, mo + 9) } else { (y, mo - 3) };
+    let (yy, mm) = if mo <= 2 {
+        (y - 1, mo + 9)
+    } else {
+        (y, mo - 3)
+    };
     let era = yy.div_euclid(400);
     let yoe = yy - era * 400;
     let doy = (153 * mm + 2) / 5 + d - 1;
@@ -482,7 +492,7 @@ pub fn audit_request(
     since: &Option<String>,
     until: &Option<String>,
 ) -> Result<ListAuditEvents, Failure> {
-    for (flag, v) in [("--queue", queue), ("--share", share), ("--principal", principal)] {
+    for (flag, v) in [("--queue", queue), ("--share", share), ("--by", principal)] {
         if let Some(v) = v {
             subjects::token(v).map_err(|e| usage(format!("{flag}: {e}")))?;
         }
@@ -491,8 +501,14 @@ pub fn audit_request(
         job_queue: queue.clone(),
         quota_share_name: share.clone(),
         principal: principal.clone(),
-        since: since.as_deref().map(|t| parse_time("--since", t)).transpose()?,
-        until: until.as_deref().map(|t| parse_time("--until", t)).transpose()?,
+        since: since
+            .as_deref()
+            .map(|t| parse_time("--since", t))
+            .transpose()?,
+        until: until
+            .as_deref()
+            .map(|t| parse_time("--until", t))
+            .transpose()?,
         max_results: None,
         next_token: None,
     })
@@ -704,7 +720,11 @@ pub async fn watch(
     if qm_tenancy::sees_all(&me) {
         patterns.push(format!("qm.v1.events.*.{q}.*.{j}.>"));
     } else {
-        for grant in me.shares.iter().filter_map(|s| qm_tenancy::Grant::parse(s).ok()) {
+        for grant in me
+            .shares
+            .iter()
+            .filter_map(|s| qm_tenancy::Grant::parse(s).ok())
+        {
             if q != "*" && grant.queue != q {
                 continue;
             }

@@ -116,15 +116,16 @@ enum Command {
     /// and share changes) with who made it and when. A team sees its own
     /// shares' writes; admins and readers see all.
     #[command(
-        after_help = "Examples:\n  qm audit --queue training --share QS1\n  qm audit --principal alice --since 2026-12-01T00:00:00Z --output json"
+        after_help = "Examples:\n  qm audit --queue training --share QS1\n  qm audit --by alice --since 2026-12-01T00:00:00Z --output json"
     )]
     Audit {
         #[arg(long)]
         queue: Option<String>,
         #[arg(long)]
         share: Option<String>,
-        #[arg(long)]
-        principal: Option<String>,
+        /// Only the writes of this principal.
+        #[arg(long, value_name = "PRINCIPAL")]
+        by: Option<String>,
         /// From this time (RFC 3339, e.g. 2026-12-03T09:00:00Z, or ms since the epoch).
         #[arg(long)]
         since: Option<String>,
@@ -238,11 +239,11 @@ async fn run_live(
         Command::Audit {
             queue,
             share,
-            principal,
+            by,
             since,
             until,
             ..
-        } => Some(live::audit_request(queue, share, principal, since, until)?),
+        } => Some(live::audit_request(queue, share, by, since, until)?),
         _ => None,
     };
     let c = live::connect(nats, credentials).await?;

@@ -147,6 +147,11 @@ fn classify(
             url,
             detail: e.to_string(),
         }),
+        // rustls reports a refused server certificate as an I/O error.
+        K::Io if e.to_string().contains("certificate") => Err(ConnectError::Tls {
+            url,
+            detail: e.to_string(),
+        }),
         _ => Ok(()),
     }
 }
@@ -185,6 +190,9 @@ pub async fn connect(
     wait: Option<Duration>,
 ) -> Result<(async_nats::Client, String), ConnectError> {
     let principal = principal(settings)?;
+    // Two TLS crypto providers are linked (the AWS SDK's and NATS's); pick
+    // one for the process before the first TLS connection.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let started = tokio::time::Instant::now();
     let mut delay = Duration::from_millis(200);
     loop {

@@ -88,7 +88,11 @@ impl std::fmt::Debug for NatsSettings {
             .field("nats_user", &self.nats_user)
             .field(
                 "nats_password",
-                &if self.nats_password.is_empty() { "" } else { "<redacted>" },
+                &if self.nats_password.is_empty() {
+                    ""
+                } else {
+                    "<redacted>"
+                },
             )
             .field("nats_ca_file", &self.nats_ca_file)
             .field("nats_cert_file", &self.nats_cert_file)
@@ -103,9 +107,16 @@ impl Validate for NatsSettings {
         if self.nats_url.is_empty() {
             p.push("natsUrl: is required".into());
         }
-        for url in self.nats_url.split(',').map(str::trim).filter(|u| !u.is_empty()) {
+        for url in self
+            .nats_url
+            .split(',')
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+        {
             if !(url.starts_with("nats://") || url.starts_with("tls://")) {
-                p.push(format!("natsUrl: {url:?} must start with nats:// or tls://"));
+                p.push(format!(
+                    "natsUrl: {url:?} must start with nats:// or tls://"
+                ));
             }
         }
         let ways = [
@@ -114,7 +125,10 @@ impl Validate for NatsSettings {
             !self.nats_user.is_empty(),
         ];
         if ways.iter().filter(|w| **w).count() > 1 {
-            p.push("natsNkeyFile, natsCreds and natsUser: give one way to authenticate, not several".into());
+            p.push(
+                "natsNkeyFile, natsCreds and natsUser: give one way to authenticate, not several"
+                    .into(),
+            );
         }
         if self.nats_user.is_empty() != self.nats_password.is_empty() {
             p.push("natsUser and natsPassword: give both or neither".into());
@@ -189,7 +203,10 @@ where
     let env: Vec<(String, String)> = env.into_iter().collect();
     for field in fields {
         let names = if field.starts_with("nats") {
-            vec![format!("QM_{}", screaming(&field)), format!("{prefix}{}", screaming(&field))]
+            vec![
+                format!("QM_{}", screaming(&field)),
+                format!("{prefix}{}", screaming(&field)),
+            ]
         } else {
             vec![format!("{prefix}{}", screaming(&field))]
         };
@@ -293,7 +310,10 @@ mod tests {
         )
         .expect("valid");
         assert_eq!(nats.nats_url, "nats://n:4222");
-        assert_eq!(nats.nats_principal, "demo-1", "the service's own variable wins");
+        assert_eq!(
+            nats.nats_principal, "demo-1",
+            "the service's own variable wins"
+        );
         assert_eq!(s.work_dir, "/w");
         assert_eq!(s.heartbeat_seconds, 3);
     }
@@ -311,7 +331,10 @@ mod tests {
         )
         .expect_err("invalid");
         assert_eq!(e.0.len(), 4, "{e}");
-        assert!(e.to_string().contains("must start with nats:// or tls://"), "{e}");
+        assert!(
+            e.to_string().contains("must start with nats:// or tls://"),
+            "{e}"
+        );
         assert!(e.to_string().contains("natsUser and natsPassword"), "{e}");
         assert!(e.to_string().contains("workDir"), "{e}");
         assert!(e.to_string().contains("heartbeatSeconds"), "{e}");

@@ -162,7 +162,8 @@ impl fmt::Display for Grant {
 impl Tenancy {
     /// Parses and validates a tenancy file's text (YAML or JSON).
     pub fn parse(text: &str) -> Result<Tenancy, TenancyError> {
-        let t: Tenancy = serde_yaml_ng::from_str(text).map_err(|e| TenancyError(vec![e.to_string()]))?;
+        let t: Tenancy =
+            serde_yaml_ng::from_str(text).map_err(|e| TenancyError(vec![e.to_string()]))?;
         let problems = t.problems();
         if problems.is_empty() {
             Ok(t)
@@ -176,7 +177,11 @@ impl Tenancy {
         let text = std::fs::read_to_string(path)
             .map_err(|e| TenancyError(vec![format!("{}: cannot read: {e}", path.display())]))?;
         Tenancy::parse(&text).map_err(|TenancyError(p)| {
-            TenancyError(p.into_iter().map(|m| format!("{}: {m}", path.display())).collect())
+            TenancyError(
+                p.into_iter()
+                    .map(|m| format!("{}: {m}", path.display()))
+                    .collect(),
+            )
         })
     }
 
@@ -201,7 +206,9 @@ impl Tenancy {
                 p.push(format!("teams.{team}: team name {e}"));
             }
             if t.shares.is_empty() {
-                p.push(format!("teams.{team}.shares: a team owns at least one share (queue/share or queue/*)"));
+                p.push(format!(
+                    "teams.{team}.shares: a team owns at least one share (queue/share or queue/*)"
+                ));
             }
             for (i, s) in t.shares.iter().enumerate() {
                 if let Err(e) = Grant::parse(s) {
@@ -238,11 +245,15 @@ impl Tenancy {
         for (name, e) in &s.executors {
             principal(&mut p, name, format!("services.executors.{name}"));
             if e.executors.is_empty() {
-                p.push(format!("services.executors.{name}.executors: name at least one executor id"));
+                p.push(format!(
+                    "services.executors.{name}.executors: name at least one executor id"
+                ));
             }
             for (i, id) in e.executors.iter().enumerate() {
                 if let Err(err) = subjects::token(id) {
-                    p.push(format!("services.executors.{name}.executors[{i}]: executor id {err}"));
+                    p.push(format!(
+                        "services.executors.{name}.executors[{i}]: executor id {err}"
+                    ));
                 }
                 if let Some(other) = executor_owner.insert(id, name) {
                     p.push(format!(
@@ -252,7 +263,9 @@ impl Tenancy {
             }
             for (i, n) in e.checkpoint_nodes.iter().enumerate() {
                 if let Err(err) = subjects::token(n) {
-                    p.push(format!("services.executors.{name}.checkpointNodes[{i}]: node {err}"));
+                    p.push(format!(
+                        "services.executors.{name}.checkpointNodes[{i}]: node {err}"
+                    ));
                 }
             }
         }
@@ -260,7 +273,9 @@ impl Tenancy {
         for (name, c) in &s.checkpoint {
             principal(&mut p, name, format!("services.checkpoint.{name}"));
             if c.nodes.is_empty() {
-                p.push(format!("services.checkpoint.{name}.nodes: name at least one node"));
+                p.push(format!(
+                    "services.checkpoint.{name}.nodes: name at least one node"
+                ));
             }
             for (i, n) in c.nodes.iter().enumerate() {
                 if let Err(err) = subjects::token(n) {
@@ -430,7 +445,10 @@ pub fn authorize(caller: &Caller, action: Action<'_>) -> Result<(), Denied> {
     }
     let who = match (&caller.team, caller.role.as_str()) {
         (Some(team), _) => format!("principal {:?} (team {team})", caller.principal),
-        (None, "") => format!("principal {:?} (unknown to the tenancy file)", caller.principal),
+        (None, "") => format!(
+            "principal {:?} (unknown to the tenancy file)",
+            caller.principal
+        ),
         (None, role) => format!("principal {:?} ({})", caller.principal, role.to_lowercase()),
     };
     Err(Denied(format!("{who} may not {}", action.describe())))
@@ -492,16 +510,31 @@ mod tests {
         };
         assert!(ok("s3://ckpt/training/shares/QS1/run-1", None).is_ok());
         assert!(ok("s3://ckpt/training/shares/QS1", None).is_ok());
-        assert!(ok("s3://ckpt/training/shares/QS10/run", None).is_err(), "a prefix of a name is not a parent");
+        assert!(
+            ok("s3://ckpt/training/shares/QS10/run", None).is_err(),
+            "a prefix of a name is not a parent"
+        );
         assert!(ok("s3://ckpt/training/shares/QS2/run", None).is_err());
-        assert!(ok("s3://ckpt/training/j-0123456789abcdef", None).is_err(), "another job's default prefix");
-        assert!(ok("s3://other/training/shares/QS1/run", None).is_err(), "another bucket");
+        assert!(
+            ok("s3://ckpt/training/j-0123456789abcdef", None).is_err(),
+            "another job's default prefix"
+        );
+        assert!(
+            ok("s3://other/training/shares/QS1/run", None).is_err(),
+            "another bucket"
+        );
         assert!(ok("s3://ckpt/training/shares/QS1/../QS2", None).is_err());
         let list = vec!["s3://team-bucket/vision/".to_string()];
         assert!(ok("s3://team-bucket/vision/run-9", Some(&list)).is_ok());
-        assert!(ok("s3://ckpt/training/shares/QS1/run-1", Some(&list)).is_err(), "the list replaces the default");
+        assert!(
+            ok("s3://ckpt/training/shares/QS1/run-1", Some(&list)).is_err(),
+            "the list replaces the default"
+        );
         let err = ok("s3://team-bucket/speech/x", Some(&list)).expect_err("outside");
-        assert!(err.contains("outside the prefixes share training/QS1 allows"), "{err}");
+        assert!(
+            err.contains("outside the prefixes share training/QS1 allows"),
+            "{err}"
+        );
     }
 
     pub(crate) const EXAMPLE: &str = "
@@ -532,10 +565,30 @@ services:
     fn teams_act_on_their_own_shares_only() {
         let t = tenancy();
         let alice = t.caller("alice").expect("declared");
-        assert!(authorize(&alice, Action::Submit { queue: "training", share: "QS1" }).is_ok());
-        assert!(authorize(&alice, Action::ChangeJob { queue: "training", share: "QS1" }).is_ok());
-        let denied = authorize(&alice, Action::Submit { queue: "training", share: "QS2" })
-            .expect_err("QS2 is speech's");
+        assert!(authorize(
+            &alice,
+            Action::Submit {
+                queue: "training",
+                share: "QS1"
+            }
+        )
+        .is_ok());
+        assert!(authorize(
+            &alice,
+            Action::ChangeJob {
+                queue: "training",
+                share: "QS1"
+            }
+        )
+        .is_ok());
+        let denied = authorize(
+            &alice,
+            Action::Submit {
+                queue: "training",
+                share: "QS2",
+            },
+        )
+        .expect_err("QS2 is speech's");
         assert_eq!(
             denied.0,
             "principal \"alice\" (team vision) may not submit jobs to share training/QS2"
@@ -544,8 +597,22 @@ services:
         assert!(authorize(&alice, Action::ReadQueue { queue: "research" }).is_err());
         assert!(authorize(&alice, Action::ChangeConfig { queue: "training" }).is_err());
         let bob = t.caller("bob").expect("declared");
-        assert!(authorize(&bob, Action::Submit { queue: "research", share: "anything" }).is_ok());
-        assert!(authorize(&bob, Action::ReadJob { queue: "training", share: "QS1" }).is_err());
+        assert!(authorize(
+            &bob,
+            Action::Submit {
+                queue: "research",
+                share: "anything"
+            }
+        )
+        .is_ok());
+        assert!(authorize(
+            &bob,
+            Action::ReadJob {
+                queue: "training",
+                share: "QS1"
+            }
+        )
+        .is_err());
     }
 
     #[test]
@@ -553,15 +620,50 @@ services:
         let t = tenancy();
         let admin = t.caller("platform").expect("declared");
         assert!(authorize(&admin, Action::ChangeConfig { queue: "x" }).is_ok());
-        assert!(authorize(&admin, Action::ChangeJob { queue: "x", share: "y" }).is_ok());
+        assert!(authorize(
+            &admin,
+            Action::ChangeJob {
+                queue: "x",
+                share: "y"
+            }
+        )
+        .is_ok());
         let reader = t.caller("dashboard").expect("declared");
-        assert!(authorize(&reader, Action::ReadJob { queue: "x", share: "y" }).is_ok());
-        assert!(authorize(&reader, Action::Submit { queue: "x", share: "y" }).is_err());
+        assert!(authorize(
+            &reader,
+            Action::ReadJob {
+                queue: "x",
+                share: "y"
+            }
+        )
+        .is_ok());
+        assert!(authorize(
+            &reader,
+            Action::Submit {
+                queue: "x",
+                share: "y"
+            }
+        )
+        .is_err());
         assert!(authorize(&reader, Action::ChangeConfig { queue: "x" }).is_err());
         for service in ["admission", "scheduler", "node-1", "ckpt-node-1"] {
             let c = t.caller(service).expect("declared");
-            assert!(authorize(&c, Action::ReadJob { queue: "training", share: "QS1" }).is_err());
-            assert!(authorize(&c, Action::Submit { queue: "training", share: "QS1" }).is_err());
+            assert!(authorize(
+                &c,
+                Action::ReadJob {
+                    queue: "training",
+                    share: "QS1"
+                }
+            )
+            .is_err());
+            assert!(authorize(
+                &c,
+                Action::Submit {
+                    queue: "training",
+                    share: "QS1"
+                }
+            )
+            .is_err());
         }
         assert!(t.caller("mallory").is_none());
         assert!(t.may_register("node-1", "node-1").is_ok());

@@ -109,7 +109,9 @@ pub fn permissions(tenancy: &Tenancy, principal: &str) -> Option<Permissions> {
             }
             p.push(subjects::SCHED_REQUEST.into());
             p.push(format!("{}.*.logs", subjects::EXEC_PREFIX));
-            // Admission sets up the streams and buckets every service uses.
+            // Admission sets up the streams and buckets every service uses
+            // (creating a bucket first reads the account's limits).
+            p.push("$JS.API.INFO".into());
             for stream in [
                 subjects::LOG_STREAM.to_string(),
                 subjects::EVENTS_STREAM.to_string(),
@@ -198,11 +200,22 @@ pub fn authorization(tenancy: &Tenancy, keys: &BTreeMap<String, String>) -> Resu
             .ok_or_else(|| format!("no public key for principal {principal:?}"))?;
         let perms = permissions(tenancy, &principal)
             .ok_or_else(|| format!("principal {principal:?} has no role"))?;
-        let role = tenancy.role(&principal).map(|r| r.label()).unwrap_or_default();
+        let role = tenancy
+            .role(&principal)
+            .map(|r| r.label())
+            .unwrap_or_default();
         let _ = writeln!(out, "    # {principal} ({role})");
         let _ = writeln!(out, "    {{ nkey: \"{key}\", permissions: {{");
-        let _ = writeln!(out, "        publish: {{ allow: {} }}", quoted_list(&perms.publish));
-        let _ = writeln!(out, "        subscribe: {{ allow: {} }}", quoted_list(&perms.subscribe));
+        let _ = writeln!(
+            out,
+            "        publish: {{ allow: {} }}",
+            quoted_list(&perms.publish)
+        );
+        let _ = writeln!(
+            out,
+            "        subscribe: {{ allow: {} }}",
+            quoted_list(&perms.subscribe)
+        );
         if perms.responds {
             let _ = writeln!(out, "        allow_responses: true");
         }
@@ -304,11 +317,15 @@ mod tests {
         let p = permissions(&t, "alice").expect("declared");
         assert_eq!(p.publish, vec!["qm.v1.api.alice.>"]);
         assert!(p.subscribe.contains(&"_INBOX_alice.>".to_string()));
-        assert!(p.subscribe.contains(&"qm.v1.events.job.training.QS1.>".to_string()));
+        assert!(p
+            .subscribe
+            .contains(&"qm.v1.events.job.training.QS1.>".to_string()));
         assert!(!p.subscribe.iter().any(|s| s.contains("QS2")));
         assert!(!p.responds);
         let bob = permissions(&t, "bob").expect("declared");
-        assert!(bob.subscribe.contains(&"qm.v1.events.job.research.*.>".to_string()));
+        assert!(bob
+            .subscribe
+            .contains(&"qm.v1.events.job.research.*.>".to_string()));
     }
 
     #[test]
@@ -322,10 +339,15 @@ mod tests {
             assert_eq!(submits, principal == "admission", "{principal}");
             let decisions = p.publish.iter().any(|s| s == "qm.v1.log.sched");
             assert_eq!(decisions, principal == "scheduler", "{principal}");
-            assert!(!p.publish.iter().any(|s| s == ">" || s == "$JS.API.>"), "{principal}");
+            assert!(
+                !p.publish.iter().any(|s| s == ">" || s == "$JS.API.>"),
+                "{principal}"
+            );
         }
         let node = permissions(&t, "node-1").expect("declared");
-        assert!(node.subscribe.contains(&"qm.v1.exec.node-1.command".to_string()));
+        assert!(node
+            .subscribe
+            .contains(&"qm.v1.exec.node-1.command".to_string()));
         assert!(!node.subscribe.iter().any(|s| s.contains("gpu-1")));
         assert!(node.publish.contains(&"qm.v1.ckpt.node-1.*".to_string()));
         let pool = permissions(&t, "gpu-pool").expect("declared");

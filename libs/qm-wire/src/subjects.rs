@@ -152,7 +152,11 @@ impl Operation {
 
     /// The subject `principal` sends this operation on.
     pub fn subject(self, principal: &str) -> Result<String, BadToken> {
-        Ok(format!("{API_PREFIX}.{}.{}", token(principal)?, self.name()))
+        Ok(format!(
+            "{API_PREFIX}.{}.{}",
+            token(principal)?,
+            self.name()
+        ))
     }
 
     /// The principal and operation a request subject names. The principal is
@@ -267,7 +271,10 @@ mod tests {
         }
         assert_eq!(Operation::from_subject("qm.v1.api.alice.DropTables"), None);
         assert_eq!(Operation::from_subject("qm.v1.api.SubmitServiceJob"), None);
-        assert_eq!(Operation::from_subject("qm.v2.api.alice.SubmitServiceJob"), None);
+        assert_eq!(
+            Operation::from_subject("qm.v2.api.alice.SubmitServiceJob"),
+            None
+        );
         assert!(Operation::SubmitServiceJob.subject("a.b").is_err());
         assert!(Operation::SubmitServiceJob.subject(">").is_err());
     }

@@ -236,7 +236,10 @@ mod tests {
         };
         assert!(visible(&reader, &submit("QS2", "bob")));
         let e = submit("QS1", "alice");
-        assert_eq!((e.at, e.sequence, e.operation.as_str()), (5, 7, "SubmitServiceJob"));
+        assert_eq!(
+            (e.at, e.sequence, e.operation.as_str()),
+            (5, 7, "SubmitServiceJob")
+        );
         let filter = ListAuditEvents {
             principal: Some("bob".into()),
             ..Default::default()

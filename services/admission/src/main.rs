@@ -22,8 +22,7 @@ use qm_service::{convert, nats, now_ms, settings};
 use qm_tenancy::{authorize, Action, Tenancy};
 use qm_wire::messages::{
     ApiError, Caller, ErrorCode, GetServiceJobLogs, JobQueue, JobRef, ListServiceJobs, QueueRef,
-    QuotaShare, RegisterExecutor, ServiceJob, ShareRef, SubmitServiceJob,
-    SubmitServiceJobResponse,
+    QuotaShare, RegisterExecutor, ServiceJob, ShareRef, SubmitServiceJob, SubmitServiceJobResponse,
 };
 use qm_wire::subjects::{self, Operation};
 use qm_wire::system::{LogEntry, QueueDocument, SchedRequest};
@@ -70,7 +69,9 @@ impl settings::Validate for Settings {
     fn problems(&self) -> Vec<String> {
         let mut p = Vec::new();
         if self.tenancy.is_empty() {
-            p.push("tenancy: is required (a tenancy file; `qm auth --help` shows the format)".into());
+            p.push(
+                "tenancy: is required (a tenancy file; `qm auth --help` shows the format)".into(),
+            );
         }
         if self.scheduler_timeout_ms == 0 {
             p.push("schedulerTimeoutMs: must be >= 1".into());
@@ -292,22 +293,17 @@ impl Admission {
             .find(|s| s.quota_share_name == share)
             .and_then(|s| s.checkpoint_s3_prefixes.as_deref());
         let bucket = Some(self.settings.checkpoint_bucket.as_str()).filter(|b| !b.is_empty());
-        qm_tenancy::checkpoint_uri_allowed(
-            uri,
-            allowed,
-            bucket,
-            &job.job_queue,
-            share,
+        qm_tenancy::checkpoint_uri_allowed(uri, allowed, bucket, &job.job_queue, share).map_err(
+            |e| {
+                invalid(
+                    "invalid job",
+                    vec![qm_wire::messages::Problem {
+                        field: "checkpointConfig.s3Uri".into(),
+                        message: e,
+                    }],
+                )
+            },
         )
-        .map_err(|e| {
-            invalid(
-                "invalid job",
-                vec![qm_wire::messages::Problem {
-                    field: "checkpointConfig.s3Uri".into(),
-                    message: e,
-                }],
-            )
-        })
     }
 
     /// Changes a queue's document with `change`, validated whole, stored with
@@ -364,11 +360,7 @@ impl Admission {
             let key = config_key(queue);
             let stored = match &current {
                 None => self.config.create(&key, body.into()).await.ok(),
-                Some((_, rev)) => self
-                    .config
-                    .update(&key, body.into(), *rev)
-                    .await
-                    .ok(),
+                Some((_, rev)) => self.config.update(&key, body.into(), *rev).await.ok(),
             };
             let Some(revision) = stored else {
                 continue; // someone else changed it first: redo on the new one
@@ -524,7 +516,10 @@ impl Admission {
         let executor = attempt.executor_id.clone().ok_or_else(|| {
             api::error(
                 ErrorCode::NotFound,
-                format!("attempt {} of job {} ran on no executor", attempt.attempt, req.job_id),
+                format!(
+                    "attempt {} of job {} ran on no executor",
+                    attempt.attempt, req.job_id
+                ),
             )
         })?;
         let subject = subjects::executor_logs(&executor)
@@ -691,17 +686,20 @@ impl Admission {
             }
             Operation::DescribeQuotaShare => {
                 let r = match decode::<ShareRef>(p) {
-                    Ok(s) => self.readable(caller, &s.job_queue).await.and_then(|(doc, _)| {
-                        doc.quota_shares
-                            .into_iter()
-                            .find(|x| x.quota_share_name == s.quota_share_name)
-                            .ok_or_else(|| {
-                                api::error(
-                                    ErrorCode::NotFound,
-                                    format!("no quota share {:?}", s.quota_share_name),
-                                )
-                            })
-                    }),
+                    Ok(s) => self
+                        .readable(caller, &s.job_queue)
+                        .await
+                        .and_then(|(doc, _)| {
+                            doc.quota_shares
+                                .into_iter()
+                                .find(|x| x.quota_share_name == s.quota_share_name)
+                                .ok_or_else(|| {
+                                    api::error(
+                                        ErrorCode::NotFound,
+                                        format!("no quota share {:?}", s.quota_share_name),
+                                    )
+                                })
+                        }),
                     Err(e) => Err(e),
                 };
                 respond(c, &msg, &r).await
@@ -718,7 +716,10 @@ impl Admission {
             }
             Operation::DescribeJobQueue => {
                 let r = match decode::<QueueRef>(p) {
-                    Ok(q) => self.readable(caller, &q.job_queue).await.map(|(doc, _)| doc),
+                    Ok(q) => self
+                        .readable(caller, &q.job_queue)
+                        .await
+                        .map(|(doc, _)| doc),
                     Err(e) => Err(e),
                 };
                 respond(c, &msg, &r).await
@@ -761,12 +762,23 @@ impl Admission {
                                     share,
                                 },
                             ),
-                            None => authorize(caller, Action::ReadQueue { queue: &l.job_queue }),
+                            None => authorize(
+                                caller,
+                                Action::ReadQueue {
+                                    queue: &l.job_queue,
+                                },
+                            ),
                         }
                         .map_err(denied)
                     }),
                     _ => decode::<QueueRef>(p).and_then(|q| {
-                        authorize(caller, Action::ReadQueue { queue: &q.job_queue }).map_err(denied)
+                        authorize(
+                            caller,
+                            Action::ReadQueue {
+                                queue: &q.job_queue,
+                            },
+                        )
+                        .map_err(denied)
                     }),
                 };
                 match check {
@@ -784,12 +796,12 @@ impl Admission {
     async fn relay_reply(&self, caller: &Caller, op: Operation, msg: &async_nats::Message) {
         let c = &self.client;
         match self.relay(caller, op, &msg.payload).await {
-                Ok(raw) => {
-                    if let Some(to) = &msg.reply {
-                        let _ = c.publish(to.clone(), raw).await;
-                    }
+            Ok(raw) => {
+                if let Some(to) = &msg.reply {
+                    let _ = c.publish(to.clone(), raw).await;
                 }
-                Err(e) => respond::<()>(c, msg, &Err(e)).await,
+            }
+            Err(e) => respond::<()>(c, msg, &Err(e)).await,
         }
     }
 
@@ -873,7 +885,10 @@ async fn main() -> std::process::ExitCode {
     let config = nats::open_bucket(&js, subjects::CONFIG_BUCKET).await;
     let tokens = nats::open_bucket(&js, subjects::TOKENS_BUCKET).await;
     let mut requests = match client
-        .queue_subscribe(format!("{}.*.*", subjects::API_PREFIX), "qm-admission".into())
+        .queue_subscribe(
+            format!("{}.*.*", subjects::API_PREFIX),
+            "qm-admission".into(),
+        )
         .await
     {
         Ok(s) => s,

@@ -108,7 +108,10 @@ impl settings::Validate for Settings {
             p.push("s3AccessKeyId and s3SecretAccessKey: give both (or neither, for the AWS default credentials chain)".into());
         }
         if !self.work_dir.is_empty() && !std::path::Path::new(&self.work_dir).is_absolute() {
-            p.push(format!("workDir: {:?} must be an absolute path", self.work_dir));
+            p.push(format!(
+                "workDir: {:?} must be an absolute path",
+                self.work_dir
+            ));
         }
         if self.scan_interval_ms < 50 {
             p.push("scanIntervalMs: must be >= 50".into());
@@ -175,10 +178,12 @@ impl Service {
         if !path.is_absolute() {
             return Err(refuse("must be an absolute path"));
         }
-        if path
-            .components()
-            .any(|c| matches!(c, std::path::Component::ParentDir | std::path::Component::CurDir))
-        {
+        if path.components().any(|c| {
+            matches!(
+                c,
+                std::path::Component::ParentDir | std::path::Component::CurDir
+            )
+        }) {
             return Err(refuse("must not contain '.' or '..'"));
         }
         let resolved = std::fs::canonicalize(&path)
@@ -423,22 +428,27 @@ impl Service {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let (mut settings, nats_settings) =
-        match qm_service::start::<Settings>("checkpoint", USAGE) {
-            Ok(s) => s,
-            Err(code) => return code,
-        };
+    let (mut settings, nats_settings) = match qm_service::start::<Settings>("checkpoint", USAGE) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
     if settings.work_dir.is_empty() {
         settings.work_dir = format!("/tmp/qm-executor-{}", settings.node);
     }
     if let Err(e) = std::fs::create_dir_all(&settings.work_dir) {
-        eprintln!("qm-checkpoint: cannot create workDir {}: {e}", settings.work_dir);
+        eprintln!(
+            "qm-checkpoint: cannot create workDir {}: {e}",
+            settings.work_dir
+        );
         return std::process::ExitCode::from(2);
     }
     let work_dir = match std::fs::canonicalize(&settings.work_dir) {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("qm-checkpoint: cannot resolve workDir {}: {e}", settings.work_dir);
+            eprintln!(
+                "qm-checkpoint: cannot resolve workDir {}: {e}",
+                settings.work_dir
+            );
             return std::process::ExitCode::from(2);
         }
     };
@@ -457,7 +467,11 @@ async fn main() -> std::process::ExitCode {
         force_path_style: true,
     };
     tracing::info!(
-        credentials = if explicit_keys { "explicit keys" } else { "AWS default chain" },
+        credentials = if explicit_keys {
+            "explicit keys"
+        } else {
+            "AWS default chain"
+        },
         "S3 credentials"
     );
     let (client, _principal) = match qm_service::connect(&nats_settings, "checkpoint").await {

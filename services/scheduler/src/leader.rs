@@ -41,7 +41,10 @@ pub async fn acquire(store: &kv::Store, holder: &str, ttl: Duration) -> (u64, u6
                         .as_ref()
                         .is_none_or(|l| l.expires_at < qm_service::now_ms() || l.holder == holder);
                 if free {
-                    store.update(KEY, lease(holder, ttl, None), e.revision).await.ok()
+                    store
+                        .update(KEY, lease(holder, ttl, None), e.revision)
+                        .await
+                        .ok()
                 } else {
                     if !announced {
                         tracing::info!(
@@ -79,7 +82,10 @@ pub fn keep(
         let mut valid_until = tokio::time::Instant::now() + ttl;
         loop {
             tokio::time::sleep(ttl / 3).await;
-            match store.update(KEY, lease(&holder, ttl, Some(epoch)), revision).await {
+            match store
+                .update(KEY, lease(&holder, ttl, Some(epoch)), revision)
+                .await
+            {
                 Ok(r) => {
                     revision = r;
                     valid_until = tokio::time::Instant::now() + ttl;

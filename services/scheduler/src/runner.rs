@@ -32,13 +32,13 @@ use futures::{FutureExt, StreamExt};
 use qm_service::api::{self, decode, encode};
 use qm_service::nats::Storage;
 use qm_service::now_ms;
+use qm_tenancy::{authorize, Action};
+use qm_wire::messages::Caller;
 use qm_wire::messages::{
     ApiError, ErrorCode, JobQueueSnapshot, JobRef, ListServiceJobs, ListServiceJobsResponse,
     QueueRef, ShareUsage, TerminateServiceJob, UpdateServiceJob,
 };
 use qm_wire::subjects;
-use qm_tenancy::{authorize, Action};
-use qm_wire::messages::Caller;
 use qm_wire::system::{ExecCommand, Heartbeat, HeartbeatAck, LogEntry, SchedRequest};
 
 use crate::state::{Effect, Effects, Logged, Position, Positions, State};
@@ -576,7 +576,12 @@ impl Runner<'_> {
             }
             "GetJobQueueSnapshot" => {
                 let r = parse::<QueueRef>(&req.body).and_then(|q| {
-                    allowed(&req.caller, Action::ReadQueue { queue: &q.job_queue })?;
+                    allowed(
+                        &req.caller,
+                        Action::ReadQueue {
+                            queue: &q.job_queue,
+                        },
+                    )?;
                     self.snapshot(&req.caller, &q.job_queue, now)
                 });
                 self.reply(msg.reply, r).await
@@ -653,7 +658,11 @@ impl Runner<'_> {
                 .cluster
                 .job(id)
                 .ok_or_else(|| not_found(&u.job_id))?;
-            let share = self.state.queues[&q].cluster.share_config(job.spec.share).name.clone();
+            let share = self.state.queues[&q]
+                .cluster
+                .share_config(job.spec.share)
+                .name
+                .clone();
             allowed(
                 &req.caller,
                 Action::ChangeJob {
@@ -697,7 +706,11 @@ impl Runner<'_> {
             .cluster
             .job(id)
             .ok_or_else(|| not_found(&t.job_id))?;
-        let share = self.state.queues[&q].cluster.share_config(job.spec.share).name.clone();
+        let share = self.state.queues[&q]
+            .cluster
+            .share_config(job.spec.share)
+            .name
+            .clone();
         allowed(
             &req.caller,
             Action::ChangeJob {
@@ -732,7 +745,12 @@ impl Runner<'_> {
                     share,
                 },
             )?,
-            None => allowed(caller, Action::ReadQueue { queue: &l.job_queue })?,
+            None => allowed(
+                caller,
+                Action::ReadQueue {
+                    queue: &l.job_queue,
+                },
+            )?,
         }
         let qs = self.state.queues.get(&l.job_queue).ok_or_else(|| {
             api::error(
@@ -757,7 +775,11 @@ impl Runner<'_> {
                 && l.quota_share_name
                     .as_deref()
                     .is_none_or(|s| qs.cluster.share_config(j.spec.share).name == s)
-                && readable(caller, &l.job_queue, &qs.cluster.share_config(j.spec.share).name)
+                && readable(
+                    caller,
+                    &l.job_queue,
+                    &qs.cluster.share_config(j.spec.share).name,
+                )
         });
         let page: Vec<_> = matching
             .by_ref()

@@ -829,11 +829,7 @@ impl State {
                         job_id: meta.public_id.clone(),
                         attempt: placed.attempt,
                         job_queue: q.to_string(),
-                        quota_share_name: meta
-                            .submit
-                            .quota_share_name
-                            .clone()
-                            .unwrap_or_default(),
+                        quota_share_name: meta.submit.quota_share_name.clone().unwrap_or_default(),
                         command: meta.submit.command.clone(),
                         environment: meta.submit.environment.clone(),
                         instance_type: meta.submit.instance_type.clone(),
