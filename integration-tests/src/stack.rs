@@ -458,13 +458,28 @@ impl Stack {
     }
 
     pub async fn submit(&self, job: &SubmitServiceJob) -> String {
-        let r: SubmitServiceJobResponse = self
-            .retry(|c| {
-                let job = job.clone();
-                async move { c.call(Operation::SubmitServiceJob, &job).await }
-            })
-            .await;
-        r.job_id
+        self.submit_as(&self.client, job).await
+    }
+
+    /// Submits as `client`'s principal (e.g. a team's user).
+    pub async fn submit_as(&self, client: &Client, job: &SubmitServiceJob) -> String {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            match client
+                .call::<_, SubmitServiceJobResponse>(Operation::SubmitServiceJob, job)
+                .await
+            {
+                Ok(r) => return r.job_id,
+                Err(e)
+                    if Instant::now() < deadline
+                        && e.code()
+                            .is_none_or(|c| c == qm_wire::messages::ErrorCode::Transient) =>
+                {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => panic!("submit as {} failed: {e}", client.principal),
+            }
+        }
     }
 
     pub async fn describe(&self, job_id: &str) -> Option<ServiceJob> {

@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use qm_integration_tests::stack::{digest_in, reference_digest, start_nats, trainer_job, Stack};
 use qm_integration_tests::start_s3;
-use qm_wire::messages::{ServiceJob, UpdateServiceJob};
+use qm_wire::messages::{
+    ListAuditEvents, ListAuditEventsResponse, ServiceJob, TerminateServiceJob, UpdateServiceJob,
+};
 use qm_wire::subjects::Operation;
 
 const QUEUE_YAML: &str = include_str!("../../../examples/queues/three-shares.yaml");
@@ -125,6 +127,13 @@ async fn main() {
     stack.apply(QUEUE_YAML).await;
     stack.executor("node-1", "training", "ml.g5.xlarge", 3);
     println!("   queue 'training': QS1 LEND_AND_BORROW (in-share preemption), QS2 LEND, QS3 RESERVE; one instance each");
+    println!(
+        "   authentication on: tenancy deploy/tenancy.dev.yaml, one nkey per principal in {}",
+        stack.auth.dir.display()
+    );
+    println!("   alice (team vision) owns QS1, bob (team speech) owns QS2; platform is the admin");
+    let alice = stack.auth.client(&stack.nats_url, "alice").await;
+    let bob = stack.auth.client(&stack.nats_url, "bob").await;
     println!("   every job trains the example MLP: {}\n", ARGS.join(" "));
     let expected = reference_digest(&ARGS[..4]);
     let mut t = Timeline {
@@ -134,19 +143,19 @@ async fn main() {
     let mut names: Vec<(String, String)> = Vec::new();
     t.say("submit p3 (QS1, priority 3)");
     let p3 = stack
-        .submit(&trainer_job("p3", "training", "QS1", 3, &ARGS))
+        .submit_as(&alice, &trainer_job("p3", "training", "QS1", 3, &ARGS))
         .await;
     names.push(("p3".into(), p3.clone()));
     wait(&stack, &mut t, &names, &p3, |j| j.status == "RUNNING").await;
     t.say("submit p2 (QS1, priority 2): QS1 borrows QS2's idle instance");
     let p2 = stack
-        .submit(&trainer_job("p2", "training", "QS1", 2, &ARGS))
+        .submit_as(&alice, &trainer_job("p2", "training", "QS1", 2, &ARGS))
         .await;
     names.push(("p2".into(), p2.clone()));
     wait(&stack, &mut t, &names, &p2, |j| j.status == "RUNNING").await;
     t.say("submit p1 (QS1, priority 1): waits, QS3 keeps its instance (RESERVE)");
     let p1 = stack
-        .submit(&trainer_job("p1", "training", "QS1", 1, &ARGS))
+        .submit_as(&alice, &trainer_job("p1", "training", "QS1", 1, &ARGS))
         .await;
     names.push(("p1".into(), p1.clone()));
     wait(&stack, &mut t, &names, &p1, |j| {
@@ -154,16 +163,32 @@ async fn main() {
     })
     .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    t.say("submit qs2_job (QS2): QS2 reclaims its instance from p2");
+    t.say("bob tries to terminate alice's p2 (he has no right to QS1):");
+    match bob
+        .call::<_, serde_json::Value>(
+            Operation::TerminateServiceJob,
+            &TerminateServiceJob {
+                job_id: p2.clone(),
+                reason: "need the GPU".into(),
+            },
+        )
+        .await
+    {
+        Err(e) => t.say(&format!("  refused: {e}")),
+        Ok(_) => {
+            eprintln!("qm-demo: bob terminated alice's job; the tenancy is broken");
+            std::process::exit(1);
+        }
+    }
+    t.say("bob submits qs2_job (QS2): QS2 reclaims its instance from p2");
     let q2 = stack
-        .submit(&trainer_job("qs2_job", "training", "QS2", 1, &ARGS))
+        .submit_as(&bob, &trainer_job("qs2_job", "training", "QS2", 1, &ARGS))
         .await;
     names.push(("qs2_job".into(), q2.clone()));
     wait(&stack, &mut t, &names, &q2, |j| j.status == "RUNNING").await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    t.say("raise p1 to priority 4: in-share preemption of p3");
-    let _: ServiceJob = stack
-        .client
+    t.say("alice raises p1 to priority 4: in-share preemption of p3");
+    let _: ServiceJob = alice
         .call(
             Operation::UpdateServiceJob,
             &UpdateServiceJob {
@@ -233,6 +258,22 @@ async fn main() {
         "every preempted job's final digest equals the uninterrupted digest: {}",
         if all_equal { "yes" } else { "NO" }
     );
+    let audit: ListAuditEventsResponse = stack
+        .client
+        .call(Operation::ListAuditEvents, &ListAuditEvents::default())
+        .await
+        .expect("audit");
+    println!("\naudit (qm audit): every accepted write and who made it");
+    for e in &audit.audit_events {
+        let job = names
+            .iter()
+            .find(|(_, id)| Some(id) == e.job_id.as_ref())
+            .map_or("-", |(n, _)| n.as_str());
+        println!(
+            "  {:<9} {:<20} {:<8} {}",
+            e.principal, e.operation, job, e.detail
+        );
+    }
     println!("(service logs: {})", stack.path().display());
     stack.stop_all();
     drop(stack);

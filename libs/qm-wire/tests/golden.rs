@@ -136,3 +136,38 @@ fn queue_documents_jobs_events_commands_and_log_entries_v1_decode() {
     assert_eq!(p.starts[0].placement[0].slots, vec![1]);
     assert_eq!(p.preemptions[0].kind, "CROSS_SHARE");
 }
+
+#[test]
+fn tenancy_messages_v1_decode_and_old_log_entries_still_do() {
+    use qm_wire::messages::{Caller, ListAuditEventsResponse};
+    use qm_wire::system::LogEntry;
+    // A submit stored before authentication existed has no principal.
+    let old: LogEntry =
+        serde_json::from_str(&fixture("log_entry_submit_v1_no_principal.json")).expect("decodes");
+    assert!(matches!(old, LogEntry::Submit { principal: None, .. }));
+    let new: LogEntry = serde_json::from_str(&fixture("log_entry_submit.json")).expect("decodes");
+    assert!(matches!(new, LogEntry::Submit { principal: Some(ref p), .. } if p == "alice"));
+    let t: LogEntry = serde_json::from_str(&fixture("log_entry_terminate.json")).expect("decodes");
+    let LogEntry::Terminate {
+        principal,
+        quota_share_name,
+        ..
+    } = t
+    else {
+        panic!("a terminate")
+    };
+    assert_eq!(principal.as_deref(), Some("alice"));
+    assert_eq!(quota_share_name.as_deref(), Some("QS1"));
+    let r: Reply<serde_json::Value> =
+        serde_json::from_str(&fixture("error_reply_access_denied.json")).expect("decodes");
+    let Reply::Error(e) = r else {
+        panic!("an error")
+    };
+    assert_eq!(e.code, ErrorCode::AccessDenied);
+    let a: ListAuditEventsResponse =
+        serde_json::from_str(&fixture("list_audit_events_response.json")).expect("decodes");
+    assert_eq!(a.audit_events[0].principal, "alice");
+    assert_eq!(a.next_token.as_deref(), Some("43"));
+    let c: Caller = serde_json::from_str(&fixture("caller.json")).expect("decodes");
+    assert_eq!((c.role.as_str(), c.shares.len()), ("TEAM", 2));
+}
