@@ -235,6 +235,8 @@ pub struct Stack {
     pub scheduler_env: Vec<(String, String)>,
     /// Extra settings for checkpoint services started after it is set.
     pub checkpoint_env: Vec<(String, String)>,
+    /// Extra settings for executors started after it is set.
+    pub executor_env: Vec<(String, String)>,
     executors: Vec<String>,
 }
 
@@ -292,6 +294,7 @@ impl Stack {
             procs: BTreeMap::new(),
             scheduler_env: Vec::new(),
             checkpoint_env: Vec::new(),
+            executor_env: Vec::new(),
             executors: Vec::new(),
         }
     }
@@ -408,6 +411,7 @@ impl Stack {
                 self.dir.join(id).display().to_string(),
             ),
         ];
+        let env: Vec<(String, String)> = env.into_iter().chain(self.executor_env.clone()).collect();
         self.spawn_as(id, "qm-executor", id, &env);
         self.executors.push(id.to_string());
     }

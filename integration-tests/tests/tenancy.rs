@@ -822,3 +822,77 @@ async fn over_tls_with_a_ca_made_at_test_time_jobs_run_and_plain_clients_are_ref
     stack.stop_all();
     let _ = std::fs::remove_file(ca_file);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_runs_unprivileged_and_cannot_read_the_nodes_credentials() {
+    let (_nats, _s3, mut stack) = running("tenancy-uid", QUEUE_YAML).await;
+    stack.executor_env = vec![
+        ("QM_EXECUTOR_RUN_AS_USER".into(), "65534".into()),
+        ("QM_EXECUTOR_RUN_AS_GROUP".into(), "65534".into()),
+    ];
+    stack.executor("node-1", "training", "ml.g5.xlarge", 1);
+    let key = stack.auth.key("node-1");
+    let mut job = sleeper("snoop", "QS1", 0);
+    job.command = vec![
+        "sh".into(),
+        "-c".into(),
+        format!(
+            "id -u; env | grep -c '^QM_NATS' || true; cat {} && echo READ-THE-KEY; echo done > out.txt",
+            key.display()
+        ),
+    ];
+    let id = stack.submit(&job).await;
+    let j = stack.wait_final(&id, 60).await;
+    assert_eq!(j.status, "SUCCEEDED", "{j:#?}");
+    let out = stack.attempt_stdout("node-1", &id, 1);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.first(), Some(&"65534"), "runs as nobody: {out}");
+    assert_eq!(
+        lines.get(1),
+        Some(&"0"),
+        "no QM_NATS_* variable leaks into a job: {out}"
+    );
+    assert!(
+        !out.contains("READ-THE-KEY"),
+        "the job read the node's nkey: {out}"
+    );
+    // It could still write its own directory.
+    let written = stack
+        .path()
+        .join("node-1")
+        .join(&id)
+        .join("attempt-1/out.txt");
+    assert!(written.exists(), "{}", written.display());
+    stack.stop_all();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn admission_refuses_a_nats_server_that_lets_anyone_in() {
+    use testcontainers::core::{IntoContainerPort, WaitFor};
+    use testcontainers::runners::AsyncRunner;
+    use testcontainers::{GenericImage, ImageExt};
+    let name = std::env::var("QM_NATS_IMAGE").unwrap_or_else(|_| "quartermaster/nats:local".into());
+    let (image, tag) = name.rsplit_once(':').unwrap_or((name.as_str(), "latest"));
+    let open = GenericImage::new(image, tag)
+        .with_exposed_port(4222.tcp())
+        .with_wait_for(WaitFor::message_on_stderr("Server is ready"))
+        .with_cmd(["-js", "-sd", "/tmp/js"])
+        .start()
+        .await
+        .expect("NATS starts");
+    let port = open.get_host_port_ipv4(4222.tcp()).await.expect("port");
+    let tenancy =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/tenancy.dev.yaml");
+    let out = Command::new(bin("qm-admission"))
+        .env("QM_NATS_URL", format!("nats://127.0.0.1:{port}"))
+        .env("QM_NATS_PRINCIPAL", "admission")
+        .env("QM_ADMISSION_TENANCY", tenancy)
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("lets anyone connect, so any client could claim any principal"),
+        "{err}"
+    );
+}

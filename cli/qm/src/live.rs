@@ -796,3 +796,22 @@ fn print_json<T: serde::Serialize>(v: &T) {
         Err(e) => eprintln!("qm: cannot print JSON: {e}"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_parse_and_print_in_rfc3339() {
+        let ms = |t: &str| parse_time("--since", t).ok();
+        assert_eq!(ms("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(ms("2026-12-03T09:00:00Z"), Some(1_796_288_400_000));
+        assert_eq!(ms("2026-12-03T10:00:00+01:00"), Some(1_796_288_400_000));
+        assert_eq!(ms("2026-12-03T09:00:00.250Z"), Some(1_796_288_400_000));
+        assert_eq!(ms("1796288400123"), Some(1_796_288_400_123));
+        assert_eq!(ms("2026-13-03T09:00:00Z"), None);
+        assert_eq!(ms("tomorrow"), None);
+        assert_eq!(rfc3339(1_796_288_400_123), "2026-12-03T09:00:00.123Z");
+        assert_eq!(rfc3339(951_782_400_000), "2000-02-29T00:00:00.000Z");
+    }
+}

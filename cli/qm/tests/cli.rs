@@ -118,3 +118,86 @@ fn live_commands_report_bad_usage_and_an_absent_server_in_one_line() {
     );
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
+
+#[test]
+fn auth_writes_the_server_authorization_and_keeps_existing_keys() {
+    let dir = std::env::temp_dir().join(format!("qm-cli-auth-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out_dir = dir.display().to_string();
+    let (code, out, err) = qm(&[
+        "auth",
+        "--tenancy",
+        "deploy/tenancy.dev.yaml",
+        "--out",
+        &out_dir,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("alice") && out.contains("team vision") && out.contains("(new)"),
+        "{out}"
+    );
+    let conf = std::fs::read_to_string(dir.join("nats-auth.conf")).expect("written");
+    assert!(
+        conf.contains("authorization {") && conf.contains("\"qm.v1.api.alice.>\""),
+        "{conf}"
+    );
+    let key = std::fs::read_to_string(dir.join("alice.nk")).expect("written");
+    let (code, out, err) = qm(&[
+        "auth",
+        "--tenancy",
+        "deploy/tenancy.dev.yaml",
+        "--out",
+        &out_dir,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("(kept)") && !out.contains("(new)"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("alice.nk")).expect("kept"),
+        key
+    );
+    let (code, out, _) = qm(&["auth", "--tenancy", "deploy/tenancy.dev.yaml", "--check"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("valid (3 team(s)"), "{out}");
+    // A broken tenancy file: every problem named, nothing written.
+    let bad = dir.join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "teams:\n  t: {shares: [nope], users: [alice]}\nadmins: [alice]\n",
+    )
+    .expect("write");
+    let (code, _, err) = qm(&["auth", "--tenancy", &bad.display().to_string(), "--check"]);
+    assert_eq!(code, 1, "{err}");
+    for needle in [
+        "teams.t.shares[0]: \"nope\" must be queue/share or queue/*",
+        "admins[0]: principal \"alice\" is already declared",
+        "services.admission: name at least one admission principal",
+    ] {
+        assert!(err.contains(needle), "{needle:?} missing in {err}");
+    }
+    let (code, _, err) = qm(&["auth", "--tenancy", "deploy/tenancy.dev.yaml"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--out DIR is required"), "{err}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn audit_times_and_credentials_are_checked_before_connecting() {
+    let (code, _, err) = qm(&["audit", "--since", "yesterday"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--since: \"yesterday\" is not a time"),
+        "{err}"
+    );
+    let (code, _, err) = qm(&["whoami", "--user", "alice"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--user and --password: give both or neither"),
+        "{err}"
+    );
+    let (code, _, err) = qm(&["whoami", "--nkey", "/nonexistent/alice.nk"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--nkey: /nonexistent/alice.nk cannot be read"),
+        "{err}"
+    );
+}

@@ -144,7 +144,13 @@ fn tenancy_messages_v1_decode_and_old_log_entries_still_do() {
     // A submit stored before authentication existed has no principal.
     let old: LogEntry =
         serde_json::from_str(&fixture("log_entry_submit_v1_no_principal.json")).expect("decodes");
-    assert!(matches!(old, LogEntry::Submit { principal: None, .. }));
+    assert!(matches!(
+        old,
+        LogEntry::Submit {
+            principal: None,
+            ..
+        }
+    ));
     let new: LogEntry = serde_json::from_str(&fixture("log_entry_submit.json")).expect("decodes");
     assert!(matches!(new, LogEntry::Submit { principal: Some(ref p), .. } if p == "alice"));
     let t: LogEntry = serde_json::from_str(&fixture("log_entry_terminate.json")).expect("decodes");
