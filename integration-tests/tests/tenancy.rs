@@ -59,6 +59,29 @@ async fn refused_by_server(since: Instant, subject: &str) {
     );
 }
 
+/// A start command that would write `marker` if it ever ran.
+fn forged_start(epoch: u64, marker: &std::path::Path) -> ExecCommand {
+    ExecCommand::Start {
+        epoch,
+        job_id: "j-forged".into(),
+        attempt: 1,
+        job_queue: "training".into(),
+        quota_share_name: "QS1".into(),
+        command: vec![
+            "sh".into(),
+            "-c".into(),
+            format!("id > {}", marker.display()),
+        ],
+        environment: Default::default(),
+        instance_type: "ml.g5.xlarge".into(),
+        slots: vec![0],
+        checkpoints: false,
+        checkpoint_config: None,
+        rank: 0,
+        hosts: vec![],
+    }
+}
+
 async fn job(stack: &Stack, id: &str) -> ServiceJob {
     stack
         .describe(id)
@@ -334,25 +357,7 @@ async fn a_team_client_cannot_reach_what_only_services_may_touch() {
     };
 
     // 1. A start command straight to the executor, with the largest epoch.
-    let forged = ExecCommand::Start {
-        epoch: u64::MAX,
-        job_id: "j-forged".into(),
-        attempt: 1,
-        job_queue: "training".into(),
-        quota_share_name: "QS1".into(),
-        command: vec![
-            "sh".into(),
-            "-c".into(),
-            format!("id > {}", marker.display()),
-        ],
-        environment: Default::default(),
-        instance_type: "ml.g5.xlarge".into(),
-        slots: vec![0],
-        checkpoints: false,
-        checkpoint_config: None,
-        rank: 0,
-        hosts: vec![],
-    };
+    let forged = forged_start(u64::MAX, &marker);
     let t = Instant::now();
     alice
         .nats
@@ -487,25 +492,7 @@ async fn a_forged_start_never_runs_and_the_executor_obeys_the_real_leader() {
     let marker = stack.path().join("pwned");
     let first = stack.submit(&sleeper("warm-up", "QS1", 1)).await;
     assert_eq!(stack.wait_final(&first, 60).await.status, "SUCCEEDED");
-    let forged = |epoch: u64| ExecCommand::Start {
-        epoch,
-        job_id: "j-forged".into(),
-        attempt: 1,
-        job_queue: "training".into(),
-        quota_share_name: "QS1".into(),
-        command: vec![
-            "sh".into(),
-            "-c".into(),
-            format!("id > {}", marker.display()),
-        ],
-        environment: Default::default(),
-        instance_type: "ml.g5.xlarge".into(),
-        slots: vec![0],
-        checkpoints: false,
-        checkpoint_config: None,
-        rank: 0,
-        hosts: vec![],
-    };
+    let forged = |epoch: u64| forged_start(epoch, &marker);
     // From a non-scheduler identity (the executor's own, even): the server
     // refuses it.
     let node = stack.auth.client(&stack.nats_url, "node-1").await;
@@ -784,6 +771,17 @@ async fn over_tls_with_a_ca_made_at_test_time_jobs_run_and_plain_clients_are_ref
     stack.admission();
     stack.scheduler("scheduler-1");
     stack.apply(QUEUE_YAML).await;
+    // The checkpoint service finds its S3 keys through the AWS default
+    // chain (the standard variables), not its own settings.
+    stack.checkpoint_env = vec![
+        ("QM_CHECKPOINT_S3_ACCESS_KEY_ID".into(), String::new()),
+        ("QM_CHECKPOINT_S3_SECRET_ACCESS_KEY".into(), String::new()),
+        ("AWS_ACCESS_KEY_ID".into(), s3.config.access_key_id.clone()),
+        (
+            "AWS_SECRET_ACCESS_KEY".into(),
+            s3.config.secret_access_key.clone(),
+        ),
+    ];
     stack.executor("node-1", "training", "ml.g5.xlarge", 1);
     let args = [
         "--steps",
@@ -798,6 +796,23 @@ async fn over_tls_with_a_ca_made_at_test_time_jobs_run_and_plain_clients_are_ref
         .await;
     let j = stack.wait_final(&id, 120).await;
     assert_eq!(j.status, "SUCCEEDED", "{j:#?}\n{}", stack.logs());
+    assert!(
+        stack
+            .log_of("checkpoint-node-1")
+            .contains("AWS default chain"),
+        "{}",
+        stack.log_of("checkpoint-node-1")
+    );
+    use qm_checkpoint::store::ObjectStore;
+    let manifests = s3
+        .store()
+        .list(&format!("training/{id}/manifests/"))
+        .await
+        .expect("list");
+    assert!(
+        !manifests.is_empty(),
+        "checkpoints were committed with the chain's keys"
+    );
     // qm with the CA works; without it the TLS handshake fails, clearly.
     let with_ca = Command::new(bin("qm"))
         .args(["--nats", &nats.url, "--tls-ca"])

@@ -310,12 +310,22 @@ pub async fn create_storage_with_retry(client: &async_nats::Client) {
 /// Opens a stream admission created, waiting (with a log line) until it
 /// exists.
 pub async fn open_stream(js: &jetstream::Context, name: &str) -> stream::Stream {
+    until_there("stream", name, || js.get_stream(name)).await
+}
+
+/// Retries `open` with backoff (and a log line) until it succeeds.
+async fn until_there<T, E, F, Fut>(what: &str, name: &str, open: F) -> T
+where
+    E: std::fmt::Display,
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+{
     let mut delay = Duration::from_millis(200);
     loop {
-        match js.get_stream(name).await {
-            Ok(s) => return s,
+        match open().await {
+            Ok(v) => return v,
             Err(e) => {
-                tracing::warn!(stream = name, error = %e, "stream not there yet (admission creates it); retrying");
+                tracing::warn!(what, name, error = %e, "not there yet (admission creates it); retrying");
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(5));
             }
@@ -325,17 +335,7 @@ pub async fn open_stream(js: &jetstream::Context, name: &str) -> stream::Stream 
 
 /// Opens a KV bucket admission created, waiting until it exists.
 pub async fn open_bucket(js: &jetstream::Context, name: &str) -> kv::Store {
-    let mut delay = Duration::from_millis(200);
-    loop {
-        match js.get_key_value(name).await {
-            Ok(s) => return s,
-            Err(e) => {
-                tracing::warn!(bucket = name, error = %e, "KV bucket not there yet (admission creates it); retrying");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(5));
-            }
-        }
-    }
+    until_there("KV bucket", name, || js.get_key_value(name)).await
 }
 
 /// What the scheduler reads and writes: the log and the leader lease.

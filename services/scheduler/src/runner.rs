@@ -647,29 +647,30 @@ impl Runner<'_> {
         }
     }
 
+    /// The job's queue, share and state, if `caller` may change it.
+    fn changeable(
+        &self,
+        caller: &Caller,
+        job_id: &str,
+    ) -> Result<(String, String, &qm_core::Job), ApiError> {
+        let (q, id) = self.state.locate(job_id).ok_or_else(|| not_found(job_id))?;
+        let cluster = &self.state.queues[&q].cluster;
+        let job = cluster.job(id).ok_or_else(|| not_found(job_id))?;
+        let share = cluster.share_config(job.spec.share).name.clone();
+        allowed(
+            caller,
+            Action::ChangeJob {
+                queue: &q,
+                share: &share,
+            },
+        )?;
+        Ok((q, share, job))
+    }
+
     fn write_entry(&self, req: &SchedRequest, now: u64) -> Result<Option<LogEntry>, ApiError> {
         if req.operation == "UpdateServiceJob" {
             let u = parse::<UpdateServiceJob>(&req.body)?;
-            let (q, id) = self
-                .state
-                .locate(&u.job_id)
-                .ok_or_else(|| not_found(&u.job_id))?;
-            let job = self.state.queues[&q]
-                .cluster
-                .job(id)
-                .ok_or_else(|| not_found(&u.job_id))?;
-            let share = self.state.queues[&q]
-                .cluster
-                .share_config(job.spec.share)
-                .name
-                .clone();
-            allowed(
-                &req.caller,
-                Action::ChangeJob {
-                    queue: &q,
-                    share: &share,
-                },
-            )?;
+            let (q, share, job) = self.changeable(&req.caller, &u.job_id)?;
             if job.status.is_final() {
                 return Err(api::error(
                     ErrorCode::Conflict,
@@ -698,26 +699,7 @@ impl Runner<'_> {
             }));
         }
         let t = parse::<TerminateServiceJob>(&req.body)?;
-        let (q, id) = self
-            .state
-            .locate(&t.job_id)
-            .ok_or_else(|| not_found(&t.job_id))?;
-        let job = self.state.queues[&q]
-            .cluster
-            .job(id)
-            .ok_or_else(|| not_found(&t.job_id))?;
-        let share = self.state.queues[&q]
-            .cluster
-            .share_config(job.spec.share)
-            .name
-            .clone();
-        allowed(
-            &req.caller,
-            Action::ChangeJob {
-                queue: &q,
-                share: &share,
-            },
-        )?;
+        let (q, share, job) = self.changeable(&req.caller, &t.job_id)?;
         if job.status.is_final() || job.stopping == Some(qm_core::StopCause::Cancelled) {
             return Ok(None); // already over (or being cancelled): nothing to do
         }
