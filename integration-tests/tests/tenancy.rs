@@ -104,6 +104,16 @@ async fn teams_act_on_their_own_shares_only_and_every_write_is_audited() {
     stack.executor("node-1", "training", "ml.g5.xlarge", 3);
     let alice = stack.auth.client(&stack.nats_url, "alice").await;
     let bob = stack.auth.client(&stack.nats_url, "bob").await;
+    // `qm watch` as alice: it subscribes to her shares only.
+    let mut watch = Command::new(bin("qm"))
+        .args(["--nats", &stack.nats_url, "--nkey"])
+        .arg(stack.auth.key("alice"))
+        .args(["watch", "--queue", "training"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("qm watch runs");
+    tokio::time::sleep(Duration::from_secs(1)).await;
 
     // Each team submits to its own share.
     let mine: SubmitServiceJobResponse = alice
@@ -249,6 +259,24 @@ async fn teams_act_on_their_own_shares_only_and_every_write_is_audited() {
         .expect("her own job");
     let a = stack.wait_final(&mine.job_id, 60).await;
     assert_eq!(a.status, "FAILED", "{a:#?}");
+
+    // alice's watch saw her job and nothing of bob's.
+    let _ = watch.kill();
+    let watched = watch.wait_with_output().expect("qm watch output");
+    let seen = String::from_utf8_lossy(&watched.stdout);
+    let said = String::from_utf8_lossy(&watched.stderr);
+    assert!(
+        said.contains("qm.v1.events.job.training.QS1."),
+        "watches her share: {said}"
+    );
+    assert!(
+        seen.contains("alice-1") || seen.contains(&mine.job_id),
+        "{seen}"
+    );
+    assert!(
+        !seen.contains("bob-1") && !seen.contains(&theirs.job_id),
+        "alice's watch saw bob's job: {seen}"
+    );
 
     // qm whoami and qm audit, as the real command line.
     let out = qm(&stack, "alice", &["whoami"]);
