@@ -899,6 +899,19 @@ async fn a_job_runs_unprivileged_and_cannot_read_the_nodes_credentials() {
         !out.contains("READ-THE-KEY"),
         "the job read the node's nkey: {out}"
     );
+    // The same output through the API (admission asks the executor).
+    let logs: qm_wire::system::LogsResponse = stack
+        .client
+        .call(
+            Operation::GetServiceJobLogs,
+            &GetServiceJobLogs {
+                job_id: id.clone(),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("the admin reads the logs");
+    assert_eq!(logs.stdout, out);
     // It could still write its own directory.
     let written = stack
         .path()
