@@ -80,6 +80,14 @@ struct Runner<'a> {
     /// Sequences of decisions this leader appended (and applied already).
     own: std::collections::HashSet<u64>,
     last_seen: HashMap<String, Instant>,
+    /// Since when this scheduler has been cut off from NATS (seen at a
+    /// check): heartbeats cannot reach it then, so that time does not count
+    /// against executors.
+    offline_since: Option<Instant>,
+    /// When executors were last checked: a long gap means this loop was
+    /// itself stalled (e.g. an append waiting out a NATS outage) and could
+    /// not read heartbeats, so the gap does not count against executors.
+    last_check: Option<Instant>,
     sent: HashMap<(String, String, u32, bool), Instant>,
     writes: VecDeque<(SchedRequest, Option<async_nats::Subject>)>,
     dirty: bool,
@@ -108,6 +116,8 @@ pub async fn run(
         sched_seq: 0,
         own: Default::default(),
         last_seen: HashMap::new(),
+        offline_since: None,
+        last_check: None,
         sent: HashMap::new(),
         writes: VecDeque::new(),
         dirty: true,
@@ -450,6 +460,30 @@ impl Runner<'_> {
     async fn check_executors(&mut self) {
         let timeout = Duration::from_secs(self.settings.executor_timeout_seconds);
         let now = Instant::now();
+        // Our own outage is not the executors' silence: while disconnected,
+        // judge no one; once back, shift every last-seen time by the outage.
+        if self.client.connection_state() != async_nats::connection::State::Connected {
+            self.offline_since.get_or_insert(now);
+            return;
+        }
+        let stalled = self
+            .last_check
+            .replace(now)
+            .map(|prev| {
+                now.duration_since(prev)
+                    .saturating_sub(Duration::from_secs(1))
+            })
+            .filter(|gap| *gap > Duration::from_secs(1));
+        let outage = self
+            .offline_since
+            .take()
+            .map(|since| now.duration_since(since));
+        if let Some(blind) = stalled.max(outage) {
+            tracing::info!(ms = blind.as_millis() as u64, "heartbeats could not be read for a while (NATS outage or a stalled loop); not counted against executors");
+            for seen in self.last_seen.values_mut() {
+                *seen = (*seen + blind).min(now);
+            }
+        }
         let mut lost = Vec::new();
         for (id, e) in &self.state.executors {
             if !e.live {
