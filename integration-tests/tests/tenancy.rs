@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use qm_integration_tests::stack::{bin, running, start_nats_with, trainer_job, Auth, Stack, Tls};
-use qm_service::client::{CallError, Client};
+use qm_service::client::CallError;
 use qm_wire::messages::{
     ErrorCode, GetServiceJobLogs, JobRef, ListServiceJobs, ListServiceJobsResponse, ServiceJob,
     SubmitServiceJob, SubmitServiceJobResponse, TerminateServiceJob, UpdateServiceJob,
@@ -415,6 +415,34 @@ async fn a_team_client_cannot_reach_what_only_services_may_touch() {
             .expect("sent");
         refused_by_server(t, subject).await;
     }
+    // 2b. Going around admission: a relayed request with a forged admin
+    //     caller straight to the scheduler, and deposing the leader by
+    //     writing its lease.
+    let forged_relay = serde_json::json!({
+        "operation": "TerminateServiceJob",
+        "body": {"jobId": "j-anything", "reason": "forged"},
+        "caller": {"principal": "platform", "role": "ADMIN"}
+    });
+    let t = Instant::now();
+    alice
+        .nats
+        .publish(
+            "qm.v1.sched.request",
+            serde_json::to_vec(&forged_relay).expect("json").into(),
+        )
+        .await
+        .expect("sent");
+    refused_by_server(t, "qm.v1.sched.request").await;
+    let t = Instant::now();
+    alice
+        .nats
+        .publish(
+            "$KV.qm_leader.scheduler",
+            br#"{"holder":"me","expiresAt":99999999999999}"#.to_vec().into(),
+        )
+        .await
+        .expect("sent");
+    refused_by_server(t, "$KV.qm_leader.scheduler").await;
     // 3. Writing the configuration bucket directly.
     let t = Instant::now();
     alice
@@ -509,7 +537,6 @@ async fn a_team_client_cannot_reach_what_only_services_may_touch() {
             String::from_utf8_lossy(&m.payload)
         );
     }
-    let _ = log.info().await;
     stack.stop_all();
 }
 
@@ -861,7 +888,6 @@ async fn over_tls_with_a_ca_made_at_test_time_jobs_run_and_plain_clients_are_ref
     let err = String::from_utf8_lossy(&without.stderr);
     assert_eq!(without.status.code(), Some(3), "{err}");
     assert!(err.contains("TLS to tls://127.0.0.1"), "{err}");
-    let _ = Client::new(stack.client.nats.clone(), "platform");
     stack.stop_all();
     let _ = std::fs::remove_file(ca_file);
 }
