@@ -528,7 +528,7 @@ async fn a_team_client_cannot_reach_what_only_services_may_touch() {
     assert_eq!(a.status, "SUCCEEDED", "{a:#?}");
     // Only the story's own entries were added (bob's and alice's jobs):
     // every entry after `before` is one the services wrote.
-    let mut log = js.get_stream("QM_LOG").await.expect("log");
+    let log = js.get_stream("QM_LOG").await.expect("log");
     for seq in before + 1..=after {
         let m = log.get_raw_message(seq).await.expect("entry");
         assert!(
