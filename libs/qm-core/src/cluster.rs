@@ -14,6 +14,7 @@ use crate::config::{
     MAX_PRIORITY,
 };
 use crate::ids::{JobId, ShareIdx, TypeIdx};
+use crate::nodes::{Node, NodeId, RankState};
 use crate::index::{borrowed_jobs, QueueKey, RunKey, RunnableQueue};
 use crate::job::{
     Attempt, AttemptOutcome, CheckpointMark, Job, JobSpec, JobStatus, RetryAction, StopCause,
@@ -132,10 +133,16 @@ pub struct Cluster {
     /// at any time, if None) would find nothing again, so it skips the type.
     /// Every change to a type's jobs, fleet or configuration clears it.
     pub(crate) settled: Vec<Option<Option<Time>>>,
-    /// Jobs for which preemptions are in progress, with how many victims are
-    /// still stopping. The capacity being released is theirs: passes consider
-    /// them first (see `Pass::honour_claims`).
-    pub(crate) claims: BTreeMap<JobId, u32>,
+    /// Jobs for which preemptions were started and that have not started
+    /// yet. The capacity being released is theirs: passes consider them
+    /// first (see `Pass::honour_claims`), so a victim cannot take it back
+    /// ahead of them. A claim ends when its job leaves RUNNABLE.
+    pub(crate) claims: BTreeSet<JobId>,
+    /// Every node ever registered (executors; see `nodes.rs`).
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) node_index: BTreeMap<String, NodeId>,
+    /// Per type: the nodes offering it, by index.
+    pub(crate) nodes_of_type: Vec<Vec<NodeId>>,
 }
 
 impl Cluster {
@@ -157,11 +164,13 @@ impl Cluster {
             events: Vec::new(),
             unexplained: BTreeSet::new(),
             settled: Vec::new(),
-            claims: BTreeMap::new(),
+            claims: BTreeSet::new(),
+            nodes: Vec::new(),
+            node_index: BTreeMap::new(),
+            nodes_of_type: Vec::new(),
         };
         for (name, count) in fleet {
-            let t = cluster.intern_type(name);
-            cluster.fleet[t.index()] = *count;
+            cluster.set_fleet(name, *count, Time::ZERO);
         }
         cluster.install_queue(queue, Time::ZERO);
         Ok(cluster)
@@ -202,6 +211,7 @@ impl Cluster {
         self.types.push(name.to_string());
         self.type_index.insert(name.to_string(), t);
         self.fleet.push(0);
+        self.nodes_of_type.push(Vec::new());
         self.settled.push(None);
         for share in &mut self.shares {
             let entitlement = share.config.entitlement(name);
@@ -570,7 +580,7 @@ impl Cluster {
         Ok(id)
     }
 
-    fn job_mut(&mut self, id: JobId) -> Result<&mut Job, JobError> {
+    pub(crate) fn job_mut(&mut self, id: JobId) -> Result<&mut Job, JobError> {
         self.jobs.get_mut(&id).ok_or(JobError::NotFound(id))
     }
 
@@ -585,6 +595,9 @@ impl Cluster {
         // a pass looks at.
         if from != to && !(from.holds_instances() && to.holds_instances()) {
             self.unsettle(t);
+        }
+        if to != JobStatus::Runnable {
+            self.claims.remove(&id);
         }
         let job = self.jobs.get_mut(&id).expect("transition of a known job");
         let from = job.status;
@@ -763,7 +776,7 @@ impl Cluster {
 
     // ----- executor reports -------------------------------------------------
 
-    fn current_attempt_mut(&mut self, id: JobId, attempt: u32) -> Result<&mut Attempt, JobError> {
+    pub(crate) fn current_attempt_mut(&mut self, id: JobId, attempt: u32) -> Result<&mut Attempt, JobError> {
         let job = self.job_mut(id)?;
         match job.attempts.last_mut() {
             Some(a) if a.number == attempt && a.outcome.is_none() => Ok(a),
@@ -857,14 +870,6 @@ impl Cluster {
         // Release the instances.
         let job = &self.jobs[&id];
         let (s, t, count) = (job.spec.share, job.spec.instance_type, job.spec.count);
-        if let Some(StopCause::Preempted { for_job, .. }) = job.stopping {
-            if let Some(n) = self.claims.get_mut(&for_job) {
-                *n -= 1;
-                if *n == 0 {
-                    self.claims.remove(&for_job);
-                }
-            }
-        }
         if job.stopping.is_some() {
             let checkpoints = job.spec.checkpoints;
             let st = self.st_mut(s, t);
@@ -887,9 +892,13 @@ impl Cluster {
         }
         let job = self.jobs.get_mut(&id).expect("known job");
         let a = job.attempts.last_mut().expect("current attempt exists");
+        // The placement is kept: where the attempt ran.
+        let placement = a.placement.clone();
         a.stopped_at = Some(now);
         a.exit_code = exit_code;
         a.outcome = Some(outcome);
+        self.release_slots(id, t, &placement);
+        let job = self.jobs.get_mut(&id).expect("known job");
         let share_deleted = self.shares[s.index()].deleted;
         let next = match outcome {
             AttemptOutcome::Succeeded => (JobStatus::Succeeded, StatusReason::Succeeded),
@@ -947,38 +956,6 @@ impl Cluster {
     }
 
     // ----- fleet ------------------------------------------------------------
-
-    /// Sets the registered instances of a type. If the fleet shrinks below what
-    /// is in use, the most recently started jobs lose their hosts (HOST_LOST)
-    /// until usage fits; their ids are returned.
-    pub fn set_fleet(&mut self, instance_type: &str, count: u32, now: Time) -> Vec<JobId> {
-        let t = self.intern_type(instance_type);
-        self.fleet[t.index()] = count;
-        self.unsettle(t);
-        let mut lost = Vec::new();
-        let mut in_use = self.accounting(t).in_use;
-        if in_use <= count {
-            return lost;
-        }
-        let mut holders: Vec<(Time, JobId, u32)> = self
-            .jobs
-            .values()
-            .filter(|j| j.spec.instance_type == t && j.status.holds_instances())
-            .map(|j| (j.started_at().unwrap_or(Time::ZERO), j.id, j.spec.count))
-            .collect();
-        holders.sort_by(|a, b| b.cmp(a));
-        for (_, id, c) in holders {
-            if in_use <= count {
-                break;
-            }
-            let attempt = self.jobs[&id].attempts.last().map_or(0, |a| a.number);
-            self.attempt_lost(id, attempt, now)
-                .expect("holder has a current attempt");
-            in_use -= c;
-            lost.push(id);
-        }
-        lost
-    }
 
     // ----- configuration ----------------------------------------------------
 
@@ -1102,7 +1079,7 @@ impl Cluster {
             );
         }
         for p in &plan.preemptions {
-            *self.claims.entry(p.for_job).or_default() += 1;
+            self.claims.insert(p.for_job);
             let cause = StopCause::Preempted {
                 kind: p.kind,
                 for_job: p.for_job,
@@ -1134,6 +1111,10 @@ impl Cluster {
                 outcome: None,
                 restored: None,
                 last_checkpoint: None,
+                ranks: vec![RankState::Commanded; start.placement.len()],
+                placement: start.placement.clone(),
+                first_failure: None,
+                ranks_stopping: false,
             });
             let key = Self::run_key(job);
             let deadline = job
@@ -1144,6 +1125,7 @@ impl Cluster {
             if let Some(deadline) = deadline {
                 self.deadlines.insert((deadline, id));
             }
+            self.hold_slots(id, t, &start.placement);
             let st = self.st_mut(s, t);
             st.running.insert(key);
             st.running_usage += count;

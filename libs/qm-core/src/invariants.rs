@@ -3,7 +3,7 @@
 //! property tests check them after every pass over random inputs, and the
 //! simulator checks them when asked (`qm simulate --check`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use crate::cluster::Cluster;
@@ -53,9 +53,83 @@ fn projected(c: &Cluster, t: TypeIdx) -> (i64, Vec<(ShareIdx, u32)>) {
     (borrowed - (unassigned + idle_lent), usage)
 }
 
+/// Nodes agree with the jobs: every held slot belongs to an attempt that
+/// holds instances and whose placement names it, every such attempt's
+/// placement is held by it (one rank per node, its count in all), and each
+/// type's fleet is what its live nodes offer.
+pub fn check_nodes(c: &Cluster) -> Result<(), Violation> {
+    for t in 0..c.types.len() {
+        let t = TypeIdx(t as u16);
+        let offered: u32 = c
+            .nodes
+            .iter()
+            .filter(|n| n.live)
+            .map(|n| n.offered(t))
+            .sum();
+        if offered != c.fleet[t.index()] {
+            return violation(
+                "fleet is what live nodes offer",
+                format!("{} offered, fleet {}", offered, c.fleet[t.index()]),
+            );
+        }
+    }
+    for (i, node) in c.nodes.iter().enumerate() {
+        for (t, slots) in &node.slots {
+            for (slot, holder) in slots.iter().enumerate() {
+                let Some(job) = holder else { continue };
+                let ok = c.jobs.get(job).is_some_and(|j| {
+                    j.status.holds_instances()
+                        && j.spec.instance_type == *t
+                        && j.attempts.last().is_some_and(|a| {
+                            a.placement.iter().any(|r| {
+                                r.node.index() == i && r.slots.contains(&(slot as u32))
+                            })
+                        })
+                });
+                if !ok {
+                    return violation(
+                        "slots are held by placed attempts",
+                        format!("slot {slot} of node {} held by {job}", node.name),
+                    );
+                }
+            }
+        }
+    }
+    for job in c.jobs().filter(|j| j.status.holds_instances()) {
+        let Some(a) = job.attempts.last() else {
+            return violation("holders have an attempt", format!("{}", job.id));
+        };
+        let nodes: BTreeSet<_> = a.placement.iter().map(|r| r.node).collect();
+        let count: usize = a.placement.iter().map(|r| r.slots.len()).sum();
+        if nodes.len() != a.placement.len() || count != job.spec.count as usize {
+            return violation(
+                "a placement is one rank per node, its count in all",
+                format!("{}: {:?} for {} instances", job.id, a.placement, job.spec.count),
+            );
+        }
+        for r in &a.placement {
+            let held = r.slots.iter().all(|i| {
+                c.nodes[r.node.index()]
+                    .slots
+                    .get(&job.spec.instance_type)
+                    .and_then(|s| s.get(*i as usize))
+                    == Some(&Some(job.id))
+            });
+            if !held {
+                return violation(
+                    "placed slots are held",
+                    format!("{}: slots {:?} of node {:?}", job.id, r.slots, r.node),
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Every index agrees with the jobs: each job is in exactly one place, and
 /// usage counters equal what the jobs hold.
 pub fn check_indexes(c: &Cluster) -> Result<(), Violation> {
+    check_nodes(c)?;
     for s in 0..c.shares.len() {
         for t in 0..c.types.len() {
             let (s, t) = (ShareIdx(s as u16), TypeIdx(t as u16));
@@ -246,6 +320,68 @@ pub fn check_plan(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
                     format!("{} preempted before its minimum runtime", p.job),
                 );
             }
+        }
+    }
+    // Placement: starts use free slots of live nodes offering their type,
+    // no slot twice, one rank per node, their count in all.
+    let mut taken: BTreeSet<(usize, TypeIdx, u32)> = BTreeSet::new();
+    for s in &plan.starts {
+        let job = &before.jobs[&s.job];
+        let t = job.spec.instance_type;
+        let nodes: BTreeSet<_> = s.placement.iter().map(|r| r.node).collect();
+        let count: usize = s.placement.iter().map(|r| r.slots.len()).sum();
+        if nodes.len() != s.placement.len() || count != job.spec.count as usize {
+            return violation(
+                "a start is one rank per node, its count in all",
+                format!("{}: {:?} for {}", s.job, s.placement, job.spec.count),
+            );
+        }
+        for r in &s.placement {
+            let node = &before.nodes[r.node.index()];
+            for i in &r.slots {
+                let free = node.live
+                    && node.slots.get(&t).and_then(|x| x.get(*i as usize)) == Some(&None);
+                if !free || !taken.insert((r.node.index(), t, *i)) {
+                    return violation(
+                        "no instance is used twice",
+                        format!("{} placed on slot {i} of {}, which is not free", s.job, node.name),
+                    );
+                }
+            }
+        }
+    }
+    // A reclaim's victims free instances its beneficiary can use: of its
+    // type (and any slot of a type serves any job of it: jobs may spread).
+    for p in &plan.preemptions {
+        let (v, b) = (&before.jobs[&p.job], &before.jobs[&p.for_job]);
+        if v.spec.instance_type != b.spec.instance_type {
+            return violation(
+                "victims free usable instances",
+                format!("{} preempted for {} of another type", p.job, p.for_job),
+            );
+        }
+    }
+    // Minimal preemption: every victim of a beneficiary is needed, so all of
+    // them but the largest free fewer instances than it asks for (the
+    // beneficiary never gets more preempted for it than its count plus the
+    // overshoot of one victim).
+    let mut per_beneficiary: BTreeMap<JobId, (u64, u32)> = BTreeMap::new();
+    for p in &plan.preemptions {
+        let count = before.jobs[&p.job].spec.count;
+        let entry = per_beneficiary.entry(p.for_job).or_default();
+        entry.0 += u64::from(count);
+        entry.1 = entry.1.max(count);
+    }
+    for (beneficiary, (total, largest)) in per_beneficiary {
+        let asks = before.jobs[&beneficiary].spec.count;
+        if total - u64::from(largest) >= u64::from(asks) {
+            return violation(
+                "minimal preemption",
+                format!(
+                    "{total} instances preempted for {beneficiary}, which asks for {asks} \
+                     (largest victim {largest}): a victim was not needed"
+                ),
+            );
         }
     }
     for s in &plan.starts {

@@ -240,6 +240,14 @@ pub struct Attempt {
     pub restored: Option<CheckpointMark>,
     /// The last checkpoint this attempt committed.
     pub last_checkpoint: Option<CheckpointMark>,
+    /// Where it runs (ran): one rank per node.
+    pub placement: Vec<crate::nodes::Rank>,
+    /// What each rank has reported (index = rank).
+    pub ranks: Vec<crate::nodes::RankState>,
+    /// The exit code of the first rank that ended without exiting 0.
+    pub first_failure: Option<Option<i32>>,
+    /// The other ranks were told to stop after a rank failed.
+    pub ranks_stopping: bool,
 }
 
 /// A stop the scheduler asked for and the executor has not yet confirmed.

@@ -17,6 +17,7 @@ pub mod ids;
 pub mod index;
 pub mod invariants;
 pub mod job;
+pub mod nodes;
 pub mod pass;
 pub mod reason;
 mod table;
@@ -31,6 +32,10 @@ pub use ids::{JobId, ShareIdx, TypeIdx};
 pub use job::{
     Attempt, AttemptOutcome, CheckpointMark, ExitRule, Job, JobSpec, JobStatus, PreemptionKind,
     RetryAction, StopCause,
+};
+pub use nodes::{
+    pool_node_name, LostAttempt, Node, NodeId, Rank, RankEnd, RankExit, RankState,
+    LAUNCH_FAILED_EXIT_CODE,
 };
 pub use pass::{schedule, schedule_exhaustive, Plan, Preemption, Start};
 pub use reason::{NeverFits, StatusReason, WaitReason};

@@ -25,6 +25,7 @@ use crate::config::{QueueingStrategy, Strategy};
 use crate::ids::{JobId, ShareIdx, TypeIdx};
 use crate::index::{borrowed_jobs, QueueKey, RunKey};
 use crate::job::{Job, PreemptionKind};
+use crate::nodes::{place, NodeId, Rank};
 use crate::reason::WaitReason;
 use crate::time::Time;
 
@@ -34,8 +35,8 @@ const DEBUG_CHECK_MAX_JOBS: usize = 2_000;
 /// Most never-explained waiting jobs a pass gives a reason to.
 const EXPLAIN_PER_PASS: usize = 64;
 
-/// A job to start now.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A job to start now, and where.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Start {
     pub job: JobId,
     pub share: ShareIdx,
@@ -44,6 +45,9 @@ pub struct Start {
     /// Its instances if it is on borrowed capacity (it does not fit within
     /// its share's entitlement in (priority desc, start asc) order), else 0.
     pub borrowed: u32,
+    /// Its nodes and slots, one rank per node (see `nodes.rs` for the
+    /// placement policy).
+    pub placement: Vec<Rank>,
 }
 
 /// A running job to stop so that `for_job` can start.
@@ -288,7 +292,7 @@ impl<'a> Pass<'a> {
         let claimants: Vec<JobId> = self
             .c
             .claims
-            .keys()
+            .iter()
             .copied()
             .filter(|id| {
                 let job = self.job(*id);
@@ -812,19 +816,34 @@ impl<'a> Pass<'a> {
 
     /// In-share preemption: stops strictly lower-priority jobs of the job's
     /// own share (lowest priority, least work at risk, most recently started
-    /// first) if that lets it start within the share's entitlement; then keeps
-    /// running every victim whose release is not needed.
+    /// first), one at a time, until the job fits as any job of its share
+    /// would: within the entitlement (then with reclaim, if its own idle
+    /// capacity is lent out) or on borrowed capacity (within the borrow
+    /// limit and the lendable pool). It takes the victims' place whether that
+    /// place was owned or borrowed. Then every victim whose release is not
+    /// needed keeps running: the victims are the fewest, in victim order,
+    /// that let it start.
+    ///
+    /// A victim cannot take its place back ahead of the job: the job holds a
+    /// claim until it starts (`Pass::honour_claims`), so the pass after the
+    /// stops admits it first. That, not a restriction to the entitlement,
+    /// is what prevents a preempt-restart livelock (ADR 0003).
     fn try_in_share(&mut self, id: JobId) -> Result<(), WaitReason> {
         let job = self.job(id);
-        let (s, t) = (job.spec.share, job.spec.instance_type);
+        let (s, t, count) = (job.spec.share, job.spec.instance_type, job.spec.count);
         // Fast rejection: even stopping every lower-priority job of the share
-        // would not bring the job within the share's entitlement.
+        // would not bring the job within what the share may hold.
         let view = &self.views[t.index()];
         let (used, entitlement) = (view.used[s.index()], view.entitlement[s.index()]);
-        if job.spec.count > entitlement {
+        let share = &self.c.shares[s.index()].config;
+        let may_hold = match share.strategy {
+            Strategy::LendAndBorrow => share.max_holding(entitlement),
+            _ => entitlement,
+        };
+        if count > may_hold {
             return Err(WaitReason::InSharePreemptionNotPossible);
         }
-        let needed = (used + job.spec.count).saturating_sub(entitlement);
+        let needed = (used + count).saturating_sub(may_hold);
         let mut releasable: u32 = self.added.get(&(s, t)).map_or(0, |keys| {
             keys.iter()
                 .filter(|k| k.priority.0 < job.spec.priority && !self.removed.contains(&k.job))
@@ -866,7 +885,7 @@ impl<'a> Pass<'a> {
             };
             self.remove_from_projection(&victim, t);
             own.push(victim);
-            if let Ok(found) = self.fit_within_quota(id) {
+            if let Ok(found) = self.fit(id, true) {
                 cross = Some(found);
                 break;
             }
@@ -882,7 +901,7 @@ impl<'a> Pass<'a> {
             return Err(WaitReason::InSharePreemptionNotPossible);
         };
         // Keep running each own victim whose release is not needed.
-        let needed = self.drop_unneeded(own, t, |pass| match pass.fit_within_quota(id) {
+        let needed = self.drop_unneeded(own, t, |pass| match pass.fit(id, true) {
             Ok(found) => {
                 cross = found;
                 true
@@ -891,22 +910,6 @@ impl<'a> Pass<'a> {
         });
         self.admit(id, &cross, &needed);
         Ok(())
-    }
-
-    /// `fit` for in-share preemption, which only ever makes room for a job
-    /// within its share's own entitlement. Were it to preempt so that the job
-    /// could borrow, the preempted jobs, being within quota, would start again
-    /// first at the next pass (step 1 precedes borrowing) and be preempted
-    /// again: a livelock. See docs/adr/0003-in-share-preemption-within-quota.md.
-    fn fit_within_quota(&mut self, id: JobId) -> Result<Vec<Victim>, WaitReason> {
-        let job = self.job(id);
-        let (s, t, count) = (job.spec.share, job.spec.instance_type, job.spec.count);
-        let view = &self.views[t.index()];
-        let (used, entitlement) = (view.used[s.index()], view.entitlement[s.index()]);
-        if used + count > entitlement {
-            return Err(WaitReason::InSharePreemptionNotPossible);
-        }
-        self.fit(id, true)
     }
 
     /// Records the admission of `id` with its victims.
@@ -985,6 +988,8 @@ impl<'a> Pass<'a> {
             }
         }
         let mut started_noncheckpointing: BTreeMap<(ShareIdx, TypeIdx), u32> = BTreeMap::new();
+        // Free slots per node, per type a start needs (taken as starts are placed).
+        let mut free: BTreeMap<TypeIdx, BTreeMap<NodeId, Vec<u32>>> = BTreeMap::new();
         for (id, count) in self.admitted_order {
             let job = &self.c.jobs[&id];
             let (s, t) = (job.spec.share, job.spec.instance_type);
@@ -1022,6 +1027,18 @@ impl<'a> Pass<'a> {
                 plan.reasons.push((id, WaitReason::WaitingForRelease));
                 continue;
             }
+            let node_free = free
+                .entry(t)
+                .or_insert_with(|| self.c.free_slots(t));
+            let names = |n: NodeId| self.c.nodes[n.index()].name.as_str();
+            let Some(placement) = place(node_free, &names, count) else {
+                // Cannot happen while every holder holds slots on live nodes
+                // (the fleet is their sum); waiting is the safe answer.
+                debug_assert!(false, "{id} fits the fleet but not its nodes");
+                plan.waiting_for_release.push(id);
+                plan.reasons.push((id, WaitReason::WaitingForRelease));
+                continue;
+            };
             if !job.spec.checkpoints {
                 *started_noncheckpointing.entry((s, t)).or_default() += count;
             }
@@ -1041,6 +1058,7 @@ impl<'a> Pass<'a> {
                 instance_type: t,
                 count,
                 borrowed,
+                placement,
             });
         }
         // Types this pass looked at and decided nothing for.

@@ -13,6 +13,13 @@ use qm_core::{
 
 const TYPES: [&str; 2] = ["ml.g5.xlarge", "ml.p4d.24xlarge"];
 
+/// Nodes a generated fleet may have.
+const NODES: usize = 4;
+
+fn node_name(i: usize) -> String {
+    format!("node-{i}")
+}
+
 #[derive(Clone, Debug)]
 struct ShareGen {
     strategy: Sharing,
@@ -59,6 +66,22 @@ enum Event {
     SetFleet {
         ty: usize,
         count: u32,
+    },
+    /// One rank of the n-th running job ends (a gang's first failure stops
+    /// the others).
+    RankExit {
+        nth: usize,
+        rank: usize,
+        code: i32,
+    },
+    /// A node stops heartbeating: what ran there ends HOST_LOST.
+    LoseNode {
+        node: usize,
+    },
+    /// A node registers (again): a new incarnation, or another offer.
+    RegisterNode {
+        node: usize,
+        counts: [u32; 2],
     },
     SetLimit {
         share: usize,
@@ -116,9 +139,25 @@ fn event() -> impl Strategy<Value = Event> {
         1 => (0usize..8, 0u32..5).prop_map(|(nth, priority)| Event::Priority { nth, priority }),
         1 => (0usize..8).prop_map(|nth| Event::Terminate { nth }),
         1 => (0usize..2, 0u32..10).prop_map(|(ty, count)| Event::SetFleet { ty, count }),
+        2 => (0usize..8, 0usize..4, prop_oneof![Just(0), Just(1)]).prop_map(|(nth, rank, code)| Event::RankExit { nth, rank, code }),
+        1 => (0usize..NODES).prop_map(|node| Event::LoseNode { node }),
+        1 => (0usize..NODES, prop::array::uniform2(0u32..4)).prop_map(|(node, counts)| Event::RegisterNode { node, counts }),
         1 => (0usize..4, 0usize..2, 0i64..4).prop_map(|(share, ty, max)| Event::SetLimit { share, ty, max }),
         2 => (1u64..40).prop_map(|secs| Event::Advance { secs }),
     ]
+}
+
+/// A fleet: a pooled count per type, or nodes with instances of each type.
+fn build_fleet(c: &mut Cluster, pooled: [u32; 2], nodes: &[[u32; 2]]) {
+    if nodes.is_empty() {
+        for (ty, count) in pooled.iter().enumerate() {
+            c.set_fleet(TYPES[ty], *count, Time::ZERO);
+        }
+    }
+    for (i, counts) in nodes.iter().enumerate() {
+        let offers = [(TYPES[0], counts[0]), (TYPES[1], counts[1])];
+        c.register_node(&node_name(i), "1", &offers, Time::ZERO);
+    }
 }
 
 fn build(shares: &[ShareGen], fleet: [u32; 2], strict: bool) -> Cluster {
@@ -252,15 +291,46 @@ fn apply_event(c: &mut Cluster, now: &mut Time, event: &Event) {
             limit.max_capacity = max;
             c.update_queue(cfg, *now).expect("valid change");
         }
+        Event::RankExit { nth, rank, code } => {
+            let running = holders(c, false);
+            if let Some(&id) = running.get(nth % running.len().max(1)) {
+                let a = c.job(id).and_then(|j| j.attempts.last()).expect("attempt");
+                let open: Vec<String> = a
+                    .placement
+                    .iter()
+                    .zip(&a.ranks)
+                    .filter(|(_, r)| !matches!(r, qm_core::RankState::Ended(_)))
+                    .map(|(r, _)| c.node(r.node).name.clone())
+                    .collect();
+                if let Some(node) = open.get(rank % open.len().max(1)) {
+                    let number = attempt(c, id);
+                    c.rank_ended(id, number, node, qm_core::RankExit::Exited(Some(code)), *now)
+                        .expect("a placed rank");
+                }
+            }
+        }
+        Event::LoseNode { node } => {
+            c.lose_node(&node_name(node), *now);
+        }
+        Event::RegisterNode { node, counts } => {
+            let incarnation = now.as_millis().to_string();
+            let offers = [(TYPES[0], counts[0]), (TYPES[1], counts[1])];
+            c.register_node(&node_name(node), &incarnation, &offers, *now);
+        }
         Event::Advance { secs } => *now = now.plus_secs(secs),
     }
 }
 
-/// Reports started jobs as running, as an executor would.
+/// Reports started jobs as running, rank by rank, as executors would.
 fn launch(c: &mut Cluster, plan: &qm_core::Plan) {
     for s in &plan.starts {
         let a = attempt(c, s.job);
-        c.attempt_running(s.job, a, plan.now).expect("just started");
+        for r in &s.placement {
+            let node = c.node(r.node).name.clone();
+            c.rank_running(s.job, a, &node, plan.now).expect("just started");
+        }
+        let status = c.job(s.job).expect("job").status;
+        assert_eq!(status, JobStatus::Running, "RUNNING once every rank runs");
     }
 }
 
@@ -271,10 +341,12 @@ proptest! {
     fn every_pass_keeps_the_invariants(
         shares in prop::collection::vec(share_gen(), 1..5),
         fleet in prop::array::uniform2(0u32..8),
+        nodes in prop_oneof![Just(Vec::new()), prop::collection::vec(prop::array::uniform2(0u32..4), 1..=NODES)],
         strict in prop::bool::weighted(0.2),
         events in prop::collection::vec(event(), 1..60),
     ) {
-        let mut c = build(&shares, fleet, strict);
+        let mut c = build(&shares, [0, 0], strict);
+        build_fleet(&mut c, fleet, &nodes);
         let mut now = Time::ZERO;
         let mut submitted = 0usize;
         for event in &events {

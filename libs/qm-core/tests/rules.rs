@@ -963,11 +963,10 @@ fn a_preemption_frees_room_that_is_used_in_the_same_pass() {
 }
 
 #[test]
-fn in_share_preemption_never_preempts_to_let_a_job_borrow() {
-    // Were `urgent` to preempt the two small jobs and then borrow, the small
-    // jobs (within quota) would start again first at the next pass and be
-    // preempted again, forever. In-share preemption only makes room within
-    // the share's entitlement; `urgent` waits for lendable capacity instead.
+fn in_share_preemption_preempts_nothing_when_the_job_still_would_not_fit() {
+    // Stopping both small jobs would leave `urgent` 3 instances short of a
+    // fleet of which L's own job holds one: no preemption lets it start, so
+    // none happens, and it says why it waits.
     let mut b = lab("B", 2, -1);
     b.in_share_preemption = true;
     let mut w = World::new(3, vec![b, share("L", Strategy::Lend, 1)]);
@@ -985,6 +984,114 @@ fn in_share_preemption_never_preempts_to_let_a_job_borrow() {
             borrowed: 0
         })
     );
+}
+
+/// Share A owns 2 instances and borrows B's 2 idle ones; four priority-1
+/// jobs of A run, started one second apart.
+fn a_borrows_two(in_share: bool) -> World {
+    let mut a = lab("A", 2, -1);
+    a.in_share_preemption = in_share;
+    let mut w = World::new(4, vec![a, share("B", Strategy::Lend, 2)]);
+    for (i, name) in ["a1", "a2", "a3", "a4"].into_iter().enumerate() {
+        w.at(i as u64).submit(name, "A", 1, 1);
+        let plan = w.step();
+        assert_eq!(w.started(&plan), names(&[name]));
+    }
+    w
+}
+
+#[test]
+fn in_share_preemption_stops_only_the_victims_the_job_needs() {
+    // An urgent 1-instance job of A arrives at t=50: one victim is enough
+    // (the urgent job takes a4's borrowed place), and it is a4, the job
+    // with the least work at risk (47 s). Before, in-share preemption
+    // could only make room within A's entitlement, stopped three jobs, and
+    // two of them restarted on the capacity their own preemption freed.
+    let mut w = a_borrows_two(true);
+    w.at(50).submit("urgent", "A", 1, 9);
+    let plan = w.step();
+    assert_eq!(
+        w.preempted(&plan),
+        vec![("a4".into(), InShare, "urgent".into())]
+    );
+    assert_eq!(w.wait("urgent"), Some(WaitReason::WaitingForRelease));
+    w.at(55).exit("a4", 143);
+    let plan = w.step();
+    assert_eq!(w.started(&plan), names(&["urgent"]));
+    assert_eq!(plan.starts[0].borrowed, 0, "urgent outranks every job of A");
+    assert!(plan.preemptions.is_empty());
+    assert_eq!(w.status("a4"), JobStatus::Runnable);
+    for name in ["a1", "a2", "a3"] {
+        assert_eq!(w.status(name), JobStatus::Running, "{name} kept running");
+    }
+}
+
+#[test]
+fn a_higher_priority_job_takes_the_place_of_a_lower_priority_one_on_borrowed_capacity() {
+    // A owns 1 instance and may borrow B's idle one. A priority-9 job runs
+    // on A's own instance, a priority-1 job borrows B's. A second
+    // priority-9 job of A takes the priority-1 job's place at once,
+    // although that place is borrowed (it used to wait with "no lendable
+    // capacity" while the lower-priority job of its own share kept it).
+    let mut a = lab("A", 1, -1);
+    a.in_share_preemption = true;
+    let mut w = World::new(2, vec![a, share("B", Strategy::Lend, 1)]);
+    w.submit("high1", "A", 1, 9);
+    let plan = w.step();
+    assert_eq!(w.started(&plan), names(&["high1"]));
+    w.at(1).submit("low", "A", 1, 1);
+    let plan = w.step();
+    assert_eq!(w.started(&plan), names(&["low"]));
+    assert_eq!(plan.starts[0].borrowed, 1);
+    w.at(10).submit("high2", "A", 1, 9);
+    let plan = w.step();
+    assert_eq!(
+        w.preempted(&plan),
+        vec![("low".into(), InShare, "high2".into())]
+    );
+    w.exit("low", 143);
+    let plan = w.step();
+    assert_eq!(w.started(&plan), names(&["high2"]));
+    assert_eq!(w.status("low"), JobStatus::Runnable);
+    assert!(matches!(
+        w.wait("low"),
+        Some(WaitReason::NoLendableCapacity { .. } | WaitReason::FleetFull { .. })
+    ));
+}
+
+#[test]
+fn a_victim_never_takes_its_place_back_ahead_of_the_job_it_was_preempted_for() {
+    // `urgent` needs 3 instances of a fleet of 3: B's two small jobs (each
+    // within B's entitlement on its own) are stopped so that it can borrow
+    // L's idle instance. Once they have stopped, they would fit within quota
+    // at the next pass, ahead of a job that borrows; the claim of `urgent`
+    // starts it first, so no preemption is ever repeated (ADR 0003).
+    let mut b = lab("B", 2, -1);
+    b.in_share_preemption = true;
+    let mut w = World::new(3, vec![b, share("L", Strategy::Lend, 1)]);
+    w.submit("s1", "B", 1, 1);
+    w.submit("s2", "B", 1, 1);
+    w.step();
+    w.at(5).submit("urgent", "B", 3, 9);
+    let plan = w.step();
+    assert_eq!(
+        w.preempted(&plan),
+        vec![
+            ("s2".into(), InShare, "urgent".into()),
+            ("s1".into(), InShare, "urgent".into())
+        ]
+    );
+    w.exit("s2", 143);
+    let plan = w.step();
+    assert!(plan.starts.is_empty() && plan.preemptions.is_empty());
+    w.exit("s1", 143);
+    let plan = w.step();
+    assert_eq!(w.started(&plan), names(&["urgent"]));
+    assert!(plan.preemptions.is_empty());
+    let plan = w.step();
+    assert!(plan.is_empty(), "nothing more happens at the same instant");
+    assert_eq!(w.status("s1"), JobStatus::Runnable);
+    assert_eq!(w.status("s2"), JobStatus::Runnable);
 }
 
 #[test]

@@ -1,0 +1,544 @@
+//! Nodes, placement and gangs: *where* a job runs, and how the ranks of a
+//! job spread over several nodes make one attempt.
+//!
+//! Decides:
+//! - which nodes (executors) and which of their instances (slots, the GPU
+//!   indices an executor hands a process) each start gets: [`place`], with
+//!   the placement policy below;
+//! - what a node that registers again, changes its offer or is lost does to
+//!   the attempts placed on it (they end `HOST_LOST`);
+//! - the gang rules: an attempt is RUNNING once every rank runs; the first
+//!   rank to end without exiting 0 fails the attempt (its exit code is the
+//!   attempt's) and the other ranks are stopped; a rank whose process could
+//!   not be launched ends with [`LAUNCH_FAILED_EXIT_CODE`].
+//!
+//! Placement policy (pack, then spread): a job goes on **one** node when any
+//! live node has enough free slots of its type: the one with the fewest free
+//! slots that fits (best fit, ties by node name), so whole nodes stay free
+//! for large gangs. Only when no single node fits it is the job spread, one
+//! rank per node, over the nodes with the most free slots first (fewest
+//! ranks; ties by node name). Slots are taken lowest index first.
+//!
+//! Guarantees afterwards: no slot is held by two attempts; the ranks of an
+//! attempt are on distinct nodes; a start's slots add up to its count; only
+//! live nodes offering the job's type are used. Because any slot of a type
+//! can serve any job of that type (a job may spread), every instance a
+//! preemption frees can serve the job it is for.
+
+use std::collections::BTreeMap;
+
+use crate::cluster::{Cluster, JobError};
+use crate::ids::{JobId, TypeIdx};
+use crate::job::{AttemptOutcome, CheckpointMark, JobStatus};
+use crate::time::Time;
+
+/// The exit code of a rank whose process could not be launched (as a shell
+/// reports a command it cannot run).
+pub const LAUNCH_FAILED_EXIT_CODE: i32 = 127;
+
+/// Index of a node in its cluster's node table (stable: a lost node keeps
+/// its slot, and a node that registers again gets the same index).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NodeId(pub u32);
+
+impl NodeId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// A node: one executor and the instances it offers, per type.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Node {
+    pub name: String,
+    /// Changes when the executor restarts: what ran before is gone.
+    pub incarnation: String,
+    pub live: bool,
+    /// Per type: each slot's holder.
+    pub(crate) slots: BTreeMap<TypeIdx, Vec<Option<JobId>>>,
+}
+
+impl Node {
+    /// Slots of type `t` this node offers.
+    pub fn offered(&self, t: TypeIdx) -> u32 {
+        self.slots.get(&t).map_or(0, |s| s.len() as u32)
+    }
+
+    /// Free slots of type `t`, lowest index first.
+    pub fn free(&self, t: TypeIdx) -> Vec<u32> {
+        self.slots.get(&t).map_or_else(Vec::new, |s| {
+            (0..s.len() as u32)
+                .filter(|i| s[*i as usize].is_none())
+                .collect()
+        })
+    }
+
+    /// The jobs holding slots here.
+    pub fn holders(&self) -> Vec<JobId> {
+        let mut out: Vec<JobId> = self.slots.values().flatten().flatten().copied().collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+}
+
+/// One rank of an attempt: a node and its slots there.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Rank {
+    pub node: NodeId,
+    pub slots: Vec<u32>,
+}
+
+/// What one rank of an attempt has reported.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RankState {
+    /// Told to start; nothing reported yet.
+    #[default]
+    Commanded,
+    Starting,
+    Running,
+    /// Ended, with its exit code (None: killed by a signal).
+    Ended(Option<i32>),
+}
+
+/// How a rank's process ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RankExit {
+    /// It ran and exited (None: by a signal).
+    Exited(Option<i32>),
+    /// It could not be launched.
+    LaunchFailed,
+}
+
+impl RankExit {
+    pub fn code(self) -> Option<i32> {
+        match self {
+            RankExit::Exited(code) => code,
+            RankExit::LaunchFailed => Some(LAUNCH_FAILED_EXIT_CODE),
+        }
+    }
+}
+
+/// What a rank's end means for its attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RankEnd {
+    /// Other ranks still run; nothing to do.
+    Waiting,
+    /// This rank failed first: stop the attempt's other ranks.
+    StopOthers,
+    /// Every rank ended: the attempt ended so.
+    Ended(AttemptOutcome),
+}
+
+/// An attempt that ended `HOST_LOST` because a node was lost, with the
+/// other nodes its ranks were on (to be told to stop).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LostAttempt {
+    pub job: JobId,
+    pub attempt: u32,
+    pub other_nodes: Vec<NodeId>,
+}
+
+/// Chooses slots for `count` instances of type `t` from `free` (per node, its
+/// free slots of the type, lowest first; `names` orders ties): pack on one
+/// node (best fit) if any fits, else spread over the nodes with the most free
+/// slots first. Takes the slots out of `free`. None if they do not suffice.
+pub(crate) fn place<'n>(
+    free: &mut BTreeMap<NodeId, Vec<u32>>,
+    names: &dyn Fn(NodeId) -> &'n str,
+    count: u32,
+) -> Option<Vec<Rank>> {
+    let need = count as usize;
+    let total: usize = free.values().map(Vec::len).sum();
+    if total < need || need == 0 {
+        return None;
+    }
+    let best_fit = free
+        .iter()
+        .filter(|(_, slots)| slots.len() >= need)
+        .min_by(|a, b| a.1.len().cmp(&b.1.len()).then(names(*a.0).cmp(names(*b.0))))
+        .map(|(n, _)| *n);
+    if let Some(node) = best_fit {
+        let slots = free.get_mut(&node).expect("chosen node");
+        return Some(vec![Rank {
+            node,
+            slots: slots.drain(..need).collect(),
+        }]);
+    }
+    let mut order: Vec<NodeId> = free.keys().copied().collect();
+    order.sort_by(|a, b| {
+        free[b]
+            .len()
+            .cmp(&free[a].len())
+            .then(names(*a).cmp(names(*b)))
+    });
+    let mut left = need;
+    let mut ranks = Vec::new();
+    for node in order {
+        if left == 0 {
+            break;
+        }
+        let slots = free.get_mut(&node).expect("listed node");
+        let take: Vec<u32> = slots.drain(..left.min(slots.len())).collect();
+        left -= take.len();
+        if !take.is_empty() {
+            ranks.push(Rank { node, slots: take });
+        }
+    }
+    // Rank 0 is the node holding the most slots (then node name order).
+    Some(ranks)
+}
+
+/// Name of the pooled node that stands for a type's fleet given as a count
+/// (`Cluster::new`'s fleet, `set_fleet`): one node holding them all.
+pub fn pool_node_name(instance_type: &str) -> String {
+    format!("pool:{instance_type}")
+}
+
+impl Cluster {
+    // ----- the node table ---------------------------------------------------
+
+    pub fn node_id(&self, name: &str) -> Option<NodeId> {
+        self.node_index.get(name).copied()
+    }
+
+    pub fn node(&self, n: NodeId) -> &Node {
+        &self.nodes[n.index()]
+    }
+
+    /// Every node ever registered, live or not, in name order.
+    pub fn nodes(&self) -> impl Iterator<Item = (NodeId, &Node)> {
+        self.node_index.values().map(|n| (*n, &self.nodes[n.index()]))
+    }
+
+    /// Free slots per live node offering `t` (slots of attempts being
+    /// stopped are not free).
+    pub(crate) fn free_slots(&self, t: TypeIdx) -> BTreeMap<NodeId, Vec<u32>> {
+        self.nodes_of_type[t.index()]
+            .iter()
+            .filter(|n| self.nodes[n.index()].live)
+            .map(|n| (*n, self.nodes[n.index()].free(t)))
+            .filter(|(_, free)| !free.is_empty())
+            .collect()
+    }
+
+    fn recount_fleet(&mut self) {
+        for t in 0..self.types.len() {
+            let t = TypeIdx(t as u16);
+            let n: u32 = self.nodes_of_type[t.index()]
+                .iter()
+                .map(|n| &self.nodes[n.index()])
+                .filter(|n| n.live)
+                .map(|n| n.offered(t))
+                .sum();
+            if self.fleet[t.index()] != n {
+                self.fleet[t.index()] = n;
+                self.unsettle(t);
+            }
+        }
+    }
+
+    /// A node (executor) registers, offering `offers` (instances per type).
+    /// The same incarnation with the same offer changes nothing (a repeated
+    /// registration); a new incarnation (the executor restarted) or another
+    /// offer ends what ran there `HOST_LOST` first. Returns those attempts.
+    pub fn register_node(
+        &mut self,
+        name: &str,
+        incarnation: &str,
+        offers: &[(&str, u32)],
+        now: Time,
+    ) -> Vec<LostAttempt> {
+        let mut wanted: BTreeMap<TypeIdx, u32> = BTreeMap::new();
+        for (t, count) in offers {
+            let t = self.intern_type(t);
+            *wanted.entry(t).or_default() += *count;
+        }
+        wanted.retain(|_, n| *n > 0);
+        if let Some(n) = self.node_id(name) {
+            let node = &self.nodes[n.index()];
+            let same_offer = node.slots.len() == wanted.len()
+                && wanted.iter().all(|(t, c)| node.offered(*t) == *c);
+            if node.live && node.incarnation == incarnation && same_offer {
+                return Vec::new();
+            }
+        }
+        let lost = self.lose_node(name, now);
+        let n = match self.node_id(name) {
+            Some(n) => n,
+            None => {
+                let n = NodeId(u32::try_from(self.nodes.len()).expect("nodes fit in u32"));
+                self.nodes.push(Node {
+                    name: name.to_string(),
+                    incarnation: String::new(),
+                    live: false,
+                    slots: BTreeMap::new(),
+                });
+                self.node_index.insert(name.to_string(), n);
+                n
+            }
+        };
+        for list in &mut self.nodes_of_type {
+            list.retain(|x| *x != n);
+        }
+        let node = &mut self.nodes[n.index()];
+        node.incarnation = incarnation.to_string();
+        node.live = true;
+        node.slots = wanted
+            .iter()
+            .map(|(t, c)| (*t, vec![None; *c as usize]))
+            .collect();
+        for t in wanted.keys() {
+            self.nodes_of_type[t.index()].push(n);
+            self.nodes_of_type[t.index()].sort_unstable();
+        }
+        self.recount_fleet();
+        lost
+    }
+
+    /// A node stopped heartbeating or left: every attempt placed on it ends
+    /// `HOST_LOST` (also its ranks on other nodes, which must be told to
+    /// stop), and its instances leave the fleet.
+    pub fn lose_node(&mut self, name: &str, now: Time) -> Vec<LostAttempt> {
+        let Some(n) = self.node_id(name) else {
+            return Vec::new();
+        };
+        let holders = self.nodes[n.index()].holders();
+        self.nodes[n.index()].live = false;
+        let mut lost = Vec::new();
+        for job in holders {
+            let Some(attempt) = self.jobs[&job].attempts.last() else {
+                continue;
+            };
+            let (number, other_nodes) = (
+                attempt.number,
+                attempt
+                    .placement
+                    .iter()
+                    .map(|r| r.node)
+                    .filter(|o| *o != n)
+                    .collect(),
+            );
+            if self.attempt_lost(job, number, now).is_ok() {
+                lost.push(LostAttempt {
+                    job,
+                    attempt: number,
+                    other_nodes,
+                });
+            }
+        }
+        for slots in self.nodes[n.index()].slots.values_mut() {
+            slots.iter_mut().for_each(|s| *s = None);
+        }
+        self.recount_fleet();
+        lost
+    }
+
+    /// Sets the pooled node of a type (see [`pool_node_name`]) to `count`
+    /// instances: the fleet given as a count, as the simulator's `fleet`
+    /// and tests use it. If it shrinks below what is in use there, the most
+    /// recently started attempts on it lose their hosts (HOST_LOST) until
+    /// the rest fits; their ids are returned.
+    pub fn set_fleet(&mut self, instance_type: &str, count: u32, now: Time) -> Vec<JobId> {
+        let t = self.intern_type(instance_type);
+        let name = pool_node_name(instance_type);
+        let n = match self.node_id(&name) {
+            Some(n) => n,
+            None => {
+                self.register_node(&name, "", &[], now);
+                self.node_id(&name).expect("just registered")
+            }
+        };
+        let mut holders: Vec<(Time, JobId, u32)> = self.nodes[n.index()]
+            .holders()
+            .into_iter()
+            .map(|id| {
+                let j = &self.jobs[&id];
+                (j.started_at().unwrap_or(Time::ZERO), id, j.spec.count)
+            })
+            .collect();
+        holders.sort_by(|a, b| b.cmp(a));
+        let mut in_use: u32 = holders.iter().map(|h| h.2).sum();
+        let mut lost = Vec::new();
+        for (_, id, c) in holders {
+            if in_use <= count {
+                break;
+            }
+            let attempt = self.jobs[&id].attempts.last().map_or(0, |a| a.number);
+            self.attempt_lost(id, attempt, now)
+                .expect("holder has a current attempt");
+            in_use -= c;
+            lost.push(id);
+        }
+        // A pooled node has no physical slots: the attempts left are packed
+        // into the first slots.
+        let node = &mut self.nodes[n.index()];
+        node.live = true;
+        let held: Vec<JobId> = node
+            .slots
+            .get(&t)
+            .map(|s| s.iter().flatten().copied().collect())
+            .unwrap_or_default();
+        let mut slots: Vec<Option<JobId>> = held.into_iter().map(Some).collect();
+        slots.resize(count as usize, None);
+        let mut by_job: BTreeMap<JobId, Vec<u32>> = BTreeMap::new();
+        for (i, s) in slots.iter().enumerate() {
+            if let Some(j) = s {
+                by_job.entry(*j).or_default().push(i as u32);
+            }
+        }
+        if count == 0 {
+            node.slots.remove(&t);
+        } else {
+            node.slots.insert(t, slots);
+        }
+        for (job, new_slots) in by_job {
+            if let Some(a) = self.jobs.get_mut(&job).and_then(|j| j.attempts.last_mut()) {
+                for r in a.placement.iter_mut().filter(|r| r.node == n) {
+                    r.slots = new_slots.clone();
+                }
+            }
+        }
+        if !self.nodes_of_type[t.index()].contains(&n) && count > 0 {
+            self.nodes_of_type[t.index()].push(n);
+            self.nodes_of_type[t.index()].sort_unstable();
+        }
+        self.recount_fleet();
+        lost
+    }
+
+    /// Marks the slots of a started attempt as held.
+    pub(crate) fn hold_slots(&mut self, job: JobId, t: TypeIdx, placement: &[Rank]) {
+        for r in placement {
+            if let Some(slots) = self.nodes[r.node.index()].slots.get_mut(&t) {
+                for i in &r.slots {
+                    if let Some(s) = slots.get_mut(*i as usize) {
+                        debug_assert!(s.is_none(), "slot {i} of {:?} held twice", r.node);
+                        *s = Some(job);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Frees the slots an ended attempt held.
+    pub(crate) fn release_slots(&mut self, job: JobId, t: TypeIdx, placement: &[Rank]) {
+        for r in placement {
+            if let Some(slots) = self.nodes[r.node.index()].slots.get_mut(&t) {
+                for i in &r.slots {
+                    if let Some(s) = slots.get_mut(*i as usize) {
+                        if *s == Some(job) {
+                            *s = None;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The attempts a node should be running, as (job, attempt).
+    pub fn attempts_on(&self, name: &str) -> Vec<(JobId, u32)> {
+        let Some(n) = self.node_id(name) else {
+            return Vec::new();
+        };
+        self.nodes[n.index()]
+            .holders()
+            .into_iter()
+            .filter_map(|j| Some((j, self.jobs[&j].attempts.last()?.number)))
+            .collect()
+    }
+
+    // ----- gangs ------------------------------------------------------------
+
+    /// The rank of the current attempt `attempt` of `id` on node `node`:
+    /// only a node the attempt was placed on may report it.
+    pub fn rank_of(&self, id: JobId, attempt: u32, node: &str) -> Result<usize, JobError> {
+        let stale = JobError::StaleAttempt { job: id, attempt };
+        let n = self.node_id(node).ok_or(stale.clone())?;
+        let job = self.jobs.get(&id).ok_or(JobError::NotFound(id))?;
+        let a = job
+            .attempts
+            .last()
+            .filter(|a| a.number == attempt && a.outcome.is_none())
+            .ok_or(stale.clone())?;
+        a.placement.iter().position(|r| r.node == n).ok_or(stale)
+    }
+
+    /// A rank is restoring its checkpoint and launching: the first one moves
+    /// the attempt to STARTING (every rank restores the same checkpoint).
+    pub fn rank_starting(
+        &mut self,
+        id: JobId,
+        attempt: u32,
+        node: &str,
+        restored: Option<CheckpointMark>,
+        now: Time,
+    ) -> Result<(), JobError> {
+        let rank = self.rank_of(id, attempt, node)?;
+        let a = self.current_attempt_mut(id, attempt)?;
+        if matches!(a.ranks[rank], RankState::Ended(_)) {
+            return Ok(());
+        }
+        a.ranks[rank] = RankState::Starting;
+        if self.jobs[&id].status == JobStatus::Scheduled {
+            self.attempt_starting(id, attempt, restored, now)?;
+        }
+        Ok(())
+    }
+
+    /// A rank's process is up: the attempt is RUNNING once every rank runs.
+    pub fn rank_running(
+        &mut self,
+        id: JobId,
+        attempt: u32,
+        node: &str,
+        now: Time,
+    ) -> Result<(), JobError> {
+        let rank = self.rank_of(id, attempt, node)?;
+        let a = self.current_attempt_mut(id, attempt)?;
+        if matches!(a.ranks[rank], RankState::Ended(_)) {
+            return Ok(());
+        }
+        a.ranks[rank] = RankState::Running;
+        if a.ranks.iter().all(|r| *r == RankState::Running) {
+            self.attempt_running(id, attempt, now)?;
+        }
+        Ok(())
+    }
+
+    /// A rank's process ended. The first rank to end without exiting 0
+    /// decides the attempt's exit code and the others are stopped; once
+    /// every rank ended, the attempt ends (a stop the scheduler asked for
+    /// still decides the outcome).
+    pub fn rank_ended(
+        &mut self,
+        id: JobId,
+        attempt: u32,
+        node: &str,
+        exit: RankExit,
+        now: Time,
+    ) -> Result<RankEnd, JobError> {
+        let rank = self.rank_of(id, attempt, node)?;
+        let stopping = self.jobs[&id].stopping.is_some();
+        let a = self.current_attempt_mut(id, attempt)?;
+        if matches!(a.ranks[rank], RankState::Ended(_)) {
+            return Ok(RankEnd::Waiting); // a rank ends once
+        }
+        let code = exit.code();
+        a.ranks[rank] = RankState::Ended(code);
+        let first_failure = code != Some(0) && a.first_failure.is_none();
+        if first_failure {
+            a.first_failure = Some(code);
+        }
+        if !a.ranks.iter().all(|r| matches!(r, RankState::Ended(_))) {
+            let stop = first_failure && !stopping && !a.ranks_stopping;
+            if stop {
+                a.ranks_stopping = true;
+                return Ok(RankEnd::StopOthers);
+            }
+            return Ok(RankEnd::Waiting);
+        }
+        let code = a.first_failure.unwrap_or(Some(0));
+        self.attempt_ended(id, attempt, code, now).map(RankEnd::Ended)
+    }
+}
