@@ -78,6 +78,7 @@ fn forged_start(epoch: u64, marker: &std::path::Path) -> ExecCommand {
         checkpoints: false,
         checkpoint_config: None,
         rank: 0,
+        grace_seconds: None,
         hosts: vec![],
     }
 }

@@ -11,14 +11,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::config::{
     self, ConfigError, ConfigProblem, QueueConfig, QueueingStrategy, QuotaShare, State, Strategy,
-    MAX_PRIORITY,
 };
 use crate::ids::{JobId, ShareIdx, TypeIdx};
-use crate::nodes::{Node, NodeId, RankState};
 use crate::index::{borrowed_jobs, QueueKey, RunKey, RunnableQueue};
 use crate::job::{
     Attempt, AttemptOutcome, CheckpointMark, Job, JobSpec, JobStatus, RetryAction, StopCause,
 };
+use crate::nodes::{Node, NodeId, RankState};
 use crate::reason::{NeverFits, StatusReason, WaitReason};
 use crate::table::JobTable;
 use crate::time::Time;
@@ -527,12 +526,7 @@ impl Cluster {
         if spec.count == 0 {
             problems.push(problem("instanceCount", "must be >= 1".into()));
         }
-        if spec.priority > MAX_PRIORITY {
-            problems.push(problem(
-                "schedulingPriority",
-                format!("must be 0..={MAX_PRIORITY}, got {}", spec.priority),
-            ));
-        }
+        problems.extend(config::priority_problem(spec.priority));
         if !(1..=10).contains(&spec.retry_attempts) {
             problems.push(problem(
                 "retryStrategy.attempts",
@@ -649,11 +643,8 @@ impl Cluster {
     /// `UpdateServiceJob`: a new `schedulingPriority` for a RUNNABLE or running
     /// job, used from the next pass on (which may preempt).
     pub fn update_priority(&mut self, id: JobId, priority: u32) -> Result<u32, JobError> {
-        if priority > MAX_PRIORITY {
-            return Err(JobError::Invalid(vec![ConfigProblem {
-                field: "schedulingPriority".into(),
-                message: format!("must be 0..={MAX_PRIORITY}, got {priority}"),
-            }]));
+        if let Some(problem) = config::priority_problem(priority) {
+            return Err(JobError::Invalid(vec![problem]));
         }
         let job = self.jobs.get(&id).ok_or(JobError::NotFound(id))?;
         if job.status.is_final() {
@@ -776,7 +767,11 @@ impl Cluster {
 
     // ----- executor reports -------------------------------------------------
 
-    pub(crate) fn current_attempt_mut(&mut self, id: JobId, attempt: u32) -> Result<&mut Attempt, JobError> {
+    pub(crate) fn current_attempt_mut(
+        &mut self,
+        id: JobId,
+        attempt: u32,
+    ) -> Result<&mut Attempt, JobError> {
         let job = self.job_mut(id)?;
         match job.attempts.last_mut() {
             Some(a) if a.number == attempt && a.outcome.is_none() => Ok(a),

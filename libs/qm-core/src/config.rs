@@ -18,6 +18,14 @@ pub const MAX_BORROW_LIMIT: i64 = 10_000;
 /// Highest `schedulingPriority`.
 pub const MAX_PRIORITY: u32 = 9_999;
 
+/// The problem with a `schedulingPriority`, if any (submits and updates).
+pub fn priority_problem(priority: u32) -> Option<ConfigProblem> {
+    (priority > MAX_PRIORITY).then(|| ConfigProblem {
+        field: "schedulingPriority".into(),
+        message: format!("must be 0..={MAX_PRIORITY}, got {priority}"),
+    })
+}
+
 /// ENABLED or DISABLED, for queues and shares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum State {

@@ -81,9 +81,9 @@ pub fn check_nodes(c: &Cluster) -> Result<(), Violation> {
                     j.status.holds_instances()
                         && j.spec.instance_type == *t
                         && j.attempts.last().is_some_and(|a| {
-                            a.placement.iter().any(|r| {
-                                r.node.index() == i && r.slots.contains(&(slot as u32))
-                            })
+                            a.placement
+                                .iter()
+                                .any(|r| r.node.index() == i && r.slots.contains(&(slot as u32)))
                         })
                 });
                 if !ok {
@@ -104,7 +104,10 @@ pub fn check_nodes(c: &Cluster) -> Result<(), Violation> {
         if nodes.len() != a.placement.len() || count != job.spec.count as usize {
             return violation(
                 "a placement is one rank per node, its count in all",
-                format!("{}: {:?} for {} instances", job.id, a.placement, job.spec.count),
+                format!(
+                    "{}: {:?} for {} instances",
+                    job.id, a.placement, job.spec.count
+                ),
             );
         }
         for r in &a.placement {
@@ -339,12 +342,15 @@ pub fn check_plan(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
         for r in &s.placement {
             let node = &before.nodes[r.node.index()];
             for i in &r.slots {
-                let free = node.live
-                    && node.slots.get(&t).and_then(|x| x.get(*i as usize)) == Some(&None);
+                let free =
+                    node.live && node.slots.get(&t).and_then(|x| x.get(*i as usize)) == Some(&None);
                 if !free || !taken.insert((r.node.index(), t, *i)) {
                     return violation(
                         "no instance is used twice",
-                        format!("{} placed on slot {i} of {}, which is not free", s.job, node.name),
+                        format!(
+                            "{} placed on slot {i} of {}, which is not free",
+                            s.job, node.name
+                        ),
                     );
                 }
             }

@@ -22,6 +22,10 @@ use crate::ids::{JobId, ShareIdx, TypeIdx};
 use crate::reason::StatusReason;
 use crate::time::Time;
 
+/// `terminationGracePeriodSeconds` when a job gives none: as SageMaker
+/// gives a stopped training job.
+pub const DEFAULT_GRACE_PERIOD_SECS: u64 = 120;
+
 /// A job's status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum JobStatus {
@@ -212,7 +216,7 @@ impl JobSpec {
             retry_attempts: 1,
             evaluate_on_exit: Vec::new(),
             attempt_timeout_secs: None,
-            grace_period_secs: 120,
+            grace_period_secs: DEFAULT_GRACE_PERIOD_SECS,
             checkpoints: false,
         }
     }

@@ -25,17 +25,17 @@ pub mod time;
 
 pub use cluster::{Cluster, JobError, JobEvent, ShareUsage, TypeAccounting};
 pub use config::{
-    validate_queue, CapacityLimit, ConfigError, ConfigProblem, Protections, QueueConfig,
-    QueueingStrategy, QuotaShare, State, Strategy,
+    priority_problem, validate_queue, CapacityLimit, ConfigError, ConfigProblem, Protections,
+    QueueConfig, QueueingStrategy, QuotaShare, State, Strategy,
 };
 pub use ids::{JobId, ShareIdx, TypeIdx};
 pub use job::{
     Attempt, AttemptOutcome, CheckpointMark, ExitRule, Job, JobSpec, JobStatus, PreemptionKind,
-    RetryAction, StopCause,
+    RetryAction, StopCause, DEFAULT_GRACE_PERIOD_SECS,
 };
 pub use nodes::{
     pool_node_name, LostAttempt, Node, NodeId, Rank, RankEnd, RankExit, RankState,
-    LAUNCH_FAILED_EXIT_CODE,
+    LAUNCH_FAILED_EXIT_CODE, UNPLACED_STOP_GRACE_SECS,
 };
 pub use pass::{schedule, schedule_exhaustive, Plan, Preemption, Start};
 pub use reason::{NeverFits, StatusReason, WaitReason};

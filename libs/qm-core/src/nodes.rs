@@ -36,6 +36,12 @@ use crate::time::Time;
 /// reports a command it cannot run).
 pub const LAUNCH_FAILED_EXIT_CODE: i32 = 127;
 
+/// Grace given to an attempt a node runs but the scheduler never placed
+/// there (left over from a lost start command or an earlier incarnation
+/// of the scheduler): it is stopped with this grace. Nothing of it is
+/// expected (its checkpoints are fenced by attempt), so the grace is short.
+pub const UNPLACED_STOP_GRACE_SECS: u64 = 10;
+
 /// Index of a node in its cluster's node table (stable: a lost node keeps
 /// its slot, and a node that registers again gets the same index).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -208,7 +214,9 @@ impl Cluster {
 
     /// Every node ever registered, live or not, in name order.
     pub fn nodes(&self) -> impl Iterator<Item = (NodeId, &Node)> {
-        self.node_index.values().map(|n| (*n, &self.nodes[n.index()]))
+        self.node_index
+            .values()
+            .map(|n| (*n, &self.nodes[n.index()]))
     }
 
     /// Free slots per live node offering `t` (slots of attempts being
@@ -436,6 +444,24 @@ impl Cluster {
         }
     }
 
+    /// Jobs holding slots on any node (placed attempts, running or stopping).
+    pub fn placed_jobs(&self) -> Vec<JobId> {
+        let mut out: Vec<JobId> = self.nodes.iter().flat_map(Node::holders).collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// Free slots of live nodes, all types together.
+    pub fn free_slot_count(&self) -> usize {
+        self.nodes
+            .iter()
+            .filter(|n| n.live)
+            .flat_map(|n| n.slots.values().flatten())
+            .filter(|s| s.is_none())
+            .count()
+    }
+
     /// The attempts a node should be running, as (job, attempt).
     pub fn attempts_on(&self, name: &str) -> Vec<(JobId, u32)> {
         let Some(n) = self.node_id(name) else {
@@ -539,6 +565,7 @@ impl Cluster {
             return Ok(RankEnd::Waiting);
         }
         let code = a.first_failure.unwrap_or(Some(0));
-        self.attempt_ended(id, attempt, code, now).map(RankEnd::Ended)
+        self.attempt_ended(id, attempt, code, now)
+            .map(RankEnd::Ended)
     }
 }

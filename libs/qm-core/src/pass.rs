@@ -1027,9 +1027,7 @@ impl<'a> Pass<'a> {
                 plan.reasons.push((id, WaitReason::WaitingForRelease));
                 continue;
             }
-            let node_free = free
-                .entry(t)
-                .or_insert_with(|| self.c.free_slots(t));
+            let node_free = free.entry(t).or_insert_with(|| self.c.free_slots(t));
             let names = |n: NodeId| self.c.nodes[n.index()].name.as_str();
             let Some(placement) = place(node_free, &names, count) else {
                 // Cannot happen while every holder holds slots on live nodes

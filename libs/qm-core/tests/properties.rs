@@ -304,8 +304,14 @@ fn apply_event(c: &mut Cluster, now: &mut Time, event: &Event) {
                     .collect();
                 if let Some(node) = open.get(rank % open.len().max(1)) {
                     let number = attempt(c, id);
-                    c.rank_ended(id, number, node, qm_core::RankExit::Exited(Some(code)), *now)
-                        .expect("a placed rank");
+                    c.rank_ended(
+                        id,
+                        number,
+                        node,
+                        qm_core::RankExit::Exited(Some(code)),
+                        *now,
+                    )
+                    .expect("a placed rank");
                 }
             }
         }
@@ -327,7 +333,8 @@ fn launch(c: &mut Cluster, plan: &qm_core::Plan) {
         let a = attempt(c, s.job);
         for r in &s.placement {
             let node = c.node(r.node).name.clone();
-            c.rank_running(s.job, a, &node, plan.now).expect("just started");
+            c.rank_running(s.job, a, &node, plan.now)
+                .expect("just started");
         }
         let status = c.job(s.job).expect("job").status;
         assert_eq!(status, JobStatus::Running, "RUNNING once every rank runs");

@@ -213,6 +213,11 @@ pub enum ExecCommand {
         /// job on one executor.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         hosts: Vec<String>,
+        /// The job's `terminationGracePeriodSeconds`: the grace of a stop
+        /// the executor decides itself (when it is shut down). Absent from
+        /// older schedulers: the contract's default, 120.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        grace_seconds: Option<u64>,
     },
     /// SIGTERM, then SIGKILL after `grace_seconds`.
     #[serde(rename_all = "camelCase")]

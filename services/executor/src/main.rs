@@ -137,6 +137,8 @@ struct Running {
     stop: watch::Sender<Option<u64>>,
     instance_type: String,
     slots: Vec<u32>,
+    /// The job's grace period, for stops the executor decides itself.
+    grace_seconds: u64,
     /// The checkpoint service's request for this attempt, when this node
     /// syncs its checkpoints (rank 0 of a job with a checkpointConfig).
     sync: Option<CheckpointRequest>,
@@ -344,8 +346,10 @@ impl Executor {
                 checkpoint_config,
                 rank,
                 hosts,
+                grace_seconds,
                 ..
             } => {
+                let grace_seconds = grace_seconds.unwrap_or(qm_core::DEFAULT_GRACE_PERIOD_SECS);
                 let key = (job_id.clone(), attempt);
                 let config = checkpoint_config.unwrap_or_default();
                 let local = config.local_path.as_deref().unwrap_or("checkpoint");
@@ -407,6 +411,7 @@ impl Executor {
                             stop: tx,
                             instance_type,
                             slots,
+                            grace_seconds,
                             sync: launch.syncs_checkpoints().cloned(),
                         },
                     );
@@ -597,19 +602,23 @@ impl Executor {
         })
     }
 
-    /// SIGTERM: stop every attempt (grace), flush their checkpoints, and
-    /// withdraw the instances so the scheduler requeues them at once.
+    /// SIGTERM: stop every attempt with its job's own grace period, flush
+    /// their checkpoints, and withdraw the instances so the scheduler
+    /// requeues them at once.
     async fn drain(&self) {
         self.draining
             .store(true, std::sync::atomic::Ordering::SeqCst);
         let running: Vec<(String, u32)> = self.held();
+        let mut longest = 0;
         if let Ok(a) = self.attempts.lock() {
             for r in a.values() {
-                let _ = r.stop.send(Some(30));
-                tracing::info!(instance_type = %r.instance_type, slots = ?r.slots, "stopping for shutdown");
+                let _ = r.stop.send(Some(r.grace_seconds));
+                longest = longest.max(r.grace_seconds);
+                tracing::info!(instance_type = %r.instance_type, slots = ?r.slots, grace_seconds = r.grace_seconds, "stopping for shutdown");
             }
         }
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
+        // Their grace, then time to flush checkpoints and report.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(longest + 10);
         while !self.held().is_empty() && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }

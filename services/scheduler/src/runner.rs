@@ -530,7 +530,7 @@ impl Runner<'_> {
                         epoch: self.state.epoch,
                         job_id: job_id.clone(),
                         attempt: *attempt,
-                        grace_seconds: 10,
+                        grace_seconds: qm_core::UNPLACED_STOP_GRACE_SECS,
                         reason: "not placed on this executor".into(),
                     };
                     self.send(Effect::Command(hb.executor_id.clone(), cmd), true)
@@ -714,12 +714,12 @@ impl Runner<'_> {
                     ),
                 ));
             }
-            if u.scheduling_priority > 9999 {
+            if let Some(p) = qm_core::priority_problem(u.scheduling_priority) {
                 return Err(api::invalid(
                     "invalid update",
                     vec![qm_wire::messages::Problem {
-                        field: "schedulingPriority".into(),
-                        message: format!("must be 0..=9999, got {}", u.scheduling_priority),
+                        field: p.field,
+                        message: p.message,
                     }],
                 ));
             }

@@ -37,6 +37,29 @@ impl World {
         World::with_queue(fleet, QueueConfig::new("q", shares))
     }
 
+    /// A world whose fleet is the given nodes (name, instances of `T`).
+    pub fn with_nodes(nodes: &[(&str, u32)], shares: Vec<QuotaShare>) -> World {
+        let mut w = World::new(0, shares);
+        for (name, count) in nodes {
+            w.c.register_node(name, "1", &[(T, *count)], Time::ZERO);
+        }
+        w
+    }
+
+    /// Where the job's current attempt runs: (node, slots) per rank.
+    pub fn placed(&self, name: &str) -> Vec<(String, Vec<u32>)> {
+        let job = self.c.job(self.id(name)).expect("job");
+        job.attempts
+            .last()
+            .map(|a| {
+                a.placement
+                    .iter()
+                    .map(|r| (self.c.node(r.node).name.clone(), r.slots.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     pub fn with_queue(fleet: u32, queue: QueueConfig) -> World {
         World {
             c: Cluster::new(queue, &[(T, fleet)]).expect("valid test queue"),

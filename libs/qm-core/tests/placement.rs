@@ -1,0 +1,207 @@
+//! Table tests for placement (which nodes and slots a start gets) and the
+//! gang rules of jobs spread over several nodes (`nodes.rs`).
+
+mod common;
+
+use common::*;
+use qm_core::{
+    AttemptOutcome, JobStatus, RankEnd, RankExit, StatusReason, Strategy, Time,
+    LAUNCH_FAILED_EXIT_CODE,
+};
+
+fn one_share(entitlement: i64) -> Vec<qm_core::QuotaShare> {
+    vec![share("A", Strategy::Reserve, entitlement)]
+}
+
+fn slots(v: &[(&str, &[u32])]) -> Vec<(String, Vec<u32>)> {
+    v.iter().map(|(n, s)| (n.to_string(), s.to_vec())).collect()
+}
+
+#[test]
+fn a_job_is_packed_on_the_node_with_the_fewest_free_slots_that_fits() {
+    let mut w = World::with_nodes(&[("n1", 8), ("n2", 4), ("n3", 8)], one_share(20));
+    w.submit("three", "A", 3, 0);
+    w.step();
+    assert_eq!(w.placed("three"), slots(&[("n2", &[0, 1, 2])]), "best fit");
+    w.submit("two", "A", 2, 0);
+    w.step();
+    // n2 has 1 free: too few; n1 and n3 tie at 8: node name order.
+    assert_eq!(w.placed("two"), slots(&[("n1", &[0, 1])]));
+    w.submit("one", "A", 1, 0);
+    w.step();
+    assert_eq!(w.placed("one"), slots(&[("n2", &[3])]), "fills n2 up");
+    w.submit("eight", "A", 8, 0);
+    w.step();
+    assert_eq!(
+        w.placed("eight"),
+        slots(&[("n3", &[0, 1, 2, 3, 4, 5, 6, 7])]),
+        "a whole node was kept free for it"
+    );
+}
+
+#[test]
+fn a_gang_is_spread_only_when_no_single_node_fits_it() {
+    let mut w = World::with_nodes(&[("n1", 4), ("n2", 4), ("n3", 2)], one_share(10));
+    w.submit("small", "A", 1, 0);
+    w.step();
+    assert_eq!(w.placed("small"), slots(&[("n3", &[0])]));
+    w.submit("gang", "A", 6, 0);
+    let plan = w.step();
+    assert_eq!(w.started(&plan), names(&["gang"]));
+    // Most free first: n1 (4), then n2 (4), by name; n3 is not needed.
+    assert_eq!(
+        w.placed("gang"),
+        slots(&[("n1", &[0, 1, 2, 3]), ("n2", &[0, 1])])
+    );
+    let a =
+        w.c.job(w.id("gang"))
+            .expect("gang")
+            .attempts
+            .last()
+            .expect("attempt")
+            .clone();
+    assert_eq!(a.ranks.len(), 2, "one rank per node");
+}
+
+#[test]
+fn a_job_waits_until_released_slots_are_free() {
+    // The fleet has room in count only once the stopping job is gone; its
+    // slots are not handed out while it stops.
+    let mut w = World::with_nodes(
+        &[("n1", 2)],
+        vec![lab("B", 0, -1), share("L", Strategy::Lend, 2)],
+    );
+    w.submit("b", "B", 2, 0);
+    w.step();
+    w.at(5).submit("l", "L", 2, 0);
+    let plan = w.step();
+    assert_eq!(plan.preemptions.len(), 1);
+    assert!(plan.starts.is_empty());
+    w.exit("b", 143);
+    w.step();
+    assert_eq!(w.placed("l"), slots(&[("n1", &[0, 1])]));
+}
+
+/// A gang of 2 on nodes n1 and n2, started.
+fn gang() -> World {
+    let mut w = World::with_nodes(&[("n1", 1), ("n2", 1)], one_share(2));
+    let mut spec = w.spec("g", "A", 2, 0);
+    spec.retry_attempts = 1;
+    w.submit_spec(spec);
+    let plan = w.c.schedule(w.now);
+    w.c.apply(&plan);
+    assert_eq!(w.placed("g"), slots(&[("n1", &[0]), ("n2", &[0])]));
+    w
+}
+
+#[test]
+fn a_gang_is_running_once_every_rank_runs() {
+    let mut w = gang();
+    let id = w.id("g");
+    w.c.rank_starting(id, 1, "n2", None, Time::ZERO)
+        .expect("rank");
+    assert_eq!(
+        w.status("g"),
+        JobStatus::Starting,
+        "the first rank starting"
+    );
+    w.c.rank_running(id, 1, "n2", Time::ZERO).expect("rank");
+    assert_eq!(w.status("g"), JobStatus::Starting, "one rank of two runs");
+    w.c.rank_running(id, 1, "n1", Time::ZERO).expect("rank");
+    assert_eq!(w.status("g"), JobStatus::Running);
+    assert!(
+        w.c.rank_running(id, 1, "n3", Time::ZERO).is_err(),
+        "a node the attempt is not on may not report it"
+    );
+    assert!(
+        w.c.rank_running(id, 2, "n1", Time::ZERO).is_err(),
+        "stale attempt"
+    );
+}
+
+#[test]
+fn the_first_failing_rank_fails_the_attempt_and_stops_the_others() {
+    let mut w = gang();
+    let id = w.id("g");
+    for n in ["n1", "n2"] {
+        w.c.rank_running(id, 1, n, Time::ZERO).expect("rank");
+    }
+    let end =
+        w.c.rank_ended(id, 1, "n2", RankExit::Exited(Some(3)), Time::ZERO);
+    assert_eq!(end, Ok(RankEnd::StopOthers));
+    assert_eq!(w.status("g"), JobStatus::Running, "until every rank ended");
+    // The stopped rank ends by signal; the attempt's exit code is rank 1's.
+    let end =
+        w.c.rank_ended(id, 1, "n1", RankExit::Exited(None), Time::ZERO);
+    assert_eq!(end, Ok(RankEnd::Ended(AttemptOutcome::Failed)));
+    let a = w.c.job(id).expect("job").attempts[0].clone();
+    assert_eq!(a.exit_code, Some(3));
+    assert_eq!(w.status("g"), JobStatus::Failed);
+    assert_eq!(w.c.free_slot_count(), 2, "both nodes' slots are free again");
+}
+
+#[test]
+fn a_rank_that_cannot_be_launched_exits_127() {
+    let mut w = gang();
+    let id = w.id("g");
+    let end =
+        w.c.rank_ended(id, 1, "n1", RankExit::LaunchFailed, Time::ZERO);
+    assert_eq!(end, Ok(RankEnd::StopOthers));
+    let end =
+        w.c.rank_ended(id, 1, "n2", RankExit::Exited(None), Time::ZERO);
+    assert_eq!(end, Ok(RankEnd::Ended(AttemptOutcome::Failed)));
+    let a = w.c.job(id).expect("job").attempts[0].clone();
+    assert_eq!(a.exit_code, Some(LAUNCH_FAILED_EXIT_CODE));
+}
+
+#[test]
+fn ranks_that_all_exit_zero_succeed_and_a_rank_ends_once() {
+    let mut w = gang();
+    let id = w.id("g");
+    let end =
+        w.c.rank_ended(id, 1, "n1", RankExit::Exited(Some(0)), Time::ZERO);
+    assert_eq!(end, Ok(RankEnd::Waiting));
+    let again =
+        w.c.rank_ended(id, 1, "n1", RankExit::Exited(Some(1)), Time::ZERO);
+    assert_eq!(
+        again,
+        Ok(RankEnd::Waiting),
+        "a repeated report changes nothing"
+    );
+    let end =
+        w.c.rank_ended(id, 1, "n2", RankExit::Exited(Some(0)), Time::ZERO);
+    assert_eq!(end, Ok(RankEnd::Ended(AttemptOutcome::Succeeded)));
+}
+
+#[test]
+fn a_lost_node_ends_its_attempts_host_lost_and_names_the_other_ranks() {
+    let mut w = gang();
+    let id = w.id("g");
+    let lost = w.c.lose_node("n2", Time::ZERO);
+    assert_eq!(lost.len(), 1);
+    assert_eq!(lost[0].job, id);
+    let n1 = w.c.node_id("n1").expect("n1");
+    assert_eq!(lost[0].other_nodes, vec![n1], "rank 0 must be told to stop");
+    assert_eq!(w.status("g"), JobStatus::Runnable);
+    assert_eq!(
+        w.reason("g"),
+        StatusReason::Requeued(AttemptOutcome::HostLost)
+    );
+    assert_eq!(w.c.fleet_of(w.c.type_idx(T).expect("T")), 1);
+}
+
+#[test]
+fn a_node_that_registers_again_keeps_its_attempts_only_in_the_same_incarnation() {
+    let mut w = gang();
+    let id = w.id("g");
+    let lost = w.c.register_node("n1", "1", &[(T, 1)], Time::ZERO);
+    assert!(lost.is_empty(), "a repeated registration changes nothing");
+    assert_eq!(w.status("g"), JobStatus::Scheduled);
+    let lost = w.c.register_node("n1", "2", &[(T, 1)], Time::ZERO);
+    assert_eq!(lost.iter().map(|l| l.job).collect::<Vec<_>>(), vec![id]);
+    assert_eq!(
+        w.status("g"),
+        JobStatus::Runnable,
+        "a restart loses what ran"
+    );
+}

@@ -1,0 +1,205 @@
+//! Commands to executors and the events users see: start and stop commands
+//! for every rank of an attempt (sent, and resent until each rank reports),
+//! job state changes and preemption events.
+
+use qm_core::{JobId, JobStatus, PreemptionKind, RankState};
+use qm_wire::messages::{JobStateChange, PreemptionEvent};
+use qm_wire::system::ExecCommand;
+
+use super::{Effect, Effects, State};
+
+impl State {
+    /// The start commands of a placed attempt, one per rank (`unreported`:
+    /// only the ranks that have not reported yet, for resending).
+    pub fn start_commands(&self, q: &str, id: JobId, unreported: bool) -> Vec<Effect> {
+        let Some(qs) = self.queues.get(q) else {
+            return Vec::new();
+        };
+        let (Some(job), Some(meta)) = (qs.cluster.job(id), qs.meta.get(&id)) else {
+            return Vec::new();
+        };
+        let Some(attempt) = job.current_attempt() else {
+            return Vec::new();
+        };
+        let node = |r: &qm_core::Rank| qs.cluster.node(r.node).name.clone();
+        let hosts: Vec<String> = if attempt.placement.len() > 1 {
+            attempt
+                .placement
+                .iter()
+                .map(|r| {
+                    let name = node(r);
+                    self.executors
+                        .get(&name)
+                        .and_then(|e| e.registration.address.clone())
+                        .unwrap_or(name)
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        attempt
+            .placement
+            .iter()
+            .zip(&attempt.ranks)
+            .enumerate()
+            .filter(|(_, (_, state))| !unreported || **state == RankState::Commanded)
+            .map(|(rank, (r, _))| {
+                Effect::Command(
+                    node(r),
+                    ExecCommand::Start {
+                        epoch: self.epoch,
+                        job_id: meta.public_id.clone(),
+                        attempt: attempt.number,
+                        job_queue: q.to_string(),
+                        quota_share_name: meta.submit.quota_share_name.clone().unwrap_or_default(),
+                        command: meta.submit.command.clone(),
+                        environment: meta.submit.environment.clone(),
+                        instance_type: meta.submit.instance_type.clone(),
+                        slots: r.slots.clone(),
+                        checkpoints: meta.submit.checkpoint_config.is_some(),
+                        checkpoint_config: meta.submit.checkpoint_config.clone(),
+                        rank: rank as u32,
+                        hosts: hosts.clone(),
+                        grace_seconds: Some(job.spec.grace_period_secs),
+                    },
+                )
+            })
+            .collect()
+    }
+
+    /// The stop commands of a stopping attempt, one per rank still running
+    /// (for sending and resending).
+    pub fn stop_commands(&self, q: &str, id: JobId) -> Vec<Effect> {
+        let Some(qs) = self.queues.get(q) else {
+            return Vec::new();
+        };
+        let (Some(job), Some(meta)) = (qs.cluster.job(id), qs.meta.get(&id)) else {
+            return Vec::new();
+        };
+        let Some(attempt) = job.current_attempt() else {
+            return Vec::new();
+        };
+        let reason = job.status_reason.render(&|j| qs.public_id(j));
+        attempt
+            .placement
+            .iter()
+            .zip(&attempt.ranks)
+            .filter(|(_, state)| !matches!(state, RankState::Ended(_)))
+            .map(|(r, _)| {
+                Effect::Command(
+                    qs.cluster.node(r.node).name.clone(),
+                    ExecCommand::Stop {
+                        epoch: self.epoch,
+                        job_id: meta.public_id.clone(),
+                        attempt: attempt.number,
+                        grace_seconds: job.spec.grace_period_secs,
+                        reason: reason.clone(),
+                    },
+                )
+            })
+            .collect()
+    }
+
+    pub(super) fn stop_command(&self, q: &str, id: JobId, fx: &mut Effects) {
+        fx.extend(self.stop_commands(q, id));
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn preemption_event(
+        &self,
+        q: &str,
+        id: JobId,
+        attempt: u32,
+        kind: PreemptionKind,
+        for_job: JobId,
+        phase: &str,
+        at: u64,
+        fx: &mut Effects,
+    ) {
+        let Some(qs) = self.queues.get(q) else { return };
+        let name = |j: JobId| {
+            qs.meta
+                .get(&j)
+                .map_or_else(|| j.to_string(), |m| m.public_id.clone())
+        };
+        let share = qs
+            .meta
+            .get(&id)
+            .and_then(|m| m.submit.quota_share_name.clone())
+            .unwrap_or_default();
+        let event = PreemptionEvent {
+            job_id: name(id),
+            attempt,
+            kind: kind.as_str().into(),
+            for_job_id: name(for_job),
+            phase: phase.into(),
+            at,
+        };
+        if let Ok(subject) = qm_wire::subjects::preemption_event(q, &share, &event.job_id, phase) {
+            fx.push(Effect::Preemption(event, subject));
+        }
+    }
+
+    pub(super) fn collect_events(&mut self, fx: &mut Effects) {
+        for (q, qs) in self.queues.iter_mut() {
+            let events = qs.cluster.drain_events();
+            for e in events {
+                let Some(meta) = qs.meta.get(&e.job) else {
+                    continue;
+                };
+                let name = |j: JobId| {
+                    qs.meta
+                        .get(&j)
+                        .map_or_else(|| j.to_string(), |m| m.public_id.clone())
+                };
+                let share = meta.submit.quota_share_name.clone().unwrap_or_default();
+                let attempt = qs
+                    .cluster
+                    .job(e.job)
+                    .and_then(|j| j.attempts.last())
+                    .map(|a| a.number);
+                let change = JobStateChange {
+                    job_id: meta.public_id.clone(),
+                    job_name: meta.submit.job_name.clone(),
+                    job_queue: q.clone(),
+                    quota_share_name: share.clone(),
+                    from: e.from.as_str().into(),
+                    to: e.to.as_str().into(),
+                    status_reason: e.reason.render(&name),
+                    attempt,
+                    at: e.at.as_millis(),
+                };
+                if let Ok(subject) =
+                    qm_wire::subjects::job_event(q, &share, &meta.public_id, e.to.as_str())
+                {
+                    fx.push(Effect::Job(change, subject));
+                }
+            }
+        }
+    }
+
+    /// Ranks placed but not yet reported starting: their start commands.
+    pub fn unstarted(&self) -> Vec<Effect> {
+        let mut out = Vec::new();
+        for (q, qs) in &self.queues {
+            for id in qs.cluster.placed_jobs() {
+                let waiting = qs.cluster.job(id).is_some_and(|j| {
+                    matches!(j.status, JobStatus::Scheduled | JobStatus::Starting)
+                        && j.stopping.is_none()
+                });
+                if waiting {
+                    out.extend(self.start_commands(q, id, true));
+                }
+            }
+        }
+        out
+    }
+
+    /// Stop commands of every attempt being stopped.
+    pub fn stops(&self) -> Vec<Effect> {
+        self.stopping
+            .iter()
+            .flat_map(|k| self.stop_commands(&k.queue, k.job))
+            .collect()
+    }
+}

@@ -1,0 +1,176 @@
+//! Executors and what they report: registrations and lost executors become
+//! the core's node changes, reports become its rank calls. The core decides
+//! what each means (`qm_core::nodes`); this file turns its answers into stop
+//! commands and preemption events.
+
+use qm_core::{CheckpointMark, Cluster, JobId, LostAttempt, RankEnd, RankExit, StopCause, Time};
+use qm_wire::messages::RegisterExecutor;
+use qm_wire::system::{CheckpointCommit, ExecCommand, Report, ReportPhase};
+
+use super::{Effect, Effects, ExecutorState, QueueJob, State};
+
+/// Registers an executor's instances as a node of its queue's cluster.
+pub(super) fn add_node(cluster: &mut Cluster, r: &RegisterExecutor, now: u64) -> Vec<LostAttempt> {
+    let offers: Vec<(&str, u32)> = r
+        .instances
+        .iter()
+        .map(|i| (i.instance_type.as_str(), i.count))
+        .collect();
+    cluster.register_node(&r.executor_id, &r.incarnation, &offers, Time(now))
+}
+
+impl State {
+    pub(super) fn register(&mut self, r: RegisterExecutor, now: u64, fx: &mut Effects) {
+        // An executor that moves to another queue leaves the old one's fleet.
+        let moved = self
+            .executors
+            .get(&r.executor_id)
+            .is_some_and(|e| e.registration.job_queue != r.job_queue);
+        if moved {
+            self.lose_executor(&r.executor_id, now, fx);
+        }
+        let queue = r.job_queue.clone();
+        if let Some(qs) = self.queues.get_mut(&queue) {
+            let lost = add_node(&mut qs.cluster, &r, now);
+            self.lost_attempts(&queue, lost, fx);
+        }
+        self.executors.insert(
+            r.executor_id.clone(),
+            ExecutorState {
+                registration: r,
+                live: true,
+            },
+        );
+    }
+
+    /// The executor is gone: the core ends every attempt placed on it
+    /// HOST_LOST and takes its instances out of the fleet.
+    pub(super) fn lose_executor(&mut self, executor_id: &str, now: u64, fx: &mut Effects) {
+        let Some(e) = self.executors.get_mut(executor_id) else {
+            return;
+        };
+        e.live = false;
+        let queue = e.registration.job_queue.clone();
+        let Some(qs) = self.queues.get_mut(&queue) else {
+            return;
+        };
+        let lost = qs.cluster.lose_node(executor_id, Time(now));
+        self.lost_attempts(&queue, lost, fx);
+    }
+
+    /// Ranks of lost attempts on other executors are told to stop (their
+    /// executors' heartbeats would stop them anyway, later).
+    fn lost_attempts(&mut self, q: &str, lost: Vec<LostAttempt>, fx: &mut Effects) {
+        for l in lost {
+            self.stopping.remove(&QueueJob::new(q, l.job));
+            let qs = &self.queues[q];
+            let (Some(job), Some(meta)) = (qs.cluster.job(l.job), qs.meta.get(&l.job)) else {
+                continue;
+            };
+            let reason = job.status_reason.render(&|j| qs.public_id(j));
+            for n in l.other_nodes {
+                fx.push(Effect::Command(
+                    qs.cluster.node(n).name.clone(),
+                    ExecCommand::Stop {
+                        epoch: self.epoch,
+                        job_id: meta.public_id.clone(),
+                        attempt: l.attempt,
+                        grace_seconds: job.spec.grace_period_secs,
+                        reason: reason.clone(),
+                    },
+                ));
+            }
+        }
+    }
+
+    /// A rank's report. Only an executor the attempt was placed on may
+    /// report it (the core refuses others as stale).
+    pub(super) fn report(&mut self, r: Report, now: u64, fx: &mut Effects) {
+        let Some((q, id)) = self.locate(&r.job_id) else {
+            return;
+        };
+        let t = Time(now);
+        let cluster = &mut self.queues.get_mut(&q).expect("located").cluster;
+        let stopping = cluster.job(id).and_then(|j| j.stopping);
+        let node = r.executor_id.as_str();
+        let result = match r.phase {
+            ReportPhase::Starting => {
+                let mark = r.restored.map(|c| CheckpointMark {
+                    at: Time(c.created_at),
+                    step: c.step.unwrap_or(0),
+                });
+                cluster
+                    .rank_starting(id, r.attempt, node, mark, t)
+                    .map(|()| RankEnd::Waiting)
+            }
+            ReportPhase::Running => cluster
+                .rank_running(id, r.attempt, node, t)
+                .map(|()| RankEnd::Waiting),
+            ReportPhase::Ended => {
+                let exit = match r.error {
+                    Some(_) => RankExit::LaunchFailed,
+                    None => RankExit::Exited(r.exit_code),
+                };
+                cluster.rank_ended(id, r.attempt, node, exit, t)
+            }
+        };
+        let key = QueueJob::new(&q, id);
+        match result {
+            Err(e) => {
+                tracing::debug!(job = %r.job_id, attempt = r.attempt, executor = %r.executor_id, error = %e, "stale report ignored")
+            }
+            Ok(RankEnd::Waiting) => {}
+            Ok(RankEnd::StopOthers) => {
+                tracing::info!(job = %r.job_id, attempt = r.attempt, executor = %r.executor_id, "a rank failed; stopping the others");
+                self.stopping.insert(key);
+                self.stop_command(&q, id, fx);
+            }
+            Ok(RankEnd::Ended(outcome)) => {
+                self.stopping.remove(&key);
+                if let Some(StopCause::Preempted { kind, for_job }) = stopping {
+                    if outcome.is_preemption() {
+                        self.preemption_event(
+                            &q,
+                            id,
+                            r.attempt,
+                            kind,
+                            for_job,
+                            "completed",
+                            now,
+                            fx,
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    pub(super) fn checkpoint(&mut self, c: CheckpointCommit) {
+        if let Some((q, id)) = self.locate(&c.job_id) {
+            let mark = CheckpointMark {
+                at: Time(c.created_at),
+                step: c.step.unwrap_or(0),
+            };
+            let _ = self
+                .queue_mut(&q)
+                .cluster
+                .checkpoint_committed(id, c.attempt, mark);
+        }
+    }
+
+    /// The attempts an executor should hold, as (jobId, attempt).
+    pub fn expected_on(&self, executor_id: &str) -> std::collections::BTreeSet<(String, u32)> {
+        let Some(qs) = self
+            .executors
+            .get(executor_id)
+            .and_then(|e| self.queues.get(&e.registration.job_queue))
+        else {
+            return Default::default();
+        };
+        qs.cluster
+            .attempts_on(executor_id)
+            .into_iter()
+            .map(|(id, attempt): (JobId, u32)| (qs.public_id(id), attempt))
+            .collect()
+    }
+}

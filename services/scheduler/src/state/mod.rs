@@ -1,0 +1,287 @@
+//! The scheduler's state: a projection of the `QM_LOG` stream. Applying the
+//! same entries in the same order gives the same state (no clock reads, no
+//! hash-map iteration that decides anything), which is what makes a restart
+//! or a new leader safe: it replays the log and continues.
+//!
+//! Applying an entry returns its [`Effects`]: job events to publish and
+//! commands for executors. A replaying scheduler drops them (they were
+//! published when the entry was first applied); resends are derived from the
+//! state itself (attempts whose ranks have not reported, `stopping` jobs).
+//!
+//! Nothing here decides: where a job runs, which ranks make an attempt and
+//! how it ends, and what a lost executor does to its attempts are the core's
+//! (`qm_core::nodes`). This module turns log entries into core calls and the
+//! core's answers into commands and events.
+//!
+//! | file | what |
+//! |---|---|
+//! | `mod.rs` | the state, applying an entry, submits and configuration |
+//! | `positions.rs` | replaying the log, event positions |
+//! | `executors.rs` | registrations, lost executors, reports, checkpoints |
+//! | `passes.rs` | running a pass and applying a stored one |
+//! | `commands.rs` | start and stop commands, events |
+//! | `views.rs` | what `DescribeServiceJob` shows |
+
+mod commands;
+mod executors;
+mod passes;
+mod positions;
+mod views;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use qm_core::{Cluster, JobId, PreemptionKind, Time};
+use qm_service::convert;
+use qm_wire::messages::{JobStateChange, PreemptionEvent, RegisterExecutor, SubmitServiceJob};
+use qm_wire::system::{ExecCommand, LogEntry, QueueDocument};
+
+pub use positions::{Logged, Position, Positions};
+
+/// Something to publish after an entry was applied (live only).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Effect {
+    Job(JobStateChange, String),
+    Preemption(PreemptionEvent, String),
+    Command(String, ExecCommand),
+}
+
+pub type Effects = Vec<Effect>;
+
+impl Effect {
+    /// A job or preemption event (not a command).
+    pub fn is_event(&self) -> bool {
+        matches!(self, Effect::Job(..) | Effect::Preemption(..))
+    }
+}
+
+/// What the scheduler keeps per job beyond the core's state.
+#[derive(Clone, Debug)]
+pub struct JobMeta {
+    pub public_id: String,
+    pub submit: SubmitServiceJob,
+}
+
+pub struct QueueState {
+    pub cluster: Cluster,
+    pub ids: HashMap<String, JobId>,
+    pub meta: BTreeMap<JobId, JobMeta>,
+    pub config_revision: u64,
+}
+
+impl QueueState {
+    /// The public id of a job (its core id if unknown).
+    pub fn public_id(&self, id: JobId) -> String {
+        self.meta
+            .get(&id)
+            .map_or_else(|| id.to_string(), |m| m.public_id.clone())
+    }
+}
+
+/// An executor as it registered. Its instances are a node of its queue's
+/// cluster (`qm_core::nodes`), which knows what runs where.
+#[derive(Clone, Debug)]
+pub struct ExecutorState {
+    pub registration: RegisterExecutor,
+    pub live: bool,
+}
+
+/// A job the scheduler could not accept after admission stored it (its queue
+/// or share changed in between): it is reported FAILED with the reason.
+#[derive(Clone, Debug)]
+pub struct Rejected {
+    pub submit: SubmitServiceJob,
+    pub reason: String,
+    pub at: u64,
+}
+
+/// A job of a queue: the key of per-job sets across queues.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct QueueJob {
+    pub queue: String,
+    pub job: JobId,
+}
+
+impl QueueJob {
+    pub fn new(queue: &str, job: JobId) -> QueueJob {
+        QueueJob {
+            queue: queue.to_string(),
+            job,
+        }
+    }
+}
+
+#[derive(Default)]
+pub struct State {
+    pub queues: BTreeMap<String, QueueState>,
+    pub executors: BTreeMap<String, ExecutorState>,
+    /// Attempts the scheduler asked to stop (all their ranks), not yet ended.
+    pub stopping: BTreeSet<QueueJob>,
+    pub rejected: BTreeMap<String, Rejected>,
+    /// Which queue each public job id is in.
+    pub job_queue: HashMap<String, String>,
+    pub epoch: u64,
+    /// The log's time: never goes backwards.
+    pub clock: u64,
+}
+
+fn kind_of(name: &str) -> Option<PreemptionKind> {
+    [
+        PreemptionKind::CrossShare,
+        PreemptionKind::InShare,
+        PreemptionKind::LimitReduced,
+    ]
+    .into_iter()
+    .find(|k| k.as_str() == name)
+}
+
+impl State {
+    /// Applies one log entry stored at `at` (ms since the epoch).
+    pub fn apply(&mut self, entry: LogEntry, at: u64) -> Effects {
+        self.clock = self.clock.max(at);
+        let now = self.clock;
+        let mut fx = Vec::new();
+        match entry {
+            LogEntry::Submit { job_id, job, .. } => self.submit(job_id, job, now),
+            LogEntry::Config {
+                queue, revision, ..
+            } => self.configure(queue, revision, now, &mut fx),
+            LogEntry::Register(r) => self.register(r, now, &mut fx),
+            LogEntry::Report(r) => self.report(r, now, &mut fx),
+            LogEntry::Checkpoint(c) => self.checkpoint(c),
+            LogEntry::Leader { epoch, .. } => self.epoch = self.epoch.max(epoch),
+            LogEntry::Pass(record) => {
+                self.clock = self.clock.max(record.now);
+                self.apply_pass(&record, None, &mut fx)
+            }
+            LogEntry::Priority {
+                job_id,
+                scheduling_priority,
+                ..
+            } => {
+                if let Some((q, id)) = self.locate(&job_id) {
+                    let _ = self
+                        .queue_mut(&q)
+                        .cluster
+                        .update_priority(id, scheduling_priority);
+                }
+            }
+            LogEntry::Terminate { job_id, .. } => {
+                if let Some((q, id)) = self.locate(&job_id) {
+                    if let Ok(true) = self.queue_mut(&q).cluster.terminate(id, Time(now)) {
+                        self.stopping.insert(QueueJob::new(&q, id));
+                        self.stop_command(&q, id, &mut fx);
+                    }
+                }
+            }
+            LogEntry::ExecutorLost { executor_id, .. } => {
+                self.lose_executor(&executor_id, now, &mut fx)
+            }
+        }
+        self.collect_events(&mut fx);
+        fx
+    }
+
+    fn queue_mut(&mut self, q: &str) -> &mut QueueState {
+        self.queues.get_mut(q).expect("located queue exists")
+    }
+
+    /// The queue and core id of a public job id.
+    pub fn locate(&self, job_id: &str) -> Option<(String, JobId)> {
+        let q = self.job_queue.get(job_id)?;
+        let id = *self.queues.get(q)?.ids.get(job_id)?;
+        Some((q.clone(), id))
+    }
+
+    fn submit(&mut self, job_id: String, job: SubmitServiceJob, now: u64) {
+        if self.job_queue.contains_key(&job_id) || self.rejected.contains_key(&job_id) {
+            return; // a retried append of a job we already have
+        }
+        let Some(qs) = self.queues.get_mut(&job.job_queue) else {
+            self.reject(job_id, job, "the job queue no longer exists".into(), now);
+            return;
+        };
+        let spec = match convert::job_spec(&job, &mut qs.cluster) {
+            Ok(spec) => spec,
+            Err(problems) => {
+                let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+                self.reject(job_id, job, text.join("; "), now);
+                return;
+            }
+        };
+        match qs.cluster.submit(spec, Time(now)) {
+            Ok(id) => {
+                qs.ids.insert(job_id.clone(), id);
+                qs.meta.insert(
+                    id,
+                    JobMeta {
+                        public_id: job_id.clone(),
+                        submit: job.clone(),
+                    },
+                );
+                self.job_queue.insert(job_id, job.job_queue);
+            }
+            Err(e) => self.reject(job_id, job, e.to_string(), now),
+        }
+    }
+
+    fn reject(&mut self, job_id: String, submit: SubmitServiceJob, reason: String, at: u64) {
+        tracing::warn!(job = %job_id, %reason, "stored job rejected by the scheduler");
+        self.rejected
+            .insert(job_id, Rejected { submit, reason, at });
+    }
+
+    fn configure(&mut self, doc: QueueDocument, revision: u64, now: u64, fx: &mut Effects) {
+        let name = doc.job_queue.job_queue_name.clone();
+        if self
+            .queues
+            .get(&name)
+            .is_some_and(|q| q.config_revision >= revision)
+        {
+            return; // already applied (a retried append)
+        }
+        let config = match convert::queue(&doc) {
+            Ok(c) => c,
+            Err(p) => {
+                tracing::error!(queue = %name, problems = ?p, "stored configuration is invalid; ignored");
+                return;
+            }
+        };
+        match self.queues.get_mut(&name) {
+            Some(qs) => match qs.cluster.update_queue(config, Time(now)) {
+                Ok(stops) => {
+                    qs.config_revision = revision;
+                    for id in stops {
+                        self.stopping.insert(QueueJob::new(&name, id));
+                        self.stop_command(&name, id, fx);
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(queue = %name, error = %e, "configuration change refused")
+                }
+            },
+            None => match Cluster::new(config, &[]) {
+                Ok(mut cluster) => {
+                    // Executors that registered before their queue existed.
+                    for e in self.executors.values() {
+                        if e.live && e.registration.job_queue == name {
+                            executors::add_node(&mut cluster, &e.registration, now);
+                        }
+                    }
+                    self.queues.insert(
+                        name.clone(),
+                        QueueState {
+                            cluster,
+                            ids: HashMap::new(),
+                            meta: BTreeMap::new(),
+                            config_revision: revision,
+                        },
+                    );
+                }
+                Err(e) => tracing::error!(queue = %name, error = %e, "configuration refused"),
+            },
+        }
+    }
+}

@@ -1,0 +1,425 @@
+//! The scheduler state's tests: replay, lost executors, gangs.
+use super::*;
+use qm_wire::messages::ExecutorInstances;
+use qm_wire::system::{Report, ReportPhase};
+
+fn doc() -> QueueDocument {
+    serde_yaml_ng::from_str(include_str!(
+        "../../../../examples/queues/three-shares.yaml"
+    ))
+    .expect("queue document")
+}
+
+fn submit(name: &str, share: &str, priority: u32) -> SubmitServiceJob {
+    SubmitServiceJob {
+        job_name: name.into(),
+        job_queue: "training".into(),
+        quota_share_name: Some(share.into()),
+        instance_type: "ml.g5.xlarge".into(),
+        scheduling_priority: Some(priority),
+        checkpoint_config: Some(Default::default()),
+        command: vec!["train".into()],
+        ..Default::default()
+    }
+}
+
+fn report(job: &str, attempt: u32, phase: ReportPhase, exit: Option<i32>) -> LogEntry {
+    LogEntry::Report(Report {
+        executor_id: "node-1".into(),
+        job_id: job.into(),
+        attempt,
+        phase,
+        exit_code: exit,
+        signal: None,
+        restored: None,
+        error: None,
+    })
+}
+
+/// What users can observe of a state.
+fn observable(s: &State) -> Vec<String> {
+    let mut out = Vec::new();
+    for (q, qs) in &s.queues {
+        for j in qs.cluster.jobs() {
+            let attempts: Vec<String> = j
+                .attempts
+                .iter()
+                .map(|a| {
+                    format!(
+                        "{}:{:?}:{:?}:{:?}",
+                        a.number, a.outcome, a.placement, a.ranks
+                    )
+                })
+                .collect();
+            out.push(format!(
+                "{q} {} {} prio={} {attempts:?} stopping={:?}",
+                qs.meta[&j.id].public_id, j.status, j.spec.priority, j.stopping
+            ));
+        }
+    }
+    for (q, qs) in &s.queues {
+        out.push(format!("{q} placed {:?}", qs.cluster.placed_jobs()));
+    }
+    out.push(format!("{:?}", s.stopping));
+    out
+}
+
+/// What a leader did live: its state, the log it stored, and the events
+/// it published with their positions (numbered as the runner does).
+struct Live {
+    state: State,
+    log: Vec<Logged>,
+    events: Vec<(Position, Effect)>,
+}
+
+/// Runs a leader live over `inputs` (passing after each).
+fn live(inputs: Vec<LogEntry>) -> Live {
+    let mut l = Live {
+        state: State::default(),
+        log: Vec::new(),
+        events: Vec::new(),
+    };
+    let mut t = 1_000;
+    let mut seq = 0;
+    let mut positions = Positions::default();
+    // Numbers the events of `fx` as the runner publishes them.
+    let mut publish = |positions: &mut Positions, fx: Effects| {
+        for e in fx.into_iter().filter(Effect::is_event) {
+            l.events.push((positions.next_event(), e));
+        }
+    };
+    for entry in inputs {
+        t += 1_000;
+        seq += 1;
+        let input = seq;
+        positions.input(input);
+        publish(&mut positions, l.state.apply(entry.clone(), t));
+        l.log.push(Logged {
+            seq,
+            after: None,
+            entry,
+            at: t,
+        });
+        let queues: Vec<String> = l.state.queues.keys().cloned().collect();
+        for q in queues {
+            if let Some((record, plan)) = l.state.plan(&q, t) {
+                let decided = !(record.starts.is_empty()
+                    && record.preemptions.is_empty()
+                    && record.timeouts.is_empty());
+                if decided {
+                    seq += 1;
+                    l.log.push(Logged {
+                        seq,
+                        after: Some(input),
+                        entry: LogEntry::Pass(record.clone()),
+                        at: t,
+                    });
+                    positions.decision(input, seq);
+                    publish(&mut positions, l.state.apply_planned(&record, plan));
+                } else {
+                    publish(&mut positions, l.state.apply_reasons(&q, &plan));
+                }
+            }
+        }
+    }
+    l
+}
+
+#[test]
+fn replaying_the_log_rebuilds_what_the_leader_saw() {
+    let register = LogEntry::Register(RegisterExecutor {
+        executor_id: "node-1".into(),
+        job_queue: "training".into(),
+        instances: vec![ExecutorInstances {
+            instance_type: "ml.g5.xlarge".into(),
+            count: 3,
+            gpus: vec![],
+        }],
+        incarnation: "a".into(),
+        checkpoint_node: None,
+        address: None,
+    });
+    let sub = |id: &str, name: &str, share: &str, p: u32| LogEntry::Submit {
+        job_id: id.into(),
+        job: submit(name, share, p),
+        principal: None,
+    };
+    let inputs = vec![
+        LogEntry::Config {
+            queue: doc(),
+            revision: 1,
+            principal: None,
+            operation: None,
+        },
+        register,
+        sub("j3", "p3", "QS1", 3),
+        sub("j2", "p2", "QS1", 2),
+        sub("j1", "p1", "QS1", 1),
+        report("j3", 1, ReportPhase::Running, None),
+        report("j2", 1, ReportPhase::Running, None),
+        sub("jq", "qs2", "QS2", 1),
+        // p2 was preempted for the QS2 job: its process exits.
+        report("j2", 1, ReportPhase::Ended, Some(0)),
+        LogEntry::Priority {
+            job_id: "j1".into(),
+            scheduling_priority: 4,
+            at: 0,
+            principal: None,
+            job_queue: None,
+            quota_share_name: None,
+        },
+        report("j3", 1, ReportPhase::Ended, Some(0)),
+        sub("j3", "p3-again", "QS1", 9), // a retried append: ignored
+    ];
+    let Live {
+        state: leader,
+        log,
+        events,
+    } = live(inputs);
+    // The story happened: p2 reclaimed, p3 preempted in-share, p1 placed.
+    let p2 = leader.describe("j2", 100_000).expect("p2");
+    assert_eq!(
+        p2.attempts[0].outcome.as_deref(),
+        Some("PREEMPTED_CROSS_SHARE")
+    );
+    let p3 = leader.describe("j3", 100_000).expect("p3");
+    assert_eq!(
+        p3.attempts[0].outcome.as_deref(),
+        Some("PREEMPTED_IN_SHARE")
+    );
+    assert_eq!(p3.job_name, "p3");
+    let p1 = leader.describe("j1", 100_000).expect("p1");
+    assert_eq!(p1.status, "SCHEDULED");
+    // A new leader replays the log and ends in the same state.
+    let mut replayed = State::default();
+    assert!(replayed.replay(log.clone(), None).is_empty());
+    assert_eq!(observable(&replayed), observable(&leader));
+    assert_eq!(replayed.unstarted().len(), leader.unstarted().len());
+    // A leader that crashed after storing entries but before publishing
+    // their events: the next one republishes exactly the missing ones,
+    // whatever the last published event was. Waiting-reason updates
+    // (RUNNABLE -> RUNNABLE) are not in the log (they come last among an
+    // entry's events); a new leader's first pass derives them afresh, so
+    // they are not republished, but a cut may fall on one.
+    let waiting =
+        |e: &Effect| matches!(e, Effect::Job(c, _) if c.from == "RUNNABLE" && c.to == "RUNNABLE");
+    let logged: Vec<(Position, Effect)> = events
+        .iter()
+        .filter(|(_, e)| !waiting(e))
+        .cloned()
+        .collect();
+    assert!(events.iter().any(|(_, e)| waiting(e)));
+    assert!(logged.len() > 10, "the story produced events");
+    for (cut, (published, _)) in events.iter().enumerate() {
+        let mut again = State::default();
+        let expected: Vec<(Position, Effect)> = logged
+            .iter()
+            .filter(|(p, _)| p > published)
+            .cloned()
+            .collect();
+        assert_eq!(
+            again.replay(log.clone(), Some(*published)),
+            expected,
+            "cut after event {cut} at {published:?}"
+        );
+    }
+    let mut again = State::default();
+    assert_eq!(again.replay(log, Some((0, 0, 0))), logged);
+}
+
+#[test]
+fn a_lost_or_restarted_executor_ends_its_attempts_host_lost() {
+    let reg = |inc: &str| {
+        LogEntry::Register(RegisterExecutor {
+            executor_id: "node-1".into(),
+            job_queue: "training".into(),
+            instances: vec![ExecutorInstances {
+                instance_type: "ml.g5.xlarge".into(),
+                count: 1,
+                gpus: vec![],
+            }],
+            incarnation: inc.into(),
+            checkpoint_node: None,
+            address: None,
+        })
+    };
+    let Live { state: mut s, .. } = live(vec![
+        LogEntry::Config {
+            queue: doc(),
+            revision: 1,
+            principal: None,
+            operation: None,
+        },
+        reg("a"),
+        LogEntry::Submit {
+            job_id: "j".into(),
+            job: submit("j", "QS1", 1),
+            principal: None,
+        },
+        report("j", 1, ReportPhase::Running, None),
+    ]);
+    s.apply(reg("b"), 50_000);
+    let j = s.describe("j", 50_000).expect("job");
+    assert_eq!(j.attempts[0].outcome.as_deref(), Some("HOST_LOST"));
+    assert_eq!(j.status, "RUNNABLE");
+    // A report from the old incarnation's attempt changes nothing.
+    s.apply(report("j", 1, ReportPhase::Ended, Some(0)), 51_000);
+    assert_eq!(s.describe("j", 51_000).expect("job").status, "RUNNABLE");
+    s.apply(
+        LogEntry::ExecutorLost {
+            executor_id: "node-1".into(),
+            incarnation: "b".into(),
+            at: 0,
+        },
+        52_000,
+    );
+    assert!(!s.executors["node-1"].live);
+    let qs = &s.queues["training"];
+    let t = qs.cluster.type_idx("ml.g5.xlarge").expect("type");
+    assert_eq!(
+        qs.cluster.fleet_of(t),
+        0,
+        "a lost executor's instances leave the fleet"
+    );
+}
+
+/// The executors `fx` sends stop commands to.
+fn stopped(fx: &Effects) -> Vec<&str> {
+    fx.iter()
+        .filter_map(|e| match e {
+            Effect::Command(executor, ExecCommand::Stop { .. }) => Some(executor.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_job_spread_over_executors_runs_as_one_gang() {
+    let node = |id: &str| {
+        LogEntry::Register(RegisterExecutor {
+            executor_id: id.into(),
+            job_queue: "training".into(),
+            instances: vec![ExecutorInstances {
+                instance_type: "ml.g5.xlarge".into(),
+                count: 1,
+                gpus: vec![],
+            }],
+            incarnation: "a".into(),
+            checkpoint_node: None,
+            address: Some(format!("{id}.cluster.local")),
+        })
+    };
+    let rank = |executor: &str, phase: ReportPhase, exit: Option<i32>| {
+        LogEntry::Report(Report {
+            executor_id: executor.into(),
+            job_id: "g".into(),
+            attempt: 1,
+            phase,
+            exit_code: exit,
+            signal: None,
+            restored: None,
+            error: None,
+        })
+    };
+    let mut job = submit("gang", "QS1", 1);
+    job.instance_count = Some(2);
+    let Live {
+        state: mut s,
+        events,
+        ..
+    } = live(vec![
+        LogEntry::Config {
+            queue: doc(),
+            revision: 1,
+            principal: None,
+            operation: None,
+        },
+        node("node-1"),
+        node("node-2"),
+        LogEntry::Submit {
+            job_id: "g".into(),
+            job,
+            principal: None,
+        },
+    ]);
+    // One start command per executor, with its rank and every address.
+    let starts: Vec<(String, u32, Vec<String>)> = events
+        .iter()
+        .map(|(_, e)| e.clone())
+        .chain(s.unstarted())
+        .filter_map(|e| match e {
+            Effect::Command(executor, ExecCommand::Start { rank, hosts, .. }) => {
+                Some((executor, rank, hosts))
+            }
+            _ => None,
+        })
+        .collect();
+    let hosts = vec![
+        "node-1.cluster.local".to_string(),
+        "node-2.cluster.local".to_string(),
+    ];
+    assert_eq!(
+        starts,
+        vec![
+            ("node-1".to_string(), 0, hosts.clone()),
+            ("node-2".to_string(), 1, hosts.clone()),
+        ]
+    );
+    let status = |s: &State| s.describe("g", 100_000).expect("g").status;
+    s.apply(rank("node-1", ReportPhase::Starting, None), 10_000);
+    s.apply(rank("node-1", ReportPhase::Running, None), 10_001);
+    assert_eq!(status(&s), "STARTING", "RUNNING only once every rank runs");
+    assert_eq!(s.unstarted().len(), 1, "rank 1's start is resent");
+    s.apply(rank("node-2", ReportPhase::Starting, None), 10_002);
+    s.apply(rank("node-2", ReportPhase::Running, None), 10_003);
+    assert_eq!(status(&s), "RUNNING");
+    // Rank 1 fails: rank 0 is stopped, and the attempt ends with rank 1's
+    // exit code once rank 0 has exited too.
+    let fx = s.apply(rank("node-2", ReportPhase::Ended, Some(3)), 10_004);
+    assert_eq!(stopped(&fx), vec!["node-1"]);
+    assert_eq!(status(&s), "RUNNING");
+    assert_eq!(s.stops().len(), 1, "the stop is resent until rank 0 ends");
+    s.apply(rank("node-1", ReportPhase::Ended, None), 10_005);
+    let g = s.describe("g", 100_000).expect("g");
+    assert_eq!(g.status, "FAILED");
+    assert_eq!(g.attempts[0].exit_code, Some(3));
+    assert!(
+        s.queues["training"].cluster.placed_jobs().is_empty(),
+        "both instances are free again"
+    );
+    // A stale report from a rank of the ended attempt changes nothing.
+    s.apply(rank("node-2", ReportPhase::Running, None), 10_006);
+    assert_eq!(s.describe("g", 100_000).expect("g").status, "FAILED");
+
+    // A second gang loses one of its executors: the whole attempt ends
+    // HOST_LOST and the rank on the surviving executor is stopped.
+    let mut job = submit("gang-2", "QS1", 1);
+    job.instance_count = Some(2);
+    s.apply(
+        LogEntry::Submit {
+            job_id: "g2".into(),
+            job,
+            principal: None,
+        },
+        20_000,
+    );
+    let (record, plan) = s.plan("training", 20_001).expect("a pass");
+    assert_eq!(record.starts.len(), 1, "{record:?}");
+    s.apply_planned(&record, plan);
+    let fx = s.apply(
+        LogEntry::ExecutorLost {
+            executor_id: "node-2".into(),
+            incarnation: "a".into(),
+            at: 0,
+        },
+        20_002,
+    );
+    assert_eq!(stopped(&fx), vec!["node-1"]);
+    let g2 = s.describe("g2", 100_000).expect("g2");
+    assert_eq!(
+        g2.attempts[0].outcome.as_deref(),
+        Some("HOST_LOST"),
+        "{g2:#?}"
+    );
+    assert!(s.queues["training"].cluster.placed_jobs().is_empty());
+}
