@@ -163,6 +163,16 @@ struct Pass<'a> {
     removed: HashSet<JobId>,
     /// Jobs admitted in this pass.
     admitted: HashSet<JobId>,
+    /// Admitted jobs for which this pass preempted others: they are never
+    /// taken back (their victims are stopping for them).
+    committed: HashSet<JobId>,
+    /// Jobs admitted on borrowed capacity and taken back by a reclaim in
+    /// this pass: they wait for the next pass. Without this, a job that
+    /// borrows by displacing lower-priority jobs of its own share and one of
+    /// another share doing the same could take each other's place back and
+    /// forth forever within one pass; every such take-back bars one job, so
+    /// a pass always ends.
+    barred: HashSet<JobId>,
     /// Admitted jobs per (share, type), as run keys (for borrowed classification).
     added: BTreeMap<(ShareIdx, TypeIdx), Vec<RunKey>>,
     /// Admission order.
@@ -230,6 +240,8 @@ impl<'a> Pass<'a> {
             lends,
             removed: HashSet::new(),
             admitted: HashSet::new(),
+            committed: HashSet::new(),
+            barred: HashSet::new(),
             added: BTreeMap::new(),
             admitted_order: Vec::new(),
             admissions: 0,
@@ -265,7 +277,17 @@ impl<'a> Pass<'a> {
                 job.spec.count;
         }
         self.honour_claims();
+        // Every round admits a job or ends the loop, and a job is taken
+        // back at most twice per pass (by in-share preemption for a higher
+        // priority, then barred by a reclaim): the bound only guards that.
+        let bound = 4 * (self.c.runnable_count() as u64 + 1);
+        let mut rounds = 0u64;
         loop {
+            rounds += 1;
+            if rounds > bound {
+                debug_assert!(false, "a pass did not settle after {rounds} rounds");
+                break;
+            }
             self.reasons.clear();
             let before = self.admissions;
             for t in 0..self.c.types.len() {
@@ -368,7 +390,7 @@ impl<'a> Pass<'a> {
 
     /// The next job of share `s` in line (all types), not yet admitted.
     fn share_head(&self, s: ShareIdx) -> Option<(QueueKey, TypeIdx, u32)> {
-        let skip = |id: JobId| self.admitted.contains(&id);
+        let skip = |id: JobId| self.admitted.contains(&id) || self.barred.contains(&id);
         let slot = &self.c.shares[s.index()];
         let mut best: Option<(QueueKey, TypeIdx, u32)> = None;
         for (t, st) in slot.types.iter().enumerate() {
@@ -501,8 +523,8 @@ impl<'a> Pass<'a> {
             }
             return Some((key, count));
         }
-        let admitted = &self.admitted;
-        let skip = |id: JobId| admitted.contains(&id);
+        let (admitted, barred) = (&self.admitted, &self.barred);
+        let skip = |id: JobId| admitted.contains(&id) || barred.contains(&id);
         let queue = &self.c.st(s, t).runnable;
         match step {
             Step::WithinQuota => {
@@ -790,16 +812,16 @@ impl<'a> Pass<'a> {
                 .protections
                 .borrow_requires_checkpoint;
             let candidates = borrowed_jobs(&running, entitlement, ckpt_first);
-            let eligible =
-                candidates
-                    .into_iter()
-                    .filter(|k| match self.protected_until(share, k) {
-                        Some(until) => {
-                            *protected = Some(protected.map_or(until, |p| p.min(until)));
-                            false
-                        }
-                        None => true,
-                    });
+            let eligible = candidates
+                .into_iter()
+                .filter(|k| !self.committed.contains(&k.job))
+                .filter(|k| match self.protected_until(share, k) {
+                    Some(until) => {
+                        *protected = Some(protected.map_or(until, |p| p.min(until)));
+                        false
+                    }
+                    None => true,
+                });
             if let Some(key) = eligible.min_by_key(|k| self.victim_order(k)) {
                 let slot = &self.c.shares[share.index()].config;
                 let over_max = view.used[share.index()] > slot.max_holding(entitlement);
@@ -864,7 +886,7 @@ impl<'a> Pass<'a> {
         let mut candidates: Vec<RunKey> = self
             .projected_running(s, t)
             .into_iter()
-            .filter(|k| k.priority.0 < job.spec.priority)
+            .filter(|k| k.priority.0 < job.spec.priority && !self.committed.contains(&k.job))
             .collect();
         let mut protected: Option<Time> = None;
         candidates.retain(|k| match self.protected_until(s, k) {
@@ -920,7 +942,11 @@ impl<'a> Pass<'a> {
             self.remove_from_projection(v, t);
             if self.admitted.remove(&v.key.job) {
                 // Admitted earlier in this pass and not started: it simply
-                // does not start (no preemption), and waits in line again.
+                // does not start (no preemption), and waits in line again
+                // (for the next pass, if a reclaim took its place back).
+                if v.kind != PreemptionKind::InShare {
+                    self.barred.insert(v.key.job);
+                }
                 self.removed.remove(&v.key.job);
                 self.admitted_order.retain(|(j, _)| *j != v.key.job);
                 if let Some(keys) = self.added.get_mut(&(v.share, t)) {
@@ -933,6 +959,7 @@ impl<'a> Pass<'a> {
                 kind: v.kind,
                 for_job: id,
             });
+            self.committed.insert(id);
         }
         self.admissions += 1;
         self.views[t.index()].used[s.index()] += count;

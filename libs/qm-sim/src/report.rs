@@ -23,6 +23,8 @@ pub(crate) struct Recorder {
     pub finished: u64,
     pub rejected: u64,
     policy_changes: u64,
+    /// Starts, starts spread over several nodes, and their ranks in all.
+    placements: [u64; 3],
     /// Per share slot and type: entitled, used, borrowed, lent instance-seconds.
     integrals: Vec<Vec<[f64; 4]>>,
     /// Per type: fleet and in-use instance-seconds.
@@ -63,6 +65,15 @@ impl Recorder {
         *self.kinds.entry(kind).or_default() += 1;
         if self.record_timeline {
             self.preemptions.push((at, job, kind, for_job));
+        }
+    }
+
+    /// A start placed on `ranks` nodes.
+    pub fn placed(&mut self, ranks: usize) {
+        self.placements[0] += 1;
+        if ranks > 1 {
+            self.placements[1] += 1;
+            self.placements[2] += ranks as u64;
         }
     }
 
@@ -229,6 +240,20 @@ pub struct Summary {
     pub fleet_utilisation: f64,
     /// Limit and priority changes made during the run.
     pub policy_changes: u64,
+    /// Where starts were placed: how many were spread over several nodes
+    /// (the fleet's fragmentation shows here).
+    pub placement: PlacementOut,
+}
+
+/// Starts by how they were placed.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlacementOut {
+    pub starts: u64,
+    /// Starts spread over several nodes (no single node had room).
+    pub spread_starts: u64,
+    /// Mean nodes per spread start.
+    pub mean_nodes_per_spread_start: f64,
 }
 
 /// Everything a run reports.
@@ -414,6 +439,15 @@ pub(crate) fn build(sim: &Simulation, end: Time) -> Report {
                 0.0
             },
             policy_changes: r.policy_changes,
+            placement: PlacementOut {
+                starts: r.placements[0],
+                spread_starts: r.placements[1],
+                mean_nodes_per_spread_start: if r.placements[1] > 0 {
+                    r.placements[2] as f64 / r.placements[1] as f64
+                } else {
+                    0.0
+                },
+            },
         },
     }
 }
@@ -584,6 +618,21 @@ impl Report {
             out,
             "  fleet utilisation: {:.1}%",
             sum.fleet_utilisation * 100.0
+        );
+        let p = &sum.placement;
+        let _ = writeln!(
+            out,
+            "  placement: {} starts, {} spread over several nodes{}",
+            p.starts,
+            p.spread_starts,
+            if p.spread_starts > 0 {
+                format!(
+                    " ({:.1} nodes each on average)",
+                    p.mean_nodes_per_spread_start
+                )
+            } else {
+                String::new()
+            }
         );
         let _ = writeln!(out, "  policy changes: {}", sum.policy_changes);
         out

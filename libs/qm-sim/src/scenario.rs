@@ -10,8 +10,15 @@ use serde::Deserialize;
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Scenario {
-    /// Instances per type at t=0.
+    /// Instances per type at t=0, as one pooled node per type (no
+    /// fragmentation). `nodes` gives the fleet node by node instead.
+    #[serde(default)]
     pub fleet: BTreeMap<String, u32>,
+    /// The fleet node by node (executors and their instances), so that
+    /// placement and fragmentation are modelled as the live scheduler sees
+    /// them.
+    #[serde(default)]
+    pub nodes: Vec<NodeGroup>,
     pub queue: QueueSpec,
     /// Defaults for every submitted job.
     #[serde(default)]
@@ -21,6 +28,28 @@ pub struct Scenario {
     /// A synthetic workload added to `actions`.
     #[serde(default)]
     pub generate: Option<Generate>,
+}
+
+/// `count` nodes alike, named `<name>-1` .. `<name>-<count>` (the name
+/// defaults to the instance type).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeGroup {
+    #[serde(default = "one")]
+    pub count: u32,
+    pub instance_type: String,
+    /// Instances of the type each node offers.
+    pub instances: u32,
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+impl NodeGroup {
+    /// The names of the group's nodes.
+    pub fn node_names(&self) -> Vec<String> {
+        let prefix = self.name.as_deref().unwrap_or(&self.instance_type);
+        (1..=self.count).map(|i| format!("{prefix}-{i}")).collect()
+    }
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -192,6 +221,11 @@ pub struct Action {
     pub update_quota_share: Option<ShareSpec>,
     pub delete_quota_share: Option<ShareRefSpec>,
     pub set_fleet: Option<BTreeMap<String, u32>>,
+    /// Nodes join (or a node of that name registers again, as a restarted
+    /// executor: what ran there ends HOST_LOST).
+    pub add_nodes: Option<NodeGroup>,
+    /// A node is lost (stops heartbeating): its attempts end HOST_LOST.
+    pub lose_node: Option<String>,
 }
 
 /// A synthetic workload: `jobs` jobs with Poisson arrivals, spread over the

@@ -9,7 +9,7 @@ use qm_core::invariants::{self, Violation};
 pub use qm_core::Time;
 use qm_core::{
     CheckpointMark, Cluster, ConfigError, ConfigProblem, JobError, JobId, JobSpec, PreemptionKind,
-    TypeIdx,
+    RankExit, TypeIdx,
 };
 
 use crate::convert;
@@ -167,7 +167,20 @@ impl Simulation {
             .iter()
             .map(|(k, v)| (k.as_str(), *v))
             .collect();
-        let cluster = Cluster::new(queue, &fleet)?;
+        let mut cluster = Cluster::new(queue, &fleet)?;
+        for group in &scenario.nodes {
+            if group.count == 0 || group.instances == 0 {
+                return Err(SimError::Action {
+                    index: 0,
+                    at: 0.0,
+                    message: "nodes: each group needs count >= 1 and instances >= 1".into(),
+                });
+            }
+            for name in group.node_names() {
+                let offer = [(group.instance_type.as_str(), group.instances)];
+                cluster.register_node(&name, "1", &offer, Time::ZERO);
+            }
+        }
         let mut actions = scenario.actions;
         for (i, a) in actions.iter().enumerate() {
             if !(a.at.is_finite() && a.at >= 0.0) {
@@ -337,11 +350,16 @@ impl Simulation {
                 step: job.committed / 1000,
             });
             let startup = job.startup;
-            self.cluster
-                .attempt_starting(start.job, attempt, restored, now)
-                .expect("a started job has that attempt");
+            // Every rank restores and launches: the first one makes the
+            // attempt STARTING, as on real executors.
+            for node in self.rank_nodes(start.job) {
+                self.cluster
+                    .rank_starting(start.job, attempt, &node, restored, now)
+                    .expect("a started job has that attempt");
+            }
             self.job(start.job).phase = Phase::Starting(attempt);
             self.recorder.started(start.job, now);
+            self.recorder.placed(start.placement.len());
             self.push(now.plus_millis(startup), Ev::Running(start.job, attempt));
         }
         // One wake-up per instant, however many passes ask for it.
@@ -390,6 +408,32 @@ impl Simulation {
         self.push(now.plus_millis(stop), Ev::StopDone(id, attempt));
     }
 
+    /// The nodes of the job's current attempt, in rank order.
+    fn rank_nodes(&self, id: JobId) -> Vec<String> {
+        self.cluster
+            .job(id)
+            .and_then(|j| j.current_attempt())
+            .map(|a| {
+                a.placement
+                    .iter()
+                    .map(|r| self.cluster.node(r.node).name.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Every rank of the attempt ends, the first with `first` and the
+    /// others with `rest` (the core then ends the attempt by its gang rules).
+    fn end_ranks(&mut self, id: JobId, n: u32, first: Option<i32>, rest: Option<i32>) {
+        let now = self.now;
+        for (i, node) in self.rank_nodes(id).into_iter().enumerate() {
+            let code = if i == 0 { first } else { rest };
+            self.cluster
+                .rank_ended(id, n, &node, RankExit::Exited(code), now)
+                .expect("attempt is current");
+        }
+    }
+
     /// The job's host is gone: its uncommitted work is lost.
     fn lose(&mut self, id: JobId) {
         let now = self.now;
@@ -415,9 +459,11 @@ impl Simulation {
                 if self.jobs[(id.0 - 1) as usize].phase != Phase::Starting(n) {
                     return Ok(());
                 }
-                self.cluster
-                    .attempt_running(id, n, now)
-                    .expect("attempt is current");
+                for node in self.rank_nodes(id) {
+                    self.cluster
+                        .rank_running(id, n, &node, now)
+                        .expect("attempt is current");
+                }
                 let job = self.job(id);
                 job.phase = Phase::Running(n);
                 job.run_from = Some((now, job.committed));
@@ -463,9 +509,7 @@ impl Simulation {
                 let job = self.job(id);
                 job.committed = job.duration;
                 job.run_from = None;
-                self.cluster
-                    .attempt_ended(id, n, Some(0), now)
-                    .expect("attempt is current");
+                self.end_ranks(id, n, Some(0), Some(0));
             }
             Ev::Fail(id, n, code) => {
                 if !self.live(id, n) {
@@ -475,9 +519,8 @@ impl Simulation {
                 job.recomputed += job.progress(now) - job.committed;
                 job.run_from = None;
                 job.phase = Phase::Waiting;
-                self.cluster
-                    .attempt_ended(id, n, Some(code), now)
-                    .expect("attempt is current");
+                // Rank 0 fails; the core has the others stopped (by signal).
+                self.end_ranks(id, n, Some(code), None);
             }
             Ev::StopDone(id, n) => {
                 if self.jobs[(id.0 - 1) as usize].phase != Phase::Stopping(n) {
@@ -489,9 +532,7 @@ impl Simulation {
                 } else {
                     None
                 };
-                self.cluster
-                    .attempt_ended(id, n, code, now)
-                    .expect("attempt is current");
+                self.end_ranks(id, n, code, code);
             }
         }
         self.record_events();
@@ -525,9 +566,11 @@ impl Simulation {
             action.update_quota_share.is_some(),
             action.delete_quota_share.is_some(),
             action.set_fleet.is_some(),
+            action.add_nodes.is_some(),
+            action.lose_node.is_some(),
         ];
         if verbs.iter().filter(|v| **v).count() != 1 {
-            return Err(fail("an action needs exactly one of submit, updateServiceJob, terminateServiceJob, createQuotaShare, updateQuotaShare, deleteQuotaShare, setFleet".into()));
+            return Err(fail("an action needs exactly one of submit, updateServiceJob, terminateServiceJob, createQuotaShare, updateQuotaShare, deleteQuotaShare, setFleet, addNodes, loseNode".into()));
         }
         if let Some(submit) = &action.submit {
             self.submit(submit).map_err(fail)?;
@@ -545,6 +588,24 @@ impl Simulation {
                 .map_err(|e| fail(e.to_string()))?
             {
                 self.request_stop(id);
+            }
+        } else if let Some(group) = &action.add_nodes {
+            if group.count == 0 {
+                return Err(fail("addNodes: count must be >= 1".into()));
+            }
+            let incarnation = now.as_millis().to_string();
+            for name in group.node_names() {
+                let offer = [(group.instance_type.as_str(), group.instances)];
+                for lost in self.cluster.register_node(&name, &incarnation, &offer, now) {
+                    self.lose(lost.job);
+                }
+            }
+        } else if let Some(name) = &action.lose_node {
+            if self.cluster.node_id(name).is_none() {
+                return Err(fail(format!("no node named {name:?}")));
+            }
+            for lost in self.cluster.lose_node(name, now) {
+                self.lose(lost.job);
             }
         } else if let Some(fleet) = &action.set_fleet {
             for (instance_type, count) in fleet {

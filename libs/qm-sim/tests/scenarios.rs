@@ -416,3 +416,80 @@ fn bad_scenarios_get_errors_that_name_the_problem() {
         "{e}"
     );
 }
+
+#[test]
+fn in_share_preemption_stops_one_victim_where_one_is_enough() {
+    // Issue 9's first example: before, three jobs were preempted (a4, a3,
+    // a2) and two restarted at once on the capacity they had freed.
+    let r = run("minimal-preemption.yaml");
+    assert_eq!(preemptions(&r), vec![(50.0, "a4", "IN_SHARE", "urgent")]);
+    assert_eq!(job(&r, "urgent").first_started_at, Some(55.0));
+    for name in ["a1", "a2", "a3"] {
+        assert_eq!(outcomes(&r, name), vec!["SUCCEEDED"], "{name}");
+    }
+    assert_eq!(
+        job(&r, "a4").recomputed_seconds,
+        47.0,
+        "a4 had 47 s at risk"
+    );
+    assert_eq!(r.summary.recomputed_instance_seconds, 47.0);
+}
+
+#[test]
+fn a_higher_priority_job_takes_a_borrowed_place_of_its_own_share() {
+    // Issue 9's second example: high2 used to wait ~990 s with "no
+    // lendable capacity" while the priority-1 job of its share kept B's
+    // instance.
+    let r = run("in-share-borrowed.yaml");
+    assert_eq!(preemptions(&r), vec![(10.0, "low", "IN_SHARE", "high2")]);
+    assert_eq!(job(&r, "high2").first_started_at, Some(15.0));
+    assert_eq!(outcomes(&r, "low"), vec!["PREEMPTED_IN_SHARE", "SUCCEEDED"]);
+}
+
+#[test]
+fn nodes_show_packing_spreading_and_node_loss() {
+    let r = run("fragmentation.yaml");
+    // Packed: the two 8-slot nodes and the 4-slot one hold five jobs with
+    // no spreading; only the 10-instance gang is spread (over two nodes).
+    assert_eq!(r.summary.placement.spread_starts, 1);
+    assert_eq!(r.summary.placement.mean_nodes_per_spread_start, 2.0);
+    assert_eq!(outcomes(&r, "eight"), vec!["HOST_LOST", "SUCCEEDED"]);
+    assert_eq!(job(&r, "gang").status, "SUCCEEDED");
+    assert!(r.jobs.iter().all(|j| j.status == "SUCCEEDED"));
+}
+
+#[test]
+fn random_workloads_never_preempt_more_than_a_beneficiary_needs() {
+    // The minimal-preemption invariant (and every other one) is checked
+    // after every pass of a hundred random contended workloads with
+    // in-share preemption, borrowing and gangs.
+    for seed in 1..=100 {
+        let text = format!(
+            r#"
+nodes:
+  - {{count: 3, instanceType: a, instances: 4}}
+queue:
+  jobQueueName: random
+  quotaShares:
+    - {{quotaShareName: x, capacityLimits: [{{capacityUnit: a, maxCapacity: 4}}],
+       resourceSharingConfiguration: {{strategy: LEND_AND_BORROW}}, preemptionConfiguration: {{inSharePreemption: ENABLED}}}}
+    - {{quotaShareName: y, capacityLimits: [{{capacityUnit: a, maxCapacity: 4}}],
+       resourceSharingConfiguration: {{strategy: LEND_AND_BORROW, borrowLimit: 50}}, preemptionConfiguration: {{inSharePreemption: ENABLED}}}}
+    - {{quotaShareName: z, capacityLimits: [{{capacityUnit: a, maxCapacity: 4}}],
+       resourceSharingConfiguration: {{strategy: LEND}}}}
+defaults: {{startupSeconds: 2, stopSeconds: 5}}
+generate: {{jobs: 60, seed: {seed}, meanInterarrivalSeconds: 15, minDurationSeconds: 30, maxDurationSeconds: 600,
+           instanceCounts: [1, 1, 2, 3, 5], maxPriority: 9, checkpointingFraction: 0.8, checkpointIntervalSeconds: 100}}
+"#
+        );
+        let options = Options {
+            check_invariants: true,
+            ..Options::default()
+        };
+        let r = simulate(&text, options).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        assert!(
+            !r.summary.jobs_by_status.contains_key("RUNNABLE"),
+            "seed {seed}"
+        );
+    }
+}

@@ -180,6 +180,9 @@ pub struct PassRecord {
 /// obeys a command only if its epoch is the one of the current lease in
 /// the `qm_leader` bucket (never raised from a message). Starts are
 /// idempotent per (job, attempt).
+// A command is built, serialized and dropped (never stored in bulk), so the
+// size of its largest variant costs nothing worth an indirection.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "camelCase")]
 pub enum ExecCommand {
