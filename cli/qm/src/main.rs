@@ -297,6 +297,7 @@ fn simulate(
         until: until.map(qm_core_time),
         record_timeline: !summary,
         check_invariants: check,
+        record_inputs: false,
     };
     let started = Instant::now();
     let show_progress = std::io::stderr().is_terminal();

@@ -370,7 +370,8 @@ pub fn check_plan(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
     // Minimal preemption: every victim of a beneficiary is needed, so all of
     // them but the largest free fewer instances than it asks for (the
     // beneficiary never gets more preempted for it than its count plus the
-    // overshoot of one victim).
+    // overshoot of one victim), plus what its share holds beyond its
+    // current maximum after a limit reduction (that excess must go first).
     let mut per_beneficiary: BTreeMap<JobId, (u64, u32)> = BTreeMap::new();
     for p in &plan.preemptions {
         let count = before.jobs[&p.job].spec.count;
@@ -379,7 +380,16 @@ pub fn check_plan(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
         entry.1 = entry.1.max(count);
     }
     for (beneficiary, (total, largest)) in per_beneficiary {
-        let asks = before.jobs[&beneficiary].spec.count;
+        let job = &before.jobs[&beneficiary];
+        let (s, t) = (job.spec.share, job.spec.instance_type);
+        let st = before.st(s, t);
+        let config = before.share_config(s);
+        let may_hold = match config.strategy {
+            Strategy::LendAndBorrow => config.max_holding(st.entitlement),
+            _ => st.entitlement,
+        };
+        let excess = st.running_usage.saturating_sub(may_hold);
+        let asks = job.spec.count + excess;
         if total - u64::from(largest) >= u64::from(asks) {
             return violation(
                 "minimal preemption",

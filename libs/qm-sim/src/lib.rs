@@ -11,7 +11,8 @@ pub mod report;
 mod rng;
 pub mod scenario;
 pub mod sim;
+pub mod trace;
 
 pub use report::Report;
 pub use scenario::Scenario;
-pub use sim::{parse, simulate, Options, Progress, SimError, Simulation};
+pub use sim::{parse, simulate, simulate_recorded, Options, Progress, SimError, Simulation};

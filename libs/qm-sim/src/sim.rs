@@ -5,6 +5,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 
+use crate::trace::{Decisions, RankPhase, Recorded, SubmittedJob};
 use qm_core::invariants::{self, Violation};
 pub use qm_core::Time;
 use qm_core::{
@@ -43,6 +44,9 @@ pub struct Options {
     pub record_timeline: bool,
     /// Check the core's invariants after every pass (slow; for tests).
     pub check_invariants: bool,
+    /// Keep every input fed to the core and every pass (`trace`), to drive
+    /// the live scheduler with the same sequence.
+    pub record_inputs: bool,
 }
 
 impl Default for Options {
@@ -51,6 +55,7 @@ impl Default for Options {
             until: None,
             record_timeline: true,
             check_invariants: false,
+            record_inputs: false,
         }
     }
 }
@@ -152,6 +157,8 @@ pub struct Simulation {
     passes: u64,
     /// Instants for which a wake-up event is queued.
     wakes: BTreeSet<Time>,
+    /// Inputs and passes, when `Options::record_inputs`.
+    trace: Option<Vec<Recorded>>,
 }
 
 impl Simulation {
@@ -209,7 +216,26 @@ impl Simulation {
             recorder: Recorder::new(options.record_timeline),
             passes: 0,
             wakes: BTreeSet::new(),
+            trace: options.record_inputs.then(Vec::new),
         };
+        for (name, count) in &scenario.fleet {
+            sim.record(Recorded::Node {
+                at: Time::ZERO,
+                name: qm_core::pool_node_name(name),
+                incarnation: String::new(),
+                offers: vec![(name.clone(), *count)],
+            });
+        }
+        for group in &scenario.nodes {
+            for name in group.node_names() {
+                sim.record(Recorded::Node {
+                    at: Time::ZERO,
+                    name,
+                    incarnation: "1".into(),
+                    offers: vec![(group.instance_type.clone(), group.instances)],
+                });
+            }
+        }
         for i in 0..sim.actions.len() {
             let at = Time::from_secs_f64(sim.actions[i].at);
             sim.push(at, Ev::Action(i));
@@ -270,7 +296,16 @@ impl Simulation {
     }
 
     /// Runs to the end (or `until`), calling `progress` now and then.
-    pub fn run(mut self, progress: &mut dyn FnMut(Progress)) -> Result<Report, SimError> {
+    pub fn run(self, progress: &mut dyn FnMut(Progress)) -> Result<Report, SimError> {
+        self.run_traced(progress).map(|(report, _)| report)
+    }
+
+    /// Runs to the end, and returns the inputs and passes it fed the core
+    /// too (empty unless `Options::record_inputs`).
+    pub fn run_traced(
+        mut self,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<(Report, Vec<Recorded>), SimError> {
         let mut since_progress = 0u32;
         while let Some(Reverse((at, _, _))) = self.queue.peek().copied() {
             if self.options.until.is_some_and(|u| at > u) {
@@ -308,7 +343,8 @@ impl Simulation {
         let end = self.options.until.unwrap_or(self.now).max(self.now);
         self.recorder.advance(&self.cluster, self.now, end);
         self.now = end;
-        Ok(crate::report::build(&self, end))
+        let trace = self.trace.take().unwrap_or_default();
+        Ok((crate::report::build(&self, end), trace))
     }
 
     /// Passes at the current time until one decides nothing more (the live
@@ -332,6 +368,10 @@ impl Simulation {
                 .map_err(|violation| SimError::Invariant { at: now, violation })?;
         }
         self.cluster.apply(&plan);
+        if self.trace.is_some() {
+            let decided = self.decisions(&plan);
+            self.record(Recorded::Pass { at: now, decided });
+        }
         for p in &plan.preemptions {
             self.recorder.preemption(now, p.job, p.kind, p.for_job);
             self.request_stop(p.job);
@@ -356,6 +396,12 @@ impl Simulation {
                 self.cluster
                     .rank_starting(start.job, attempt, &node, restored, now)
                     .expect("a started job has that attempt");
+                self.record_rank(
+                    start.job,
+                    attempt,
+                    node,
+                    RankPhase::Starting(restored.map(|m| (m.at, m.step))),
+                );
             }
             self.job(start.job).phase = Phase::Starting(attempt);
             self.recorder.started(start.job, now);
@@ -431,6 +477,64 @@ impl Simulation {
             self.cluster
                 .rank_ended(id, n, &node, RankExit::Exited(code), now)
                 .expect("attempt is current");
+            self.record_rank(id, n, node, RankPhase::Ended(code));
+        }
+    }
+
+    fn record(&mut self, r: Recorded) {
+        if let Some(trace) = &mut self.trace {
+            trace.push(r);
+        }
+    }
+
+    fn record_rank(&mut self, id: JobId, attempt: u32, node: String, phase: RankPhase) {
+        if self.trace.is_some() {
+            let job = self.jobs[(id.0 - 1) as usize].name.clone();
+            self.record(Recorded::Rank {
+                at: self.now,
+                job,
+                attempt,
+                node,
+                phase,
+            });
+        }
+    }
+
+    fn job_name(&self, id: JobId) -> String {
+        self.jobs[(id.0 - 1) as usize].name.clone()
+    }
+
+    /// A plan's decisions by name.
+    fn decisions(&self, plan: &qm_core::Plan) -> Decisions {
+        Decisions {
+            starts: plan
+                .starts
+                .iter()
+                .map(|s| {
+                    let placement = s
+                        .placement
+                        .iter()
+                        .map(|r| (self.cluster.node(r.node).name.clone(), r.slots.clone()))
+                        .collect();
+                    (
+                        self.job_name(s.job),
+                        self.cluster.next_attempt(s.job) - 1,
+                        placement,
+                    )
+                })
+                .collect(),
+            preemptions: plan
+                .preemptions
+                .iter()
+                .map(|p| {
+                    (
+                        self.job_name(p.job),
+                        p.kind.as_str().to_string(),
+                        self.job_name(p.for_job),
+                    )
+                })
+                .collect(),
+            timeouts: plan.timeouts.iter().map(|id| self.job_name(*id)).collect(),
         }
     }
 
@@ -463,6 +567,7 @@ impl Simulation {
                     self.cluster
                         .rank_running(id, n, &node, now)
                         .expect("attempt is current");
+                    self.record_rank(id, n, node, RankPhase::Running);
                 }
                 let job = self.job(id);
                 job.phase = Phase::Running(n);
@@ -495,6 +600,15 @@ impl Simulation {
                 self.cluster
                     .checkpoint_committed(id, n, CheckpointMark { at: now, step })
                     .expect("attempt is current");
+                if self.trace.is_some() {
+                    let job = self.job_name(id);
+                    self.record(Recorded::Checkpoint {
+                        at: now,
+                        job,
+                        attempt: n,
+                        step,
+                    });
+                }
                 let job = self.job(id);
                 job.committed = mark;
                 job.committed_at = Some(now);
@@ -579,9 +693,18 @@ impl Simulation {
             self.cluster
                 .update_priority(id, update.scheduling_priority)
                 .map_err(|e| fail(e.to_string()))?;
+            self.record(Recorded::Priority {
+                at: now,
+                job: update.job_name.clone(),
+                priority: update.scheduling_priority,
+            });
             self.recorder.policy_change();
         } else if let Some(job) = &action.terminate_service_job {
             let id = self.job_id(index, &job.job_name)?;
+            self.record(Recorded::Terminate {
+                at: now,
+                job: job.job_name.clone(),
+            });
             if self
                 .cluster
                 .terminate(id, now)
@@ -599,6 +722,12 @@ impl Simulation {
                 for lost in self.cluster.register_node(&name, &incarnation, &offer, now) {
                     self.lose(lost.job);
                 }
+                self.record(Recorded::Node {
+                    at: now,
+                    name,
+                    incarnation: incarnation.clone(),
+                    offers: vec![(group.instance_type.clone(), group.instances)],
+                });
             }
         } else if let Some(name) = &action.lose_node {
             if self.cluster.node_id(name).is_none() {
@@ -607,11 +736,21 @@ impl Simulation {
             for lost in self.cluster.lose_node(name, now) {
                 self.lose(lost.job);
             }
+            self.record(Recorded::NodeLost {
+                at: now,
+                name: name.clone(),
+            });
         } else if let Some(fleet) = &action.set_fleet {
             for (instance_type, count) in fleet {
                 for id in self.cluster.set_fleet(instance_type, *count, now) {
                     self.lose(id);
                 }
+                self.record(Recorded::Node {
+                    at: now,
+                    name: qm_core::pool_node_name(instance_type),
+                    incarnation: String::new(),
+                    offers: vec![(instance_type.clone(), *count)],
+                });
             }
         } else {
             let mut config = self.cluster.queue_config();
@@ -655,6 +794,7 @@ impl Simulation {
                 .cluster
                 .update_queue(config, now)
                 .map_err(|e| fail(e.to_string()))?;
+            self.record(Recorded::Config { at: now });
             for id in stops {
                 self.request_stop(id);
             }
@@ -724,10 +864,26 @@ impl Simulation {
             return Err(JobError::Invalid(problems).to_string());
         }
         let grace_ms = core.grace_period_secs * 1000;
+        let submitted = SubmittedJob {
+            name: spec.job_name.clone(),
+            share: spec.quota_share_name.clone(),
+            instance_type: spec.instance_type.clone(),
+            count: core.count,
+            priority: core.priority,
+            checkpoints: core.checkpoints,
+            grace_seconds: core.grace_period_secs,
+            retry_attempts: core.retry_attempts,
+            timeout_seconds: core.attempt_timeout_secs,
+            preemption_retries: core.preemption_retries,
+        };
         let id = self
             .cluster
             .submit(core, self.now)
             .map_err(|e| e.to_string())?;
+        self.record(Recorded::Submit {
+            at: self.now,
+            job: submitted,
+        });
         assert_eq!(
             id.0 as usize,
             self.jobs.len() + 1,
@@ -839,4 +995,18 @@ impl Simulation {
 pub fn simulate(text: &str, options: Options) -> Result<Report, SimError> {
     let scenario = parse(text)?;
     Simulation::new(scenario, options)?.run(&mut |_| {})
+}
+
+/// Simulates and returns every input fed to the core and every pass, in
+/// order (`trace`), with the report.
+pub fn simulate_recorded(
+    text: &str,
+    options: Options,
+) -> Result<(Report, Vec<Recorded>), SimError> {
+    let scenario = parse(text)?;
+    let options = Options {
+        record_inputs: true,
+        ..options
+    };
+    Simulation::new(scenario, options)?.run_traced(&mut |_| {})
 }

@@ -1,5 +1,6 @@
 //! The scheduler state's tests: replay, lost executors, gangs.
 use super::*;
+use qm_core::Time;
 use qm_wire::messages::ExecutorInstances;
 use qm_wire::system::{Report, ReportPhase};
 
@@ -422,4 +423,301 @@ fn a_job_spread_over_executors_runs_as_one_gang() {
         "{g2:#?}"
     );
     assert!(s.queues["training"].cluster.placed_jobs().is_empty());
+}
+
+/// The quota shares of the sim-equals-live workload, in the flow style both
+/// a scenario's `queue` and a queue document accept.
+const SHARES: &str = "[
+    {quotaShareName: A, capacityLimits: [{capacityUnit: gpu, maxCapacity: 10}],
+     resourceSharingConfiguration: {strategy: LEND_AND_BORROW}, preemptionConfiguration: {inSharePreemption: ENABLED}},
+    {quotaShareName: B, capacityLimits: [{capacityUnit: gpu, maxCapacity: 8}],
+     resourceSharingConfiguration: {strategy: LEND_AND_BORROW, borrowLimit: 50}, preemptionConfiguration: {inSharePreemption: ENABLED}},
+    {quotaShareName: C, capacityLimits: [{capacityUnit: gpu, maxCapacity: 6}],
+     resourceSharingConfiguration: {strategy: LEND}, preemptionConfiguration: {inSharePreemption: DISABLED}}]";
+
+/// The live scheduler's log entry for one input the simulator fed its core.
+fn entry_of(r: &qm_sim::trace::Recorded, s: &State) -> (u64, LogEntry) {
+    use qm_sim::trace::{RankPhase, Recorded};
+    use qm_wire::messages::{
+        CheckpointConfig, JobPreemptionConfiguration, RetryStrategy, TimeoutConfig,
+    };
+    use qm_wire::system::CheckpointCommit;
+    let commit = |job: &str, attempt: u32, at: Time, step: u64| CheckpointCommit {
+        job_queue: "training".into(),
+        job_id: job.into(),
+        attempt,
+        seq: 0,
+        step: Some(step),
+        created_at: at.as_millis(),
+    };
+    match r {
+        Recorded::Node {
+            at,
+            name,
+            incarnation,
+            offers,
+        } => (
+            at.as_millis(),
+            LogEntry::Register(RegisterExecutor {
+                executor_id: name.clone(),
+                job_queue: "training".into(),
+                instances: offers
+                    .iter()
+                    .map(|(t, n)| ExecutorInstances {
+                        instance_type: t.clone(),
+                        count: *n,
+                        gpus: vec![],
+                    })
+                    .collect(),
+                incarnation: incarnation.clone(),
+                checkpoint_node: None,
+                address: None,
+            }),
+        ),
+        Recorded::NodeLost { at, name } => (
+            at.as_millis(),
+            LogEntry::ExecutorLost {
+                executor_id: name.clone(),
+                incarnation: s.executors[name].registration.incarnation.clone(),
+                at: at.as_millis(),
+            },
+        ),
+        Recorded::Submit { at, job } => (
+            at.as_millis(),
+            LogEntry::Submit {
+                job_id: job.name.clone(),
+                job: SubmitServiceJob {
+                    job_name: job.name.clone(),
+                    job_queue: "training".into(),
+                    quota_share_name: Some(job.share.clone()),
+                    instance_type: job.instance_type.clone(),
+                    instance_count: Some(job.count),
+                    scheduling_priority: Some(job.priority),
+                    preemption_configuration: Some(JobPreemptionConfiguration {
+                        preemption_retries_before_termination: job.preemption_retries,
+                    }),
+                    retry_strategy: Some(RetryStrategy {
+                        attempts: Some(job.retry_attempts),
+                        evaluate_on_exit: vec![],
+                    }),
+                    timeout_config: job.timeout_seconds.map(|secs| TimeoutConfig {
+                        attempt_duration_seconds: secs,
+                    }),
+                    termination_grace_period_seconds: Some(job.grace_seconds),
+                    checkpoint_config: job.checkpoints.then(CheckpointConfig::default),
+                    command: vec!["train".into()],
+                    ..Default::default()
+                },
+                principal: None,
+            },
+        ),
+        Recorded::Rank {
+            at,
+            job,
+            attempt,
+            node,
+            phase,
+        } => {
+            let (phase, exit_code, restored) = match phase {
+                RankPhase::Starting(restored) => (
+                    ReportPhase::Starting,
+                    None,
+                    restored.map(|(t, step)| commit(job, *attempt, t, step)),
+                ),
+                RankPhase::Running => (ReportPhase::Running, None, None),
+                RankPhase::Ended(code) => (ReportPhase::Ended, *code, None),
+            };
+            (
+                at.as_millis(),
+                LogEntry::Report(Report {
+                    executor_id: node.clone(),
+                    job_id: job.clone(),
+                    attempt: *attempt,
+                    phase,
+                    exit_code,
+                    signal: None,
+                    restored,
+                    error: None,
+                }),
+            )
+        }
+        Recorded::Checkpoint {
+            at,
+            job,
+            attempt,
+            step,
+        } => (
+            at.as_millis(),
+            LogEntry::Checkpoint(commit(job, *attempt, *at, *step)),
+        ),
+        Recorded::Priority { at, job, priority } => (
+            at.as_millis(),
+            LogEntry::Priority {
+                job_id: job.clone(),
+                scheduling_priority: *priority,
+                at: at.as_millis(),
+                principal: None,
+                job_queue: None,
+                quota_share_name: None,
+            },
+        ),
+        Recorded::Terminate { at, job } => (
+            at.as_millis(),
+            LogEntry::Terminate {
+                job_id: job.clone(),
+                reason: "cancelled by the scenario".into(),
+                at: at.as_millis(),
+                principal: None,
+                job_queue: None,
+                quota_share_name: None,
+            },
+        ),
+        Recorded::Config { .. } | Recorded::Pass { .. } => {
+            unreachable!("not an input the test replays")
+        }
+    }
+}
+
+/// The live pass record's decisions in the simulator's terms.
+fn decisions_of(record: &qm_wire::system::PassRecord) -> qm_sim::trace::Decisions {
+    qm_sim::trace::Decisions {
+        starts: record
+            .starts
+            .iter()
+            .map(|s| {
+                let placement = s
+                    .placement
+                    .iter()
+                    .map(|p| (p.executor_id.clone(), p.slots.clone()))
+                    .collect();
+                (s.job_id.clone(), s.attempt, placement)
+            })
+            .collect(),
+        preemptions: record
+            .preemptions
+            .iter()
+            .map(|p| (p.job_id.clone(), p.kind.clone(), p.for_job_id.clone()))
+            .collect(),
+        timeouts: record.timeouts.clone(),
+    }
+}
+
+#[test]
+fn the_simulator_and_the_live_scheduler_decide_the_same() {
+    // One workload with every kind of decision: reclaim, in-share
+    // preemption on owned and borrowed places, gangs packed and spread over
+    // nodes of two sizes, failures, timeouts, priority changes, a
+    // cancellation, a lost node and one that comes back. The simulator
+    // records every input it feeds its core and every pass; the live
+    // scheduler's state is driven with the same inputs as log entries, and
+    // each of its passes must decide exactly what the simulator's did (same
+    // starts on the same executors and slots, same victims, same timeouts).
+    let scenario = format!(
+        "
+nodes:
+  - {{count: 2, instanceType: gpu, instances: 8, name: big}}
+  - {{count: 3, instanceType: gpu, instances: 4, name: small}}
+queue:
+  jobQueueName: training
+  quotaShares: {SHARES}
+defaults: {{startupSeconds: 3, stopSeconds: 6, checkpointIntervalSeconds: 60}}
+generate: {{jobs: 150, seed: 2, meanInterarrivalSeconds: 25, minDurationSeconds: 30, maxDurationSeconds: 900,
+           instanceCounts: [1, 1, 2, 4, 6, 10], maxPriority: 9, checkpointingFraction: 0.8, checkpointIntervalSeconds: 90}}
+actions:
+  - {{at: 40, submit: {{jobName: flaky, quotaShareName: A, instanceType: gpu, instanceCount: 2, durationSeconds: 300,
+      retryStrategy: {{attempts: 2}}, failures: [{{attempt: 1, afterSeconds: 30, exitCode: 3}}]}}}}
+  - {{at: 60, submit: {{jobName: slow, quotaShareName: B, instanceType: gpu, durationSeconds: 5000,
+      schedulingPriority: 9, timeoutConfig: {{attemptDurationSeconds: 200}}}}}}
+  - {{at: 70, submit: {{jobName: cancelled, quotaShareName: C, instanceType: gpu, durationSeconds: 5000,
+      schedulingPriority: 9}}}}
+  - {{at: 300, updateServiceJob: {{jobName: flaky, schedulingPriority: 9}}}}
+  - {{at: 500, terminateServiceJob: {{jobName: cancelled}}}}
+  - {{at: 700, loseNode: big-2}}
+  - {{at: 1200, addNodes: {{count: 1, instanceType: gpu, instances: 8, name: big}}}}
+"
+    );
+    let options = qm_sim::Options {
+        check_invariants: true,
+        ..qm_sim::Options::default()
+    };
+    let (report, trace) = qm_sim::simulate_recorded(&scenario, options).expect("the scenario runs");
+    let doc: QueueDocument = serde_yaml_ng::from_str(&format!(
+        "jobQueue: {{jobQueueName: training}}\nquotaShares: {SHARES}"
+    ))
+    .expect("queue document");
+    let mut live = State::default();
+    live.apply(
+        LogEntry::Config {
+            queue: doc,
+            revision: 1,
+            principal: None,
+            operation: None,
+        },
+        0,
+    );
+    let (mut passes, mut decided, mut spread) = (0, 0, 0);
+    let mut kinds = std::collections::BTreeSet::new();
+    for r in &trace {
+        match r {
+            qm_sim::trace::Recorded::Pass { at, decided: sim } => {
+                let (record, plan) = live.plan("training", at.as_millis()).expect("queue");
+                assert_eq!(
+                    decisions_of(&record),
+                    *sim,
+                    "pass {passes} at t={:.3}s decides differently",
+                    at.as_secs_f64()
+                );
+                passes += 1;
+                if sim.is_empty() {
+                    live.apply_reasons("training", &plan);
+                } else {
+                    decided += 1;
+                    spread += sim.starts.iter().filter(|s| s.2.len() > 1).count();
+                    kinds.extend(sim.preemptions.iter().map(|p| p.1.clone()));
+                    live.apply_planned(&record, plan);
+                }
+            }
+            qm_sim::trace::Recorded::Config { .. } => panic!("no configuration changes here"),
+            input => {
+                let (at, entry) = entry_of(input, &live);
+                live.apply(entry, at);
+            }
+        }
+    }
+    // The workload exercised what it is meant to.
+    assert!(decided > 100, "{decided} passes decided something");
+    assert!(spread > 0, "some gangs were spread over several nodes");
+    assert!(
+        kinds.contains("CROSS_SHARE") && kinds.contains("IN_SHARE"),
+        "{kinds:?}"
+    );
+    assert!(report
+        .jobs
+        .iter()
+        .any(|j| j.attempt_outcomes.contains(&"HOST_LOST".to_string())));
+    assert!(report
+        .jobs
+        .iter()
+        .any(|j| j.attempt_outcomes.contains(&"TIMED_OUT".to_string())));
+    assert!(report
+        .jobs
+        .iter()
+        .any(|j| j.attempt_outcomes.contains(&"CANCELLED".to_string())));
+    assert!(report
+        .jobs
+        .iter()
+        .any(|j| j.attempt_outcomes.contains(&"FAILED".to_string())));
+    // And both ended in the same state, job by job.
+    for j in &report.jobs {
+        let described = live
+            .describe(&j.job_name, 0)
+            .expect("the live state knows the job");
+        assert_eq!(described.status, j.status, "{}", j.job_name);
+        let outcomes: Vec<String> = described
+            .attempts
+            .iter()
+            .filter_map(|a| a.outcome.clone())
+            .collect();
+        assert_eq!(outcomes, j.attempt_outcomes, "{}", j.job_name);
+    }
 }
