@@ -5,7 +5,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 
-use crate::trace::{Decisions, RankPhase, Recorded, SubmittedJob};
+use crate::trace::{Decisions, NodeSlots, Preempted, RankPhase, Recorded, Started, SubmittedJob};
 use qm_core::invariants::{self, Violation};
 pub use qm_core::Time;
 use qm_core::{
@@ -510,28 +510,26 @@ impl Simulation {
             starts: plan
                 .starts
                 .iter()
-                .map(|s| {
-                    let placement = s
+                .map(|s| Started {
+                    job: self.job_name(s.job),
+                    attempt: self.cluster.next_attempt(s.job) - 1,
+                    placement: s
                         .placement
                         .iter()
-                        .map(|r| (self.cluster.node(r.node).name.clone(), r.slots.clone()))
-                        .collect();
-                    (
-                        self.job_name(s.job),
-                        self.cluster.next_attempt(s.job) - 1,
-                        placement,
-                    )
+                        .map(|r| NodeSlots {
+                            node: self.cluster.node(r.node).name.clone(),
+                            slots: r.slots.clone(),
+                        })
+                        .collect(),
                 })
                 .collect(),
             preemptions: plan
                 .preemptions
                 .iter()
-                .map(|p| {
-                    (
-                        self.job_name(p.job),
-                        p.kind.as_str().to_string(),
-                        self.job_name(p.for_job),
-                    )
+                .map(|p| Preempted {
+                    job: self.job_name(p.job),
+                    kind: p.kind.as_str().to_string(),
+                    for_job: self.job_name(p.for_job),
                 })
                 .collect(),
             timeouts: plan.timeouts.iter().map(|id| self.job_name(*id)).collect(),

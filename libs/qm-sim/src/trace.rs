@@ -91,11 +91,31 @@ pub enum RankPhase {
 /// A pass's decisions, by name.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Decisions {
-    /// (job, attempt, [(node, slots)]) per start.
-    pub starts: Vec<(String, u32, Vec<(String, Vec<u32>)>)>,
-    /// (job, kind, for job) per preemption.
-    pub preemptions: Vec<(String, String, String)>,
+    pub starts: Vec<Started>,
+    pub preemptions: Vec<Preempted>,
     pub timeouts: Vec<String>,
+}
+
+/// A start: the job, its attempt, and its slots on each node (rank order).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Started {
+    pub job: String,
+    pub attempt: u32,
+    pub placement: Vec<NodeSlots>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeSlots {
+    pub node: String,
+    pub slots: Vec<u32>,
+}
+
+/// A preemption: the victim, the kind (`CROSS_SHARE`, ...), the beneficiary.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Preempted {
+    pub job: String,
+    pub kind: String,
+    pub for_job: String,
 }
 
 impl Decisions {

@@ -580,23 +580,32 @@ fn entry_of(r: &qm_sim::trace::Recorded, s: &State) -> (u64, LogEntry) {
 
 /// The live pass record's decisions in the simulator's terms.
 fn decisions_of(record: &qm_wire::system::PassRecord) -> qm_sim::trace::Decisions {
+    use qm_sim::trace::{NodeSlots, Preempted, Started};
     qm_sim::trace::Decisions {
         starts: record
             .starts
             .iter()
-            .map(|s| {
-                let placement = s
+            .map(|s| Started {
+                job: s.job_id.clone(),
+                attempt: s.attempt,
+                placement: s
                     .placement
                     .iter()
-                    .map(|p| (p.executor_id.clone(), p.slots.clone()))
-                    .collect();
-                (s.job_id.clone(), s.attempt, placement)
+                    .map(|p| NodeSlots {
+                        node: p.executor_id.clone(),
+                        slots: p.slots.clone(),
+                    })
+                    .collect(),
             })
             .collect(),
         preemptions: record
             .preemptions
             .iter()
-            .map(|p| (p.job_id.clone(), p.kind.clone(), p.for_job_id.clone()))
+            .map(|p| Preempted {
+                job: p.job_id.clone(),
+                kind: p.kind.clone(),
+                for_job: p.for_job_id.clone(),
+            })
             .collect(),
         timeouts: record.timeouts.clone(),
     }
@@ -672,8 +681,8 @@ actions:
                     live.apply_reasons("training", &plan);
                 } else {
                     decided += 1;
-                    spread += sim.starts.iter().filter(|s| s.2.len() > 1).count();
-                    kinds.extend(sim.preemptions.iter().map(|p| p.1.clone()));
+                    spread += sim.starts.iter().filter(|s| s.placement.len() > 1).count();
+                    kinds.extend(sim.preemptions.iter().map(|p| p.kind.clone()));
                     live.apply_planned(&record, plan);
                 }
             }
