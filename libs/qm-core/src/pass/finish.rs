@@ -1,0 +1,193 @@
+//! Finishing a pass: admissions become starts with their placement (nodes
+//! and slots, see `nodes.rs`), or wait for the instances of jobs still
+//! stopping; types that decided nothing are marked settled.
+//!
+//! Decides: which admitted jobs start now (those that fit the actual state,
+//! where jobs being stopped still hold their instances) and where.
+//!
+//! Guarantees afterwards: no instance is promised twice; capacity promised
+//! to a job is not used by another while its victims stop (a RESERVE share's
+//! idle instance stays idle even for a few seconds); a job admitted earlier
+//! in a pass and taken back by a later step simply does not start.
+
+use super::*;
+
+impl Pass<'_> {
+    /// Records the admission of `id` with its victims.
+    pub(super) fn admit(&mut self, id: JobId, cross: &[Victim], own: &[Victim]) {
+        let job = self.job(id);
+        let (s, t, count) = (job.spec.share, job.spec.instance_type, job.spec.count);
+        for v in own.iter().chain(cross.iter()) {
+            self.remove_from_projection(v, t);
+            if self.admitted.remove(&v.key.job) {
+                // Admitted earlier in this pass and not started: it simply
+                // does not start (no preemption), and waits in line again
+                // (for the next pass, if a reclaim took its place back).
+                if v.kind != PreemptionKind::InShare {
+                    self.barred.insert(v.key.job);
+                }
+                self.removed.remove(&v.key.job);
+                self.admitted_order.retain(|(j, _)| *j != v.key.job);
+                if let Some(keys) = self.added.get_mut(&(v.share, t)) {
+                    keys.retain(|k| k.job != v.key.job);
+                }
+                continue;
+            }
+            self.preemptions.push(Preemption {
+                job: v.key.job,
+                kind: v.kind,
+                for_job: id,
+            });
+            self.committed.insert(id);
+        }
+        self.admissions += 1;
+        self.views[t.index()].used[s.index()] += count;
+        self.admitted.insert(id);
+        self.admitted_order.push((id, count));
+        self.added.entry((s, t)).or_default().push(RunKey {
+            priority: std::cmp::Reverse(job.spec.priority),
+            started: self.now,
+            job: id,
+            count,
+            checkpoints: job.spec.checkpoints,
+        });
+    }
+
+    /// Whether an admitted job is on borrowed capacity by the contract's
+    /// classification (first fit in (priority desc, start asc) order).
+    pub(super) fn classify_borrowed(&self, id: JobId) -> bool {
+        let job = self.job(id);
+        let (s, t) = (job.spec.share, job.spec.instance_type);
+        let entitlement = self.views[t.index()].entitlement[s.index()];
+        let ckpt_first = self.c.shares[s.index()]
+            .config
+            .protections
+            .borrow_requires_checkpoint;
+        borrowed_jobs(&self.projected_running(s, t), entitlement, ckpt_first)
+            .iter()
+            .any(|k| k.job == id)
+    }
+
+    pub(super) fn finish(self) -> Plan {
+        let borrowed_at_start: HashSet<JobId> = self
+            .admitted_order
+            .iter()
+            .map(|(id, _)| *id)
+            .filter(|id| self.classify_borrowed(*id))
+            .collect();
+        let mut plan = Plan {
+            now: self.now,
+            timeouts: self.timeouts,
+            preemptions: self.preemptions,
+            wake_at: self.wake_at,
+            ..Plan::default()
+        };
+        // A job admitted in the projection starts only once it fits the actual
+        // state, where jobs being stopped still hold their instances: the
+        // capacity it was promised is not used by anyone else meanwhile (a
+        // RESERVE share's idle instance stays idle even for a few seconds).
+        let mut actual: Vec<TypeView> = self.views.clone();
+        for (t, view) in actual.iter_mut().enumerate() {
+            for (i, slot) in self.c.shares.iter().enumerate() {
+                let st = &slot.types[t];
+                view.used[i] = st.running_usage + st.stopping_usage;
+            }
+        }
+        let mut started_noncheckpointing: BTreeMap<(ShareIdx, TypeIdx), u32> = BTreeMap::new();
+        // Free slots per node, per type a start needs (taken as starts are placed).
+        let mut free: BTreeMap<TypeIdx, BTreeMap<NodeId, Vec<u32>>> = BTreeMap::new();
+        for (id, count) in self.admitted_order {
+            let job = &self.c.jobs[&id];
+            let (s, t) = (job.spec.share, job.spec.instance_type);
+            let view = &mut actual[t.index()];
+            let max_holding = self.c.shares[s.index()]
+                .config
+                .max_holding(view.entitlement[s.index()]);
+            let within_max = view.used[s.index()] + count <= max_holding;
+            // While jobs of its own share are still stopping, a job admitted
+            // within quota may for a moment exceed the entitlement: that moment
+            // is borrowing, and must pass the borrowing gates too.
+            let borrows_now = view.used[s.index()] + count > view.entitlement[s.index()];
+            let noncheckpointing = if self.c.shares[s.index()]
+                .config
+                .protections
+                .borrow_requires_checkpoint
+            {
+                let st = self.c.st(s, t);
+                let running: u32 = st
+                    .running
+                    .iter()
+                    .filter(|k| !k.checkpoints)
+                    .map(|k| k.count)
+                    .sum();
+                running
+                    + st.stopping_noncheckpointing
+                    + started_noncheckpointing.get(&(s, t)).copied().unwrap_or(0)
+            } else {
+                0
+            };
+            let gates_ok =
+                !borrows_now || borrow_gates(self.c, job, self.now, noncheckpointing).is_ok();
+            if !within_max || !gates_ok || !fits_actual(view, &self.lends, s.index(), count) {
+                plan.waiting_for_release.push(id);
+                plan.reasons.push((id, WaitReason::WaitingForRelease));
+                continue;
+            }
+            let node_free = free.entry(t).or_insert_with(|| self.c.free_slots(t));
+            let names = |n: NodeId| self.c.nodes[n.index()].name.as_str();
+            let Some(placement) = place(node_free, &names, count) else {
+                // Cannot happen while every holder holds slots on live nodes
+                // (the fleet is their sum); waiting is the safe answer.
+                debug_assert!(false, "{id} fits the fleet but not its nodes");
+                plan.waiting_for_release.push(id);
+                plan.reasons.push((id, WaitReason::WaitingForRelease));
+                continue;
+            };
+            if !job.spec.checkpoints {
+                *started_noncheckpointing.entry((s, t)).or_default() += count;
+            }
+            let borrowed = if borrowed_at_start.contains(&id) {
+                count
+            } else {
+                0
+            };
+            view.used[s.index()] += count;
+            if let Some(secs) = job.spec.attempt_timeout_secs {
+                let deadline = self.now.plus_secs(secs);
+                plan.wake_at = Some(plan.wake_at.map_or(deadline, |w| w.min(deadline)));
+            }
+            plan.starts.push(Start {
+                job: id,
+                share: s,
+                instance_type: t,
+                count,
+                borrowed,
+                placement,
+            });
+        }
+        // Types this pass looked at and decided nothing for.
+        let mut decided = vec![false; self.c.types.len()];
+        let type_of = |id: &JobId| self.c.jobs[id].spec.instance_type.index();
+        for id in plan
+            .starts
+            .iter()
+            .map(|s| &s.job)
+            .chain(plan.preemptions.iter().map(|p| &p.job))
+            .chain(plan.timeouts.iter())
+            .chain(plan.waiting_for_release.iter())
+        {
+            decided[type_of(id)] = true;
+        }
+        plan.settled = (0..self.c.types.len())
+            .filter(|&t| self.active[t] && !decided[t])
+            .map(|t| TypeIdx(t as u16))
+            .collect();
+        plan.reasons.extend(
+            self.reasons
+                .into_iter()
+                .filter(|(id, _)| !self.admitted.contains(id)),
+        );
+        plan.reasons.sort_by_key(|(id, _)| *id);
+        plan
+    }
+}

@@ -1,0 +1,118 @@
+//! Fitting one job: within its share's entitlement (with reclaim when its
+//! own idle capacity is lent out) or on borrowed capacity (LEND_AND_BORROW
+//! shares only, within the borrow limit, the re-borrow cool-down and
+//! `borrowRequiresCheckpoint`; borrowing never preempts).
+//!
+//! Decides: whether a job fits now, and with which cross-share victims.
+//!
+//! Guarantees afterwards: the projection is as it was (victims are only
+//! chosen; `admit` applies them), and the victims are the fewest needed:
+//! every one whose release turns out not to be needed is dropped.
+
+use super::*;
+
+impl Pass<'_> {
+    /// Whether `id` fits now, or with which cross-share victims (only when
+    /// `reclaim` and the job is within its share's quota).
+    pub(super) fn fit(&mut self, id: JobId, reclaim: bool) -> Result<Vec<Victim>, WaitReason> {
+        let job = self.job(id);
+        let (s, t, count) = (job.spec.share, job.spec.instance_type, job.spec.count);
+        let view = &self.views[t.index()];
+        if view.fleet == 0 {
+            return Err(WaitReason::FleetLacksType);
+        }
+        let (used, entitlement) = (view.used[s.index()], view.entitlement[s.index()]);
+        let share = &self.c.shares[s.index()].config;
+        if used + count > entitlement {
+            // Needs borrowing (possibly spanning owned and borrowed instances).
+            if share.strategy != Strategy::LendAndBorrow {
+                return Err(WaitReason::OwnCapacityInUse { used, entitlement });
+            }
+            let max_holding = share.max_holding(entitlement);
+            if used + count > max_holding {
+                return Err(WaitReason::BorrowLimitReached { used, max_holding });
+            }
+            let noncheckpointing = self.projected_noncheckpointing(s, t);
+            if let Err(reason) = borrow_gates(self.c, job, self.now, noncheckpointing) {
+                if let WaitReason::ReborrowCooldownUntil(until) = reason {
+                    self.wake(until);
+                }
+                return Err(reason);
+            }
+            // A borrowing job never preempts other shares.
+            return self.check(s, t, count).map(|()| Vec::new());
+        }
+        match self.check(s, t, count) {
+            Ok(()) => Ok(Vec::new()),
+            Err(reason) if reclaim => self.reclaim_for(id, reason),
+            Err(reason) => Err(reason),
+        }
+    }
+
+    /// Drops the victims whose release turns out not to be needed, newest
+    /// choice first: each is restored and stays restored if `still_fits`.
+    /// Expects the victims removed from the projection; returns the needed
+    /// ones (in choice order) with every victim restored.
+    pub(super) fn drop_unneeded(
+        &mut self,
+        victims: Vec<Victim>,
+        t: TypeIdx,
+        mut still_fits: impl FnMut(&mut Self) -> bool,
+    ) -> Vec<Victim> {
+        let mut needed = Vec::with_capacity(victims.len());
+        for v in victims.into_iter().rev() {
+            self.restore_to_projection(&v, t);
+            if still_fits(self) {
+                continue;
+            }
+            self.remove_from_projection(&v, t);
+            needed.push(v);
+        }
+        needed.reverse();
+        for v in &needed {
+            self.restore_to_projection(v, t);
+        }
+        needed
+    }
+}
+
+/// The per-share gates on borrowing (beyond the limits): the re-borrow
+/// cool-down and `borrowRequiresCheckpoint`.
+///
+/// `noncheckpointing_used` is what the share's jobs that do not checkpoint
+/// hold: with `borrowRequiresCheckpoint` they are classified within quota
+/// first, so a job that does not checkpoint may start as long as those jobs
+/// together stay within the entitlement (the excess is then on checkpointing
+/// jobs, which can resume).
+pub(super) fn borrow_gates(
+    c: &Cluster,
+    job: &Job,
+    now: Time,
+    noncheckpointing_used: u32,
+) -> Result<(), WaitReason> {
+    let (s, t) = (job.spec.share, job.spec.instance_type);
+    let share = &c.shares[s.index()].config;
+    if share.strategy != Strategy::LendAndBorrow {
+        let st = c.st(s, t);
+        return Err(WaitReason::OwnCapacityInUse {
+            used: st.running_usage,
+            entitlement: st.entitlement,
+        });
+    }
+    if share.protections.reborrow_cooldown_secs > 0 {
+        if let Some(at) = c.st(s, t).reclaimed_at {
+            let until = at.plus_secs(share.protections.reborrow_cooldown_secs);
+            if until > now {
+                return Err(WaitReason::ReborrowCooldownUntil(until));
+            }
+        }
+    }
+    let entitlement = c.st(s, t).entitlement;
+    if share.protections.borrow_requires_checkpoint
+        && !job.spec.checkpoints
+        && noncheckpointing_used + job.spec.count > entitlement
+    {
+        return Err(WaitReason::BorrowRequiresCheckpoint);
+    }
+    Ok(())
+}

@@ -1,0 +1,332 @@
+//! One scheduling pass: `schedule(&Cluster, now) -> Plan`.
+//!
+//! The pass never mutates the cluster. It works on a projection: jobs being
+//! stopped count as gone, jobs it admits count as running. Per instance type
+//! and in rounds until nothing more starts:
+//!
+//! 1. within-quota admission, with reclaim (cross-share preemption of borrowed
+//!    jobs) when the start would break `B <= L` or the fleet;
+//! 2. borrowing by LEND_AND_BORROW shares (never preempts);
+//! 3. in-share preemption: a job takes the place of strictly lower-priority
+//!    jobs of its own share, owned or borrowed, with the fewest victims.
+//!
+//! Each step walks the shares' waiting jobs interleaved by the RUNNABLE-since
+//! time of each share's next job (FIFO across shares), each share in (priority
+//! desc, RUNNABLE-since asc, job id) order. See `README.md` beside this crate
+//! for the contract, and `invariants.rs` for what every plan must satisfy.
+//!
+//! Admitted jobs whose instances are still held by jobs being stopped cannot
+//! start yet: they stay RUNNABLE with `WAITING_FOR_RECLAIM` and are admitted
+//! again, first in line, by the pass that follows the stops.
+//!
+//! | file | phase |
+//! |---|---|
+//! | `mod.rs` | the plan, the pass's state, timeouts, the rounds |
+//! | `view.rs` | the projection and the fleet/lending checks |
+//! | `sweep.rs` | claims first, then each step's order; waiting reasons |
+//! | `fit.rs` | fitting one job (within quota, or borrowing) |
+//! | `reclaim.rs` | cross-share victims |
+//! | `in_share.rs` | in-share victims |
+//! | `finish.rs` | admissions to starts, placement, settled types |
+
+use std::collections::{BTreeMap, HashSet};
+
+mod finish;
+mod fit;
+mod in_share;
+mod reclaim;
+mod sweep;
+mod view;
+
+use fit::borrow_gates;
+use view::{fits_actual, TypeView};
+
+use crate::cluster::Cluster;
+use crate::config::{QueueingStrategy, Strategy};
+use crate::ids::{JobId, ShareIdx, TypeIdx};
+use crate::index::{borrowed_jobs, QueueKey, RunKey};
+use crate::job::{Job, PreemptionKind};
+use crate::nodes::{place, NodeId, Rank};
+use crate::reason::WaitReason;
+use crate::time::Time;
+
+/// Largest cluster (in jobs) on which debug builds check every `step`.
+const DEBUG_CHECK_MAX_JOBS: usize = 2_000;
+
+/// Most never-explained waiting jobs a pass gives a reason to.
+const EXPLAIN_PER_PASS: usize = 64;
+
+/// A job to start now, and where.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Start {
+    pub job: JobId,
+    pub share: ShareIdx,
+    pub instance_type: TypeIdx,
+    pub count: u32,
+    /// Its instances if it is on borrowed capacity (it does not fit within
+    /// its share's entitlement in (priority desc, start asc) order), else 0.
+    pub borrowed: u32,
+    /// Its nodes and slots, one rank per node (see `nodes.rs` for the
+    /// placement policy).
+    pub placement: Vec<Rank>,
+}
+
+/// A running job to stop so that `for_job` can start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Preemption {
+    pub job: JobId,
+    pub kind: PreemptionKind,
+    pub for_job: JobId,
+}
+
+/// What one pass decided.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    pub now: Time,
+    /// Jobs to start, in decision order.
+    pub starts: Vec<Start>,
+    pub preemptions: Vec<Preemption>,
+    /// Jobs whose `attemptDurationSeconds` ran out: stop them (TIMED_OUT).
+    pub timeouts: Vec<JobId>,
+    /// Why each job the pass examined and did not start is waiting.
+    pub reasons: Vec<(JobId, WaitReason)>,
+    /// Admitted in the projection but waiting for preempted jobs to stop.
+    pub waiting_for_release: Vec<JobId>,
+    /// The next time a pass would decide differently with no other event
+    /// (a protection or cool-down expiring, a timeout), if any.
+    pub wake_at: Option<Time>,
+    /// Types for which this pass decided nothing: until something about them
+    /// changes, or `wake_at`, later passes skip them.
+    pub settled: Vec<TypeIdx>,
+}
+
+impl Plan {
+    pub fn is_empty(&self) -> bool {
+        self.starts.is_empty() && self.preemptions.is_empty() && self.timeouts.is_empty()
+    }
+}
+
+/// Runs one pass. Pure: the same cluster and `now` give the same plan.
+pub fn schedule(cluster: &Cluster, now: Time) -> Plan {
+    let mut pass = Pass::new(cluster, now, true);
+    pass.run();
+    pass.finish()
+}
+
+/// A pass that looks at every type, even those settled since the last pass.
+/// It decides exactly what [`schedule`] decides (a property test checks it);
+/// it exists as the reference for that check and for debugging.
+pub fn schedule_exhaustive(cluster: &Cluster, now: Time) -> Plan {
+    let mut pass = Pass::new(cluster, now, false);
+    pass.run();
+    pass.finish()
+}
+
+/// Which step a sweep is making.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    WithinQuota,
+    Borrow,
+    InShare,
+}
+
+/// A victim chosen while trying to fit a job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Victim {
+    key: RunKey,
+    share: ShareIdx,
+    kind: PreemptionKind,
+}
+
+struct Pass<'a> {
+    c: &'a Cluster,
+    now: Time,
+    /// Indexed by TypeIdx.
+    views: Vec<TypeView>,
+    /// Per share slot: lends, borrows (LEND_AND_BORROW), max holding per type.
+    lends: Vec<bool>,
+    /// Jobs removed from the projection (preempted or timed out in this pass).
+    removed: HashSet<JobId>,
+    /// Jobs admitted in this pass.
+    admitted: HashSet<JobId>,
+    /// Admitted jobs for which this pass preempted others: they are never
+    /// taken back (their victims are stopping for them).
+    committed: HashSet<JobId>,
+    /// Jobs admitted on borrowed capacity and taken back by a reclaim in
+    /// this pass: they wait for the next pass. Without this, a job that
+    /// borrows by displacing lower-priority jobs of its own share and one of
+    /// another share doing the same could take each other's place back and
+    /// forth forever within one pass; every such take-back bars one job, so
+    /// a pass always ends.
+    barred: HashSet<JobId>,
+    /// Admitted jobs per (share, type), as run keys (for borrowed classification).
+    added: BTreeMap<(ShareIdx, TypeIdx), Vec<RunKey>>,
+    /// Admission order.
+    admitted_order: Vec<(JobId, u32)>,
+    /// Admissions made (including ones later taken back): rounds repeat
+    /// while it grows.
+    admissions: u64,
+    preemptions: Vec<Preemption>,
+    timeouts: Vec<JobId>,
+    reasons: BTreeMap<JobId, WaitReason>,
+    wake_at: Option<Time>,
+    /// Per type: whether this pass looks at it (see `Cluster::settled`).
+    active: Vec<bool>,
+}
+
+impl<'a> Pass<'a> {
+    fn new(c: &'a Cluster, now: Time, skip_settled: bool) -> Pass<'a> {
+        let shares = c.shares.len();
+        let lends = c
+            .shares
+            .iter()
+            .map(|s| !s.deleted && s.config.strategy.lends())
+            .collect();
+        let views = (0..c.types.len())
+            .map(|t| {
+                let t = TypeIdx(t as u16);
+                let mut used = vec![0; shares];
+                let mut entitlement = vec![0; shares];
+                for (i, slot) in c.shares.iter().enumerate() {
+                    if slot.deleted {
+                        continue;
+                    }
+                    let st = &slot.types[t.index()];
+                    used[i] = st.running_usage;
+                    entitlement[i] = st.entitlement;
+                }
+                TypeView {
+                    fleet: c.effective_fleet(t),
+                    sum_entitlement: entitlement.iter().map(|&e| u64::from(e)).sum(),
+                    used,
+                    entitlement,
+                }
+            })
+            .collect();
+        // STRICT_FIFO couples types (a share's head spans them): no skipping.
+        let may_skip = skip_settled && c.queueing == QueueingStrategy::BestEffortFifo;
+        let mut wake_at = None;
+        let active = c
+            .settled
+            .iter()
+            .map(|settled| match settled {
+                Some(wake) if may_skip && wake.is_none_or(|w| now < w) => {
+                    if let Some(w) = wake {
+                        wake_at = Some(wake_at.map_or(*w, |x: Time| x.min(*w)));
+                    }
+                    false
+                }
+                _ => true,
+            })
+            .collect();
+        Pass {
+            c,
+            now,
+            views,
+            lends,
+            removed: HashSet::new(),
+            admitted: HashSet::new(),
+            committed: HashSet::new(),
+            barred: HashSet::new(),
+            added: BTreeMap::new(),
+            admitted_order: Vec::new(),
+            admissions: 0,
+            preemptions: Vec::new(),
+            timeouts: Vec::new(),
+            reasons: BTreeMap::new(),
+            wake_at,
+            active,
+        }
+    }
+
+    fn wake(&mut self, at: Time) {
+        if at > self.now {
+            self.wake_at = Some(self.wake_at.map_or(at, |w| w.min(at)));
+        }
+    }
+
+    fn job(&self, id: JobId) -> &'a Job {
+        &self.c.jobs[&id]
+    }
+
+    fn run(&mut self) {
+        // Timeouts first: their instances count as released in the projection.
+        for &(deadline, id) in &self.c.deadlines {
+            if deadline > self.now {
+                self.wake(deadline);
+                break;
+            }
+            let job = self.job(id);
+            self.timeouts.push(id);
+            self.removed.insert(id);
+            self.views[job.spec.instance_type.index()].used[job.spec.share.index()] -=
+                job.spec.count;
+        }
+        self.honour_claims();
+        // Every round admits a job or ends the loop, and a job is taken
+        // back at most twice per pass (by in-share preemption for a higher
+        // priority, then barred by a reclaim): the bound only guards that.
+        let bound = 4 * (self.c.runnable_count() as u64 + 1);
+        let mut rounds = 0u64;
+        loop {
+            rounds += 1;
+            if rounds > bound {
+                debug_assert!(false, "a pass did not settle after {rounds} rounds");
+                break;
+            }
+            self.reasons.clear();
+            let before = self.admissions;
+            for t in 0..self.c.types.len() {
+                if !self.active[t] {
+                    continue;
+                }
+                let t = TypeIdx(t as u16);
+                for step in [Step::WithinQuota, Step::Borrow, Step::InShare] {
+                    self.sweep(t, step);
+                }
+            }
+            if self.admissions == before {
+                break;
+            }
+        }
+        self.explain_new_arrivals();
+    }
+}
+
+impl Cluster {
+    /// Runs a scheduling pass at `now` without changing anything.
+    pub fn schedule(&self, now: Time) -> Plan {
+        schedule(self, now)
+    }
+
+    /// Runs a pass and applies it; returns the plan. Debug builds check the
+    /// contract's invariants on small clusters (the check copies the state).
+    pub fn step(&mut self, now: Time) -> Plan {
+        let plan = schedule(self, now);
+        if cfg!(debug_assertions) && self.jobs.len() <= DEBUG_CHECK_MAX_JOBS {
+            if let Err(violation) = crate::invariants::check_plan(self, &plan) {
+                panic!("{violation}");
+            }
+        }
+        self.apply(&plan);
+        plan
+    }
+
+    /// Why a job waits, computed now. For a job the last pass examined this is
+    /// its recorded reason; otherwise the fit check is run for it alone.
+    pub fn explain(&self, id: JobId, now: Time) -> Option<WaitReason> {
+        let job = self.jobs.get(&id)?;
+        if job.status != crate::job::JobStatus::Runnable {
+            return None;
+        }
+        if let Some(wait) = job
+            .status_reason
+            .wait()
+            .filter(|w| *w != WaitReason::Queued)
+        {
+            return Some(wait);
+        }
+        let mut pass = Pass::new(self, now, false);
+        Some(pass.reason_for(id, true))
+    }
+}

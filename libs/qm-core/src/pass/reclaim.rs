@@ -1,0 +1,136 @@
+//! Reclaim (cross-share preemption, always on): an owner gets lent capacity
+//! back from the shares borrowing it.
+//!
+//! Decides: the victims, in the contract's order: the share borrowing most
+//! relative to its entitlement first, then lowest priority, then least work
+//! at risk, then most recently started; only borrowed jobs, never one
+//! within its share's minimum runtime, never one whose admission in this
+//! pass preempted others.
+//!
+//! Guarantees afterwards: the projection is as it was; the victims returned
+//! are exactly those needed for the job to fit.
+
+use super::*;
+
+impl Pass<'_> {
+    /// Whether a running job is protected by its share's minimum runtime.
+    pub(super) fn protected_until(&self, s: ShareIdx, key: &RunKey) -> Option<Time> {
+        if self.admitted.contains(&key.job) {
+            return None; // not started yet: taking it back loses nothing
+        }
+        let min_runtime = self.c.shares[s.index()]
+            .config
+            .protections
+            .min_runtime_before_preemption_secs;
+        if min_runtime == 0 {
+            return None;
+        }
+        let until = key.started.plus_secs(min_runtime);
+        (until > self.now).then_some(until)
+    }
+
+    /// Victim order within a share: lowest priority, least work at risk, most
+    /// recently started, highest job id.
+    pub(super) fn victim_order(
+        &self,
+        key: &RunKey,
+    ) -> (u32, u64, std::cmp::Reverse<Time>, std::cmp::Reverse<JobId>) {
+        (
+            key.priority.0,
+            self.job(key.job).work_at_risk(self.now),
+            std::cmp::Reverse(key.started),
+            std::cmp::Reverse(key.job),
+        )
+    }
+
+    /// Reclaim: preempts borrowed jobs of other shares until `id` fits, then
+    /// drops every victim whose release turns out not to be needed. Leaves the
+    /// projection as it found it.
+    pub(super) fn reclaim_for(
+        &mut self,
+        id: JobId,
+        first_reason: WaitReason,
+    ) -> Result<Vec<Victim>, WaitReason> {
+        let job = self.job(id);
+        let (s, t, count) = (job.spec.share, job.spec.instance_type, job.spec.count);
+        let mut victims: Vec<Victim> = Vec::new();
+        let mut protected: Option<Time> = None;
+        let fits = loop {
+            match self.next_reclaim_victim(s, t, &mut protected) {
+                Some(victim) => {
+                    self.remove_from_projection(&victim, t);
+                    victims.push(victim);
+                    if self.check(s, t, count).is_ok() {
+                        break true;
+                    }
+                }
+                None => break false,
+            }
+        };
+        if !fits {
+            for v in victims.iter().rev() {
+                self.restore_to_projection(v, t);
+            }
+            if let Some(until) = protected {
+                self.wake(until);
+                return Err(WaitReason::VictimsProtectedUntil(until));
+            }
+            return Err(first_reason);
+        }
+        Ok(self.drop_unneeded(victims, t, |pass| pass.check(s, t, count).is_ok()))
+    }
+
+    /// The next reclaim victim for share `requester`: from the share borrowing
+    /// most relative to its entitlement, its borrowed job that is lowest
+    /// priority, then least work at risk, then most recently started.
+    pub(super) fn next_reclaim_victim(
+        &self,
+        requester: ShareIdx,
+        t: TypeIdx,
+        protected: &mut Option<Time>,
+    ) -> Option<Victim> {
+        let view = &self.views[t.index()];
+        let mut sources: Vec<(ShareIdx, u32, u32)> = (0..self.c.shares.len())
+            .filter(|&i| i != requester.index() && !self.c.shares[i].deleted)
+            .filter_map(|i| {
+                let borrowed = view.used[i].saturating_sub(view.entitlement[i]);
+                (borrowed > 0).then_some((ShareIdx(i as u16), borrowed, view.entitlement[i]))
+            })
+            .collect();
+        // borrowed/entitlement descending (entitlement 0 = infinitely much), then share order.
+        sources.sort_by(|a, b| {
+            let lhs = u64::from(b.1) * u64::from(a.2);
+            let rhs = u64::from(a.1) * u64::from(b.2);
+            lhs.cmp(&rhs).then(a.0.cmp(&b.0))
+        });
+        for (share, _, entitlement) in sources {
+            let running = self.projected_running(share, t);
+            let ckpt_first = self.c.shares[share.index()]
+                .config
+                .protections
+                .borrow_requires_checkpoint;
+            let candidates = borrowed_jobs(&running, entitlement, ckpt_first);
+            let eligible = candidates
+                .into_iter()
+                .filter(|k| !self.committed.contains(&k.job))
+                .filter(|k| match self.protected_until(share, k) {
+                    Some(until) => {
+                        *protected = Some(protected.map_or(until, |p| p.min(until)));
+                        false
+                    }
+                    None => true,
+                });
+            if let Some(key) = eligible.min_by_key(|k| self.victim_order(k)) {
+                let slot = &self.c.shares[share.index()].config;
+                let over_max = view.used[share.index()] > slot.max_holding(entitlement);
+                let kind = if over_max {
+                    PreemptionKind::LimitReduced
+                } else {
+                    PreemptionKind::CrossShare
+                };
+                return Some(Victim { key, share, kind });
+            }
+        }
+        None
+    }
+}

@@ -1,0 +1,291 @@
+//! The sweeps: which waiting job each step tries next, shares interleaved
+//! by the RUNNABLE-since time of their next job (FIFO across shares), each
+//! share in (priority desc, RUNNABLE-since asc, job id) order; claims
+//! first; and the reason every examined job that did not start waits.
+//!
+//! Decides: the order jobs are tried in within-quota admission, borrowing
+//! and in-share preemption (BEST_EFFORT_FIFO: a job that does not fit does
+//! not block smaller ones; STRICT_FIFO: a share's head blocks the share).
+//!
+//! Guarantees afterwards: every job a sweep examined and did not start has
+//! a reason; jobs that failed for a count are not tried again at a larger
+//! count in the same sweep (constraints are monotone in the count).
+
+use super::*;
+
+impl Pass<'_> {
+    /// Jobs for which earlier passes started preemptions come first: the
+    /// capacity being released was promised to them, and letting the FIFO
+    /// order of the next pass hand it to another job would make those
+    /// preemptions pointless (and could preempt again for the same job).
+    pub(super) fn honour_claims(&mut self) {
+        let claimants: Vec<JobId> = self
+            .c
+            .claims
+            .iter()
+            .copied()
+            .filter(|id| {
+                let job = self.job(*id);
+                job.status == crate::job::JobStatus::Runnable
+                    && self.active[job.spec.instance_type.index()]
+            })
+            .collect();
+        for id in claimants {
+            let job = self.job(id);
+            if self
+                .c
+                .never_fits(
+                    job.spec.share,
+                    job.spec.instance_type,
+                    job.spec.count,
+                    job.spec.checkpoints,
+                )
+                .is_some()
+            {
+                continue;
+            }
+            // Reclaim applies only if it is within quota; `fit` decides.
+            if let Ok(victims) = self.fit(id, true) {
+                self.admit(id, &victims, &[]);
+            }
+        }
+    }
+
+    /// Gives a reason to jobs that no pass has explained yet (new or requeued
+    /// jobs the sweeps skipped), a bounded number per pass so a burst of
+    /// submissions cannot make one pass slow. Other waiting jobs keep the
+    /// reason of the last pass that examined them; `Cluster::explain`
+    /// recomputes any job's reason on demand.
+    pub(super) fn explain_new_arrivals(&mut self) {
+        let pending: Vec<JobId> = self
+            .c
+            .unexplained
+            .iter()
+            .filter(|id| !self.admitted.contains(id) && !self.reasons.contains_key(id))
+            .take(EXPLAIN_PER_PASS)
+            .copied()
+            .collect();
+        for id in pending {
+            let reason = self.reason_for(id, false);
+            self.reasons.insert(id, reason);
+        }
+    }
+
+    /// Why a waiting job cannot start in the projection as it stands.
+    /// With `try_reclaim`, a job that reclaim could start is told so
+    /// (`QUEUED`); without, the cheaper check names the constraint it fails.
+    pub(super) fn reason_for(&mut self, id: JobId, try_reclaim: bool) -> WaitReason {
+        let job = self.job(id);
+        let (s, t, count) = (job.spec.share, job.spec.instance_type, job.spec.count);
+        if let Some(limit) = self.c.never_fits(s, t, count, job.spec.checkpoints) {
+            return WaitReason::Misconfiguration(limit);
+        }
+        if self.c.queueing == QueueingStrategy::StrictFifo {
+            if let Some((head, _, _)) = self.share_head(s).filter(|(head, _, _)| head.job != id) {
+                return WaitReason::StrictFifoBehind(head.job);
+            }
+        }
+        match self.fit(id, try_reclaim) {
+            Err(reason) => reason,
+            Ok(_)
+                if job.spec.priority > 0 && self.c.shares[s.index()].config.in_share_preemption =>
+            {
+                WaitReason::InSharePreemptionNotPossible
+            }
+            Ok(_) => WaitReason::Queued,
+        }
+    }
+
+    /// The next job of share `s` in line (all types), not yet admitted.
+    pub(super) fn share_head(&self, s: ShareIdx) -> Option<(QueueKey, TypeIdx, u32)> {
+        let skip = |id: JobId| self.admitted.contains(&id) || self.barred.contains(&id);
+        let slot = &self.c.shares[s.index()];
+        let mut best: Option<(QueueKey, TypeIdx, u32)> = None;
+        for (t, st) in slot.types.iter().enumerate() {
+            if let Some((key, count)) = st.runnable.next_candidate(None, 0..=u32::MAX, false, &skip)
+            {
+                if best.is_none_or(|(b, _, _)| key < b) {
+                    best = Some((key, TypeIdx(t as u16), count));
+                }
+            }
+        }
+        best
+    }
+
+    /// Walks the waiting jobs of type `t` for one step, shares interleaved.
+    pub(super) fn sweep(&mut self, t: TypeIdx, step: Step) {
+        let n = self.c.shares.len();
+        // Per share: last key examined, and the count from which jobs are known
+        // not to fit in this sweep (constraints are monotone in the count).
+        let mut cursor: Vec<Option<QueueKey>> = vec![None; n];
+        let mut fails_from: Vec<u32> = vec![u32::MAX; n];
+        let mut done: Vec<bool> = (0..n)
+            .map(|i| !self.share_takes_part(ShareIdx(i as u16), t, step))
+            .collect();
+        // Each share's next candidate, recomputed only when it may have
+        // changed: after the share's own job was tried, or after any
+        // preemption (victims change other shares' room).
+        let mut heads: Vec<Option<Option<(QueueKey, u32)>>> = vec![None; n];
+        // The count from which no job of any share fits in this sweep.
+        let mut type_fails_from = u32::MAX;
+        loop {
+            let mut pick: Option<(QueueKey, u32, ShareIdx)> = None;
+            for i in 0..n {
+                if done[i] {
+                    continue;
+                }
+                let s = ShareIdx(i as u16);
+                let head = match heads[i] {
+                    Some(head) => head,
+                    None => {
+                        let bound = fails_from[i].min(type_fails_from);
+                        let head = self.next_candidate(s, t, step, cursor[i], bound);
+                        heads[i] = Some(head);
+                        head
+                    }
+                };
+                match head {
+                    Some((key, count)) => {
+                        if pick.is_none_or(|(b, _, _)| {
+                            (key.runnable_since, key.job) < (b.runnable_since, b.job)
+                        }) {
+                            pick = Some((key, count, s));
+                        }
+                    }
+                    None => done[i] = true,
+                }
+            }
+            let Some((key, count, s)) = pick else { break };
+            cursor[s.index()] = Some(key);
+            heads[s.index()] = None;
+            let preemptions_before = self.preemptions.len();
+            match self.try_step(key.job, step) {
+                Ok(()) => {}
+                Err(reason) => {
+                    self.reasons.entry(key.job).or_insert(reason);
+                    if self.c.queueing == QueueingStrategy::StrictFifo {
+                        done[s.index()] = true;
+                    } else if !matches!(reason, WaitReason::BorrowRequiresCheckpoint) {
+                        fails_from[s.index()] = fails_from[s.index()].min(count);
+                        // Borrowing `count` more instances raises `B - L` by
+                        // `count` and `sum(U)` by `count` whichever
+                        // LEND_AND_BORROW share borrows: these failures hold
+                        // for every share of the type in this sweep.
+                        let type_wide = matches!(
+                            reason,
+                            WaitReason::FleetFull { .. } | WaitReason::NoLendableCapacity { .. }
+                        );
+                        if step == Step::Borrow && type_wide && count < type_fails_from {
+                            type_fails_from = count;
+                            heads.iter_mut().for_each(|h| *h = None);
+                        }
+                    }
+                }
+            }
+            if self.preemptions.len() != preemptions_before {
+                heads.iter_mut().for_each(|h| *h = None);
+                type_fails_from = u32::MAX;
+            }
+        }
+    }
+
+    pub(super) fn share_takes_part(&self, s: ShareIdx, t: TypeIdx, step: Step) -> bool {
+        let slot = &self.c.shares[s.index()];
+        if slot.deleted || slot.types[t.index()].runnable.is_empty() {
+            return false;
+        }
+        match step {
+            Step::WithinQuota => true,
+            Step::Borrow => slot.config.strategy == Strategy::LendAndBorrow,
+            Step::InShare => slot.config.in_share_preemption,
+        }
+    }
+
+    /// The next job of share `s` and type `t` this step should examine.
+    pub(super) fn next_candidate(
+        &mut self,
+        s: ShareIdx,
+        t: TypeIdx,
+        step: Step,
+        after: Option<QueueKey>,
+        fails_from: u32,
+    ) -> Option<(QueueKey, u32)> {
+        let view = &self.views[t.index()];
+        let (used, entitlement) = (view.used[s.index()], view.entitlement[s.index()]);
+        let room = entitlement.saturating_sub(used);
+        let below_fail = fails_from.saturating_sub(1);
+        if self.c.queueing == QueueingStrategy::StrictFifo {
+            // Only the head of the share (across types) may start.
+            let (key, head_type, count) = self.share_head(s)?;
+            if after == Some(key) || head_type != t || count > below_fail {
+                return None;
+            }
+            let in_step = match step {
+                Step::WithinQuota => count <= room,
+                Step::Borrow => count > room,
+                Step::InShare => true,
+            };
+            if !in_step {
+                // The head belongs to another step: jobs behind it wait.
+                return None;
+            }
+            return Some((key, count));
+        }
+        let (admitted, barred) = (&self.admitted, &self.barred);
+        let skip = |id: JobId| admitted.contains(&id) || barred.contains(&id);
+        let queue = &self.c.st(s, t).runnable;
+        match step {
+            Step::WithinQuota => {
+                queue.next_candidate(after, 1..=room.min(below_fail), false, &skip)
+            }
+            // Jobs that need more than the share's idle entitlement.
+            Step::Borrow => {
+                queue.next_candidate(after, room.saturating_add(1)..=below_fail, false, &skip)
+            }
+            Step::InShare => {
+                // Only a job that outranks someone running can preempt, and jobs
+                // behind one that does not outrank have no higher priority.
+                let (key, count) = queue.next_candidate(after, 1..=below_fail, false, &skip)?;
+                let lowest_running = self.lowest_running_priority(s, t)?;
+                (key.priority.0 > lowest_running).then_some((key, count))
+            }
+        }
+    }
+
+    pub(super) fn lowest_running_priority(&self, s: ShareIdx, t: TypeIdx) -> Option<u32> {
+        let st = self.c.st(s, t);
+        let existing = st
+            .running
+            .iter()
+            .rev()
+            .find(|k| !self.removed.contains(&k.job))
+            .map(|k| k.priority.0);
+        let added = self.added.get(&(s, t)).and_then(|keys| {
+            keys.iter()
+                .filter(|k| !self.removed.contains(&k.job))
+                .map(|k| k.priority.0)
+                .min()
+        });
+        match (existing, added) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Tries to start `id` in the given step, preempting if the step allows.
+    pub(super) fn try_step(&mut self, id: JobId, step: Step) -> Result<(), WaitReason> {
+        let job = self.job(id);
+        let (s, t, count) = (job.spec.share, job.spec.instance_type, job.spec.count);
+        if let Some(limit) = self.c.never_fits(s, t, count, job.spec.checkpoints) {
+            return Err(WaitReason::Misconfiguration(limit));
+        }
+        match step {
+            Step::WithinQuota | Step::Borrow => {
+                let victims = self.fit(id, step == Step::WithinQuota)?;
+                self.admit(id, &victims, &[]);
+                Ok(())
+            }
+            Step::InShare => self.try_in_share(id),
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! The projection a pass works on, per instance type: usage per share with
+//! jobs being stopped counted as gone and admitted jobs as running.
+//!
+//! Decides: whether `count` more instances for a share fit the fleet and the
+//! lendable pool (`sum(U) <= F`, `B <= L`, or no worse than an existing
+//! debt after a limit reduction or a smaller fleet).
+//!
+//! Guarantees: the checks only read the projection; a victim is moved out of
+//! it and back only through `remove_from_projection` and
+//! `restore_to_projection`, so every trial leaves it as it found it.
+
+use super::*;
+
+/// Projected usage of one type.
+#[derive(Clone, Debug)]
+pub(super) struct TypeView {
+    pub(super) fleet: u32,
+    /// `U_s` per share slot, projected.
+    pub(super) used: Vec<u32>,
+    pub(super) entitlement: Vec<u32>,
+    pub(super) sum_entitlement: u64,
+}
+
+impl TypeView {
+    /// `(sum U, B, L)` with `extra` instances added to share `s`.
+    pub(super) fn totals_with(&self, lends: &[bool], s: usize, extra: u32) -> (u64, i64, i64) {
+        let mut sum_u = 0u64;
+        let mut borrowed = 0i64;
+        let mut idle_lent = 0i64;
+        for (i, ((&used, &e), &lends)) in self
+            .used
+            .iter()
+            .zip(&self.entitlement)
+            .zip(lends)
+            .enumerate()
+        {
+            let u = used + if i == s { extra } else { 0 };
+            sum_u += u64::from(u);
+            borrowed += i64::from(u.saturating_sub(e));
+            if lends {
+                idle_lent += i64::from(e.saturating_sub(u));
+            }
+        }
+        let unassigned = (i64::from(self.fleet) - self.sum_entitlement as i64).max(0);
+        (sum_u, borrowed, unassigned + idle_lent)
+    }
+}
+
+impl Pass<'_> {
+    /// Fleet and lending constraints for `count` more instances in share `s`:
+    /// `sum(U) <= F`, and `B <= L` (or, where a limit reduction or a smaller
+    /// fleet already broke it, no worse than before).
+    pub(super) fn check(&self, s: ShareIdx, t: TypeIdx, count: u32) -> Result<(), WaitReason> {
+        let view = &self.views[t.index()];
+        let (sum_u, borrowed, lendable) = view.totals_with(&self.lends, s.index(), count);
+        let (_, borrowed_now, lendable_now) = view.totals_with(&self.lends, s.index(), 0);
+        let debt_now = (borrowed_now - lendable_now).max(0);
+        if borrowed - lendable > debt_now {
+            return Err(WaitReason::NoLendableCapacity {
+                lendable: u32::try_from(lendable_now.max(0)).unwrap_or(u32::MAX),
+                borrowed: u32::try_from(borrowed_now.max(0)).unwrap_or(u32::MAX),
+            });
+        }
+        if sum_u > u64::from(view.fleet) {
+            return Err(WaitReason::FleetFull {
+                in_use: u32::try_from(sum_u - u64::from(count)).unwrap_or(u32::MAX),
+                fleet: view.fleet,
+            });
+        }
+        Ok(())
+    }
+
+    /// Instances that jobs without checkpoints hold in `(s, t)`, projected.
+    pub(super) fn projected_noncheckpointing(&self, s: ShareIdx, t: TypeIdx) -> u32 {
+        if !self.c.shares[s.index()]
+            .config
+            .protections
+            .borrow_requires_checkpoint
+        {
+            return 0; // only that gate asks
+        }
+        self.projected_running(s, t)
+            .iter()
+            .filter(|k| !k.checkpoints)
+            .map(|k| k.count)
+            .sum()
+    }
+
+    /// Running jobs of `(s, t)` in the projection, in classification order.
+    pub(super) fn projected_running(&self, s: ShareIdx, t: TypeIdx) -> Vec<RunKey> {
+        let mut keys: Vec<RunKey> = self
+            .c
+            .st(s, t)
+            .running
+            .iter()
+            .filter(|k| !self.removed.contains(&k.job))
+            .copied()
+            .collect();
+        if let Some(added) = self.added.get(&(s, t)) {
+            keys.extend(
+                added
+                    .iter()
+                    .filter(|k| !self.removed.contains(&k.job))
+                    .copied(),
+            );
+            keys.sort_unstable();
+        }
+        keys
+    }
+
+    pub(super) fn remove_from_projection(&mut self, victim: &Victim, t: TypeIdx) {
+        self.removed.insert(victim.key.job);
+        self.views[t.index()].used[victim.share.index()] -= victim.key.count;
+    }
+
+    pub(super) fn restore_to_projection(&mut self, victim: &Victim, t: TypeIdx) {
+        self.removed.remove(&victim.key.job);
+        self.views[t.index()].used[victim.share.index()] += victim.key.count;
+    }
+}
+
+/// Whether `count` more instances for share `s` fit the actual state: the fleet
+/// physically, and `B <= L` (or no worse than it already is).
+pub(super) fn fits_actual(view: &TypeView, lends: &[bool], s: usize, count: u32) -> bool {
+    let (sum_u, borrowed, lendable) = view.totals_with(lends, s, count);
+    let (_, borrowed_now, lendable_now) = view.totals_with(lends, s, 0);
+    sum_u <= u64::from(view.fleet) && borrowed - lendable <= (borrowed_now - lendable_now).max(0)
+}
