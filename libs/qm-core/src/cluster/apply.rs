@@ -1,0 +1,103 @@
+//! Applying a plan: preemptions begin their stops (and give their
+//! beneficiaries a claim), starts get their attempt and their slots,
+//! timeouts stop, waiting reasons are recorded, settled types are marked.
+
+use super::*;
+
+impl Cluster {
+    // ----- applying a pass --------------------------------------------------
+
+    /// Applies a plan made by [`Cluster::schedule`] at `now`.
+    pub fn apply(&mut self, plan: &crate::pass::Plan) {
+        let now = plan.now;
+        for t in &plan.settled {
+            self.settled[t.index()] = Some(plan.wake_at);
+        }
+        for stop in &plan.timeouts {
+            self.begin_stop(
+                *stop,
+                StopCause::TimedOut,
+                StatusReason::TimeoutInProgress,
+                now,
+            );
+        }
+        for p in &plan.preemptions {
+            self.claims.insert(p.for_job);
+            let cause = StopCause::Preempted {
+                kind: p.kind,
+                for_job: p.for_job,
+            };
+            let reason = StatusReason::PreemptionInProgress {
+                kind: p.kind,
+                for_job: p.for_job,
+            };
+            self.begin_stop(p.job, cause, reason, now);
+            if p.kind != crate::job::PreemptionKind::InShare {
+                let job = &self.jobs[&p.job];
+                let (s, t) = (job.spec.share, job.spec.instance_type);
+                self.st_mut(s, t).reclaimed_at = Some(now);
+            }
+        }
+        for start in &plan.starts {
+            let id = start.job;
+            self.remove_runnable(id);
+            let job = self.jobs.get_mut(&id).expect("planned job exists");
+            debug_assert!(!plan.settled.contains(&job.spec.instance_type));
+            let number = job.attempts.len() as u32 + 1;
+            job.attempts.push(Attempt {
+                number,
+                scheduled_at: now,
+                started_at: None,
+                running_at: None,
+                stopped_at: None,
+                exit_code: None,
+                outcome: None,
+                restored: None,
+                last_checkpoint: None,
+                ranks: vec![RankState::Commanded; start.placement.len()],
+                placement: start.placement.clone(),
+                first_failure: None,
+                ranks_stopping: false,
+            });
+            let key = Self::run_key(job);
+            let deadline = job
+                .spec
+                .attempt_timeout_secs
+                .map(|secs| now.plus_secs(secs));
+            let (s, t, count) = (job.spec.share, job.spec.instance_type, job.spec.count);
+            if let Some(deadline) = deadline {
+                self.deadlines.insert((deadline, id));
+            }
+            self.hold_slots(id, t, &start.placement);
+            let st = self.st_mut(s, t);
+            st.running.insert(key);
+            st.running_usage += count;
+            self.transition(
+                id,
+                JobStatus::Scheduled,
+                StatusReason::Scheduled {
+                    borrowed: start.borrowed,
+                },
+                now,
+            );
+        }
+        // A changed waiting reason is an event too: it tells users why a job waits.
+        for (id, wait) in &plan.reasons {
+            self.unexplained.remove(id);
+            let reason = StatusReason::Waiting(*wait);
+            let changed = self.jobs.get(id).is_some_and(|job| {
+                job.status == JobStatus::Runnable && job.status_reason != reason
+            });
+            if changed {
+                self.transition(*id, JobStatus::Runnable, reason, now);
+            }
+        }
+    }
+
+    /// The next attempt number a start of `id` would get.
+    pub fn next_attempt(&self, id: JobId) -> u32 {
+        self.jobs
+            .get(&id)
+            .map_or(1, |j| j.attempts.len() as u32 + 1)
+    }
+}

@@ -1,0 +1,480 @@
+//! A job's lifecycle: submit (validated whole), priority updates,
+//! termination, the executor's reports (starting, running, checkpoint
+//! committed, ended, host lost), and what an ended attempt means: requeue
+//! (preemption and host loss spend their own budgets) or a final status
+//! (success, failures spend `retryStrategy.attempts`, `evaluateOnExit`).
+//!
+//! Guarantees afterwards: every index (waiting queues, running sets, usage
+//! counters, deadlines, claims) agrees with the jobs; every status change is
+//! an event.
+
+use super::*;
+
+impl Cluster {
+    // ----- submit and job updates ------------------------------------------
+
+    /// Validates and queues a job; it is RUNNABLE when this returns. Every
+    /// problem is reported at once. A job that the configuration alone forbids
+    /// is rejected; one that only the current fleet forbids is accepted and
+    /// waits with a `MISCONFIGURATION:` reason (executors may still register).
+    pub fn submit(&mut self, spec: JobSpec, now: Time) -> Result<JobId, JobError> {
+        let mut problems = Vec::new();
+        let problem = |field: &str, message: String| ConfigProblem {
+            field: field.into(),
+            message,
+        };
+        if self.queue_state == State::Disabled {
+            problems.push(problem(
+                "jobQueue",
+                format!(
+                    "job queue {:?} is DISABLED and accepts no new jobs",
+                    self.queue_name
+                ),
+            ));
+        }
+        let share_ok =
+            spec.share.index() < self.shares.len() && !self.shares[spec.share.index()].deleted;
+        if !share_ok {
+            problems.push(problem(
+                "quotaShareName",
+                "no such quota share in this queue".into(),
+            ));
+        } else if self.shares[spec.share.index()].config.state == State::Disabled {
+            problems.push(problem(
+                "quotaShareName",
+                format!(
+                    "quota share {:?} is DISABLED and accepts no new jobs",
+                    self.shares[spec.share.index()].config.name
+                ),
+            ));
+        }
+        if spec.instance_type.index() >= self.types.len() {
+            problems.push(problem("instanceType", "unknown instance type".into()));
+        }
+        if spec.count == 0 {
+            problems.push(problem("instanceCount", "must be >= 1".into()));
+        }
+        problems.extend(config::priority_problem(spec.priority));
+        if !(1..=10).contains(&spec.retry_attempts) {
+            problems.push(problem(
+                "retryStrategy.attempts",
+                format!("must be 1..=10, got {}", spec.retry_attempts),
+            ));
+        }
+        if spec.attempt_timeout_secs == Some(0) {
+            problems.push(problem(
+                "timeoutConfig.attemptDurationSeconds",
+                "must be >= 1".into(),
+            ));
+        }
+        if share_ok && spec.instance_type.index() < self.types.len() && spec.count > 0 {
+            if let Some(limit) =
+                self.never_fits(spec.share, spec.instance_type, spec.count, spec.checkpoints)
+            {
+                if limit.is_configuration_only() {
+                    problems.push(problem(
+                        "instanceCount",
+                        format!("MISCONFIGURATION: {}", limit.describe()),
+                    ));
+                }
+            }
+        }
+        if !problems.is_empty() {
+            return Err(JobError::Invalid(problems));
+        }
+        let id = self.jobs.next_id();
+        let job = Job {
+            id,
+            spec,
+            status: JobStatus::Submitted,
+            status_reason: StatusReason::None,
+            submitted_at: now,
+            runnable_since: now,
+            attempts: Vec::new(),
+            preempted_attempts: 0,
+            failed_attempts: 0,
+            host_lost_attempts: 0,
+            stopping: None,
+            last_checkpoint: None,
+        };
+        self.jobs.insert(job);
+        self.make_runnable(id, now, StatusReason::Waiting(WaitReason::Queued));
+        Ok(id)
+    }
+
+    pub(crate) fn job_mut(&mut self, id: JobId) -> Result<&mut Job, JobError> {
+        self.jobs.get_mut(&id).ok_or(JobError::NotFound(id))
+    }
+
+    /// Something about type `t` changed: the next pass must look at it.
+    pub(crate) fn unsettle(&mut self, t: TypeIdx) {
+        self.settled[t.index()] = None;
+    }
+
+    pub(crate) fn transition(&mut self, id: JobId, to: JobStatus, reason: StatusReason, now: Time) {
+        let (t, from) = (self.jobs[&id].spec.instance_type, self.jobs[&id].status);
+        // Reason updates and SCHEDULED -> STARTING -> RUNNING change nothing
+        // a pass looks at.
+        if from != to && !(from.holds_instances() && to.holds_instances()) {
+            self.unsettle(t);
+        }
+        if to != JobStatus::Runnable {
+            self.claims.remove(&id);
+        }
+        let job = self.jobs.get_mut(&id).expect("transition of a known job");
+        let from = job.status;
+        job.status = to;
+        job.status_reason = reason;
+        self.events.push(JobEvent {
+            at: now,
+            job: id,
+            from,
+            to,
+            reason,
+        });
+    }
+
+    pub(crate) fn queue_key(job: &Job) -> QueueKey {
+        QueueKey {
+            priority: Reverse(job.spec.priority),
+            runnable_since: job.runnable_since,
+            job: job.id,
+        }
+    }
+
+    pub(crate) fn run_key(job: &Job) -> RunKey {
+        RunKey {
+            priority: Reverse(job.spec.priority),
+            started: job.started_at().unwrap_or(job.runnable_since),
+            job: job.id,
+            count: job.spec.count,
+            checkpoints: job.spec.checkpoints,
+        }
+    }
+
+    pub(crate) fn make_runnable(&mut self, id: JobId, now: Time, reason: StatusReason) {
+        let job = self.jobs.get_mut(&id).expect("known job");
+        job.runnable_since = now;
+        job.stopping = None;
+        let key = Self::queue_key(job);
+        let (s, t, count, ckpt) = (
+            job.spec.share,
+            job.spec.instance_type,
+            job.spec.count,
+            job.spec.checkpoints,
+        );
+        self.st_mut(s, t).runnable.insert(key, count, ckpt);
+        self.unexplained.insert(id);
+        self.transition(id, JobStatus::Runnable, reason, now);
+    }
+
+    /// `UpdateServiceJob`: a new `schedulingPriority` for a RUNNABLE or running
+    /// job, used from the next pass on (which may preempt).
+    pub fn update_priority(&mut self, id: JobId, priority: u32) -> Result<u32, JobError> {
+        if let Some(problem) = config::priority_problem(priority) {
+            return Err(JobError::Invalid(vec![problem]));
+        }
+        let job = self.jobs.get(&id).ok_or(JobError::NotFound(id))?;
+        if job.status.is_final() {
+            return Err(JobError::WrongState {
+                job: id,
+                status: job.status,
+                action: "updating the priority",
+                needs: "RUNNABLE, SCHEDULED, STARTING or RUNNING",
+            });
+        }
+        let old = job.spec.priority;
+        let (s, t, count, ckpt) = (
+            job.spec.share,
+            job.spec.instance_type,
+            job.spec.count,
+            job.spec.checkpoints,
+        );
+        let (qkey, rkey, status, stopping) = (
+            Self::queue_key(job),
+            Self::run_key(job),
+            job.status,
+            job.stopping,
+        );
+        self.unsettle(t);
+        let job = self.jobs.get_mut(&id).expect("checked above");
+        job.spec.priority = priority;
+        let (new_q, new_r) = (Self::queue_key(job), Self::run_key(job));
+        let st = self.st_mut(s, t);
+        if status == JobStatus::Runnable && st.runnable.remove(&qkey, count, ckpt) {
+            st.runnable.insert(new_q, count, ckpt);
+        } else if status.holds_instances() && stopping.is_none() && st.running.remove(&rkey) {
+            st.running.insert(new_r);
+        }
+        Ok(old)
+    }
+
+    /// `TerminateServiceJob`: a RUNNABLE job fails at once; a running one is
+    /// asked to stop (with its grace period) and ends FAILED, `CANCELLED`.
+    /// Returns true when a stop must be sent to the executor.
+    pub fn terminate(&mut self, id: JobId, now: Time) -> Result<bool, JobError> {
+        let job = self.jobs.get(&id).ok_or(JobError::NotFound(id))?;
+        match job.status {
+            JobStatus::Submitted | JobStatus::Runnable => {
+                self.remove_runnable(id);
+                self.transition(id, JobStatus::Failed, StatusReason::Cancelled, now);
+                Ok(false)
+            }
+            s if s.holds_instances() => {
+                if job.stopping.is_some_and(|c| c == StopCause::Cancelled) {
+                    return Ok(false);
+                }
+                self.begin_stop(
+                    id,
+                    StopCause::Cancelled,
+                    StatusReason::CancelInProgress,
+                    now,
+                );
+                Ok(true)
+            }
+            status => Err(JobError::WrongState {
+                job: id,
+                status,
+                action: "terminating",
+                needs: "not yet SUCCEEDED or FAILED",
+            }),
+        }
+    }
+
+    pub(crate) fn remove_runnable(&mut self, id: JobId) {
+        let job = &self.jobs[&id];
+        let (key, s, t, count, ckpt) = (
+            Self::queue_key(job),
+            job.spec.share,
+            job.spec.instance_type,
+            job.spec.count,
+            job.spec.checkpoints,
+        );
+        self.st_mut(s, t).runnable.remove(&key, count, ckpt);
+        self.unexplained.remove(&id);
+    }
+
+    /// Moves a running job to "being stopped": it keeps its instances (and its
+    /// status) until the executor reports the attempt ended.
+    pub(crate) fn begin_stop(
+        &mut self,
+        id: JobId,
+        cause: StopCause,
+        reason: StatusReason,
+        now: Time,
+    ) {
+        let t = self.jobs[&id].spec.instance_type;
+        self.unsettle(t);
+        let job = self.jobs.get_mut(&id).expect("known job");
+        let already = job.stopping.is_some();
+        job.stopping = Some(cause);
+        let status = job.status;
+        self.transition(id, status, reason, now);
+        let job = &self.jobs[&id];
+        if already {
+            return;
+        }
+        let key = Self::run_key(job);
+        let deadline = job
+            .spec
+            .attempt_timeout_secs
+            .and_then(|secs| job.started_at().map(|t| t.plus_secs(secs)));
+        let (s, t, count) = (job.spec.share, job.spec.instance_type, job.spec.count);
+        if let Some(deadline) = deadline {
+            self.deadlines.remove(&(deadline, id));
+        }
+        let checkpoints = self.jobs[&id].spec.checkpoints;
+        let st = self.st_mut(s, t);
+        st.running.remove(&key);
+        st.running_usage -= count;
+        st.stopping_usage += count;
+        if !checkpoints {
+            st.stopping_noncheckpointing += count;
+        }
+    }
+
+    // ----- executor reports -------------------------------------------------
+
+    pub(crate) fn current_attempt_mut(
+        &mut self,
+        id: JobId,
+        attempt: u32,
+    ) -> Result<&mut Attempt, JobError> {
+        let job = self.job_mut(id)?;
+        match job.attempts.last_mut() {
+            Some(a) if a.number == attempt && a.outcome.is_none() => Ok(a),
+            _ => Err(JobError::StaleAttempt { job: id, attempt }),
+        }
+    }
+
+    /// The executor is restoring the checkpoint and launching the process.
+    pub fn attempt_starting(
+        &mut self,
+        id: JobId,
+        attempt: u32,
+        restored: Option<CheckpointMark>,
+        now: Time,
+    ) -> Result<(), JobError> {
+        let a = self.current_attempt_mut(id, attempt)?;
+        a.started_at = Some(now);
+        a.restored = restored;
+        let reason = self.jobs[&id].status_reason;
+        if self.jobs[&id].status == JobStatus::Scheduled {
+            self.transition(id, JobStatus::Starting, reason, now);
+        }
+        Ok(())
+    }
+
+    /// The process is up.
+    pub fn attempt_running(&mut self, id: JobId, attempt: u32, now: Time) -> Result<(), JobError> {
+        let a = self.current_attempt_mut(id, attempt)?;
+        a.running_at = Some(now);
+        a.started_at.get_or_insert(now);
+        let reason = self.jobs[&id].status_reason;
+        if matches!(
+            self.jobs[&id].status,
+            JobStatus::Scheduled | JobStatus::Starting
+        ) {
+            self.transition(id, JobStatus::Running, reason, now);
+        }
+        Ok(())
+    }
+
+    /// A checkpoint of the attempt was committed (its manifest written).
+    pub fn checkpoint_committed(
+        &mut self,
+        id: JobId,
+        attempt: u32,
+        mark: CheckpointMark,
+    ) -> Result<(), JobError> {
+        let a = self.current_attempt_mut(id, attempt)?;
+        a.last_checkpoint = Some(mark);
+        self.job_mut(id)?.last_checkpoint = Some(mark);
+        Ok(())
+    }
+
+    /// The attempt's process ended (exit code, or None if killed by a signal).
+    /// If the scheduler had asked it to stop, the stop decides the outcome
+    /// (a trainer exits 0 after saving on SIGTERM; that is not success).
+    pub fn attempt_ended(
+        &mut self,
+        id: JobId,
+        attempt: u32,
+        exit_code: Option<i32>,
+        now: Time,
+    ) -> Result<AttemptOutcome, JobError> {
+        self.current_attempt_mut(id, attempt)?;
+        let job = &self.jobs[&id];
+        let outcome = match job.stopping {
+            Some(StopCause::Preempted { kind, .. }) => kind.outcome(),
+            Some(StopCause::TimedOut) => AttemptOutcome::TimedOut,
+            Some(StopCause::Cancelled) => AttemptOutcome::Cancelled,
+            None if exit_code == Some(0) => AttemptOutcome::Succeeded,
+            None => AttemptOutcome::Failed,
+        };
+        self.end_attempt(id, exit_code, outcome, now);
+        Ok(outcome)
+    }
+
+    /// The attempt's executor stopped heartbeating: the attempt ends HOST_LOST.
+    pub fn attempt_lost(&mut self, id: JobId, attempt: u32, now: Time) -> Result<(), JobError> {
+        self.current_attempt_mut(id, attempt)?;
+        self.end_attempt(id, None, AttemptOutcome::HostLost, now);
+        Ok(())
+    }
+
+    pub(crate) fn end_attempt(
+        &mut self,
+        id: JobId,
+        exit_code: Option<i32>,
+        outcome: AttemptOutcome,
+        now: Time,
+    ) {
+        // Release the instances.
+        let job = &self.jobs[&id];
+        let (s, t, count) = (job.spec.share, job.spec.instance_type, job.spec.count);
+        if job.stopping.is_some() {
+            let checkpoints = job.spec.checkpoints;
+            let st = self.st_mut(s, t);
+            st.stopping_usage -= count;
+            if !checkpoints {
+                st.stopping_noncheckpointing -= count;
+            }
+        } else {
+            let key = Self::run_key(job);
+            let deadline = job
+                .spec
+                .attempt_timeout_secs
+                .and_then(|secs| job.started_at().map(|t| t.plus_secs(secs)));
+            if let Some(deadline) = deadline {
+                self.deadlines.remove(&(deadline, id));
+            }
+            let st = self.st_mut(s, t);
+            st.running.remove(&key);
+            st.running_usage -= count;
+        }
+        let job = self.jobs.get_mut(&id).expect("known job");
+        let a = job.attempts.last_mut().expect("current attempt exists");
+        // The placement is kept: where the attempt ran.
+        let placement = a.placement.clone();
+        a.stopped_at = Some(now);
+        a.exit_code = exit_code;
+        a.outcome = Some(outcome);
+        self.release_slots(id, t, &placement);
+        let job = self.jobs.get_mut(&id).expect("known job");
+        let share_deleted = self.shares[s.index()].deleted;
+        let next = match outcome {
+            AttemptOutcome::Succeeded => (JobStatus::Succeeded, StatusReason::Succeeded),
+            AttemptOutcome::Cancelled if share_deleted => {
+                (JobStatus::Failed, StatusReason::ShareDeleted)
+            }
+            AttemptOutcome::Cancelled => (JobStatus::Failed, StatusReason::Cancelled),
+            o if o.is_preemption() => {
+                job.preempted_attempts += 1;
+                let spent = job
+                    .spec
+                    .preemption_retries
+                    .is_some_and(|max| job.preempted_attempts > max);
+                if spent {
+                    (
+                        JobStatus::Failed,
+                        StatusReason::PreemptionRetriesExhausted(o),
+                    )
+                } else {
+                    (JobStatus::Runnable, StatusReason::Requeued(o))
+                }
+            }
+            AttemptOutcome::HostLost => {
+                job.host_lost_attempts += 1;
+                if job.host_lost_attempts > self.host_lost_cap {
+                    (JobStatus::Failed, StatusReason::HostLostCapExceeded)
+                } else {
+                    (JobStatus::Runnable, StatusReason::Requeued(outcome))
+                }
+            }
+            _ => {
+                // Failed or timed out: spends retryStrategy.attempts.
+                job.failed_attempts += 1;
+                let reason_text = outcome.as_str();
+                let rule = job
+                    .spec
+                    .evaluate_on_exit
+                    .iter()
+                    .find(|r| r.matches(exit_code, reason_text));
+                let action = rule.map_or(RetryAction::Retry, |r| r.action);
+                if action == RetryAction::Retry && job.failed_attempts < job.spec.retry_attempts {
+                    (JobStatus::Runnable, StatusReason::Requeued(outcome))
+                } else {
+                    (JobStatus::Failed, StatusReason::AttemptsExhausted(outcome))
+                }
+            }
+        };
+        match next {
+            (JobStatus::Runnable, reason) => self.make_runnable(id, now, reason),
+            (status, reason) => {
+                self.jobs.get_mut(&id).expect("known job").stopping = None;
+                self.transition(id, status, reason, now);
+            }
+        }
+    }
+}
