@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::InstanceSpec;
+use crate::settings::InstanceSpec;
 
 /// GPU indices `nvidia-smi` reports, or None when it is absent or fails.
 pub fn discover() -> Option<Vec<u32>> {

@@ -1,0 +1,301 @@
+//! Attempts: obeying start and stop commands (fenced by the lease's
+//! epoch, idempotent per attempt), running each process with its restored
+//! checkpoint, flushing checkpoints after it exits, and serving its logs.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use qm_service::client::Client;
+use qm_wire::subjects;
+use qm_wire::system::{
+    CheckpointReply, CheckpointRequest, ExecCommand, LogsRequest, LogsResponse, Report, ReportPhase,
+};
+use tokio::sync::watch;
+
+use crate::node::{Executor, Running};
+use crate::process;
+
+impl Executor {
+    pub(crate) async fn command(self: &Arc<Self>, cmd: ExecCommand) {
+        let (epoch, job_id) = match &cmd {
+            ExecCommand::Start { epoch, job_id, .. } | ExecCommand::Stop { epoch, job_id, .. } => {
+                (*epoch, job_id.clone())
+            }
+        };
+        // Ids become path components: only subject-safe tokens.
+        if let Err(e) = subjects::token(&job_id) {
+            tracing::warn!(error = %e, "command with an unsafe job id ignored");
+            return;
+        }
+        if let ExecCommand::Start { job_queue, .. } = &cmd {
+            if let Err(e) = subjects::token(job_queue) {
+                tracing::warn!(job = %job_id, error = %e, "start with an unsafe job queue ignored");
+                return;
+            }
+        }
+        let current = self.lease_epoch(epoch).await;
+        if current != Some(epoch) {
+            tracing::warn!(
+                epoch,
+                current = ?current,
+                job = %job_id,
+                "command ignored: its epoch is not the current scheduler lease's"
+            );
+            return;
+        }
+        match cmd {
+            ExecCommand::Start {
+                job_id,
+                attempt,
+                job_queue,
+                quota_share_name,
+                command,
+                environment,
+                instance_type,
+                slots,
+                checkpoints,
+                checkpoint_config,
+                rank,
+                hosts,
+                grace_seconds,
+                ..
+            } => {
+                let grace_seconds = grace_seconds.unwrap_or(qm_core::DEFAULT_GRACE_PERIOD_SECS);
+                let key = (job_id.clone(), attempt);
+                let config = checkpoint_config.unwrap_or_default();
+                let local = config.local_path.as_deref().unwrap_or("checkpoint");
+                // Admission checks localPath; a command that bypassed it
+                // must still not write outside the attempt's directory.
+                let checkpoint_dir = qm_wire::messages::check_local_path(local)
+                    .map(|()| self.attempt_dir(&job_id, attempt).join(local))
+                    .map_err(|e| format!("checkpointConfig.localPath: {e}"));
+                let checkpoint = match &checkpoint_dir {
+                    Ok(dir) if checkpoints => Some(CheckpointRequest {
+                        job_queue: job_queue.clone(),
+                        quota_share_name: quota_share_name.clone(),
+                        job_id: job_id.clone(),
+                        attempt,
+                        dir: dir.display().to_string(),
+                        s3_uri: config.s3_uri.clone(),
+                    }),
+                    _ => None,
+                };
+                let gpus: Vec<u32> = slots
+                    .iter()
+                    .flat_map(|s| {
+                        self.gpus
+                            .get(&instance_type)
+                            .and_then(|g| g.get(*s as usize))
+                            .cloned()
+                            .unwrap_or_default()
+                    })
+                    .collect();
+                let launch = process::Launch {
+                    job_id,
+                    attempt,
+                    job_queue,
+                    command,
+                    environment,
+                    gpus,
+                    checkpoint_dir,
+                    checkpoint,
+                    rank,
+                    hosts,
+                    run_as: self.settings.run_as_user.zip(self.settings.run_as_group),
+                };
+                let (tx, rx) = watch::channel(None);
+                {
+                    let finished = self
+                        .finished
+                        .lock()
+                        .map(|f| f.contains(&key))
+                        .unwrap_or(true);
+                    let Ok(mut attempts) = self.attempts.lock() else {
+                        return;
+                    };
+                    if finished || attempts.contains_key(&key) {
+                        return; // idempotent per (job, attempt)
+                    }
+                    attempts.insert(
+                        key,
+                        Running {
+                            stop: tx,
+                            instance_type,
+                            slots,
+                            grace_seconds,
+                            sync: launch.syncs_checkpoints().cloned(),
+                        },
+                    );
+                }
+                let me = Arc::clone(self);
+                tokio::spawn(async move { me.run_attempt(launch, rx).await });
+            }
+            ExecCommand::Stop {
+                job_id,
+                attempt,
+                grace_seconds,
+                reason,
+                ..
+            } => {
+                if let Ok(attempts) = self.attempts.lock() {
+                    if let Some(r) = attempts.get(&(job_id.clone(), attempt)) {
+                        if r.stop.borrow().is_none() {
+                            tracing::info!(job = %job_id, attempt, grace_seconds, %reason, "stopping");
+                        }
+                        let _ = r.stop.send(Some(grace_seconds));
+                    }
+                }
+            }
+        }
+    }
+
+    pub(crate) async fn run_attempt(
+        self: Arc<Self>,
+        launch: process::Launch,
+        mut stop: watch::Receiver<Option<u64>>,
+    ) {
+        let (job_id, attempt) = (launch.job_id.clone(), launch.attempt);
+        let dir = self.attempt_dir(&job_id, attempt);
+        let mut ended = self.report(&job_id, attempt, ReportPhase::Ended);
+        let ckpt_dir = match &launch.checkpoint_dir {
+            Ok(d) => d.clone(),
+            Err(e) => {
+                ended.error = Some(e.clone());
+                return self.finish(ended);
+            }
+        };
+        if let Err(e) = std::fs::create_dir_all(&ckpt_dir) {
+            ended.error = Some(format!("cannot create {}: {e}", ckpt_dir.display()));
+            return self.finish(ended);
+        }
+        if let Some((uid, gid)) = launch.run_as {
+            // The unprivileged process writes its output and checkpoints.
+            for d in [&dir, &ckpt_dir] {
+                if let Err(e) = std::os::unix::fs::chown(d, Some(uid), Some(gid)) {
+                    ended.error = Some(format!("cannot hand {} to uid {uid}: {e}", d.display()));
+                    return self.finish(ended);
+                }
+            }
+        }
+        let restored = if let Some(request) = &launch.checkpoint {
+            match self.checkpoint("restore", request, 5).await {
+                Ok(r) => r,
+                Err(e) => {
+                    ended.error = Some(format!("checkpoint restore failed: {e}"));
+                    return self.finish(ended);
+                }
+            }
+        } else {
+            CheckpointReply::default()
+        };
+        let mut starting = self.report(&job_id, attempt, ReportPhase::Starting);
+        starting.restored = restored.checkpoint.clone();
+        self.send(starting);
+        let stopped = stop.borrow().is_some();
+        if stopped {
+            return self.finish(ended); // stopped before it launched
+        }
+        let mut child = match process::spawn(&launch, &dir, &ckpt_dir) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(job = %job_id, attempt, error = %e, "launch failed");
+                ended.error = Some(e);
+                if let Some(request) = launch.syncs_checkpoints() {
+                    let _ = self.checkpoint("flush", request, 3).await;
+                }
+                return self.finish(ended);
+            }
+        };
+        tracing::info!(job = %job_id, attempt, pid = child.id(), restored = ?restored.checkpoint.as_ref().map(|c| c.seq), "launched");
+        self.send(self.report(&job_id, attempt, ReportPhase::Running));
+        if let Some(request) = launch.syncs_checkpoints() {
+            if let Err(e) = self.checkpoint("track", request, 3).await {
+                tracing::warn!(job = %job_id, error = %e, "checkpoint tracking not started");
+            }
+        }
+        let status = process::wait_or_stop(&mut child, &mut stop).await;
+        ended.exit_code = status.0;
+        ended.signal = status.1;
+        tracing::info!(job = %job_id, attempt, exit_code = ?status.0, signal = ?status.1, "process ended");
+        let Some(request) = launch.syncs_checkpoints() else {
+            return self.finish(ended);
+        };
+        if let Err(e) = self.checkpoint("flush", request, 5).await {
+            tracing::error!(job = %job_id, attempt, error = %e, "final checkpoint flush failed; the next attempt restores the last committed one");
+        }
+        self.finish(ended);
+    }
+
+    pub(crate) fn finish(&self, ended: Report) {
+        let key = (ended.job_id.clone(), ended.attempt);
+        if let Ok(mut a) = self.attempts.lock() {
+            a.remove(&key);
+        }
+        if let Ok(mut f) = self.finished.lock() {
+            if f.len() > 100_000 {
+                f.clear();
+            }
+            f.insert(key);
+        }
+        if !self.draining.load(std::sync::atomic::Ordering::SeqCst) {
+            self.send(ended);
+        }
+    }
+
+    pub(crate) async fn checkpoint(
+        &self,
+        op: &str,
+        req: &CheckpointRequest,
+        tries: u32,
+    ) -> Result<CheckpointReply, String> {
+        let client = Client {
+            nats: self.client.clone(),
+            timeout: Duration::from_secs(120),
+            principal: self.principal.clone(),
+        };
+        let subject = subjects::checkpoint_request(&self.settings.checkpoint_node, op)
+            .map_err(|e| e.to_string())?;
+        let body: bytes::Bytes = serde_json::to_vec(req).map_err(|e| e.to_string())?.into();
+        let mut last = String::new();
+        for i in 0..tries {
+            match client
+                .request_raw::<CheckpointReply>(subject.clone(), body.clone(), "checkpoint")
+                .await
+            {
+                Ok(r) => return Ok(r),
+                Err(e) => {
+                    last = e.to_string();
+                    tracing::warn!(op, job = %req.job_id, error = %last, "checkpoint service call failed");
+                    tokio::time::sleep(Duration::from_millis(500 * u64::from(i + 1))).await;
+                }
+            }
+        }
+        Err(last)
+    }
+
+    pub(crate) fn attempt_dir(&self, job_id: &str, attempt: u32) -> PathBuf {
+        PathBuf::from(&self.settings.work_dir)
+            .join(job_id)
+            .join(format!("attempt-{attempt}"))
+    }
+
+    pub(crate) fn logs(&self, req: &LogsRequest) -> Result<LogsResponse, String> {
+        subjects::token(&req.job_id).map_err(|e| format!("jobId: {e}"))?;
+        let dir = self.attempt_dir(&req.job_id, req.attempt);
+        if !dir.exists() {
+            return Err(format!(
+                "no logs of attempt {} of job {} on executor {}",
+                req.attempt, req.job_id, self.settings.executor_id
+            ));
+        }
+        let tail = req.tail_bytes.unwrap_or(64 * 1024);
+        let (stdout, cut_out) = process::tail(&dir.join("stdout.log"), tail);
+        let (stderr, cut_err) = process::tail(&dir.join("stderr.log"), tail);
+        Ok(LogsResponse {
+            stdout,
+            stderr,
+            truncated: cut_out || cut_err,
+        })
+    }
+}

@@ -1,0 +1,251 @@
+//! The node: its registration, heartbeats, the scheduler lease whose epoch
+//! commands must carry, durable reports, and draining on shutdown.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use qm_service::client::Client;
+use qm_service::nats;
+use qm_wire::messages::{ExecutorInstances, RegisterExecutor};
+use qm_wire::subjects::{self, Operation};
+use qm_wire::system::{CheckpointRequest, Heartbeat, HeartbeatAck, LogEntry, Report, ReportPhase};
+use tokio::sync::{mpsc, watch};
+
+use crate::settings::Settings;
+
+/// A running attempt: how to stop it.
+pub(crate) struct Running {
+    pub(crate) stop: watch::Sender<Option<u64>>,
+    pub(crate) instance_type: String,
+    pub(crate) slots: Vec<u32>,
+    /// The job's grace period, for stops the executor decides itself.
+    pub(crate) grace_seconds: u64,
+    /// The checkpoint service's request for this attempt, when this node
+    /// syncs its checkpoints (rank 0 of a job with a checkpointConfig).
+    pub(crate) sync: Option<CheckpointRequest>,
+}
+
+pub struct Executor {
+    pub(crate) settings: Settings,
+    pub(crate) client: async_nats::Client,
+    /// Who this executor is to NATS (registers as it).
+    pub(crate) principal: String,
+    pub(crate) incarnation: String,
+    /// GPU indices per instance slot, per type.
+    pub(crate) gpus: BTreeMap<String, Vec<Vec<u32>>>,
+    pub(crate) attempts: Mutex<HashMap<(String, u32), Running>>,
+    /// Attempts that ran here and ended: a repeated start is ignored.
+    pub(crate) finished: Mutex<HashSet<(String, u32)>>,
+    /// The scheduler's lease, where the epoch commands must carry is read.
+    pub(crate) leader: async_nats::jetstream::kv::Store,
+    /// The lease's epoch as last read, and when.
+    pub(crate) epoch: Mutex<Option<(u64, tokio::time::Instant)>>,
+    pub(crate) reports: mpsc::UnboundedSender<Report>,
+    /// Shutting down: attempts end without reports; withdrawing the
+    /// instances afterwards ends them HOST_LOST, so they are requeued (a
+    /// trainer exiting 0 after SIGTERM must not read as success).
+    pub(crate) draining: std::sync::atomic::AtomicBool,
+}
+
+impl Executor {
+    pub(crate) fn registration(&self, draining: bool) -> RegisterExecutor {
+        let instances = if draining {
+            Vec::new()
+        } else {
+            self.settings
+                .instances
+                .iter()
+                .map(|i| ExecutorInstances {
+                    instance_type: i.instance_type.clone(),
+                    count: i.count,
+                    gpus: self.gpus.get(&i.instance_type).cloned().unwrap_or_default(),
+                })
+                .collect()
+        };
+        RegisterExecutor {
+            executor_id: self.settings.executor_id.clone(),
+            job_queue: self.settings.job_queue.clone(),
+            instances,
+            incarnation: self.incarnation.clone(),
+            checkpoint_node: Some(self.settings.checkpoint_node.clone()),
+            address: Some(self.settings.advertise_address.clone()),
+        }
+    }
+
+    /// Registers through admission, retrying until it is accepted (when
+    /// draining for shutdown, for 15 s at most: the scheduler's heartbeat
+    /// timeout ends the attempts anyway).
+    pub(crate) async fn register(&self, draining: bool) {
+        let client = Client::new(self.client.clone(), self.principal.clone());
+        let mut delay = Duration::from_millis(200);
+        let give_up = tokio::time::Instant::now() + Duration::from_secs(15);
+        loop {
+            if draining && tokio::time::Instant::now() > give_up {
+                tracing::warn!(
+                    "could not withdraw the instances; the scheduler will time this executor out"
+                );
+                return;
+            }
+            match client
+                .call::<_, serde_json::Value>(
+                    Operation::RegisterExecutor,
+                    &self.registration(draining),
+                )
+                .await
+            {
+                Ok(_) => {
+                    tracing::info!(draining, "registered with the scheduler");
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "registration failed; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+    }
+
+    pub(crate) fn report(&self, job_id: &str, attempt: u32, phase: ReportPhase) -> Report {
+        Report {
+            executor_id: self.settings.executor_id.clone(),
+            job_id: job_id.into(),
+            attempt,
+            phase,
+            exit_code: None,
+            signal: None,
+            restored: None,
+            error: None,
+        }
+    }
+
+    pub(crate) fn send(&self, r: Report) {
+        let _ = self.reports.send(r);
+    }
+
+    /// The epoch of the scheduler's current lease. A cached value is used
+    /// while it matches what a command says and is under two seconds old;
+    /// anything else is read again from the lease itself.
+    pub(crate) async fn lease_epoch(&self, claimed: u64) -> Option<u64> {
+        let cached = self.epoch.lock().ok().and_then(|e| *e);
+        if let Some((epoch, at)) = cached {
+            if epoch == claimed && at.elapsed() < Duration::from_secs(2) {
+                return Some(epoch);
+            }
+        }
+        let entry = match self.leader.entry(qm_wire::system::LEADER_KEY).await {
+            Ok(Some(e)) if e.operation == async_nats::jetstream::kv::Operation::Put => e,
+            Ok(_) => return None,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the scheduler lease");
+                return cached.map(|(epoch, _)| epoch);
+            }
+        };
+        let lease: qm_wire::system::LeaderLease = serde_json::from_slice(&entry.value).ok()?;
+        let epoch = lease.epoch_at(entry.revision);
+        if let Ok(mut e) = self.epoch.lock() {
+            *e = Some((epoch, tokio::time::Instant::now()));
+        }
+        Some(epoch)
+    }
+
+    pub(crate) fn held(&self) -> Vec<(String, u32)> {
+        self.attempts
+            .lock()
+            .map(|a| a.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    pub(crate) async fn heartbeats(self: Arc<Self>) {
+        let subject = match subjects::executor_heartbeat(&self.settings.executor_id) {
+            Ok(s) => s,
+            Err(_) => return,
+        };
+        let mut tick = tokio::time::interval(Duration::from_secs(self.settings.heartbeat_seconds));
+        let mut beats: u64 = 0;
+        loop {
+            tick.tick().await;
+            beats += 1;
+            let hb = Heartbeat {
+                executor_id: self.settings.executor_id.clone(),
+                incarnation: self.incarnation.clone(),
+                attempts: self.held(),
+            };
+            let Ok(body) = serde_json::to_vec(&hb) else {
+                continue;
+            };
+            let request = self.client.request(subject.clone(), body.into());
+            if let Ok(Ok(reply)) = tokio::time::timeout(Duration::from_secs(2), request).await {
+                if let Ok(ack) = serde_json::from_slice::<HeartbeatAck>(&reply.payload) {
+                    if !ack.known {
+                        tracing::info!("the scheduler does not know this executor; registering");
+                        self.register(false).await;
+                    }
+                }
+            }
+            // Re-assert checkpoint tracking now and then (the checkpoint
+            // service may have restarted).
+            if beats % 5 == 0 {
+                let tracked: Vec<CheckpointRequest> = self
+                    .attempts
+                    .lock()
+                    .map(|a| a.values().filter_map(|r| r.sync.clone()).collect())
+                    .unwrap_or_default();
+                for request in tracked {
+                    let me = Arc::clone(&self);
+                    tokio::spawn(async move {
+                        let _ = me.checkpoint("track", &request, 1).await;
+                    });
+                }
+            }
+        }
+    }
+
+    /// SIGTERM: stop every attempt with its job's own grace period, flush
+    /// their checkpoints, and withdraw the instances so the scheduler
+    /// requeues them at once.
+    pub(crate) async fn drain(&self) {
+        self.draining
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let running: Vec<(String, u32)> = self.held();
+        let mut longest = 0;
+        if let Ok(a) = self.attempts.lock() {
+            for r in a.values() {
+                let _ = r.stop.send(Some(r.grace_seconds));
+                longest = longest.max(r.grace_seconds);
+                tracing::info!(instance_type = %r.instance_type, slots = ?r.slots, grace_seconds = r.grace_seconds, "stopping for shutdown");
+            }
+        }
+        // Their grace, then time to flush checkpoints and report.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(longest + 10);
+        while !self.held().is_empty() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        if !running.is_empty() {
+            tracing::info!(attempts = running.len(), "attempts stopped for shutdown");
+        }
+    }
+}
+
+/// Appends reports to the log in order, each until acknowledged.
+pub(crate) async fn reporter(
+    js: async_nats::jetstream::Context,
+    subject: String,
+    mut rx: mpsc::UnboundedReceiver<Report>,
+) {
+    // Whatever is queued goes out together, pipelined (one round trip for
+    // the batch, not one per report).
+    let mut batch = Vec::new();
+    while rx.recv_many(&mut batch, 512).await > 0 {
+        let appends = batch
+            .drain(..)
+            .filter_map(|r: Report| {
+                let id = format!("{}-{}-{}-{:?}", r.executor_id, r.job_id, r.attempt, r.phase);
+                let body = serde_json::to_vec(&LogEntry::Report(r)).ok()?;
+                Some((subject.clone(), body.into(), id))
+            })
+            .collect();
+        nats::append_batch_durably(&js, appends).await;
+    }
+}
