@@ -1,0 +1,255 @@
+//! The request dispatch: who asked (the principal in the subject), whether
+//! they may, and which handler answers each operation.
+
+use super::*;
+
+impl Admission {
+    pub(crate) async fn handle(&self, msg: async_nats::Message) {
+        let Some((principal, op)) = Operation::from_subject(&msg.subject) else {
+            let reply: Result<()> = Err(invalid(
+                format!("unknown operation subject {:?}", msg.subject.as_str()),
+                Vec::new(),
+            ));
+            return respond(&self.client, &msg, &reply).await;
+        };
+        let Some(caller) = self.tenancy.caller(&principal) else {
+            let reply: Result<()> = Err(api::error(
+                ErrorCode::AccessDenied,
+                format!(
+                    "principal {principal:?} is not in the tenancy file; ask an admin to add it"
+                ),
+            ));
+            return respond(&self.client, &msg, &reply).await;
+        };
+        let caller = &caller;
+        let p = &msg.payload;
+        let c = &self.client;
+        match op {
+            Operation::WhoAmI => respond(c, &msg, &Ok::<_, ApiError>(caller.clone())).await,
+            Operation::SubmitServiceJob => {
+                let r = match decode(p) {
+                    Ok(job) => self.submit(caller, job).await,
+                    Err(e) => Err(e),
+                };
+                respond(c, &msg, &r).await
+            }
+            Operation::ApplyJobQueue => {
+                let r = match decode::<QueueDocument>(p) {
+                    Ok(doc) => {
+                        let name = doc.job_queue.job_queue_name.clone();
+                        self.change(caller, op, &name, move |_| Ok(doc.clone()))
+                            .await
+                    }
+                    Err(e) => Err(e),
+                };
+                respond(c, &msg, &r).await
+            }
+            Operation::CreateJobQueue | Operation::UpdateJobQueue => {
+                let create = op == Operation::CreateJobQueue;
+                let r = match decode::<JobQueue>(p) {
+                    Ok(q) => {
+                        let name = q.job_queue_name.clone();
+                        self.change(caller, op, &name, move |old| match (old, create) {
+                            (Some(_), true) => Err(api::error(
+                                ErrorCode::Conflict,
+                                format!("job queue {:?} already exists", q.job_queue_name),
+                            )),
+                            (None, false) => Err(api::error(
+                                ErrorCode::NotFound,
+                                format!("no job queue {:?}", q.job_queue_name),
+                            )),
+                            (old, _) => Ok(QueueDocument {
+                                job_queue: q.clone(),
+                                quota_shares: old.map(|d| d.quota_shares).unwrap_or_default(),
+                            }),
+                        })
+                        .await
+                        .map(|d| d.job_queue)
+                    }
+                    Err(e) => Err(e),
+                };
+                respond(c, &msg, &r).await
+            }
+            Operation::CreateQuotaShare | Operation::UpdateQuotaShare => {
+                let create = op == Operation::CreateQuotaShare;
+                let r = match decode::<QuotaShare>(p) {
+                    Ok(s) => {
+                        let queue = s.job_queue.clone();
+                        let name = s.quota_share_name.clone();
+                        self.change(caller, op, &queue, move |old| {
+                            let mut doc = old.ok_or_else(|| {
+                                api::error(
+                                    ErrorCode::NotFound,
+                                    format!("no job queue {:?}", s.job_queue),
+                                )
+                            })?;
+                            let pos = doc
+                                .quota_shares
+                                .iter()
+                                .position(|x| x.quota_share_name == s.quota_share_name);
+                            match (pos, create) {
+                                (Some(_), true) => Err(api::error(
+                                    ErrorCode::Conflict,
+                                    format!("quota share {:?} already exists", s.quota_share_name),
+                                )),
+                                (None, false) => Err(api::error(
+                                    ErrorCode::NotFound,
+                                    format!("no quota share {:?}", s.quota_share_name),
+                                )),
+                                (None, true) => {
+                                    doc.quota_shares.push(s.clone());
+                                    Ok(doc)
+                                }
+                                (Some(i), false) => {
+                                    merge_share(&mut doc.quota_shares[i], &s);
+                                    Ok(doc)
+                                }
+                            }
+                        })
+                        .await
+                        .and_then(|d| {
+                            d.quota_shares
+                                .into_iter()
+                                .find(|x| x.quota_share_name == name)
+                                .ok_or_else(|| api::error(ErrorCode::Internal, "share vanished"))
+                        })
+                    }
+                    Err(e) => Err(e),
+                };
+                respond(c, &msg, &r).await
+            }
+            Operation::DeleteQuotaShare => {
+                let r = match decode::<ShareRef>(p) {
+                    Ok(s) => self
+                        .change(caller, op, &s.job_queue.clone(), move |old| {
+                            let mut doc = old.ok_or_else(|| {
+                                api::error(
+                                    ErrorCode::NotFound,
+                                    format!("no job queue {:?}", s.job_queue),
+                                )
+                            })?;
+                            let before = doc.quota_shares.len();
+                            doc.quota_shares
+                                .retain(|x| x.quota_share_name != s.quota_share_name);
+                            if doc.quota_shares.len() == before {
+                                return Err(api::error(
+                                    ErrorCode::NotFound,
+                                    format!("no quota share {:?}", s.quota_share_name),
+                                ));
+                            }
+                            Ok(doc)
+                        })
+                        .await
+                        .map(|_| serde_json::json!({})),
+                    Err(e) => Err(e),
+                };
+                respond(c, &msg, &r).await
+            }
+            Operation::DescribeQuotaShare => {
+                let r = match decode::<ShareRef>(p) {
+                    Ok(s) => self
+                        .readable(caller, &s.job_queue)
+                        .await
+                        .and_then(|(doc, _)| {
+                            doc.quota_shares
+                                .into_iter()
+                                .find(|x| x.quota_share_name == s.quota_share_name)
+                                .ok_or_else(|| {
+                                    api::error(
+                                        ErrorCode::NotFound,
+                                        format!("no quota share {:?}", s.quota_share_name),
+                                    )
+                                })
+                        }),
+                    Err(e) => Err(e),
+                };
+                respond(c, &msg, &r).await
+            }
+            Operation::ListQuotaShares => {
+                let r = match decode::<QueueRef>(p) {
+                    Ok(q) => self
+                        .readable(caller, &q.job_queue)
+                        .await
+                        .map(|(doc, _)| serde_json::json!({ "quotaShares": doc.quota_shares })),
+                    Err(e) => Err(e),
+                };
+                respond(c, &msg, &r).await
+            }
+            Operation::DescribeJobQueue => {
+                let r = match decode::<QueueRef>(p) {
+                    Ok(q) => self
+                        .readable(caller, &q.job_queue)
+                        .await
+                        .map(|(doc, _)| doc),
+                    Err(e) => Err(e),
+                };
+                respond(c, &msg, &r).await
+            }
+            Operation::ListJobQueues => {
+                let r = self.queue_names(caller).await;
+                respond(c, &msg, &r).await
+            }
+            Operation::RegisterExecutor => {
+                let r = match decode(p) {
+                    Ok(reg) => self.register(&principal, reg).await,
+                    Err(e) => Err(e),
+                };
+                respond(c, &msg, &r).await
+            }
+            Operation::GetServiceJobLogs => {
+                let r = match decode(p) {
+                    Ok(req) => self.logs(caller, req).await,
+                    Err(e) => Err(e),
+                };
+                respond(c, &msg, &r).await
+            }
+            Operation::ListAuditEvents => {
+                let r = match decode(p) {
+                    Ok(req) => audit::list(&self.log, caller, req).await,
+                    Err(e) => Err(e),
+                };
+                respond(c, &msg, &r).await
+            }
+            Operation::ListServiceJobs | Operation::GetJobQueueSnapshot => {
+                // Checked here first (the queue and share are in the
+                // request), and again by the scheduler.
+                let check = match op {
+                    Operation::ListServiceJobs => decode::<ListServiceJobs>(p).and_then(|l| {
+                        match &l.quota_share_name {
+                            Some(share) => authorize(
+                                caller,
+                                Action::ReadJob {
+                                    queue: &l.job_queue,
+                                    share,
+                                },
+                            ),
+                            None => authorize(
+                                caller,
+                                Action::ReadQueue {
+                                    queue: &l.job_queue,
+                                },
+                            ),
+                        }
+                        .map_err(denied)
+                    }),
+                    _ => decode::<QueueRef>(p).and_then(|q| {
+                        authorize(
+                            caller,
+                            Action::ReadQueue {
+                                queue: &q.job_queue,
+                            },
+                        )
+                        .map_err(denied)
+                    }),
+                };
+                match check {
+                    Ok(()) => self.relay_reply(caller, op, &msg).await,
+                    Err(e) => respond::<()>(c, &msg, &Err(e)).await,
+                }
+            }
+            Operation::DescribeServiceJob
+            | Operation::UpdateServiceJob
+            | Operation::TerminateServiceJob => self.relay_reply(caller, op, &msg).await,
+        }
+    }
+}

@@ -1,0 +1,328 @@
+//! Job requests: submits (validated with the core's own rules, stored in
+//! the log before the reply, idempotent by client token), executor
+//! registrations, and the reads, priority updates and terminates relayed to
+//! the scheduler leader with the caller.
+
+use super::*;
+
+impl Admission {
+    pub(crate) async fn submit(
+        &self,
+        caller: &Caller,
+        job: SubmitServiceJob,
+    ) -> Result<SubmitServiceJobResponse> {
+        let share = job.quota_share_name.clone().unwrap_or_default();
+        authorize(
+            caller,
+            Action::Submit {
+                queue: &job.job_queue,
+                share: &share,
+            },
+        )
+        .map_err(denied)?;
+        let (doc, revision) = self.existing(&job.job_queue).await?;
+        self.check_checkpoint_uri(&doc, &job)?;
+        let mut cluster = {
+            let cached = self
+                .scratch
+                .lock()
+                .map_err(|_| api::error(ErrorCode::Internal, "admission state is poisoned"))?;
+            match cached.get(&job.job_queue) {
+                Some((rev, c)) if *rev == revision => Some(c.clone()),
+                _ => None,
+            }
+        };
+        if cluster.is_none() {
+            let config = convert::queue(&doc).map_err(|p| {
+                invalid(
+                    "the stored queue configuration is invalid",
+                    api::problems(&p),
+                )
+            })?;
+            let c = Cluster::new(config, &[]).map_err(|e| {
+                invalid(
+                    "the stored queue configuration is invalid",
+                    api::problems(&e.0),
+                )
+            })?;
+            if let Ok(mut cache) = self.scratch.lock() {
+                cache.insert(job.job_queue.clone(), (revision, c.clone()));
+            }
+            cluster = Some(c);
+        }
+        let mut cluster = cluster.ok_or_else(|| api::error(ErrorCode::Internal, "no cluster"))?;
+        let spec = convert::job_spec(&job, &mut cluster)
+            .map_err(|p| invalid("invalid job", api::problems(&p)))?;
+        if let Err(e) = cluster.submit(spec, Time(now_ms())) {
+            let problems = match &e {
+                qm_core::JobError::Invalid(p) => api::problems(p),
+                _ => Vec::new(),
+            };
+            return Err(invalid(format!("job rejected: {e}"), problems));
+        }
+        let mut entry = LogEntry::Submit {
+            job_id: new_job_id(),
+            job: job.clone(),
+            principal: Some(caller.principal.clone()),
+        };
+        if let Some(token) = &job.client_token {
+            if token.is_empty() || token.len() > 64 {
+                return Err(invalid("clientToken: must be 1-64 characters", Vec::new()));
+            }
+            let key = token_key(&job.job_queue, token);
+            let body = serde_json::to_vec(&entry)
+                .map_err(|e| api::error(ErrorCode::Internal, e.to_string()))?;
+            if self.tokens.create(&key, body.into()).await.is_err() {
+                // Used before (or a concurrent retry won): the same job.
+                let stored = self
+                    .tokens
+                    .get(&key)
+                    .await
+                    .map_err(|e| transient("token store unavailable", e))?
+                    .ok_or_else(|| transient("token store", "token vanished"))?;
+                entry = serde_json::from_slice(&stored)
+                    .map_err(|e| api::error(ErrorCode::Internal, e.to_string()))?;
+            }
+        }
+        let LogEntry::Submit { job_id, job, .. } = &entry else {
+            return Err(api::error(
+                ErrorCode::Internal,
+                "token maps to a non-submit",
+            ));
+        };
+        let subject = subjects::log_submit(&job.job_queue)
+            .map_err(|e| invalid(format!("jobQueue: {e}"), Vec::new()))?;
+        let body = serde_json::to_vec(&entry)
+            .map_err(|e| api::error(ErrorCode::Internal, e.to_string()))?;
+        // The job id as message id: a retried append (same token) is stored once
+        // within the stream's window; the scheduler ignores a known job id too.
+        let ack = self
+            .js
+            .publish_with_headers(
+                subject,
+                {
+                    let mut h = async_nats::HeaderMap::new();
+                    h.insert("Nats-Msg-Id", job_id.as_str());
+                    h
+                },
+                body.into(),
+            )
+            .await
+            .map_err(|e| transient("job log unavailable", e))?;
+        ack.await
+            .map_err(|e| transient("job log did not store the job", e))?;
+        Ok(SubmitServiceJobResponse {
+            job_id: job_id.clone(),
+            job_name: job.job_name.clone(),
+        })
+    }
+
+    /// `checkpointConfig.s3Uri` must lie where the job's share may keep
+    /// checkpoints (the checkpoint service checks it again).
+    pub(crate) fn check_checkpoint_uri(
+        &self,
+        doc: &QueueDocument,
+        job: &SubmitServiceJob,
+    ) -> Result<()> {
+        let Some(uri) = job
+            .checkpoint_config
+            .as_ref()
+            .and_then(|c| c.s3_uri.as_deref())
+        else {
+            return Ok(());
+        };
+        let share = job.quota_share_name.as_deref().unwrap_or("");
+        let allowed = doc
+            .quota_shares
+            .iter()
+            .find(|s| s.quota_share_name == share)
+            .and_then(|s| s.checkpoint_s3_prefixes.as_deref());
+        let bucket = Some(self.settings.checkpoint_bucket.as_str()).filter(|b| !b.is_empty());
+        qm_tenancy::checkpoint_uri_allowed(uri, allowed, bucket, &job.job_queue, share).map_err(
+            |e| {
+                invalid(
+                    "invalid job",
+                    vec![qm_wire::messages::Problem {
+                        field: "checkpointConfig.s3Uri".into(),
+                        message: e,
+                    }],
+                )
+            },
+        )
+    }
+
+    pub(crate) async fn register(
+        &self,
+        principal: &str,
+        r: RegisterExecutor,
+    ) -> Result<serde_json::Value> {
+        token_field("executorId", &r.executor_id)?;
+        self.tenancy
+            .may_register(principal, &r.executor_id)
+            .map_err(denied)?;
+        if let Some(node) = &r.checkpoint_node {
+            token_field("checkpointNode", node)?;
+        }
+        self.existing(&r.job_queue).await?;
+        let mut problems = Vec::new();
+        for (i, inst) in r.instances.iter().enumerate() {
+            if inst.instance_type.is_empty() {
+                problems.push(qm_wire::messages::Problem {
+                    field: format!("instances[{i}].instanceType"),
+                    message: "is required".into(),
+                });
+            }
+            if !inst.gpus.is_empty() && inst.gpus.len() != inst.count as usize {
+                problems.push(qm_wire::messages::Problem {
+                    field: format!("instances[{i}].gpus"),
+                    message: format!(
+                        "lists {} instances' GPUs but count is {}",
+                        inst.gpus.len(),
+                        inst.count
+                    ),
+                });
+            }
+        }
+        if !problems.is_empty() {
+            return Err(invalid("invalid executor registration", problems));
+        }
+        let subject = subjects::log_register(&r.executor_id)
+            .map_err(|e| invalid(format!("executorId: {e}"), Vec::new()))?;
+        let payload = serde_json::to_vec(&LogEntry::Register(r))
+            .map_err(|e| api::error(ErrorCode::Internal, e.to_string()))?;
+        let ack = self
+            .js
+            .publish(subject, payload.into())
+            .await
+            .map_err(|e| transient("log unavailable", e))?;
+        ack.await
+            .map_err(|e| transient("log did not store the registration", e))?;
+        Ok(serde_json::json!({}))
+    }
+
+    /// Relays an operation to the scheduler leader and returns its raw reply.
+    pub(crate) async fn relay(
+        &self,
+        caller: &Caller,
+        op: Operation,
+        payload: &[u8],
+    ) -> std::result::Result<bytes::Bytes, ApiError> {
+        let body: serde_json::Value = decode(payload)?;
+        let request = SchedRequest {
+            operation: op.name().into(),
+            body,
+            caller: caller.clone(),
+        };
+        let payload = serde_json::to_vec(&request)
+            .map_err(|e| api::error(ErrorCode::Internal, e.to_string()))?;
+        let timeout = std::time::Duration::from_millis(self.settings.scheduler_timeout_ms);
+        match tokio::time::timeout(
+            timeout,
+            self.client.request(subjects::SCHED_REQUEST, payload.into()),
+        )
+        .await
+        {
+            Ok(Ok(msg)) => Ok(msg.payload),
+            Ok(Err(e)) if e.kind() == async_nats::RequestErrorKind::NoResponders => {
+                Err(api::error(
+                    ErrorCode::Transient,
+                    "no scheduler leader is running; try again",
+                ))
+            }
+            Ok(Err(e)) => Err(transient("scheduler unreachable", e)),
+            Err(_) => Err(api::error(
+                ErrorCode::Transient,
+                "the scheduler did not answer in time; try again",
+            )),
+        }
+    }
+
+    /// Relays a request to the scheduler and answers with its reply.
+    pub(crate) async fn relay_reply(
+        &self,
+        caller: &Caller,
+        op: Operation,
+        msg: &async_nats::Message,
+    ) {
+        let c = &self.client;
+        match self.relay(caller, op, &msg.payload).await {
+            Ok(raw) => {
+                if let Some(to) = &msg.reply {
+                    let _ = c.publish(to.clone(), raw).await;
+                }
+            }
+            Err(e) => respond::<()>(c, msg, &Err(e)).await,
+        }
+    }
+
+    /// Relays a read of one job to the scheduler, which checks that the
+    /// caller may read it.
+    pub(crate) async fn describe_job(&self, caller: &Caller, job_id: &str) -> Result<ServiceJob> {
+        let body = serde_json::to_vec(&JobRef {
+            job_id: job_id.to_string(),
+        })
+        .map_err(|e| api::error(ErrorCode::Internal, e.to_string()))?;
+        let raw = self
+            .relay(caller, Operation::DescribeServiceJob, &body)
+            .await?;
+        match serde_json::from_slice::<qm_wire::messages::Reply<ServiceJob>>(&raw) {
+            Ok(qm_wire::messages::Reply::Ok(job)) => Ok(job),
+            Ok(qm_wire::messages::Reply::Error(e)) => Err(e),
+            Err(e) => Err(api::error(
+                ErrorCode::Internal,
+                format!("unreadable scheduler reply: {e}"),
+            )),
+        }
+    }
+
+    /// An attempt's output, from the executor that ran it (rank 0's).
+    pub(crate) async fn logs(
+        &self,
+        caller: &Caller,
+        req: GetServiceJobLogs,
+    ) -> Result<qm_wire::system::LogsResponse> {
+        token_field("jobId", &req.job_id)?;
+        let job = self.describe_job(caller, &req.job_id).await?;
+        let attempt = match req.attempt {
+            Some(n) => job.attempts.iter().find(|a| a.attempt == n),
+            None => job.attempts.last(),
+        }
+        .ok_or_else(|| {
+            api::error(
+                ErrorCode::NotFound,
+                match req.attempt {
+                    Some(n) => format!("job {} has no attempt {n}", req.job_id),
+                    None => format!("job {} has not started yet", req.job_id),
+                },
+            )
+        })?;
+        let executor = attempt.executor_id.clone().ok_or_else(|| {
+            api::error(
+                ErrorCode::NotFound,
+                format!(
+                    "attempt {} of job {} ran on no executor",
+                    attempt.attempt, req.job_id
+                ),
+            )
+        })?;
+        let subject = subjects::executor_logs(&executor)
+            .map_err(|e| api::error(ErrorCode::Internal, format!("executorId: {e}")))?;
+        let body = serde_json::to_vec(&qm_wire::system::LogsRequest {
+            job_id: req.job_id.clone(),
+            attempt: attempt.attempt,
+            tail_bytes: req.tail_bytes,
+        })
+        .map_err(|e| api::error(ErrorCode::Internal, e.to_string()))?;
+        let client = qm_service::client::Client::new(self.client.clone(), "admission");
+        client
+            .request_raw(subject, body.into(), "executor")
+            .await
+            .map_err(|e| match e {
+                qm_service::client::CallError::Api(e) => e,
+                other => api::error(
+                    ErrorCode::Transient,
+                    format!("executor {executor} did not send the logs: {other}"),
+                ),
+            })
+    }
+}

@@ -1,0 +1,177 @@
+//! Queue configuration: documents in the configuration bucket, changed by
+//! compare-and-set, validated whole with the core's rules and transition
+//! checks, stored in the log; and the reads of queues and shares.
+
+use super::*;
+
+pub(crate) fn config_key(queue: &str) -> String {
+    format!("queue.{queue}")
+}
+
+/// `UpdateQuotaShare`: only the fields given change.
+pub(crate) fn merge_share(share: &mut QuotaShare, update: &QuotaShare) {
+    if update.state.is_some() {
+        share.state.clone_from(&update.state);
+    }
+    if update.capacity_limits.is_some() {
+        share.capacity_limits.clone_from(&update.capacity_limits);
+    }
+    if update.resource_sharing_configuration.is_some() {
+        share
+            .resource_sharing_configuration
+            .clone_from(&update.resource_sharing_configuration);
+    }
+    if update.preemption_configuration.is_some() {
+        share
+            .preemption_configuration
+            .clone_from(&update.preemption_configuration);
+    }
+    if update.protections.is_some() {
+        share.protections.clone_from(&update.protections);
+    }
+}
+
+impl Admission {
+    pub(crate) async fn document(&self, queue: &str) -> Result<Option<(QueueDocument, u64)>> {
+        let entry = self
+            .config
+            .entry(config_key(queue))
+            .await
+            .map_err(|e| transient("configuration store unavailable", e))?;
+        match entry {
+            Some(e) if e.operation == async_nats::jetstream::kv::Operation::Put => {
+                let doc = serde_json::from_slice(&e.value).map_err(|err| {
+                    api::error(
+                        ErrorCode::Internal,
+                        format!("stored configuration of {queue:?} is unreadable: {err}"),
+                    )
+                })?;
+                Ok(Some((doc, e.revision)))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    pub(crate) async fn existing(&self, queue: &str) -> Result<(QueueDocument, u64)> {
+        token_field("jobQueue", queue)?;
+        self.document(queue).await?.ok_or_else(|| {
+            api::error(
+                ErrorCode::NotFound,
+                format!("no job queue {queue:?} (create it with `qm apply -f`)"),
+            )
+        })
+    }
+
+    /// Changes a queue's document with `change`, validated whole, stored with
+    /// compare-and-set, then appended to the log for the scheduler.
+    pub(crate) async fn change<F>(
+        &self,
+        caller: &Caller,
+        op: Operation,
+        queue: &str,
+        change: F,
+    ) -> Result<QueueDocument>
+    where
+        F: Fn(Option<QueueDocument>) -> Result<QueueDocument>,
+    {
+        token_field("jobQueueName", queue)?;
+        authorize(caller, Action::ChangeConfig { queue }).map_err(denied)?;
+        for _ in 0..10 {
+            let current = self.document(queue).await?;
+            let old = current.as_ref().map(|(d, _)| d.clone());
+            let new = change(old.clone())?;
+            for (i, s) in new.quota_shares.iter().enumerate() {
+                token_field(
+                    &format!("quotaShares[{i}].quotaShareName"),
+                    &s.quota_share_name,
+                )?;
+                for (j, prefix) in s.checkpoint_s3_prefixes.iter().flatten().enumerate() {
+                    qm_wire::messages::parse_s3_uri(prefix).map_err(|e| {
+                        invalid(
+                            "invalid queue configuration",
+                            vec![qm_wire::messages::Problem {
+                                field: format!("quotaShares[{i}].checkpointS3Prefixes[{j}]"),
+                                message: e,
+                            }],
+                        )
+                    })?;
+                }
+            }
+            let config = convert::queue(&new)
+                .map_err(|p| invalid("invalid queue configuration", api::problems(&p)))?;
+            if let Some(old) = &old {
+                // The transition rules (e.g. a share must be DISABLED before
+                // it is deleted) are the core's.
+                let old_config = convert::queue(old).map_err(|p| {
+                    invalid("the stored configuration is invalid", api::problems(&p))
+                })?;
+                let mut c = Cluster::new(old_config, &[]).map_err(|e| {
+                    invalid("the stored configuration is invalid", api::problems(&e.0))
+                })?;
+                c.update_queue(config, Time(now_ms()))
+                    .map_err(|e| invalid("configuration change refused", api::problems(&e.0)))?;
+            }
+            let body = serde_json::to_vec(&new)
+                .map_err(|e| api::error(ErrorCode::Internal, e.to_string()))?;
+            let key = config_key(queue);
+            let stored = match &current {
+                None => self.config.create(&key, body.into()).await.ok(),
+                Some((_, rev)) => self.config.update(&key, body.into(), *rev).await.ok(),
+            };
+            let Some(revision) = stored else {
+                continue; // someone else changed it first: redo on the new one
+            };
+            let entry = LogEntry::Config {
+                queue: new.clone(),
+                revision,
+                principal: Some(caller.principal.clone()),
+                operation: Some(op.name().to_string()),
+            };
+            let subject = subjects::log_config(queue)
+                .map_err(|e| invalid(format!("jobQueueName: {e}"), Vec::new()))?;
+            let payload = serde_json::to_vec(&entry)
+                .map_err(|e| api::error(ErrorCode::Internal, e.to_string()))?;
+            nats::append_durably(
+                &self.js,
+                subject,
+                payload.into(),
+                Some(format!("config-{queue}-{revision}")),
+            )
+            .await;
+            return Ok(new);
+        }
+        Err(api::error(
+            ErrorCode::Conflict,
+            format!("job queue {queue:?} is being changed concurrently; try again"),
+        ))
+    }
+
+    /// A queue's configuration, for a caller that may read it.
+    pub(crate) async fn readable(
+        &self,
+        caller: &Caller,
+        queue: &str,
+    ) -> Result<(QueueDocument, u64)> {
+        authorize(caller, Action::ReadQueue { queue }).map_err(denied)?;
+        self.existing(queue).await
+    }
+
+    /// The queues the caller may read.
+    pub(crate) async fn queue_names(&self, caller: &Caller) -> Result<serde_json::Value> {
+        let mut keys = self
+            .config
+            .keys()
+            .await
+            .map_err(|e| transient("configuration store unavailable", e))?;
+        let mut names = Vec::new();
+        while let Some(k) = keys.next().await {
+            if let Some(name) = k.ok().as_deref().and_then(|k| k.strip_prefix("queue.")) {
+                if authorize(caller, Action::ReadQueue { queue: name }).is_ok() {
+                    names.push(name.to_string());
+                }
+            }
+        }
+        names.sort();
+        Ok(serde_json::json!({ "jobQueues": names }))
+    }
+}
