@@ -1,0 +1,278 @@
+//! The requests the service answers for its node's executor (restore,
+//! track, flush, untrack), each confined to the work directory and to the
+//! share's S3 prefixes, and the periodic sync of tracked attempts.
+
+use super::*;
+
+impl Service {
+    pub(crate) async fn job(&self, job_id: &str) -> Arc<Mutex<JobSync>> {
+        let mut jobs = self.jobs.lock().await;
+        Arc::clone(jobs.entry(job_id.to_string()).or_default())
+    }
+
+    /// `dir` if it is a real directory inside the work directory: absolute,
+    /// no `.` or `..`, and no symbolic link anywhere on the way (resolving
+    /// it changes nothing).
+    pub(crate) fn confined(&self, dir: &str) -> Result<PathBuf, ApiError> {
+        let refuse = |why: &str| api::invalid(format!("dir: {dir:?} {why}"), vec![]);
+        let path = PathBuf::from(dir);
+        if !path.is_absolute() {
+            return Err(refuse("must be an absolute path"));
+        }
+        if path.components().any(|c| {
+            matches!(
+                c,
+                std::path::Component::ParentDir | std::path::Component::CurDir
+            )
+        }) {
+            return Err(refuse("must not contain '.' or '..'"));
+        }
+        let resolved = std::fs::canonicalize(&path)
+            .map_err(|e| refuse(&format!("cannot be resolved: {e}")))?;
+        if resolved != path {
+            return Err(refuse(&format!(
+                "goes through a symbolic link (it resolves to {})",
+                resolved.display()
+            )));
+        }
+        if !resolved.starts_with(&self.work_dir) || resolved == self.work_dir {
+            return Err(refuse(&format!(
+                "is outside the work directory {}",
+                self.work_dir.display()
+            )));
+        }
+        if !std::fs::symlink_metadata(&resolved).is_ok_and(|m| m.is_dir()) {
+            return Err(refuse("is not a directory"));
+        }
+        Ok(resolved)
+    }
+
+    /// The queue's configuration, cached for a few seconds.
+    pub(crate) async fn queue(&self, queue: &str) -> Result<Option<QueueDocument>, ApiError> {
+        if let Ok(cache) = self.queues.lock() {
+            if let Some((at, doc)) = cache.get(queue) {
+                if at.elapsed() < Duration::from_secs(5) {
+                    return Ok(doc.clone());
+                }
+            }
+        }
+        let entry = self
+            .config
+            .entry(format!("queue.{queue}"))
+            .await
+            .map_err(|e| failed("configuration store unavailable", e))?;
+        let doc = entry
+            .filter(|e| e.operation == async_nats::jetstream::kv::Operation::Put)
+            .and_then(|e| serde_json::from_slice::<QueueDocument>(&e.value).ok());
+        if let Ok(mut cache) = self.queues.lock() {
+            cache.insert(queue.to_string(), (std::time::Instant::now(), doc.clone()));
+        }
+        Ok(doc)
+    }
+
+    /// Checks a request and resolves where it points: the attempt's local
+    /// directory, and the store and prefix of the job's checkpoints (its
+    /// `s3Uri`, else the configured bucket under `<queue>/<jobId>`).
+    pub(crate) async fn target(&self, req: &CheckpointRequest) -> Result<Target, ApiError> {
+        subjects::token(&req.job_queue)
+            .map_err(|e| api::invalid(format!("jobQueue: {e}"), vec![]))?;
+        subjects::token(&req.job_id).map_err(|e| api::invalid(format!("jobId: {e}"), vec![]))?;
+        let dir = self.confined(&req.dir)?;
+        let (bucket, prefix) = match &req.s3_uri {
+            Some(uri) => {
+                subjects::token(&req.quota_share_name)
+                    .map_err(|e| api::invalid(format!("quotaShareName: {e}"), vec![]))?;
+                let doc = self.queue(&req.job_queue).await?;
+                let allowed = doc.as_ref().and_then(|d| {
+                    d.quota_shares
+                        .iter()
+                        .find(|s| s.quota_share_name == req.quota_share_name)
+                        .and_then(|s| s.checkpoint_s3_prefixes.clone())
+                });
+                qm_tenancy::checkpoint_uri_allowed(
+                    uri,
+                    allowed.as_deref(),
+                    Some(&self.s3.bucket),
+                    &req.job_queue,
+                    &req.quota_share_name,
+                )
+                .map_err(|e| api::error(ErrorCode::AccessDenied, format!("s3Uri: {e}")))?;
+                let u = qm_wire::messages::parse_s3_uri(uri)
+                    .map_err(|e| api::invalid(format!("s3Uri: {e}"), vec![]))?;
+                (u.bucket, u.prefix)
+            }
+            None => (
+                self.s3.bucket.clone(),
+                format!("{}/{}", req.job_queue, req.job_id),
+            ),
+        };
+        let mut stores = self
+            .stores
+            .lock()
+            .map_err(|_| api::error(ErrorCode::Internal, "store cache poisoned"))?;
+        let store = stores
+            .entry(bucket.clone())
+            .or_insert_with(|| {
+                S3Store::new(&S3Config {
+                    bucket,
+                    ..self.s3.clone()
+                })
+            })
+            .clone();
+        Ok(Target { dir, store, prefix })
+    }
+
+    pub(crate) async fn restore(
+        &self,
+        req: &CheckpointRequest,
+    ) -> Result<CheckpointReply, ApiError> {
+        let Target { dir, store, prefix } = self.target(req).await?;
+        let restored = sync::restore(&store, &prefix, &dir)
+            .await
+            .map_err(|e| failed("restore failed", e))?;
+        let checkpoint = restored.manifest.map(|m| CheckpointCommit {
+            job_queue: req.job_queue.clone(),
+            job_id: req.job_id.clone(),
+            attempt: m.attempt,
+            seq: m.seq,
+            step: m.step,
+            created_at: m.created_at_ms,
+        });
+        if let Some(c) = &checkpoint {
+            tracing::info!(job = %req.job_id, attempt = req.attempt, seq = c.seq, step = ?c.step, "restored");
+        }
+        let job = self.job(&req.job_id).await;
+        let mut j = job.lock().await;
+        j.committed = sync::fingerprint(&dir).ok();
+        j.last.clone_from(&checkpoint);
+        Ok(CheckpointReply {
+            checkpoint,
+            skipped: restored
+                .skipped
+                .iter()
+                .map(|(seq, why)| format!("{seq}: {why}"))
+                .collect(),
+        })
+    }
+
+    /// Commits the directory if it changed since the last commit.
+    pub(crate) async fn sync_once(
+        &self,
+        req: &CheckpointRequest,
+        j: &mut JobSync,
+    ) -> Result<(), ApiError> {
+        let Target { dir, store, prefix } = self.target(req).await?;
+        let print = sync::fingerprint(&dir).map_err(|e| failed("cannot read the directory", e))?;
+        if print.is_empty() || j.committed.as_ref() == Some(&print) {
+            return Ok(());
+        }
+        let seqs = sync::manifest_seqs(&store, &prefix)
+            .await
+            .map_err(|e| failed("cannot list checkpoints", e))?;
+        let info = CommitInfo {
+            seq: seqs.iter().max().map_or(1, |s| s + 1),
+            attempt: req.attempt,
+            step: None, // read from qm-checkpoint.json within the snapshot
+            created_at_ms: now_ms(),
+        };
+        // A file rewritten mid-upload: nothing was committed; try again soon
+        // (a workload that checkpoints often must not starve its commits).
+        let mut tries = 0;
+        let manifest = loop {
+            match sync::commit(&store, &prefix, &dir, info, &mut j.uploaded).await {
+                Ok(m) => break m,
+                Err(sync::SyncError::Changed(path)) if tries < 10 => {
+                    tries += 1;
+                    tracing::debug!(job = %req.job_id, path = %path.display(), "file changed during commit; again");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(e) => return Err(failed("commit failed", e)),
+            }
+        };
+        j.committed = Some(print);
+        let commit = CheckpointCommit {
+            job_queue: req.job_queue.clone(),
+            job_id: req.job_id.clone(),
+            attempt: req.attempt,
+            seq: manifest.seq,
+            step: manifest.step,
+            created_at: manifest.created_at_ms,
+        };
+        tracing::info!(job = %req.job_id, attempt = req.attempt, seq = commit.seq, step = ?commit.step, files = manifest.files.len(), "checkpoint committed");
+        j.last = Some(commit.clone());
+        if let Ok(body) = serde_json::to_vec(&LogEntry::Checkpoint(commit.clone())) {
+            if let Ok(subject) = subjects::log_checkpoint(&self.settings.node) {
+                nats::append_durably(
+                    &self.js,
+                    subject,
+                    body.into(),
+                    Some(format!("ckpt-{}-{}", req.job_id, commit.seq)),
+                )
+                .await;
+            }
+        }
+        if let (Ok(body), Ok(subject)) = (
+            serde_json::to_vec(&commit),
+            subjects::checkpoint_event(&req.job_queue, &req.quota_share_name, &req.job_id),
+        ) {
+            let _ = self.client.publish(subject, body.into()).await;
+        }
+        if let Err(e) = sync::retain(&store, &prefix, self.settings.keep).await {
+            tracing::warn!(job = %req.job_id, error = %e, "retention failed");
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn track(
+        self: &Arc<Self>,
+        req: CheckpointRequest,
+    ) -> Result<CheckpointReply, ApiError> {
+        self.target(&req).await?;
+        let job = self.job(&req.job_id).await;
+        let mut j = job.lock().await;
+        if matches!(&j.tracking, Some((r, t)) if r.attempt == req.attempt && !t.is_finished()) {
+            return Ok(CheckpointReply {
+                checkpoint: j.last.clone(),
+                skipped: vec![],
+            });
+        }
+        if let Some((_, t)) = j.tracking.take() {
+            t.abort();
+        }
+        let me = Arc::clone(self);
+        let job2 = Arc::clone(&job);
+        let interval = Duration::from_millis(self.settings.scan_interval_ms);
+        let request = req.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(interval).await;
+                let mut j = job2.lock().await;
+                if let Err(e) = me.sync_once(&request, &mut j).await {
+                    tracing::warn!(job = %request.job_id, error = %e.message, "sync failed; retrying");
+                }
+            }
+        });
+        j.tracking = Some((req, task));
+        Ok(CheckpointReply {
+            checkpoint: j.last.clone(),
+            skipped: vec![],
+        })
+    }
+
+    pub(crate) async fn flush(&self, req: CheckpointRequest) -> Result<CheckpointReply, ApiError> {
+        self.target(&req).await?;
+        let job = self.job(&req.job_id).await;
+        let mut j = job.lock().await;
+        if let Some((_, t)) = j.tracking.take() {
+            t.abort();
+        }
+        self.sync_once(&req, &mut j).await?;
+        let reply = CheckpointReply {
+            checkpoint: j.last.clone(),
+            skipped: vec![],
+        };
+        drop(j);
+        self.jobs.lock().await.remove(&req.job_id);
+        Ok(reply)
+    }
+}

@@ -1,0 +1,88 @@
+//! The checkpoint service's settings: file keys, `QM_CHECKPOINT_*`
+//! variables, checks.
+
+use super::*;
+
+pub(crate) const USAGE: &str = "qm-checkpoint [--config FILE]
+
+Syncs attempts' checkpoint directories to S3-compatible storage for the
+executor on this node. Settings (file keys, or environment variables
+QM_CHECKPOINT_<KEY>):
+  node             QM_CHECKPOINT_NODE                  required: the executor's checkpointNode
+  workDir          QM_CHECKPOINT_WORK_DIR              the executor's workDir; only directories
+                                                       inside it are synced (default
+                                                       /tmp/qm-executor-<node>)
+  s3Endpoint       QM_CHECKPOINT_S3_ENDPOINT           e.g. http://127.0.0.1:3900 (empty: AWS)
+  s3Region         QM_CHECKPOINT_S3_REGION             default garage
+  s3Bucket         QM_CHECKPOINT_S3_BUCKET             required
+  s3AccessKeyId    QM_CHECKPOINT_S3_ACCESS_KEY_ID      explicit keys; when empty, the AWS
+  s3SecretAccessKey QM_CHECKPOINT_S3_SECRET_ACCESS_KEY default chain (AWS_* variables,
+                                                       profile, web identity, instance
+                                                       metadata)
+  scanIntervalMs   QM_CHECKPOINT_SCAN_INTERVAL_MS      default 1000
+  keep             QM_CHECKPOINT_KEEP                  manifests kept per job, default 5
+
+A checkpoint directory may hold qm-checkpoint.json with {\"step\": N}: the
+step is recorded in the manifest. Files whose names start with '.' are
+never uploaded (write temporary files that way, then rename).
+NATS connection (QM_NATS_<KEY> or QM_CHECKPOINT_NATS_<KEY>):
+  natsUrl natsPrincipal natsNkeyFile natsCreds natsUser natsPassword
+  natsCaFile natsCertFile natsKeyFile";
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct Settings {
+    pub(crate) node: String,
+    pub(crate) work_dir: String,
+    pub(crate) s3_endpoint: String,
+    pub(crate) s3_region: String,
+    pub(crate) s3_bucket: String,
+    pub(crate) s3_access_key_id: String,
+    pub(crate) s3_secret_access_key: String,
+    pub(crate) scan_interval_ms: u64,
+    pub(crate) keep: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            node: String::new(),
+            work_dir: String::new(),
+            s3_endpoint: String::new(),
+            s3_region: "garage".into(),
+            s3_bucket: String::new(),
+            s3_access_key_id: String::new(),
+            s3_secret_access_key: String::new(),
+            scan_interval_ms: 1000,
+            keep: 5,
+        }
+    }
+}
+
+impl qm_service::settings::Validate for Settings {
+    fn problems(&self) -> Vec<String> {
+        let mut p = Vec::new();
+        if let Err(e) = subjects::token(&self.node) {
+            p.push(format!("node: {e}"));
+        }
+        if self.s3_bucket.is_empty() {
+            p.push("s3Bucket: is required".into());
+        }
+        if self.s3_access_key_id.is_empty() != self.s3_secret_access_key.is_empty() {
+            p.push("s3AccessKeyId and s3SecretAccessKey: give both (or neither, for the AWS default credentials chain)".into());
+        }
+        if !self.work_dir.is_empty() && !std::path::Path::new(&self.work_dir).is_absolute() {
+            p.push(format!(
+                "workDir: {:?} must be an absolute path",
+                self.work_dir
+            ));
+        }
+        if self.scan_interval_ms < 50 {
+            p.push("scanIntervalMs: must be >= 50".into());
+        }
+        if self.keep == 0 {
+            p.push("keep: must be >= 1".into());
+        }
+        p
+    }
+}
