@@ -75,6 +75,15 @@ pub fn check_nodes(c: &Cluster) -> Result<(), Violation> {
     }
     for (i, node) in c.nodes.iter().enumerate() {
         for (t, slots) in &node.slots {
+            let free: BTreeSet<u32> = (0..slots.len() as u32)
+                .filter(|s| slots[*s as usize].is_none())
+                .collect();
+            if node.free.get(t).cloned().unwrap_or_default() != free {
+                return violation(
+                    "free slots are the unheld ones",
+                    format!("node {} type {t:?}", node.name),
+                );
+            }
             for (slot, holder) in slots.iter().enumerate() {
                 let Some(job) = holder else { continue };
                 let ok = c.jobs.get(job).is_some_and(|j| {

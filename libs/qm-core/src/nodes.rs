@@ -25,7 +25,7 @@
 //! can serve any job of that type (a job may spread), every instance a
 //! preemption frees can serve the job it is for.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::cluster::{Cluster, JobError};
 use crate::ids::{JobId, TypeIdx};
@@ -62,6 +62,9 @@ pub struct Node {
     pub live: bool,
     /// Per type: each slot's holder.
     pub(crate) slots: BTreeMap<TypeIdx, Vec<Option<JobId>>>,
+    /// Per type: the free slots (kept with `slots`, so placement never
+    /// scans a node).
+    pub(crate) free: BTreeMap<TypeIdx, BTreeSet<u32>>,
 }
 
 impl Node {
@@ -72,11 +75,28 @@ impl Node {
 
     /// Free slots of type `t`, lowest index first.
     pub fn free(&self, t: TypeIdx) -> Vec<u32> {
-        self.slots.get(&t).map_or_else(Vec::new, |s| {
-            (0..s.len() as u32)
-                .filter(|i| s[*i as usize].is_none())
-                .collect()
-        })
+        self.free
+            .get(&t)
+            .map_or_else(Vec::new, |f| f.iter().copied().collect())
+    }
+
+    /// How many slots of type `t` are free.
+    pub fn free_count(&self, t: TypeIdx) -> u32 {
+        self.free.get(&t).map_or(0, |f| f.len() as u32)
+    }
+
+    /// Rebuilds the free sets from the slots.
+    fn recount_free(&mut self) {
+        self.free = self
+            .slots
+            .iter()
+            .map(|(t, s)| {
+                let free = (0..s.len() as u32)
+                    .filter(|i| s[*i as usize].is_none())
+                    .collect();
+                (*t, free)
+            })
+            .collect();
     }
 
     /// The jobs holding slots here.
@@ -145,53 +165,60 @@ pub struct LostAttempt {
     pub other_nodes: Vec<NodeId>,
 }
 
-/// Chooses slots for `count` instances of type `t` from `free` (per node, its
-/// free slots of the type, lowest first; `names` orders ties): pack on one
-/// node (best fit) if any fits, else spread over the nodes with the most free
-/// slots first. Takes the slots out of `free`. None if they do not suffice.
+/// Free slots of one type on one node during a pass: how many are left,
+/// and the last slot handed out (slots go lowest first, so every free slot
+/// below it is taken).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FreeCursor {
+    pub left: u32,
+    pub after: Option<u32>,
+}
+
+/// Chooses how many instances each node gives a job of `count`: on one node
+/// (best fit: the fewest free that holds it, ties by node name) if any
+/// holds it, else spread over the nodes with the most free first (ties by
+/// name). Takes them from `free`. None if they do not suffice.
 pub(crate) fn place<'n>(
-    free: &mut BTreeMap<NodeId, Vec<u32>>,
+    free: &mut BTreeMap<NodeId, FreeCursor>,
     names: &dyn Fn(NodeId) -> &'n str,
     count: u32,
-) -> Option<Vec<Rank>> {
-    let need = count as usize;
-    let total: usize = free.values().map(Vec::len).sum();
-    if total < need || need == 0 {
+) -> Option<Vec<(NodeId, u32)>> {
+    let total: u64 = free.values().map(|f| u64::from(f.left)).sum();
+    if total < u64::from(count) || count == 0 {
         return None;
     }
     let best_fit = free
         .iter()
-        .filter(|(_, slots)| slots.len() >= need)
-        .min_by(|a, b| a.1.len().cmp(&b.1.len()).then(names(*a.0).cmp(names(*b.0))))
+        .filter(|(_, f)| f.left >= count)
+        .min_by(|a, b| a.1.left.cmp(&b.1.left).then(names(*a.0).cmp(names(*b.0))))
         .map(|(n, _)| *n);
     if let Some(node) = best_fit {
-        let slots = free.get_mut(&node).expect("chosen node");
-        return Some(vec![Rank {
-            node,
-            slots: slots.drain(..need).collect(),
-        }]);
+        free.get_mut(&node).expect("chosen node").left -= count;
+        return Some(vec![(node, count)]);
     }
-    let mut order: Vec<NodeId> = free.keys().copied().collect();
+    let mut order: Vec<NodeId> = free
+        .iter()
+        .filter(|(_, f)| f.left > 0)
+        .map(|(n, _)| *n)
+        .collect();
     order.sort_by(|a, b| {
         free[b]
-            .len()
-            .cmp(&free[a].len())
+            .left
+            .cmp(&free[a].left)
             .then(names(*a).cmp(names(*b)))
     });
-    let mut left = need;
+    let mut left = count;
     let mut ranks = Vec::new();
     for node in order {
         if left == 0 {
             break;
         }
-        let slots = free.get_mut(&node).expect("listed node");
-        let take: Vec<u32> = slots.drain(..left.min(slots.len())).collect();
-        left -= take.len();
-        if !take.is_empty() {
-            ranks.push(Rank { node, slots: take });
-        }
+        let f = free.get_mut(&node).expect("listed node");
+        let take = left.min(f.left);
+        f.left -= take;
+        left -= take;
+        ranks.push((node, take));
     }
-    // Rank 0 is the node holding the most slots (then node name order).
     Some(ranks)
 }
 
@@ -219,15 +246,35 @@ impl Cluster {
             .map(|n| (*n, &self.nodes[n.index()]))
     }
 
-    /// Free slots per live node offering `t` (slots of attempts being
-    /// stopped are not free).
-    pub(crate) fn free_slots(&self, t: TypeIdx) -> BTreeMap<NodeId, Vec<u32>> {
+    /// Free slots per live node offering `t`, as a pass hands them out
+    /// (slots of attempts being stopped are not free).
+    pub(crate) fn free_cursors(&self, t: TypeIdx) -> BTreeMap<NodeId, FreeCursor> {
         self.nodes_of_type[t.index()]
             .iter()
             .filter(|n| self.nodes[n.index()].live)
-            .map(|n| (*n, self.nodes[n.index()].free(t)))
-            .filter(|(_, free)| !free.is_empty())
+            .map(|n| {
+                let left = self.nodes[n.index()].free_count(t);
+                (*n, FreeCursor { left, after: None })
+            })
+            .filter(|(_, f)| f.left > 0)
             .collect()
+    }
+
+    /// The next `k` free slots of `t` on node `n` after `cursor.after`.
+    pub(crate) fn take_slots(
+        &self,
+        n: NodeId,
+        t: TypeIdx,
+        cursor: &mut FreeCursor,
+        k: u32,
+    ) -> Vec<u32> {
+        let Some(free) = self.nodes[n.index()].free.get(&t) else {
+            return Vec::new();
+        };
+        let from = cursor.after.map_or(0, |a| a + 1);
+        let slots: Vec<u32> = free.range(from..).take(k as usize).copied().collect();
+        cursor.after = slots.last().copied().or(cursor.after);
+        slots
     }
 
     fn recount_fleet(&mut self) {
@@ -281,6 +328,7 @@ impl Cluster {
                     incarnation: String::new(),
                     live: false,
                     slots: BTreeMap::new(),
+                    free: BTreeMap::new(),
                 });
                 self.node_index.insert(name.to_string(), n);
                 n
@@ -296,6 +344,7 @@ impl Cluster {
             .iter()
             .map(|(t, c)| (*t, vec![None; *c as usize]))
             .collect();
+        node.recount_free();
         for t in wanted.keys() {
             self.nodes_of_type[t.index()].push(n);
             self.nodes_of_type[t.index()].sort_unstable();
@@ -338,6 +387,7 @@ impl Cluster {
         for slots in self.nodes[n.index()].slots.values_mut() {
             slots.iter_mut().for_each(|s| *s = None);
         }
+        self.nodes[n.index()].recount_free();
         self.recount_fleet();
         lost
     }
@@ -400,6 +450,7 @@ impl Cluster {
         } else {
             node.slots.insert(t, slots);
         }
+        node.recount_free();
         for (job, new_slots) in by_job {
             if let Some(a) = self.jobs.get_mut(&job).and_then(|j| j.attempts.last_mut()) {
                 for r in a.placement.iter_mut().filter(|r| r.node == n) {
@@ -418,11 +469,14 @@ impl Cluster {
     /// Marks the slots of a started attempt as held.
     pub(crate) fn hold_slots(&mut self, job: JobId, t: TypeIdx, placement: &[Rank]) {
         for r in placement {
-            if let Some(slots) = self.nodes[r.node.index()].slots.get_mut(&t) {
+            let node = &mut self.nodes[r.node.index()];
+            if let Some(slots) = node.slots.get_mut(&t) {
+                let free = node.free.entry(t).or_default();
                 for i in &r.slots {
                     if let Some(s) = slots.get_mut(*i as usize) {
                         debug_assert!(s.is_none(), "slot {i} of {:?} held twice", r.node);
                         *s = Some(job);
+                        free.remove(i);
                     }
                 }
             }
@@ -432,11 +486,14 @@ impl Cluster {
     /// Frees the slots an ended attempt held.
     pub(crate) fn release_slots(&mut self, job: JobId, t: TypeIdx, placement: &[Rank]) {
         for r in placement {
-            if let Some(slots) = self.nodes[r.node.index()].slots.get_mut(&t) {
+            let node = &mut self.nodes[r.node.index()];
+            if let Some(slots) = node.slots.get_mut(&t) {
+                let free = node.free.entry(t).or_default();
                 for i in &r.slots {
                     if let Some(s) = slots.get_mut(*i as usize) {
                         if *s == Some(job) {
                             *s = None;
+                            free.insert(*i);
                         }
                     }
                 }
@@ -478,9 +535,9 @@ impl Cluster {
 
     /// The rank of the current attempt `attempt` of `id` on node `node`:
     /// only a node the attempt was placed on may report it.
-    pub fn rank_of(&self, id: JobId, attempt: u32, node: &str) -> Result<usize, JobError> {
+    pub fn rank_of(&self, id: JobId, attempt: u32, node: NodeId) -> Result<usize, JobError> {
         let stale = JobError::StaleAttempt { job: id, attempt };
-        let n = self.node_id(node).ok_or(stale.clone())?;
+        let n = node;
         let job = self.jobs.get(&id).ok_or(JobError::NotFound(id))?;
         let a = job
             .attempts
@@ -496,7 +553,7 @@ impl Cluster {
         &mut self,
         id: JobId,
         attempt: u32,
-        node: &str,
+        node: NodeId,
         restored: Option<CheckpointMark>,
         now: Time,
     ) -> Result<(), JobError> {
@@ -517,7 +574,7 @@ impl Cluster {
         &mut self,
         id: JobId,
         attempt: u32,
-        node: &str,
+        node: NodeId,
         now: Time,
     ) -> Result<(), JobError> {
         let rank = self.rank_of(id, attempt, node)?;
@@ -540,7 +597,7 @@ impl Cluster {
         &mut self,
         id: JobId,
         attempt: u32,
-        node: &str,
+        node: NodeId,
         exit: RankExit,
         now: Time,
     ) -> Result<RankEnd, JobError> {

@@ -84,7 +84,8 @@ fn a_job_waits_until_released_slots_are_free() {
 
 /// A gang of 2 on nodes n1 and n2, started.
 fn gang() -> World {
-    let mut w = World::with_nodes(&[("n1", 1), ("n2", 1)], one_share(2));
+    // n3 is there but not used: the gang spreads over n1 and n2 (by name).
+    let mut w = World::with_nodes(&[("n1", 1), ("n2", 1), ("n3", 1)], one_share(2));
     let mut spec = w.spec("g", "A", 2, 0);
     spec.retry_attempts = 1;
     w.submit_spec(spec);
@@ -98,23 +99,25 @@ fn gang() -> World {
 fn a_gang_is_running_once_every_rank_runs() {
     let mut w = gang();
     let id = w.id("g");
-    w.c.rank_starting(id, 1, "n2", None, Time::ZERO)
+    w.c.rank_starting(id, 1, w.node("n2"), None, Time::ZERO)
         .expect("rank");
     assert_eq!(
         w.status("g"),
         JobStatus::Starting,
         "the first rank starting"
     );
-    w.c.rank_running(id, 1, "n2", Time::ZERO).expect("rank");
+    w.c.rank_running(id, 1, w.node("n2"), Time::ZERO)
+        .expect("rank");
     assert_eq!(w.status("g"), JobStatus::Starting, "one rank of two runs");
-    w.c.rank_running(id, 1, "n1", Time::ZERO).expect("rank");
+    w.c.rank_running(id, 1, w.node("n1"), Time::ZERO)
+        .expect("rank");
     assert_eq!(w.status("g"), JobStatus::Running);
     assert!(
-        w.c.rank_running(id, 1, "n3", Time::ZERO).is_err(),
+        w.c.rank_running(id, 1, w.node("n3"), Time::ZERO).is_err(),
         "a node the attempt is not on may not report it"
     );
     assert!(
-        w.c.rank_running(id, 2, "n1", Time::ZERO).is_err(),
+        w.c.rank_running(id, 2, w.node("n1"), Time::ZERO).is_err(),
         "stale attempt"
     );
 }
@@ -124,20 +127,25 @@ fn the_first_failing_rank_fails_the_attempt_and_stops_the_others() {
     let mut w = gang();
     let id = w.id("g");
     for n in ["n1", "n2"] {
+        let n = w.node(n);
         w.c.rank_running(id, 1, n, Time::ZERO).expect("rank");
     }
     let end =
-        w.c.rank_ended(id, 1, "n2", RankExit::Exited(Some(3)), Time::ZERO);
+        w.c.rank_ended(id, 1, w.node("n2"), RankExit::Exited(Some(3)), Time::ZERO);
     assert_eq!(end, Ok(RankEnd::StopOthers));
     assert_eq!(w.status("g"), JobStatus::Running, "until every rank ended");
     // The stopped rank ends by signal; the attempt's exit code is rank 1's.
     let end =
-        w.c.rank_ended(id, 1, "n1", RankExit::Exited(None), Time::ZERO);
+        w.c.rank_ended(id, 1, w.node("n1"), RankExit::Exited(None), Time::ZERO);
     assert_eq!(end, Ok(RankEnd::Ended(AttemptOutcome::Failed)));
     let a = w.c.job(id).expect("job").attempts[0].clone();
     assert_eq!(a.exit_code, Some(3));
     assert_eq!(w.status("g"), JobStatus::Failed);
-    assert_eq!(w.c.free_slot_count(), 2, "both nodes' slots are free again");
+    assert_eq!(
+        w.c.free_slot_count(),
+        3,
+        "every node's slots are free again"
+    );
 }
 
 #[test]
@@ -145,10 +153,10 @@ fn a_rank_that_cannot_be_launched_exits_127() {
     let mut w = gang();
     let id = w.id("g");
     let end =
-        w.c.rank_ended(id, 1, "n1", RankExit::LaunchFailed, Time::ZERO);
+        w.c.rank_ended(id, 1, w.node("n1"), RankExit::LaunchFailed, Time::ZERO);
     assert_eq!(end, Ok(RankEnd::StopOthers));
     let end =
-        w.c.rank_ended(id, 1, "n2", RankExit::Exited(None), Time::ZERO);
+        w.c.rank_ended(id, 1, w.node("n2"), RankExit::Exited(None), Time::ZERO);
     assert_eq!(end, Ok(RankEnd::Ended(AttemptOutcome::Failed)));
     let a = w.c.job(id).expect("job").attempts[0].clone();
     assert_eq!(a.exit_code, Some(LAUNCH_FAILED_EXIT_CODE));
@@ -159,17 +167,17 @@ fn ranks_that_all_exit_zero_succeed_and_a_rank_ends_once() {
     let mut w = gang();
     let id = w.id("g");
     let end =
-        w.c.rank_ended(id, 1, "n1", RankExit::Exited(Some(0)), Time::ZERO);
+        w.c.rank_ended(id, 1, w.node("n1"), RankExit::Exited(Some(0)), Time::ZERO);
     assert_eq!(end, Ok(RankEnd::Waiting));
     let again =
-        w.c.rank_ended(id, 1, "n1", RankExit::Exited(Some(1)), Time::ZERO);
+        w.c.rank_ended(id, 1, w.node("n1"), RankExit::Exited(Some(1)), Time::ZERO);
     assert_eq!(
         again,
         Ok(RankEnd::Waiting),
         "a repeated report changes nothing"
     );
     let end =
-        w.c.rank_ended(id, 1, "n2", RankExit::Exited(Some(0)), Time::ZERO);
+        w.c.rank_ended(id, 1, w.node("n2"), RankExit::Exited(Some(0)), Time::ZERO);
     assert_eq!(end, Ok(RankEnd::Ended(AttemptOutcome::Succeeded)));
 }
 
@@ -187,7 +195,7 @@ fn a_lost_node_ends_its_attempts_host_lost_and_names_the_other_ranks() {
         w.reason("g"),
         StatusReason::Requeued(AttemptOutcome::HostLost)
     );
-    assert_eq!(w.c.fleet_of(w.c.type_idx(T).expect("T")), 1);
+    assert_eq!(w.c.fleet_of(w.c.type_idx(T).expect("T")), 2);
 }
 
 #[test]

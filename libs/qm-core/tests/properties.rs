@@ -295,19 +295,19 @@ fn apply_event(c: &mut Cluster, now: &mut Time, event: &Event) {
             let running = holders(c, false);
             if let Some(&id) = running.get(nth % running.len().max(1)) {
                 let a = c.job(id).and_then(|j| j.attempts.last()).expect("attempt");
-                let open: Vec<String> = a
+                let open: Vec<qm_core::NodeId> = a
                     .placement
                     .iter()
                     .zip(&a.ranks)
                     .filter(|(_, r)| !matches!(r, qm_core::RankState::Ended(_)))
-                    .map(|(r, _)| c.node(r.node).name.clone())
+                    .map(|(r, _)| r.node)
                     .collect();
                 if let Some(node) = open.get(rank % open.len().max(1)) {
                     let number = attempt(c, id);
                     c.rank_ended(
                         id,
                         number,
-                        node,
+                        *node,
                         qm_core::RankExit::Exited(Some(code)),
                         *now,
                     )
@@ -332,8 +332,7 @@ fn launch(c: &mut Cluster, plan: &qm_core::Plan) {
     for s in &plan.starts {
         let a = attempt(c, s.job);
         for r in &s.placement {
-            let node = c.node(r.node).name.clone();
-            c.rank_running(s.job, a, &node, plan.now)
+            c.rank_running(s.job, a, r.node, plan.now)
                 .expect("just started");
         }
         let status = c.job(s.job).expect("job").status;

@@ -9,8 +9,8 @@ use crate::trace::{Decisions, NodeSlots, Preempted, RankPhase, Recorded, Started
 use qm_core::invariants::{self, Violation};
 pub use qm_core::Time;
 use qm_core::{
-    CheckpointMark, Cluster, ConfigError, ConfigProblem, JobError, JobId, JobSpec, PreemptionKind,
-    RankExit, TypeIdx,
+    CheckpointMark, Cluster, ConfigError, ConfigProblem, JobError, JobId, JobSpec, NodeId,
+    PreemptionKind, RankExit, TypeIdx,
 };
 
 use crate::convert;
@@ -394,7 +394,7 @@ impl Simulation {
             // attempt STARTING, as on real executors.
             for node in self.rank_nodes(start.job) {
                 self.cluster
-                    .rank_starting(start.job, attempt, &node, restored, now)
+                    .rank_starting(start.job, attempt, node, restored, now)
                     .expect("a started job has that attempt");
                 self.record_rank(
                     start.job,
@@ -455,16 +455,11 @@ impl Simulation {
     }
 
     /// The nodes of the job's current attempt, in rank order.
-    fn rank_nodes(&self, id: JobId) -> Vec<String> {
+    fn rank_nodes(&self, id: JobId) -> Vec<NodeId> {
         self.cluster
             .job(id)
             .and_then(|j| j.current_attempt())
-            .map(|a| {
-                a.placement
-                    .iter()
-                    .map(|r| self.cluster.node(r.node).name.clone())
-                    .collect()
-            })
+            .map(|a| a.placement.iter().map(|r| r.node).collect())
             .unwrap_or_default()
     }
 
@@ -475,7 +470,7 @@ impl Simulation {
         for (i, node) in self.rank_nodes(id).into_iter().enumerate() {
             let code = if i == 0 { first } else { rest };
             self.cluster
-                .rank_ended(id, n, &node, RankExit::Exited(code), now)
+                .rank_ended(id, n, node, RankExit::Exited(code), now)
                 .expect("attempt is current");
             self.record_rank(id, n, node, RankPhase::Ended(code));
         }
@@ -487,9 +482,10 @@ impl Simulation {
         }
     }
 
-    fn record_rank(&mut self, id: JobId, attempt: u32, node: String, phase: RankPhase) {
+    fn record_rank(&mut self, id: JobId, attempt: u32, node: NodeId, phase: RankPhase) {
         if self.trace.is_some() {
             let job = self.jobs[(id.0 - 1) as usize].name.clone();
+            let node = self.cluster.node(node).name.clone();
             self.record(Recorded::Rank {
                 at: self.now,
                 job,
@@ -563,7 +559,7 @@ impl Simulation {
                 }
                 for node in self.rank_nodes(id) {
                     self.cluster
-                        .rank_running(id, n, &node, now)
+                        .rank_running(id, n, node, now)
                         .expect("attempt is current");
                     self.record_rank(id, n, node, RankPhase::Running);
                 }

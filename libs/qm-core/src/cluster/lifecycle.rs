@@ -416,11 +416,14 @@ impl Cluster {
         let job = self.jobs.get_mut(&id).expect("known job");
         let a = job.attempts.last_mut().expect("current attempt exists");
         // The placement is kept: where the attempt ran.
-        let placement = a.placement.clone();
+        let placement = std::mem::take(&mut a.placement);
         a.stopped_at = Some(now);
         a.exit_code = exit_code;
         a.outcome = Some(outcome);
         self.release_slots(id, t, &placement);
+        if let Some(a) = self.jobs.get_mut(&id).and_then(|j| j.attempts.last_mut()) {
+            a.placement = placement;
+        }
         let job = self.jobs.get_mut(&id).expect("known job");
         let share_deleted = self.shares[s.index()].deleted;
         let next = match outcome {

@@ -95,7 +95,7 @@ impl Pass<'_> {
         }
         let mut started_noncheckpointing: BTreeMap<(ShareIdx, TypeIdx), u32> = BTreeMap::new();
         // Free slots per node, per type a start needs (taken as starts are placed).
-        let mut free: BTreeMap<TypeIdx, BTreeMap<NodeId, Vec<u32>>> = BTreeMap::new();
+        let mut free: BTreeMap<TypeIdx, BTreeMap<NodeId, FreeCursor>> = BTreeMap::new();
         for (id, count) in self.admitted_order {
             let job = &self.c.jobs[&id];
             let (s, t) = (job.spec.share, job.spec.instance_type);
@@ -133,9 +133,21 @@ impl Pass<'_> {
                 plan.reasons.push((id, WaitReason::WaitingForRelease));
                 continue;
             }
-            let node_free = free.entry(t).or_insert_with(|| self.c.free_slots(t));
+            let node_free = free.entry(t).or_insert_with(|| self.c.free_cursors(t));
             let names = |n: NodeId| self.c.nodes[n.index()].name.as_str();
-            let Some(placement) = place(node_free, &names, count) else {
+            let placement = place(node_free, &names, count).map(|ranks| {
+                ranks
+                    .into_iter()
+                    .map(|(node, k)| {
+                        let cursor = node_free.get_mut(&node).expect("placed node");
+                        Rank {
+                            node,
+                            slots: self.c.take_slots(node, t, cursor, k),
+                        }
+                    })
+                    .collect::<Vec<_>>()
+            });
+            let Some(placement) = placement else {
                 // Cannot happen while every holder holds slots on live nodes
                 // (the fleet is their sum); waiting is the safe answer.
                 debug_assert!(false, "{id} fits the fleet but not its nodes");

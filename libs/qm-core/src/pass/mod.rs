@@ -46,7 +46,7 @@ use crate::config::{QueueingStrategy, Strategy};
 use crate::ids::{JobId, ShareIdx, TypeIdx};
 use crate::index::{borrowed_jobs, QueueKey, RunKey};
 use crate::job::{Job, PreemptionKind};
-use crate::nodes::{place, NodeId, Rank};
+use crate::nodes::{place, FreeCursor, NodeId, Rank};
 use crate::reason::WaitReason;
 use crate::time::Time;
 

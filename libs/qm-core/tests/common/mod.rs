@@ -46,6 +46,10 @@ impl World {
         w
     }
 
+    pub fn node(&self, name: &str) -> qm_core::NodeId {
+        self.c.node_id(name).expect("test node exists")
+    }
+
     /// Where the job's current attempt runs: (node, slots) per rank.
     pub fn placed(&self, name: &str) -> Vec<(String, Vec<u32>)> {
         let job = self.c.job(self.id(name)).expect("job");

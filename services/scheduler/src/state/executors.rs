@@ -92,7 +92,10 @@ impl State {
         let t = Time(now);
         let cluster = &mut self.queues.get_mut(&q).expect("located").cluster;
         let stopping = cluster.job(id).and_then(|j| j.stopping);
-        let node = r.executor_id.as_str();
+        let Some(node) = cluster.node_id(&r.executor_id) else {
+            tracing::debug!(job = %r.job_id, executor = %r.executor_id, "report from an unknown executor ignored");
+            return;
+        };
         let result = match r.phase {
             ReportPhase::Starting => {
                 let mark = r.restored.map(|c| CheckpointMark {
