@@ -43,7 +43,8 @@ impl Pass<'_> {
         if count > may_hold {
             return Err(WaitReason::InSharePreemptionNotPossible);
         }
-        let needed = (used + count).saturating_sub(may_hold);
+        // Every instance lower-priority jobs of the share hold (protected
+        // ones included: leaving them out only makes the job fit less).
         let mut releasable: u32 = self.added.get(&(s, t)).map_or(0, |keys| {
             keys.iter()
                 .filter(|k| k.priority.0 < job.spec.priority && !self.removed.contains(&k.job))
@@ -51,15 +52,27 @@ impl Pass<'_> {
                 .sum()
         });
         for key in self.c.st(s, t).running.iter().rev() {
-            if releasable >= needed || key.priority.0 >= job.spec.priority {
+            if key.priority.0 >= job.spec.priority {
                 break;
             }
             if !self.removed.contains(&key.job) {
                 releasable += key.count;
             }
         }
-        if releasable < needed {
+        let without = used.saturating_sub(releasable);
+        if without + count > may_hold {
             return Err(WaitReason::InSharePreemptionNotPossible);
+        }
+        if without + count > entitlement {
+            // It would borrow even then: borrowing never preempts other
+            // shares, so the fleet and the lendable pool must allow it with
+            // every lower-priority job gone, or no victim is worth stopping.
+            self.views[t.index()].used[s.index()] = without;
+            let fits = self.check(s, t, count);
+            self.views[t.index()].used[s.index()] = used;
+            if fits.is_err() {
+                return Err(WaitReason::InSharePreemptionNotPossible);
+            }
         }
         let mut candidates: Vec<RunKey> = self
             .projected_running(s, t)
