@@ -718,7 +718,7 @@ pub async fn watch(
     let me: Caller = c.call(Operation::WhoAmI, &serde_json::json!({})).await?;
     let mut patterns = Vec::new();
     if qm_tenancy::sees_all(&me) {
-        patterns.push(format!("qm.v1.events.*.{q}.*.{j}.>"));
+        patterns.push(subjects::events_of(q, j).map_err(|e| usage(e.to_string()))?);
     } else {
         for grant in me
             .shares
@@ -729,9 +729,9 @@ pub async fn watch(
                 continue;
             }
             let share = grant.share.as_deref().unwrap_or("*");
-            for prefix in [subjects::JOB_EVENTS, subjects::PREEMPTION_EVENTS] {
-                patterns.push(format!("{prefix}.{}.{share}.{j}.>", grant.queue));
-            }
+            let subjects =
+                subjects::share_events(&grant.queue, share, j).map_err(|e| usage(e.to_string()))?;
+            patterns.extend(subjects);
         }
     }
     if patterns.is_empty() {

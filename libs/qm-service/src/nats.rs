@@ -263,7 +263,7 @@ pub async fn create_storage(client: &async_nats::Client) -> Result<(), StorageEr
     let js = jetstream::new(client.clone());
     js.get_or_create_stream(stream::Config {
         name: subjects::LOG_STREAM.into(),
-        subjects: vec![format!("{}.>", subjects::LOG_PREFIX)],
+        subjects: vec![subjects::all_log()],
         storage: stream::StorageType::File,
         // Deduplication window for idempotent appends (Nats-Msg-Id).
         duplicate_window: Duration::from_secs(120),
@@ -272,7 +272,7 @@ pub async fn create_storage(client: &async_nats::Client) -> Result<(), StorageEr
     .await?;
     js.get_or_create_stream(stream::Config {
         name: subjects::EVENTS_STREAM.into(),
-        subjects: vec!["qm.v1.events.>".into()],
+        subjects: vec![subjects::all_events()],
         storage: stream::StorageType::File,
         max_age: Duration::from_secs(7 * 24 * 3600),
         ..Default::default()

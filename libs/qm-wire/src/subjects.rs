@@ -256,6 +256,74 @@ pub fn log_checkpoint(node: &str) -> Result<String, BadToken> {
     Ok(format!("{LOG_PREFIX}.checkpoint.{}", token(node)?))
 }
 
+// ----- wildcards (subscriptions and stream subjects) -------------------------
+
+/// Every API request: `qm.v1.api.<principal>.<Operation>`.
+pub fn all_api_requests() -> String {
+    format!("{API_PREFIX}.*.*")
+}
+
+/// Every executor's heartbeat.
+pub fn all_heartbeats() -> String {
+    format!("{EXEC_PREFIX}.*.heartbeat")
+}
+
+/// Every job state change and every preemption event.
+pub fn all_job_and_preemption_events() -> [String; 2] {
+    [format!("{JOB_EVENTS}.>"), format!("{PREEMPTION_EVENTS}.>")]
+}
+
+/// Every event (the `QM_EVENTS` stream's subjects).
+pub fn all_events() -> String {
+    "qm.v1.events.>".into()
+}
+
+/// Events of one queue and job (each may be `*`), of every kind and share.
+pub fn events_of(queue: &str, job_id: &str) -> Result<String, BadToken> {
+    let q = if queue == "*" { queue } else { token(queue)? };
+    let j = if job_id == "*" {
+        job_id
+    } else {
+        token(job_id)?
+    };
+    Ok(format!("qm.v1.events.*.{q}.*.{j}.>"))
+}
+
+/// Job and preemption events of one share (`*`: all of the queue's) and
+/// job (`*`: all).
+pub fn share_events(queue: &str, share: &str, job_id: &str) -> Result<[String; 2], BadToken> {
+    let q = token(queue)?;
+    let s = if share == "*" { share } else { token(share)? };
+    let j = if job_id == "*" {
+        job_id
+    } else {
+        token(job_id)?
+    };
+    Ok([
+        format!("{JOB_EVENTS}.{q}.{s}.{j}.>"),
+        format!("{PREEMPTION_EVENTS}.{q}.{s}.{j}.>"),
+    ])
+}
+
+/// Every request to one node's checkpoint service.
+pub fn checkpoint_requests(node: &str) -> Result<String, BadToken> {
+    Ok(format!("{CKPT_PREFIX}.{}.*", token(node)?))
+}
+
+/// Every log subject (the `QM_LOG` stream's).
+pub fn all_log() -> String {
+    format!("{LOG_PREFIX}.>")
+}
+
+/// Every stored submit and every stored configuration change (the audit
+/// log's writes).
+pub fn log_submits_and_configs() -> [String; 2] {
+    [
+        format!("{LOG_PREFIX}.submit.>"),
+        format!("{LOG_PREFIX}.config.>"),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -308,14 +308,48 @@ pub struct CheckpointReply {
 /// Admission -> scheduler leader, on `qm.v1.sched.request`: an API operation
 /// the leader answers from its state (reads, priority updates, terminates).
 /// The reply is the API reply, relayed unchanged.
+///
+/// On the wire: `{"operation": "<Operation>", "body": {...}, "caller": {...}}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SchedRequest {
-    pub operation: String,
-    pub body: serde_json::Value,
+    #[serde(flatten)]
+    pub operation: SchedOperation,
     /// Who asked (the scheduler checks the job's share against it).
     #[serde(default)]
     pub caller: crate::messages::Caller,
+}
+
+/// The operations the scheduler leader answers, each with its request.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "operation", content = "body")]
+pub enum SchedOperation {
+    DescribeServiceJob(crate::messages::JobRef),
+    ListServiceJobs(crate::messages::ListServiceJobs),
+    GetJobQueueSnapshot(crate::messages::QueueRef),
+    UpdateServiceJob(crate::messages::UpdateServiceJob),
+    TerminateServiceJob(crate::messages::TerminateServiceJob),
+}
+
+impl SchedOperation {
+    /// The API operation's name (`DescribeServiceJob`, ...).
+    pub fn name(&self) -> &'static str {
+        match self {
+            SchedOperation::DescribeServiceJob(_) => "DescribeServiceJob",
+            SchedOperation::ListServiceJobs(_) => "ListServiceJobs",
+            SchedOperation::GetJobQueueSnapshot(_) => "GetJobQueueSnapshot",
+            SchedOperation::UpdateServiceJob(_) => "UpdateServiceJob",
+            SchedOperation::TerminateServiceJob(_) => "TerminateServiceJob",
+        }
+    }
+
+    /// Whether it changes state (appended to the log by the leader).
+    pub fn writes(&self) -> bool {
+        matches!(
+            self,
+            SchedOperation::UpdateServiceJob(_) | SchedOperation::TerminateServiceJob(_)
+        )
+    }
 }
 
 /// The scheduler leader's lease: the value of key `scheduler` in the

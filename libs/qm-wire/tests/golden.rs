@@ -177,3 +177,31 @@ fn tenancy_messages_v1_decode_and_old_log_entries_still_do() {
     let c: Caller = serde_json::from_str(&fixture("caller.json")).expect("decodes");
     assert_eq!((c.role.as_str(), c.shares.len()), ("TEAM", 2));
 }
+
+#[test]
+fn a_scheduler_request_is_its_operation_with_its_own_body() {
+    use qm_wire::system::{SchedOperation, SchedRequest};
+    // The shape admission relays (and older admissions sent): the operation
+    // by name, its request as `body`, and the caller.
+    let text = r#"{"operation": "TerminateServiceJob",
+                   "body": {"jobId": "j-1", "reason": "done"},
+                   "caller": {"principal": "alice", "role": "TEAM"}}"#;
+    let r: SchedRequest = serde_json::from_str(text).expect("decodes");
+    let SchedOperation::TerminateServiceJob(ref t) = r.operation else {
+        panic!("{r:?}");
+    };
+    assert_eq!((t.job_id.as_str(), t.reason.as_str()), ("j-1", "done"));
+    assert_eq!(r.caller.principal, "alice");
+    assert!(r.operation.writes());
+    let again: serde_json::Value = serde_json::to_value(&r).expect("encodes");
+    let original: serde_json::Value = serde_json::from_str(text).expect("json");
+    assert_eq!(again, original, "round trip keeps the wire shape");
+    // An operation the scheduler does not answer, or a body of the wrong
+    // shape, is refused when decoded (naming what is wrong).
+    let bad = r#"{"operation": "SubmitServiceJob", "body": {}, "caller": {"principal": "a", "role": "TEAM"}}"#;
+    let e = serde_json::from_str::<SchedRequest>(bad).expect_err("not a scheduler operation");
+    assert!(e.to_string().contains("SubmitServiceJob"), "{e}");
+    let bad = r#"{"operation": "UpdateServiceJob", "body": {"jobId": "j-1"}, "caller": {"principal": "a", "role": "TEAM"}}"#;
+    let e = serde_json::from_str::<SchedRequest>(bad).expect_err("no priority");
+    assert!(e.to_string().contains("schedulingPriority"), "{e}");
+}

@@ -159,11 +159,11 @@ pub async fn list(
             deliver_policy: DeliverPolicy::ByStartSequence {
                 start_sequence: from,
             },
-            filter_subjects: vec![
-                format!("{}.submit.>", subjects::LOG_PREFIX),
-                format!("{}.config.>", subjects::LOG_PREFIX),
-                subjects::LOG_SCHED.to_string(),
-            ],
+            filter_subjects: {
+                let mut s = subjects::log_submits_and_configs().to_vec();
+                s.push(subjects::LOG_SCHED.to_string());
+                s
+            },
             ..Default::default()
         })
         .await

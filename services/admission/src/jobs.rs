@@ -207,10 +207,21 @@ impl Admission {
         op: Operation,
         payload: &[u8],
     ) -> std::result::Result<bytes::Bytes, ApiError> {
-        let body: serde_json::Value = decode(payload)?;
+        let operation = match op {
+            Operation::DescribeServiceJob => SchedOperation::DescribeServiceJob(decode(payload)?),
+            Operation::ListServiceJobs => SchedOperation::ListServiceJobs(decode(payload)?),
+            Operation::GetJobQueueSnapshot => SchedOperation::GetJobQueueSnapshot(decode(payload)?),
+            Operation::UpdateServiceJob => SchedOperation::UpdateServiceJob(decode(payload)?),
+            Operation::TerminateServiceJob => SchedOperation::TerminateServiceJob(decode(payload)?),
+            other => {
+                return Err(api::error(
+                    ErrorCode::Internal,
+                    format!("{} is not an operation of the scheduler", other.name()),
+                ))
+            }
+        };
         let request = SchedRequest {
-            operation: op.name().into(),
-            body,
+            operation,
             caller: caller.clone(),
         };
         let payload = serde_json::to_vec(&request)

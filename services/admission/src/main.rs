@@ -30,7 +30,7 @@ use qm_wire::messages::{
     QuotaShare, RegisterExecutor, ServiceJob, ShareRef, SubmitServiceJob, SubmitServiceJobResponse,
 };
 use qm_wire::subjects::{self, Operation};
-use qm_wire::system::{LogEntry, QueueDocument, SchedRequest};
+use qm_wire::system::{LogEntry, QueueDocument, SchedOperation, SchedRequest};
 use queues::merge_share;
 use serde::{Deserialize, Serialize};
 use settings::{Settings, USAGE};
@@ -116,10 +116,7 @@ async fn main() -> std::process::ExitCode {
     let config = nats::open_bucket(&js, subjects::CONFIG_BUCKET).await;
     let tokens = nats::open_bucket(&js, subjects::TOKENS_BUCKET).await;
     let mut requests = match client
-        .queue_subscribe(
-            format!("{}.*.*", subjects::API_PREFIX),
-            "qm-admission".into(),
-        )
+        .queue_subscribe(subjects::all_api_requests(), "qm-admission".into())
         .await
     {
         Ok(s) => s,

@@ -139,7 +139,10 @@ async fn main() -> std::process::ExitCode {
     let js = async_nats::jetstream::new(client.clone());
     // (Commits are appended with retries until the log stream stores them.)
     let config = nats::open_bucket(&js, subjects::CONFIG_BUCKET).await;
-    let subject = format!("{}.{}.*", subjects::CKPT_PREFIX, settings.node);
+    let Ok(subject) = subjects::checkpoint_requests(&settings.node) else {
+        eprintln!("qm-checkpoint: node: not a subject-safe name");
+        return std::process::ExitCode::from(2);
+    };
     let Ok(mut requests) = client.subscribe(subject).await else {
         eprintln!("qm-checkpoint: cannot subscribe");
         return std::process::ExitCode::from(1);

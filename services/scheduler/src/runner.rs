@@ -35,11 +35,12 @@ use qm_service::now_ms;
 use qm_tenancy::{authorize, Action};
 use qm_wire::messages::Caller;
 use qm_wire::messages::{
-    ApiError, ErrorCode, JobQueueSnapshot, JobRef, ListServiceJobs, ListServiceJobsResponse,
-    QueueRef, ShareUsage, TerminateServiceJob, UpdateServiceJob,
+    ApiError, ErrorCode, JobQueueSnapshot, ListServiceJobs, ListServiceJobsResponse, ShareUsage,
 };
 use qm_wire::subjects;
-use qm_wire::system::{ExecCommand, Heartbeat, HeartbeatAck, LogEntry, SchedRequest};
+use qm_wire::system::{
+    ExecCommand, Heartbeat, HeartbeatAck, LogEntry, SchedOperation, SchedRequest,
+};
 
 use crate::state::{Effect, Effects, Logged, Position, Positions, State};
 use crate::Settings;
@@ -168,10 +169,7 @@ impl Runner<'_> {
             "state rebuilt from the log"
         );
         let mut requests = self.client.subscribe(subjects::SCHED_REQUEST).await?;
-        let mut heartbeats = self
-            .client
-            .subscribe(format!("{}.*.heartbeat", subjects::EXEC_PREFIX))
-            .await?;
+        let mut heartbeats = self.client.subscribe(subjects::all_heartbeats()).await?;
         // Announce the epoch; until it is stored nothing else is decided.
         let leader_entry = LogEntry::Leader {
             epoch,
@@ -291,10 +289,7 @@ impl Runner<'_> {
         let mut consumer = stream
             .create_consumer(pull::OrderedConfig {
                 deliver_policy: DeliverPolicy::Last,
-                filter_subjects: vec![
-                    format!("{}.>", subjects::JOB_EVENTS),
-                    format!("{}.>", subjects::PREEMPTION_EVENTS),
-                ],
+                filter_subjects: subjects::all_job_and_preemption_events().to_vec(),
                 ..Default::default()
             })
             .await?;
@@ -585,50 +580,45 @@ impl Runner<'_> {
             Err(e) => return self.reply::<()>(msg.reply, Err(e)).await,
         };
         let now = self.state.clock.max(now_ms());
-        match req.operation.as_str() {
-            "DescribeServiceJob" => {
-                let r = parse::<JobRef>(&req.body).and_then(|j| {
-                    let job = self
-                        .state
-                        .describe(&j.job_id, now)
-                        .ok_or_else(|| not_found(&j.job_id))?;
-                    allowed(
-                        &req.caller,
-                        Action::ReadJob {
-                            queue: &job.job_queue,
-                            share: &job.quota_share_name,
-                        },
-                    )?;
-                    Ok(job)
-                });
+        if req.operation.writes() {
+            self.writes.push_back((req, msg.reply));
+            return;
+        }
+        let caller = &req.caller;
+        match &req.operation {
+            SchedOperation::DescribeServiceJob(j) => {
+                let r = self
+                    .state
+                    .describe(&j.job_id, now)
+                    .ok_or_else(|| not_found(&j.job_id))
+                    .and_then(|job| {
+                        allowed(
+                            caller,
+                            Action::ReadJob {
+                                queue: &job.job_queue,
+                                share: &job.quota_share_name,
+                            },
+                        )?;
+                        Ok(job)
+                    });
                 self.reply(msg.reply, r).await
             }
-            "ListServiceJobs" => {
-                let r = parse::<ListServiceJobs>(&req.body)
-                    .and_then(|l| self.list(&req.caller, &l, now));
+            SchedOperation::ListServiceJobs(l) => {
+                let r = self.list(caller, l, now);
                 self.reply(msg.reply, r).await
             }
-            "GetJobQueueSnapshot" => {
-                let r = parse::<QueueRef>(&req.body).and_then(|q| {
-                    allowed(
-                        &req.caller,
-                        Action::ReadQueue {
-                            queue: &q.job_queue,
-                        },
-                    )?;
-                    self.snapshot(&req.caller, &q.job_queue, now)
-                });
+            SchedOperation::GetJobQueueSnapshot(q) => {
+                let r = allowed(
+                    caller,
+                    Action::ReadQueue {
+                        queue: &q.job_queue,
+                    },
+                )
+                .and_then(|()| self.snapshot(caller, &q.job_queue, now));
                 self.reply(msg.reply, r).await
             }
-            "UpdateServiceJob" | "TerminateServiceJob" => {
-                self.writes.push_back((req, msg.reply));
-            }
-            other => {
-                let e = api::error(
-                    ErrorCode::Invalid,
-                    format!("the scheduler does not answer {other:?}"),
-                );
-                self.reply::<()>(msg.reply, Err(e)).await
+            SchedOperation::UpdateServiceJob(_) | SchedOperation::TerminateServiceJob(_) => {
+                unreachable!("writes are queued above")
             }
         }
     }
@@ -702,49 +692,55 @@ impl Runner<'_> {
     }
 
     fn write_entry(&self, req: &SchedRequest, now: u64) -> Result<Option<LogEntry>, ApiError> {
-        if req.operation == "UpdateServiceJob" {
-            let u = parse::<UpdateServiceJob>(&req.body)?;
-            let (q, share, job) = self.changeable(&req.caller, &u.job_id)?;
-            if job.status.is_final() {
-                return Err(api::error(
-                    ErrorCode::Conflict,
-                    format!(
-                        "job {} is {}; its priority can no longer change",
-                        u.job_id, job.status
-                    ),
-                ));
+        match &req.operation {
+            SchedOperation::UpdateServiceJob(u) => {
+                let (q, share, job) = self.changeable(&req.caller, &u.job_id)?;
+                if job.status.is_final() {
+                    return Err(api::error(
+                        ErrorCode::Conflict,
+                        format!(
+                            "job {} is {}; its priority can no longer change",
+                            u.job_id, job.status
+                        ),
+                    ));
+                }
+                if let Some(p) = qm_core::priority_problem(u.scheduling_priority) {
+                    return Err(api::invalid(
+                        "invalid update",
+                        vec![qm_wire::messages::Problem {
+                            field: p.field,
+                            message: p.message,
+                        }],
+                    ));
+                }
+                Ok(Some(LogEntry::Priority {
+                    job_id: u.job_id.clone(),
+                    scheduling_priority: u.scheduling_priority,
+                    at: now,
+                    principal: Some(req.caller.principal.clone()),
+                    job_queue: Some(q),
+                    quota_share_name: Some(share),
+                }))
             }
-            if let Some(p) = qm_core::priority_problem(u.scheduling_priority) {
-                return Err(api::invalid(
-                    "invalid update",
-                    vec![qm_wire::messages::Problem {
-                        field: p.field,
-                        message: p.message,
-                    }],
-                ));
+            SchedOperation::TerminateServiceJob(t) => {
+                let (q, share, job) = self.changeable(&req.caller, &t.job_id)?;
+                if job.status.is_final() || job.stopping == Some(qm_core::StopCause::Cancelled) {
+                    return Ok(None); // already over (or being cancelled): nothing to do
+                }
+                Ok(Some(LogEntry::Terminate {
+                    job_id: t.job_id.clone(),
+                    reason: t.reason.clone(),
+                    at: now,
+                    principal: Some(req.caller.principal.clone()),
+                    job_queue: Some(q),
+                    quota_share_name: Some(share),
+                }))
             }
-            return Ok(Some(LogEntry::Priority {
-                job_id: u.job_id,
-                scheduling_priority: u.scheduling_priority,
-                at: now,
-                principal: Some(req.caller.principal.clone()),
-                job_queue: Some(q),
-                quota_share_name: Some(share),
-            }));
+            other => Err(api::error(
+                ErrorCode::Internal,
+                format!("{} does not write", other.name()),
+            )),
         }
-        let t = parse::<TerminateServiceJob>(&req.body)?;
-        let (q, share, job) = self.changeable(&req.caller, &t.job_id)?;
-        if job.status.is_final() || job.stopping == Some(qm_core::StopCause::Cancelled) {
-            return Ok(None); // already over (or being cancelled): nothing to do
-        }
-        Ok(Some(LogEntry::Terminate {
-            job_id: t.job_id,
-            reason: t.reason,
-            at: now,
-            principal: Some(req.caller.principal.clone()),
-            job_queue: Some(q),
-            quota_share_name: Some(share),
-        }))
     }
 
     fn list(
@@ -872,11 +868,6 @@ fn allowed(caller: &Caller, action: Action<'_>) -> Result<(), ApiError> {
 
 fn readable(caller: &Caller, queue: &str, share: &str) -> bool {
     authorize(caller, Action::ReadJob { queue, share }).is_ok()
-}
-
-fn parse<T: serde::de::DeserializeOwned>(body: &serde_json::Value) -> Result<T, ApiError> {
-    serde_json::from_value(body.clone())
-        .map_err(|e| api::error(ErrorCode::Invalid, format!("malformed request body: {e}")))
 }
 
 fn not_found(job_id: &str) -> ApiError {
