@@ -6,7 +6,6 @@
 //! No async runtime, no I/O beyond what the caller hands in: `simulate` takes
 //! the scenario's text and returns a [`Report`].
 
-mod convert;
 pub mod report;
 mod rng;
 pub mod scenario;

@@ -1,9 +1,13 @@
-//! The scenario file: a fleet, a queue with its quota shares (AWS field names,
-//! camelCase), and timed actions; optionally a synthetic workload generator.
+//! The scenario file: a fleet, a queue with its quota shares (the API's own
+//! types, `qm_wire::messages`), and timed actions; optionally a synthetic
+//! workload generator. A submission is the API's `SubmitServiceJob` fields
+//! plus the simulated workload's shape, and converts to the core through the
+//! API's one conversion (`qm_wire::to_core`).
 //! `docs/simulate.md` documents every field with examples.
 
 use std::collections::BTreeMap;
 
+use qm_wire::messages as wire;
 use serde::Deserialize;
 
 /// A whole scenario.
@@ -70,77 +74,9 @@ pub struct QueueSpec {
     #[serde(default)]
     pub queueing_strategy: Option<String>,
     #[serde(default)]
-    pub capacity_limits: Vec<CapacityLimitSpec>,
-    pub quota_shares: Vec<ShareSpec>,
-}
-
-#[derive(Clone, Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct CapacityLimitSpec {
-    pub capacity_unit: String,
-    pub max_capacity: i64,
-}
-
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct SharingSpec {
-    pub strategy: Option<String>,
-    pub borrow_limit: Option<i64>,
-}
-
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct PreemptionSpec {
-    pub in_share_preemption: Option<String>,
-}
-
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ProtectionsSpec {
-    pub min_runtime_before_preemption_seconds: Option<u64>,
-    pub reborrow_cooldown_seconds: Option<u64>,
-    pub borrow_requires_checkpoint: Option<bool>,
-}
-
-/// A quota share; in `updateQuotaShare` every field but the name is optional
-/// and only the given ones change.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ShareSpec {
-    pub quota_share_name: String,
-    #[serde(default)]
-    pub state: Option<String>,
-    #[serde(default)]
-    pub capacity_limits: Option<Vec<CapacityLimitSpec>>,
-    #[serde(default)]
-    pub resource_sharing_configuration: Option<SharingSpec>,
-    #[serde(default)]
-    pub preemption_configuration: Option<PreemptionSpec>,
-    /// Quartermaster's protections (all off by default).
-    #[serde(default)]
-    pub protections: Option<ProtectionsSpec>,
-}
-
-#[derive(Clone, Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RetryStrategySpec {
-    pub attempts: Option<u32>,
-    #[serde(default)]
-    pub evaluate_on_exit: Vec<ExitRuleSpec>,
-}
-
-#[derive(Clone, Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ExitRuleSpec {
-    pub on_exit_code: Option<String>,
-    pub on_status_reason: Option<String>,
-    pub action: String,
-}
-
-#[derive(Clone, Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct TimeoutSpec {
-    pub attempt_duration_seconds: u64,
+    pub capacity_limits: Vec<wire::CapacityLimit>,
+    /// Quota shares exactly as the API takes them (`CreateQuotaShare`).
+    pub quota_shares: Vec<wire::QuotaShare>,
 }
 
 /// A failure injected into one attempt of a simulated job.
@@ -165,9 +101,9 @@ pub struct SubmitSpec {
     pub scheduling_priority: u32,
     pub preemption_retries_before_termination: Option<u32>,
     #[serde(default)]
-    pub retry_strategy: Option<RetryStrategySpec>,
+    pub retry_strategy: Option<wire::RetryStrategy>,
     #[serde(default)]
-    pub timeout_config: Option<TimeoutSpec>,
+    pub timeout_config: Option<wire::TimeoutConfig>,
     pub termination_grace_period_seconds: Option<u64>,
     /// Seconds of work the job needs.
     pub duration_seconds: f64,
@@ -217,8 +153,9 @@ pub struct Action {
     pub submit: Option<SubmitSpec>,
     pub update_service_job: Option<UpdateJobSpec>,
     pub terminate_service_job: Option<JobRefSpec>,
-    pub create_quota_share: Option<ShareSpec>,
-    pub update_quota_share: Option<ShareSpec>,
+    pub create_quota_share: Option<wire::QuotaShare>,
+    /// `UpdateQuotaShare`: the name and only the fields to change.
+    pub update_quota_share: Option<wire::QuotaShare>,
     pub delete_quota_share: Option<ShareRefSpec>,
     pub set_fleet: Option<BTreeMap<String, u32>>,
     /// Nodes join (or a node of that name registers again, as a restarted

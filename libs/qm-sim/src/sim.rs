@@ -9,14 +9,16 @@ use crate::trace::{Decisions, NodeSlots, Preempted, RankPhase, Recorded, Started
 use qm_core::invariants::{self, Violation};
 pub use qm_core::Time;
 use qm_core::{
-    CheckpointMark, Cluster, ConfigError, ConfigProblem, JobError, JobId, JobSpec, NodeId,
-    PreemptionKind, RankExit, TypeIdx,
+    CheckpointMark, Cluster, ConfigError, ConfigProblem, JobError, JobId, NodeId, PreemptionKind,
+    RankExit, TypeIdx,
 };
 
-use crate::convert;
 use crate::report::{Recorder, Report};
 use crate::rng::SplitMix64;
 use crate::scenario::{Action, Generate, Scenario, SubmitSpec};
+use qm_wire::messages as wire;
+use qm_wire::system::QueueDocument;
+use qm_wire::to_core;
 
 /// Why a simulation could not run.
 #[derive(Debug, thiserror::Error)]
@@ -70,8 +72,24 @@ pub struct Progress {
 }
 
 /// Parses a scenario from YAML (or JSON, which is YAML).
+///
+/// Unknown fields anywhere are errors (naming their path), so a typo never
+/// passes silently, also inside the API's own types the scenario uses.
 pub fn parse(text: &str) -> Result<Scenario, SimError> {
-    serde_yaml_ng::from_str(text).map_err(|e| SimError::Parse(e.to_string()))
+    let mut unknown = Vec::new();
+    let scenario: Scenario =
+        serde_ignored::deserialize(serde_yaml_ng::Deserializer::from_str(text), |path| {
+            unknown.push(path.to_string())
+        })
+        .map_err(|e| SimError::Parse(e.to_string()))?;
+    if !unknown.is_empty() {
+        return Err(SimError::Parse(format!(
+            "unknown field{} {}",
+            if unknown.len() == 1 { "" } else { "s" },
+            unknown.join(", ")
+        )));
+    }
+    Ok(scenario)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -164,11 +182,17 @@ pub struct Simulation {
 impl Simulation {
     /// Builds a simulation; the configuration is validated whole.
     pub fn new(scenario: Scenario, options: Options) -> Result<Simulation, SimError> {
-        let mut problems = Vec::new();
-        let queue = convert::queue(&scenario.queue, &mut problems);
-        if !problems.is_empty() {
-            return Err(ConfigError(problems).into());
-        }
+        let q = &scenario.queue;
+        let doc = QueueDocument {
+            job_queue: wire::JobQueue {
+                job_queue_name: q.job_queue_name.clone(),
+                state: q.state.clone(),
+                queueing_strategy: q.queueing_strategy.clone(),
+                capacity_limits: q.capacity_limits.clone(),
+            },
+            quota_shares: q.quota_shares.clone(),
+        };
+        let queue = to_core::queue(&doc).map_err(ConfigError)?;
         let fleet: Vec<(&str, u32)> = scenario
             .fleet
             .iter()
@@ -758,7 +782,7 @@ impl Simulation {
                 }
                 config
                     .shares
-                    .push(convert::new_share(spec, "createQuotaShare", &mut problems));
+                    .push(to_core::share(spec, "createQuotaShare", &mut problems));
             } else if let Some(spec) = &action.update_quota_share {
                 let Some(share) = config
                     .shares
@@ -770,7 +794,7 @@ impl Simulation {
                         spec.quota_share_name
                     )));
                 };
-                convert::merge_share(share, spec, "updateQuotaShare", &mut problems);
+                to_core::merge_share(share, spec, "updateQuotaShare", &mut problems);
             } else if let Some(spec) = &action.delete_quota_share {
                 let before = config.shares.len();
                 config.shares.retain(|s| s.name != spec.quota_share_name);
@@ -804,43 +828,30 @@ impl Simulation {
                 spec.job_name
             ));
         }
-        let share = self
-            .cluster
-            .share_idx(&spec.quota_share_name)
-            .ok_or_else(|| {
-                format!(
-                    "quotaShareName: no quota share named {:?}",
-                    spec.quota_share_name
-                )
-            })?;
-        let instance_type = self.cluster.intern_type(&spec.instance_type);
-        let mut problems = Vec::new();
-        let mut core = JobSpec::new(
-            spec.job_name.clone(),
-            share,
-            instance_type,
-            spec.instance_count,
-        );
-        core.priority = spec.scheduling_priority;
-        core.preemption_retries = spec.preemption_retries_before_termination;
-        if let Some(retry) = &spec.retry_strategy {
-            core.retry_attempts = retry.attempts.unwrap_or(1);
-            core.evaluate_on_exit = convert::exit_rules(
-                &retry.evaluate_on_exit,
-                "retryStrategy.evaluateOnExit",
-                &mut problems,
-            );
-        }
-        core.attempt_timeout_secs = spec
-            .timeout_config
-            .as_ref()
-            .map(|t| t.attempt_duration_seconds);
-        if let Some(grace) = spec.termination_grace_period_seconds {
-            core.grace_period_secs = grace;
-        }
+        // The API's submission, converted as admission converts it.
         let interval = spec
             .checkpoint_interval_seconds
             .or(self.defaults.checkpoint_interval_seconds);
+        let job = wire::SubmitServiceJob {
+            job_name: spec.job_name.clone(),
+            job_queue: self.cluster.queue_name().to_string(),
+            quota_share_name: Some(spec.quota_share_name.clone()),
+            instance_type: spec.instance_type.clone(),
+            instance_count: Some(spec.instance_count),
+            scheduling_priority: Some(spec.scheduling_priority),
+            preemption_configuration: Some(wire::JobPreemptionConfiguration {
+                preemption_retries_before_termination: spec.preemption_retries_before_termination,
+            }),
+            retry_strategy: spec.retry_strategy.clone(),
+            timeout_config: spec.timeout_config.clone(),
+            termination_grace_period_seconds: spec.termination_grace_period_seconds,
+            checkpoint_config: interval.map(|_| wire::CheckpointConfig::default()),
+            command: vec!["simulated".into()],
+            ..Default::default()
+        };
+        let mut core = to_core::job_spec(&job, &mut self.cluster)
+            .map_err(|problems| JobError::Invalid(problems).to_string())?;
+        let mut problems = Vec::new();
         core.checkpoints = interval.is_some();
         if !(spec.duration_seconds.is_finite() && spec.duration_seconds > 0.0) {
             problems.push(ConfigProblem {

@@ -493,3 +493,23 @@ generate: {{jobs: 60, seed: {seed}, meanInterarrivalSeconds: 15, minDurationSeco
         );
     }
 }
+
+#[test]
+fn a_typo_inside_a_quota_share_is_an_error_naming_its_path() {
+    // Shares are the API's own type (`qm_wire::messages::QuotaShare`); the
+    // scenario still refuses fields it does not know, wherever they are.
+    let text = r#"
+fleet: {a: 1}
+queue:
+  jobQueueName: q
+  quotaShares:
+    - {quotaShareName: x, capacityLimits: [{capacityUnit: a, maxCapacity: 1}],
+       resourceSharingConfiguration: {strategy: LEND, borowLimit: 5}}
+"#;
+    let e = simulate(text, Options::default()).expect_err("typo");
+    let message = e.to_string();
+    assert!(
+        message.contains("quotaShares") && message.contains("borowLimit"),
+        "{message}"
+    );
+}

@@ -1,6 +1,7 @@
 //! Quartermaster's wire, defined once: the NATS subjects of API v1 and the
 //! JSON messages on them. Services and `qm` use these types; nothing else
-//! spells a subject. No runtime or NATS client here: just names and shapes.
+//! spells a subject. No runtime or NATS client here: just names and shapes,
+//! and (`to_core`) what they mean to the scheduling core.
 //!
 //! Compatibility: within `v1` only optional fields are added; golden JSON
 //! fixtures (`tests/fixtures/`) prove old messages keep decoding. Trace
@@ -10,6 +11,7 @@ pub mod messages;
 pub mod paths;
 pub mod subjects;
 pub mod system;
+pub mod to_core;
 
 /// Largest request body the API accepts, in bytes.
 pub const MAX_REQUEST_BYTES: usize = 256 * 1024;

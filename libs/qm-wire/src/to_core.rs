@@ -1,0 +1,354 @@
+//! Wire (AWS-shaped JSON) -> core types, with every problem named by its
+//! camelCase field: the one conversion of a quota share, a queue and a job
+//! submission to the scheduling core. Admission, the scheduler and the
+//! simulator all convert through it, so a request admission accepted is one
+//! the scheduler can apply, and a scenario means what the API means.
+
+use crate::messages as wire;
+use crate::system::QueueDocument;
+use qm_core::{
+    CapacityLimit, Cluster, ConfigProblem, ExitRule, JobSpec, Protections, QueueConfig,
+    QueueingStrategy, QuotaShare, RetryAction, State, Strategy,
+};
+
+fn problem(field: impl Into<String>, message: impl Into<String>) -> ConfigProblem {
+    ConfigProblem {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+fn one_of<T: Copy>(
+    field: &str,
+    value: &str,
+    allowed: &[(&str, T)],
+    problems: &mut Vec<ConfigProblem>,
+) -> Option<T> {
+    let found = allowed
+        .iter()
+        .find(|(name, _)| *name == value)
+        .map(|(_, v)| *v);
+    if found.is_none() {
+        let names: Vec<&str> = allowed.iter().map(|(n, _)| *n).collect();
+        problems.push(problem(
+            field,
+            format!("{value:?} is not one of {}", names.join(", ")),
+        ));
+    }
+    found
+}
+
+fn state(field: &str, value: Option<&str>, problems: &mut Vec<ConfigProblem>) -> State {
+    value
+        .and_then(|v| {
+            one_of(
+                field,
+                v,
+                &[("ENABLED", State::Enabled), ("DISABLED", State::Disabled)],
+                problems,
+            )
+        })
+        .unwrap_or_default()
+}
+
+fn limits(list: &[wire::CapacityLimit]) -> Vec<CapacityLimit> {
+    list.iter()
+        .map(|l| CapacityLimit {
+            capacity_unit: l.capacity_unit.clone(),
+            max_capacity: l.max_capacity,
+        })
+        .collect()
+}
+
+/// A share as the wire states it (absent fields take the API's defaults).
+pub fn share(s: &wire::QuotaShare, field: &str, problems: &mut Vec<ConfigProblem>) -> QuotaShare {
+    let mut share = QuotaShare::new(s.quota_share_name.clone(), &[]);
+    if s.capacity_limits.is_none() {
+        problems.push(problem(format!("{field}.capacityLimits"), "is required"));
+    }
+    merge_share(&mut share, s, field, problems);
+    share
+}
+
+/// Applies the fields `s` states onto `share` (an update: absent fields
+/// keep their value; a strategy other than LEND_AND_BORROW given without a
+/// borrow limit resets it to the default).
+pub fn merge_share(
+    share: &mut QuotaShare,
+    s: &wire::QuotaShare,
+    field: &str,
+    problems: &mut Vec<ConfigProblem>,
+) {
+    if let Some(l) = &s.capacity_limits {
+        share.capacity_limits = limits(l);
+    }
+    if let Some(v) = s.state.as_deref() {
+        share.state = state(&format!("{field}.state"), Some(v), problems);
+    }
+    if let Some(rs) = &s.resource_sharing_configuration {
+        let allowed = [
+            ("RESERVE", Strategy::Reserve),
+            ("LEND", Strategy::Lend),
+            ("LEND_AND_BORROW", Strategy::LendAndBorrow),
+        ];
+        if let Some(v) = one_of(
+            &format!("{field}.resourceSharingConfiguration.strategy"),
+            &rs.strategy,
+            &allowed,
+            problems,
+        ) {
+            share.strategy = v;
+        }
+        share.borrow_limit = rs.borrow_limit.unwrap_or(-1);
+    }
+    if let Some(p) = &s.preemption_configuration {
+        let allowed = [("ENABLED", true), ("DISABLED", false)];
+        if let Some(v) = one_of(
+            &format!("{field}.preemptionConfiguration.inSharePreemption"),
+            &p.in_share_preemption,
+            &allowed,
+            problems,
+        ) {
+            share.in_share_preemption = v;
+        }
+    }
+    if let Some(p) = &s.protections {
+        let current = share.protections.clone();
+        share.protections = Protections {
+            min_runtime_before_preemption_secs: p
+                .min_runtime_before_preemption_seconds
+                .unwrap_or(current.min_runtime_before_preemption_secs),
+            reborrow_cooldown_secs: p
+                .reborrow_cooldown_seconds
+                .unwrap_or(current.reborrow_cooldown_secs),
+            borrow_requires_checkpoint: p
+                .borrow_requires_checkpoint
+                .unwrap_or(current.borrow_requires_checkpoint),
+        };
+    }
+}
+
+/// A whole queue document -> the core's configuration, validated whole.
+pub fn queue(doc: &QueueDocument) -> Result<QueueConfig, Vec<ConfigProblem>> {
+    let mut problems = Vec::new();
+    for (i, s) in doc.quota_shares.iter().enumerate() {
+        if s.job_queue != doc.job_queue.job_queue_name && !s.job_queue.is_empty() {
+            problems.push(problem(
+                format!("quotaShares[{i}].jobQueue"),
+                format!(
+                    "is {:?} but the document is for job queue {:?}",
+                    s.job_queue, doc.job_queue.job_queue_name
+                ),
+            ));
+        }
+    }
+    let shares = doc
+        .quota_shares
+        .iter()
+        .enumerate()
+        .map(|(i, s)| share(s, &format!("quotaShares[{i}]"), &mut problems))
+        .collect();
+    let q = &doc.job_queue;
+    let mut config = QueueConfig::new(q.job_queue_name.clone(), shares);
+    config.state = state("jobQueue.state", q.state.as_deref(), &mut problems);
+    config.capacity_limits = limits(&q.capacity_limits);
+    if let Some(s) = q.queueing_strategy.as_deref() {
+        let allowed = [
+            ("BEST_EFFORT_FIFO", QueueingStrategy::BestEffortFifo),
+            ("STRICT_FIFO", QueueingStrategy::StrictFifo),
+        ];
+        if let Some(v) = one_of("jobQueue.queueingStrategy", s, &allowed, &mut problems) {
+            config.queueing_strategy = v;
+        }
+    }
+    if let Err(e) = qm_core::validate_queue(&config) {
+        problems.extend(e.0);
+    }
+    if problems.is_empty() {
+        Ok(config)
+    } else {
+        Err(problems)
+    }
+}
+
+/// The default grace period before SIGKILL, as in AWS Batch.
+pub const DEFAULT_GRACE_SECONDS: u64 = qm_core::DEFAULT_GRACE_PERIOD_SECS;
+
+/// A submit -> the core's job spec, resolving names on `cluster` (the
+/// instance type is interned: a type no executor offers yet is allowed).
+pub fn job_spec(
+    job: &wire::SubmitServiceJob,
+    cluster: &mut Cluster,
+) -> Result<JobSpec, Vec<ConfigProblem>> {
+    let mut problems = Vec::new();
+    if job.job_name.is_empty() || job.job_name.len() > 128 {
+        problems.push(problem("jobName", "must be 1-128 characters"));
+    }
+    if job.command.is_empty() || job.command[0].is_empty() {
+        problems.push(problem(
+            "command",
+            "must name the program to run (a list: program, then arguments)",
+        ));
+    }
+    if job.instance_type.is_empty() {
+        problems.push(problem("instanceType", "is required"));
+    }
+    for key in job.environment.keys() {
+        if key.is_empty() || key.contains('=') || key.contains('\0') || key.starts_with("QM_") {
+            problems.push(problem(
+                format!("environment.{key}"),
+                "names must be non-empty, without '=' or NUL, and not start with QM_ (reserved)",
+            ));
+        }
+    }
+    if let Some(c) = &job.checkpoint_config {
+        if let Some(uri) = &c.s3_uri {
+            if let Err(e) = wire::parse_s3_uri(uri) {
+                problems.push(problem("checkpointConfig.s3Uri", e));
+            }
+        }
+        if let Some(path) = &c.local_path {
+            if let Err(e) = wire::check_local_path(path) {
+                problems.push(problem("checkpointConfig.localPath", e));
+            }
+        }
+    }
+    let share_name = job.quota_share_name.as_deref().unwrap_or("");
+    let share = cluster.share_idx(share_name);
+    if share.is_none() {
+        problems.push(problem(
+            "quotaShareName",
+            format!(
+                "no quota share {share_name:?} in job queue {:?}",
+                job.job_queue
+            ),
+        ));
+    }
+    let mut exit_rules = Vec::new();
+    let mut retry_attempts = 1;
+    if let Some(retry) = &job.retry_strategy {
+        retry_attempts = retry.attempts.unwrap_or(1);
+        for (i, r) in retry.evaluate_on_exit.iter().enumerate() {
+            let allowed = [("RETRY", RetryAction::Retry), ("EXIT", RetryAction::Exit)];
+            if let Some(action) = one_of(
+                &format!("retryStrategy.evaluateOnExit[{i}].action"),
+                &r.action.to_ascii_uppercase(),
+                &allowed,
+                &mut problems,
+            ) {
+                exit_rules.push(ExitRule {
+                    on_exit_code: r.on_exit_code.clone(),
+                    on_status_reason: r.on_status_reason.clone(),
+                    action,
+                });
+            }
+        }
+    }
+    let (Some(share), true) = (share, problems.is_empty()) else {
+        return Err(problems);
+    };
+    let instance_type = cluster.intern_type(&job.instance_type);
+    let mut spec = JobSpec::new(
+        job.job_name.clone(),
+        share,
+        instance_type,
+        job.instance_count.unwrap_or(1),
+    );
+    spec.priority = job.scheduling_priority.unwrap_or(0);
+    spec.preemption_retries = job
+        .preemption_configuration
+        .as_ref()
+        .and_then(|p| p.preemption_retries_before_termination);
+    spec.retry_attempts = retry_attempts;
+    spec.evaluate_on_exit = exit_rules;
+    spec.attempt_timeout_secs = job
+        .timeout_config
+        .as_ref()
+        .map(|t| t.attempt_duration_seconds);
+    spec.grace_period_secs = job
+        .termination_grace_period_seconds
+        .unwrap_or(DEFAULT_GRACE_SECONDS);
+    spec.checkpoints = job.checkpoint_config.is_some();
+    Ok(spec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc() -> QueueDocument {
+        serde_json::from_value(serde_json::json!({
+            "jobQueue": {"jobQueueName": "training"},
+            "quotaShares": [
+                {"jobQueue": "training", "quotaShareName": "QS1",
+                 "capacityLimits": [{"capacityUnit": "ml.g5.xlarge", "maxCapacity": 1}],
+                 "resourceSharingConfiguration": {"strategy": "LEND_AND_BORROW", "borrowLimit": 200},
+                 "preemptionConfiguration": {"inSharePreemption": "ENABLED"}},
+                {"jobQueue": "training", "quotaShareName": "QS2",
+                 "capacityLimits": [{"capacityUnit": "ml.g5.xlarge", "maxCapacity": 1}],
+                 "resourceSharingConfiguration": {"strategy": "LEND"}}
+            ]
+        }))
+        .expect("document")
+    }
+
+    #[test]
+    fn a_queue_document_converts_with_its_strategies() {
+        let q = queue(&doc()).expect("valid");
+        assert_eq!(q.shares.len(), 2);
+        assert_eq!(q.shares[0].strategy, Strategy::LendAndBorrow);
+        assert_eq!(q.shares[0].borrow_limit, 200);
+        assert!(q.shares[0].in_share_preemption);
+        assert_eq!(q.shares[1].strategy, Strategy::Lend);
+    }
+
+    #[test]
+    fn every_problem_of_a_queue_document_is_named() {
+        let mut d = doc();
+        d.quota_shares[0].resource_sharing_configuration =
+            Some(wire::ResourceSharingConfiguration {
+                strategy: "SHARE".into(),
+                borrow_limit: None,
+            });
+        d.quota_shares[1].capacity_limits = None;
+        let problems = queue(&d).expect_err("invalid");
+        let fields: Vec<&str> = problems.iter().map(|p| p.field.as_str()).collect();
+        assert!(
+            fields.contains(&"quotaShares[0].resourceSharingConfiguration.strategy"),
+            "{fields:?}"
+        );
+        assert!(
+            fields.contains(&"quotaShares[1].capacityLimits"),
+            "{fields:?}"
+        );
+    }
+
+    #[test]
+    fn a_submit_names_its_problems() {
+        let q = queue(&doc()).expect("valid");
+        let mut cluster = Cluster::new(q, &[]).expect("cluster");
+        let job = wire::SubmitServiceJob {
+            job_name: "j".into(),
+            job_queue: "training".into(),
+            quota_share_name: Some("QS9".into()),
+            instance_type: "ml.g5.xlarge".into(),
+            command: vec![],
+            checkpoint_config: Some(wire::CheckpointConfig {
+                s3_uri: Some("s3://bucket".into()),
+                local_path: Some("/abs".into()),
+            }),
+            ..Default::default()
+        };
+        let problems = job_spec(&job, &mut cluster).expect_err("invalid");
+        let fields: Vec<&str> = problems.iter().map(|p| p.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "command",
+                "checkpointConfig.s3Uri",
+                "checkpointConfig.localPath",
+                "quotaShareName"
+            ]
+        );
+    }
+}
