@@ -77,7 +77,8 @@ impl Pass<'_> {
         let mut candidates: Vec<RunKey> = self
             .projected_running(s, t)
             .into_iter()
-            .filter(|k| k.priority.0 < job.spec.priority && !self.committed.contains(&k.job))
+            .filter(|k| k.priority.0 < job.spec.priority)
+            .filter(|k| self.committed.is_empty() || !self.committed.contains(&k.job))
             .collect();
         let mut protected: Option<Time> = None;
         candidates.retain(|k| match self.protected_until(s, k) {

@@ -112,7 +112,7 @@ impl Pass<'_> {
             let candidates = borrowed_jobs(&running, entitlement, ckpt_first);
             let eligible = candidates
                 .into_iter()
-                .filter(|k| !self.committed.contains(&k.job))
+                .filter(|k| self.committed.is_empty() || !self.committed.contains(&k.job))
                 .filter(|k| match self.protected_until(share, k) {
                     Some(until) => {
                         *protected = Some(protected.map_or(until, |p| p.min(until)));

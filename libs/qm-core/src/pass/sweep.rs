@@ -98,7 +98,10 @@ impl Pass<'_> {
 
     /// The next job of share `s` in line (all types), not yet admitted.
     pub(super) fn share_head(&self, s: ShareIdx) -> Option<(QueueKey, TypeIdx, u32)> {
-        let skip = |id: JobId| self.admitted.contains(&id) || self.barred.contains(&id);
+        let skip = |id: JobId| {
+            (!self.admitted.is_empty() && self.admitted.contains(&id))
+                || (!self.barred.is_empty() && self.barred.contains(&id))
+        };
         let slot = &self.c.shares[s.index()];
         let mut best: Option<(QueueKey, TypeIdx, u32)> = None;
         for (t, st) in slot.types.iter().enumerate() {
@@ -232,7 +235,10 @@ impl Pass<'_> {
             return Some((key, count));
         }
         let (admitted, barred) = (&self.admitted, &self.barred);
-        let skip = |id: JobId| admitted.contains(&id) || barred.contains(&id);
+        let skip = |id: JobId| {
+            (!admitted.is_empty() && admitted.contains(&id))
+                || (!barred.is_empty() && barred.contains(&id))
+        };
         let queue = &self.c.st(s, t).runnable;
         match step {
             Step::WithinQuota => {
