@@ -547,6 +547,24 @@ impl Cluster {
         a.placement.iter().position(|r| r.node == n).ok_or(stale)
     }
 
+    /// Records what a rank reported; false if the rank had already ended (a
+    /// rank ends once: later reports change nothing).
+    fn mark_rank(
+        &mut self,
+        id: JobId,
+        attempt: u32,
+        node: NodeId,
+        state: RankState,
+    ) -> Result<bool, JobError> {
+        let rank = self.rank_of(id, attempt, node)?;
+        let a = self.current_attempt_mut(id, attempt)?;
+        if matches!(a.ranks[rank], RankState::Ended(_)) {
+            return Ok(false);
+        }
+        a.ranks[rank] = state;
+        Ok(true)
+    }
+
     /// A rank is restoring its checkpoint and launching: the first one moves
     /// the attempt to STARTING (every rank restores the same checkpoint).
     pub fn rank_starting(
@@ -557,12 +575,9 @@ impl Cluster {
         restored: Option<CheckpointMark>,
         now: Time,
     ) -> Result<(), JobError> {
-        let rank = self.rank_of(id, attempt, node)?;
-        let a = self.current_attempt_mut(id, attempt)?;
-        if matches!(a.ranks[rank], RankState::Ended(_)) {
+        if !self.mark_rank(id, attempt, node, RankState::Starting)? {
             return Ok(());
         }
-        a.ranks[rank] = RankState::Starting;
         if self.jobs[&id].status == JobStatus::Scheduled {
             self.attempt_starting(id, attempt, restored, now)?;
         }
@@ -577,12 +592,10 @@ impl Cluster {
         node: NodeId,
         now: Time,
     ) -> Result<(), JobError> {
-        let rank = self.rank_of(id, attempt, node)?;
-        let a = self.current_attempt_mut(id, attempt)?;
-        if matches!(a.ranks[rank], RankState::Ended(_)) {
+        if !self.mark_rank(id, attempt, node, RankState::Running)? {
             return Ok(());
         }
-        a.ranks[rank] = RankState::Running;
+        let a = self.current_attempt_mut(id, attempt)?;
         if a.ranks.iter().all(|r| *r == RankState::Running) {
             self.attempt_running(id, attempt, now)?;
         }

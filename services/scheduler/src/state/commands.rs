@@ -2,23 +2,24 @@
 //! for every rank of an attempt (sent, and resent until each rank reports),
 //! job state changes and preemption events.
 
-use qm_core::{JobId, JobStatus, PreemptionKind, RankState};
+use qm_core::{Attempt, Job, JobId, JobStatus, PreemptionKind, RankState};
 use qm_wire::messages::{JobStateChange, PreemptionEvent};
 use qm_wire::system::ExecCommand;
 
-use super::{Effect, Effects, State};
+use super::{Effect, Effects, JobMeta, QueueState, State};
 
 impl State {
+    /// A job's queue, record, metadata and current attempt, if it has one.
+    fn current(&self, q: &str, id: JobId) -> Option<(&QueueState, &Job, &JobMeta, &Attempt)> {
+        let qs = self.queues.get(q)?;
+        let job = qs.cluster.job(id)?;
+        Some((qs, job, qs.meta.get(&id)?, job.current_attempt()?))
+    }
+
     /// The start commands of a placed attempt, one per rank (`unreported`:
     /// only the ranks that have not reported yet, for resending).
     pub fn start_commands(&self, q: &str, id: JobId, unreported: bool) -> Vec<Effect> {
-        let Some(qs) = self.queues.get(q) else {
-            return Vec::new();
-        };
-        let (Some(job), Some(meta)) = (qs.cluster.job(id), qs.meta.get(&id)) else {
-            return Vec::new();
-        };
-        let Some(attempt) = job.current_attempt() else {
+        let Some((qs, job, meta, attempt)) = self.current(q, id) else {
             return Vec::new();
         };
         let node = |r: &qm_core::Rank| qs.cluster.node(r.node).name.clone();
@@ -70,13 +71,7 @@ impl State {
     /// The stop commands of a stopping attempt, one per rank still running
     /// (for sending and resending).
     pub fn stop_commands(&self, q: &str, id: JobId) -> Vec<Effect> {
-        let Some(qs) = self.queues.get(q) else {
-            return Vec::new();
-        };
-        let (Some(job), Some(meta)) = (qs.cluster.job(id), qs.meta.get(&id)) else {
-            return Vec::new();
-        };
-        let Some(attempt) = job.current_attempt() else {
+        let Some((qs, job, meta, attempt)) = self.current(q, id) else {
             return Vec::new();
         };
         let reason = job.status_reason.render(&|j| qs.public_id(j));
