@@ -248,8 +248,8 @@ pub struct Attempt {
     pub placement: Vec<crate::nodes::Rank>,
     /// What each rank has reported (index = rank).
     pub ranks: Vec<crate::nodes::RankState>,
-    /// The exit code of the first rank that ended without exiting 0.
-    pub first_failure: Option<Option<i32>>,
+    /// The first rank that ended without exiting 0, if one did.
+    pub first_failure: Option<crate::nodes::RankFailure>,
     /// The other ranks were told to stop after a rank failed.
     pub ranks_stopping: bool,
 }

@@ -34,7 +34,7 @@ pub use job::{
     RetryAction, StopCause, DEFAULT_GRACE_PERIOD_SECS,
 };
 pub use nodes::{
-    pool_node_name, LostAttempt, Node, NodeId, Rank, RankEnd, RankExit, RankState,
+    pool_node_name, LostAttempt, Node, NodeId, Rank, RankEnd, RankExit, RankFailure, RankState,
     LAUNCH_FAILED_EXIT_CODE, UNPLACED_STOP_GRACE_SECS,
 };
 pub use pass::{schedule, schedule_exhaustive, Plan, Preemption, Start};

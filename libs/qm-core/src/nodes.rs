@@ -145,6 +145,13 @@ impl RankExit {
     }
 }
 
+/// The first rank of an attempt to end without exiting 0: its exit code
+/// (None: killed by a signal) becomes the attempt's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RankFailure {
+    pub exit_code: Option<i32>,
+}
+
 /// What a rank's end means for its attempt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RankEnd {
@@ -624,7 +631,7 @@ impl Cluster {
         a.ranks[rank] = RankState::Ended(code);
         let first_failure = code != Some(0) && a.first_failure.is_none();
         if first_failure {
-            a.first_failure = Some(code);
+            a.first_failure = Some(RankFailure { exit_code: code });
         }
         if !a.ranks.iter().all(|r| matches!(r, RankState::Ended(_))) {
             let stop = first_failure && !stopping && !a.ranks_stopping;
@@ -634,7 +641,7 @@ impl Cluster {
             }
             return Ok(RankEnd::Waiting);
         }
-        let code = a.first_failure.unwrap_or(Some(0));
+        let code = a.first_failure.map_or(Some(0), |f| f.exit_code);
         self.attempt_ended(id, attempt, code, now)
             .map(RankEnd::Ended)
     }

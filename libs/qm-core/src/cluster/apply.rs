@@ -11,7 +11,7 @@ impl Cluster {
     pub fn apply(&mut self, plan: &crate::pass::Plan) {
         let now = plan.now;
         for t in &plan.settled {
-            self.settled[t.index()] = Some(plan.wake_at);
+            self.settled[t.index()] = Settled::Until(plan.wake_at);
         }
         for stop in &plan.timeouts {
             self.begin_stop(

@@ -45,7 +45,7 @@ impl Cluster {
     }
 
     pub(crate) fn install_queue(&mut self, queue: QueueConfig, now: Time) -> Vec<JobId> {
-        self.settled.iter_mut().for_each(|s| *s = None);
+        self.settled.iter_mut().for_each(|s| *s = Settled::No);
         self.queue_state = queue.state;
         self.queueing = queue.queueing_strategy;
         self.queue_limits = queue.capacity_limits.clone();

@@ -108,7 +108,7 @@ impl Cluster {
 
     /// Something about type `t` changed: the next pass must look at it.
     pub(crate) fn unsettle(&mut self, t: TypeIdx) {
-        self.settled[t.index()] = None;
+        self.settled[t.index()] = Settled::No;
     }
 
     pub(crate) fn transition(&mut self, id: JobId, to: JobStatus, reason: StatusReason, now: Time) {

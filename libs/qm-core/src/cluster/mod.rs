@@ -113,6 +113,17 @@ pub enum JobError {
     StaleAttempt { job: JobId, attempt: u32 },
 }
 
+/// Whether a pass may skip a type.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Settled {
+    /// Something changed: the next pass looks at it.
+    #[default]
+    No,
+    /// The last pass found nothing to do; a pass before `until` (or at any
+    /// time, if None) would find nothing again.
+    Until(Option<Time>),
+}
+
 /// The scheduling state of one job queue and its fleet.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Cluster {
@@ -132,11 +143,10 @@ pub struct Cluster {
     events: Vec<JobEvent>,
     /// RUNNABLE jobs no pass has given a reason yet (new or requeued).
     pub(crate) unexplained: BTreeSet<JobId>,
-    /// Per type: `Some(wake)` when the last pass found nothing to do for the
-    /// type and nothing about it has changed since; a pass before `wake` (or
-    /// at any time, if None) would find nothing again, so it skips the type.
-    /// Every change to a type's jobs, fleet or configuration clears it.
-    pub(crate) settled: Vec<Option<Option<Time>>>,
+    /// Per type: whether the last pass found nothing to do for it (and
+    /// nothing about it has changed since). Every change to a type's jobs,
+    /// fleet or configuration unsettles it.
+    pub(crate) settled: Vec<Settled>,
     /// Jobs for which preemptions were started and that have not started
     /// yet. The capacity being released is theirs: passes consider them
     /// first (see `Pass::honour_claims`), so a victim cannot take it back
@@ -216,7 +226,7 @@ impl Cluster {
         self.type_index.insert(name.to_string(), t);
         self.fleet.push(0);
         self.nodes_of_type.push(Vec::new());
-        self.settled.push(None);
+        self.settled.push(Settled::No);
         for share in &mut self.shares {
             let entitlement = share.config.entitlement(name);
             share.types.push(ShareType {

@@ -210,7 +210,9 @@ impl<'a> Pass<'a> {
             .settled
             .iter()
             .map(|settled| match settled {
-                Some(wake) if may_skip && wake.is_none_or(|w| now < w) => {
+                crate::cluster::Settled::Until(wake)
+                    if may_skip && wake.is_none_or(|w| now < w) =>
+                {
                     if let Some(w) = wake {
                         wake_at = Some(wake_at.map_or(*w, |x: Time| x.min(*w)));
                     }
