@@ -54,14 +54,9 @@ pub async fn connect(
         })
 }
 
-/// 16 random hex digits (the standard library's per-process random keys,
-/// mixed with the clock and a counter): ids and incarnations.
-pub fn random_hex() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(now_ms());
-    h.write_u64(COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-    h.write_u32(std::process::id());
-    format!("{:016x}", h.finish())
+/// A random identifier (a version 4 UUID, 32 hex digits): job ids and
+/// executor incarnations. Unique across processes and machines without
+/// coordination, and safe as a subject token.
+pub fn random_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
 }

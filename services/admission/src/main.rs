@@ -65,7 +65,7 @@ fn denied(e: qm_tenancy::Denied) -> ApiError {
 }
 
 fn new_job_id() -> String {
-    format!("j-{}", qm_service::random_hex())
+    format!("j-{}", qm_service::random_id())
 }
 
 /// A KV-safe key for a client token (any string) within a queue.

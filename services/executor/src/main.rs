@@ -85,7 +85,7 @@ async fn main() -> std::process::ExitCode {
     };
     let reporter = tokio::spawn(reporter(js, report_subject, rx));
     let executor = Arc::new(Executor {
-        incarnation: qm_service::random_hex(),
+        incarnation: qm_service::random_id(),
         gpus,
         client: client.clone(),
         principal,
