@@ -36,6 +36,28 @@ pub enum SyncError {
     Changed(PathBuf),
 }
 
+impl SyncError {
+    /// Whether trying again may succeed: the store was unreachable, a file
+    /// changed mid-commit, or a local I/O hiccup. A refusal (the store's
+    /// permissions, a damaged manifest, a non-empty restore target, a path
+    /// the service may not read) will fail the same way again.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            SyncError::Store(StoreError::Transient(_)) | SyncError::Changed(_) => true,
+            SyncError::Store(StoreError::Refused(_))
+            | SyncError::BadManifest { .. }
+            | SyncError::TargetNotEmpty(_) => false,
+            SyncError::Local { error, .. } => !matches!(
+                error.kind(),
+                std::io::ErrorKind::PermissionDenied
+                    | std::io::ErrorKind::NotFound
+                    | std::io::ErrorKind::InvalidInput
+                    | std::io::ErrorKind::InvalidData
+            ),
+        }
+    }
+}
+
 fn local(path: &Path) -> impl Fn(std::io::Error) -> SyncError + '_ {
     move |error| SyncError::Local {
         path: path.to_path_buf(),

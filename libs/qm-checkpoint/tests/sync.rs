@@ -188,7 +188,31 @@ async fn restore_into_a_non_empty_directory_is_refused() {
     fs::write(dst.join("keep.txt"), b"mine").expect("write");
     let err = restore(&store, PREFIX, &dst).await.expect_err("not empty");
     assert!(err.to_string().contains("is not empty"), "{err}");
+    assert!(
+        !err.is_transient(),
+        "a refusal: retrying fails the same way"
+    );
     assert_eq!(fs::read(dst.join("keep.txt")).expect("untouched"), b"mine");
+}
+
+#[test]
+fn only_failures_that_may_pass_on_a_retry_are_transient() {
+    use qm_checkpoint::store::StoreError;
+    use qm_checkpoint::sync::SyncError;
+    let io = |kind| SyncError::Local {
+        path: "x".into(),
+        error: std::io::Error::from(kind),
+    };
+    assert!(SyncError::Store(StoreError::Transient("timeout".into())).is_transient());
+    assert!(SyncError::Changed("a".into()).is_transient());
+    assert!(io(std::io::ErrorKind::Interrupted).is_transient());
+    assert!(!SyncError::Store(StoreError::Refused("403".into())).is_transient());
+    assert!(!io(std::io::ErrorKind::PermissionDenied).is_transient());
+    assert!(!SyncError::BadManifest {
+        key: "m".into(),
+        why: "bad".into()
+    }
+    .is_transient());
 }
 
 #[tokio::test]

@@ -80,8 +80,18 @@ struct Target {
     prefix: String,
 }
 
-fn failed(what: &str, e: impl std::fmt::Display) -> ApiError {
-    api::error(ErrorCode::Transient, format!("{what}: {e}"))
+/// A failed request: `TRANSIENT` when trying again may succeed, otherwise
+/// refused (`CONFLICT` for a restore target in use, `ACCESS_DENIED` when the
+/// store or the file system refuses, `INVALID` for damaged checkpoints), so
+/// the executor retries only what can succeed.
+fn failed(what: &str, e: sync::SyncError) -> ApiError {
+    let code = match &e {
+        _ if e.is_transient() => ErrorCode::Transient,
+        sync::SyncError::TargetNotEmpty(_) => ErrorCode::Conflict,
+        sync::SyncError::Store(_) | sync::SyncError::Local { .. } => ErrorCode::AccessDenied,
+        _ => ErrorCode::Invalid,
+    };
+    api::error(code, format!("{what}: {e}"))
 }
 
 #[tokio::main]

@@ -60,7 +60,12 @@ impl Service {
             .config
             .entry(format!("queue.{queue}"))
             .await
-            .map_err(|e| failed("configuration store unavailable", e))?;
+            .map_err(|e| {
+                api::error(
+                    ErrorCode::Transient,
+                    format!("configuration store unavailable: {e}"),
+                )
+            })?;
         let doc = entry
             .filter(|e| e.operation == async_nats::jetstream::kv::Operation::Put)
             .and_then(|e| serde_json::from_slice::<QueueDocument>(&e.value).ok());

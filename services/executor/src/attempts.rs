@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use qm_service::client::Client;
+use qm_wire::messages::ErrorCode;
 use qm_wire::subjects;
 use qm_wire::system::{
     CheckpointReply, CheckpointRequest, ExecCommand, LogsRequest, LogsResponse, Report, ReportPhase,
@@ -264,6 +265,11 @@ impl Executor {
                 .await
             {
                 Ok(r) => return Ok(r),
+                // Refused (not transient): the same request fails again.
+                Err(e) if e.code().is_some_and(|c| c != ErrorCode::Transient) => {
+                    tracing::warn!(op, job = %req.job_id, error = %e, "checkpoint service refused the request");
+                    return Err(e.to_string());
+                }
                 Err(e) => {
                     last = e.to_string();
                     tracing::warn!(op, job = %req.job_id, error = %last, "checkpoint service call failed");
