@@ -283,9 +283,17 @@ impl Runner<'_> {
     }
 
     /// The position of the newest job or preemption event stored (one
-    /// message read: the last one matching those subjects).
+    /// message read: the last one matching those subjects). When the events
+    /// stream has never stored anything, no leader ever published: every
+    /// event of the log is due (the position before the first), so submits
+    /// stored before the first leader started are announced too. When
+    /// events were stored but none is left (aged out), nothing is known to
+    /// be missing: None, and nothing is republished.
     async fn last_published(&self) -> Result<Option<Position>, Error> {
-        let stream = self.storage.js.get_stream(subjects::EVENTS_STREAM).await?;
+        let mut stream = self.storage.js.get_stream(subjects::EVENTS_STREAM).await?;
+        if stream.info().await?.state.last_sequence == 0 {
+            return Ok(Some((0, 0, 0)));
+        }
         let mut consumer = stream
             .create_consumer(pull::OrderedConfig {
                 deliver_policy: DeliverPolicy::Last,
