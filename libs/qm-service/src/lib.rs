@@ -8,6 +8,7 @@ pub mod api;
 pub mod client;
 pub mod convert;
 pub mod nats;
+pub mod retry;
 pub mod settings;
 
 /// Milliseconds since the Unix epoch, from the system clock.

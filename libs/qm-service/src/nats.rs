@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use backon::Retryable;
+
 use async_nats::jetstream::{self, kv, stream};
 use qm_wire::subjects;
 
@@ -320,16 +322,15 @@ where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = Result<T, E>>,
 {
-    let mut delay = Duration::from_millis(200);
-    loop {
-        match open().await {
-            Ok(v) => return v,
-            Err(e) => {
-                tracing::warn!(what, name, error = %e, "not there yet (admission creates it); retrying");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(5));
-            }
-        }
+    let retried = open
+        .retry(crate::retry::forever(Duration::from_millis(200)))
+        .notify(|e: &E, _| {
+            tracing::warn!(what, name, error = %e, "not there yet (admission creates it); retrying")
+        })
+        .await;
+    match retried {
+        Ok(v) => v,
+        Err(_) => unreachable!("retried forever"),
     }
 }
 
@@ -378,27 +379,28 @@ pub async fn append_durably(
     payload: bytes::Bytes,
     msg_id: Option<String>,
 ) -> u64 {
-    let mut delay = Duration::from_millis(100);
-    loop {
+    let append = || async {
         let mut headers = async_nats::HeaderMap::new();
         if let Some(id) = &msg_id {
             headers.insert("Nats-Msg-Id", id.as_str());
         }
-        let result = match js
+        match js
             .publish_with_headers(subject.clone(), headers, payload.clone())
             .await
         {
             Ok(ack) => ack.await.map(|a| a.sequence).map_err(|e| e.to_string()),
             Err(e) => Err(e.to_string()),
-        };
-        match result {
-            Ok(seq) => return seq,
-            Err(e) => {
-                tracing::warn!(%subject, error = %e, "append to the log failed; retrying");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(5));
-            }
         }
+    };
+    let stored = append
+        .retry(crate::retry::forever(Duration::from_millis(100)))
+        .notify(|e: &String, _| {
+            tracing::warn!(%subject, error = %e, "append to the log failed; retrying")
+        })
+        .await;
+    match stored {
+        Ok(seq) => seq,
+        Err(_) => unreachable!("retried forever"),
     }
 }
 

@@ -1,0 +1,21 @@
+//! Retrying with backoff, one schedule for the whole system (the `backon`
+//! crate): exponential from a first delay, doubling, capped at 5 s, with
+//! jitter so that services restarted together do not retry in step.
+
+use std::time::Duration;
+
+use backon::ExponentialBuilder;
+
+/// Longest wait between two tries.
+pub const MAX_DELAY: Duration = Duration::from_secs(5);
+
+/// Retries until it succeeds: first after `first`, then doubling up to
+/// [`MAX_DELAY`], with jitter.
+pub fn forever(first: Duration) -> ExponentialBuilder {
+    ExponentialBuilder::default()
+        .with_min_delay(first)
+        .with_max_delay(MAX_DELAY)
+        .with_factor(2.0)
+        .with_jitter()
+        .without_max_times()
+}
