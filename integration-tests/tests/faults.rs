@@ -305,3 +305,47 @@ async fn malformed_and_oversized_requests_get_errors_and_change_nothing() {
         .await;
     stack.stop_all();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_first_scheduler_announces_the_submits_stored_before_it_started() {
+    // Admission runs and stores submits; no scheduler has ever run, so no
+    // event was ever published. The first leader must announce them (before
+    // the fix it read "nothing published" as "publish nothing", and these
+    // jobs' SUBMITTED -> RUNNABLE events never appeared).
+    let nats = start_nats().await;
+    let s3 = start_s3().await;
+    let mut stack = Stack::new(&nats, &s3, "first-leader").await;
+    stack.admission();
+    stack.apply(QUEUE_YAML).await;
+    let args = ["--steps", "20"];
+    let mut jobs = Vec::new();
+    for (i, share) in ["QS1", "QS2"].iter().enumerate() {
+        jobs.push(
+            stack
+                .submit(&trainer_job(
+                    &format!("early{i}"),
+                    "training",
+                    share,
+                    1,
+                    &args,
+                ))
+                .await,
+        );
+    }
+    stack.executor("node-1", "training", "ml.g5.xlarge", 3);
+    stack.scheduler("scheduler-1");
+    for id in &jobs {
+        let j = stack.wait_final(id, 120).await;
+        assert_eq!(j.status, "SUCCEEDED", "{j:#?}");
+    }
+    let events = stack.events.snapshot();
+    for id in &jobs {
+        assert!(
+            events.iter().any(|(_, v)| v["jobId"] == id.as_str()
+                && v["from"] == "SUBMITTED"
+                && v["to"] == "RUNNABLE"),
+            "no SUBMITTED -> RUNNABLE event of {id}"
+        );
+    }
+    stack.stop_all();
+}
