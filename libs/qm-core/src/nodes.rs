@@ -475,34 +475,33 @@ impl Cluster {
 
     /// Marks the slots of a started attempt as held.
     pub(crate) fn hold_slots(&mut self, job: JobId, t: TypeIdx, placement: &[Rank]) {
-        for r in placement {
-            let node = &mut self.nodes[r.node.index()];
-            if let Some(slots) = node.slots.get_mut(&t) {
-                let free = node.free.entry(t).or_default();
-                for i in &r.slots {
-                    if let Some(s) = slots.get_mut(*i as usize) {
-                        debug_assert!(s.is_none(), "slot {i} of {:?} held twice", r.node);
-                        *s = Some(job);
-                        free.remove(i);
-                    }
-                }
-            }
-        }
+        self.set_slots(job, t, placement, true);
     }
 
     /// Frees the slots an ended attempt held.
     pub(crate) fn release_slots(&mut self, job: JobId, t: TypeIdx, placement: &[Rank]) {
+        self.set_slots(job, t, placement, false);
+    }
+
+    /// Holds (or frees) `job`'s slots, keeping each node's free set with them.
+    fn set_slots(&mut self, job: JobId, t: TypeIdx, placement: &[Rank], hold: bool) {
         for r in placement {
             let node = &mut self.nodes[r.node.index()];
-            if let Some(slots) = node.slots.get_mut(&t) {
-                let free = node.free.entry(t).or_default();
-                for i in &r.slots {
-                    if let Some(s) = slots.get_mut(*i as usize) {
-                        if *s == Some(job) {
-                            *s = None;
-                            free.insert(*i);
-                        }
-                    }
+            let Some(slots) = node.slots.get_mut(&t) else {
+                continue;
+            };
+            let free = node.free.entry(t).or_default();
+            for i in &r.slots {
+                let Some(s) = slots.get_mut(*i as usize) else {
+                    continue;
+                };
+                if hold {
+                    debug_assert!(s.is_none(), "slot {i} of {:?} held twice", r.node);
+                    *s = Some(job);
+                    free.remove(i);
+                } else if *s == Some(job) {
+                    *s = None;
+                    free.insert(*i);
                 }
             }
         }
