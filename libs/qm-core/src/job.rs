@@ -26,6 +26,10 @@ use crate::time::Time;
 /// gives a stopped training job.
 pub const DEFAULT_GRACE_PERIOD_SECS: u64 = 120;
 
+/// The longest `terminationGracePeriodSeconds` a job may ask for (a day):
+/// executors wait this long on shutdown, so it must stay a sane duration.
+pub const MAX_GRACE_PERIOD_SECS: u64 = 86_400;
+
 /// A job's status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum JobStatus {
@@ -250,8 +254,6 @@ pub struct Attempt {
     pub ranks: Vec<crate::nodes::RankState>,
     /// The first rank that ended without exiting 0, if one did.
     pub first_failure: Option<crate::nodes::RankFailure>,
-    /// The other ranks were told to stop after a rank failed.
-    pub ranks_stopping: bool,
 }
 
 /// A stop the scheduler asked for and the executor has not yet confirmed.

@@ -31,7 +31,7 @@ pub use config::{
 pub use ids::{JobId, ShareIdx, TypeIdx};
 pub use job::{
     Attempt, AttemptOutcome, CheckpointMark, ExitRule, Job, JobSpec, JobStatus, PreemptionKind,
-    RetryAction, StopCause, DEFAULT_GRACE_PERIOD_SECS,
+    RetryAction, StopCause, DEFAULT_GRACE_PERIOD_SECS, MAX_GRACE_PERIOD_SECS,
 };
 pub use nodes::{
     pool_node_name, LostAttempt, Node, NodeId, Rank, RankEnd, RankExit, RankFailure, RankState,

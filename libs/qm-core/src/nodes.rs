@@ -73,13 +73,6 @@ impl Node {
         self.slots.get(&t).map_or(0, |s| s.len() as u32)
     }
 
-    /// Free slots of type `t`, lowest index first.
-    pub fn free(&self, t: TypeIdx) -> Vec<u32> {
-        self.free
-            .get(&t)
-            .map_or_else(Vec::new, |f| f.iter().copied().collect())
-    }
-
     /// How many slots of type `t` are free.
     pub fn free_count(&self, t: TypeIdx) -> u32 {
         self.free.get(&t).map_or(0, |f| f.len() as u32)
@@ -633,9 +626,9 @@ impl Cluster {
             a.first_failure = Some(RankFailure { exit_code: code });
         }
         if !a.ranks.iter().all(|r| matches!(r, RankState::Ended(_))) {
-            let stop = first_failure && !stopping && !a.ranks_stopping;
-            if stop {
-                a.ranks_stopping = true;
+            // The first failure happens once: the others are stopped once
+            // (unless the scheduler is already stopping the whole attempt).
+            if first_failure && !stopping {
                 return Ok(RankEnd::StopOthers);
             }
             return Ok(RankEnd::Waiting);

@@ -528,6 +528,9 @@ fn submissions_report_every_problem_at_once() {
     let mut w = World::new(1, vec![share("R", Strategy::Reserve, 1)]);
     let mut spec = w.spec("bad", "R", 0, 10_000);
     spec.retry_attempts = 11;
+    // A grace period executors would wait on forever (u64::MAX seconds
+    // overflowed the executor's shutdown deadline).
+    spec.grace_period_secs = u64::MAX;
     let Err(JobError::Invalid(problems)) = w.c.submit(spec, w.now) else {
         panic!("invalid")
     };
@@ -537,6 +540,7 @@ fn submissions_report_every_problem_at_once() {
         vec![
             "instanceCount",
             "schedulingPriority",
+            "terminationGracePeriodSeconds",
             "retryStrategy.attempts"
         ]
     );
@@ -1065,7 +1069,7 @@ fn a_victim_never_takes_its_place_back_ahead_of_the_job_it_was_preempted_for() {
     // within B's entitlement on its own) are stopped so that it can borrow
     // L's idle instance. Once they have stopped, they would fit within quota
     // at the next pass, ahead of a job that borrows; the claim of `urgent`
-    // starts it first, so no preemption is ever repeated (ADR 0003).
+    // starts it first, so no preemption is ever repeated (ADR 0006).
     let mut b = lab("B", 2, -1);
     b.in_share_preemption = true;
     let mut w = World::new(3, vec![b, share("L", Strategy::Lend, 1)]);

@@ -171,9 +171,6 @@ pub fn queue(doc: &QueueDocument) -> Result<QueueConfig, Vec<ConfigProblem>> {
     }
 }
 
-/// The default grace period before SIGKILL, as in AWS Batch.
-pub const DEFAULT_GRACE_SECONDS: u64 = qm_core::DEFAULT_GRACE_PERIOD_SECS;
-
 /// A submit -> the core's job spec, resolving names on `cluster` (the
 /// instance type is interned: a type no executor offers yet is allowed).
 pub fn job_spec(
@@ -267,7 +264,7 @@ pub fn job_spec(
         .map(|t| t.attempt_duration_seconds);
     spec.grace_period_secs = job
         .termination_grace_period_seconds
-        .unwrap_or(DEFAULT_GRACE_SECONDS);
+        .unwrap_or(qm_core::DEFAULT_GRACE_PERIOD_SECS);
     spec.checkpoints = job.checkpoint_config.is_some();
     Ok(spec)
 }

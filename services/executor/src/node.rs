@@ -218,7 +218,9 @@ impl Executor {
             }
         }
         // Their grace, then time to flush checkpoints and report.
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(longest + 10);
+        // (Graces come in commands: bounded as the core bounds them at submit.)
+        let wait = longest.min(qm_core::MAX_GRACE_PERIOD_SECS) + 10;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(wait);
         while !self.held().is_empty() && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }

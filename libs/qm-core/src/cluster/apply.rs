@@ -57,7 +57,6 @@ impl Cluster {
                 ranks: vec![RankState::Commanded; start.placement.len()],
                 placement: start.placement.clone(),
                 first_failure: None,
-                ranks_stopping: false,
             });
             let key = Self::run_key(job);
             let deadline = job

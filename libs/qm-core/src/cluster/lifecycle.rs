@@ -55,6 +55,16 @@ impl Cluster {
             problems.push(problem("instanceCount", "must be >= 1".into()));
         }
         problems.extend(config::priority_problem(spec.priority));
+        if spec.grace_period_secs > crate::job::MAX_GRACE_PERIOD_SECS {
+            problems.push(problem(
+                "terminationGracePeriodSeconds",
+                format!(
+                    "must be 0..={}, got {}",
+                    crate::job::MAX_GRACE_PERIOD_SECS,
+                    spec.grace_period_secs
+                ),
+            ));
+        }
         if !(1..=10).contains(&spec.retry_attempts) {
             problems.push(problem(
                 "retryStrategy.attempts",

@@ -27,7 +27,7 @@ impl Pass<'_> {
     /// A victim cannot take its place back ahead of the job: the job holds a
     /// claim until it starts (`Pass::honour_claims`), so the pass after the
     /// stops admits it first. That, not a restriction to the entitlement,
-    /// is what prevents a preempt-restart livelock (ADR 0003).
+    /// is what prevents a preempt-restart livelock (ADR 0006).
     pub(super) fn try_in_share(&mut self, id: JobId) -> Result<(), WaitReason> {
         let job = self.job(id);
         let (s, t, count) = (job.spec.share, job.spec.instance_type, job.spec.count);
