@@ -157,6 +157,7 @@ pub async fn running_on(nats: Nats, name: &str, queue_yaml: &str) -> (Nats, S3Se
     stack.admission();
     stack.scheduler("scheduler-1");
     stack.apply(queue_yaml).await;
+    stack.wait_leader("scheduler-1").await;
     (nats, s3, stack)
 }
 
@@ -194,6 +195,13 @@ pub struct Events(pub Arc<Mutex<Vec<(String, serde_json::Value)>>>);
 impl Events {
     pub fn snapshot(&self) -> Vec<(String, serde_json::Value)> {
         self.0.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+
+    /// Whether the job's admission was announced (SUBMITTED -> RUNNABLE).
+    pub fn announced(&self, job_id: &str) -> bool {
+        self.snapshot()
+            .iter()
+            .any(|(_, v)| v["jobId"] == job_id && v["from"] == "SUBMITTED" && v["to"] == "RUNNABLE")
     }
 
     /// The statuses a job went through, in order.
@@ -544,6 +552,21 @@ impl Stack {
             "job {job_id} did not reach {what} in {secs}s; last seen: {last:#?}\n{}",
             self.logs()
         );
+    }
+
+    /// Waits until scheduler `name` leads (its log says so): reads and
+    /// updates answer TRANSIENT until some scheduler does, and a test must
+    /// not race the services' start-up.
+    pub async fn wait_leader(&self, name: &str) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while !self.log_of(name).contains("became the scheduler leader") {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{name} did not become the leader within 60 s\n{}",
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     /// Waits for the job's final status (SUCCEEDED or FAILED).

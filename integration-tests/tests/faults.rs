@@ -19,6 +19,7 @@ async fn stack(name: &str) -> (qm_integration_tests::stack::Nats, S3Server, Stac
     stack.admission();
     stack.scheduler("scheduler-1");
     stack.apply(QUEUE_YAML).await;
+    stack.wait_leader("scheduler-1").await;
     (nats, s3, stack)
 }
 
@@ -126,12 +127,9 @@ async fn a_scheduler_killed_mid_run_loses_no_job_and_runs_none_twice() {
     // the new leader's republishing announces it. (Whether the kill fell
     // between storing an entry and publishing its events is luck;
     // State::replay's unit test covers republishing exactly those.)
-    let events = stack.events.snapshot();
     for id in &jobs {
         assert!(
-            events.iter().any(|(_, v)| v["jobId"] == id.as_str()
-                && v["from"] == "SUBMITTED"
-                && v["to"] == "RUNNABLE"),
+            stack.events.announced(id),
             "no SUBMITTED -> RUNNABLE event of {id}"
         );
         let statuses = stack.events.statuses(id);
@@ -338,12 +336,9 @@ async fn a_first_scheduler_announces_the_submits_stored_before_it_started() {
         let j = stack.wait_final(id, 120).await;
         assert_eq!(j.status, "SUCCEEDED", "{j:#?}");
     }
-    let events = stack.events.snapshot();
     for id in &jobs {
         assert!(
-            events.iter().any(|(_, v)| v["jobId"] == id.as_str()
-                && v["from"] == "SUBMITTED"
-                && v["to"] == "RUNNABLE"),
+            stack.events.announced(id),
             "no SUBMITTED -> RUNNABLE event of {id}"
         );
     }
