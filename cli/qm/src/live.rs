@@ -282,22 +282,29 @@ pub async fn describe(c: &Client, job_id: &str, json: bool) -> Result<(), Failur
         }
     );
     if !j.attempts.is_empty() {
-        println!(
-            "\n{:<8} {:<14} {:<24} {:>5} {:>9} {:>9}",
-            "ATTEMPT", "EXECUTOR", "OUTCOME", "EXIT", "RESTORED", "LAST CKPT"
+        let mut t = table(
+            &[
+                "ATTEMPT",
+                "EXECUTOR",
+                "OUTCOME",
+                "EXIT",
+                "RESTORED",
+                "LAST CKPT",
+            ],
+            &[0, 3, 4, 5],
         );
         for a in &j.attempts {
             let step = |s: Option<u64>| s.map_or("-".to_string(), |s| format!("step {s}"));
-            println!(
-                "{:<8} {:<14} {:<24} {:>5} {:>9} {:>9}",
-                a.attempt,
-                a.executor_id.as_deref().unwrap_or("-"),
-                a.outcome.as_deref().unwrap_or("(running)"),
+            t.add_row(vec![
+                a.attempt.to_string(),
+                a.executor_id.clone().unwrap_or_else(|| "-".into()),
+                a.outcome.clone().unwrap_or_else(|| "(running)".into()),
                 a.exit_code.map_or("-".into(), |c| c.to_string()),
                 step(a.restored_checkpoint_step),
                 step(a.last_checkpoint_step),
-            );
+            ]);
         }
+        println!("\n{}", t.trim_fmt());
     }
     Ok(())
 }
@@ -334,22 +341,24 @@ pub async fn list(
         print_json(&all);
         return Ok(());
     }
-    println!(
-        "{:<26} {:<16} {:<8} {:<10} {:>4} {:>8}  REASON",
-        "JOB", "NAME", "SHARE", "STATUS", "PRIO", "ATTEMPTS"
+    let mut t = table(
+        &[
+            "JOB", "NAME", "SHARE", "STATUS", "PRIO", "ATTEMPTS", "REASON",
+        ],
+        &[4, 5],
     );
     for j in &all {
-        println!(
-            "{:<26} {:<16} {:<8} {:<10} {:>4} {:>8}  {}",
-            j.job_id,
-            j.job_name,
-            j.quota_share_name,
-            j.status,
-            j.scheduling_priority,
-            j.attempts.len(),
-            j.status_reason
-        );
+        t.add_row(vec![
+            j.job_id.clone(),
+            j.job_name.clone(),
+            j.quota_share_name.clone(),
+            j.status.clone(),
+            j.scheduling_priority.to_string(),
+            j.attempts.len().to_string(),
+            j.status_reason.clone(),
+        ]);
     }
+    println!("{}", t.trim_fmt());
     Ok(())
 }
 
@@ -558,9 +567,9 @@ pub async fn audit(
         print_json(&events);
         return Ok(());
     }
-    println!(
-        "{:<24} {:<14} {:<20} {:<20} {:<20} DETAIL",
-        "TIME", "PRINCIPAL", "OPERATION", "SHARE", "JOB"
+    let mut t = table(
+        &["TIME", "PRINCIPAL", "OPERATION", "SHARE", "JOB", "DETAIL"],
+        &[],
     );
     for e in &events {
         let share = format!(
@@ -568,16 +577,16 @@ pub async fn audit(
             e.job_queue,
             e.quota_share_name.as_deref().unwrap_or("*")
         );
-        println!(
-            "{:<24} {:<14} {:<20} {:<20} {:<20} {}",
+        t.add_row(vec![
             rfc3339(e.at),
-            e.principal,
-            e.operation,
+            e.principal.clone(),
+            e.operation.clone(),
             share,
-            e.job_id.as_deref().unwrap_or("-"),
-            e.detail
-        );
+            e.job_id.clone().unwrap_or_else(|| "-".into()),
+            e.detail.clone(),
+        ]);
     }
+    println!("{}", t.trim_fmt());
     Ok(())
 }
 
@@ -679,23 +688,34 @@ pub async fn snapshot(c: &Client, queue: &str, json: bool) -> Result<(), Failure
         return Ok(());
     }
     println!("job queue {}\n", s.job_queue);
-    println!(
-        "{:<10} {:<16} {:>6} {:>5} {:>9} {:>5} {:>5}",
-        "SHARE", "TYPE", "OWNED", "USED", "BORROWED", "LENT", "IDLE"
+    let mut shares = table(
+        &["SHARE", "TYPE", "OWNED", "USED", "BORROWED", "LENT", "IDLE"],
+        &[2, 3, 4, 5, 6],
     );
     for u in &s.shares {
-        println!(
-            "{:<10} {:<16} {:>6} {:>5} {:>9} {:>5} {:>5}",
-            u.quota_share_name, u.instance_type, u.entitlement, u.used, u.borrowed, u.lent, u.idle
-        );
+        shares.add_row(vec![
+            u.quota_share_name.clone(),
+            u.instance_type.clone(),
+            u.entitlement.to_string(),
+            u.used.to_string(),
+            u.borrowed.to_string(),
+            u.lent.to_string(),
+            u.idle.to_string(),
+        ]);
     }
+    println!("{}", shares.trim_fmt());
     println!("\nfront of queue ({} shown)", s.front_of_queue.len());
+    let mut front = table(&["JOB", "NAME", "SHARE", "PRIO", "REASON"], &[3]);
     for j in &s.front_of_queue {
-        println!(
-            "  {:<26} {:<16} {:<8} prio {:>4}  {}",
-            j.job_id, j.job_name, j.quota_share_name, j.scheduling_priority, j.status_reason
-        );
+        front.add_row(vec![
+            j.job_id.clone(),
+            j.job_name.clone(),
+            j.quota_share_name.clone(),
+            j.scheduling_priority.to_string(),
+            j.status_reason.clone(),
+        ]);
     }
+    println!("{}", front.trim_fmt());
     Ok(())
 }
 
@@ -790,6 +810,21 @@ pub async fn watch(
     Ok(())
 }
 
+/// A borderless table whose columns are as wide as their widest cell (ids
+/// of any length stay aligned); `right` lists the numeric columns.
+fn table(header: &[&str], right: &[usize]) -> comfy_table::Table {
+    let mut t = comfy_table::Table::new();
+    t.load_style(comfy_table::presets::NOTHING)
+        .set_content_arrangement(comfy_table::ContentArrangement::Disabled)
+        .set_header(header.to_vec());
+    for &i in right {
+        if let Some(c) = t.column_mut(i) {
+            c.set_cell_alignment(comfy_table::CellAlignment::Right);
+        }
+    }
+    t
+}
+
 fn print_json<T: serde::Serialize>(v: &T) {
     match serde_json::to_string_pretty(v) {
         Ok(s) => println!("{s}"),
@@ -813,5 +848,25 @@ mod tests {
         assert_eq!(ms("tomorrow"), None);
         assert_eq!(rfc3339(1_796_288_400_123), "2026-12-03T09:00:00.123Z");
         assert_eq!(rfc3339(951_782_400_000), "2000-02-29T00:00:00.000Z");
+    }
+
+    #[test]
+    fn tables_fit_their_widest_cell_and_align_numbers_right() {
+        let mut t = table(&["JOB", "PRIO", "REASON"], &[1]);
+        t.add_row(vec!["0b6f7c1e-2a4d-4b9e-9a51-3f1d2c7e8a90", "5", "waiting"]);
+        t.add_row(vec!["j-1", "10", ""]);
+        let text = t.trim_fmt();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        // Every row's second column ends where the header's does.
+        let end = lines[0].find("PRIO").expect("header") + "PRIO".len();
+        assert_eq!(&lines[1][end - 1..end], "5", "{text}");
+        assert_eq!(&lines[2][end - 2..end], "10", "{text}");
+        assert!(lines[1].contains("0b6f7c1e-2a4d-4b9e-9a51-3f1d2c7e8a90"));
+        // A table without rows is its header line alone.
+        assert_eq!(
+            table(&["TIME", "DETAIL"], &[]).trim_fmt().lines().count(),
+            1
+        );
     }
 }

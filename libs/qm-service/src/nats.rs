@@ -196,53 +196,64 @@ pub async fn connect(
     // one for the process before the first TLS connection.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let started = tokio::time::Instant::now();
-    let mut delay = Duration::from_millis(200);
-    loop {
-        let label = name.to_string();
-        let o = options(settings, name, &principal)
-            .await?
-            .max_reconnects(None)
-            .event_callback(move |event| {
-                let name = label.clone();
-                async move {
-                    match event {
-                        async_nats::Event::Connected => {
-                            tracing::info!(service = %name, "connected to NATS")
-                        }
-                        async_nats::Event::Disconnected => {
-                            tracing::warn!(service = %name, "disconnected from NATS; reconnecting")
-                        }
-                        async_nats::Event::ServerError(e) => {
-                            let text = e.to_string();
-                            if text.to_lowercase().contains("permissions violation") {
-                                record_violation(&text);
-                            }
-                            tracing::warn!(service = %name, error = %text, "NATS server error")
-                        }
-                        other => tracing::debug!(service = %name, event = %other, "NATS event"),
-                    }
-                }
-            });
-        match o.connect(settings.nats_url.as_str()).await {
-            Ok(client) => return Ok((client, principal)),
-            Err(e) => {
-                classify(&e, settings, &principal)?;
-                if wait.is_some_and(|w| started.elapsed() >= w) {
-                    return Err(ConnectError::Unreachable {
-                        url: settings.nats_url.clone(),
-                        detail: e.to_string(),
-                    });
-                }
-                tracing::warn!(url = %settings.nats_url, error = %e, "NATS not reachable; retrying");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(5));
-            }
-        }
-    }
+    let attempt = || async {
+        let o = with_events(options(settings, name, &principal).await?, name);
+        o.connect(settings.nats_url.as_str()).await.map_err(|e| {
+            classify(&e, settings, &principal)
+                .err()
+                .unwrap_or_else(|| ConnectError::Unreachable {
+                    url: settings.nats_url.clone(),
+                    detail: e.to_string(),
+                })
+        })
+    };
+    let client = attempt
+        .retry(crate::retry::forever(Duration::from_millis(200)))
+        .when(|e| {
+            matches!(e, ConnectError::Unreachable { .. })
+                && wait.is_none_or(|w| started.elapsed() < w)
+        })
+        .notify(|e, _| tracing::warn!(url = %settings.nats_url, error = %e, "NATS not reachable; retrying"))
+        .await?;
+    Ok((client, principal))
 }
 
-/// Errors setting up or using JetStream, as one message.
-pub type StorageError = Box<dyn std::error::Error + Send + Sync>;
+/// Reconnects forever after an outage, logging connection events (and
+/// recording permission violations for `violation_since`).
+fn with_events(o: async_nats::ConnectOptions, name: &str) -> async_nats::ConnectOptions {
+    let label = name.to_string();
+    o.max_reconnects(None).event_callback(move |event| {
+        let name = label.clone();
+        async move {
+            match event {
+                async_nats::Event::Connected => {
+                    tracing::info!(service = %name, "connected to NATS")
+                }
+                async_nats::Event::Disconnected => {
+                    tracing::warn!(service = %name, "disconnected from NATS; reconnecting")
+                }
+                async_nats::Event::ServerError(e) => {
+                    let text = e.to_string();
+                    if text.to_lowercase().contains("permissions violation") {
+                        record_violation(&text);
+                    }
+                    tracing::warn!(service = %name, error = %text, "NATS server error")
+                }
+                other => tracing::debug!(service = %name, event = %other, "NATS event"),
+            }
+        }
+    })
+}
+
+/// A stream or KV bucket JetStream could not create or open.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot create {what} {name}: {source}")]
+pub struct StorageError {
+    pub what: &'static str,
+    pub name: String,
+    #[source]
+    pub source: async_nats::Error,
+}
 
 async fn bucket(js: &jetstream::Context, config: kv::Config) -> Result<kv::Store, StorageError> {
     let name = config.bucket.clone();
@@ -251,34 +262,56 @@ async fn bucket(js: &jetstream::Context, config: kv::Config) -> Result<kv::Store
         Err(_) => match js.create_key_value(config).await {
             Ok(store) => Ok(store),
             // Another admission created it at the same moment.
-            Err(create) => js
-                .get_key_value(&name)
-                .await
-                .map_err(|_| format!("cannot create KV bucket {name}: {create}").into()),
+            Err(create) => js.get_key_value(&name).await.map_err(|_| StorageError {
+                what: "KV bucket",
+                name,
+                source: create.into(),
+            }),
         },
     }
+}
+
+async fn create_stream(
+    js: &jetstream::Context,
+    config: stream::Config,
+) -> Result<(), StorageError> {
+    let name = config.name.clone();
+    js.get_or_create_stream(config)
+        .await
+        .map(drop)
+        .map_err(|e| StorageError {
+            what: "stream",
+            name,
+            source: e.into(),
+        })
 }
 
 /// Creates (or opens) the log and events streams and the KV buckets: what
 /// admission does at start (only its identity may create them).
 pub async fn create_storage(client: &async_nats::Client) -> Result<(), StorageError> {
     let js = jetstream::new(client.clone());
-    js.get_or_create_stream(stream::Config {
-        name: subjects::LOG_STREAM.into(),
-        subjects: vec![subjects::all_log()],
-        storage: stream::StorageType::File,
-        // Deduplication window for idempotent appends (Nats-Msg-Id).
-        duplicate_window: Duration::from_secs(120),
-        ..Default::default()
-    })
+    create_stream(
+        &js,
+        stream::Config {
+            name: subjects::LOG_STREAM.into(),
+            subjects: vec![subjects::all_log()],
+            storage: stream::StorageType::File,
+            // Deduplication window for idempotent appends (Nats-Msg-Id).
+            duplicate_window: Duration::from_secs(120),
+            ..Default::default()
+        },
+    )
     .await?;
-    js.get_or_create_stream(stream::Config {
-        name: subjects::EVENTS_STREAM.into(),
-        subjects: vec![subjects::all_events()],
-        storage: stream::StorageType::File,
-        max_age: Duration::from_secs(7 * 24 * 3600),
-        ..Default::default()
-    })
+    create_stream(
+        &js,
+        stream::Config {
+            name: subjects::EVENTS_STREAM.into(),
+            subjects: vec![subjects::all_events()],
+            storage: stream::StorageType::File,
+            max_age: Duration::from_secs(7 * 24 * 3600),
+            ..Default::default()
+        },
+    )
     .await?;
     for (name, history) in [
         (subjects::CONFIG_BUCKET, 16),
@@ -301,11 +334,12 @@ pub async fn create_storage(client: &async_nats::Client) -> Result<(), StorageEr
 
 /// [`create_storage`], retrying (with a log line) until JetStream answers.
 pub async fn create_storage_with_retry(client: &async_nats::Client) {
-    let mut delay = Duration::from_millis(200);
-    while let Err(e) = create_storage(client).await {
-        tracing::warn!(error = %e, "JetStream not ready; retrying");
-        tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(Duration::from_secs(5));
+    let created = (|| create_storage(client))
+        .retry(crate::retry::forever(Duration::from_millis(200)))
+        .notify(|e, _| tracing::warn!(error = %e, "JetStream not ready; retrying"))
+        .await;
+    if created.is_err() {
+        unreachable!("retried forever");
     }
 }
 

@@ -239,9 +239,45 @@ pub enum ExecCommand {
 pub struct Heartbeat {
     pub executor_id: String,
     pub incarnation: String,
-    /// (jobId, attempt) of every attempt it holds.
+    /// Every attempt it holds.
     #[serde(default)]
-    pub attempts: Vec<(String, u32)>,
+    pub attempts: Vec<AttemptKey>,
+}
+
+/// One attempt of one job: what an executor holds and the scheduler expects.
+/// On the wire it is the pair `[jobId, attempt]`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(from = "(String, u32)", into = "(String, u32)")]
+pub struct AttemptKey {
+    pub job_id: String,
+    pub attempt: u32,
+}
+
+impl AttemptKey {
+    pub fn new(job_id: impl Into<String>, attempt: u32) -> Self {
+        AttemptKey {
+            job_id: job_id.into(),
+            attempt,
+        }
+    }
+}
+
+impl From<(String, u32)> for AttemptKey {
+    fn from((job_id, attempt): (String, u32)) -> Self {
+        AttemptKey { job_id, attempt }
+    }
+}
+
+impl From<AttemptKey> for (String, u32) {
+    fn from(k: AttemptKey) -> Self {
+        (k.job_id, k.attempt)
+    }
+}
+
+impl std::fmt::Display for AttemptKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} attempt {}", self.job_id, self.attempt)
+    }
 }
 
 /// The leader's answer to a heartbeat.

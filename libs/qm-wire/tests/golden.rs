@@ -205,3 +205,18 @@ fn a_scheduler_request_is_its_operation_with_its_own_body() {
     let e = serde_json::from_str::<SchedRequest>(bad).expect_err("no priority");
     assert!(e.to_string().contains("schedulingPriority"), "{e}");
 }
+
+#[test]
+fn heartbeats_carry_attempts_as_job_and_attempt_pairs() {
+    use qm_wire::system::{AttemptKey, Heartbeat};
+    let hb: Heartbeat = serde_json::from_str(&fixture("heartbeat.json")).expect("decodes");
+    assert_eq!(
+        hb.attempts,
+        vec![AttemptKey::new("job-7", 2), AttemptKey::new("job-9", 1)]
+    );
+    let encoded = serde_json::to_value(&hb).expect("encodes");
+    assert_eq!(
+        encoded["attempts"],
+        serde_json::json!([["job-7", 2], ["job-9", 1]])
+    );
+}

@@ -2,18 +2,21 @@
 //! epoch, idempotent per attempt), running each process with its restored
 //! checkpoint, flushing checkpoints after it exits, and serving its logs.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use qm_service::client::Client;
+use backon::Retryable;
+use qm_service::client::{CallError, Client};
 use qm_wire::messages::ErrorCode;
 use qm_wire::subjects;
 use qm_wire::system::{
-    CheckpointReply, CheckpointRequest, ExecCommand, LogsRequest, LogsResponse, Report, ReportPhase,
+    AttemptKey, CheckpointReply, CheckpointRequest, ExecCommand, LogsRequest, LogsResponse, Report,
+    ReportPhase,
 };
 use tokio::sync::watch;
 
+use crate::error::{CheckpointCallError, LaunchError};
 use crate::node::{Executor, Running};
 use crate::process;
 
@@ -63,14 +66,13 @@ impl Executor {
                 ..
             } => {
                 let grace_seconds = grace_seconds.unwrap_or(qm_core::DEFAULT_GRACE_PERIOD_SECS);
-                let key = (job_id.clone(), attempt);
+                let key = AttemptKey::new(job_id.clone(), attempt);
                 let config = checkpoint_config.unwrap_or_default();
                 let local = config.local_path.as_deref().unwrap_or("checkpoint");
                 // Admission checks localPath; a command that bypassed it
                 // must still not write outside the attempt's directory.
                 let checkpoint_dir = qm_wire::messages::check_local_path(local)
-                    .map(|()| self.attempt_dir(&job_id, attempt).join(local))
-                    .map_err(|e| format!("checkpointConfig.localPath: {e}"));
+                    .map(|()| self.attempt_dir(&job_id, attempt).join(local));
                 let checkpoint = match &checkpoint_dir {
                     Ok(dir) if checkpoints => Some(CheckpointRequest {
                         job_queue: job_queue.clone(),
@@ -140,7 +142,7 @@ impl Executor {
                 ..
             } => {
                 if let Ok(attempts) = self.attempts.lock() {
-                    if let Some(r) = attempts.get(&(job_id.clone(), attempt)) {
+                    if let Some(r) = attempts.get(&AttemptKey::new(job_id.clone(), attempt)) {
                         if r.stop.borrow().is_none() {
                             tracing::info!(job = %job_id, attempt, grace_seconds, %reason, "stopping");
                         }
@@ -159,37 +161,15 @@ impl Executor {
         let (job_id, attempt) = (launch.job_id.clone(), launch.attempt);
         let dir = self.attempt_dir(&job_id, attempt);
         let mut ended = self.report(&job_id, attempt, ReportPhase::Ended);
-        let ckpt_dir = match &launch.checkpoint_dir {
-            Ok(d) => d.clone(),
+        let prepared = match self.prepare(&launch, &dir).await {
+            Ok(p) => p,
             Err(e) => {
-                ended.error = Some(e.clone());
+                tracing::warn!(job = %job_id, attempt, error = %e, "launch failed");
+                ended.error = Some(e.to_string());
                 return self.finish(ended);
             }
         };
-        if let Err(e) = std::fs::create_dir_all(&ckpt_dir) {
-            ended.error = Some(format!("cannot create {}: {e}", ckpt_dir.display()));
-            return self.finish(ended);
-        }
-        if let Some((uid, gid)) = launch.run_as {
-            // The unprivileged process writes its output and checkpoints.
-            for d in [&dir, &ckpt_dir] {
-                if let Err(e) = std::os::unix::fs::chown(d, Some(uid), Some(gid)) {
-                    ended.error = Some(format!("cannot hand {} to uid {uid}: {e}", d.display()));
-                    return self.finish(ended);
-                }
-            }
-        }
-        let restored = if let Some(request) = &launch.checkpoint {
-            match self.checkpoint("restore", request, 5).await {
-                Ok(r) => r,
-                Err(e) => {
-                    ended.error = Some(format!("checkpoint restore failed: {e}"));
-                    return self.finish(ended);
-                }
-            }
-        } else {
-            CheckpointReply::default()
-        };
+        let (ckpt_dir, restored) = prepared;
         let mut starting = self.report(&job_id, attempt, ReportPhase::Starting);
         starting.restored = restored.checkpoint.clone();
         self.send(starting);
@@ -201,7 +181,7 @@ impl Executor {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(job = %job_id, attempt, error = %e, "launch failed");
-                ended.error = Some(e);
+                ended.error = Some(e.to_string());
                 if let Some(request) = launch.syncs_checkpoints() {
                     let _ = self.checkpoint("flush", request, 3).await;
                 }
@@ -228,8 +208,45 @@ impl Executor {
         self.finish(ended);
     }
 
+    /// The attempt's checkpoint directory, created (and handed to the
+    /// unprivileged user), and the checkpoint restored into it.
+    async fn prepare(
+        &self,
+        launch: &process::Launch,
+        dir: &Path,
+    ) -> Result<(PathBuf, CheckpointReply), LaunchError> {
+        let ckpt_dir = launch
+            .checkpoint_dir
+            .clone()
+            .map_err(LaunchError::LocalPath)?;
+        std::fs::create_dir_all(&ckpt_dir).map_err(|source| LaunchError::CreateDir {
+            path: ckpt_dir.clone(),
+            source,
+        })?;
+        if let Some((uid, gid)) = launch.run_as {
+            // The unprivileged process writes its output and checkpoints.
+            for d in [dir, &ckpt_dir] {
+                std::os::unix::fs::chown(d, Some(uid), Some(gid)).map_err(|source| {
+                    LaunchError::HandOver {
+                        path: d.to_path_buf(),
+                        uid,
+                        source,
+                    }
+                })?;
+            }
+        }
+        let restored = match &launch.checkpoint {
+            Some(request) => self
+                .checkpoint("restore", request, 5)
+                .await
+                .map_err(LaunchError::Restore)?,
+            None => CheckpointReply::default(),
+        };
+        Ok((ckpt_dir, restored))
+    }
+
     pub(crate) fn finish(&self, ended: Report) {
-        let key = (ended.job_id.clone(), ended.attempt);
+        let key = AttemptKey::new(ended.job_id.clone(), ended.attempt);
         if let Ok(mut a) = self.attempts.lock() {
             a.remove(&key);
         }
@@ -244,40 +261,42 @@ impl Executor {
         }
     }
 
+    /// Calls the node's checkpoint service (`op`: restore, track, flush),
+    /// up to `tries` times with backoff while it does not answer or fails
+    /// transiently; a refusal is returned at once.
     pub(crate) async fn checkpoint(
         &self,
         op: &str,
         req: &CheckpointRequest,
-        tries: u32,
-    ) -> Result<CheckpointReply, String> {
+        tries: usize,
+    ) -> Result<CheckpointReply, CheckpointCallError> {
         let client = Client {
             nats: self.client.clone(),
             timeout: Duration::from_secs(120),
             principal: self.principal.clone(),
         };
         let subject = subjects::checkpoint_request(&self.settings.checkpoint_node, op)
-            .map_err(|e| e.to_string())?;
-        let body: bytes::Bytes = serde_json::to_vec(req).map_err(|e| e.to_string())?.into();
-        let mut last = String::new();
-        for i in 0..tries {
-            match client
-                .request_raw::<CheckpointReply>(subject.clone(), body.clone(), "checkpoint")
-                .await
-            {
-                Ok(r) => return Ok(r),
-                // Refused (not transient): the same request fails again.
-                Err(e) if e.code().is_some_and(|c| c != ErrorCode::Transient) => {
+            .map_err(|e| CheckpointCallError::Request(e.to_string()))?;
+        let body: bytes::Bytes = serde_json::to_vec(req)
+            .map_err(|e| CheckpointCallError::Request(e.to_string()))?
+            .into();
+        let call =
+            || client.request_raw::<CheckpointReply>(subject.clone(), body.clone(), "checkpoint");
+        let refused = |e: &CallError| e.code().is_some_and(|c| c != ErrorCode::Transient);
+        let schedule = qm_service::retry::forever(Duration::from_millis(500))
+            .with_max_times(tries.saturating_sub(1));
+        call.retry(schedule)
+            .when(|e| !refused(e))
+            .notify(|e, _| tracing::warn!(op, job = %req.job_id, error = %e, "checkpoint service call failed; retrying"))
+            .await
+            .map_err(|e| {
+                if refused(&e) {
                     tracing::warn!(op, job = %req.job_id, error = %e, "checkpoint service refused the request");
-                    return Err(e.to_string());
+                    CheckpointCallError::Refused(e)
+                } else {
+                    CheckpointCallError::Unavailable { tries, last: e }
                 }
-                Err(e) => {
-                    last = e.to_string();
-                    tracing::warn!(op, job = %req.job_id, error = %last, "checkpoint service call failed");
-                    tokio::time::sleep(Duration::from_millis(500 * u64::from(i + 1))).await;
-                }
-            }
-        }
-        Err(last)
+            })
     }
 
     pub(crate) fn attempt_dir(&self, job_id: &str, attempt: u32) -> PathBuf {

@@ -18,6 +18,7 @@
 //! | `gpus.rs` | GPU discovery and assignment |
 
 mod attempts;
+mod error;
 mod gpus;
 mod node;
 mod process;

@@ -5,11 +5,14 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use backon::Retryable;
 use qm_service::client::Client;
 use qm_service::nats;
 use qm_wire::messages::{ExecutorInstances, RegisterExecutor};
 use qm_wire::subjects::{self, Operation};
-use qm_wire::system::{CheckpointRequest, Heartbeat, HeartbeatAck, LogEntry, Report, ReportPhase};
+use qm_wire::system::{
+    AttemptKey, CheckpointRequest, Heartbeat, HeartbeatAck, LogEntry, Report, ReportPhase,
+};
 use tokio::sync::{mpsc, watch};
 
 use crate::settings::Settings;
@@ -34,9 +37,9 @@ pub struct Executor {
     pub(crate) incarnation: String,
     /// GPU indices per instance slot, per type.
     pub(crate) gpus: BTreeMap<String, Vec<Vec<u32>>>,
-    pub(crate) attempts: Mutex<HashMap<(String, u32), Running>>,
+    pub(crate) attempts: Mutex<HashMap<AttemptKey, Running>>,
     /// Attempts that ran here and ended: a repeated start is ignored.
-    pub(crate) finished: Mutex<HashSet<(String, u32)>>,
+    pub(crate) finished: Mutex<HashSet<AttemptKey>>,
     /// The scheduler's lease, where the epoch commands must carry is read.
     pub(crate) leader: async_nats::jetstream::kv::Store,
     /// The lease's epoch as last read, and when.
@@ -78,32 +81,21 @@ impl Executor {
     /// timeout ends the attempts anyway).
     pub(crate) async fn register(&self, draining: bool) {
         let client = Client::new(self.client.clone(), self.principal.clone());
-        let mut delay = Duration::from_millis(200);
         let give_up = tokio::time::Instant::now() + Duration::from_secs(15);
-        loop {
-            if draining && tokio::time::Instant::now() > give_up {
-                tracing::warn!(
-                    "could not withdraw the instances; the scheduler will time this executor out"
-                );
-                return;
-            }
-            match client
-                .call::<_, serde_json::Value>(
-                    Operation::RegisterExecutor,
-                    &self.registration(draining),
-                )
-                .await
-            {
-                Ok(_) => {
-                    tracing::info!(draining, "registered with the scheduler");
-                    return;
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "registration failed; retrying");
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(Duration::from_secs(5));
-                }
-            }
+        let registration = self.registration(draining);
+        let call =
+            || client.call::<_, serde_json::Value>(Operation::RegisterExecutor, &registration);
+        let registered = call
+            .retry(qm_service::retry::forever(Duration::from_millis(200)))
+            .when(|_| !draining || tokio::time::Instant::now() < give_up)
+            .notify(|e, _| tracing::warn!(error = %e, "registration failed; retrying"))
+            .await;
+        match registered {
+            Ok(_) => tracing::info!(draining, "registered with the scheduler"),
+            Err(e) => tracing::warn!(
+                error = %e,
+                "could not withdraw the instances; the scheduler will time this executor out"
+            ),
         }
     }
 
@@ -150,7 +142,7 @@ impl Executor {
         Some(epoch)
     }
 
-    pub(crate) fn held(&self) -> Vec<(String, u32)> {
+    pub(crate) fn held(&self) -> Vec<AttemptKey> {
         self.attempts
             .lock()
             .map(|a| a.keys().cloned().collect())
@@ -208,7 +200,7 @@ impl Executor {
     pub(crate) async fn drain(&self) {
         self.draining
             .store(true, std::sync::atomic::Ordering::SeqCst);
-        let running: Vec<(String, u32)> = self.held();
+        let running: Vec<AttemptKey> = self.held();
         let mut longest = 0;
         if let Ok(a) = self.attempts.lock() {
             for r in a.values() {

@@ -8,6 +8,8 @@ use std::time::Duration;
 use tokio::process::{Child, Command};
 use tokio::sync::watch;
 
+use crate::error::LaunchError;
+
 pub struct Launch {
     pub job_id: String,
     pub attempt: u32,
@@ -40,16 +42,17 @@ impl Launch {
 
 /// Starts the process: argv (no shell), its own process group, output to
 /// `stdout.log` / `stderr.log` in `dir`, killed if the executor dies.
-pub fn spawn(launch: &Launch, dir: &Path, checkpoint_dir: &Path) -> Result<Child, String> {
+pub fn spawn(launch: &Launch, dir: &Path, checkpoint_dir: &Path) -> Result<Child, LaunchError> {
     let open = |name: &str| {
+        let path = dir.join(name);
         std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(dir.join(name))
-            .map_err(|e| format!("cannot open {}: {e}", dir.join(name).display()))
+            .open(&path)
+            .map_err(|source| LaunchError::Output { path, source })
     };
     let (out, err) = (open("stdout.log")?, open("stderr.log")?);
-    let program = launch.command.first().ok_or("empty command")?;
+    let program = launch.command.first().ok_or(LaunchError::EmptyCommand)?;
     let mut cmd = Command::new(program);
     cmd.env_clear();
     for name in INHERITED {
@@ -85,8 +88,10 @@ pub fn spawn(launch: &Launch, dir: &Path, checkpoint_dir: &Path) -> Result<Child
         .process_group(0)
         .kill_on_drop(false);
     die_with_parent(&mut cmd);
-    cmd.spawn()
-        .map_err(|e| format!("cannot start {program:?}: {e}"))
+    cmd.spawn().map_err(|source| LaunchError::Spawn {
+        program: program.clone(),
+        source,
+    })
 }
 
 /// The child gets SIGKILL when the executor dies, so a killed executor never

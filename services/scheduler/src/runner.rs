@@ -48,10 +48,38 @@ use crate::Settings;
 pub enum Outcome {
     Shutdown,
     LostLease,
-    Failed(String),
+    Failed(LeadError),
 }
 
-type Error = Box<dyn std::error::Error + Send + Sync>;
+/// Why a leader stopped leading other than by shutdown or a lost lease; the
+/// caller steps down and campaigns again.
+#[derive(Debug, thiserror::Error)]
+pub enum LeadError {
+    /// The log stream could not be read or followed.
+    #[error("reading the log: {0}")]
+    Log(#[source] async_nats::Error),
+    /// The ordered consumer of the log stopped delivering.
+    #[error("the log consumer ended {0}")]
+    LogEnded(&'static str),
+    /// The events stream, read to find what was published last.
+    #[error("reading the events stream: {0}")]
+    Events(#[source] async_nats::Error),
+    /// Requests or heartbeats could not be subscribed to.
+    #[error("subscribing to {subject}: {source}")]
+    Subscribe {
+        subject: String,
+        #[source]
+        source: async_nats::SubscribeError,
+    },
+}
+
+fn log_error(e: impl Into<async_nats::Error>) -> LeadError {
+    LeadError::Log(e.into())
+}
+
+fn events_error(e: impl Into<async_nats::Error>) -> LeadError {
+    LeadError::Events(e.into())
+}
 
 /// Header of a decision: the last non-decision entry its leader had applied.
 const AFTER_HEADER: &str = "Qm-After";
@@ -126,7 +154,7 @@ pub async fn run(
     };
     match runner.go(epoch, &mut lost, shutdown).await {
         Ok(outcome) => outcome,
-        Err(e) => Outcome::Failed(e.to_string()),
+        Err(e) => Outcome::Failed(e),
     }
 }
 
@@ -136,26 +164,27 @@ impl Runner<'_> {
         epoch: u64,
         lost: &mut tokio::sync::watch::Receiver<bool>,
         shutdown: &mut Pin<&mut impl Future<Output = ()>>,
-    ) -> Result<Outcome, Error> {
+    ) -> Result<Outcome, LeadError> {
         let started = Instant::now();
         let mut log = self.storage.log.clone();
-        let last = log.info().await?.state.last_sequence;
+        let last = log.info().await.map_err(log_error)?.state.last_sequence;
         let consumer = log
             .create_consumer(pull::OrderedConfig {
                 deliver_policy: DeliverPolicy::All,
                 ..Default::default()
             })
-            .await?;
-        let mut messages = consumer.messages().await?;
+            .await
+            .map_err(log_error)?;
+        let mut messages = consumer.messages().await.map_err(log_error)?;
         // Replay: rebuild the state; effects were published the first time.
         let mut entries = Vec::new();
         let mut seq = 0;
         while seq < last {
             let Some(msg) = messages.next().await else {
-                return Err("log consumer ended during replay".into());
+                return Err(LeadError::LogEnded("during replay"));
             };
-            let msg = msg?;
-            seq = msg.info()?.stream_sequence;
+            let msg = msg.map_err(log_error)?;
+            seq = msg.info().map_err(log_error)?.stream_sequence;
             entries.push(msg);
         }
         let published = self.last_published().await?;
@@ -168,8 +197,8 @@ impl Runner<'_> {
             ms = started.elapsed().as_millis() as u64,
             "state rebuilt from the log"
         );
-        let mut requests = self.client.subscribe(subjects::SCHED_REQUEST).await?;
-        let mut heartbeats = self.client.subscribe(subjects::all_heartbeats()).await?;
+        let mut requests = self.subscribe(subjects::SCHED_REQUEST.to_string()).await?;
+        let mut heartbeats = self.subscribe(subjects::all_heartbeats()).await?;
         // Announce the epoch; until it is stored nothing else is decided.
         let leader_entry = LogEntry::Leader {
             epoch,
@@ -185,11 +214,11 @@ impl Runner<'_> {
             };
             match msg {
                 Some(m) => {
-                    if !self.apply_message(&m?, true).await {
+                    if !self.apply_message(&m.map_err(log_error)?, true).await {
                         return Ok(Outcome::LostLease);
                     }
                 }
-                None => return Err("log consumer ended".into()),
+                None => return Err(LeadError::LogEnded("while announcing the epoch")),
             }
         }
         if !republish.is_empty() {
@@ -215,8 +244,8 @@ impl Runner<'_> {
                 _ = shutdown.as_mut() => return Ok(Outcome::Shutdown),
                 _ = lost.changed() => return Ok(Outcome::LostLease),
                 msg = messages.next() => {
-                    let Some(msg) = msg else { return Err("log consumer ended".into()) };
-                    if !self.apply_message(&msg?, true).await {
+                    let Some(msg) = msg else { return Err(LeadError::LogEnded("while leading")) };
+                    if !self.apply_message(&msg.map_err(log_error)?, true).await {
                         return Ok(Outcome::LostLease);
                     }
                     for _ in 0..BATCH {
@@ -226,8 +255,8 @@ impl Runner<'_> {
                                     return Ok(Outcome::LostLease);
                                 }
                             }
-                            Some(Some(Err(e))) => return Err(e.into()),
-                            Some(None) => return Err("log consumer ended".into()),
+                            Some(Some(Err(e))) => return Err(log_error(e)),
+                            Some(None) => return Err(LeadError::LogEnded("while leading")),
                             None => break,
                         }
                     }
@@ -289,9 +318,21 @@ impl Runner<'_> {
     /// stored before the first leader started are announced too. When
     /// events were stored but none is left (aged out), nothing is known to
     /// be missing: None, and nothing is republished.
-    async fn last_published(&self) -> Result<Option<Position>, Error> {
-        let mut stream = self.storage.js.get_stream(subjects::EVENTS_STREAM).await?;
-        if stream.info().await?.state.last_sequence == 0 {
+    async fn last_published(&self) -> Result<Option<Position>, LeadError> {
+        let mut stream = self
+            .storage
+            .js
+            .get_stream(subjects::EVENTS_STREAM)
+            .await
+            .map_err(events_error)?;
+        if stream
+            .info()
+            .await
+            .map_err(events_error)?
+            .state
+            .last_sequence
+            == 0
+        {
             return Ok(Some((0, 0, 0)));
         }
         let mut consumer = stream
@@ -300,20 +341,29 @@ impl Runner<'_> {
                 filter_subjects: subjects::all_job_and_preemption_events().to_vec(),
                 ..Default::default()
             })
-            .await?;
-        if consumer.info().await?.num_pending == 0 {
+            .await
+            .map_err(events_error)?;
+        if consumer.info().await.map_err(events_error)?.num_pending == 0 {
             return Ok(None);
         }
-        let mut messages = consumer.messages().await?;
+        let mut messages = consumer.messages().await.map_err(events_error)?;
         let msg = tokio::time::timeout(Duration::from_secs(10), messages.next())
             .await
-            .map_err(|_| "the last stored event did not arrive")?
-            .ok_or("the events consumer ended")??;
+            .map_err(|_| events_error("the last stored event did not arrive in 10 s"))?
+            .ok_or_else(|| events_error("the events consumer ended"))?
+            .map_err(events_error)?;
         Ok(msg
             .headers
             .as_ref()
             .and_then(|h| h.get(POSITION_HEADER))
             .and_then(|v| parse_position(v.as_str())))
+    }
+
+    async fn subscribe(&self, subject: String) -> Result<async_nats::Subscriber, LeadError> {
+        self.client
+            .subscribe(subject.clone())
+            .await
+            .map_err(|source| LeadError::Subscribe { subject, source })
     }
 
     /// Rebuilds the state from the stored log (see `State::replay`) and
@@ -527,12 +577,12 @@ impl Runner<'_> {
                 .insert(hb.executor_id.clone(), Instant::now());
             // Attempts the executor holds that are not placed there: stop them.
             let expected = self.state.expected_on(&hb.executor_id);
-            for (job_id, attempt) in &hb.attempts {
-                if !expected.contains(&(job_id.clone(), *attempt)) {
+            for held in &hb.attempts {
+                if !expected.contains(held) {
                     let cmd = ExecCommand::Stop {
                         epoch: self.state.epoch,
-                        job_id: job_id.clone(),
-                        attempt: *attempt,
+                        job_id: held.job_id.clone(),
+                        attempt: held.attempt,
                         grace_seconds: qm_core::UNPLACED_STOP_GRACE_SECS,
                         reason: "not placed on this executor".into(),
                     };

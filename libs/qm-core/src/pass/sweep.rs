@@ -128,7 +128,7 @@ impl Pass<'_> {
         // Each share's next candidate, recomputed only when it may have
         // changed: after the share's own job was tried, or after any
         // preemption (victims change other shares' room).
-        let mut heads: Vec<Option<Option<(QueueKey, u32)>>> = vec![None; n];
+        let mut heads: Vec<Head> = vec![Head::Unknown; n];
         // The count from which no job of any share fits in this sweep.
         let mut type_fails_from = u32::MAX;
         loop {
@@ -138,29 +138,28 @@ impl Pass<'_> {
                     continue;
                 }
                 let s = ShareIdx(i as u16);
-                let head = match heads[i] {
-                    Some(head) => head,
-                    None => {
-                        let bound = fails_from[i].min(type_fails_from);
-                        let head = self.next_candidate(s, t, step, cursor[i], bound);
-                        heads[i] = Some(head);
-                        head
-                    }
-                };
-                match head {
-                    Some((key, count)) => {
+                if heads[i] == Head::Unknown {
+                    let bound = fails_from[i].min(type_fails_from);
+                    heads[i] = match self.next_candidate(s, t, step, cursor[i], bound) {
+                        Some((key, count)) => Head::Next(key, count),
+                        None => Head::Exhausted,
+                    };
+                }
+                match heads[i] {
+                    Head::Next(key, count) => {
                         if pick.is_none_or(|(b, _, _)| {
                             (key.runnable_since, key.job) < (b.runnable_since, b.job)
                         }) {
                             pick = Some((key, count, s));
                         }
                     }
-                    None => done[i] = true,
+                    Head::Exhausted => done[i] = true,
+                    Head::Unknown => unreachable!("computed above"),
                 }
             }
             let Some((key, count, s)) = pick else { break };
             cursor[s.index()] = Some(key);
-            heads[s.index()] = None;
+            heads[s.index()] = Head::Unknown;
             let preemptions_before = self.preemptions.len();
             match self.try_step(key.job, step) {
                 Ok(()) => {}
@@ -180,13 +179,13 @@ impl Pass<'_> {
                         );
                         if step == Step::Borrow && type_wide && count < type_fails_from {
                             type_fails_from = count;
-                            heads.iter_mut().for_each(|h| *h = None);
+                            heads.fill(Head::Unknown);
                         }
                     }
                 }
             }
             if self.preemptions.len() != preemptions_before {
-                heads.iter_mut().for_each(|h| *h = None);
+                heads.fill(Head::Unknown);
                 type_fails_from = u32::MAX;
             }
         }
@@ -294,4 +293,16 @@ impl Pass<'_> {
             Step::InShare => self.try_in_share(id),
         }
     }
+}
+
+/// A share's next candidate in a sweep, cached until something that may
+/// change it happens.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Head {
+    /// Not computed since the last change.
+    Unknown,
+    /// The share has no further job that may fit in this sweep.
+    Exhausted,
+    /// The next job to try and the instances it asks for.
+    Next(QueueKey, u32),
 }

@@ -5,7 +5,7 @@
 
 use qm_core::{CheckpointMark, Cluster, JobId, LostAttempt, RankEnd, RankExit, StopCause, Time};
 use qm_wire::messages::RegisterExecutor;
-use qm_wire::system::{CheckpointCommit, ExecCommand, Report, ReportPhase};
+use qm_wire::system::{AttemptKey, CheckpointCommit, ExecCommand, Report, ReportPhase};
 
 use super::{Effect, Effects, ExecutorState, QueueJob, State};
 
@@ -161,8 +161,8 @@ impl State {
         }
     }
 
-    /// The attempts an executor should hold, as (jobId, attempt).
-    pub fn expected_on(&self, executor_id: &str) -> std::collections::BTreeSet<(String, u32)> {
+    /// The attempts an executor should hold.
+    pub fn expected_on(&self, executor_id: &str) -> std::collections::BTreeSet<AttemptKey> {
         let Some(qs) = self
             .executors
             .get(executor_id)
@@ -173,7 +173,7 @@ impl State {
         qs.cluster
             .attempts_on(executor_id)
             .into_iter()
-            .map(|(id, attempt): (JobId, u32)| (qs.public_id(id), attempt))
+            .map(|(id, attempt): (JobId, u32)| AttemptKey::new(qs.public_id(id), attempt))
             .collect()
     }
 }

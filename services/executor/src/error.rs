@@ -1,0 +1,62 @@
+//! Why an attempt could not be launched, and why a call to the node's
+//! checkpoint service failed. A launch error ends the attempt: its text is
+//! the `error` of the attempt's ENDED report (the core maps it to exit code
+//! 127), so it names the problem and the path.
+
+use std::path::PathBuf;
+
+use qm_service::client::CallError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// The job's `checkpointConfig.localPath` would leave the attempt's
+    /// directory (admission refuses it; a command that bypassed admission
+    /// still may not write outside).
+    #[error("checkpointConfig.localPath: {0}")]
+    LocalPath(String),
+    #[error("cannot create {}: {source}", path.display())]
+    CreateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// `runAsUser` is set and the directory could not be handed over.
+    #[error("cannot hand {} to uid {uid}: {source}", path.display())]
+    HandOver {
+        path: PathBuf,
+        uid: u32,
+        source: std::io::Error,
+    },
+    #[error("checkpoint restore failed: {0}")]
+    Restore(#[source] CheckpointCallError),
+    #[error("cannot open {}: {source}", path.display())]
+    Output {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("empty command")]
+    EmptyCommand,
+    #[error("cannot start {program:?}: {source}")]
+    Spawn {
+        program: String,
+        source: std::io::Error,
+    },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointCallError {
+    /// The service refused the request (invalid, denied, not found): the
+    /// same request fails again, so it is not retried.
+    #[error("{0}")]
+    Refused(#[source] CallError),
+    /// No usable answer after every try (not running, or a transient
+    /// storage failure).
+    #[error("{last} (after {tries} tries)")]
+    Unavailable {
+        tries: usize,
+        #[source]
+        last: CallError,
+    },
+    /// The request could not be addressed or encoded.
+    #[error("cannot send the request: {0}")]
+    Request(String),
+}
