@@ -249,9 +249,9 @@ pub struct Attempt {
     /// The last checkpoint this attempt committed.
     pub last_checkpoint: Option<CheckpointMark>,
     /// Where it runs (ran): one rank per node.
-    pub placement: Vec<crate::nodes::Rank>,
+    pub placement: crate::nodes::Ranks,
     /// What each rank has reported (index = rank).
-    pub ranks: Vec<crate::nodes::RankState>,
+    pub ranks: crate::nodes::RankStates,
     /// The first rank that ended without exiting 0, if one did.
     pub first_failure: Option<crate::nodes::RankFailure>,
 }

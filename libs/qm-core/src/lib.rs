@@ -35,7 +35,7 @@ pub use job::{
 };
 pub use nodes::{
     pool_node_name, LostAttempt, Node, NodeId, Rank, RankEnd, RankExit, RankFailure, RankState,
-    LAUNCH_FAILED_EXIT_CODE, UNPLACED_STOP_GRACE_SECS,
+    RankStates, Ranks, Slots, LAUNCH_FAILED_EXIT_CODE, UNPLACED_STOP_GRACE_SECS,
 };
 pub use pass::{schedule, schedule_exhaustive, Plan, Preemption, Start};
 pub use reason::{NeverFits, StatusReason, WaitReason};

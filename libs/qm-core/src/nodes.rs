@@ -105,8 +105,18 @@ impl Node {
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Rank {
     pub node: NodeId,
-    pub slots: Vec<u32>,
+    pub slots: Slots,
 }
+
+/// The slots of one rank, held inline up to a whole 8-GPU node: placing
+/// the common job allocates nothing (a full pass places thousands).
+pub type Slots = smallvec::SmallVec<[u32; 8]>;
+
+/// The ranks of an attempt, one per node, held inline for a job on one node.
+pub type Ranks = smallvec::SmallVec<[Rank; 1]>;
+
+/// What each rank of an attempt has reported (index = rank).
+pub type RankStates = smallvec::SmallVec<[RankState; 2]>;
 
 /// What one rank of an attempt has reported.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -165,13 +175,19 @@ pub struct LostAttempt {
     pub other_nodes: Vec<NodeId>,
 }
 
-/// Free slots of one type on one node during a pass: how many are left,
-/// and the last slot handed out (slots go lowest first, so every free slot
-/// below it is taken).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct FreeCursor {
+/// Free slots of one type on one node during a pass: how many are left to
+/// promise, and the free slots not yet handed out, lowest first.
+#[derive(Clone, Debug)]
+pub(crate) struct FreeCursor<'c> {
     pub left: u32,
-    pub after: Option<u32>,
+    slots: std::collections::btree_set::Iter<'c, u32>,
+}
+
+impl FreeCursor<'_> {
+    /// The next `k` free slots (what `place` promised this node).
+    pub(crate) fn take(&mut self, k: u32) -> Slots {
+        self.slots.by_ref().take(k as usize).copied().collect()
+    }
 }
 
 /// Chooses how many instances each node gives a job of `count`: on one node
@@ -179,10 +195,10 @@ pub(crate) struct FreeCursor {
 /// holds it, else spread over the nodes with the most free first (ties by
 /// name). Takes them from `free`. None if they do not suffice.
 pub(crate) fn place<'n>(
-    free: &mut BTreeMap<NodeId, FreeCursor>,
+    free: &mut BTreeMap<NodeId, FreeCursor<'_>>,
     names: &dyn Fn(NodeId) -> &'n str,
     count: u32,
-) -> Option<Vec<(NodeId, u32)>> {
+) -> Option<smallvec::SmallVec<[(NodeId, u32); 2]>> {
     let total: u64 = free.values().map(|f| u64::from(f.left)).sum();
     if total < u64::from(count) || count == 0 {
         return None;
@@ -194,7 +210,7 @@ pub(crate) fn place<'n>(
         .map(|(n, _)| *n);
     if let Some(node) = best_fit {
         free.get_mut(&node).expect("chosen node").left -= count;
-        return Some(vec![(node, count)]);
+        return Some(smallvec::smallvec![(node, count)]);
     }
     let mut order: Vec<NodeId> = free
         .iter()
@@ -208,7 +224,7 @@ pub(crate) fn place<'n>(
             .then(names(*a).cmp(names(*b)))
     });
     let mut left = count;
-    let mut ranks = Vec::new();
+    let mut ranks = smallvec::SmallVec::new();
     for node in order {
         if left == 0 {
             break;
@@ -248,33 +264,25 @@ impl Cluster {
 
     /// Free slots per live node offering `t`, as a pass hands them out
     /// (slots of attempts being stopped are not free).
-    pub(crate) fn free_cursors(&self, t: TypeIdx) -> BTreeMap<NodeId, FreeCursor> {
+    pub(crate) fn free_cursors(&self, t: TypeIdx) -> BTreeMap<NodeId, FreeCursor<'_>> {
         self.nodes_of_type[t.index()]
             .iter()
-            .filter(|n| self.nodes[n.index()].live)
-            .map(|n| {
-                let left = self.nodes[n.index()].free_count(t);
-                (*n, FreeCursor { left, after: None })
+            .map(|n| (*n, &self.nodes[n.index()]))
+            .filter(|(_, node)| node.live)
+            .filter_map(|(n, node)| {
+                let free = node.free.get(&t)?;
+                let left = free.len() as u32;
+                (left > 0).then(|| {
+                    (
+                        n,
+                        FreeCursor {
+                            left,
+                            slots: free.iter(),
+                        },
+                    )
+                })
             })
-            .filter(|(_, f)| f.left > 0)
             .collect()
-    }
-
-    /// The next `k` free slots of `t` on node `n` after `cursor.after`.
-    pub(crate) fn take_slots(
-        &self,
-        n: NodeId,
-        t: TypeIdx,
-        cursor: &mut FreeCursor,
-        k: u32,
-    ) -> Vec<u32> {
-        let Some(free) = self.nodes[n.index()].free.get(&t) else {
-            return Vec::new();
-        };
-        let from = cursor.after.map_or(0, |a| a + 1);
-        let slots: Vec<u32> = free.range(from..).take(k as usize).copied().collect();
-        cursor.after = slots.last().copied().or(cursor.after);
-        slots
     }
 
     fn recount_fleet(&mut self) {
@@ -439,7 +447,7 @@ impl Cluster {
             .unwrap_or_default();
         let mut slots: Vec<Option<JobId>> = held.into_iter().map(Some).collect();
         slots.resize(count as usize, None);
-        let mut by_job: BTreeMap<JobId, Vec<u32>> = BTreeMap::new();
+        let mut by_job: BTreeMap<JobId, Slots> = BTreeMap::new();
         for (i, s) in slots.iter().enumerate() {
             if let Some(j) = s {
                 by_job.entry(*j).or_default().push(i as u32);

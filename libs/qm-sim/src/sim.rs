@@ -538,7 +538,7 @@ impl Simulation {
                         .iter()
                         .map(|r| NodeSlots {
                             node: self.cluster.node(r.node).name.clone(),
-                            slots: r.slots.clone(),
+                            slots: r.slots.to_vec(),
                         })
                         .collect(),
                 })

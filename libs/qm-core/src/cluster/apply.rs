@@ -54,7 +54,7 @@ impl Cluster {
                 outcome: None,
                 restored: None,
                 last_checkpoint: None,
-                ranks: vec![RankState::Commanded; start.placement.len()],
+                ranks: smallvec::smallvec![RankState::Commanded; start.placement.len()],
                 placement: start.placement.clone(),
                 first_failure: None,
             });

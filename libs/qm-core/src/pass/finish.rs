@@ -95,7 +95,8 @@ impl Pass<'_> {
         }
         let mut started_noncheckpointing: BTreeMap<(ShareIdx, TypeIdx), u32> = BTreeMap::new();
         // Free slots per node, per type a start needs (taken as starts are placed).
-        let mut free: BTreeMap<TypeIdx, BTreeMap<NodeId, FreeCursor>> = BTreeMap::new();
+        let mut free: Vec<Option<BTreeMap<NodeId, FreeCursor<'_>>>> =
+            (0..self.c.types.len()).map(|_| None).collect();
         for (id, count) in self.admitted_order {
             let job = &self.c.jobs[&id];
             let (s, t) = (job.spec.share, job.spec.instance_type);
@@ -133,7 +134,7 @@ impl Pass<'_> {
                 plan.reasons.push((id, WaitReason::WaitingForRelease));
                 continue;
             }
-            let node_free = free.entry(t).or_insert_with(|| self.c.free_cursors(t));
+            let node_free = free[t.index()].get_or_insert_with(|| self.c.free_cursors(t));
             let names = |n: NodeId| self.c.nodes[n.index()].name.as_str();
             let placement = place(node_free, &names, count).map(|ranks| {
                 ranks
@@ -142,10 +143,10 @@ impl Pass<'_> {
                         let cursor = node_free.get_mut(&node).expect("placed node");
                         Rank {
                             node,
-                            slots: self.c.take_slots(node, t, cursor, k),
+                            slots: cursor.take(k),
                         }
                     })
-                    .collect::<Vec<_>>()
+                    .collect::<Ranks>()
             });
             let Some(placement) = placement else {
                 // Cannot happen while every holder holds slots on live nodes

@@ -46,7 +46,7 @@ use crate::config::{QueueingStrategy, Strategy};
 use crate::ids::{JobId, ShareIdx, TypeIdx};
 use crate::index::{borrowed_jobs, QueueKey, RunKey};
 use crate::job::{Job, PreemptionKind};
-use crate::nodes::{place, FreeCursor, NodeId, Rank};
+use crate::nodes::{place, FreeCursor, NodeId, Rank, Ranks};
 use crate::reason::WaitReason;
 use crate::time::Time;
 
@@ -68,7 +68,7 @@ pub struct Start {
     pub borrowed: u32,
     /// Its nodes and slots, one rank per node (see `nodes.rs` for the
     /// placement policy).
-    pub placement: Vec<Rank>,
+    pub placement: Ranks,
 }
 
 /// A running job to stop so that `for_job` can start.

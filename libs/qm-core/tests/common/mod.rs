@@ -58,7 +58,7 @@ impl World {
             .map(|a| {
                 a.placement
                     .iter()
-                    .map(|r| (self.c.node(r.node).name.clone(), r.slots.clone()))
+                    .map(|r| (self.c.node(r.node).name.clone(), r.slots.to_vec()))
                     .collect()
             })
             .unwrap_or_default()

@@ -56,7 +56,7 @@ impl State {
                         command: meta.submit.command.clone(),
                         environment: meta.submit.environment.clone(),
                         instance_type: meta.submit.instance_type.clone(),
-                        slots: r.slots.clone(),
+                        slots: r.slots.to_vec(),
                         checkpoints: meta.submit.checkpoint_config.is_some(),
                         checkpoint_config: meta.submit.checkpoint_config.clone(),
                         rank: rank as u32,

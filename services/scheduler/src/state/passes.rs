@@ -13,19 +13,19 @@ fn wire_placement(qs: &QueueState, placement: &[Rank]) -> Vec<Placement> {
         .iter()
         .map(|r| Placement {
             executor_id: qs.cluster.node(r.node).name.clone(),
-            slots: r.slots.clone(),
+            slots: r.slots.to_vec(),
         })
         .collect()
 }
 
 /// The core placement of a stored one (None if an executor is unknown).
-fn core_placement(qs: &QueueState, placement: &[Placement]) -> Option<Vec<Rank>> {
+fn core_placement(qs: &QueueState, placement: &[Placement]) -> Option<qm_core::Ranks> {
     placement
         .iter()
         .map(|p| {
             Some(Rank {
                 node: qs.cluster.node_id(&p.executor_id)?,
-                slots: p.slots.clone(),
+                slots: p.slots.iter().copied().collect(),
             })
         })
         .collect()
