@@ -44,6 +44,9 @@ impl Cluster {
             let job = self.jobs.get_mut(&id).expect("planned job exists");
             debug_assert!(!plan.settled.contains(&job.spec.instance_type));
             let number = job.attempts.len() as u32 + 1;
+            // Most jobs run once: room for exactly this attempt, not the
+            // four a growing Vec would reserve (a million jobs' history).
+            job.attempts.reserve_exact(1);
             job.attempts.push(Attempt {
                 number,
                 scheduled_at: now,
