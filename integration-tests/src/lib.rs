@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+pub mod proxy;
 pub mod stack;
 
 use qm_checkpoint::s3::{S3Config, S3Store};

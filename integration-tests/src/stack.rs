@@ -603,6 +603,21 @@ impl Stack {
         .unwrap_or_default()
     }
 
+    /// When the attempt's process was launched and seen to end (the
+    /// executor's `run.json`), in milliseconds since the Unix epoch.
+    pub fn attempt_run(&self, executor: &str, job_id: &str, attempt: u32) -> Option<(u64, u64)> {
+        let text = std::fs::read_to_string(
+            self.dir
+                .join(executor)
+                .join(job_id)
+                .join(format!("attempt-{attempt}"))
+                .join("run.json"),
+        )
+        .ok()?;
+        let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+        Some((v["launchedAtMs"].as_u64()?, v["endedAtMs"].as_u64()?))
+    }
+
     /// How many attempt directories the executor made for the job.
     pub fn attempt_dirs(&self, executor: &str, job_id: &str) -> usize {
         std::fs::read_dir(self.dir.join(executor).join(job_id)).map_or(0, |d| d.count())

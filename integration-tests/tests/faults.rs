@@ -1,6 +1,8 @@
 //! Failures end to end: preemption budgets, a scheduler killed with SIGKILL,
-//! a lost executor, and bad messages on every API subject.
+//! a lost executor, a partitioned executor, and bad messages on every API
+//! subject.
 
+use qm_integration_tests::proxy::Proxy;
 use qm_integration_tests::stack::{digest_in, reference_digest, start_nats, trainer_job, Stack};
 use qm_integration_tests::{start_s3, S3Server};
 use qm_wire::messages::{ListServiceJobs, ListServiceJobsResponse, QueueRef, Reply};
@@ -199,6 +201,101 @@ async fn a_lost_executor_ends_its_attempts_host_lost_and_they_resume_elsewhere()
         "{out}"
     );
     assert_eq!(digest_in(&out).as_deref(), Some(expected.as_str()), "{out}");
+    stack.stop_all();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_partitioned_executor_fences_itself_so_its_job_never_runs_twice() {
+    let (nats, _s, mut stack) = stack("partition").await;
+    // node-1 (executor and checkpoint service) reaches NATS only through a
+    // proxy the test can cut.
+    let proxy = Proxy::start(nats.url.trim_start_matches("nats://")).await;
+    let via_proxy = vec![("QM_NATS_URL".to_string(), proxy.url.clone())];
+    stack.executor_env = via_proxy.clone();
+    stack
+        .executor_env
+        .push(("QM_EXECUTOR_FENCE_AFTER_SECONDS".into(), "5".into()));
+    stack.checkpoint_env = via_proxy;
+    stack.executor("node-1", "training", "ml.g5.xlarge", 1);
+    stack.executor_env.clear();
+    stack.checkpoint_env.clear();
+    let args = [
+        "--steps",
+        "800",
+        "--checkpoint-every",
+        "10",
+        "--step-delay-ms",
+        "25",
+    ];
+    let expected = reference_digest(&args[..4]);
+    let job = stack
+        .submit(&trainer_job("partitioned", "training", "QS1", 1, &args))
+        .await;
+    stack
+        .wait_for(&job, 60, "a committed checkpoint", |j| {
+            j.attempts
+                .first()
+                .and_then(|a| a.last_checkpoint_step)
+                .unwrap_or(0)
+                >= 50
+        })
+        .await;
+    // The partition: node-1 is cut off from NATS but keeps running.
+    proxy.cut();
+    stack.executor("node-2", "training", "ml.g5.xlarge", 1);
+    let j = stack.wait_final(&job, 180).await;
+    let logs = stack.logs();
+    assert_eq!(j.status, "SUCCEEDED", "{j:#?}\n{logs}");
+    assert_eq!(j.attempts.len(), 2, "{j:#?}");
+    assert_eq!(
+        j.attempts[0].outcome.as_deref(),
+        Some("HOST_LOST"),
+        "{j:#?}"
+    );
+    assert_eq!(j.attempts[0].executor_id.as_deref(), Some("node-1"));
+    assert_eq!(j.attempts[1].executor_id.as_deref(), Some("node-2"));
+    // The old copy was dead before the new one started.
+    let (_, first_ended) = stack
+        .attempt_run("node-1", &job, 1)
+        .expect("node-1 recorded its attempt's run");
+    let (second_launched, _) = stack
+        .attempt_run("node-2", &job, 2)
+        .expect("node-2 recorded its attempt's run");
+    assert!(
+        first_ended < second_launched,
+        "attempt 1 ended at {first_ended} ms, attempt 2 launched at {second_launched} ms: they overlapped\n{logs}"
+    );
+    assert!(
+        std::fs::read_to_string(stack.path().join("node-1.log"))
+            .unwrap_or_default()
+            .contains("fencing"),
+        "node-1 fenced itself\n{logs}"
+    );
+    let restored = j.attempts[1].restored_checkpoint_step.unwrap_or(0);
+    assert!(restored >= 50, "resumed from its checkpoint: {j:#?}");
+    let out = stack.attempt_stdout("node-2", &job, 2);
+    assert_eq!(digest_in(&out).as_deref(), Some(expected.as_str()), "{out}");
+
+    // Healed: node-1 rejoins, runs nothing stale, and serves new work.
+    proxy.heal();
+    stack.signal("node-2", "TERM");
+    let next = stack
+        .submit(&trainer_job(
+            "after-heal",
+            "training",
+            "QS1",
+            1,
+            &["--steps", "20"],
+        ))
+        .await;
+    let n = stack.wait_final(&next, 120).await;
+    assert_eq!(n.status, "SUCCEEDED", "{n:#?}\n{}", stack.logs());
+    assert_eq!(n.attempts[0].executor_id.as_deref(), Some("node-1"));
+    assert_eq!(
+        stack.attempt_dirs("node-1", &job),
+        1,
+        "node-1 never ran the first job again"
+    );
     stack.stop_all();
 }
 

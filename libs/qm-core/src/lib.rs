@@ -34,8 +34,9 @@ pub use job::{
     RetryAction, StopCause, DEFAULT_GRACE_PERIOD_SECS, MAX_GRACE_PERIOD_SECS,
 };
 pub use nodes::{
-    pool_node_name, LostAttempt, Node, NodeId, Rank, RankEnd, RankExit, RankFailure, RankState,
-    RankStates, Ranks, Slots, LAUNCH_FAILED_EXIT_CODE, UNPLACED_STOP_GRACE_SECS,
+    pool_node_name, silence_before_lost, LostAttempt, Node, NodeId, Rank, RankEnd, RankExit,
+    RankFailure, RankState, RankStates, Ranks, Slots, FENCE_MARGIN_SECS, LAUNCH_FAILED_EXIT_CODE,
+    UNPLACED_STOP_GRACE_SECS,
 };
 pub use pass::{schedule, schedule_exhaustive, Plan, Preemption, Start};
 pub use reason::{NeverFits, StatusReason, WaitReason};

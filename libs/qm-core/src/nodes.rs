@@ -137,6 +137,12 @@ pub enum RankExit {
     Exited(Option<i32>),
     /// It could not be launched.
     LaunchFailed,
+    /// A stop arrived for it before its start did (the start was lost): it
+    /// never ran, as if stopped at once.
+    NotStarted,
+    /// Its executor lost contact with the scheduler and stopped it on its
+    /// own (self-fencing): the attempt lost its host.
+    Fenced,
 }
 
 impl RankExit {
@@ -144,8 +150,26 @@ impl RankExit {
         match self {
             RankExit::Exited(code) => code,
             RankExit::LaunchFailed => Some(LAUNCH_FAILED_EXIT_CODE),
+            RankExit::NotStarted | RankExit::Fenced => None,
         }
     }
+}
+
+/// Extra silence the scheduler allows past an executor's fencing deadline
+/// and its attempts' grace before it declares the executor lost: the
+/// heartbeat's round trip, the SIGKILL and the scheduler's check interval
+/// (ADR 0007).
+pub const FENCE_MARGIN_SECS: u64 = 5;
+
+/// How long an executor that fences itself after `fence_after_secs` without
+/// an acknowledged heartbeat must be silent before the scheduler declares it
+/// lost, when the longest grace period among its attempts is
+/// `longest_grace_secs`: by then every attempt it ran has been killed, so a
+/// new attempt elsewhere never overlaps the old one.
+pub fn silence_before_lost(fence_after_secs: u64, longest_grace_secs: u64) -> u64 {
+    fence_after_secs
+        .saturating_add(longest_grace_secs.min(crate::MAX_GRACE_PERIOD_SECS))
+        .saturating_add(FENCE_MARGIN_SECS)
 }
 
 /// The first rank of an attempt to end without exiting 0: its exit code
@@ -156,7 +180,7 @@ pub struct RankFailure {
 }
 
 /// What a rank's end means for its attempt.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RankEnd {
     /// Other ranks still run; nothing to do.
     Waiting,
@@ -164,6 +188,9 @@ pub enum RankEnd {
     StopOthers,
     /// Every rank ended: the attempt ended so.
     Ended(AttemptOutcome),
+    /// A rank's executor fenced itself: the attempt ended HOST_LOST and its
+    /// ranks on other nodes are to be stopped.
+    Lost(LostAttempt),
 }
 
 /// An attempt that ended `HOST_LOST` because a node was lost, with the
@@ -542,6 +569,22 @@ impl Cluster {
 
     /// The rank of the current attempt `attempt` of `id` on node `node`:
     /// only a node the attempt was placed on may report it.
+    /// The longest grace period among the attempts holding slots on the
+    /// node named `name` (0 if none): what its executor may need to stop
+    /// them all when it fences itself.
+    pub fn longest_grace_on(&self, name: &str) -> u64 {
+        let Some(n) = self.node_id(name) else {
+            return 0;
+        };
+        self.nodes[n.index()]
+            .holders()
+            .iter()
+            .filter_map(|j| self.jobs.get(j))
+            .map(|j| j.spec.grace_period_secs)
+            .max()
+            .unwrap_or(0)
+    }
+
     pub fn rank_of(&self, id: JobId, attempt: u32, node: NodeId) -> Result<usize, JobError> {
         let stale = JobError::StaleAttempt { job: id, attempt };
         let n = node;
@@ -626,6 +669,20 @@ impl Cluster {
         let a = self.current_attempt_mut(id, attempt)?;
         if matches!(a.ranks[rank], RankState::Ended(_)) {
             return Ok(RankEnd::Waiting); // a rank ends once
+        }
+        if exit == RankExit::Fenced {
+            let other_nodes = a
+                .placement
+                .iter()
+                .map(|r| r.node)
+                .filter(|o| *o != node)
+                .collect();
+            self.attempt_lost(id, attempt, now)?;
+            return Ok(RankEnd::Lost(LostAttempt {
+                job: id,
+                attempt,
+                other_nodes,
+            }));
         }
         let code = exit.code();
         a.ranks[rank] = RankState::Ended(code);

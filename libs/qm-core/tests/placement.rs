@@ -213,3 +213,79 @@ fn a_node_that_registers_again_keeps_its_attempts_only_in_the_same_incarnation()
         "a restart loses what ran"
     );
 }
+
+#[test]
+fn a_rank_whose_executor_fenced_itself_ends_the_attempt_host_lost_and_stops_the_others() {
+    let mut w = gang();
+    let id = w.id("g");
+    let end =
+        w.c.rank_ended(id, 1, w.node("n2"), RankExit::Fenced, Time::ZERO)
+            .expect("current attempt");
+    let n1 = w.node("n1");
+    match end {
+        RankEnd::Lost(lost) => {
+            assert_eq!((lost.job, lost.attempt), (id, 1));
+            assert_eq!(lost.other_nodes, vec![n1], "rank 0 must be told to stop");
+        }
+        other => panic!("expected the attempt lost, got {other:?}"),
+    }
+    assert_eq!(w.status("g"), JobStatus::Runnable, "requeued, not failed");
+    assert_eq!(
+        w.reason("g"),
+        StatusReason::Requeued(AttemptOutcome::HostLost)
+    );
+    // Its slots are free again; rank 0's late end is stale.
+    assert_eq!(w.c.node(n1).free_count(w.c.type_idx(T).expect("T")), 1);
+    assert!(w
+        .c
+        .rank_ended(id, 1, n1, RankExit::Exited(Some(143)), Time::ZERO)
+        .is_err());
+}
+
+#[test]
+fn a_stop_answered_for_a_rank_that_never_started_settles_the_stopping_attempt() {
+    let mut w = World::with_nodes(
+        &[("n1", 1)],
+        vec![lab("B", 0, -1), share("L", Strategy::Lend, 1)],
+    );
+    w.submit("b", "B", 1, 0);
+    w.step();
+    w.at(5).submit("l", "L", 1, 0);
+    let plan = w.step();
+    assert_eq!(plan.preemptions.len(), 1, "b is reclaimed");
+    // b's start never reached n1: the stop is answered as ended.
+    let b = w.id("b");
+    let end =
+        w.c.rank_ended(b, 1, w.node("n1"), RankExit::NotStarted, w.now)
+            .expect("current attempt");
+    assert_eq!(end, RankEnd::Ended(AttemptOutcome::PreemptedCrossShare));
+    assert_eq!(w.status("b"), JobStatus::Runnable);
+    let plan = w.step();
+    assert_eq!(w.started(&plan), names(&["l"]), "its instance is free");
+}
+
+#[test]
+fn an_executor_is_declared_lost_only_after_its_fencing_deadline_and_the_longest_grace() {
+    let mut w = World::with_nodes(&[("n1", 2), ("n2", 1), ("n3", 4)], one_share(3));
+    let mut short = w.spec("short", "A", 1, 0);
+    short.grace_period_secs = 10;
+    w.submit_spec(short);
+    let mut long = w.spec("long", "A", 1, 0);
+    long.grace_period_secs = 300;
+    w.submit_spec(long);
+    w.step();
+    // Best fit: short on n2 (one slot), long on n1.
+    assert_eq!(w.c.longest_grace_on("n2"), 10);
+    assert_eq!(w.c.longest_grace_on("n1"), 300);
+    assert_eq!(w.c.longest_grace_on("n3"), 0, "nothing there");
+    assert_eq!(w.c.longest_grace_on("unknown"), 0);
+    assert_eq!(
+        qm_core::silence_before_lost(30, 300),
+        30 + 300 + qm_core::FENCE_MARGIN_SECS
+    );
+    // A grace beyond the bound admission enforces cannot stall the fleet.
+    assert_eq!(
+        qm_core::silence_before_lost(30, u64::MAX),
+        30 + qm_core::MAX_GRACE_PERIOD_SECS + qm_core::FENCE_MARGIN_SECS
+    );
+}

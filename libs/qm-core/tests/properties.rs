@@ -139,7 +139,7 @@ fn event() -> impl Strategy<Value = Event> {
         1 => (0usize..8, 0u32..5).prop_map(|(nth, priority)| Event::Priority { nth, priority }),
         1 => (0usize..8).prop_map(|nth| Event::Terminate { nth }),
         1 => (0usize..2, 0u32..10).prop_map(|(ty, count)| Event::SetFleet { ty, count }),
-        2 => (0usize..8, 0usize..4, prop_oneof![Just(0), Just(1)]).prop_map(|(nth, rank, code)| Event::RankExit { nth, rank, code }),
+        2 => (0usize..8, 0usize..4, prop_oneof![Just(0), Just(1), Just(2), Just(3)]).prop_map(|(nth, rank, code)| Event::RankExit { nth, rank, code }),
         1 => (0usize..NODES).prop_map(|node| Event::LoseNode { node }),
         1 => (0usize..NODES, prop::array::uniform2(0u32..4)).prop_map(|(node, counts)| Event::RegisterNode { node, counts }),
         1 => (0usize..4, 0usize..2, 0i64..4).prop_map(|(share, ty, max)| Event::SetLimit { share, ty, max }),
@@ -304,14 +304,15 @@ fn apply_event(c: &mut Cluster, now: &mut Time, event: &Event) {
                     .collect();
                 if let Some(node) = open.get(rank % open.len().max(1)) {
                     let number = attempt(c, id);
-                    c.rank_ended(
-                        id,
-                        number,
-                        *node,
-                        qm_core::RankExit::Exited(Some(code)),
-                        *now,
-                    )
-                    .expect("a placed rank");
+                    // 2: its executor fenced itself; 3: a stop answered
+                    // for a rank that never started.
+                    let exit = match code {
+                        2 => qm_core::RankExit::Fenced,
+                        3 => qm_core::RankExit::NotStarted,
+                        code => qm_core::RankExit::Exited(Some(code)),
+                    };
+                    c.rank_ended(id, number, *node, exit, *now)
+                        .expect("a placed rank");
                 }
             }
         }

@@ -444,6 +444,12 @@ pub struct RegisterExecutor {
     /// of a multi-node job (`QM_HOSTS`); defaults to the executor id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub address: Option<String>,
+    /// After how many seconds without an acknowledged heartbeat this
+    /// executor stops its attempts on its own (self-fencing). The scheduler
+    /// declares it lost only after that, the longest grace of its attempts
+    /// and a margin (ADR 0007). Absent: an executor that does not fence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fence_after_seconds: Option<u64>,
 }
 
 // ----- events ----------------------------------------------------------------

@@ -119,6 +119,23 @@ pub struct Report {
     /// Why a launch failed (no process ran), if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// An attempt the executor ended on its own account (absent: its
+    /// process ended, or could not be launched).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<EndCause>,
+}
+
+/// Why an executor ended an attempt itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum EndCause {
+    /// It lost contact with the scheduler for `fenceAfterSeconds` and
+    /// stopped the attempt so that it never runs twice (ADR 0007): the
+    /// attempt ends HOST_LOST.
+    Fenced,
+    /// A stop arrived for an attempt this executor never started (its start
+    /// was lost): it is answered as ended, and a late start is ignored.
+    NotStarted,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -395,7 +412,10 @@ impl SchedOperation {
 #[serde(rename_all = "camelCase")]
 pub struct LeaderLease {
     pub holder: String,
-    /// Milliseconds since the Unix epoch.
+    /// When the holder expects it to lapse, in milliseconds since the Unix
+    /// epoch by the holder's own clock: informational only (candidates
+    /// judge expiry by their own elapsed time, never by comparing clocks).
+    /// 0: released by its holder on shutdown.
     pub expires_at: u64,
     /// The holder's fencing epoch (the key's revision when it took the
     /// lease); absent in the write that takes it, whose revision it is.
@@ -407,6 +427,11 @@ pub struct LeaderLease {
 pub const LEADER_KEY: &str = "scheduler";
 
 impl LeaderLease {
+    /// Given up by its holder: free to take at once.
+    pub fn released(&self) -> bool {
+        self.expires_at == 0
+    }
+
     /// The epoch of the lease stored at `revision`.
     pub fn epoch_at(&self, revision: u64) -> u64 {
         self.epoch.unwrap_or(revision)

@@ -11,8 +11,8 @@ use qm_service::client::{CallError, Client};
 use qm_wire::messages::ErrorCode;
 use qm_wire::subjects;
 use qm_wire::system::{
-    AttemptKey, CheckpointReply, CheckpointRequest, ExecCommand, LogsRequest, LogsResponse, Report,
-    ReportPhase,
+    AttemptKey, CheckpointReply, CheckpointRequest, EndCause, ExecCommand, LogsRequest,
+    LogsResponse, Report, ReportPhase,
 };
 use tokio::sync::watch;
 
@@ -67,6 +67,12 @@ impl Executor {
             } => {
                 let grace_seconds = grace_seconds.unwrap_or(qm_core::DEFAULT_GRACE_PERIOD_SECS);
                 let key = AttemptKey::new(job_id.clone(), attempt);
+                if self.fenced.load(std::sync::atomic::Ordering::SeqCst) {
+                    // The scheduler resends it once contact returns, or
+                    // declares this executor lost and places it elsewhere.
+                    tracing::warn!(job = %job_id, attempt, "start refused: fenced (no heartbeat acknowledged)");
+                    return;
+                }
                 let config = checkpoint_config.unwrap_or_default();
                 let local = config.local_path.as_deref().unwrap_or("checkpoint");
                 // Admission checks localPath; a command that bypassed it
@@ -128,6 +134,7 @@ impl Executor {
                             slots,
                             grace_seconds,
                             sync: launch.syncs_checkpoints().cloned(),
+                            fenced: false,
                         },
                     );
                 }
@@ -141,13 +148,28 @@ impl Executor {
                 reason,
                 ..
             } => {
-                if let Ok(attempts) = self.attempts.lock() {
-                    if let Some(r) = attempts.get(&AttemptKey::new(job_id.clone(), attempt)) {
-                        if r.stop.borrow().is_none() {
-                            tracing::info!(job = %job_id, attempt, grace_seconds, %reason, "stopping");
+                let key = AttemptKey::new(job_id.clone(), attempt);
+                let held = match self.attempts.lock() {
+                    Ok(attempts) => match attempts.get(&key) {
+                        Some(r) => {
+                            if r.stop.borrow().is_none() {
+                                tracing::info!(job = %job_id, attempt, grace_seconds, %reason, "stopping");
+                            }
+                            let _ = r.stop.send(Some(grace_seconds));
+                            true
                         }
-                        let _ = r.stop.send(Some(grace_seconds));
-                    }
+                        None => false,
+                    },
+                    Err(_) => return,
+                };
+                let finished = self.finished.lock().map_or(true, |f| f.contains(&key));
+                if !held && !finished {
+                    // Its start never arrived (or is yet to): the stop
+                    // settles it as ended, and a late start is ignored.
+                    tracing::info!(job = %job_id, attempt, %reason, "stop for an attempt never started here: answered as ended");
+                    let mut ended = self.report(&job_id, attempt, ReportPhase::Ended);
+                    ended.cause = Some(EndCause::NotStarted);
+                    self.finish(ended);
                 }
             }
         }
@@ -188,6 +210,7 @@ impl Executor {
                 return self.finish(ended);
             }
         };
+        let launched_at_ms = qm_service::now_ms();
         tracing::info!(job = %job_id, attempt, pid = child.id(), restored = ?restored.checkpoint.as_ref().map(|c| c.seq), "launched");
         self.send(self.report(&job_id, attempt, ReportPhase::Running));
         if let Some(request) = launch.syncs_checkpoints() {
@@ -196,6 +219,7 @@ impl Executor {
             }
         }
         let status = process::wait_or_stop(&mut child, &mut stop).await;
+        process::record_run(&dir, launched_at_ms, qm_service::now_ms());
         ended.exit_code = status.0;
         ended.signal = status.1;
         tracing::info!(job = %job_id, attempt, exit_code = ?status.0, signal = ?status.1, "process ended");
@@ -245,10 +269,12 @@ impl Executor {
         Ok((ckpt_dir, restored))
     }
 
-    pub(crate) fn finish(&self, ended: Report) {
+    pub(crate) fn finish(&self, mut ended: Report) {
         let key = AttemptKey::new(ended.job_id.clone(), ended.attempt);
         if let Ok(mut a) = self.attempts.lock() {
-            a.remove(&key);
+            if a.remove(&key).is_some_and(|r| r.fenced) {
+                ended.cause = Some(EndCause::Fenced);
+            }
         }
         if let Ok(mut f) = self.finished.lock() {
             if f.len() > 100_000 {

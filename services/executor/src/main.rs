@@ -96,6 +96,8 @@ async fn main() -> std::process::ExitCode {
         epoch: Mutex::new(None),
         reports: tx,
         draining: std::sync::atomic::AtomicBool::new(false),
+        contact: Mutex::new(tokio::time::Instant::now()),
+        fenced: std::sync::atomic::AtomicBool::new(false),
         settings,
     });
     let (Ok(mut commands), Ok(mut logs)) = (
@@ -113,6 +115,7 @@ async fn main() -> std::process::ExitCode {
     };
     executor.register(false).await;
     let beats = tokio::spawn(Arc::clone(&executor).heartbeats());
+    let fence = tokio::spawn(Arc::clone(&executor).fence_watch());
     tracing::info!(executor = %executor.settings.executor_id, incarnation = %executor.incarnation, "executor ready");
     let shutdown = nats::shutdown_signal();
     tokio::pin!(shutdown);
@@ -138,6 +141,7 @@ async fn main() -> std::process::ExitCode {
     executor.drain().await;
     executor.register(true).await;
     beats.abort();
+    fence.abort();
     drop(executor);
     // Let the reporter deliver what is queued.
     let _ = tokio::time::timeout(Duration::from_secs(10), reporter).await;

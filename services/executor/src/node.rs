@@ -27,6 +27,8 @@ pub(crate) struct Running {
     /// The checkpoint service's request for this attempt, when this node
     /// syncs its checkpoints (rank 0 of a job with a checkpointConfig).
     pub(crate) sync: Option<CheckpointRequest>,
+    /// Stopped by self-fencing: its end is reported as such (HOST_LOST).
+    pub(crate) fenced: bool,
 }
 
 pub struct Executor {
@@ -49,6 +51,13 @@ pub struct Executor {
     /// instances afterwards ends them HOST_LOST, so they are requeued (a
     /// trainer exiting 0 after SIGTERM must not read as success).
     pub(crate) draining: std::sync::atomic::AtomicBool,
+    /// When the last heartbeat the leader acknowledged (knowing this
+    /// incarnation) was sent: the scheduler heard from this executor after
+    /// that instant (local monotonic time, never compared across hosts).
+    pub(crate) contact: Mutex<tokio::time::Instant>,
+    /// Fenced: no acknowledged heartbeat for `fenceAfterSeconds`; every
+    /// attempt was stopped and starts are refused until contact returns.
+    pub(crate) fenced: std::sync::atomic::AtomicBool,
 }
 
 impl Executor {
@@ -73,6 +82,7 @@ impl Executor {
             incarnation: self.incarnation.clone(),
             checkpoint_node: Some(self.settings.checkpoint_node.clone()),
             address: Some(self.settings.advertise_address.clone()),
+            fence_after_seconds: Some(self.settings.fence_after_seconds),
         }
     }
 
@@ -109,6 +119,7 @@ impl Executor {
             signal: None,
             restored: None,
             error: None,
+            cause: None,
         }
     }
 
@@ -167,10 +178,15 @@ impl Executor {
             let Ok(body) = serde_json::to_vec(&hb) else {
                 continue;
             };
+            let sent = tokio::time::Instant::now();
             let request = self.client.request(subject.clone(), body.into());
             if let Ok(Ok(reply)) = tokio::time::timeout(Duration::from_secs(2), request).await {
                 if let Ok(ack) = serde_json::from_slice::<HeartbeatAck>(&reply.payload) {
-                    if !ack.known {
+                    if ack.known {
+                        if let Ok(mut c) = self.contact.lock() {
+                            *c = (*c).max(sent);
+                        }
+                    } else {
                         tracing::info!("the scheduler does not know this executor; registering");
                         self.register(false).await;
                     }
@@ -190,6 +206,45 @@ impl Executor {
                         let _ = me.checkpoint("track", &request, 1).await;
                     });
                 }
+            }
+        }
+    }
+
+    /// Self-fencing (ADR 0007): checks four times a second whether a
+    /// heartbeat was acknowledged within `fenceAfterSeconds`. When none was,
+    /// every attempt is stopped with its grace (SIGTERM, grace, SIGKILL)
+    /// and its end reported as fenced, and starts are refused until a
+    /// heartbeat is acknowledged again. The scheduler declares this executor
+    /// lost only after the same deadline plus the longest grace and a
+    /// margin, so a job never runs here and elsewhere at once.
+    pub(crate) async fn fence_watch(self: Arc<Self>) {
+        use std::sync::atomic::Ordering;
+        let limit = Duration::from_secs(self.settings.fence_after_seconds);
+        let mut tick = tokio::time::interval(Duration::from_millis(250));
+        loop {
+            tick.tick().await;
+            let silent = self.contact.lock().map_or(Duration::ZERO, |c| c.elapsed());
+            let fenced = self.fenced.load(Ordering::SeqCst);
+            if silent > limit && !fenced {
+                self.fenced.store(true, Ordering::SeqCst);
+                let Ok(mut attempts) = self.attempts.lock() else {
+                    continue;
+                };
+                tracing::error!(
+                    seconds = silent.as_secs(),
+                    attempts = attempts.len(),
+                    "no heartbeat acknowledged by the scheduler: fencing (stopping every attempt; starts refused until contact returns)"
+                );
+                for (key, r) in attempts.iter_mut() {
+                    r.fenced = true;
+                    if r.stop.borrow().is_none() {
+                        tracing::warn!(job = %key.job_id, attempt = key.attempt, grace_seconds = r.grace_seconds, "stopping: fenced");
+                        let _ = r.stop.send(Some(r.grace_seconds));
+                    }
+                }
+            } else if silent <= limit && fenced {
+                self.fenced.store(false, Ordering::SeqCst);
+                tracing::info!("heartbeats acknowledged again: no longer fenced");
             }
         }
     }

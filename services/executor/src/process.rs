@@ -94,6 +94,18 @@ pub fn spawn(launch: &Launch, dir: &Path, checkpoint_dir: &Path) -> Result<Child
     })
 }
 
+/// Writes `run.json` into the attempt's directory: when its process was
+/// launched and when it was seen to end (milliseconds since the Unix epoch,
+/// this host's clock), for post-mortems and for tests that check that two
+/// attempts of a job never overlapped.
+pub fn record_run(dir: &Path, launched_at_ms: u64, ended_at_ms: u64) {
+    let body = serde_json::json!({"launchedAtMs": launched_at_ms, "endedAtMs": ended_at_ms});
+    let path = dir.join("run.json");
+    if let Err(e) = std::fs::write(&path, body.to_string()) {
+        tracing::warn!(path = %path.display(), error = %e, "cannot record the attempt's run");
+    }
+}
+
 /// The child gets SIGKILL when the executor dies, so a killed executor never
 /// leaves a training process running that the scheduler believes is gone.
 #[allow(unsafe_code)]

@@ -21,6 +21,16 @@ or environment variables QM_EXECUTOR_<KEY>):
                                                     reach this one (QM_HOSTS); default:
                                                     the host name
   heartbeatSeconds   QM_EXECUTOR_HEARTBEAT_SECONDS  default 1
+  fenceAfterSeconds  QM_EXECUTOR_FENCE_AFTER_SECONDS
+                                                    stop every attempt (SIGTERM, its
+                                                    grace, SIGKILL) when no heartbeat has
+                                                    been acknowledged for this long, so a
+                                                    partitioned node never runs a job the
+                                                    scheduler restarted elsewhere; default
+                                                    30, at least 2 x heartbeatSeconds + 2;
+                                                    keep it above the scheduler's failover
+                                                    time (its leaseSeconds and a replay)
+                                                    and the NATS outages you ride out
   runAsUser          QM_EXECUTOR_RUN_AS_USER        run every attempt as this uid (and
   runAsGroup         QM_EXECUTOR_RUN_AS_GROUP       gid); default: the executor's own
 NATS connection (QM_NATS_<KEY> or QM_EXECUTOR_NATS_<KEY>):
@@ -52,6 +62,7 @@ pub struct Settings {
     pub checkpoint_node: String,
     pub advertise_address: String,
     pub heartbeat_seconds: u64,
+    pub fence_after_seconds: u64,
     pub run_as_user: Option<u32>,
     pub run_as_group: Option<u32>,
 }
@@ -67,6 +78,7 @@ impl Default for Settings {
             checkpoint_node: String::new(),
             advertise_address: String::new(),
             heartbeat_seconds: 1,
+            fence_after_seconds: 30,
             run_as_user: None,
             run_as_group: None,
         }
@@ -100,6 +112,13 @@ impl settings::Validate for Settings {
         }
         if self.heartbeat_seconds == 0 {
             p.push("heartbeatSeconds: must be >= 1".into());
+        }
+        // One heartbeat may be lost (it times out after 2 s) without fencing.
+        let least = self.heartbeat_seconds.saturating_mul(2).saturating_add(2);
+        if self.fence_after_seconds < least {
+            p.push(format!(
+                "fenceAfterSeconds: must be >= 2 x heartbeatSeconds + 2 = {least} (one lost heartbeat must not stop every job)"
+            ));
         }
         if self.run_as_user.is_some() != self.run_as_group.is_some() {
             p.push("runAsUser and runAsGroup: give both or neither".into());

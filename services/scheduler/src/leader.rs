@@ -1,7 +1,9 @@
 //! One scheduler leader at a time: a lease in the `qm_leader` KV bucket.
 //!
-//! The lease is the key `scheduler`, holding who has it and until when. A
-//! candidate takes it when it is absent or expired, by compare-and-set on
+//! The lease is the key `scheduler`, holding who has it. A candidate takes
+//! it when it is absent, released, or expired: unchanged for a whole TTL as
+//! measured by the candidate's own monotonic clock (hosts' wall clocks are
+//! never compared; ADR 0007), by compare-and-set on
 //! the key's revision; the revision at which it took the lease is its
 //! fencing epoch (revisions only grow, so a later leader always has a
 //! higher epoch). The leader renews by compare-and-set; if a renewal fails
@@ -31,15 +33,29 @@ fn lease(holder: &str, ttl: Duration, epoch: Option<u64>) -> bytes::Bytes {
 /// key's current revision.
 pub async fn acquire(store: &kv::Store, holder: &str, ttl: Duration) -> (u64, u64) {
     let mut announced = false;
+    // The lease entry's revision as first seen, and when (local monotonic
+    // time): a holder renews every ttl / 3, so a revision unchanged for a
+    // whole ttl by this process's own clock is expired. No wall clock of
+    // another host is ever compared with ours (ADR 0007).
+    let mut watched: Option<(u64, tokio::time::Instant)> = None;
     loop {
         let attempt = match store.entry(KEY).await {
             Ok(None) => store.create(KEY, lease(holder, ttl, None)).await.ok(),
             Ok(Some(e)) => {
                 let current: Option<Lease> = serde_json::from_slice(&e.value).ok();
+                let since = match watched {
+                    Some((revision, at)) if revision == e.revision => at,
+                    _ => {
+                        let now = tokio::time::Instant::now();
+                        watched = Some((e.revision, now));
+                        now
+                    }
+                };
                 let free = e.operation != kv::Operation::Put
                     || current
                         .as_ref()
-                        .is_none_or(|l| l.expires_at < qm_service::now_ms() || l.holder == holder);
+                        .is_none_or(|l| l.holder == holder || l.released())
+                    || since.elapsed() >= ttl;
                 if free {
                     store
                         .update(KEY, lease(holder, ttl, None), e.revision)

@@ -511,7 +511,6 @@ impl Runner<'_> {
     }
 
     async fn check_executors(&mut self) {
-        let timeout = Duration::from_secs(self.settings.executor_timeout_seconds);
         let now = Instant::now();
         // Our own outage is not the executors' silence: while disconnected,
         // judge no one; once back, shift every last-seen time by the outage.
@@ -543,7 +542,10 @@ impl Runner<'_> {
                 continue;
             }
             let seen = *self.last_seen.entry(id.clone()).or_insert(now);
-            if now.duration_since(seen) > timeout {
+            let allowed = self
+                .state
+                .silence_allowed(id, self.settings.executor_timeout_seconds);
+            if now.duration_since(seen) > Duration::from_secs(allowed) {
                 lost.push((id.clone(), e.registration.incarnation.clone()));
             }
         }

@@ -5,7 +5,7 @@
 
 use qm_core::{CheckpointMark, Cluster, JobId, LostAttempt, RankEnd, RankExit, StopCause, Time};
 use qm_wire::messages::RegisterExecutor;
-use qm_wire::system::{AttemptKey, CheckpointCommit, ExecCommand, Report, ReportPhase};
+use qm_wire::system::{AttemptKey, CheckpointCommit, EndCause, ExecCommand, Report, ReportPhase};
 
 use super::{Effect, Effects, ExecutorState, QueueJob, State};
 
@@ -110,9 +110,11 @@ impl State {
                 .rank_running(id, r.attempt, node, t)
                 .map(|()| RankEnd::Waiting),
             ReportPhase::Ended => {
-                let exit = match r.error {
-                    Some(_) => RankExit::LaunchFailed,
-                    None => RankExit::Exited(r.exit_code),
+                let exit = match (r.cause, &r.error) {
+                    (Some(EndCause::Fenced), _) => RankExit::Fenced,
+                    (Some(EndCause::NotStarted), _) => RankExit::NotStarted,
+                    (None, Some(_)) => RankExit::LaunchFailed,
+                    (None, None) => RankExit::Exited(r.exit_code),
                 };
                 cluster.rank_ended(id, r.attempt, node, exit, t)
             }
@@ -123,6 +125,10 @@ impl State {
                 tracing::debug!(job = %r.job_id, attempt = r.attempt, executor = %r.executor_id, error = %e, "stale report ignored")
             }
             Ok(RankEnd::Waiting) => {}
+            Ok(RankEnd::Lost(lost)) => {
+                tracing::warn!(job = %r.job_id, attempt = r.attempt, executor = %r.executor_id, "the executor fenced itself; the attempt lost its host");
+                self.lost_attempts(&q, vec![lost], fx);
+            }
             Ok(RankEnd::StopOthers) => {
                 tracing::info!(job = %r.job_id, attempt = r.attempt, executor = %r.executor_id, "a rank failed; stopping the others");
                 self.stopping.insert(key);
@@ -159,6 +165,24 @@ impl State {
                 .cluster
                 .checkpoint_committed(id, c.attempt, mark);
         }
+    }
+
+    /// How long the executor may be silent before it is declared lost:
+    /// `default_secs`, or for an executor that fences itself, at least
+    /// until its fencing deadline and its attempts' grace have passed
+    /// (the core's rule, ADR 0007).
+    pub fn silence_allowed(&self, executor_id: &str, default_secs: u64) -> u64 {
+        let Some(e) = self.executors.get(executor_id) else {
+            return default_secs;
+        };
+        let Some(fence_after) = e.registration.fence_after_seconds else {
+            return default_secs;
+        };
+        let longest_grace = self
+            .queues
+            .get(&e.registration.job_queue)
+            .map_or(0, |qs| qs.cluster.longest_grace_on(executor_id));
+        default_secs.max(qm_core::silence_before_lost(fence_after, longest_grace))
     }
 
     /// The attempts an executor should hold.

@@ -34,6 +34,7 @@ fn report(job: &str, attempt: u32, phase: ReportPhase, exit: Option<i32>) -> Log
         signal: None,
         restored: None,
         error: None,
+        cause: None,
     })
 }
 
@@ -139,6 +140,7 @@ fn replaying_the_log_rebuilds_what_the_leader_saw() {
         incarnation: "a".into(),
         checkpoint_node: None,
         address: None,
+        fence_after_seconds: None,
     });
     let sub = |id: &str, name: &str, share: &str, p: u32| LogEntry::Submit {
         job_id: id.into(),
@@ -242,6 +244,7 @@ fn a_lost_or_restarted_executor_ends_its_attempts_host_lost() {
             incarnation: inc.into(),
             checkpoint_node: None,
             address: None,
+            fence_after_seconds: None,
         })
     };
     let Live { state: mut s, .. } = live(vec![
@@ -308,6 +311,7 @@ fn a_job_spread_over_executors_runs_as_one_gang() {
             incarnation: "a".into(),
             checkpoint_node: None,
             address: Some(format!("{id}.cluster.local")),
+            fence_after_seconds: None,
         })
     };
     let rank = |executor: &str, phase: ReportPhase, exit: Option<i32>| {
@@ -320,6 +324,7 @@ fn a_job_spread_over_executors_runs_as_one_gang() {
             signal: None,
             restored: None,
             error: None,
+            cause: None,
         })
     };
     let mut job = submit("gang", "QS1", 1);
@@ -472,6 +477,7 @@ fn entry_of(r: &qm_sim::trace::Recorded, s: &State) -> (u64, LogEntry) {
                 incarnation: incarnation.clone(),
                 checkpoint_node: None,
                 address: None,
+                fence_after_seconds: None,
             }),
         ),
         Recorded::NodeLost { at, name } => (
@@ -538,6 +544,7 @@ fn entry_of(r: &qm_sim::trace::Recorded, s: &State) -> (u64, LogEntry) {
                     signal: None,
                     restored,
                     error: None,
+                    cause: None,
                 }),
             )
         }
