@@ -424,6 +424,27 @@ impl Stack {
         self.executors.push(id.to_string());
     }
 
+    /// Sends `signal` to a service and waits up to `secs` for it to exit by
+    /// itself: how long it took, or None if it had to be killed.
+    pub fn stop_within(&mut self, name: &str, signal: &str, secs: u64) -> Option<Duration> {
+        let Some(mut child) = self.procs.remove(name) else {
+            panic!("no service {name}");
+        };
+        let started = Instant::now();
+        let _ = Command::new("kill")
+            .args([format!("-{signal}"), child.id().to_string()])
+            .status();
+        while started.elapsed() < Duration::from_secs(secs) {
+            if let Ok(Some(_)) = child.try_wait() {
+                return Some(started.elapsed());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        None
+    }
+
     /// Sends `signal` (e.g. "KILL", "TERM") to a service and waits for it to exit.
     pub fn signal(&mut self, name: &str, signal: &str) {
         let Some(mut child) = self.procs.remove(name) else {

@@ -1,5 +1,6 @@
 //! Operating Quartermaster end to end: jobs spread over several executors,
-//! checkpoints kept where the job says, and a NATS outage.
+//! checkpoints kept where the job says, a NATS outage, and services stopped
+//! during one.
 
 use std::time::Duration;
 
@@ -212,6 +213,59 @@ async fn a_nats_outage_loses_no_work() {
         .await;
     let up = stack.all_running();
     assert!(up, "a service exited:\n{}", stack.logs());
+    stack.stop_all();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn services_stopped_during_a_nats_outage_exit_and_what_they_could_not_send_is_delivered_later(
+) {
+    let nats = start_nats_on(Some(free_port())).await;
+    let (nats, _s3, mut stack) = running_on(nats, "stop-in-outage", TEAM_QUEUE).await;
+    stack.executor("node-1", "ops", "cpu.small", 1);
+    let job = stack.submit(&shell_job("brief", 1, "sleep 3")).await;
+    stack
+        .wait_for(&job, 60, "RUNNING", |j| j.status == "RUNNING")
+        .await;
+
+    // NATS goes away; the job ends meanwhile, so its end cannot be reported.
+    nats.container.stop().await.expect("NATS stops");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while stack.attempt_run("node-1", &job, 1).is_none() {
+        assert!(std::time::Instant::now() < deadline, "the job did not end");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    // Every service exits on SIGTERM although NATS is unreachable (the
+    // executor bounds each step: its jobs' grace, withdrawing its
+    // instances, delivering reports; the others 10-20 s at most).
+    for name in ["node-1", "checkpoint-node-1", "scheduler-1", "admission"] {
+        let took = stack.stop_within(name, "TERM", 90);
+        assert!(
+            took.is_some(),
+            "{name} did not exit on SIGTERM during the outage\n{}",
+            stack.logs()
+        );
+    }
+    let kept = stack.path().join("node-1").join("undelivered-reports.json");
+    assert!(
+        kept.exists(),
+        "the job's end was kept on disk\n{}",
+        stack.logs()
+    );
+
+    // NATS is back; the services start again, the executor on the same work
+    // directory: the kept report is delivered before it registers, so the
+    // job's attempt ends as it did (not HOST_LOST).
+    nats.container.start().await.expect("NATS starts again");
+    stack.admission();
+    stack.scheduler("scheduler-1");
+    stack.executor("node-1", "ops", "cpu.small", 1);
+    let j = stack.wait_final(&job, 120).await;
+    assert_eq!(j.status, "SUCCEEDED", "{j:#?}\n{}", stack.logs());
+    assert_eq!(j.attempts.len(), 1, "{j:#?}");
+    assert_eq!(j.attempts[0].outcome.as_deref(), Some("SUCCEEDED"));
+    assert!(!kept.exists(), "delivered once, then forgotten");
     stack.stop_all();
 }
 

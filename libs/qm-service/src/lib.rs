@@ -61,3 +61,24 @@ pub async fn connect(
 pub fn random_id() -> String {
     uuid::Uuid::new_v4().simple().to_string()
 }
+
+/// Waits for `work` for at most `limit`, for the steps of a shutdown that
+/// need NATS or S3: a service must exit within its stated time on SIGTERM
+/// even while they are unreachable. Logs what it gave up on.
+pub async fn within<T>(
+    what: &str,
+    limit: std::time::Duration,
+    work: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    match tokio::time::timeout(limit, work).await {
+        Ok(v) => Some(v),
+        Err(_) => {
+            tracing::warn!(
+                what,
+                seconds = limit.as_secs(),
+                "gave up waiting while shutting down (NATS or S3 unreachable?)"
+            );
+            None
+        }
+    }
+}

@@ -18,6 +18,7 @@ mod settings;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::StreamExt;
 use qm_core::{Cluster, Time};
@@ -152,10 +153,18 @@ async fn main() -> std::process::ExitCode {
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
         }
     }
-    // Finish the requests in hand (they are durable once acknowledged).
-    let _ = requests.unsubscribe().await;
-    while tasks.join_next().await.is_some() {}
-    let _ = client.flush().await;
+    // Finish the requests in hand (they are durable once acknowledged; one
+    // that cannot be stored within 10 s is not acknowledged, and its client
+    // retries it with the same clientToken).
+    qm_service::within(
+        "unsubscribing",
+        Duration::from_secs(2),
+        requests.unsubscribe(),
+    )
+    .await;
+    let in_hand = async { while tasks.join_next().await.is_some() {} };
+    qm_service::within("requests in hand", Duration::from_secs(10), in_hand).await;
+    qm_service::within("NATS flush", Duration::from_secs(2), client.flush()).await;
     tracing::info!("admission stopped");
     std::process::ExitCode::SUCCESS
 }

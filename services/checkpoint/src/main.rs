@@ -196,23 +196,33 @@ async fn main() -> std::process::ExitCode {
             }
         }
     }
-    // Final commits of everything tracked, so nothing written is lost.
-    let jobs: Vec<Arc<Mutex<JobSync>>> = service.jobs.lock().await.values().cloned().collect();
-    for job in jobs {
-        let mut j = job.lock().await;
-        if let Some((request, t)) = j.tracking.take() {
-            t.abort();
-            match service.sync_once(&request, &mut j).await {
-                Ok(()) => {
-                    tracing::info!(job = %request.job_id, attempt = request.attempt, "final commit before stopping")
-                }
-                Err(e) => {
-                    tracing::warn!(job = %request.job_id, error = %e.message, "final commit failed")
+    // Final commits of everything tracked, so nothing written is lost (at
+    // most 20 s: with S3 unreachable, what was committed before stays the
+    // newest checkpoint).
+    let final_commits = async {
+        let jobs: Vec<Arc<Mutex<JobSync>>> = service.jobs.lock().await.values().cloned().collect();
+        for job in jobs {
+            let mut j = job.lock().await;
+            if let Some((request, t)) = j.tracking.take() {
+                t.abort();
+                match service.sync_once(&request, &mut j).await {
+                    Ok(()) => {
+                        tracing::info!(job = %request.job_id, attempt = request.attempt, "final commit before stopping")
+                    }
+                    Err(e) => {
+                        tracing::warn!(job = %request.job_id, error = %e.message, "final commit failed")
+                    }
                 }
             }
         }
-    }
-    let _ = client.flush().await;
+    };
+    qm_service::within(
+        "final checkpoint commits",
+        Duration::from_secs(20),
+        final_commits,
+    )
+    .await;
+    qm_service::within("NATS flush", Duration::from_secs(2), client.flush()).await;
     tracing::info!("checkpoint service stopped");
     std::process::ExitCode::SUCCESS
 }

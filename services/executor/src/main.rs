@@ -21,6 +21,7 @@ mod attempts;
 mod error;
 mod gpus;
 mod node;
+mod outbox;
 mod process;
 mod settings;
 
@@ -84,7 +85,16 @@ async fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
-    let reporter = tokio::spawn(reporter(js, report_subject, rx));
+    // Reports a previous run on this work directory could not deliver go
+    // first, before registering ends that run's attempts HOST_LOST.
+    let outbox = Arc::new(outbox::Outbox::new(&settings.work_dir));
+    let kept = outbox.load();
+    if !kept.is_empty() {
+        tracing::info!(reports = kept.len(), path = %outbox.path().display(), "delivering reports kept from the last shutdown");
+        nats::append_batch_durably(&js, node::appends(&report_subject, kept)).await;
+        outbox.clear_saved();
+    }
+    let reporter = tokio::spawn(reporter(js, report_subject, rx, Arc::clone(&outbox)));
     let executor = Arc::new(Executor {
         incarnation: qm_service::random_id(),
         gpus,
@@ -95,6 +105,7 @@ async fn main() -> std::process::ExitCode {
         leader,
         epoch: Mutex::new(None),
         reports: tx,
+        outbox: Arc::clone(&outbox),
         draining: std::sync::atomic::AtomicBool::new(false),
         contact: Mutex::new(tokio::time::Instant::now()),
         fenced: std::sync::atomic::AtomicBool::new(false),
@@ -143,8 +154,26 @@ async fn main() -> std::process::ExitCode {
     beats.abort();
     fence.abort();
     drop(executor);
-    // Let the reporter deliver what is queued.
-    let _ = tokio::time::timeout(Duration::from_secs(10), reporter).await;
-    let _ = client.flush().await;
+    // Let the reporter deliver what is queued; whatever NATS does not take
+    // within 10 s is kept on disk for the next start.
+    let delivered = async {
+        while !outbox.is_empty() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    qm_service::within("delivering reports", Duration::from_secs(10), delivered).await;
+    reporter.abort();
+    if !outbox.is_empty() {
+        match outbox.save() {
+            Ok(n) => {
+                tracing::warn!(reports = n, path = %outbox.path().display(), "NATS unreachable: reports kept on disk; they are delivered when this executor next starts")
+            }
+            Err(e) => {
+                tracing::error!(path = %outbox.path().display(), error = %e, "reports could not be delivered nor saved")
+            }
+        }
+    }
+    qm_service::within("NATS flush", Duration::from_secs(2), client.flush()).await;
+    tracing::info!("executor stopped");
     std::process::ExitCode::SUCCESS
 }

@@ -15,6 +15,7 @@ use qm_wire::system::{
 };
 use tokio::sync::{mpsc, watch};
 
+use crate::outbox::{report_id, Outbox};
 use crate::settings::Settings;
 
 /// A running attempt: how to stop it.
@@ -47,6 +48,8 @@ pub struct Executor {
     /// The lease's epoch as last read, and when.
     pub(crate) epoch: Mutex<Option<(u64, tokio::time::Instant)>>,
     pub(crate) reports: mpsc::UnboundedSender<Report>,
+    /// Every report queued and not yet stored by the log.
+    pub(crate) outbox: Arc<Outbox>,
     /// Shutting down: attempts end without reports; withdrawing the
     /// instances afterwards ends them HOST_LOST, so they are requeued (a
     /// trainer exiting 0 after SIGTERM must not read as success).
@@ -124,6 +127,7 @@ impl Executor {
     }
 
     pub(crate) fn send(&self, r: Report) {
+        self.outbox.hold(&r);
         let _ = self.reports.send(r);
     }
 
@@ -277,24 +281,33 @@ impl Executor {
     }
 }
 
-/// Appends reports to the log in order, each until acknowledged.
+/// Appends reports to the log in order, each until acknowledged, and tells
+/// the outbox which were stored.
 pub(crate) async fn reporter(
     js: async_nats::jetstream::Context,
     subject: String,
     mut rx: mpsc::UnboundedReceiver<Report>,
+    outbox: Arc<Outbox>,
 ) {
     // Whatever is queued goes out together, pipelined (one round trip for
     // the batch, not one per report).
     let mut batch = Vec::new();
     while rx.recv_many(&mut batch, 512).await > 0 {
-        let appends = batch
-            .drain(..)
-            .filter_map(|r: Report| {
-                let id = format!("{}-{}-{}-{:?}", r.executor_id, r.job_id, r.attempt, r.phase);
-                let body = serde_json::to_vec(&LogEntry::Report(r)).ok()?;
-                Some((subject.clone(), body.into(), id))
-            })
-            .collect();
-        nats::append_batch_durably(&js, appends).await;
+        let reports: Vec<Report> = std::mem::take(&mut batch);
+        let ids: Vec<String> = reports.iter().map(report_id).collect();
+        nats::append_batch_durably(&js, appends(&subject, reports)).await;
+        outbox.delivered(&ids);
     }
+}
+
+/// Reports as log appends, each with its message id.
+pub(crate) fn appends(subject: &str, reports: Vec<Report>) -> Vec<nats::Append> {
+    reports
+        .into_iter()
+        .filter_map(|r: Report| {
+            let id = report_id(&r);
+            let body = serde_json::to_vec(&LogEntry::Report(r)).ok()?;
+            Some((subject.to_string(), body.into(), id))
+        })
+        .collect()
 }

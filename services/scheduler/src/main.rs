@@ -95,6 +95,7 @@ async fn main() -> std::process::ExitCode {
             got = leader::acquire(&storage.leader, &settings.holder, ttl) => Some(got),
         };
         let Some((epoch, revision)) = acquired else {
+            tracing::info!("scheduler stopped (was standing by)");
             return std::process::ExitCode::SUCCESS;
         };
         tracing::info!(epoch, holder = %settings.holder, "became the scheduler leader");
@@ -109,8 +110,9 @@ async fn main() -> std::process::ExitCode {
         keeper.abort();
         match outcome {
             runner::Outcome::Shutdown => {
-                leader::release(&storage.leader, &settings.holder).await;
-                let _ = client.flush().await;
+                let release = leader::release(&storage.leader, &settings.holder);
+                qm_service::within("releasing the lease", Duration::from_secs(3), release).await;
+                qm_service::within("NATS flush", Duration::from_secs(2), client.flush()).await;
                 tracing::info!("scheduler stopped");
                 return std::process::ExitCode::SUCCESS;
             }

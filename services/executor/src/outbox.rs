@@ -1,0 +1,148 @@
+//! Reports the log has not acknowledged yet. Every report is held here from
+//! the moment it is queued until JetStream stores it. An executor stopped
+//! (SIGTERM) while NATS is unreachable does not wait for NATS forever: it
+//! saves what is still held to `<workDir>/undelivered-reports.json` and
+//! exits; the next executor started on that work directory appends them
+//! before it registers, so an attempt that ended during the outage is
+//! recorded as it ended (not as a lost host). Appends carry the report's
+//! message id, so one stored twice is stored once.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use qm_wire::system::Report;
+
+pub(crate) struct Outbox {
+    unsent: Mutex<Vec<(String, Report)>>,
+    path: PathBuf,
+}
+
+/// The message id a report is appended with (JetStream drops a second
+/// append with the same id within the log's de-duplication window).
+pub(crate) fn report_id(r: &Report) -> String {
+    format!("{}-{}-{}-{:?}", r.executor_id, r.job_id, r.attempt, r.phase)
+}
+
+impl Outbox {
+    pub(crate) fn new(work_dir: &str) -> Outbox {
+        Outbox {
+            unsent: Mutex::new(Vec::new()),
+            path: PathBuf::from(work_dir).join("undelivered-reports.json"),
+        }
+    }
+
+    pub(crate) fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    /// A report was queued for the log.
+    pub(crate) fn hold(&self, r: &Report) {
+        if let Ok(mut u) = self.unsent.lock() {
+            u.push((report_id(r), r.clone()));
+        }
+    }
+
+    /// The log stored these.
+    pub(crate) fn delivered(&self, ids: &[String]) {
+        if let Ok(mut u) = self.unsent.lock() {
+            u.retain(|(id, _)| !ids.contains(id));
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.unsent.lock().map_or(true, |u| u.is_empty())
+    }
+
+    /// Writes what is still held to disk (atomically: a temporary file
+    /// renamed over the old one). Returns how many reports it kept.
+    pub(crate) fn save(&self) -> std::io::Result<usize> {
+        let reports: Vec<Report> = self
+            .unsent
+            .lock()
+            .map(|u| u.iter().map(|(_, r)| r.clone()).collect())
+            .unwrap_or_default();
+        let mut all = self.load();
+        all.extend(reports);
+        if all.is_empty() {
+            return Ok(0);
+        }
+        let tmp = self.path.with_extension("json.tmp");
+        let body = serde_json::to_vec_pretty(&all).map_err(std::io::Error::other)?;
+        std::fs::write(&tmp, body)?;
+        std::fs::rename(&tmp, &self.path)?;
+        Ok(all.len())
+    }
+
+    /// The reports a previous executor saved (none if there is no file; an
+    /// unreadable file is set aside, named, rather than lost or retried
+    /// forever).
+    pub(crate) fn load(&self) -> Vec<Report> {
+        let Ok(bytes) = std::fs::read(&self.path) else {
+            return Vec::new();
+        };
+        match serde_json::from_slice(&bytes) {
+            Ok(reports) => reports,
+            Err(e) => {
+                let aside = self.path.with_extension("json.unreadable");
+                tracing::error!(path = %self.path.display(), moved_to = %aside.display(), error = %e, "saved reports unreadable; set aside");
+                let _ = std::fs::rename(&self.path, &aside);
+                Vec::new()
+            }
+        }
+    }
+
+    /// The saved reports were appended: forget them.
+    pub(crate) fn clear_saved(&self) {
+        if let Err(e) = std::fs::remove_file(&self.path) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(path = %self.path.display(), error = %e, "cannot remove delivered reports");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use qm_wire::system::ReportPhase;
+
+    fn report(job: &str, phase: ReportPhase) -> Report {
+        Report {
+            executor_id: "node-1".into(),
+            job_id: job.into(),
+            attempt: 1,
+            phase,
+            exit_code: Some(0),
+            signal: None,
+            restored: None,
+            error: None,
+            cause: None,
+        }
+    }
+
+    #[test]
+    fn held_reports_survive_a_restart_until_delivered() {
+        let dir = std::env::temp_dir().join(format!("qm-outbox-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let first = Outbox::new(dir.to_str().expect("utf-8"));
+        let (running, ended) = (
+            report("j-1", ReportPhase::Running),
+            report("j-1", ReportPhase::Ended),
+        );
+        first.hold(&running);
+        first.hold(&ended);
+        first.delivered(&[report_id(&running)]);
+        assert!(!first.is_empty());
+        assert_eq!(first.save().expect("saved"), 1);
+
+        let next = Outbox::new(dir.to_str().expect("utf-8"));
+        assert_eq!(next.load(), vec![ended.clone()], "only the undelivered one");
+        next.clear_saved();
+        assert!(next.load().is_empty(), "delivered once");
+
+        std::fs::write(next.path(), b"{ not json").expect("write");
+        assert!(next.load().is_empty(), "an unreadable file is set aside");
+        assert!(next.path().with_extension("json.unreadable").exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
