@@ -424,6 +424,18 @@ impl Stack {
         self.executors.push(id.to_string());
     }
 
+    /// Sends `signal` (e.g. "STOP" to pause, "CONT" to resume) to a service
+    /// without waiting for anything.
+    pub fn send_signal(&self, name: &str, signal: &str) {
+        let child = self
+            .procs
+            .get(name)
+            .unwrap_or_else(|| panic!("no service {name}"));
+        let _ = Command::new("kill")
+            .args([format!("-{signal}"), child.id().to_string()])
+            .status();
+    }
+
     /// Sends `signal` to a service and waits up to `secs` for it to exit by
     /// itself: how long it took, or None if it had to be killed.
     pub fn stop_within(&mut self, name: &str, signal: &str, secs: u64) -> Option<Duration> {

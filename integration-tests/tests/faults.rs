@@ -5,7 +5,12 @@
 use qm_integration_tests::proxy::Proxy;
 use qm_integration_tests::stack::{digest_in, reference_digest, start_nats, trainer_job, Stack};
 use qm_integration_tests::{start_s3, S3Server};
-use qm_wire::messages::{ListServiceJobs, ListServiceJobsResponse, QueueRef, Reply};
+use std::time::Duration;
+
+use qm_service::client::CallError;
+use qm_wire::messages::{
+    JobRef, ListServiceJobs, ListServiceJobsResponse, QueueRef, Reply, ServiceJob,
+};
 use qm_wire::subjects::Operation;
 
 const QUEUE_YAML: &str = include_str!("../../examples/queues/three-shares.yaml");
@@ -295,6 +300,80 @@ async fn a_partitioned_executor_fences_itself_so_its_job_never_runs_twice() {
         stack.attempt_dirs("node-1", &job),
         1,
         "node-1 never ran the first job again"
+    );
+    stack.stop_all();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_leader_paused_past_its_lease_changes_nothing_when_it_resumes() {
+    let (_n, _s, mut stack) = stack("paused-leader").await;
+    stack.scheduler("scheduler-2");
+    stack.executor("node-1", "training", "ml.g5.xlarge", 2);
+    let args = [
+        "--steps",
+        "400",
+        "--checkpoint-every",
+        "20",
+        "--step-delay-ms",
+        "25",
+    ];
+    let expected = reference_digest(&args[..4]);
+    let long = stack
+        .submit(&trainer_job("long", "training", "QS1", 1, &args))
+        .await;
+    stack
+        .wait_for(&long, 60, "RUNNING", |j| j.status == "RUNNING")
+        .await;
+
+    // Two schedulers believe they lead: scheduler-1 is paused (SIGSTOP)
+    // past its 2 s lease, and scheduler-2 takes over and decides.
+    stack.send_signal("scheduler-1", "STOP");
+    stack.wait_leader("scheduler-2").await;
+    let short = stack
+        .submit(&trainer_job(
+            "short",
+            "training",
+            "QS1",
+            1,
+            &["--steps", "20"],
+        ))
+        .await;
+    let s = stack.wait_final(&short, 60).await;
+    assert_eq!(s.status, "SUCCEEDED", "{s:#?}");
+
+    // scheduler-1 resumes with its stale state (it never saw `short`): it
+    // must not answer for the queue, nor command executors, nor store a
+    // decision.
+    stack.send_signal("scheduler-1", "CONT");
+    for _ in 0..40 {
+        let r: Result<ServiceJob, CallError> = stack
+            .client
+            .call(
+                Operation::DescribeServiceJob,
+                &JobRef {
+                    job_id: short.clone(),
+                },
+            )
+            .await;
+        match r {
+            Ok(j) => assert_eq!(j.status, "SUCCEEDED", "a stale read: {j:#?}"),
+            Err(CallError::Api(e)) => panic!("a stale read answered: {e:?}\n{}", stack.logs()),
+            Err(_) => {} // no answer: retried
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let j = stack.wait_final(&long, 120).await;
+    assert_eq!(j.status, "SUCCEEDED", "{j:#?}\n{}", stack.logs());
+    assert_eq!(j.attempts.len(), 1, "it ran once: {j:#?}");
+    assert_eq!(stack.attempt_dirs("node-1", &long), 1);
+    assert_eq!(stack.attempt_dirs("node-1", &short), 1);
+    let out = stack.attempt_stdout("node-1", &long, 1);
+    assert_eq!(digest_in(&out).as_deref(), Some(expected.as_str()), "{out}");
+    let old = stack.log_of("scheduler-1");
+    assert!(
+        old.contains("lost the scheduler lease")
+            || old.contains("another scheduler appended a decision"),
+        "scheduler-1 noticed it was deposed:\n{old}"
     );
     stack.stop_all();
 }

@@ -11,6 +11,7 @@
 //! fenced in the log itself (expected-last-sequence appends), so even a
 //! leader that has not yet noticed it was deposed cannot store a decision.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_nats::jetstream::kv;
@@ -29,9 +30,14 @@ fn lease(holder: &str, ttl: Duration, epoch: Option<u64>) -> bytes::Bytes {
     serde_json::to_vec(&l).unwrap_or_default().into()
 }
 
-/// Waits until this process holds the lease; returns the epoch and the
-/// key's current revision.
-pub async fn acquire(store: &kv::Store, holder: &str, ttl: Duration) -> (u64, u64) {
+/// Waits until this process holds the lease; returns the epoch, the key's
+/// current revision, and when the winning write was sent (before the
+/// entry was read, so never later than the write).
+pub async fn acquire(
+    store: &kv::Store,
+    holder: &str,
+    ttl: Duration,
+) -> (u64, u64, tokio::time::Instant) {
     let mut announced = false;
     // The lease entry's revision as first seen, and when (local monotonic
     // time): a holder renews every ttl / 3, so a revision unchanged for a
@@ -39,6 +45,7 @@ pub async fn acquire(store: &kv::Store, holder: &str, ttl: Duration) -> (u64, u6
     // another host is ever compared with ours (ADR 0007).
     let mut watched: Option<(u64, tokio::time::Instant)> = None;
     loop {
+        let sent = tokio::time::Instant::now();
         let attempt = match store.entry(KEY).await {
             Ok(None) => store.create(KEY, lease(holder, ttl, None)).await.ok(),
             Ok(Some(e)) => {
@@ -78,36 +85,70 @@ pub async fn acquire(store: &kv::Store, holder: &str, ttl: Duration) -> (u64, u6
             }
         };
         if let Some(revision) = attempt {
-            return (revision, revision);
+            return (revision, revision, sent);
         }
         tokio::time::sleep(ttl / 5).await;
     }
 }
 
+/// Until when this process surely holds the lease, by its own monotonic
+/// clock: the instant its last successful write of the lease was *sent*,
+/// plus the TTL (a candidate waits a whole TTL after it first sees a
+/// revision, which is after that write was sent). Past it, another
+/// scheduler may lead: a leader neither answers reads nor sends commands
+/// (a paused or partitioned leader that resumes cannot act on stale state
+/// before it notices it was deposed).
+#[derive(Clone)]
+pub struct Tenure(Arc<Mutex<tokio::time::Instant>>);
+
+impl Tenure {
+    fn new(until: tokio::time::Instant) -> Tenure {
+        Tenure(Arc::new(Mutex::new(until)))
+    }
+
+    fn extend(&self, until: tokio::time::Instant) {
+        if let Ok(mut u) = self.0.lock() {
+            *u = (*u).max(until);
+        }
+    }
+
+    /// Whether the lease is surely still this process's.
+    pub fn current(&self) -> bool {
+        self.0
+            .lock()
+            .is_ok_and(|u| tokio::time::Instant::now() < *u)
+    }
+}
+
 /// Renews the lease every `ttl / 3` in the background. The receiver turns
-/// true when the lease is lost (taken by another, or not renewed in time).
+/// true when the lease is lost (taken by another, or not renewed in time);
+/// the tenure says until when it is surely held. `taken_at` is when the
+/// write that took the lease was sent.
 pub fn keep(
     store: kv::Store,
     holder: String,
     ttl: Duration,
     epoch: u64,
     mut revision: u64,
-) -> (watch::Receiver<bool>, tokio::task::JoinHandle<()>) {
+    taken_at: tokio::time::Instant,
+) -> (watch::Receiver<bool>, Tenure, tokio::task::JoinHandle<()>) {
     let (tx, rx) = watch::channel(false);
+    let tenure = Tenure::new(taken_at + ttl);
+    let held = tenure.clone();
     let task = tokio::spawn(async move {
-        let mut valid_until = tokio::time::Instant::now() + ttl;
         loop {
             tokio::time::sleep(ttl / 3).await;
+            let sent = tokio::time::Instant::now();
             match store
                 .update(KEY, lease(&holder, ttl, Some(epoch)), revision)
                 .await
             {
                 Ok(r) => {
                     revision = r;
-                    valid_until = tokio::time::Instant::now() + ttl;
+                    held.extend(sent + ttl);
                 }
                 Err(e) => {
-                    let expired = tokio::time::Instant::now() >= valid_until;
+                    let expired = !held.current();
                     let taken =
                         matches!(store.entry(KEY).await, Ok(Some(en)) if en.revision != revision);
                     if taken || expired {
@@ -120,7 +161,7 @@ pub fn keep(
             }
         }
     });
-    (rx, task)
+    (rx, tenure, task)
 }
 
 /// Gives the lease up (on shutdown) so a standby takes over at once.

@@ -94,19 +94,25 @@ async fn main() -> std::process::ExitCode {
             _ = &mut shutdown => None,
             got = leader::acquire(&storage.leader, &settings.holder, ttl) => Some(got),
         };
-        let Some((epoch, revision)) = acquired else {
+        let Some((epoch, revision, taken_at)) = acquired else {
             tracing::info!("scheduler stopped (was standing by)");
             return std::process::ExitCode::SUCCESS;
         };
         tracing::info!(epoch, holder = %settings.holder, "became the scheduler leader");
-        let (lost, keeper) = leader::keep(
+        let (lost, tenure, keeper) = leader::keep(
             storage.leader.clone(),
             settings.holder.clone(),
             ttl,
             epoch,
             revision,
+            taken_at,
         );
-        let outcome = runner::run(&client, &storage, &settings, epoch, lost, &mut shutdown).await;
+        let lease = runner::Lease {
+            epoch,
+            lost,
+            tenure,
+        };
+        let outcome = runner::run(&client, &storage, &settings, lease, &mut shutdown).await;
         keeper.abort();
         match outcome {
             runner::Outcome::Shutdown => {

@@ -39,7 +39,7 @@ use qm_wire::messages::{
 };
 use qm_wire::subjects;
 use qm_wire::system::{
-    ExecCommand, Heartbeat, HeartbeatAck, LogEntry, SchedOperation, SchedRequest,
+    AttemptKey, ExecCommand, Heartbeat, HeartbeatAck, LogEntry, SchedOperation, SchedRequest,
 };
 
 use crate::state::{Effect, Effects, Logged, Position, Positions, State};
@@ -81,6 +81,14 @@ fn events_error(e: impl Into<async_nats::Error>) -> LeadError {
     LeadError::Events(e.into())
 }
 
+/// A command as the resend bookkeeping knows it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct SentCommand {
+    executor: String,
+    attempt: AttemptKey,
+    start: bool,
+}
+
 /// Header of a decision: the last non-decision entry its leader had applied.
 const AFTER_HEADER: &str = "Qm-After";
 /// Header of an event: where in the applied order it was produced.
@@ -117,7 +125,10 @@ struct Runner<'a> {
     /// itself stalled (e.g. an append waiting out a NATS outage) and could
     /// not read heartbeats, so the gap does not count against executors.
     last_check: Option<Instant>,
-    sent: HashMap<(String, String, u32, bool), Instant>,
+    /// When each command was last sent (resent only after `resendSeconds`).
+    sent: HashMap<SentCommand, Instant>,
+    /// Until when the lease is surely this leader's.
+    tenure: crate::leader::Tenure,
     writes: VecDeque<(SchedRequest, Option<async_nats::Subject>)>,
     dirty: bool,
     /// Numbers the events published (see the module comment).
@@ -128,15 +139,28 @@ fn ms_of(info: &async_nats::jetstream::message::Info<'_>) -> u64 {
     (info.published.unix_timestamp_nanos() / 1_000_000).max(0) as u64
 }
 
+/// The lease this leader holds: its epoch, a signal that it was lost, and
+/// until when it is surely held (see `leader::Tenure`).
+pub struct Lease {
+    pub epoch: u64,
+    pub lost: tokio::sync::watch::Receiver<bool>,
+    pub tenure: crate::leader::Tenure,
+}
+
 pub async fn run(
     client: &async_nats::Client,
     storage: &Storage,
     settings: &Settings,
-    epoch: u64,
-    mut lost: tokio::sync::watch::Receiver<bool>,
+    lease: Lease,
     shutdown: &mut Pin<&mut impl Future<Output = ()>>,
 ) -> Outcome {
+    let Lease {
+        epoch,
+        mut lost,
+        tenure,
+    } = lease;
     let mut runner = Runner {
+        tenure,
         client,
         storage,
         settings,
@@ -455,6 +479,11 @@ impl Runner<'_> {
             Effect::Job(e, subject) => (subject.clone(), serde_json::to_vec(e)),
             Effect::Preemption(e, subject) => (subject.clone(), serde_json::to_vec(e)),
             Effect::Command(executor, cmd) => {
+                if !self.tenure.current() {
+                    // Executors would refuse its epoch anyway; the leader
+                    // that holds the lease sends its own.
+                    return;
+                }
                 let (job, attempt, start) = match cmd {
                     ExecCommand::Start {
                         job_id, attempt, ..
@@ -463,7 +492,11 @@ impl Runner<'_> {
                         job_id, attempt, ..
                     } => (job_id, *attempt, false),
                 };
-                let key = (executor.clone(), job.clone(), attempt, start);
+                let key = SentCommand {
+                    executor: executor.clone(),
+                    attempt: AttemptKey::new(job.clone(), attempt),
+                    start,
+                };
                 if resend {
                     let wait = Duration::from_secs(self.settings.resend_seconds);
                     if self.sent.get(&key).is_some_and(|t| t.elapsed() < wait) {
@@ -635,6 +668,13 @@ impl Runner<'_> {
     // ----- requests relayed by admission -------------------------------------
 
     async fn request(&mut self, msg: async_nats::Message) {
+        if !self.tenure.current() {
+            // Possibly deposed (paused or cut off past the lease): its state
+            // may be stale. The current leader answers; a caller with no
+            // answer retries.
+            tracing::warn!("request not answered: the lease is not surely held");
+            return;
+        }
         let req = match decode::<SchedRequest>(&msg.payload) {
             Ok(r) => r,
             Err(e) => return self.reply::<()>(msg.reply, Err(e)).await,
