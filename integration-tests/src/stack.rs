@@ -651,6 +651,53 @@ impl Stack {
         Some((v["launchedAtMs"].as_u64()?, v["endedAtMs"].as_u64()?))
     }
 
+    /// The job's status changes as stored in the QM_EVENTS stream (read as
+    /// the scheduler, which reads that stream after a failover), ordered by their
+    /// `Qm-Position` and with duplicates (the same position) dropped:
+    /// (from, to) pairs.
+    pub async fn stored_transitions(&self, job_id: &str) -> Vec<(String, String)> {
+        use futures::StreamExt;
+        let scheduler = self.auth.client(&self.nats_url, "scheduler").await;
+        let js = async_nats::jetstream::new(scheduler.nats.clone());
+        let stream = js.get_stream("QM_EVENTS").await.expect("events stream");
+        let consumer = stream
+            .create_consumer(async_nats::jetstream::consumer::pull::OrderedConfig {
+                filter_subject: "qm.v1.events.job.>".into(),
+                ..Default::default()
+            })
+            .await
+            .expect("consumer");
+        let pending = consumer.cached_info().num_pending;
+        let mut messages = consumer.messages().await.expect("messages");
+        let mut seen = std::collections::BTreeMap::new();
+        for _ in 0..pending {
+            let Ok(Some(Ok(m))) =
+                tokio::time::timeout(Duration::from_secs(5), messages.next()).await
+            else {
+                break;
+            };
+            let v: serde_json::Value = serde_json::from_slice(&m.payload).unwrap_or_default();
+            if v["jobId"] != job_id {
+                continue;
+            }
+            let position: Vec<u64> = m
+                .headers
+                .as_ref()
+                .and_then(|h| h.get("Qm-Position"))
+                .map(|p| {
+                    p.as_str()
+                        .split('.')
+                        .filter_map(|n| n.parse().ok())
+                        .collect()
+                })
+                .unwrap_or_default();
+            let from = v["from"].as_str().unwrap_or("").to_string();
+            let to = v["to"].as_str().unwrap_or("").to_string();
+            seen.insert(position, (from, to));
+        }
+        seen.into_values().collect()
+    }
+
     /// How many attempt directories the executor made for the job.
     pub fn attempt_dirs(&self, executor: &str, job_id: &str) -> usize {
         std::fs::read_dir(self.dir.join(executor).join(job_id)).map_or(0, |d| d.count())

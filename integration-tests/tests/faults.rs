@@ -369,6 +369,20 @@ async fn a_leader_paused_past_its_lease_changes_nothing_when_it_resumes() {
     assert_eq!(stack.attempt_dirs("node-1", &short), 1);
     let out = stack.attempt_stdout("node-1", &long, 1);
     assert_eq!(digest_in(&out).as_deref(), Some(expected.as_str()), "{out}");
+    // Its events, across the change of leader, reached the stream in order
+    // and without a gap.
+    let stored = stack.stored_transitions(&long).await;
+    for pair in stored.windows(2) {
+        assert_eq!(
+            pair[0].1, pair[1].0,
+            "a gap in the stored events: {stored:?}"
+        );
+    }
+    assert_eq!(
+        stored.last().map(|(_, to)| to.as_str()),
+        Some("SUCCEEDED"),
+        "{stored:?}"
+    );
     let old = stack.log_of("scheduler-1");
     assert!(
         old.contains("lost the scheduler lease")

@@ -203,6 +203,25 @@ async fn a_nats_outage_loses_no_work() {
     let j = stack.wait_final(&through, 120).await;
     assert_eq!(j.status, "SUCCEEDED", "{j:#?}");
     assert_eq!(j.attempts.len(), 1, "the attempt was not lost: {j:#?}");
+    // Every status change reached the events stream, in order, through the
+    // outage: each starts where the one before it ended.
+    let stored = stack.stored_transitions(&through).await;
+    let statuses: Vec<&str> = stored
+        .iter()
+        .filter(|(from, to)| from != to)
+        .map(|(_, to)| to.as_str())
+        .collect();
+    assert_eq!(
+        statuses,
+        ["RUNNABLE", "SCHEDULED", "STARTING", "RUNNING", "SUCCEEDED"],
+        "{stored:?}"
+    );
+    for pair in stored.windows(2) {
+        assert_eq!(
+            pair[0].1, pair[1].0,
+            "a gap in the stored events: {stored:?}"
+        );
+    }
     let out = stack.attempt_stdout("node-1", &through, 1);
     assert_eq!(digest_in(&out).as_deref(), Some(expected.as_str()), "{out}");
     // New work is accepted, scheduled and run after the outage.

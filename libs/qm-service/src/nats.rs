@@ -445,26 +445,70 @@ pub type Append = (String, bytes::Bytes, String);
 /// acknowledgements awaited in order; any that failed is appended again
 /// (durably, in order; its message id keeps a stored one from doubling).
 pub async fn append_batch_durably(js: &jetstream::Context, batch: Vec<Append>) {
+    let batch = batch
+        .into_iter()
+        .map(|(subject, payload, id)| {
+            let mut headers = async_nats::HeaderMap::new();
+            headers.insert("Nats-Msg-Id", id.as_str());
+            (subject, payload, headers)
+        })
+        .collect();
+    publish_batch_durably(js, batch).await;
+}
+
+/// [`append_batch_durably`] with headers of the caller's own; they must
+/// include a `Nats-Msg-Id` unique to the entry, so that an entry stored
+/// but not acknowledged is not stored twice when it is sent again.
+pub async fn publish_batch_durably(
+    js: &jetstream::Context,
+    batch: Vec<(String, bytes::Bytes, async_nats::HeaderMap)>,
+) {
     let mut pending = Vec::with_capacity(batch.len());
-    for (subject, payload, id) in batch {
-        let mut headers = async_nats::HeaderMap::new();
-        headers.insert("Nats-Msg-Id", id.as_str());
+    for (subject, payload, headers) in batch {
         let ack = js
-            .publish_with_headers(subject.clone(), headers, payload.clone())
+            .publish_with_headers(subject.clone(), headers.clone(), payload.clone())
             .await;
-        pending.push((subject, payload, id, ack));
+        pending.push((subject, payload, headers, ack));
     }
     let mut failed = Vec::new();
-    for (subject, payload, id, ack) in pending {
+    for (subject, payload, headers, ack) in pending {
         let stored = match ack {
             Ok(ack) => ack.await.is_ok(),
             Err(_) => false,
         };
         if !stored {
-            failed.push((subject, payload, id));
+            failed.push((subject, payload, headers));
         }
     }
-    for (subject, payload, id) in failed {
-        append_durably(js, subject, payload, Some(id)).await;
+    for (subject, payload, headers) in failed {
+        publish_durably(js, subject, payload, headers).await;
+    }
+}
+
+/// Publishes to a stream until the server acknowledges it (retrying with
+/// backoff), with the caller's headers (including its `Nats-Msg-Id`).
+async fn publish_durably(
+    js: &jetstream::Context,
+    subject: String,
+    payload: bytes::Bytes,
+    headers: async_nats::HeaderMap,
+) {
+    let publish = || async {
+        match js
+            .publish_with_headers(subject.clone(), headers.clone(), payload.clone())
+            .await
+        {
+            Ok(ack) => ack.await.map(drop).map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        }
+    };
+    let stored = publish
+        .retry(crate::retry::forever(Duration::from_millis(100)))
+        .notify(|e: &String, _| {
+            tracing::warn!(%subject, error = %e, "publish to a stream failed; retrying")
+        })
+        .await;
+    if stored.is_err() {
+        unreachable!("retried forever");
     }
 }

@@ -81,6 +81,23 @@ fn events_error(e: impl Into<async_nats::Error>) -> LeadError {
     LeadError::Events(e.into())
 }
 
+/// An event to store: subject, payload, headers (position and message id).
+type Event = (String, bytes::Bytes, async_nats::HeaderMap);
+
+/// Stores events on the events stream in the order they were produced, each
+/// until acknowledged: batches are pipelined and any event not acknowledged
+/// is sent again (its message id keeps it from being stored twice). Runs
+/// until the leader that feeds it is gone and its queue is empty.
+async fn publish_events(
+    js: async_nats::jetstream::Context,
+    mut queued: tokio::sync::mpsc::UnboundedReceiver<Event>,
+) {
+    let mut batch = Vec::new();
+    while queued.recv_many(&mut batch, 512).await > 0 {
+        qm_service::nats::publish_batch_durably(&js, std::mem::take(&mut batch)).await;
+    }
+}
+
 /// A command as the resend bookkeeping knows it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct SentCommand {
@@ -129,6 +146,8 @@ struct Runner<'a> {
     sent: HashMap<SentCommand, Instant>,
     /// Until when the lease is surely this leader's.
     tenure: crate::leader::Tenure,
+    /// Job and preemption events, in order, to the publisher task.
+    events: tokio::sync::mpsc::UnboundedSender<Event>,
     writes: VecDeque<(SchedRequest, Option<async_nats::Subject>)>,
     dirty: bool,
     /// Numbers the events published (see the module comment).
@@ -159,7 +178,10 @@ pub async fn run(
         mut lost,
         tenure,
     } = lease;
+    let (events, queued) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(publish_events(storage.js.clone(), queued));
     let mut runner = Runner {
+        events,
         tenure,
         client,
         storage,
@@ -471,8 +493,13 @@ impl Runner<'_> {
         let mut headers = None;
         if effect.is_event() {
             let (a, b, i) = self.positions.next_event();
+            let position = format!("{a}.{b}.{i}");
             let mut h = async_nats::HeaderMap::new();
-            h.insert(POSITION_HEADER, format!("{a}.{b}.{i}").as_str());
+            h.insert(POSITION_HEADER, position.as_str());
+            // The position names the event: one republished after a
+            // failover, or sent again after a lost acknowledgement, is
+            // stored once (within the stream's duplicate window).
+            h.insert("Nats-Msg-Id", format!("event-{position}").as_str());
             headers = Some(h);
         }
         let (subject, body) = match &effect {
@@ -511,17 +538,17 @@ impl Runner<'_> {
                 (subject, serde_json::to_vec(cmd))
             }
         };
-        if let Ok(body) = body {
-            let sent = match headers {
-                Some(h) => {
-                    self.client
-                        .publish_with_headers(subject, h, body.into())
-                        .await
+        let Ok(body) = body else { return };
+        match headers {
+            // Events go to the events stream through the publisher: stored
+            // (acknowledged) at least once, deduplicated by their position.
+            Some(h) => {
+                let _ = self.events.send((subject, body.into(), h));
+            }
+            None => {
+                if let Err(e) = self.client.publish(subject, body.into()).await {
+                    tracing::warn!(error = %e, "publish failed");
                 }
-                None => self.client.publish(subject, body.into()).await,
-            };
-            if let Err(e) = sent {
-                tracing::warn!(error = %e, "publish failed");
             }
         }
     }
