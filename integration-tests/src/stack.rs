@@ -144,6 +144,63 @@ pub async fn start_nats_with(host_port: Option<u16>, tls: Option<Tls>) -> Nats {
     }
 }
 
+/// Three NATS servers with JetStream, clustered (routes over a Docker
+/// network of their own), each on a fixed host port so that one can be
+/// stopped and started again. `nats.url` lists all three (clients fail over
+/// between them); `nats.container` is the first server, `others` the rest.
+pub struct NatsCluster {
+    pub nats: Nats,
+    pub others: Vec<ContainerAsync<GenericImage>>,
+}
+
+pub async fn start_nats_cluster() -> NatsCluster {
+    let suffix = free_port();
+    let auth = Auth::dev(&format!("nats-cluster-{suffix}"));
+    let (name, tag) = crate::image("QM_NATS_IMAGE", "quartermaster/nats:local");
+    let names: Vec<String> = ["a", "b", "c"]
+        .iter()
+        .map(|n| format!("qm-nats-{n}-{suffix}"))
+        .collect();
+    let routes: Vec<String> = names
+        .iter()
+        .map(|n| format!("\"nats-route://{n}:6222\""))
+        .collect();
+    let mut containers = Vec::new();
+    let mut urls = Vec::new();
+    // Started together: JetStream's cluster forms once all three route.
+    let mut starting = Vec::new();
+    for server in &names {
+        let port = free_port();
+        let config = format!(
+            "server_name: {server}\nlisten: \"0.0.0.0:4222\"\njetstream {{ store_dir: \"/tmp/js\" }}\ncluster {{\n  name: qm\n  listen: \"0.0.0.0:6222\"\n  routes: [{}]\n  no_advertise: true\n}}\n{}",
+            routes.join(", "),
+            auth.authorization
+        );
+        let request = GenericImage::new(name.clone(), tag.clone())
+            .with_exposed_port(4222.tcp())
+            .with_wait_for(WaitFor::message_on_stderr("Server is ready"))
+            .with_copy_to("/etc/qm/nats.conf", config.into_bytes())
+            .with_cmd(["-c", "/etc/qm/nats.conf"])
+            .with_network(format!("qm-nats-net-{suffix}"))
+            .with_container_name(server.clone())
+            .with_mapped_port(port, 4222.tcp());
+        urls.push(format!("nats://127.0.0.1:{port}"));
+        starting.push(request.start());
+    }
+    for started in futures::future::join_all(starting).await {
+        containers.push(started.expect("a NATS cluster server starts"));
+    }
+    let first = containers.remove(0);
+    NatsCluster {
+        nats: Nats {
+            container: first,
+            url: urls.join(","),
+            auth,
+        },
+        others: containers,
+    }
+}
+
 /// NATS and S3 in containers, admission and one scheduler running, and
 /// the queue `queue_yaml` applied (add executors with [`Stack::executor`]).
 pub async fn running(name: &str, queue_yaml: &str) -> (Nats, S3Server, Stack) {

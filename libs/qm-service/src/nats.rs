@@ -195,10 +195,22 @@ pub async fn connect(
     // Two TLS crypto providers are linked (the AWS SDK's and NATS's); pick
     // one for the process before the first TLS connection.
     let _ = rustls::crypto::ring::default_provider().install_default();
+    // Every server of a cluster may be given (comma-separated): the client
+    // connects to one and fails over to the others.
+    let servers = settings
+        .nats_url
+        .split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map(|u| {
+            u.parse::<async_nats::ServerAddr>()
+                .map_err(|e| ConnectError::Settings(format!("natsUrl: {u:?}: {e}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let started = tokio::time::Instant::now();
     let attempt = || async {
         let o = with_events(options(settings, name, &principal).await?, name);
-        o.connect(settings.nats_url.as_str()).await.map_err(|e| {
+        o.connect(servers.as_slice()).await.map_err(|e| {
             classify(&e, settings, &principal)
                 .err()
                 .unwrap_or_else(|| ConnectError::Unreachable {
@@ -286,9 +298,13 @@ async fn create_stream(
         })
 }
 
-/// Creates (or opens) the log and events streams and the KV buckets: what
-/// admission does at start (only its identity may create them).
-pub async fn create_storage(client: &async_nats::Client) -> Result<(), StorageError> {
+/// Creates (or opens) the log and events streams and the KV buckets, each
+/// kept in `replicas` copies: what admission does at start (only its
+/// identity may create them). Existing ones are opened as they are.
+pub async fn create_storage(
+    client: &async_nats::Client,
+    replicas: usize,
+) -> Result<(), StorageError> {
     let js = jetstream::new(client.clone());
     create_stream(
         &js,
@@ -298,6 +314,7 @@ pub async fn create_storage(client: &async_nats::Client) -> Result<(), StorageEr
             storage: stream::StorageType::File,
             // Deduplication window for idempotent appends (Nats-Msg-Id).
             duplicate_window: Duration::from_secs(120),
+            num_replicas: replicas,
             ..Default::default()
         },
     )
@@ -309,6 +326,7 @@ pub async fn create_storage(client: &async_nats::Client) -> Result<(), StorageEr
             subjects: vec![subjects::all_events()],
             storage: stream::StorageType::File,
             max_age: Duration::from_secs(7 * 24 * 3600),
+            num_replicas: replicas,
             ..Default::default()
         },
     )
@@ -324,6 +342,7 @@ pub async fn create_storage(client: &async_nats::Client) -> Result<(), StorageEr
                 bucket: name.into(),
                 history,
                 storage: stream::StorageType::File,
+                num_replicas: replicas,
                 ..Default::default()
             },
         )
@@ -333,8 +352,8 @@ pub async fn create_storage(client: &async_nats::Client) -> Result<(), StorageEr
 }
 
 /// [`create_storage`], retrying (with a log line) until JetStream answers.
-pub async fn create_storage_with_retry(client: &async_nats::Client) {
-    let created = (|| create_storage(client))
+pub async fn create_storage_with_retry(client: &async_nats::Client, replicas: usize) {
+    let created = (|| create_storage(client, replicas))
         .retry(crate::retry::forever(Duration::from_millis(200)))
         .notify(|e, _| tracing::warn!(error = %e, "JetStream not ready; retrying"))
         .await;

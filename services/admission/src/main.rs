@@ -111,7 +111,7 @@ async fn main() -> std::process::ExitCode {
         return std::process::ExitCode::from(2);
     }
     tracing::info!(%principal, teams = tenancy.teams.len(), principals = tenancy.principals().len(), "tenancy loaded");
-    nats::create_storage_with_retry(&client).await;
+    nats::create_storage_with_retry(&client, settings.stream_replicas).await;
     let js = async_nats::jetstream::new(client.clone());
     let log = nats::open_stream(&js, subjects::LOG_STREAM).await;
     let config = nats::open_bucket(&js, subjects::CONFIG_BUCKET).await;

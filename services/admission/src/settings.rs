@@ -12,6 +12,10 @@ variables):
   checkpointBucket   QM_ADMISSION_CHECKPOINT_BUCKET  the checkpoint services' bucket, to
                                                      check checkpointConfig.s3Uri at submit
   schedulerTimeoutMs QM_ADMISSION_SCHEDULER_TIMEOUT_MS  default 5000
+  streamReplicas     QM_ADMISSION_STREAM_REPLICAS    copies JetStream keeps of the log, the
+                                                     events and the buckets it creates:
+                                                     1 for a single server (default), 3 for
+                                                     a cluster (survives losing one server)
   insecureAllowUnauthenticatedNats  QM_ADMISSION_INSECURE_ALLOW_UNAUTHENTICATED_NATS
                      default false: refuse to serve when the NATS server lets
                      anyone connect (then any client could claim any principal)
@@ -26,6 +30,7 @@ pub(crate) struct Settings {
     pub(crate) checkpoint_bucket: String,
     pub(crate) scheduler_timeout_ms: u64,
     pub(crate) insecure_allow_unauthenticated_nats: bool,
+    pub(crate) stream_replicas: usize,
 }
 
 impl Default for Settings {
@@ -35,6 +40,7 @@ impl Default for Settings {
             checkpoint_bucket: String::new(),
             scheduler_timeout_ms: 5000,
             insecure_allow_unauthenticated_nats: false,
+            stream_replicas: 1,
         }
     }
 }
@@ -46,6 +52,12 @@ impl qm_service::settings::Validate for Settings {
             p.push(
                 "tenancy: is required (a tenancy file; `qm auth --help` shows the format)".into(),
             );
+        }
+        if !(1..=5).contains(&self.stream_replicas) {
+            p.push(format!(
+                "streamReplicas: {} is not 1 to 5 (JetStream keeps at most 5 copies)",
+                self.stream_replicas
+            ));
         }
         if self.scheduler_timeout_ms == 0 {
             p.push("schedulerTimeoutMs: must be >= 1".into());
