@@ -19,6 +19,8 @@ fn info(seq: u64) -> CommitInfo {
     CommitInfo {
         seq,
         attempt: 1,
+        job_id: None,
+        epoch: None,
         step: Some(seq),
         created_at_ms: seq,
     }
@@ -28,6 +30,22 @@ fn info(seq: u64) -> CommitInfo {
 async fn checkpoints_commit_restore_fall_back_and_retain_on_real_s3() {
     let s3 = start_s3().await;
     let store = s3.store();
+
+    // A manifest is never overwritten: the second conditional write of a
+    // key is refused and leaves the first.
+    let key = "conditional/manifests/00000000000000000001.json";
+    assert!(store
+        .put_new(key, b"first".to_vec())
+        .await
+        .expect("written"));
+    assert!(!store
+        .put_new(key, b"second".to_vec())
+        .await
+        .expect("answered"));
+    assert_eq!(
+        store.get(key).await.expect("get").as_deref(),
+        Some(&b"first"[..])
+    );
     let prefix = "training/job-1";
     let src = dir("s3-src");
     fs::write(src.join("weights.bin"), vec![3u8; 300_000]).expect("write");

@@ -609,6 +609,7 @@ async fn checkpoint_requests_outside_the_work_directory_or_allowed_prefixes_are_
         attempt: 1,
         dir,
         s3_uri,
+        epoch: None,
     };
     let call = |req: CheckpointRequest| {
         let node = node.clone();

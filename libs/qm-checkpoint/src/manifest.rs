@@ -31,7 +31,17 @@ pub struct Manifest {
     pub format: u32,
     /// Increases with every commit of the job (across attempts).
     pub seq: u64,
+    /// The attempt that committed it. A checkpoint committed by an attempt
+    /// older than one already committed before it is superseded work (a
+    /// stale copy of the job) and is never restored.
     pub attempt: u32,
+    /// The job it belongs to, when the writer named it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_id: Option<String>,
+    /// The scheduler's fencing epoch the attempt was started under, when
+    /// the writer knew it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<u64>,
     /// The training step, when the workload reports one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<u64>,

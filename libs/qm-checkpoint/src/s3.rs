@@ -150,6 +150,35 @@ impl ObjectStore for S3Store {
         Ok(())
     }
 
+    /// `If-None-Match: *` (AWS S3, MinIO and others refuse to overwrite:
+    /// 412, or 409 while another conditional write of the key is in
+    /// flight). A server that ignores the header would overwrite; the
+    /// existence check before it narrows that window to the moment between
+    /// the two requests (documented in docs/checkpoints.md).
+    async fn put_new(&self, key: &str, body: Vec<u8>) -> Result<bool, StoreError> {
+        if self.exists(key).await? {
+            return Ok(false);
+        }
+        let sent = self
+            .client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .if_none_match("*")
+            .body(ByteStream::from(body))
+            .send()
+            .await;
+        match sent {
+            Ok(_) => Ok(true),
+            Err(SdkError::ServiceError(service))
+                if matches!(service.raw().status().as_u16(), 409 | 412) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(classify(&format!("put {key} if absent"), e)),
+        }
+    }
+
     async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
         match self
             .client

@@ -21,6 +21,13 @@ pub enum StoreError {
 /// Keys are `/`-separated strings; bodies are bytes.
 pub trait ObjectStore: Send + Sync {
     fn put(&self, key: &str, body: Vec<u8>) -> impl Future<Output = Result<(), StoreError>> + Send;
+    /// Writes `key` only if no object is there: true if written, false if
+    /// one was (it is left as it was). S3 does this with `If-None-Match: *`.
+    fn put_new(
+        &self,
+        key: &str,
+        body: Vec<u8>,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
     /// `None` if there is no object at `key`.
     fn get(&self, key: &str) -> impl Future<Output = Result<Option<Vec<u8>>, StoreError>> + Send;
     fn exists(&self, key: &str) -> impl Future<Output = Result<bool, StoreError>> + Send;
@@ -90,6 +97,21 @@ impl ObjectStore for MemoryStore {
         inner.puts += 1;
         inner.objects.insert(key.to_string(), body);
         Ok(())
+    }
+
+    async fn put_new(&self, key: &str, body: Vec<u8>) -> Result<bool, StoreError> {
+        let mut inner = self.lock();
+        if inner.objects.contains_key(key) {
+            return Ok(false);
+        }
+        if inner.fail_puts_after.is_some_and(|n| inner.puts >= n) {
+            return Err(StoreError::Transient(format!(
+                "injected failure putting {key}"
+            )));
+        }
+        inner.puts += 1;
+        inner.objects.insert(key.to_string(), body);
+        Ok(true)
     }
 
     async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {

@@ -6,7 +6,7 @@
 //! checkpoint is acceptable (e.g. `spawn_blocking` + a local runtime, or a
 //! dedicated thread).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -34,6 +34,14 @@ pub enum SyncError {
     /// committed; commit again (soon).
     #[error("{0}: file changed while the checkpoint was being committed; commit again")]
     Changed(PathBuf),
+    /// A later attempt of the job has committed: this attempt is a stale
+    /// copy and may not commit (its work would overwrite newer work).
+    #[error("attempt {attempt} may not commit: attempt {by} of the job has committed since (this copy is superseded)")]
+    Superseded { attempt: u32, by: u32 },
+    /// Another writer committed checkpoint `seq` first: list again and
+    /// commit under the next number.
+    #[error("checkpoint {seq} was committed by another writer first; commit again")]
+    Taken { seq: u64 },
 }
 
 impl SyncError {
@@ -43,8 +51,11 @@ impl SyncError {
     /// the service may not read) will fail the same way again.
     pub fn is_transient(&self) -> bool {
         match self {
-            SyncError::Store(StoreError::Transient(_)) | SyncError::Changed(_) => true,
-            SyncError::Store(StoreError::Refused(_))
+            SyncError::Store(StoreError::Transient(_))
+            | SyncError::Changed(_)
+            | SyncError::Taken { .. } => true,
+            SyncError::Superseded { .. }
+            | SyncError::Store(StoreError::Refused(_))
             | SyncError::BadManifest { .. }
             | SyncError::TargetNotEmpty(_) => false,
             SyncError::Local { error, .. } => !matches!(
@@ -126,11 +137,14 @@ pub fn scan(dir: &Path) -> Result<Vec<(FileEntry, PathBuf)>, SyncError> {
 pub struct Uploaded(BTreeSet<String>);
 
 /// Which checkpoint a commit makes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CommitInfo {
     /// Must increase with every commit of the job.
     pub seq: u64,
     pub attempt: u32,
+    /// Recorded in the manifest when known.
+    pub job_id: Option<String>,
+    pub epoch: Option<u64>,
     /// The training step; None: read from [`STEP_FILE`] in the directory,
     /// if the workload writes one.
     pub step: Option<u64>,
@@ -190,6 +204,8 @@ pub async fn commit<S: ObjectStore>(
     let CommitInfo {
         seq,
         attempt,
+        job_id,
+        epoch,
         step,
         created_at_ms,
     } = info;
@@ -221,18 +237,36 @@ pub async fn commit<S: ObjectStore>(
     if fingerprint(dir)? != before {
         return Err(SyncError::Changed(dir.to_path_buf()));
     }
+    // Fenced by attempt: a later attempt's commit means this one is stale.
+    if let Some(newest) = manifest_seqs(store, prefix).await?.first() {
+        if let Ok(Some(m)) = read_manifest(store, &manifest::manifest_key(prefix, *newest)).await {
+            if m.attempt > attempt {
+                return Err(SyncError::Superseded {
+                    attempt,
+                    by: m.attempt,
+                });
+            }
+        }
+    }
     let manifest = Manifest {
         format: manifest::FORMAT,
         seq,
         attempt,
+        job_id,
+        epoch,
         step,
         created_at_ms,
         files: files.into_iter().map(|(entry, _)| entry).collect(),
     };
     let body = serde_json::to_vec_pretty(&manifest).expect("manifests serialise");
-    store
-        .put(&manifest::manifest_key(prefix, seq), body)
-        .await?;
+    // Never overwrites: two writers choosing the same number cannot
+    // replace each other's checkpoint.
+    if !store
+        .put_new(&manifest::manifest_key(prefix, seq), body)
+        .await?
+    {
+        return Err(SyncError::Taken { seq });
+    }
     Ok(manifest)
 }
 
@@ -329,17 +363,37 @@ pub async fn restore<S: ObjectStore>(
         return Err(SyncError::TargetNotEmpty(dir.to_path_buf()));
     }
     let mut skipped = Vec::new();
+    let mut manifests = Vec::new();
     for seq in manifest_seqs(store, prefix).await? {
         let key = manifest::manifest_key(prefix, seq);
-        let manifest = match read_manifest(store, &key).await {
-            Ok(Some(m)) => m,
+        match read_manifest(store, &key).await {
+            Ok(Some(m)) => manifests.push(m),
             Ok(None) => continue,
-            Err(SyncError::BadManifest { why, .. }) => {
-                skipped.push((seq, why));
-                continue;
-            }
+            Err(SyncError::BadManifest { why, .. }) => skipped.push((seq, why)),
             Err(e) => return Err(e),
-        };
+        }
+    }
+    // A checkpoint committed by an attempt older than one that committed
+    // before it was written by a stale copy of the job: never restored.
+    let mut newest_attempt_below = BTreeMap::new();
+    let mut highest = 0;
+    for m in manifests.iter().rev() {
+        newest_attempt_below.insert(m.seq, highest);
+        highest = highest.max(m.attempt);
+    }
+    for manifest in manifests {
+        let seq = manifest.seq;
+        let before = newest_attempt_below.get(&seq).copied().unwrap_or(0);
+        if manifest.attempt < before {
+            skipped.push((
+                seq,
+                format!(
+                    "committed by attempt {} after attempt {before} had committed (a superseded copy)",
+                    manifest.attempt
+                ),
+            ));
+            continue;
+        }
         let staging = dir.join(format!(".restore-{seq}"));
         let _ = fs::remove_dir_all(&staging);
         fs::create_dir_all(&staging).map_err(local(&staging))?;
@@ -368,23 +422,47 @@ pub async fn restore<S: ObjectStore>(
     })
 }
 
-/// Keeps the newest `keep` manifests, deletes older ones, then deletes blobs
-/// no kept manifest references. Returns (manifests, blobs) deleted.
+/// Keeps the newest `keep` manifests that a restore would use (checkpoints
+/// of superseded copies of the job do not count, and are deleted), deletes
+/// older ones, then deletes blobs no kept manifest references. Returns
+/// (manifests, blobs) deleted.
 pub async fn retain<S: ObjectStore>(
     store: &S,
     prefix: &str,
     keep: usize,
 ) -> Result<(usize, usize), SyncError> {
     let seqs = manifest_seqs(store, prefix).await?;
-    let mut referenced = BTreeSet::new();
-    for seq in seqs.iter().take(keep.max(1)) {
+    let mut manifests = Vec::new();
+    for seq in &seqs {
+        // A manifest that cannot be read is kept as it is (and protects
+        // nothing): retention never deletes what it does not understand.
         if let Ok(Some(m)) = read_manifest(store, &manifest::manifest_key(prefix, *seq)).await {
+            manifests.push(m);
+        }
+    }
+    // Newest first; stale: an attempt older than one committed before it.
+    let mut stale = BTreeSet::new();
+    let mut highest = 0;
+    for m in manifests.iter().rev() {
+        if m.attempt < highest {
+            stale.insert(m.seq);
+        }
+        highest = highest.max(m.attempt);
+    }
+    let mut referenced = BTreeSet::new();
+    let mut doomed = Vec::new();
+    let mut kept = 0;
+    for m in manifests {
+        if !stale.contains(&m.seq) && kept < keep.max(1) {
+            kept += 1;
             referenced.extend(m.files.into_iter().map(|f| f.sha256));
+        } else {
+            doomed.push(m.seq);
         }
     }
     let mut deleted_manifests = 0;
-    for seq in seqs.iter().skip(keep.max(1)) {
-        store.delete(&manifest::manifest_key(prefix, *seq)).await?;
+    for seq in doomed {
+        store.delete(&manifest::manifest_key(prefix, seq)).await?;
         deleted_manifests += 1;
     }
     let blob_prefix = manifest::blob_key(prefix, "");

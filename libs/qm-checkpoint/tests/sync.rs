@@ -23,6 +23,8 @@ fn info(seq: u64) -> CommitInfo {
     CommitInfo {
         seq,
         attempt: 1,
+        job_id: None,
+        epoch: None,
         step: Some(seq * 100),
         created_at_ms: 1_700_000_000_000 + seq,
     }
@@ -232,4 +234,123 @@ async fn retention_keeps_the_newest_manifests_and_their_blobs() {
     let restored = restore(&store, PREFIX, &dst).await.expect("restore");
     assert_eq!(restored.manifest.map(|m| m.seq), Some(5));
     assert_eq!(fs::read(dst.join("a")).expect("restored"), b"version 5");
+}
+
+fn by(seq: u64, attempt: u32) -> CommitInfo {
+    CommitInfo {
+        attempt,
+        job_id: Some("job-1".into()),
+        epoch: Some(7),
+        ..info(seq)
+    }
+}
+
+#[tokio::test]
+async fn an_attempt_superseded_by_a_later_ones_commit_may_not_commit() {
+    let store = MemoryStore::new();
+    let new = dir("fence-new");
+    fs::write(new.join("model.bin"), b"attempt 2").expect("write");
+    let m = commit(&store, PREFIX, &new, by(1, 2), &mut Uploaded::default())
+        .await
+        .expect("the live attempt commits");
+    assert_eq!((m.job_id.as_deref(), m.epoch), (Some("job-1"), Some(7)));
+    // A stale copy (attempt 1, still running somewhere) tries to commit.
+    let old = dir("fence-old");
+    fs::write(old.join("model.bin"), b"attempt 1, stale").expect("write");
+    let refused = commit(&store, PREFIX, &old, by(2, 1), &mut Uploaded::default()).await;
+    assert!(
+        matches!(refused, Err(SyncError::Superseded { attempt: 1, by: 2 })),
+        "{refused:?}"
+    );
+    assert!(!refused.expect_err("refused").is_transient());
+    let restored = restore(&store, PREFIX, &dir("fence-dst").join("ck"))
+        .await
+        .expect("restore");
+    assert_eq!(restored.manifest.map(|m| (m.seq, m.attempt)), Some((1, 2)));
+}
+
+#[tokio::test]
+async fn two_writers_of_one_checkpoint_number_never_overwrite_each_other() {
+    let store = MemoryStore::new();
+    let a = dir("race-a");
+    fs::write(a.join("model.bin"), b"first").expect("write");
+    commit(&store, PREFIX, &a, by(1, 1), &mut Uploaded::default())
+        .await
+        .expect("first");
+    let b = dir("race-b");
+    fs::write(b.join("model.bin"), b"second").expect("write");
+    let taken = commit(&store, PREFIX, &b, by(1, 1), &mut Uploaded::default()).await;
+    assert!(
+        matches!(taken, Err(SyncError::Taken { seq: 1 })),
+        "{taken:?}"
+    );
+    assert!(
+        taken.expect_err("taken").is_transient(),
+        "commit again, next number"
+    );
+    let dst = dir("race-dst");
+    restore(&store, PREFIX, &dst.join("ck"))
+        .await
+        .expect("restore");
+    assert_eq!(
+        fs::read(dst.join("ck/model.bin")).expect("restored"),
+        b"first"
+    );
+}
+
+/// Writes a manifest as a stale copy would have before fencing existed
+/// (attempt 1 after attempt 2), bypassing `commit`'s checks.
+async fn force_manifest(store: &MemoryStore, seq: u64, attempt: u32, body: &[u8]) {
+    let src = dir(&format!("force-{seq}"));
+    fs::write(src.join("model.bin"), body).expect("write");
+    let other = MemoryStore::new();
+    let m = commit(
+        &other,
+        PREFIX,
+        &src,
+        by(seq, attempt),
+        &mut Uploaded::default(),
+    )
+    .await
+    .expect("commit elsewhere");
+    for key in other.keys() {
+        let bytes = other.get(&key).await.expect("get").expect("there");
+        store.put(&key, bytes).await.expect("copy");
+    }
+    assert_eq!(m.seq, seq);
+}
+
+#[tokio::test]
+async fn a_checkpoint_a_stale_copy_wrote_is_never_restored_nor_kept_by_retention() {
+    let store = MemoryStore::new();
+    force_manifest(&store, 1, 2, b"live attempt 2").await;
+    force_manifest(&store, 2, 1, b"stale attempt 1").await;
+    let dst = dir("stale-dst");
+    let restored = restore(&store, PREFIX, &dst.join("ck"))
+        .await
+        .expect("restore");
+    assert_eq!(restored.manifest.map(|m| (m.seq, m.attempt)), Some((1, 2)));
+    assert!(
+        restored
+            .skipped
+            .iter()
+            .any(|(seq, why)| *seq == 2 && why.contains("superseded")),
+        "{:?}",
+        restored.skipped
+    );
+    assert_eq!(
+        fs::read(dst.join("ck/model.bin")).expect("restored"),
+        b"live attempt 2"
+    );
+    // Keeping one checkpoint keeps the live one, not the newer stale one.
+    let (manifests, blobs) = retain(&store, PREFIX, 1).await.expect("retain");
+    assert_eq!(
+        (manifests, blobs),
+        (1, 1),
+        "the stale manifest and its blob"
+    );
+    let again = restore(&store, PREFIX, &dir("stale-dst2").join("ck"))
+        .await
+        .expect("restore");
+    assert_eq!(again.manifest.map(|m| m.seq), Some(1));
 }

@@ -345,6 +345,10 @@ pub struct CheckpointRequest {
     /// `<queue>/<jobId>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub s3_uri: Option<String>,
+    /// The scheduler's fencing epoch of the start command, recorded in the
+    /// attempt's manifests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<u64>,
 }
 
 /// Reply to restore and flush: the checkpoint restored or last committed.

@@ -87,7 +87,9 @@ struct Target {
 fn failed(what: &str, e: sync::SyncError) -> ApiError {
     let code = match &e {
         _ if e.is_transient() => ErrorCode::Transient,
-        sync::SyncError::TargetNotEmpty(_) => ErrorCode::Conflict,
+        sync::SyncError::TargetNotEmpty(_) | sync::SyncError::Superseded { .. } => {
+            ErrorCode::Conflict
+        }
         sync::SyncError::Store(_) | sync::SyncError::Local { .. } => ErrorCode::AccessDenied,
         _ => ErrorCode::Invalid,
     };

@@ -171,25 +171,34 @@ impl Service {
         if print.is_empty() || j.committed.as_ref() == Some(&print) {
             return Ok(());
         }
-        let seqs = sync::manifest_seqs(&store, &prefix)
-            .await
-            .map_err(|e| failed("cannot list checkpoints", e))?;
-        let info = CommitInfo {
-            seq: seqs.iter().max().map_or(1, |s| s + 1),
-            attempt: req.attempt,
-            step: None, // read from qm-checkpoint.json within the snapshot
-            created_at_ms: now_ms(),
-        };
         // A file rewritten mid-upload: nothing was committed; try again soon
         // (a workload that checkpoints often must not starve its commits).
+        // The number another writer took first: list again, next number.
         let mut tries = 0;
         let manifest = loop {
+            let seqs = sync::manifest_seqs(&store, &prefix)
+                .await
+                .map_err(|e| failed("cannot list checkpoints", e))?;
+            let info = CommitInfo {
+                seq: seqs.iter().max().map_or(1, |s| s + 1),
+                attempt: req.attempt,
+                job_id: Some(req.job_id.clone()),
+                epoch: req.epoch,
+                step: None, // read from qm-checkpoint.json within the snapshot
+                created_at_ms: now_ms(),
+            };
             match sync::commit(&store, &prefix, &dir, info, &mut j.uploaded).await {
                 Ok(m) => break m,
-                Err(sync::SyncError::Changed(path)) if tries < 10 => {
+                Err(e @ (sync::SyncError::Changed(_) | sync::SyncError::Taken { .. }))
+                    if tries < 10 =>
+                {
                     tries += 1;
-                    tracing::debug!(job = %req.job_id, path = %path.display(), "file changed during commit; again");
+                    tracing::debug!(job = %req.job_id, error = %e, "commit again");
                     tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(e @ sync::SyncError::Superseded { .. }) => {
+                    tracing::warn!(job = %req.job_id, attempt = req.attempt, error = %e, "commit refused: a later attempt has committed");
+                    return Err(failed("commit refused", e));
                 }
                 Err(e) => return Err(failed("commit failed", e)),
             }

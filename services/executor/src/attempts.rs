@@ -87,6 +87,7 @@ impl Executor {
                         attempt,
                         dir: dir.display().to_string(),
                         s3_uri: config.s3_uri.clone(),
+                        epoch: Some(epoch),
                     }),
                     _ => None,
                 };
