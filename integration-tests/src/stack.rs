@@ -428,7 +428,11 @@ impl Stack {
     }
 
     /// A checkpoint service for `node`.
+    /// (Nothing if it runs already: an executor restarted alone keeps it.)
     pub fn checkpoint(&mut self, node: &str) {
+        if self.procs.contains_key(&format!("checkpoint-{node}")) {
+            return;
+        }
         let s3 = &self.s3;
         let env = vec![
             ("QM_CHECKPOINT_NODE".into(), node.to_string()),
@@ -478,7 +482,9 @@ impl Stack {
         ];
         let env: Vec<(String, String)> = env.into_iter().chain(self.executor_env.clone()).collect();
         self.spawn_as(id, "qm-executor", id, &env);
-        self.executors.push(id.to_string());
+        if !self.executors.iter().any(|e| e == id) {
+            self.executors.push(id.to_string());
+        }
     }
 
     /// Sends `signal` (e.g. "STOP" to pause, "CONT" to resume) to a service

@@ -154,7 +154,7 @@ impl ObjectStore for S3Store {
     /// 412, or 409 while another conditional write of the key is in
     /// flight). A server that ignores the header would overwrite; the
     /// existence check before it narrows that window to the moment between
-    /// the two requests (documented in docs/checkpoints.md).
+    /// the two requests (ADR 0007).
     async fn put_new(&self, key: &str, body: Vec<u8>) -> Result<bool, StoreError> {
         if self.exists(key).await? {
             return Ok(false);
