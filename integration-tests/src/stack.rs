@@ -761,6 +761,38 @@ impl Stack {
         seen.into_values().collect()
     }
 
+    /// Waits until the job's first attempt has committed a checkpoint at
+    /// `step` or later.
+    pub async fn wait_committed(&self, job_id: &str, step: u64) {
+        self.wait_for(job_id, 60, "a committed checkpoint", |j| {
+            j.attempts
+                .first()
+                .and_then(|a| a.last_checkpoint_step)
+                .unwrap_or(0)
+                >= step
+        })
+        .await;
+    }
+
+    /// Asserts that the events stream holds the job's transitions in order,
+    /// each starting where the one before ended, the last one to `last`;
+    /// returns them.
+    pub async fn assert_stored_events(&self, job_id: &str, last: &str) -> Vec<(String, String)> {
+        let stored = self.stored_transitions(job_id).await;
+        for pair in stored.windows(2) {
+            assert_eq!(
+                pair[0].1, pair[1].0,
+                "a gap in {job_id}'s stored events: {stored:?}"
+            );
+        }
+        assert_eq!(
+            stored.last().map(|(_, to)| to.as_str()),
+            Some(last),
+            "{job_id}: {stored:?}"
+        );
+        stored
+    }
+
     /// How many attempt directories the executor made for the job.
     pub fn attempt_dirs(&self, executor: &str, job_id: &str) -> usize {
         std::fs::read_dir(self.dir.join(executor).join(job_id)).map_or(0, |d| d.count())

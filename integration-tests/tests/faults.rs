@@ -176,15 +176,7 @@ async fn a_lost_executor_ends_its_attempts_host_lost_and_they_resume_elsewhere()
     let job = stack
         .submit(&trainer_job("survivor", "training", "QS1", 1, &args))
         .await;
-    stack
-        .wait_for(&job, 60, "a committed checkpoint", |j| {
-            j.attempts
-                .first()
-                .and_then(|a| a.last_checkpoint_step)
-                .unwrap_or(0)
-                >= 50
-        })
-        .await;
+    stack.wait_committed(&job, 50).await;
     // The node dies: executor and its checkpoint service, without warning.
     stack.signal("node-1", "KILL");
     stack.signal("checkpoint-node-1", "KILL");
@@ -236,15 +228,7 @@ async fn a_partitioned_executor_fences_itself_so_its_job_never_runs_twice() {
     let job = stack
         .submit(&trainer_job("partitioned", "training", "QS1", 1, &args))
         .await;
-    stack
-        .wait_for(&job, 60, "a committed checkpoint", |j| {
-            j.attempts
-                .first()
-                .and_then(|a| a.last_checkpoint_step)
-                .unwrap_or(0)
-                >= 50
-        })
-        .await;
+    stack.wait_committed(&job, 50).await;
     // The partition: node-1 is cut off from NATS but keeps running.
     proxy.cut();
     stack.executor("node-2", "training", "ml.g5.xlarge", 1);
@@ -371,18 +355,7 @@ async fn a_leader_paused_past_its_lease_changes_nothing_when_it_resumes() {
     assert_eq!(digest_in(&out).as_deref(), Some(expected.as_str()), "{out}");
     // Its events, across the change of leader, reached the stream in order
     // and without a gap.
-    let stored = stack.stored_transitions(&long).await;
-    for pair in stored.windows(2) {
-        assert_eq!(
-            pair[0].1, pair[1].0,
-            "a gap in the stored events: {stored:?}"
-        );
-    }
-    assert_eq!(
-        stored.last().map(|(_, to)| to.as_str()),
-        Some("SUCCEEDED"),
-        "{stored:?}"
-    );
+    stack.assert_stored_events(&long, "SUCCEEDED").await;
     let old = stack.log_of("scheduler-1");
     assert!(
         old.contains("lost the scheduler lease")
