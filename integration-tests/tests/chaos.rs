@@ -133,6 +133,7 @@ async fn seeded_chaos_loses_no_job_runs_none_twice_and_keeps_every_event() {
 
     // Afterwards: every job's final state, attempts and output.
     let mut recomputed_attempts = 0;
+    let mut recomputed_steps = 0;
     for id in &jobs {
         let j = stack.wait_final(id, 600).await;
         assert_eq!(
@@ -142,6 +143,17 @@ async fn seeded_chaos_loses_no_job_runs_none_twice_and_keeps_every_event() {
             stack.logs()
         );
         recomputed_attempts += j.attempts.len() - 1;
+        // Work done again: what an attempt had saved past the checkpoint the
+        // next one restored (steps since its last save are not printed:
+        // at most `--checkpoint-every` more per restart).
+        for pair in j.attempts.windows(2) {
+            let Some(before) = pair[0].executor_id.as_deref() else {
+                continue;
+            };
+            let saved = last_saved_step(&stack.attempt_stdout(before, id, pair[0].attempt));
+            let restored = pair[1].restored_checkpoint_step.unwrap_or(0);
+            recomputed_steps += saved.saturating_sub(restored);
+        }
         let mut runs: Vec<(u64, u64)> = j
             .attempts
             .iter()
@@ -182,13 +194,26 @@ async fn seeded_chaos_loses_no_job_runs_none_twice_and_keeps_every_event() {
         snapshot.shares.iter().all(|s| s.used == 0),
         "seed {seed}: instances still held: {snapshot:#?}"
     );
+    let step_secs = 0.025; // --step-delay-ms 25
     println!(
-        "chaos: seed {seed}: {} jobs, {} faults, lost 0, double runs 0, {recomputed_attempts} attempts restarted, {:.0} s",
+        "chaos: seed {seed}: {} jobs, {} faults, lost 0, double runs 0, {recomputed_attempts} attempts restarted, recomputed {recomputed_steps} saved steps ({:.1} s; at most {:.1} s more unsaved), {:.0} s",
         jobs.len(),
         faults.len(),
+        recomputed_steps as f64 * step_secs,
+        (recomputed_attempts * 10) as f64 * step_secs,
         started.elapsed().as_secs_f64()
     );
     stack.stop_all();
+}
+
+/// The last step the trainer saved a checkpoint at, from its output.
+fn last_saved_step(stdout: &str) -> u64 {
+    stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("checkpoint step="))
+        .filter_map(|rest| rest.split_whitespace().next()?.parse().ok())
+        .next_back()
+        .unwrap_or(0)
 }
 
 /// Kills (SIGKILL) one service or stops one NATS server, drawn from the
