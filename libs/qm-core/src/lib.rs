@@ -36,7 +36,7 @@ pub use job::{
 pub use nodes::{
     pool_node_name, silence_before_lost, LostAttempt, Node, NodeId, Rank, RankEnd, RankExit,
     RankFailure, RankState, RankStates, Ranks, Slots, FENCE_MARGIN_SECS, LAUNCH_FAILED_EXIT_CODE,
-    UNPLACED_STOP_GRACE_SECS,
+    SETTLE_MISSING_AFTER_SECS, UNPLACED_STOP_GRACE_SECS,
 };
 pub use pass::{schedule, schedule_exhaustive, Plan, Preemption, Start};
 pub use reason::{NeverFits, StatusReason, WaitReason};

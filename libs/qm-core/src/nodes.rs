@@ -155,6 +155,12 @@ impl RankExit {
     }
 }
 
+/// An attempt its executor reported starting or running, but which that
+/// executor's heartbeats (same incarnation) have not listed for this long,
+/// ended there and its end report was lost: the scheduler sends it a stop,
+/// which the executor answers by reporting the end again.
+pub const SETTLE_MISSING_AFTER_SECS: u64 = 10;
+
 /// Extra silence the scheduler allows past an executor's fencing deadline
 /// and its attempts' grace before it declares the executor lost: the
 /// heartbeat's round trip, the SIGKILL and the scheduler's check interval
@@ -562,6 +568,29 @@ impl Cluster {
             .holders()
             .into_iter()
             .filter_map(|j| Some((j, self.jobs[&j].attempts.last()?.number)))
+            .collect()
+    }
+
+    /// The current attempts on the node named `name` whose rank there has
+    /// reported starting or running: the executor had them. If its
+    /// heartbeats stop listing one, it ended there (see
+    /// [`SETTLE_MISSING_AFTER_SECS`]).
+    pub fn reported_attempts_on(&self, name: &str) -> Vec<(JobId, u32)> {
+        let Some(n) = self.node_id(name) else {
+            return Vec::new();
+        };
+        self.nodes[n.index()]
+            .holders()
+            .into_iter()
+            .filter_map(|j| {
+                let a = self.jobs[&j].attempts.last()?;
+                let rank = a.placement.iter().position(|r| r.node == n)?;
+                matches!(
+                    a.ranks.get(rank),
+                    Some(RankState::Starting | RankState::Running)
+                )
+                .then_some((j, a.number))
+            })
             .collect()
     }
 

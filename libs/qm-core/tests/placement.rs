@@ -289,3 +289,28 @@ fn an_executor_is_declared_lost_only_after_its_fencing_deadline_and_the_longest_
         30 + qm_core::MAX_GRACE_PERIOD_SECS + qm_core::FENCE_MARGIN_SECS
     );
 }
+
+#[test]
+fn only_ranks_an_executor_reported_are_expected_in_its_heartbeats() {
+    let mut w = gang();
+    let id = w.id("g");
+    // Commanded on n1 and n2: nothing reported yet, so a heartbeat without
+    // it proves nothing (its start may be on the way).
+    assert!(w.c.reported_attempts_on("n1").is_empty());
+    assert!(w.c.reported_attempts_on("n2").is_empty());
+    w.c.rank_starting(id, 1, w.node("n2"), None, Time::ZERO)
+        .expect("rank");
+    assert_eq!(w.c.reported_attempts_on("n2"), vec![(id, 1)]);
+    assert!(
+        w.c.reported_attempts_on("n1").is_empty(),
+        "n1 has not reported"
+    );
+    w.c.rank_running(id, 1, w.node("n1"), Time::ZERO)
+        .expect("rank");
+    assert_eq!(w.c.reported_attempts_on("n1"), vec![(id, 1)]);
+    // Ended ranks are not expected any more.
+    w.c.rank_ended(id, 1, w.node("n1"), RankExit::Exited(Some(0)), Time::ZERO)
+        .expect("rank");
+    assert!(w.c.reported_attempts_on("n1").is_empty());
+    assert!(w.c.reported_attempts_on("unknown").is_empty());
+}

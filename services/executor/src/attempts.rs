@@ -119,7 +119,7 @@ impl Executor {
                     let finished = self
                         .finished
                         .lock()
-                        .map(|f| f.contains(&key))
+                        .map(|f| f.contains_key(&key))
                         .unwrap_or(true);
                     let Ok(mut attempts) = self.attempts.lock() else {
                         return;
@@ -163,14 +163,29 @@ impl Executor {
                     },
                     Err(_) => return,
                 };
-                let finished = self.finished.lock().map_or(true, |f| f.contains(&key));
-                if !held && !finished {
-                    // Its start never arrived (or is yet to): the stop
-                    // settles it as ended, and a late start is ignored.
-                    tracing::info!(job = %job_id, attempt, %reason, "stop for an attempt never started here: answered as ended");
-                    let mut ended = self.report(&job_id, attempt, ReportPhase::Ended);
-                    ended.cause = Some(EndCause::NotStarted);
-                    self.finish(ended);
+                if held {
+                    return;
+                }
+                let finished = match self.finished.lock() {
+                    Ok(f) => f.get(&key).cloned(),
+                    Err(_) => return,
+                };
+                match finished {
+                    // It ended here: report its end again (stored once by
+                    // its message id), in case that report was lost.
+                    Some(Some(ended)) => {
+                        tracing::info!(job = %job_id, attempt, %reason, "stop for an attempt that already ended here: its end is reported again");
+                        self.send(ended);
+                    }
+                    Some(None) => {} // ended while draining: withdrawn instead
+                    None => {
+                        // Its start never arrived (or is yet to): the stop
+                        // settles it as ended, and a late start is ignored.
+                        tracing::info!(job = %job_id, attempt, %reason, "stop for an attempt never started here: answered as ended");
+                        let mut ended = self.report(&job_id, attempt, ReportPhase::Ended);
+                        ended.cause = Some(EndCause::NotStarted);
+                        self.finish(ended);
+                    }
                 }
             }
         }
@@ -277,13 +292,14 @@ impl Executor {
                 ended.cause = Some(EndCause::Fenced);
             }
         }
+        let reported = !self.draining.load(std::sync::atomic::Ordering::SeqCst);
         if let Ok(mut f) = self.finished.lock() {
             if f.len() > 100_000 {
                 f.clear();
             }
-            f.insert(key);
+            f.insert(key, reported.then(|| ended.clone()));
         }
-        if !self.draining.load(std::sync::atomic::Ordering::SeqCst) {
+        if reported {
             self.send(ended);
         }
     }

@@ -25,7 +25,7 @@ mod outbox;
 mod process;
 mod settings;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -101,7 +101,7 @@ async fn main() -> std::process::ExitCode {
         client: client.clone(),
         principal,
         attempts: Mutex::new(HashMap::new()),
-        finished: Mutex::new(HashSet::new()),
+        finished: Mutex::new(HashMap::new()),
         leader,
         epoch: Mutex::new(None),
         reports: tx,

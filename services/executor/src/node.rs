@@ -1,7 +1,7 @@
 //! The node: its registration, heartbeats, the scheduler lease whose epoch
 //! commands must carry, durable reports, and draining on shutdown.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -41,8 +41,10 @@ pub struct Executor {
     /// GPU indices per instance slot, per type.
     pub(crate) gpus: BTreeMap<String, Vec<Vec<u32>>>,
     pub(crate) attempts: Mutex<HashMap<AttemptKey, Running>>,
-    /// Attempts that ran here and ended: a repeated start is ignored.
-    pub(crate) finished: Mutex<HashSet<AttemptKey>>,
+    /// Attempts that ran here and ended, with the end reported (None: it
+    /// ended while draining and was not reported): a repeated start is
+    /// ignored, and a stop for one reports its end again.
+    pub(crate) finished: Mutex<HashMap<AttemptKey, Option<Report>>>,
     /// The scheduler's lease, where the epoch commands must carry is read.
     pub(crate) leader: async_nats::jetstream::kv::Store,
     /// The lease's epoch as last read, and when.

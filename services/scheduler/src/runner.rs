@@ -142,6 +142,9 @@ struct Runner<'a> {
     /// itself stalled (e.g. an append waiting out a NATS outage) and could
     /// not read heartbeats, so the gap does not count against executors.
     last_check: Option<Instant>,
+    /// Since when a reported attempt has been missing from its executor's
+    /// heartbeats.
+    missing: HashMap<(String, AttemptKey), Instant>,
     /// When each command was last sent (resent only after `resendSeconds`).
     sent: HashMap<SentCommand, Instant>,
     /// Until when the lease is surely this leader's.
@@ -181,6 +184,7 @@ pub async fn run(
     let (events, queued) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(publish_events(storage.js.clone(), queued));
     let mut runner = Runner {
+        missing: HashMap::new(),
         events,
         tenure,
         client,
@@ -625,6 +629,33 @@ impl Runner<'_> {
         }
     }
 
+    /// Attempts the executor reported running that its heartbeats no
+    /// longer list: once missing for `SETTLE_MISSING_AFTER_SECS` they ended
+    /// there and the end report was lost; a stop makes the executor report
+    /// the end again, so their instances are freed.
+    fn settle_missing(&mut self, hb: &Heartbeat) -> Vec<AttemptKey> {
+        let reported = self.state.reported_on(&hb.executor_id);
+        let now = Instant::now();
+        let wait = Duration::from_secs(qm_core::SETTLE_MISSING_AFTER_SECS);
+        let mut due = Vec::new();
+        for key in &reported {
+            if hb.attempts.contains(key) {
+                continue;
+            }
+            let since = *self
+                .missing
+                .entry((hb.executor_id.clone(), key.clone()))
+                .or_insert(now);
+            if now.duration_since(since) >= wait {
+                due.push(key.clone());
+            }
+        }
+        self.missing.retain(|(executor, key), _| {
+            executor != &hb.executor_id || (reported.contains(key) && !hb.attempts.contains(key))
+        });
+        due
+    }
+
     async fn heartbeat(&mut self, msg: async_nats::Message) {
         let Ok(hb) = serde_json::from_slice::<Heartbeat>(&msg.payload) else {
             return;
@@ -637,6 +668,18 @@ impl Runner<'_> {
         if known {
             self.last_seen
                 .insert(hb.executor_id.clone(), Instant::now());
+            for key in self.settle_missing(&hb) {
+                tracing::warn!(job = %key.job_id, attempt = key.attempt, executor = %hb.executor_id, "its executor no longer holds it and its end was not reported; asking it to settle");
+                let cmd = ExecCommand::Stop {
+                    epoch: self.state.epoch,
+                    job_id: key.job_id,
+                    attempt: key.attempt,
+                    grace_seconds: qm_core::UNPLACED_STOP_GRACE_SECS,
+                    reason: "its executor no longer holds it".into(),
+                };
+                self.send(Effect::Command(hb.executor_id.clone(), cmd), true)
+                    .await;
+            }
             // Attempts the executor holds that are not placed there: stop them.
             let expected = self.state.expected_on(&hb.executor_id);
             for held in &hb.attempts {

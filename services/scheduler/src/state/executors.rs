@@ -185,6 +185,23 @@ impl State {
         default_secs.max(qm_core::silence_before_lost(fence_after, longest_grace))
     }
 
+    /// The attempts an executor reported starting or running and should
+    /// still hold (see `qm_core::SETTLE_MISSING_AFTER_SECS`).
+    pub fn reported_on(&self, executor_id: &str) -> std::collections::BTreeSet<AttemptKey> {
+        let Some(qs) = self
+            .executors
+            .get(executor_id)
+            .and_then(|e| self.queues.get(&e.registration.job_queue))
+        else {
+            return Default::default();
+        };
+        qs.cluster
+            .reported_attempts_on(executor_id)
+            .into_iter()
+            .map(|(id, attempt): (JobId, u32)| AttemptKey::new(qs.public_id(id), attempt))
+            .collect()
+    }
+
     /// The attempts an executor should hold.
     pub fn expected_on(&self, executor_id: &str) -> std::collections::BTreeSet<AttemptKey> {
         let Some(qs) = self
