@@ -12,6 +12,7 @@ use qm_wire::messages::{
     JobRef, ListServiceJobs, ListServiceJobsResponse, QueueRef, Reply, ServiceJob,
 };
 use qm_wire::subjects::Operation;
+use qm_wire::system::ExecCommand;
 
 const QUEUE_YAML: &str = include_str!("../../examples/queues/three-shares.yaml");
 
@@ -362,6 +363,100 @@ async fn a_leader_paused_past_its_lease_changes_nothing_when_it_resumes() {
             || old.contains("another scheduler appended a decision"),
         "scheduler-1 noticed it was deposed:\n{old}"
     );
+    stack.stop_all();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stop_for_an_attempt_whose_start_was_lost_is_answered_and_a_late_start_ignored() {
+    let (_n, _s, mut stack) = stack("stop-settles").await;
+    stack.executor("node-1", "training", "ml.g5.xlarge", 1);
+    let warm = stack
+        .submit(&trainer_job(
+            "warm-up",
+            "training",
+            "QS1",
+            1,
+            &["--steps", "5"],
+        ))
+        .await;
+    assert_eq!(stack.wait_final(&warm, 60).await.status, "SUCCEEDED");
+    // The leader's current epoch, as the executor reads it.
+    let scheduler = stack.auth.client(&stack.nats_url, "scheduler").await;
+    let js = async_nats::jetstream::new(scheduler.nats.clone());
+    let lease = js.get_key_value("qm_leader").await.expect("lease bucket");
+    let entry = lease
+        .entry("scheduler")
+        .await
+        .expect("read")
+        .expect("a lease");
+    let epoch = serde_json::from_slice::<qm_wire::system::LeaderLease>(&entry.value)
+        .expect("lease")
+        .epoch_at(entry.revision);
+    // A stop arrives for an attempt whose start was lost; the start comes
+    // later (as a resend might).
+    let marker = stack.path().join("late-start-ran");
+    let stop = ExecCommand::Stop {
+        epoch,
+        job_id: "j-lost-start".into(),
+        attempt: 1,
+        grace_seconds: 1,
+        reason: "reclaimed".into(),
+    };
+    let start = ExecCommand::Start {
+        epoch,
+        job_id: "j-lost-start".into(),
+        attempt: 1,
+        job_queue: "training".into(),
+        quota_share_name: "QS1".into(),
+        command: vec!["touch".into(), marker.display().to_string()],
+        environment: Default::default(),
+        instance_type: "ml.g5.xlarge".into(),
+        slots: vec![0],
+        checkpoints: false,
+        checkpoint_config: None,
+        rank: 0,
+        grace_seconds: None,
+        hosts: vec![],
+    };
+    for cmd in [&stop, &start] {
+        scheduler
+            .nats
+            .publish(
+                "qm.v1.exec.node-1.command",
+                serde_json::to_vec(cmd).expect("json").into(),
+            )
+            .await
+            .expect("sent");
+    }
+    scheduler.nats.flush().await.expect("flush");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !stack
+        .log_of("node-1")
+        .contains("stop for an attempt never started here: answered as ended")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}",
+            stack.log_of("node-1")
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Its end is in the log (for the scheduler to settle the attempt).
+    let admission = stack.auth.client(&stack.nats_url, "admission").await;
+    let log = async_nats::jetstream::new(admission.nats.clone())
+        .get_stream("QM_LOG")
+        .await
+        .expect("log");
+    let last = log
+        .get_last_raw_message_by_subject("qm.v1.log.exec.node-1")
+        .await
+        .expect("a report");
+    let report: serde_json::Value = serde_json::from_slice(&last.payload).expect("json");
+    assert_eq!(report["jobId"], "j-lost-start", "{report}");
+    assert_eq!(report["cause"], "NOT_STARTED", "{report}");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!marker.exists(), "the late start ran");
+    assert_eq!(stack.attempt_dirs("node-1", "j-lost-start"), 0);
     stack.stop_all();
 }
 
