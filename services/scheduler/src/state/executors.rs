@@ -188,22 +188,21 @@ impl State {
     /// The attempts an executor reported starting or running and should
     /// still hold (see `qm_core::SETTLE_MISSING_AFTER_SECS`).
     pub fn reported_on(&self, executor_id: &str) -> std::collections::BTreeSet<AttemptKey> {
-        let Some(qs) = self
-            .executors
-            .get(executor_id)
-            .and_then(|e| self.queues.get(&e.registration.job_queue))
-        else {
-            return Default::default();
-        };
-        qs.cluster
-            .reported_attempts_on(executor_id)
-            .into_iter()
-            .map(|(id, attempt): (JobId, u32)| AttemptKey::new(qs.public_id(id), attempt))
-            .collect()
+        self.attempt_keys(executor_id, Cluster::reported_attempts_on)
     }
 
     /// The attempts an executor should hold.
     pub fn expected_on(&self, executor_id: &str) -> std::collections::BTreeSet<AttemptKey> {
+        self.attempt_keys(executor_id, Cluster::attempts_on)
+    }
+
+    /// Attempts of the executor's queue that `pick` lists for it, named as
+    /// on the wire.
+    fn attempt_keys(
+        &self,
+        executor_id: &str,
+        pick: fn(&Cluster, &str) -> Vec<(JobId, u32)>,
+    ) -> std::collections::BTreeSet<AttemptKey> {
         let Some(qs) = self
             .executors
             .get(executor_id)
@@ -211,10 +210,9 @@ impl State {
         else {
             return Default::default();
         };
-        qs.cluster
-            .attempts_on(executor_id)
+        pick(&qs.cluster, executor_id)
             .into_iter()
-            .map(|(id, attempt): (JobId, u32)| AttemptKey::new(qs.public_id(id), attempt))
+            .map(|(id, attempt)| AttemptKey::new(qs.public_id(id), attempt))
             .collect()
     }
 }
