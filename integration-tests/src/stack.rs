@@ -144,6 +144,33 @@ pub async fn start_nats_with(host_port: Option<u16>, tls: Option<Tls>) -> Nats {
     }
 }
 
+/// A start command for attempt 1 of `job_id` on slot 0 of an
+/// `ml.g5.xlarge` of the training queue's QS1, running `command`: what a
+/// test sends on an executor's command subject as an attacker (or a lost
+/// resend) would.
+pub fn start_command(
+    epoch: u64,
+    job_id: &str,
+    command: Vec<String>,
+) -> qm_wire::system::ExecCommand {
+    qm_wire::system::ExecCommand::Start {
+        epoch,
+        job_id: job_id.into(),
+        attempt: 1,
+        job_queue: "training".into(),
+        quota_share_name: "QS1".into(),
+        command,
+        environment: Default::default(),
+        instance_type: "ml.g5.xlarge".into(),
+        slots: vec![0],
+        checkpoints: false,
+        checkpoint_config: None,
+        rank: 0,
+        grace_seconds: None,
+        hosts: vec![],
+    }
+}
+
 /// Three NATS servers with JetStream, clustered (routes over a Docker
 /// network of their own), each on a fixed host port so that one can be
 /// stopped and started again. `nats.url` lists all three (clients fail over
@@ -520,27 +547,12 @@ impl Stack {
         None
     }
 
-    /// Sends `signal` (e.g. "KILL", "TERM") to a service and waits for it to exit.
+    /// Sends `signal` (e.g. "KILL", "TERM") to a service and waits for it to
+    /// exit (killing it after 60 s).
     pub fn signal(&mut self, name: &str, signal: &str) {
-        let Some(mut child) = self.procs.remove(name) else {
-            panic!("no service {name}");
-        };
-        let _ = Command::new("kill")
-            .args([format!("-{signal}"), child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
+        self.stop_within(name, signal, 60);
     }
 
-    /// Stops every service gracefully (SIGTERM): executors first (they
-    /// flush and withdraw through the others), then the rest.
     pub fn stop_all(&mut self) {
         let mut names: Vec<String> = self.procs.keys().cloned().collect();
         names.sort_by_key(|n| !self.executors.contains(n));
@@ -700,14 +712,14 @@ impl Stack {
     }
 
     /// When the attempt's process was launched and seen to end (the
-    /// executor's `run.json`), in milliseconds since the Unix epoch.
+    /// executor's `attempt-<N>.run.json` beside the attempt's directory), in
+    /// milliseconds since the Unix epoch.
     pub fn attempt_run(&self, executor: &str, job_id: &str, attempt: u32) -> Option<(u64, u64)> {
         let text = std::fs::read_to_string(
             self.dir
                 .join(executor)
                 .join(job_id)
-                .join(format!("attempt-{attempt}"))
-                .join("run.json"),
+                .join(format!("attempt-{attempt}.run.json")),
         )
         .ok()?;
         let v: serde_json::Value = serde_json::from_str(&text).ok()?;
@@ -795,7 +807,11 @@ impl Stack {
 
     /// How many attempt directories the executor made for the job.
     pub fn attempt_dirs(&self, executor: &str, job_id: &str) -> usize {
-        std::fs::read_dir(self.dir.join(executor).join(job_id)).map_or(0, |d| d.count())
+        std::fs::read_dir(self.dir.join(executor).join(job_id)).map_or(0, |d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.path().is_dir())
+                .count()
+        })
     }
 
     /// Whether every service process started is still running.

@@ -8,7 +8,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use qm_integration_tests::stack::{bin, running, start_nats_with, trainer_job, Auth, Stack, Tls};
+use qm_integration_tests::stack::{
+    bin, running, start_command, start_nats_with, trainer_job, Auth, Stack, Tls,
+};
 use qm_service::client::CallError;
 use qm_wire::messages::{
     ErrorCode, GetServiceJobLogs, JobRef, ListServiceJobs, ListServiceJobsResponse, ServiceJob,
@@ -61,26 +63,15 @@ async fn refused_by_server(since: Instant, subject: &str) {
 
 /// A start command that would write `marker` if it ever ran.
 fn forged_start(epoch: u64, marker: &std::path::Path) -> ExecCommand {
-    ExecCommand::Start {
+    start_command(
         epoch,
-        job_id: "j-forged".into(),
-        attempt: 1,
-        job_queue: "training".into(),
-        quota_share_name: "QS1".into(),
-        command: vec![
+        "j-forged",
+        vec![
             "sh".into(),
             "-c".into(),
             format!("id > {}", marker.display()),
         ],
-        environment: Default::default(),
-        instance_type: "ml.g5.xlarge".into(),
-        slots: vec![0],
-        checkpoints: false,
-        checkpoint_config: None,
-        rank: 0,
-        grace_seconds: None,
-        hosts: vec![],
-    }
+    )
 }
 
 async fn job(stack: &Stack, id: &str) -> ServiceJob {
@@ -903,13 +894,20 @@ async fn a_job_runs_unprivileged_and_cannot_read_the_nodes_credentials() {
     ];
     stack.executor("node-1", "training", "ml.g5.xlarge", 1);
     let key = stack.auth.key("node-1");
+    // A file the node can write but the job must not reach through the
+    // files the executor writes after the job ends.
+    let victim = stack.path().join("victim.txt");
+    std::fs::write(&victim, "precious").expect("victim");
     let mut job = sleeper("snoop", "QS1", 0);
     job.command = vec![
         "sh".into(),
         "-c".into(),
         format!(
-            "id -u; env | grep -c '^QM_NATS' || true; cat {} && echo READ-THE-KEY; echo done > out.txt",
-            key.display()
+            "id -u; env | grep -c '^QM_NATS' || true; cat {} && echo READ-THE-KEY; echo done > out.txt; \
+             ln -s {v} run.json; ln -s {v} ../attempt-1.run.json 2>/dev/null; \
+             echo '[]' > ../../undelivered-reports.json 2>/dev/null; true",
+            key.display(),
+            v = victim.display()
         ),
     ];
     let id = stack.submit(&job).await;
@@ -947,6 +945,20 @@ async fn a_job_runs_unprivileged_and_cannot_read_the_nodes_credentials() {
         .join(&id)
         .join("attempt-1/out.txt");
     assert!(written.exists(), "{}", written.display());
+    // It could not make the executor write through a planted link, nor
+    // leave reports for the executor's next start.
+    assert_eq!(
+        std::fs::read_to_string(&victim).expect("victim"),
+        "precious"
+    );
+    assert!(
+        stack.attempt_run("node-1", &id, 1).is_some(),
+        "the run was recorded"
+    );
+    assert!(!stack
+        .path()
+        .join("node-1/undelivered-reports.json")
+        .exists());
     stack.stop_all();
 }
 

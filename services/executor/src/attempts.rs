@@ -235,7 +235,9 @@ impl Executor {
             }
         }
         let status = process::wait_or_stop(&mut child, &mut stop).await;
-        process::record_run(&dir, launched_at_ms, qm_service::now_ms());
+        if let Some(job_dir) = dir.parent() {
+            process::record_run(job_dir, attempt, launched_at_ms, qm_service::now_ms());
+        }
         ended.exit_code = status.0;
         ended.signal = status.1;
         tracing::info!(job = %job_id, attempt, exit_code = ?status.0, signal = ?status.1, "process ended");

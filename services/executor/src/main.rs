@@ -87,7 +87,10 @@ async fn main() -> std::process::ExitCode {
     };
     // Reports a previous run on this work directory could not deliver go
     // first, before registering ends that run's attempts HOST_LOST.
-    let outbox = Arc::new(outbox::Outbox::new(&settings.work_dir));
+    let outbox = Arc::new(outbox::Outbox::new(
+        &settings.work_dir,
+        &settings.executor_id,
+    ));
     let kept = outbox.load();
     if !kept.is_empty() {
         tracing::info!(reports = kept.len(), path = %outbox.path().display(), "delivering reports kept from the last shutdown");

@@ -7,6 +7,8 @@
 //! recorded as it ended (not as a lost host). Appends carry the report's
 //! message id, so one stored twice is stored once.
 
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
@@ -15,6 +17,9 @@ use qm_wire::system::Report;
 pub(crate) struct Outbox {
     unsent: Mutex<Vec<(String, Report)>>,
     path: PathBuf,
+    /// Whose reports these are: a saved report of any other executor is
+    /// dropped (this executor may only report as itself).
+    executor_id: String,
 }
 
 /// The message id a report is appended with (JetStream drops a second
@@ -24,10 +29,11 @@ pub(crate) fn report_id(r: &Report) -> String {
 }
 
 impl Outbox {
-    pub(crate) fn new(work_dir: &str) -> Outbox {
+    pub(crate) fn new(work_dir: &str, executor_id: &str) -> Outbox {
         Outbox {
             unsent: Mutex::new(Vec::new()),
             path: PathBuf::from(work_dir).join("undelivered-reports.json"),
+            executor_id: executor_id.to_string(),
         }
     }
 
@@ -68,7 +74,14 @@ impl Outbox {
         }
         let tmp = self.path.with_extension("json.tmp");
         let body = serde_json::to_vec_pretty(&all).map_err(std::io::Error::other)?;
-        std::fs::write(&tmp, body)?;
+        let _ = std::fs::remove_file(&tmp);
+        // Readable by the executor's user only; never through a link.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+            .and_then(|mut f| f.write_all(&body))?;
         std::fs::rename(&tmp, &self.path)?;
         Ok(all.len())
     }
@@ -80,8 +93,17 @@ impl Outbox {
         let Ok(bytes) = std::fs::read(&self.path) else {
             return Vec::new();
         };
-        match serde_json::from_slice(&bytes) {
-            Ok(reports) => reports,
+        match serde_json::from_slice::<Vec<Report>>(&bytes) {
+            Ok(reports) => reports
+                .into_iter()
+                .filter(|r| {
+                    let ours = r.executor_id == self.executor_id;
+                    if !ours {
+                        tracing::warn!(executor = %r.executor_id, job = %r.job_id, "saved report of another executor dropped");
+                    }
+                    ours
+                })
+                .collect(),
             Err(e) => {
                 let aside = self.path.with_extension("json.unreadable");
                 tracing::error!(path = %self.path.display(), moved_to = %aside.display(), error = %e, "saved reports unreadable; set aside");
@@ -124,7 +146,7 @@ mod tests {
     fn held_reports_survive_a_restart_until_delivered() {
         let dir = std::env::temp_dir().join(format!("qm-outbox-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
-        let first = Outbox::new(dir.to_str().expect("utf-8"));
+        let first = Outbox::new(dir.to_str().expect("utf-8"), "node-1");
         let (running, ended) = (
             report("j-1", ReportPhase::Running),
             report("j-1", ReportPhase::Ended),
@@ -135,10 +157,21 @@ mod tests {
         assert!(!first.is_empty());
         assert_eq!(first.save().expect("saved"), 1);
 
-        let next = Outbox::new(dir.to_str().expect("utf-8"));
+        let next = Outbox::new(dir.to_str().expect("utf-8"), "node-1");
         assert_eq!(next.load(), vec![ended.clone()], "only the undelivered one");
         next.clear_saved();
         assert!(next.load().is_empty(), "delivered once");
+
+        // Reports of another executor left in the file are not sent as ours.
+        let mut forged = report("j-2", ReportPhase::Ended);
+        forged.executor_id = "node-2".into();
+        std::fs::write(
+            next.path(),
+            serde_json::to_vec(&vec![forged, ended.clone()]).expect("json"),
+        )
+        .expect("write");
+        assert_eq!(next.load(), vec![ended.clone()]);
+        next.clear_saved();
 
         std::fs::write(next.path(), b"{ not json").expect("write");
         assert!(next.load().is_empty(), "an unreadable file is set aside");

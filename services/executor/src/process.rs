@@ -94,16 +94,24 @@ pub fn spawn(launch: &Launch, dir: &Path, checkpoint_dir: &Path) -> Result<Child
     })
 }
 
-/// Writes `run.json` into the attempt's directory: when its process was
-/// launched and when it was seen to end (milliseconds since the Unix epoch,
-/// this host's clock), for post-mortems and for tests that check that two
-/// attempts of a job never overlapped.
-pub fn record_run(dir: &Path, launched_at_ms: u64, ended_at_ms: u64) {
+/// Records when attempt `attempt`'s process was launched and when it was
+/// seen to end (milliseconds since the Unix epoch, this host's clock) in
+/// `<job_dir>/attempt-<N>.run.json`, for post-mortems and for tests that
+/// check that two attempts of a job never overlapped. It is written beside
+/// the attempt's directory, not in it: the job (possibly another user) may
+/// write its own directory, and could plant a link there for the executor
+/// to write through.
+pub fn record_run(job_dir: &Path, attempt: u32, launched_at_ms: u64, ended_at_ms: u64) {
     let body = serde_json::json!({"launchedAtMs": launched_at_ms, "endedAtMs": ended_at_ms});
-    let path = dir.join("run.json");
+    let path = run_record(job_dir, attempt);
     if let Err(e) = std::fs::write(&path, body.to_string()) {
         tracing::warn!(path = %path.display(), error = %e, "cannot record the attempt's run");
     }
+}
+
+/// Where [`record_run`] writes.
+pub fn run_record(job_dir: &Path, attempt: u32) -> PathBuf {
+    job_dir.join(format!("attempt-{attempt}.run.json"))
 }
 
 /// The child gets SIGKILL when the executor dies, so a killed executor never
