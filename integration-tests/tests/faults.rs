@@ -3,7 +3,9 @@
 //! subject.
 
 use qm_integration_tests::proxy::Proxy;
-use qm_integration_tests::stack::{digest_in, reference_digest, start_nats, trainer_job, Stack};
+use qm_integration_tests::stack::{
+    digest_in, reference_digest, start_command, start_nats, trainer_job, Stack,
+};
 use qm_integration_tests::{start_s3, S3Server};
 use std::time::Duration;
 
@@ -402,22 +404,11 @@ async fn a_stop_for_an_attempt_whose_start_was_lost_is_answered_and_a_late_start
         grace_seconds: 1,
         reason: "reclaimed".into(),
     };
-    let start = ExecCommand::Start {
+    let start = start_command(
         epoch,
-        job_id: "j-lost-start".into(),
-        attempt: 1,
-        job_queue: "training".into(),
-        quota_share_name: "QS1".into(),
-        command: vec!["touch".into(), marker.display().to_string()],
-        environment: Default::default(),
-        instance_type: "ml.g5.xlarge".into(),
-        slots: vec![0],
-        checkpoints: false,
-        checkpoint_config: None,
-        rank: 0,
-        grace_seconds: None,
-        hosts: vec![],
-    };
+        "j-lost-start",
+        vec!["touch".into(), marker.display().to_string()],
+    );
     for cmd in [&stop, &start] {
         scheduler
             .nats

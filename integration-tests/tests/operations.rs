@@ -257,7 +257,7 @@ async fn services_stopped_during_a_nats_outage_exit_and_what_they_could_not_send
 
     // Every service exits on SIGTERM although NATS is unreachable (the
     // executor bounds each step: its jobs' grace, withdrawing its
-    // instances, delivering reports; the others 10-20 s at most).
+    // instances, delivering reports; the others 5-25 s at most).
     for name in ["node-1", "checkpoint-node-1", "scheduler-1", "admission"] {
         let took = stack.stop_within(name, "TERM", 90);
         assert!(

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use async_nats::header::NATS_MESSAGE_ID;
 use backon::Retryable;
 
 use async_nats::jetstream::{self, kv, stream};
@@ -353,13 +354,12 @@ pub async fn create_storage(
 
 /// [`create_storage`], retrying (with a log line) until JetStream answers.
 pub async fn create_storage_with_retry(client: &async_nats::Client, replicas: usize) {
-    let created = (|| create_storage(client, replicas))
-        .retry(crate::retry::forever(Duration::from_millis(200)))
-        .notify(|e, _| tracing::warn!(error = %e, "JetStream not ready; retrying"))
-        .await;
-    if created.is_err() {
-        unreachable!("retried forever");
-    }
+    crate::retry::settled(
+        (|| create_storage(client, replicas))
+            .retry(crate::retry::forever(Duration::from_millis(200)))
+            .notify(|e, _| tracing::warn!(error = %e, "JetStream not ready; retrying"))
+            .await,
+    )
 }
 
 /// Opens a stream admission created, waiting (with a log line) until it
@@ -375,16 +375,13 @@ where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = Result<T, E>>,
 {
-    let retried = open
-        .retry(crate::retry::forever(Duration::from_millis(200)))
-        .notify(|e: &E, _| {
-            tracing::warn!(what, name, error = %e, "not there yet (admission creates it); retrying")
-        })
-        .await;
-    match retried {
-        Ok(v) => v,
-        Err(_) => unreachable!("retried forever"),
-    }
+    crate::retry::settled(
+        open.retry(crate::retry::forever(Duration::from_millis(200)))
+            .notify(|e: &E, _| {
+                tracing::warn!(what, name, error = %e, "not there yet (admission creates it); retrying")
+            })
+            .await,
+    )
 }
 
 /// Opens a KV bucket admission created, waiting until it exists.
@@ -425,36 +422,18 @@ pub async fn shutdown_signal() {
 
 /// Appends `payload` to the log on `subject`, retrying transient failures
 /// until the server acknowledges it (a NATS outage delays, never loses, it).
-/// With `msg_id`, a retried append is stored once.
+/// With `msg_id`, a retried append is stored once. Returns its sequence.
 pub async fn append_durably(
     js: &jetstream::Context,
     subject: String,
     payload: bytes::Bytes,
     msg_id: Option<String>,
 ) -> u64 {
-    let append = || async {
-        let mut headers = async_nats::HeaderMap::new();
-        if let Some(id) = &msg_id {
-            headers.insert("Nats-Msg-Id", id.as_str());
-        }
-        match js
-            .publish_with_headers(subject.clone(), headers, payload.clone())
-            .await
-        {
-            Ok(ack) => ack.await.map(|a| a.sequence).map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
-        }
-    };
-    let stored = append
-        .retry(crate::retry::forever(Duration::from_millis(100)))
-        .notify(|e: &String, _| {
-            tracing::warn!(%subject, error = %e, "append to the log failed; retrying")
-        })
-        .await;
-    match stored {
-        Ok(seq) => seq,
-        Err(_) => unreachable!("retried forever"),
+    let mut headers = async_nats::HeaderMap::new();
+    if let Some(id) = &msg_id {
+        headers.insert(NATS_MESSAGE_ID, id.as_str());
     }
+    publish_durably(js, subject, payload, headers).await
 }
 
 /// One entry for [`append_batch_durably`]: subject, payload, message id.
@@ -468,7 +447,7 @@ pub async fn append_batch_durably(js: &jetstream::Context, batch: Vec<Append>) {
         .into_iter()
         .map(|(subject, payload, id)| {
             let mut headers = async_nats::HeaderMap::new();
-            headers.insert("Nats-Msg-Id", id.as_str());
+            headers.insert(NATS_MESSAGE_ID, id.as_str());
             (subject, payload, headers)
         })
         .collect();
@@ -505,29 +484,29 @@ pub async fn publish_batch_durably(
 }
 
 /// Publishes to a stream until the server acknowledges it (retrying with
-/// backoff), with the caller's headers (including its `Nats-Msg-Id`).
+/// backoff), with the caller's headers (a `Nats-Msg-Id` among them makes a
+/// retry stored once). Returns the stored sequence.
 async fn publish_durably(
     js: &jetstream::Context,
     subject: String,
     payload: bytes::Bytes,
     headers: async_nats::HeaderMap,
-) {
+) -> u64 {
     let publish = || async {
         match js
             .publish_with_headers(subject.clone(), headers.clone(), payload.clone())
             .await
         {
-            Ok(ack) => ack.await.map(drop).map_err(|e| e.to_string()),
+            Ok(ack) => ack.await.map(|a| a.sequence).map_err(|e| e.to_string()),
             Err(e) => Err(e.to_string()),
         }
     };
-    let stored = publish
-        .retry(crate::retry::forever(Duration::from_millis(100)))
-        .notify(|e: &String, _| {
-            tracing::warn!(%subject, error = %e, "publish to a stream failed; retrying")
-        })
-        .await;
-    if stored.is_err() {
-        unreachable!("retried forever");
-    }
+    crate::retry::settled(
+        publish
+            .retry(crate::retry::forever(Duration::from_millis(100)))
+            .notify(|e: &String, _| {
+                tracing::warn!(%subject, error = %e, "append to a stream failed; retrying")
+            })
+            .await,
+    )
 }

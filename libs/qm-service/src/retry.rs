@@ -19,3 +19,12 @@ pub fn forever(first: Duration) -> ExponentialBuilder {
         .with_jitter()
         .without_max_times()
 }
+
+/// The value of a retry built on [`forever`]: it only ends when the work
+/// succeeds, so an error cannot come back.
+pub fn settled<T, E>(retried: Result<T, E>) -> T {
+    match retried {
+        Ok(v) => v,
+        Err(_) => unreachable!("retried forever"),
+    }
+}

@@ -102,7 +102,7 @@ impl Admission {
                 subject,
                 {
                     let mut h = async_nats::HeaderMap::new();
-                    h.insert("Nats-Msg-Id", job_id.as_str());
+                    h.insert(async_nats::header::NATS_MESSAGE_ID, job_id.as_str());
                     h
                 },
                 body.into(),

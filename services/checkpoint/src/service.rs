@@ -261,8 +261,17 @@ impl Service {
             loop {
                 tokio::time::sleep(interval).await;
                 let mut j = job2.lock().await;
-                if let Err(e) = me.sync_once(&request, &mut j).await {
-                    tracing::warn!(job = %request.job_id, error = %e.message, "sync failed; retrying");
+                match me.sync_once(&request, &mut j).await {
+                    Ok(()) => {}
+                    // A later attempt committed: this one is a stale copy,
+                    // and every further commit would be refused too.
+                    Err(e) if e.code == ErrorCode::Conflict => {
+                        tracing::warn!(job = %request.job_id, attempt = request.attempt, error = %e.message, "tracking stopped");
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::warn!(job = %request.job_id, error = %e.message, "sync failed; retrying")
+                    }
                 }
             }
         });

@@ -92,8 +92,9 @@ impl Executor {
     }
 
     /// Registers through admission, retrying until it is accepted (when
-    /// draining for shutdown, for 15 s at most: the scheduler's heartbeat
-    /// timeout ends the attempts anyway).
+    /// draining for shutdown, no new try starts after 15 s, so with the
+    /// client's 10 s timeout it gives up within 25 s: the scheduler's
+    /// heartbeat timeout ends the attempts anyway).
     pub(crate) async fn register(&self, draining: bool) {
         let client = Client::new(self.client.clone(), self.principal.clone());
         let give_up = tokio::time::Instant::now() + Duration::from_secs(15);

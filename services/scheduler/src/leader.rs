@@ -179,3 +179,28 @@ pub async fn release(store: &kv::Store, holder: &str) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_is_surely_held_only_within_a_ttl_of_its_last_write() {
+        let ttl = Duration::from_secs(2);
+        let taken = tokio::time::Instant::now();
+        let tenure = Tenure::new(taken + ttl);
+        assert!(tenure.current());
+        tokio::time::advance(Duration::from_millis(1_900)).await;
+        assert!(tenure.current());
+        // Paused (or cut off) past the TTL without a renewal: another
+        // scheduler may lead now.
+        tokio::time::advance(Duration::from_millis(200)).await;
+        assert!(!tenure.current());
+        // A renewal sent now holds it for another TTL; a late answer to an
+        // older write never shortens it.
+        tenure.extend(tokio::time::Instant::now() + ttl);
+        assert!(tenure.current());
+        tenure.extend(taken + ttl);
+        assert!(tenure.current());
+    }
+}

@@ -503,7 +503,10 @@ impl Runner<'_> {
             // The position names the event: one republished after a
             // failover, or sent again after a lost acknowledgement, is
             // stored once (within the stream's duplicate window).
-            h.insert("Nats-Msg-Id", format!("event-{position}").as_str());
+            h.insert(
+                async_nats::header::NATS_MESSAGE_ID,
+                format!("event-{position}").as_str(),
+            );
             headers = Some(h);
         }
         let (subject, body) = match &effect {
@@ -615,6 +618,7 @@ impl Runner<'_> {
         }
         for (executor_id, incarnation) in lost {
             tracing::warn!(executor = %executor_id, "executor missed its heartbeats; its attempts end HOST_LOST");
+            self.missing.retain(|(e, _), _| e != &executor_id);
             let entry = LogEntry::ExecutorLost {
                 executor_id,
                 incarnation,
