@@ -6,6 +6,7 @@ use qm_wire::messages::{ApiError, ErrorCode, Reply};
 use qm_wire::subjects::Operation;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use tracing::Instrument;
 
 /// A failed call: the service's typed error, or no answer at all.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -71,8 +72,29 @@ impl Client {
         body: bytes::Bytes,
         service: &'static str,
     ) -> Result<R, CallError> {
+        let span = qm_wire::trace::client_span(&qm_wire::trace::template(&subject), &subject, true);
+        let reply = self
+            .request_in(subject, body, service)
+            .instrument(span.clone())
+            .await;
+        if reply.is_err() {
+            span.record("otel.status_code", "ERROR");
+        }
+        reply
+    }
+
+    async fn request_in<R: DeserializeOwned>(
+        &self,
+        subject: String,
+        body: bytes::Bytes,
+        service: &'static str,
+    ) -> Result<R, CallError> {
         let started = std::time::Instant::now();
-        let request = self.nats.request(subject.clone(), body);
+        let request = self.nats.request_with_headers(
+            subject.clone(),
+            qm_wire::trace::headers(),
+            body,
+        );
         let msg = match tokio::time::timeout(self.timeout, request).await {
             Err(_) | Ok(Err(_)) if crate::nats::violation_since(started).is_some() => {
                 return Err(CallError::Refused {

@@ -8,8 +8,10 @@ pub mod api;
 pub mod client;
 pub mod convert;
 pub mod nats;
+pub mod observe;
 pub mod retry;
 pub mod settings;
+pub mod telemetry;
 
 /// Milliseconds since the Unix epoch, from the system clock.
 pub fn now_ms() -> u64 {
@@ -18,22 +20,54 @@ pub fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// The start of every service's `main`: logs, `--config FILE` / `--help`,
-/// settings from file and environment. On a problem it prints one message
-/// naming every problem and returns exit code 2.
-pub fn start<T>(
-    service: &str,
-    usage: &str,
-) -> Result<(T, settings::NatsSettings), std::process::ExitCode>
+/// What a service starts with: its settings, how it reaches NATS, where
+/// it serves metrics, and its trace exporter (flush it before exiting).
+pub struct Started<T> {
+    pub settings: T,
+    pub nats: settings::NatsSettings,
+    pub observe: settings::ObserveSettings,
+    pub telemetry: telemetry::Telemetry,
+}
+
+/// The start of every service's `main`: logs and traces, `--config FILE` /
+/// `--help` / `--version`, settings from file and environment. On a
+/// problem it prints one message naming every problem and returns exit
+/// code 2.
+pub fn start<T>(service: &str, usage: &str) -> Result<Started<T>, std::process::ExitCode>
 where
     T: serde::de::DeserializeOwned + settings::Validate + serde::Serialize + Default,
 {
-    nats::init_tracing();
-    settings::config_path(usage)
-        .and_then(|path| {
-            settings::load::<T>(service, path.as_deref(), std::env::vars())
-                .map_err(|e| e.to_string())
-        })
+    let telemetry = telemetry::init(&format!("qm-{service}"));
+    let loaded = settings::config_path(usage).and_then(|path| {
+        settings::load_all::<T>(service, path.as_deref(), std::env::vars())
+            .map_err(|e| e.to_string())
+    });
+    match loaded {
+        Ok((settings, nats, observe)) => Ok(Started {
+            settings,
+            nats,
+            observe,
+            telemetry,
+        }),
+        Err(e) => {
+            eprintln!("qm-{service}: {e}");
+            telemetry.shutdown();
+            Err(std::process::ExitCode::from(2))
+        }
+    }
+}
+
+/// Serves the service's metrics and health endpoint (see [`observe`]), or
+/// prints why it cannot (exit code 2: the address is taken, the token
+/// file unreadable).
+pub async fn serve_metrics(
+    started: &settings::ObserveSettings,
+    service: &str,
+    endpoint: observe::Endpoint,
+) -> Result<(), std::process::ExitCode> {
+    observe::serve(started, service, endpoint)
+        .await
+        .map(|_| ())
         .map_err(|e| {
             eprintln!("qm-{service}: {e}");
             std::process::ExitCode::from(2)

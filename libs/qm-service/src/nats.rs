@@ -12,21 +12,6 @@ use qm_wire::subjects;
 
 use crate::settings::NatsSettings;
 
-/// Structured logs (`tracing`) to stderr. `RUST_LOG` filters (default
-/// `info`); `QM_LOG_FORMAT=json` writes one JSON object per line.
-pub fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    if std::env::var("QM_LOG_FORMAT").as_deref() == Ok("json") {
-        builder.json().init();
-    } else {
-        builder.init();
-    }
-}
-
 /// Why a connection could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {

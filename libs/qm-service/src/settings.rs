@@ -166,6 +166,105 @@ impl NatsSettings {
     }
 }
 
+/// Where a service serves its metrics and health endpoints, and the
+/// bearer token `/metrics` requires.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ObserveSettings {
+    /// `host:port` of the HTTP endpoint (`/metrics`, `/healthz`,
+    /// `/readyz`); `off` serves none. Default: loopback, the service's own
+    /// port (admission 9641, scheduler 9642, executor 9643, checkpoint
+    /// 9644).
+    pub metrics_address: String,
+    /// A file holding the bearer token `/metrics` requires (Prometheus:
+    /// `authorization: {credentials_file: ...}`). Required when the
+    /// address is reachable from other hosts.
+    pub metrics_token_file: String,
+}
+
+/// The default metrics port of each service.
+pub fn default_metrics_port(service: &str) -> u16 {
+    match service {
+        "admission" => 9641,
+        "scheduler" => 9642,
+        "executor" => 9643,
+        "checkpoint" => 9644,
+        _ => 9640,
+    }
+}
+
+impl ObserveSettings {
+    pub fn for_service(service: &str) -> ObserveSettings {
+        ObserveSettings {
+            metrics_address: format!("127.0.0.1:{}", default_metrics_port(service)),
+            metrics_token_file: String::new(),
+        }
+    }
+
+    fn fields() -> Vec<String> {
+        match serde_json::to_value(ObserveSettings::for_service("")) {
+            Ok(Value::Object(map)) => map.keys().cloned().collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The address to serve on; None when switched off.
+    pub fn address(&self) -> Option<std::net::SocketAddr> {
+        if self.metrics_address == "off" {
+            return None;
+        }
+        self.metrics_address.parse().ok()
+    }
+
+    /// The bearer token, read from its file (surrounding whitespace
+    /// removed); None when no file is set.
+    pub fn token(&self) -> Result<Option<String>, String> {
+        if self.metrics_token_file.is_empty() {
+            return Ok(None);
+        }
+        let text = std::fs::read_to_string(&self.metrics_token_file)
+            .map_err(|e| format!("metricsTokenFile: {}: {e}", self.metrics_token_file))?;
+        let token = text.trim().to_string();
+        if token.len() < 16 {
+            return Err(format!(
+                "metricsTokenFile: {}: the token must be at least 16 characters",
+                self.metrics_token_file
+            ));
+        }
+        if !token.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(format!(
+                "metricsTokenFile: {}: the token must be printable ASCII without spaces",
+                self.metrics_token_file
+            ));
+        }
+        Ok(Some(token))
+    }
+}
+
+impl Validate for ObserveSettings {
+    fn problems(&self) -> Vec<String> {
+        let mut p = Vec::new();
+        if self.metrics_address == "off" {
+            return p;
+        }
+        let Ok(addr) = self.metrics_address.parse::<std::net::SocketAddr>() else {
+            p.push(format!(
+                "metricsAddress: {:?} must be host:port with an IP address (e.g. 127.0.0.1:9643 or 0.0.0.0:9643), or off",
+                self.metrics_address
+            ));
+            return p;
+        };
+        match self.token() {
+            Err(e) => p.push(e),
+            Ok(None) if !addr.ip().is_loopback() => p.push(format!(
+                "metricsAddress: {addr} is reachable from other hosts, so /metrics needs a token: set metricsTokenFile (or serve on 127.0.0.1)"
+            )),
+            Ok(_) => {}
+        }
+        p
+    }
+}
+
 /// Loads settings of type `T` for `service` (e.g. "executor") from `file`
 /// and the environment `env` (pass `std::env::vars()`), with the NATS
 /// connection settings every service shares.
@@ -177,6 +276,21 @@ pub fn load<T>(
 where
     T: DeserializeOwned + Validate + serde::Serialize + Default,
 {
+    load_all(service, file, env).map(|(t, nats, _)| (t, nats))
+}
+
+/// [`load`], with the observability settings every service shares
+/// ([`ObserveSettings`]: `metricsAddress`, `metricsTokenFile`, also by
+/// `QM_METRICS_ADDRESS`, `QM_METRICS_TOKEN_FILE`; the service's own
+/// variable wins). The default address is the service's own port.
+pub fn load_all<T>(
+    service: &str,
+    file: Option<&Path>,
+    env: impl IntoIterator<Item = (String, String)>,
+) -> Result<(T, NatsSettings, ObserveSettings), SettingsError>
+where
+    T: DeserializeOwned + Validate + serde::Serialize + Default,
+{
     let mut problems = Vec::new();
     let mut doc = match serde_json::to_value(T::default()) {
         Ok(Value::Object(map)) => map,
@@ -184,6 +298,9 @@ where
     };
     if let Ok(Value::Object(nats)) = serde_json::to_value(NatsSettings::default()) {
         doc.extend(nats);
+    }
+    if let Ok(Value::Object(observe)) = serde_json::to_value(ObserveSettings::for_service(service)) {
+        doc.extend(observe);
     }
     if let Some(path) = file {
         match std::fs::read_to_string(path) {
@@ -202,7 +319,7 @@ where
     let fields: Vec<String> = doc.keys().cloned().collect();
     let env: Vec<(String, String)> = env.into_iter().collect();
     for field in fields {
-        let names = if field.starts_with("nats") {
+        let names = if field.starts_with("nats") || field.starts_with("metrics") {
             vec![
                 format!("QM_{}", screaming(&field)),
                 format!("{prefix}{}", screaming(&field)),
@@ -227,14 +344,23 @@ where
             nats.insert(field, v);
         }
     }
+    let mut observe = Map::new();
+    for field in ObserveSettings::fields() {
+        if let Some(v) = doc.remove(&field) {
+            observe.insert(field, v);
+        }
+    }
     let settings: T = serde_json::from_value(Value::Object(doc))
         .map_err(|e| SettingsError(vec![e.to_string()]))?;
     let nats: NatsSettings = serde_json::from_value(Value::Object(nats))
         .map_err(|e| SettingsError(vec![e.to_string()]))?;
+    let observe: ObserveSettings = serde_json::from_value(Value::Object(observe))
+        .map_err(|e| SettingsError(vec![e.to_string()]))?;
     let mut problems = nats.problems();
+    problems.extend(observe.problems());
     problems.extend(settings.problems());
     if problems.is_empty() {
-        Ok((settings, nats))
+        Ok((settings, nats, observe))
     } else {
         Err(SettingsError(problems))
     }

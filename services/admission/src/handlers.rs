@@ -2,9 +2,24 @@
 //! they may, and which handler answers each operation.
 
 use super::*;
+use tracing::Instrument;
 
 impl Admission {
+    /// Answers one request inside its span (a child of the caller's trace
+    /// when the request carries one), counted and timed per operation.
     pub(crate) async fn handle(&self, msg: async_nats::Message) {
+        let span = qm_wire::trace::process_span(&qm_wire::trace::template(&msg.subject), &msg);
+        let op = Operation::from_subject(&msg.subject).map_or("unknown", |(_, op)| op.name());
+        let started = std::time::Instant::now();
+        self.dispatch(msg).instrument(span).await;
+        self.metrics.requests.with_label_values(&[op]).inc();
+        self.metrics
+            .duration
+            .with_label_values(&[op])
+            .observe(started.elapsed().as_secs_f64());
+    }
+
+    async fn dispatch(&self, msg: async_nats::Message) {
         let Some((principal, op)) = Operation::from_subject(&msg.subject) else {
             let reply: Result<()> = Err(invalid(
                 format!("unknown operation subject {:?}", msg.subject.as_str()),

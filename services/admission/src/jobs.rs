@@ -4,6 +4,7 @@
 //! the scheduler leader with the caller.
 
 use super::*;
+use tracing::Instrument;
 
 impl Admission {
     pub(crate) async fn submit(
@@ -94,23 +95,39 @@ impl Admission {
             .map_err(|e| invalid(format!("jobQueue: {e}"), Vec::new()))?;
         let body = serde_json::to_vec(&entry)
             .map_err(|e| api::error(ErrorCode::Internal, e.to_string()))?;
-        // The job id as message id: a retried append (same token) is stored once
-        // within the stream's window; the scheduler ignores a known job id too.
-        let ack = self
-            .js
-            .publish_with_headers(
-                subject,
-                {
-                    let mut h = async_nats::HeaderMap::new();
-                    h.insert(async_nats::header::NATS_MESSAGE_ID, job_id.as_str());
-                    h
-                },
-                body.into(),
-            )
-            .await
-            .map_err(|e| transient("job log unavailable", e))?;
-        ack.await
-            .map_err(|e| transient("job log did not store the job", e))?;
+        let current = tracing::Span::current();
+        current.record("qm.job_id", job_id.as_str());
+        current.record("qm.queue", job.job_queue.as_str());
+        current.record("qm.share", share.as_str());
+        // The log entry carries the append's span: the scheduler continues
+        // the job's trace from it (after a failover too).
+        let append = qm_wire::trace::client_span("qm.v1.log.submit.{queue}", &subject, false);
+        append.record("qm.job_id", job_id.as_str());
+        let started = std::time::Instant::now();
+        async {
+            // The job id as message id: a retried append (same token) is
+            // stored once within the stream's window; the scheduler
+            // ignores a known job id too.
+            let mut h = qm_wire::trace::headers();
+            h.insert(async_nats::header::NATS_MESSAGE_ID, job_id.as_str());
+            let ack = self
+                .js
+                .publish_with_headers(subject, h, body.into())
+                .await
+                .map_err(|e| transient("job log unavailable", e))?;
+            ack.await
+                .map_err(|e| transient("job log did not store the job", e))
+        }
+        .instrument(append)
+        .await?;
+        self.metrics
+            .append
+            .with_label_values(&["submit"])
+            .observe(started.elapsed().as_secs_f64());
+        self.metrics
+            .submitted
+            .with_label_values(&[job.job_queue.as_str(), share.as_str()])
+            .inc();
         Ok(SubmitServiceJobResponse {
             job_id: job_id.clone(),
             job_name: job.job_name.clone(),

@@ -36,7 +36,46 @@ use queues::merge_share;
 use serde::{Deserialize, Serialize};
 use settings::{Settings, USAGE};
 
+/// What admission measures (see docs/metrics.md).
+struct Metrics {
+    requests: prometheus::IntCounterVec,
+    duration: prometheus::HistogramVec,
+    append: prometheus::HistogramVec,
+    submitted: prometheus::IntCounterVec,
+}
+
+impl Metrics {
+    fn new() -> Metrics {
+        use qm_service::observe::{counter, histogram, FAST_SECONDS};
+        Metrics {
+            requests: counter(
+                "qm_api_requests_total",
+                "API requests answered, by operation.",
+                &["operation"],
+            ),
+            duration: histogram(
+                "qm_api_request_duration_seconds",
+                "Time to answer an API request, by operation.",
+                &["operation"],
+                FAST_SECONDS,
+            ),
+            append: histogram(
+                "qm_log_append_duration_seconds",
+                "Time to store an entry in the QM_LOG stream (until JetStream acknowledged it), by entry.",
+                &["entry"],
+                FAST_SECONDS,
+            ),
+            submitted: counter(
+                "qm_jobs_submitted_total",
+                "Submit requests accepted (stored in the log), by queue and share; a retry with the same clientToken counts again.",
+                &["queue", "share"],
+            ),
+        }
+    }
+}
+
 struct Admission {
+    metrics: Metrics,
     client: async_nats::Client,
     js: async_nats::jetstream::Context,
     log: async_nats::jetstream::stream::Stream,
@@ -88,10 +127,21 @@ fn token_key(queue: &str, token: &str) -> String {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let (settings, nats_settings) = match qm_service::start::<Settings>("admission", USAGE) {
+    let started = match qm_service::start::<Settings>("admission", USAGE) {
         Ok(s) => s,
         Err(code) => return code,
     };
+    let telemetry = started.telemetry;
+    let code = run(started.settings, started.nats, started.observe).await;
+    telemetry.shutdown();
+    code
+}
+
+async fn run(
+    settings: Settings,
+    nats_settings: qm_service::settings::NatsSettings,
+    observe: qm_service::settings::ObserveSettings,
+) -> std::process::ExitCode {
     let tenancy = match Tenancy::load(std::path::Path::new(&settings.tenancy)) {
         Ok(t) => t,
         Err(e) => {
@@ -110,6 +160,12 @@ async fn main() -> std::process::ExitCode {
         );
         return std::process::ExitCode::from(2);
     }
+    let endpoint = qm_service::observe::Endpoint::new(qm_service::observe::nats_ready(&client))
+        .refresh(qm_service::observe::common("admission", &client));
+    let metrics = Metrics::new();
+    if let Err(code) = qm_service::serve_metrics(&observe, "admission", endpoint).await {
+        return code;
+    }
     tracing::info!(%principal, teams = tenancy.teams.len(), principals = tenancy.principals().len(), "tenancy loaded");
     nats::create_storage_with_retry(&client, settings.stream_replicas).await;
     let js = async_nats::jetstream::new(client.clone());
@@ -127,6 +183,7 @@ async fn main() -> std::process::ExitCode {
         }
     };
     let admission = Arc::new(Admission {
+        metrics,
         client: client.clone(),
         js,
         log,
