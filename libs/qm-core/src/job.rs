@@ -313,6 +313,27 @@ impl Job {
         }
     }
 
+    /// Milliseconds of work attempt `number` threw away, per instance: for
+    /// an attempt that ended preempted or with its host lost, the time from
+    /// its last committed checkpoint (or from when it began running, if it
+    /// committed none) to its stop, which the next attempt must compute
+    /// again. None for an attempt that has not ended or ended otherwise.
+    pub fn lost_work_ms(&self, number: u32) -> Option<u64> {
+        let a = self.attempts.iter().find(|a| a.number == number)?;
+        let lost = a
+            .outcome
+            .is_some_and(|o| o.is_preemption() || o == AttemptOutcome::HostLost);
+        if !lost {
+            return None;
+        }
+        let since = a
+            .last_checkpoint
+            .map(|c| c.at)
+            .or(a.running_at)
+            .unwrap_or(a.scheduled_at);
+        Some(a.stopped_at?.millis_since(since))
+    }
+
     /// The most recent preempted attempts (newest last), as AWS's
     /// `preemptionSummary.recentPreemptedAttempts` (at most 5).
     pub fn recent_preempted_attempts(&self) -> Vec<&Attempt> {
@@ -330,6 +351,57 @@ impl Job {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn attempt(number: u32, outcome: Option<AttemptOutcome>) -> Attempt {
+        Attempt {
+            number,
+            scheduled_at: Time(1_000),
+            started_at: Some(Time(2_000)),
+            running_at: Some(Time(3_000)),
+            stopped_at: outcome.map(|_| Time(10_000)),
+            exit_code: None,
+            outcome,
+            restored: None,
+            last_checkpoint: None,
+            placement: Default::default(),
+            ranks: Default::default(),
+            first_failure: None,
+        }
+    }
+
+    #[test]
+    fn lost_work_runs_from_the_last_checkpoint_or_the_start_to_the_stop() {
+        let mut job = Job {
+            id: JobId(1),
+            spec: JobSpec::new("j", crate::ShareIdx(0), crate::TypeIdx(0), 2),
+            status: JobStatus::Runnable,
+            status_reason: Default::default(),
+            submitted_at: Time(0),
+            runnable_since: Time(0),
+            attempts: vec![
+                attempt(1, Some(AttemptOutcome::PreemptedCrossShare)),
+                attempt(2, Some(AttemptOutcome::HostLost)),
+                attempt(3, Some(AttemptOutcome::Failed)),
+                attempt(4, None),
+            ],
+            preempted_attempts: 1,
+            failed_attempts: 1,
+            host_lost_attempts: 1,
+            stopping: None,
+            last_checkpoint: None,
+        };
+        // No checkpoint: all work since it began running is lost.
+        assert_eq!(job.lost_work_ms(1), Some(7_000));
+        job.attempts[1].last_checkpoint = Some(CheckpointMark {
+            at: Time(8_500),
+            step: 40,
+        });
+        assert_eq!(job.lost_work_ms(2), Some(1_500));
+        // A failure is not lost to the system; a running attempt has lost nothing yet.
+        assert_eq!(job.lost_work_ms(3), None);
+        assert_eq!(job.lost_work_ms(4), None);
+        assert_eq!(job.lost_work_ms(9), None);
+    }
 
     #[test]
     fn exit_rules_match_codes_and_reasons_with_prefix_globs() {

@@ -37,6 +37,7 @@ pub async fn acquire(
     store: &kv::Store,
     holder: &str,
     ttl: Duration,
+    role: &crate::observe::Role,
 ) -> (u64, u64, tokio::time::Instant) {
     let mut announced = false;
     // The lease entry's revision as first seen, and when (local monotonic
@@ -69,6 +70,7 @@ pub async fn acquire(
                         .await
                         .ok()
                 } else {
+                    role.saw_leader();
                     if !announced {
                         tracing::info!(
                             leader = current.map(|l| l.holder).unwrap_or_default(),

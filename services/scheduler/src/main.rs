@@ -4,6 +4,7 @@
 //! (see `leader.rs`); others stand by. See `docs/adr/0004-services.md`.
 
 mod leader;
+mod observe;
 mod runner;
 mod state;
 
@@ -77,14 +78,42 @@ impl settings::Validate for Settings {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let (settings, nats_settings) = match qm_service::start::<Settings>("scheduler", USAGE) {
+    let started = match qm_service::start::<Settings>("scheduler", USAGE) {
         Ok(s) => s,
         Err(code) => return code,
     };
+    let telemetry = started.telemetry;
+    let code = run(started.settings, started.nats, started.observe).await;
+    telemetry.shutdown();
+    code
+}
+
+async fn run(
+    settings: Settings,
+    nats_settings: settings::NatsSettings,
+    observe_settings: settings::ObserveSettings,
+) -> std::process::ExitCode {
     let (client, _principal) = match qm_service::connect(&nats_settings, "scheduler").await {
         Ok(c) => c,
         Err(code) => return code,
     };
+    let role = std::sync::Arc::new(observe::Role::default());
+    let mut metrics = observe::Metrics::new();
+    let ready = {
+        let (role, client) = (role.clone(), client.clone());
+        let lease = Duration::from_secs(settings.lease_seconds);
+        Box::new(move || role.ready(&client, lease))
+    };
+    let gauges = {
+        let (role, report) = (role.clone(), metrics.role_gauges());
+        Box::new(move || report(&role))
+    };
+    let endpoint = qm_service::observe::Endpoint::new(ready)
+        .refresh(qm_service::observe::common("scheduler", &client))
+        .refresh(gauges);
+    if let Err(code) = qm_service::serve_metrics(&observe_settings, "scheduler", endpoint).await {
+        return code;
+    }
     let storage = nats::scheduler_storage(&client).await;
     let ttl = Duration::from_secs(settings.lease_seconds);
     let shutdown = nats::shutdown_signal();
@@ -92,7 +121,7 @@ async fn main() -> std::process::ExitCode {
     loop {
         let acquired = tokio::select! {
             _ = &mut shutdown => None,
-            got = leader::acquire(&storage.leader, &settings.holder, ttl) => Some(got),
+            got = leader::acquire(&storage.leader, &settings.holder, ttl, &role) => Some(got),
         };
         let Some((epoch, revision, taken_at)) = acquired else {
             tracing::info!("scheduler stopped (was standing by)");
@@ -109,10 +138,19 @@ async fn main() -> std::process::ExitCode {
         );
         let lease = runner::Lease {
             epoch,
+            role: role.clone(),
             lost,
             tenure,
         };
-        let outcome = runner::run(&client, &storage, &settings, lease, &mut shutdown).await;
+        let outcome = runner::run(
+            &client,
+            &storage,
+            &settings,
+            lease,
+            &mut metrics,
+            &mut shutdown,
+        )
+        .await;
         keeper.abort();
         match outcome {
             runner::Outcome::Shutdown => {

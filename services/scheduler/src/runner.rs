@@ -124,6 +124,11 @@ const SNAPSHOT_FRONT: usize = 20;
 
 struct Runner<'a> {
     client: &'a async_nats::Client,
+    metrics: &'a mut crate::observe::Metrics,
+    role: &'a crate::observe::Role,
+    traces: crate::observe::Traces,
+    /// When the metrics' gauges were last refreshed from the state.
+    refreshed: Option<Instant>,
     storage: &'a Storage,
     settings: &'a Settings,
     state: State,
@@ -165,6 +170,8 @@ fn ms_of(info: &async_nats::jetstream::message::Info<'_>) -> u64 {
 /// until when it is surely held (see `leader::Tenure`).
 pub struct Lease {
     pub epoch: u64,
+    /// Where the leader reports its role (readiness, metrics).
+    pub role: std::sync::Arc<crate::observe::Role>,
     pub lost: tokio::sync::watch::Receiver<bool>,
     pub tenure: crate::leader::Tenure,
 }
@@ -174,16 +181,22 @@ pub async fn run(
     storage: &Storage,
     settings: &Settings,
     lease: Lease,
+    metrics: &mut crate::observe::Metrics,
     shutdown: &mut Pin<&mut impl Future<Output = ()>>,
 ) -> Outcome {
     let Lease {
         epoch,
+        role,
         mut lost,
         tenure,
     } = lease;
     let (events, queued) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(publish_events(storage.js.clone(), queued));
     let mut runner = Runner {
+        metrics,
+        role: &role,
+        traces: Default::default(),
+        refreshed: None,
         missing: HashMap::new(),
         events,
         tenure,
@@ -202,10 +215,12 @@ pub async fn run(
         dirty: true,
         positions: Positions::default(),
     };
-    match runner.go(epoch, &mut lost, shutdown).await {
+    let outcome = match runner.go(epoch, &mut lost, shutdown).await {
         Ok(outcome) => outcome,
         Err(e) => Outcome::Failed(e),
-    }
+    };
+    role.stand_by();
+    outcome
 }
 
 impl Runner<'_> {
@@ -241,6 +256,7 @@ impl Runner<'_> {
         tracing::info!(?published, "newest stored event position");
         let republish = self.replay(entries, published);
         self.state.epoch = epoch;
+        self.role.lead(epoch);
         tracing::info!(
             entries = last,
             jobs = self.state.job_queue.len(),
@@ -318,6 +334,7 @@ impl Runner<'_> {
                     if let Some(hb) = hb { self.heartbeat(hb).await; }
                 }
                 _ = ticker.tick() => {
+                    self.refresh_metrics();
                     self.check_executors().await;
                     self.resend().await;
                     self.dirty = true;
@@ -348,6 +365,10 @@ impl Runner<'_> {
         self.positions.input(seq);
         match serde_json::from_slice::<LogEntry>(&msg.payload) {
             Ok(entry) => {
+                if let LogEntry::Submit { job_id, .. } = &entry {
+                    let carried = qm_wire::trace::extract_span(msg.headers.as_ref());
+                    self.traces.submitted(job_id, carried);
+                }
                 let fx = self.state.apply(entry, at);
                 self.dirty = true;
                 if live {
@@ -434,6 +455,10 @@ impl Runner<'_> {
                     continue;
                 }
             };
+            if let LogEntry::Submit { job_id, .. } = &entry {
+                let carried = qm_wire::trace::extract_span(msg.headers.as_ref());
+                self.traces.submitted(job_id, carried);
+            }
             let after = if msg.subject.as_str() == subjects::LOG_SCHED {
                 self.sched_seq = self.sched_seq.max(seq);
                 Some(
@@ -489,12 +514,17 @@ impl Runner<'_> {
 
     async fn publish(&mut self, fx: Effects) {
         for effect in fx {
+            if let Effect::Job(e, _) = &effect {
+                self.metrics.event(&self.state, e);
+                self.traces.event(e);
+            }
             self.send(effect, false).await;
         }
     }
 
     async fn send(&mut self, effect: Effect, resend: bool) {
         let mut headers = None;
+        let mut command_headers = None;
         if effect.is_event() {
             let (a, b, i) = self.positions.next_event();
             let position = format!("{a}.{b}.{i}");
@@ -542,6 +572,12 @@ impl Runner<'_> {
                 let Ok(subject) = subjects::executor_command(executor) else {
                     return;
                 };
+                // The command continues the job's trace.
+                if let Some(cx) = self.traces.of(job) {
+                    let mut h = async_nats::HeaderMap::new();
+                    qm_wire::trace::inject_span(cx, &mut h);
+                    command_headers = Some(h);
+                }
                 (subject, serde_json::to_vec(cmd))
             }
         };
@@ -553,7 +589,12 @@ impl Runner<'_> {
                 let _ = self.events.send((subject, body.into(), h));
             }
             None => {
-                if let Err(e) = self.client.publish(subject, body.into()).await {
+                let h = command_headers.unwrap_or_default();
+                if let Err(e) = self
+                    .client
+                    .publish_with_headers(subject, h, body.into())
+                    .await
+                {
                     tracing::warn!(error = %e, "publish failed");
                 }
             }
@@ -618,6 +659,12 @@ impl Runner<'_> {
         }
         for (executor_id, incarnation) in lost {
             tracing::warn!(executor = %executor_id, "executor missed its heartbeats; its attempts end HOST_LOST");
+            if let Some(e) = self.state.executors.get(&executor_id) {
+                self.metrics
+                    .lost
+                    .with_label_values(&[e.registration.job_queue.as_str()])
+                    .inc();
+            }
             self.missing.retain(|(e, _), _| e != &executor_id);
             let entry = LogEntry::ExecutorLost {
                 executor_id,
@@ -669,6 +716,10 @@ impl Runner<'_> {
             .executors
             .get(&hb.executor_id)
             .is_some_and(|e| e.live && e.registration.incarnation == hb.incarnation);
+        self.metrics
+            .heartbeats
+            .with_label_values(&[if known { "true" } else { "false" }])
+            .inc();
         if known {
             self.last_seen
                 .insert(hb.executor_id.clone(), Instant::now());
@@ -715,6 +766,7 @@ impl Runner<'_> {
         let queues: Vec<String> = self.state.queues.keys().cloned().collect();
         let now = self.state.clock.max(now_ms());
         for q in queues {
+            let (started, began) = (Instant::now(), std::time::SystemTime::now());
             let Some((record, plan)) = self.state.plan(&q, now) else {
                 continue;
             };
@@ -724,6 +776,7 @@ impl Runner<'_> {
             {
                 let fx = self.state.apply_reasons(&q, &plan);
                 self.publish(fx).await;
+                self.metrics.pass_took(&q, started.elapsed());
                 continue;
             }
             let entry = LogEntry::Pass(record);
@@ -733,10 +786,31 @@ impl Runner<'_> {
             let LogEntry::Pass(record) = entry else {
                 unreachable!()
             };
+            self.metrics.decisions.inc();
+            self.metrics.pass(&self.state, &record);
+            self.traces.pass(&self.state, &record, began);
             let fx = self.state.apply_planned(&record, plan);
             self.publish(fx).await;
+            self.metrics.pass_took(&q, started.elapsed());
         }
         self.dirty = false;
+    }
+
+    /// Refreshes the metrics' gauges from the state, at most once a second.
+    fn refresh_metrics(&mut self) {
+        if self
+            .refreshed
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
+        {
+            return;
+        }
+        self.refreshed = Some(Instant::now());
+        let ages = self
+            .last_seen
+            .iter()
+            .map(|(id, seen)| (id.clone(), seen.elapsed()))
+            .collect();
+        self.metrics.refresh(&self.state, &ages);
     }
 
     // ----- requests relayed by admission -------------------------------------
