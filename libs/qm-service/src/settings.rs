@@ -375,6 +375,14 @@ pub fn config_path(usage: &str) -> Result<Option<std::path::PathBuf>, String> {
             println!("{usage}");
             std::process::exit(0)
         }
+        [flag] if flag == "--version" || flag == "-V" => {
+            let name = std::env::args()
+                .next()
+                .and_then(|a| a.rsplit('/').next().map(str::to_string))
+                .unwrap_or_default();
+            println!("{name} {}", env!("CARGO_PKG_VERSION"));
+            std::process::exit(0)
+        }
         [flag, path] if flag == "--config" => Ok(Some(path.into())),
         _ => Err(format!("unexpected arguments {args:?}\n\n{usage}")),
     }

@@ -21,6 +21,7 @@
 //! service read or write anywhere else. Files inside that are links are
 //! never uploaded.
 
+mod observe;
 mod service;
 mod settings;
 
@@ -30,6 +31,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use tracing::Instrument;
 use qm_checkpoint::s3::{S3Config, S3Store};
 use qm_checkpoint::sync::{self, CommitInfo, Uploaded};
 use qm_service::api::{self, decode, respond};
@@ -98,10 +100,21 @@ fn failed(what: &str, e: sync::SyncError) -> ApiError {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let (mut settings, nats_settings) = match qm_service::start::<Settings>("checkpoint", USAGE) {
+    let started = match qm_service::start::<Settings>("checkpoint", USAGE) {
         Ok(s) => s,
         Err(code) => return code,
     };
+    let telemetry = started.telemetry;
+    let code = run(started.settings, started.nats, started.observe).await;
+    telemetry.shutdown();
+    code
+}
+
+async fn run(
+    mut settings: Settings,
+    nats_settings: qm_service::settings::NatsSettings,
+    observe_settings: qm_service::settings::ObserveSettings,
+) -> std::process::ExitCode {
     if settings.work_dir.is_empty() {
         settings.work_dir = format!("/tmp/qm-executor-{}", settings.node);
     }
@@ -159,6 +172,26 @@ async fn main() -> std::process::ExitCode {
         eprintln!("qm-checkpoint: cannot subscribe");
         return std::process::ExitCode::from(1);
     };
+    let s3_health = observe::S3Health::default();
+    s3_health.watch(S3Store::new(&s3));
+    std::sync::LazyLock::force(&observe::METRICS);
+    let endpoint = {
+        let (nats, s3_health) = (client.clone(), s3_health.clone());
+        let ready = Box::new(move || {
+            if !qm_service::observe::nats_up(&nats) {
+                Err("NATS disconnected".to_string())
+            } else if !s3_health.up() {
+                Err("S3 unreachable".to_string())
+            } else {
+                Ok(())
+            }
+        });
+        qm_service::observe::Endpoint::new(ready)
+            .refresh(qm_service::observe::common("checkpoint", &client))
+    };
+    if let Err(code) = qm_service::serve_metrics(&observe_settings, "checkpoint", endpoint).await {
+        return code;
+    }
     let service = Arc::new(Service {
         settings,
         work_dir,
@@ -179,8 +212,9 @@ async fn main() -> std::process::ExitCode {
             msg = requests.next() => {
                 let Some(msg) = msg else { break };
                 let svc = Arc::clone(&service);
+                let op = msg.subject.rsplit('.').next().unwrap_or("").to_string();
+                let span = qm_wire::trace::process_span(&format!("qm.v1.ckpt.{{node}}.{op}"), &msg);
                 tokio::spawn(async move {
-                    let op = msg.subject.rsplit('.').next().unwrap_or("").to_string();
                     let r = match decode::<CheckpointRequest>(&msg.payload) {
                         Err(e) => Err(e),
                         Ok(req) => match op.as_str() {
@@ -194,7 +228,7 @@ async fn main() -> std::process::ExitCode {
                         tracing::warn!(op = %op, error = %e.message, "checkpoint request failed");
                     }
                     respond(&svc.client, &msg, &r).await;
-                });
+                }.instrument(span));
             }
         }
     }
@@ -207,7 +241,7 @@ async fn main() -> std::process::ExitCode {
             let mut j = job.lock().await;
             if let Some((request, t)) = j.tracking.take() {
                 t.abort();
-                match service.sync_once(&request, &mut j).await {
+                match service.sync_once(&request, &mut j, &opentelemetry::Context::new()).await {
                     Ok(()) => {
                         tracing::info!(job = %request.job_id, attempt = request.attempt, "final commit before stopping")
                     }

@@ -3,11 +3,15 @@
 //! share's S3 prefixes, and the periodic sync of tracked attempts.
 
 use super::*;
+use tracing::Instrument;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 impl Service {
     pub(crate) async fn job(&self, job_id: &str) -> Arc<Mutex<JobSync>> {
         let mut jobs = self.jobs.lock().await;
-        Arc::clone(jobs.entry(job_id.to_string()).or_default())
+        let job = Arc::clone(jobs.entry(job_id.to_string()).or_default());
+        crate::observe::METRICS.jobs.set(jobs.len() as i64);
+        job
     }
 
     /// `dir` if it is a real directory inside the work directory: absolute,
@@ -132,9 +136,23 @@ impl Service {
         req: &CheckpointRequest,
     ) -> Result<CheckpointReply, ApiError> {
         let Target { dir, store, prefix } = self.target(req).await?;
-        let restored = sync::restore(&store, &prefix, &dir)
-            .await
-            .map_err(|e| failed("restore failed", e))?;
+        let started = std::time::Instant::now();
+        let restored = sync::restore(&store, &prefix, &dir).await;
+        let m = &crate::observe::METRICS;
+        let result = match &restored {
+            Ok(r) if r.manifest.is_some() => "restored",
+            Ok(_) => "none",
+            Err(_) => "failed",
+        };
+        m.restore
+            .with_label_values(&[result])
+            .observe(started.elapsed().as_secs_f64());
+        let restored = restored.map_err(|e| failed("restore failed", e))?;
+        if let Some(manifest) = &restored.manifest {
+            m.bytes
+                .with_label_values(&["restored"])
+                .inc_by(manifest.files.iter().map(|f| f.size).sum());
+        }
         let checkpoint = restored.manifest.map(|m| CheckpointCommit {
             job_queue: req.job_queue.clone(),
             job_id: req.job_id.clone(),
@@ -161,16 +179,61 @@ impl Service {
     }
 
     /// Commits the directory if it changed since the last commit.
+    /// `parent`: the trace the commit's span belongs to when no span is
+    /// current (a tracker's commits continue the `track` request's trace).
     pub(crate) async fn sync_once(
         &self,
         req: &CheckpointRequest,
         j: &mut JobSync,
+        parent: &opentelemetry::Context,
     ) -> Result<(), ApiError> {
-        let Target { dir, store, prefix } = self.target(req).await?;
-        let print = sync::fingerprint(&dir).map_err(|e| failed("cannot read the directory", e))?;
+        let target = self.target(req).await?;
+        let print =
+            sync::fingerprint(&target.dir).map_err(|e| failed("cannot read the directory", e))?;
         if print.is_empty() || j.committed.as_ref() == Some(&print) {
             return Ok(());
         }
+        let span = tracing::info_span!(
+            "commit",
+            otel.name = "commit checkpoint",
+            otel.status_code = tracing::field::Empty,
+            qm.job_id = %req.job_id,
+            qm.queue = %req.job_queue,
+            qm.share = %req.quota_share_name,
+            qm.attempt = req.attempt,
+            qm.checkpoint.seq = tracing::field::Empty,
+            qm.checkpoint.bytes = tracing::field::Empty,
+        );
+        qm_wire::trace::follow(&span, parent.clone());
+        let started = std::time::Instant::now();
+        let result = self
+            .commit(req, j, print, target)
+            .instrument(span.clone())
+            .await;
+        let m = &crate::observe::METRICS;
+        let label = match &result {
+            Ok(_) => "committed",
+            Err(e) if e.code == ErrorCode::Conflict => "refused",
+            Err(_) => "failed",
+        };
+        if result.is_err() {
+            span.record("otel.status_code", "ERROR");
+        }
+        m.commits.with_label_values(&[label]).inc();
+        m.commit
+            .with_label_values(&[label])
+            .observe(started.elapsed().as_secs_f64());
+        result
+    }
+
+    async fn commit(
+        &self,
+        req: &CheckpointRequest,
+        j: &mut JobSync,
+        print: qm_checkpoint::Fingerprint,
+        target: Target,
+    ) -> Result<(), ApiError> {
+        let Target { dir, store, prefix } = target;
         // A file rewritten mid-upload: nothing was committed; try again soon
         // (a workload that checkpoints often must not starve its commits).
         // The number another writer took first: list again, next number.
@@ -212,6 +275,14 @@ impl Service {
             step: manifest.step,
             created_at: manifest.created_at_ms,
         };
+        let bytes: u64 = manifest.files.iter().map(|f| f.size).sum();
+        let current = tracing::Span::current();
+        current.record("qm.checkpoint.seq", commit.seq);
+        current.record("qm.checkpoint.bytes", bytes);
+        crate::observe::METRICS
+            .bytes
+            .with_label_values(&["committed"])
+            .inc_by(bytes);
         tracing::info!(job = %req.job_id, attempt = req.attempt, seq = commit.seq, step = ?commit.step, files = manifest.files.len(), "checkpoint committed");
         j.last = Some(commit.clone());
         if let Ok(body) = serde_json::to_vec(&LogEntry::Checkpoint(commit.clone())) {
@@ -257,11 +328,12 @@ impl Service {
         let job2 = Arc::clone(&job);
         let interval = Duration::from_millis(self.settings.scan_interval_ms);
         let request = req.clone();
+        let parent = tracing::Span::current().context();
         let task = tokio::spawn(async move {
             loop {
                 tokio::time::sleep(interval).await;
                 let mut j = job2.lock().await;
-                match me.sync_once(&request, &mut j).await {
+                match me.sync_once(&request, &mut j, &parent).await {
                     Ok(()) => {}
                     // A later attempt committed: this one is a stale copy,
                     // and every further commit would be refused too.
@@ -289,13 +361,16 @@ impl Service {
         if let Some((_, t)) = j.tracking.take() {
             t.abort();
         }
-        self.sync_once(&req, &mut j).await?;
+        self.sync_once(&req, &mut j, &tracing::Span::current().context())
+            .await?;
         let reply = CheckpointReply {
             checkpoint: j.last.clone(),
             skipped: vec![],
         };
         drop(j);
-        self.jobs.lock().await.remove(&req.job_id);
+        let mut jobs = self.jobs.lock().await;
+        jobs.remove(&req.job_id);
+        crate::observe::METRICS.jobs.set(jobs.len() as i64);
         Ok(reply)
     }
 }

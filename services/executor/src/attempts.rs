@@ -15,6 +15,7 @@ use qm_wire::system::{
     LogsResponse, Report, ReportPhase,
 };
 use tokio::sync::watch;
+use tracing::Instrument;
 
 use crate::error::{CheckpointCallError, LaunchError};
 use crate::node::{Executor, Running};
@@ -140,7 +141,18 @@ impl Executor {
                     );
                 }
                 let me = Arc::clone(self);
-                tokio::spawn(async move { me.run_attempt(launch, rx).await });
+                let span = tracing::info_span!(
+                    "attempt",
+                    otel.name = "run attempt",
+                    qm.job_id = %launch.job_id,
+                    qm.queue = %launch.job_queue,
+                    qm.share = %quota_share_name,
+                    qm.attempt = attempt,
+                    qm.executor = %self.settings.executor_id,
+                    process.exit.code = tracing::field::Empty,
+                    otel.status_code = tracing::field::Empty,
+                );
+                tokio::spawn(async move { me.run_attempt(launch, rx).await }.instrument(span));
             }
             ExecCommand::Stop {
                 job_id,
@@ -149,6 +161,15 @@ impl Executor {
                 reason,
                 ..
             } => {
+                let span = tracing::info_span!(
+                    "stop",
+                    otel.name = "stop attempt",
+                    qm.job_id = %job_id,
+                    qm.attempt = attempt,
+                    qm.stop.reason = %reason,
+                    qm.stop.grace_seconds = grace_seconds,
+                );
+                let _in = span.enter();
                 let key = AttemptKey::new(job_id.clone(), attempt);
                 let held = match self.attempts.lock() {
                     Ok(attempts) => match attempts.get(&key) {
@@ -199,7 +220,11 @@ impl Executor {
         let (job_id, attempt) = (launch.job_id.clone(), launch.attempt);
         let dir = self.attempt_dir(&job_id, attempt);
         let mut ended = self.report(&job_id, attempt, ReportPhase::Ended);
-        let prepared = match self.prepare(&launch, &dir).await {
+        let prepared = match self
+            .prepare(&launch, &dir)
+            .instrument(tracing::info_span!("prepare", otel.name = "prepare attempt"))
+            .await
+        {
             Ok(p) => p,
             Err(e) => {
                 tracing::warn!(job = %job_id, attempt, error = %e, "launch failed");
@@ -234,7 +259,24 @@ impl Executor {
                 tracing::warn!(job = %job_id, error = %e, "checkpoint tracking not started");
             }
         }
-        let status = process::wait_or_stop(&mut child, &mut stop).await;
+        let running = tracing::info_span!(
+            "process",
+            otel.name = "process",
+            process.pid = child.id(),
+            process.exit.code = tracing::field::Empty,
+            process.exit.signal = tracing::field::Empty,
+        );
+        let status = process::wait_or_stop(&mut child, &mut stop)
+            .instrument(running.clone())
+            .await;
+        if let Some(code) = status.0 {
+            running.record("process.exit.code", code);
+            tracing::Span::current().record("process.exit.code", code);
+        }
+        if let Some(signal) = status.1 {
+            running.record("process.exit.signal", signal);
+        }
+        drop(running);
         if let Some(job_dir) = dir.parent() {
             process::record_run(job_dir, attempt, launched_at_ms, qm_service::now_ms());
         }
@@ -293,6 +335,14 @@ impl Executor {
             if a.remove(&key).is_some_and(|r| r.fenced) {
                 ended.cause = Some(EndCause::Fenced);
             }
+        }
+        let result = crate::observe::result(&ended);
+        crate::observe::METRICS
+            .ended
+            .with_label_values(&[result])
+            .inc();
+        if !matches!(result, "succeeded" | "not_started") {
+            tracing::Span::current().record("otel.status_code", "ERROR");
         }
         let reported = !self.draining.load(std::sync::atomic::Ordering::SeqCst);
         if let Ok(mut f) = self.finished.lock() {

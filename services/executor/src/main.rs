@@ -21,6 +21,7 @@ mod attempts;
 mod error;
 mod gpus;
 mod node;
+mod observe;
 mod outbox;
 mod process;
 mod settings;
@@ -34,16 +35,28 @@ use qm_service::nats;
 use qm_wire::subjects;
 use qm_wire::system::{ExecCommand, LogsRequest};
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 use node::{reporter, Executor};
 use settings::{Settings, USAGE};
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let (mut settings, nats_settings) = match qm_service::start::<Settings>("executor", USAGE) {
+    let started = match qm_service::start::<Settings>("executor", USAGE) {
         Ok(s) => s,
         Err(code) => return code,
     };
+    let telemetry = started.telemetry;
+    let code = run(started.settings, started.nats, started.observe).await;
+    telemetry.shutdown();
+    code
+}
+
+async fn run(
+    mut settings: Settings,
+    nats_settings: qm_service::settings::NatsSettings,
+    observe_settings: qm_service::settings::ObserveSettings,
+) -> std::process::ExitCode {
     if settings.work_dir.is_empty() {
         settings.work_dir = format!("/tmp/qm-executor-{}", settings.executor_id);
     }
@@ -127,6 +140,34 @@ async fn main() -> std::process::ExitCode {
         eprintln!("qm-executor: cannot subscribe");
         return std::process::ExitCode::from(1);
     };
+    let endpoint = {
+        let (me, nats) = (Arc::clone(&executor), client.clone());
+        let ready = Box::new(move || {
+            if !qm_service::observe::nats_up(&nats) {
+                Err("NATS disconnected".to_string())
+            } else if me.fenced.load(std::sync::atomic::Ordering::SeqCst) {
+                Err("fenced: no heartbeat acknowledged".to_string())
+            } else {
+                Ok(())
+            }
+        });
+        let me = Arc::clone(&executor);
+        let gauges = Box::new(move || {
+            let m = &*observe::METRICS;
+            m.attempts
+                .set(me.attempts.lock().map_or(0, |a| a.len() as i64));
+            m.fenced.set(i64::from(
+                me.fenced.load(std::sync::atomic::Ordering::SeqCst),
+            ));
+        });
+        qm_service::observe::Endpoint::new(ready)
+            .refresh(qm_service::observe::common("executor", &client))
+            .refresh(gauges)
+    };
+    std::sync::LazyLock::force(&observe::METRICS);
+    if let Err(code) = qm_service::serve_metrics(&observe_settings, "executor", endpoint).await {
+        return code;
+    }
     executor.register(false).await;
     let beats = tokio::spawn(Arc::clone(&executor).heartbeats());
     let fence = tokio::spawn(Arc::clone(&executor).fence_watch());
@@ -138,10 +179,16 @@ async fn main() -> std::process::ExitCode {
             _ = &mut shutdown => break,
             cmd = commands.next() => {
                 let Some(cmd) = cmd else { break };
-                match serde_json::from_slice::<ExecCommand>(&cmd.payload) {
-                    Ok(c) => executor.command(c).await,
-                    Err(e) => tracing::warn!(error = %e, "unreadable command ignored"),
+                // Handled in the span of the scheduler's trace it continues.
+                let span = qm_wire::trace::process_span("qm.v1.exec.{executor}.command", &cmd);
+                async {
+                    match serde_json::from_slice::<ExecCommand>(&cmd.payload) {
+                        Ok(c) => executor.command(c).await,
+                        Err(e) => tracing::warn!(error = %e, "unreadable command ignored"),
+                    }
                 }
+                .instrument(span)
+                .await;
             }
             req = logs.next() => {
                 let Some(req) = req else { break };

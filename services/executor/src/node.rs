@@ -187,7 +187,15 @@ impl Executor {
             };
             let sent = tokio::time::Instant::now();
             let request = self.client.request(subject.clone(), body.into());
-            if let Ok(Ok(reply)) = tokio::time::timeout(Duration::from_secs(2), request).await {
+            let answered = tokio::time::timeout(Duration::from_secs(2), request).await;
+            crate::observe::METRICS
+                .heartbeats
+                .with_label_values(&[match &answered {
+                    Ok(Ok(_)) => "acknowledged",
+                    _ => "missed",
+                }])
+                .inc();
+            if let Ok(Ok(reply)) = answered {
                 if let Ok(ack) = serde_json::from_slice::<HeartbeatAck>(&reply.payload) {
                     if ack.known {
                         if let Ok(mut c) = self.contact.lock() {

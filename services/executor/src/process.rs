@@ -157,14 +157,21 @@ pub async fn wait_or_stop(
         let requested = *stop.borrow();
         if let Some(grace) = requested {
             signal_group(child, libc::SIGTERM);
-            return match tokio::time::timeout(Duration::from_secs(grace), child.wait()).await {
-                Ok(s) => decode(s),
-                Err(_) => {
-                    tracing::warn!(grace, "grace period over; SIGKILL");
-                    signal_group(child, libc::SIGKILL);
-                    decode(child.wait().await)
-                }
-            };
+            let signalled = std::time::Instant::now();
+            let (status, killed) =
+                match tokio::time::timeout(Duration::from_secs(grace), child.wait()).await {
+                    Ok(s) => (decode(s), "false"),
+                    Err(_) => {
+                        tracing::warn!(grace, "grace period over; SIGKILL");
+                        signal_group(child, libc::SIGKILL);
+                        (decode(child.wait().await), "true")
+                    }
+                };
+            crate::observe::METRICS
+                .stop
+                .with_label_values(&[killed])
+                .observe(signalled.elapsed().as_secs_f64());
+            return status;
         }
         tokio::select! {
             s = child.wait() => return decode(s),
