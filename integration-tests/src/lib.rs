@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+pub mod observe;
 pub mod proxy;
 pub mod stack;
 

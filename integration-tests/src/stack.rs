@@ -236,8 +236,19 @@ pub async fn running(name: &str, queue_yaml: &str) -> (Nats, S3Server, Stack) {
 
 /// [`running`] on a NATS already started (e.g. on a fixed port).
 pub async fn running_on(nats: Nats, name: &str, queue_yaml: &str) -> (Nats, S3Server, Stack) {
+    running_with(nats, name, queue_yaml, Vec::new()).await
+}
+
+/// [`running_on`], with settings for every service (e.g. where to send
+/// traces).
+pub async fn running_with(
+    nats: Nats,
+    name: &str,
+    queue_yaml: &str,
+    service_env: Vec<(String, String)>,
+) -> (Nats, S3Server, Stack) {
     let s3 = crate::start_s3().await;
-    let mut stack = Stack::new(&nats, &s3, name).await;
+    let mut stack = Stack::new_with(&nats, &s3, name, service_env).await;
     stack.admission();
     stack.scheduler("scheduler-1");
     stack.apply(queue_yaml).await;
@@ -330,6 +341,8 @@ pub struct Stack {
     /// Extra settings for executors started after it is set.
     pub executor_env: Vec<(String, String)>,
     executors: Vec<String>,
+    /// The metrics port of each process started (by name).
+    metrics: BTreeMap<String, u16>,
 }
 
 impl Stack {
@@ -388,6 +401,7 @@ impl Stack {
             checkpoint_env: Vec::new(),
             executor_env: Vec::new(),
             executors: Vec::new(),
+            metrics: BTreeMap::new(),
         }
     }
 
@@ -418,8 +432,16 @@ impl Stack {
             .append(true)
             .open(self.dir.join(format!("{name}.log")))
             .expect("log file");
+        // Every process serves its metrics on a port of its own.
+        let mut metrics = Vec::new();
+        if !env.iter().any(|(k, _)| k.ends_with("METRICS_ADDRESS")) {
+            let port = free_port();
+            self.metrics.insert(name.to_string(), port);
+            metrics.push(("QM_METRICS_ADDRESS", format!("127.0.0.1:{port}")));
+        }
         let child = Command::new(bin(binary))
             .env("QM_NATS_URL", &self.nats_url)
+            .envs(metrics)
             .env(
                 "RUST_LOG",
                 std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
@@ -431,6 +453,14 @@ impl Stack {
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {binary}: {e}"));
         self.procs.insert(name.to_string(), child);
+    }
+
+    /// The port `name` serves its metrics and health endpoints on.
+    pub fn metrics_port(&self, name: &str) -> u16 {
+        *self
+            .metrics
+            .get(name)
+            .unwrap_or_else(|| panic!("{name} serves no metrics here"))
     }
 
     pub fn admission(&mut self) {

@@ -1,9 +1,19 @@
 //! The three-share story of the contract, end to end: real NATS (JetStream)
 //! and S3 in containers, the four services as processes, the example
-//! trainer as the workload.
+//! trainer as the workload. The services send their spans to an OTLP
+//! receiver inside the test, and their metrics are scraped afterwards:
+//! each job is one trace across `qm`, admission, the scheduler, the
+//! executor and the checkpoint service, and the metrics tell the story's
+//! numbers.
 
-use qm_integration_tests::stack::{digest_in, reference_digest, running, trainer_job};
-use qm_wire::messages::{ServiceJob, UpdateServiceJob};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use qm_integration_tests::observe::{Metrics, OtlpReceiver, Span};
+use qm_integration_tests::stack::{
+    bin, digest_in, reference_digest, running_with, start_nats, trainer_job, Stack,
+};
+use qm_wire::messages::{ServiceJob, SubmitServiceJob, UpdateServiceJob};
 use qm_wire::subjects::Operation;
 
 const QUEUE_YAML: &str = include_str!("../../examples/queues/three-shares.yaml");
@@ -23,9 +33,41 @@ fn outcomes(j: &ServiceJob) -> Vec<String> {
         .collect()
 }
 
+/// Submits with the `qm` command line, sending its spans to `otlp`: the
+/// job's trace starts at `qm submit`.
+fn qm_submit(stack: &Stack, otlp: &OtlpReceiver, job: &SubmitServiceJob) -> String {
+    let file = stack.path().join(format!("{}.json", job.job_name));
+    std::fs::write(&file, serde_json::to_vec(job).expect("json")).expect("job file");
+    let out = std::process::Command::new(bin("qm"))
+        .args(["--nats", &stack.nats_url, "--nkey"])
+        .arg(stack.auth.key("platform"))
+        .args(["--output", "json", "submit", "-f"])
+        .arg(&file)
+        .envs(otlp.env())
+        .output()
+        .expect("qm runs");
+    assert!(out.status.success(), "qm submit: {out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON reply");
+    v["jobId"].as_str().expect("jobId").to_string()
+}
+
+/// Polls `port`'s metrics until `done` holds (gauges refresh every second).
+async fn metrics_until(port: u16, what: &str, done: impl Fn(&Metrics) -> bool) -> Metrics {
+    for _ in 0..100 {
+        let m = Metrics::scrape(port, None).await;
+        if done(&m) {
+            return m;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("metrics on port {port} never showed {what}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn three_share_story_reclaims_preempts_in_share_and_every_job_resumes_to_the_same_digest() {
-    let (_nats, _s3, mut stack) = running("story", QUEUE_YAML).await;
+    let otlp = OtlpReceiver::start().await;
+    let (_nats, _s3, mut stack) =
+        running_with(start_nats().await, "story", QUEUE_YAML, otlp.env()).await;
     stack.executor("node-1", "training", "ml.g5.xlarge", 3);
     let expected = reference_digest(&ARGS[..4]);
 
@@ -37,9 +79,11 @@ async fn three_share_story_reclaims_preempts_in_share_and_every_job_resumes_to_t
     stack
         .wait_for(&p3, 60, "RUNNING", |j| j.status == "RUNNING")
         .await;
-    let p2 = stack
-        .submit(&trainer_job("p2", "training", "QS1", 2, &ARGS))
-        .await;
+    let p2 = qm_submit(
+        &stack,
+        &otlp,
+        &trainer_job("p2", "training", "QS1", 2, &ARGS),
+    );
     let j = stack
         .wait_for(&p2, 60, "RUNNING", |j| j.status == "RUNNING")
         .await;
@@ -47,6 +91,19 @@ async fn three_share_story_reclaims_preempts_in_share_and_every_job_resumes_to_t
         j.on_borrowed_capacity,
         "p2 runs on QS2's lent instance: {j:#?}"
     );
+    // The scheduler's metrics show it: QS1 borrows one instance, QS2 lends it.
+    let sched = stack.metrics_port("scheduler-1");
+    let share = |m: &Metrics, share: &str, state: &str| {
+        m.value("qm_share_instances", &[("share", share), ("state", state)])
+    };
+    let m = metrics_until(sched, "QS1 borrowing QS2's instance", |m| {
+        share(m, "QS1", "borrowed") == 1.0
+    })
+    .await;
+    assert_eq!(share(&m, "QS1", "used"), 2.0);
+    assert_eq!(share(&m, "QS1", "entitled"), 1.0);
+    assert_eq!(share(&m, "QS2", "lent"), 1.0);
+    assert_eq!(share(&m, "QS2", "used"), 0.0);
     let p1 = stack
         .submit(&trainer_job("p1", "training", "QS1", 1, &ARGS))
         .await;
@@ -179,5 +236,276 @@ async fn three_share_story_reclaims_preempts_in_share_and_every_job_resumes_to_t
         ],
         "p2 ran, was preempted and requeued, ran again and succeeded"
     );
+
+    let jobs = [("p1", &p1), ("p2", &p2), ("p3", &p3), ("qs2_job", &q2)];
+    observed_metrics(&stack).await;
+    observed_traces(&stack, &otlp, &jobs, (&p2, &q2)).await;
     stack.stop_all();
+}
+
+/// After the story, each service's metrics tell its numbers.
+async fn observed_metrics(stack: &Stack) {
+    let sched = stack.metrics_port("scheduler-1");
+    let m = metrics_until(sched, "four SUCCEEDED jobs", |m| {
+        m.value("qm_jobs", &[("status", "SUCCEEDED")]) == 4.0
+    })
+    .await;
+    let preemptions = |kind: &str, victim: &str, beneficiary: &str| {
+        m.value(
+            "qm_preemptions_total",
+            &[
+                ("kind", kind),
+                ("victim_share", victim),
+                ("beneficiary_share", beneficiary),
+            ],
+        )
+    };
+    assert_eq!(preemptions("CROSS_SHARE", "QS1", "QS2"), 1.0);
+    assert_eq!(preemptions("IN_SHARE", "QS1", "QS1"), 1.0);
+    assert_eq!(m.value("qm_preemptions_total", &[]), 2.0);
+    assert_eq!(m.value("qm_starts_total", &[("attempt", "first")]), 4.0);
+    assert_eq!(m.value("qm_starts_total", &[]), 6.0, "six attempts in all");
+    assert_eq!(m.value("qm_submit_to_running_seconds", &[]), 4.0);
+    // p2 and p3 each lost the work since their last checkpoint.
+    let lost = m.value(
+        "qm_recomputed_instance_seconds_total",
+        &[("share", "QS1"), ("cause", "preemption")],
+    );
+    assert!(lost > 0.0 && lost < 60.0, "lost work {lost}");
+    assert_eq!(m.value("qm_scheduler_leader", &[]), 1.0);
+    assert!(m.value("qm_scheduler_epoch", &[]) >= 1.0);
+    assert_eq!(m.value("qm_executors", &[("state", "live")]), 1.0);
+    assert_eq!(
+        m.value(
+            "qm_executor_instances",
+            &[("instance_type", "ml.g5.xlarge")]
+        ),
+        3.0
+    );
+    assert_eq!(m.value("qm_share_instances", &[("state", "used")]), 0.0);
+    assert!(m.value("qm_scheduling_pass_duration_seconds", &[]) > 0.0);
+
+    let a = Metrics::scrape(stack.metrics_port("admission"), None).await;
+    assert_eq!(
+        a.value(
+            "qm_api_requests_total",
+            &[("operation", "SubmitServiceJob")]
+        ),
+        4.0
+    );
+    assert_eq!(
+        a.value("qm_log_append_duration_seconds", &[("entry", "submit")]),
+        4.0
+    );
+    assert_eq!(a.value("qm_jobs_submitted_total", &[("share", "QS1")]), 3.0);
+
+    let e = Metrics::scrape(stack.metrics_port("node-1"), None).await;
+    assert_eq!(e.value("qm_executor_attempts_ended_total", &[]), 6.0);
+    assert_eq!(e.value("qm_executor_attempts", &[]), 0.0);
+    assert_eq!(e.value("qm_executor_stop_duration_seconds", &[]), 2.0);
+    assert!(
+        e.value(
+            "qm_executor_heartbeats_total",
+            &[("result", "acknowledged")]
+        ) > 0.0
+    );
+
+    let c = Metrics::scrape(stack.metrics_port("checkpoint-node-1"), None).await;
+    assert!(c.value("qm_checkpoint_commits_total", &[("result", "committed")]) >= 6.0);
+    assert_eq!(
+        c.value("qm_checkpoint_commits_total", &[("result", "failed")]),
+        0.0
+    );
+    assert_eq!(
+        c.value(
+            "qm_checkpoint_restore_duration_seconds",
+            &[("result", "restored")]
+        ),
+        2.0,
+        "p2 and p3 resumed"
+    );
+    assert!(c.value("qm_checkpoint_bytes_total", &[("direction", "committed")]) > 0.0);
+    assert!(c.value("qm_checkpoint_bytes_total", &[("direction", "restored")]) > 0.0);
+    assert_eq!(c.value("qm_checkpoint_s3_up", &[]), 1.0);
+
+    // Every metric the dashboard queries exists in a scrape: the dashboard
+    // cannot drift from the code.
+    let mut served = BTreeSet::new();
+    for m in [&m, &a, &e, &c] {
+        served.extend(m.names());
+    }
+    let dashboard: serde_json::Value =
+        serde_json::from_str(include_str!("../../deploy/grafana/quartermaster.json"))
+            .expect("dashboard JSON");
+    let mut queried = BTreeSet::new();
+    collect_exprs(&dashboard, &mut queried);
+    assert!(queried.len() >= 20, "{queried:?}");
+    let missing: Vec<_> = queried.difference(&served).collect();
+    assert!(
+        missing.is_empty(),
+        "the dashboard queries metrics no service serves: {missing:?}"
+    );
+}
+
+/// The metric names in every `expr` of a dashboard.
+fn collect_exprs(v: &serde_json::Value, out: &mut BTreeSet<String>) {
+    match v {
+        serde_json::Value::Object(map) => {
+            for (k, v) in map {
+                match (k.as_str(), v) {
+                    ("expr", serde_json::Value::String(e)) => {
+                        for word in e.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+                            if word.starts_with("qm_") {
+                                let base = ["_bucket", "_sum", "_count"]
+                                    .iter()
+                                    .find_map(|s| word.strip_suffix(s))
+                                    .unwrap_or(word);
+                                out.insert(base.to_string());
+                            }
+                        }
+                    }
+                    _ => collect_exprs(v, out),
+                }
+            }
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|i| collect_exprs(i, out)),
+        _ => {}
+    }
+}
+
+/// After the story, each job is one trace across the services, and the
+/// reclaim's preemption links the victim's trace and the beneficiary's.
+async fn observed_traces(
+    stack: &Stack,
+    otlp: &OtlpReceiver,
+    jobs: &[(&str, &String)],
+    (victim, beneficiary): (&String, &String),
+) {
+    let services = [
+        "qm-admission",
+        "qm-scheduler",
+        "qm-executor",
+        "qm-checkpoint",
+    ];
+    let of = |spans: &[Span], id: &str| -> Vec<Span> {
+        spans
+            .iter()
+            .filter(|s| s.attr("qm.job_id") == Some(id))
+            .cloned()
+            .collect()
+    };
+    let spans = otlp
+        .wait_for(30, "every job's spans from the four services", |spans| {
+            jobs.iter().all(|(_, id)| {
+                let mine = of(spans, id);
+                services.iter().all(|s| mine.iter().any(|x| x.service == *s))
+                    // Each attempt's run has ended and been exported.
+                    && mine.iter().filter(|x| x.name == "run attempt").count() >= 1
+            })
+        })
+        .await;
+    let mut traces = BTreeMap::new();
+    for (name, id) in jobs {
+        let mine = of(&spans, id);
+        let ids: BTreeSet<&str> = mine.iter().map(|s| s.trace_id.as_str()).collect();
+        assert_eq!(
+            ids.len(),
+            1,
+            "{name}: one trace, but spans in {ids:?}:
+{}
+{}",
+            describe(&mine),
+            stack.logs()
+        );
+        traces.insert(
+            id.as_str(),
+            ids.into_iter().next().unwrap_or_default().to_string(),
+        );
+        for service in services {
+            assert!(
+                mine.iter().any(|s| s.service == service),
+                "{name}: no {service} span"
+            );
+        }
+        for span in [
+            "schedule",
+            "wait for capacity",
+            "run attempt",
+            "commit checkpoint",
+        ] {
+            assert!(
+                mine.iter().any(|s| s.name == span),
+                "{name}: no {span:?} span:
+{}",
+                describe(&mine)
+            );
+        }
+    }
+    let (v, b) = (&traces[victim.as_str()], &traces[beneficiary.as_str()]);
+    // p2 came from `qm submit`: the root of its trace.
+    let root: Vec<&Span> = spans
+        .iter()
+        .filter(|s| &s.trace_id == v && s.parent_span_id.is_empty())
+        .collect();
+    assert!(
+        root.len() == 1 && root[0].service == "qm" && root[0].name == "qm submit",
+        "p2's trace starts at qm submit: {root:?}"
+    );
+    // Two attempts, a stop between them.
+    let victim_spans = of(&spans, victim);
+    assert_eq!(
+        victim_spans
+            .iter()
+            .filter(|s| s.name == "run attempt")
+            .count(),
+        2
+    );
+    assert!(victim_spans
+        .iter()
+        .any(|s| s.name == "stop attempt" && s.service == "qm-executor"));
+    // The reclaim: in the beneficiary's trace, linked to the victim's.
+    let preempt = spans
+        .iter()
+        .find(|s| s.name == "preempt" && s.attr("qm.preemption.kind") == Some("CROSS_SHARE"))
+        .expect("a preempt span for the reclaim");
+    assert_eq!(&preempt.trace_id, b, "{preempt:?}");
+    assert_eq!(preempt.attr("qm.victim.job_id"), Some(victim.as_str()));
+    assert!(preempt.links.iter().any(|(t, _)| t == v), "{preempt:?}");
+    let preempted = spans
+        .iter()
+        .find(|s| s.name == "preempted" && &s.trace_id == v)
+        .expect("a preempted span in the victim's trace");
+    assert!(preempted.links.iter().any(|(t, _)| t == b), "{preempted:?}");
+    // Messaging spans follow the semantic conventions.
+    let submit = spans
+        .iter()
+        .find(|s| &s.trace_id == v && s.service == "qm-admission" && s.name.starts_with("process "))
+        .expect("admission's span");
+    assert_eq!(
+        submit.name,
+        "process qm.v1.api.{principal}.SubmitServiceJob"
+    );
+    assert_eq!(submit.attr("messaging.system"), Some("nats"));
+    assert_eq!(submit.attr("messaging.operation.type"), Some("process"));
+    println!(
+        "p2's trace ({v}):
+{}",
+        describe(
+            &spans
+                .iter()
+                .filter(|s| &s.trace_id == v)
+                .cloned()
+                .collect::<Vec<_>>()
+        )
+    );
+}
+
+fn describe(spans: &[Span]) -> String {
+    let mut sorted = spans.to_vec();
+    sorted.sort_by_key(|s| s.start_ns);
+    sorted
+        .iter()
+        .map(|s| format!("  {:>9.1} ms  {:<14} {}", s.millis(), s.service, s.name))
+        .collect::<Vec<_>>()
+        .join("\n")
 }

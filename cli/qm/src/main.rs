@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use qm_sim::{Options, SimError, Simulation};
+use tracing::Instrument;
 
 /// Quartermaster: share GPU training capacity between teams with quota shares.
 #[derive(Parser, Debug)]
@@ -173,6 +174,27 @@ enum Output {
     Json,
 }
 
+impl Command {
+    /// The command's name, as typed.
+    fn name(&self) -> &'static str {
+        match self {
+            Command::Simulate { .. } => "simulate",
+            Command::Auth { .. } => "auth",
+            Command::Audit { .. } => "audit",
+            Command::Whoami => "whoami",
+            Command::Apply { .. } => "apply",
+            Command::Submit(_) => "submit",
+            Command::Describe { .. } => "describe",
+            Command::List { .. } => "list",
+            Command::Watch { .. } => "watch",
+            Command::Update { .. } => "update",
+            Command::Terminate { .. } => "terminate",
+            Command::Logs { .. } => "logs",
+            Command::Snapshot { .. } => "snapshot",
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let output = cli.output;
@@ -200,12 +222,25 @@ fn main() -> ExitCode {
                     return ExitCode::from(3);
                 }
             };
-            match runtime.block_on(run_live(
-                &cli.nats,
-                &cli.credentials,
-                output == Output::Json,
-                command,
-            )) {
+            // With OTEL_EXPORTER_OTLP_ENDPOINT set, the command is the root
+            // span of the trace its requests start (a submitted job's trace).
+            let telemetry = qm_service::telemetry::init_cli("qm");
+            let span = tracing::info_span!(
+                "qm",
+                otel.name = %format!("qm {}", command.name()),
+                otel.kind = "client",
+                otel.status_code = tracing::field::Empty,
+            );
+            let result = runtime.block_on(
+                run_live(&cli.nats, &cli.credentials, output == Output::Json, command)
+                    .instrument(span.clone()),
+            );
+            if result.is_err() {
+                span.record("otel.status_code", "ERROR");
+            }
+            drop(span);
+            telemetry.shutdown();
+            match result {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(live::Failure(message, code)) => {
                     eprintln!("qm: error: {message}");

@@ -90,11 +90,9 @@ impl Client {
         service: &'static str,
     ) -> Result<R, CallError> {
         let started = std::time::Instant::now();
-        let request = self.nats.request_with_headers(
-            subject.clone(),
-            qm_wire::trace::headers(),
-            body,
-        );
+        let request =
+            self.nats
+                .request_with_headers(subject.clone(), qm_wire::trace::headers(), body);
         let msg = match tokio::time::timeout(self.timeout, request).await {
             Err(_) | Ok(Err(_)) if crate::nats::violation_since(started).is_some() => {
                 return Err(CallError::Refused {

@@ -94,7 +94,10 @@ pub fn register<M: prometheus::core::Collector + Clone + 'static>(
 
 /// A counter family in the default registry.
 pub fn counter(name: &str, help: &str, labels: &[&str]) -> prometheus::IntCounterVec {
-    register(prometheus::IntCounterVec::new(Opts::new(name, help), labels))
+    register(prometheus::IntCounterVec::new(
+        Opts::new(name, help),
+        labels,
+    ))
 }
 
 /// A gauge family in the default registry.
@@ -190,7 +193,10 @@ impl Endpoint {
                 ),
             },
             _ if !self.authorized(req) => {
-                let mut r = reply(StatusCode::UNAUTHORIZED, "a bearer token is required\n".into());
+                let mut r = reply(
+                    StatusCode::UNAUTHORIZED,
+                    "a bearer token is required\n".into(),
+                );
                 r.headers_mut().insert(
                     hyper::header::WWW_AUTHENTICATE,
                     hyper::header::HeaderValue::from_static("Bearer realm=\"metrics\""),

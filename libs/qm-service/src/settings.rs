@@ -299,7 +299,8 @@ where
     if let Ok(Value::Object(nats)) = serde_json::to_value(NatsSettings::default()) {
         doc.extend(nats);
     }
-    if let Ok(Value::Object(observe)) = serde_json::to_value(ObserveSettings::for_service(service)) {
+    if let Ok(Value::Object(observe)) = serde_json::to_value(ObserveSettings::for_service(service))
+    {
         doc.extend(observe);
     }
     if let Some(path) = file {

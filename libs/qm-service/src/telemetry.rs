@@ -115,13 +115,51 @@ pub fn init(service: &str) -> Telemetry {
     if let Some(p) = &provider {
         opentelemetry::global::set_tracer_provider(p.clone());
     }
-    let _ = tracing_subscriber::registry().with(fmt).with(otel).try_init();
+    let _ = tracing_subscriber::registry()
+        .with(fmt)
+        .with(otel)
+        .try_init();
     if let Some(e) = problem {
         tracing::error!(error = %e, "traces are not exported");
     } else if provider.is_some() {
         tracing::info!("exporting traces over OTLP");
     }
     Telemetry { provider }
+}
+
+/// For a command-line tool: spans exported when the environment asks for
+/// it (as [`init`]), and no log output of its own (the tool prints what
+/// it has to say). Nothing is installed when export is off.
+pub fn init_cli(name: &str) -> Telemetry {
+    let env = |k: &str| std::env::var(k).ok();
+    match export_wanted(&env) {
+        Ok(true) => {}
+        Ok(false) => return Telemetry { provider: None },
+        Err(e) => {
+            eprintln!("{name}: traces are not exported: {e}");
+            return Telemetry { provider: None };
+        }
+    }
+    let owned = name.to_string();
+    let provider = match std::thread::spawn(move || provider(&owned)).join() {
+        Ok(Ok(p)) => p,
+        Ok(Err(e)) => {
+            eprintln!("{name}: traces are not exported: {e}");
+            return Telemetry { provider: None };
+        }
+        Err(_) => return Telemetry { provider: None },
+    };
+    let ours = tracing_subscriber::filter::filter_fn(|m| {
+        m.target().starts_with("qm") && *m.level() <= tracing::Level::INFO
+    });
+    let otel = tracing_opentelemetry::layer()
+        .with_tracer(provider.tracer(name.to_string()))
+        .with_filter(ours);
+    opentelemetry::global::set_tracer_provider(provider.clone());
+    let _ = tracing_subscriber::registry().with(otel).try_init();
+    Telemetry {
+        provider: Some(provider),
+    }
 }
 
 impl Telemetry {
@@ -164,7 +202,10 @@ mod tests {
         assert_eq!(export_wanted(&env(&[])), Ok(false));
         let on = [("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318")];
         assert_eq!(export_wanted(&env(&on)), Ok(true));
-        let traces = [("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://c:4318/v1/traces")];
+        let traces = [(
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "http://c:4318/v1/traces",
+        )];
         assert_eq!(export_wanted(&env(&traces)), Ok(true));
         let off = [
             ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"),

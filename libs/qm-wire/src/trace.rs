@@ -55,7 +55,10 @@ pub fn inject_context(cx: &Context, headers: &mut HeaderMap) {
 /// Writes `span`'s context into `headers`, as it continues a trace: the
 /// receiver's spans become its children.
 pub fn inject_span(span: &SpanContext, headers: &mut HeaderMap) {
-    inject_context(&Context::new().with_remote_span_context(span.clone()), headers);
+    inject_context(
+        &Context::new().with_remote_span_context(span.clone()),
+        headers,
+    );
 }
 
 /// Writes the current `tracing` span's context into `headers`.

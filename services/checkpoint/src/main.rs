@@ -31,7 +31,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use tracing::Instrument;
 use qm_checkpoint::s3::{S3Config, S3Store};
 use qm_checkpoint::sync::{self, CommitInfo, Uploaded};
 use qm_service::api::{self, decode, respond};
@@ -43,6 +42,7 @@ use qm_wire::system::{
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
+use tracing::Instrument;
 
 use settings::{Settings, USAGE};
 
@@ -241,7 +241,10 @@ async fn run(
             let mut j = job.lock().await;
             if let Some((request, t)) = j.tracking.take() {
                 t.abort();
-                match service.sync_once(&request, &mut j, &opentelemetry::Context::new()).await {
+                match service
+                    .sync_once(&request, &mut j, &opentelemetry::Context::new())
+                    .await
+                {
                     Ok(()) => {
                         tracing::info!(job = %request.job_id, attempt = request.attempt, "final commit before stopping")
                     }

@@ -19,7 +19,8 @@ pub struct Metrics {
     pub s3_up: IntGauge,
 }
 
-pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| Metrics {
+pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
+    Metrics {
     commits: counter(
         "qm_checkpoint_commits_total",
         "Checkpoint commits, by result: committed, or failed (S3 error, unreadable directory), refused (a later attempt committed).",
@@ -50,6 +51,7 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| Metrics {
         "qm_checkpoint_s3_up",
         "1 when the last probe of the S3 bucket (every 10 s) answered, 0 otherwise.",
     )),
+}
 });
 
 /// Whether the bucket answered the last probe.

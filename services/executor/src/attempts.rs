@@ -222,7 +222,10 @@ impl Executor {
         let mut ended = self.report(&job_id, attempt, ReportPhase::Ended);
         let prepared = match self
             .prepare(&launch, &dir)
-            .instrument(tracing::info_span!("prepare", otel.name = "prepare attempt"))
+            .instrument(tracing::info_span!(
+                "prepare",
+                otel.name = "prepare attempt"
+            ))
             .await
         {
             Ok(p) => p,

@@ -15,7 +15,8 @@ pub struct Metrics {
     pub fenced: IntGauge,
 }
 
-pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| Metrics {
+pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
+    Metrics {
     attempts: register(IntGauge::new(
         "qm_executor_attempts",
         "Attempts this executor holds now (launching, running or stopping).",
@@ -40,6 +41,7 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| Metrics {
         "qm_executor_fenced",
         "1 while this executor has fenced itself (no heartbeat acknowledged within fenceAfterSeconds), 0 otherwise.",
     )),
+}
 });
 
 /// How an attempt's end report reads as a result label.

@@ -25,6 +25,12 @@ stand by. Settings (file keys, or environment variables):
 NATS connection (QM_NATS_<KEY> or QM_SCHEDULER_NATS_<KEY>):
   natsUrl natsPrincipal natsNkeyFile natsCreds natsUser natsPassword
   natsCaFile natsCertFile natsKeyFile
+Metrics and health at http://<metricsAddress>/metrics, /healthz, /readyz:
+  metricsAddress    QM_SCHEDULER_METRICS_ADDRESS   default 127.0.0.1:9642 (off: none)
+  metricsTokenFile  QM_METRICS_TOKEN_FILE      bearer token for /metrics (required
+                                               when metricsAddress is not loopback)
+Traces: OTEL_EXPORTER_OTLP_ENDPOINT (OTLP over HTTP, e.g. http://collector:4318)
+  and the other OTEL_* variables; not exported when unset.
 
 Requests admission relays carry the caller; the scheduler checks again that
 the caller may read or change the job's share before it answers or stores.";

@@ -265,7 +265,12 @@ impl Metrics {
             return;
         }
         let Some(n) = e.attempt else { return };
-        let Some(outcome) = j.attempts.iter().find(|a| a.number == n).and_then(|a| a.outcome) else {
+        let Some(outcome) = j
+            .attempts
+            .iter()
+            .find(|a| a.number == n)
+            .and_then(|a| a.outcome)
+        else {
             return;
         };
         let cause = if outcome.is_preemption() {
@@ -291,6 +296,8 @@ impl Metrics {
         let mut jobs = BTreeMap::new();
         let mut instances = BTreeMap::new();
         for (q, qs) in &state.queues {
+            // Counters every queue has from the start (0 until it happens).
+            self.lost.with_label_values(&[q.as_str()]);
             let c = &qs.cluster;
             for s in c.share_indices() {
                 let share = &c.share_config(s).name;
@@ -453,7 +460,10 @@ impl Traces {
                 .start_with_context(&tracer, &parent);
             drop_at(wait, began);
             let mut place = attrs;
-            place.push(KeyValue::new("qm.borrowed_instances", i64::from(s.borrowed)));
+            place.push(KeyValue::new(
+                "qm.borrowed_instances",
+                i64::from(s.borrowed),
+            ));
             place.push(KeyValue::new(
                 "qm.executors",
                 s.placement
