@@ -201,15 +201,16 @@ impl OtlpReceiver {
 /// An HTTP GET of `path` on `127.0.0.1:port`, with a bearer token if
 /// given: the status and the body.
 pub async fn get(port: u16, path: &str, token: Option<&str>) -> Result<(u16, String), String> {
-    raw(port, "GET", path, token).await
+    let auth = token.map(|t| format!("Bearer {t}"));
+    raw(port, "GET", path, auth.as_deref()).await
 }
 
-/// Any method: what an attacker would try.
+/// Any method, any `Authorization` header: what an attacker would try.
 pub async fn raw(
     port: u16,
     method: &str,
     path: &str,
-    token: Option<&str>,
+    authorization: Option<&str>,
 ) -> Result<(u16, String), String> {
     let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
@@ -223,8 +224,8 @@ pub async fn raw(
         .method(method)
         .uri(path)
         .header("host", format!("127.0.0.1:{port}"));
-    if let Some(t) = token {
-        req = req.header("authorization", format!("Bearer {t}"));
+    if let Some(a) = authorization {
+        req = req.header("authorization", a);
     }
     let req = req
         .body(Full::new(Bytes::new()))
@@ -241,6 +242,23 @@ pub async fn raw(
         .map_err(|e| e.to_string())?
         .to_bytes();
     Ok((status, String::from_utf8_lossy(&body).into_owned()))
+}
+
+/// Polls `path` on `port` until it answers `status` (at most `secs`).
+pub async fn wait_status(port: u16, path: &str, status: u16, secs: u64) -> String {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        let got = get(port, path, None).await;
+        if let Ok((s, body)) = &got {
+            if *s == status {
+                return body.clone();
+            }
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!("{path} on port {port} did not answer {status} within {secs} s: {got:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }
 
 /// A parsed scrape of a service's `/metrics`.

@@ -1,0 +1,177 @@
+//! Health and metrics endpoints as operators and attackers meet them:
+//! `/readyz` follows the services' NATS connection (and the checkpoint
+//! service's S3), `/metrics` off loopback needs a bearer token, and the
+//! endpoint serves nothing else and survives idle connections.
+
+use std::time::Duration;
+
+use qm_integration_tests::observe::{get, raw, wait_status, Metrics};
+use qm_integration_tests::stack::{bin, free_port, running_on, start_nats_on};
+
+const QUEUE_YAML: &str = include_str!("../../examples/queues/three-shares.yaml");
+
+#[tokio::test(flavor = "multi_thread")]
+async fn readiness_follows_nats_and_metrics_off_loopback_need_the_token() {
+    let nats = start_nats_on(Some(free_port())).await;
+    let (nats, _s3, mut stack) = running_on(nats, "observe", QUEUE_YAML).await;
+    stack.executor("node-1", "training", "ml.g5.xlarge", 1);
+
+    // A second scheduler serving on every interface, behind a token.
+    let token = "s3cr3t-t0ken-for-prometheus";
+    let token_file = stack.path().join("metrics-token");
+    std::fs::write(&token_file, format!("{token}\n")).expect("token file");
+    let exposed = free_port();
+    stack.spawn_as(
+        "scheduler-2",
+        "qm-scheduler",
+        "scheduler",
+        &[
+            (
+                "QM_SCHEDULER_METRICS_ADDRESS".into(),
+                format!("0.0.0.0:{exposed}"),
+            ),
+            (
+                "QM_METRICS_TOKEN_FILE".into(),
+                token_file.display().to_string(),
+            ),
+            ("QM_SCHEDULER_HOLDER".into(), "scheduler-2".into()),
+        ],
+    );
+    let mut ports: Vec<(&str, u16)> = ["admission", "scheduler-1", "node-1", "checkpoint-node-1"]
+        .into_iter()
+        .map(|n| (n, stack.metrics_port(n)))
+        .collect();
+    ports.push(("scheduler-2", exposed));
+    for (name, port) in &ports {
+        let body = wait_status(*port, "/readyz", 200, 60).await;
+        assert_eq!(body, "ready\n", "{name}");
+        assert_eq!(
+            get(*port, "/healthz", None).await,
+            Ok((200, "ok\n".into())),
+            "{name}"
+        );
+    }
+
+    // /metrics beyond loopback: the token, and nothing but the token.
+    let (status, body) = get(exposed, "/metrics", None).await.expect("answers");
+    assert_eq!(status, 401, "{body}");
+    for wrong in [
+        "Bearer wrong".to_string(),
+        format!("Bearer {token}x"),
+        format!("Bearer {}", &token[..token.len() - 1]),
+        format!("bearer{token}"),
+        format!("Basic {token}"),
+        token.to_string(),
+    ] {
+        let (status, _) = raw(exposed, "GET", "/metrics", Some(&wrong))
+            .await
+            .expect("answers");
+        assert_eq!(status, 401, "{wrong:?} must not be accepted");
+    }
+    let (status, _) = get(exposed, &format!("/metrics?token={token}"), None)
+        .await
+        .expect("answers");
+    assert_eq!(
+        status, 401,
+        "a token in the query string is not a credential"
+    );
+    let standby = Metrics(prometheus_scrape(exposed, token).await);
+    assert_eq!(
+        standby.value("qm_scheduler_leader", &[]),
+        0.0,
+        "scheduler-2 stands by"
+    );
+    assert_eq!(standby.value("qm_nats_connected", &[]), 1.0);
+    // Nothing else is served, whatever the method or path.
+    for (method, path, expected) in [
+        ("POST", "/metrics", 405),
+        ("DELETE", "/readyz", 405),
+        ("PUT", "/healthz", 405),
+        ("GET", "/", 404),
+        ("GET", "/metrics/../etc/passwd", 404),
+        ("GET", "/debug/pprof", 404),
+    ] {
+        let (status, _) = raw(exposed, method, path, Some(&format!("Bearer {token}")))
+            .await
+            .expect("answers");
+        assert_eq!(status, expected, "{method} {path}");
+    }
+    // Idle connections that never send a request do not lock others out:
+    // they are dropped after 5 s.
+    let mut idle = Vec::new();
+    for _ in 0..80 {
+        if let Ok(c) = tokio::net::TcpStream::connect(("127.0.0.1", exposed)).await {
+            idle.push(c);
+        }
+    }
+    let answered =
+        tokio::time::timeout(Duration::from_secs(20), get(exposed, "/healthz", None)).await;
+    assert_eq!(
+        answered.ok().and_then(Result::ok),
+        Some((200, "ok\n".into()))
+    );
+    drop(idle);
+
+    // NATS goes away: every service turns unready (and stays alive).
+    nats.container.stop().await.expect("NATS stops");
+    for (name, port) in &ports {
+        let body = wait_status(*port, "/readyz", 503, 60).await;
+        assert!(body.contains("NATS disconnected"), "{name}: {body}");
+        assert_eq!(
+            get(*port, "/healthz", None).await.map(|r| r.0),
+            Ok(200),
+            "{name}"
+        );
+    }
+    // NATS returns: every service is ready again.
+    nats.container.start().await.expect("NATS starts again");
+    for (name, port) in &ports {
+        let body = wait_status(*port, "/readyz", 200, 90).await;
+        assert_eq!(body, "ready\n", "{name}");
+    }
+    stack.stop_all();
+}
+
+async fn prometheus_scrape(port: u16, token: &str) -> prometheus_parse::Scrape {
+    Metrics::scrape(port, Some(token)).await.0
+}
+
+/// A service refuses to serve metrics beyond loopback without a token, or
+/// with a token too short to be one, and names the setting.
+#[test]
+fn metrics_beyond_loopback_without_a_real_token_refuse_to_start() {
+    let dir = std::env::temp_dir().join(format!("qm-observe-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let short = dir.join("short-token");
+    std::fs::write(&short, "abc").expect("token");
+    for (env, expected) in [
+        (vec![], "set metricsTokenFile"),
+        (
+            vec![("QM_METRICS_TOKEN_FILE", short.display().to_string())],
+            "at least 16 characters",
+        ),
+        (
+            vec![(
+                "QM_METRICS_TOKEN_FILE",
+                dir.join("missing").display().to_string(),
+            )],
+            "metricsTokenFile",
+        ),
+    ] {
+        let out = std::process::Command::new(bin("qm-scheduler"))
+            .env("QM_SCHEDULER_METRICS_ADDRESS", "0.0.0.0:9642")
+            .envs(env)
+            .output()
+            .expect("qm-scheduler runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(expected), "{stderr}");
+    }
+    let out = std::process::Command::new(bin("qm-scheduler"))
+        .env("QM_SCHEDULER_METRICS_ADDRESS", "localhost:9642")
+        .output()
+        .expect("qm-scheduler runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("metricsAddress"), "{stderr}");
+}
