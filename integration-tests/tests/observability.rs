@@ -112,6 +112,39 @@ async fn readiness_follows_nats_and_metrics_off_loopback_need_the_token() {
     );
     drop(idle);
 
+    // `qm top` refreshes the queue's view from the API.
+    let top = |queue: &str| {
+        std::process::Command::new(bin("qm"))
+            .args(["--nats", &stack.nats_url, "--nkey"])
+            .arg(stack.auth.key("platform"))
+            .args([
+                "top",
+                "--queue",
+                queue,
+                "--interval",
+                "0.5",
+                "--iterations",
+                "2",
+            ])
+            .output()
+            .expect("qm top runs")
+    };
+    let out = top("training");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(text.matches("qm top ").count(), 2, "{text}");
+    assert_eq!(text.matches("front of queue").count(), 2, "{text}");
+    for share in ["QS1", "QS2", "QS3"] {
+        assert!(text.contains(share), "{text}");
+    }
+    // An unknown queue is an error at once (as `qm snapshot`'s), not a blank screen.
+    let out = top("no-such-queue");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no-such-queue"),
+        "{out:?}"
+    );
+
     // NATS goes away: every service turns unready (and stays alive).
     nats.container.stop().await.expect("NATS stops");
     for (name, port) in &ports {

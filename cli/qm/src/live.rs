@@ -675,21 +675,47 @@ pub async fn apply(c: &Client, file: &std::path::Path, json: bool) -> Result<(),
 }
 
 pub async fn snapshot(c: &Client, queue: &str, json: bool) -> Result<(), Failure> {
-    let s: JobQueueSnapshot = c
-        .call(
-            Operation::GetJobQueueSnapshot,
-            &QueueRef {
-                job_queue: queue.into(),
-            },
-        )
-        .await?;
+    let s = fetch_snapshot(c, queue).await?;
     if json {
         print_json(&s);
         return Ok(());
     }
-    println!("job queue {}\n", s.job_queue);
+    print!("{}", render_snapshot(&s));
+    Ok(())
+}
+
+async fn fetch_snapshot(c: &Client, queue: &str) -> Result<JobQueueSnapshot, Failure> {
+    Ok(c.call(
+        Operation::GetJobQueueSnapshot,
+        &QueueRef {
+            job_queue: queue.into(),
+        },
+    )
+    .await?)
+}
+
+/// A bar of `used` against `owned` (borrowed instances beyond it in `+`).
+fn bar(used: u32, owned: u32) -> String {
+    const WIDTH: u32 = 12;
+    let scale = owned.max(used).max(1);
+    let cells = |n: u32| ((n * WIDTH + scale / 2) / scale) as usize;
+    let mine = cells(used.min(owned));
+    let over = cells(used).saturating_sub(mine);
+    let free = (WIDTH as usize).saturating_sub(mine + over);
+    format!(
+        "{}{}{}",
+        "#".repeat(mine),
+        "+".repeat(over),
+        ".".repeat(free)
+    )
+}
+
+fn render_snapshot(s: &JobQueueSnapshot) -> String {
+    let mut out = format!("job queue {}\n\n", s.job_queue);
     let mut shares = table(
-        &["SHARE", "TYPE", "OWNED", "USED", "BORROWED", "LENT", "IDLE"],
+        &[
+            "SHARE", "TYPE", "OWNED", "USED", "BORROWED", "LENT", "IDLE", "USE",
+        ],
         &[2, 3, 4, 5, 6],
     );
     for u in &s.shares {
@@ -701,10 +727,14 @@ pub async fn snapshot(c: &Client, queue: &str, json: bool) -> Result<(), Failure
             u.borrowed.to_string(),
             u.lent.to_string(),
             u.idle.to_string(),
+            bar(u.used, u.entitlement),
         ]);
     }
-    println!("{}", shares.trim_fmt());
-    println!("\nfront of queue ({} shown)", s.front_of_queue.len());
+    out.push_str(&format!("{}\n", shares.trim_fmt()));
+    out.push_str(&format!(
+        "\nfront of queue ({} shown)\n",
+        s.front_of_queue.len()
+    ));
     let mut front = table(&["JOB", "NAME", "SHARE", "PRIO", "REASON"], &[3]);
     for j in &s.front_of_queue {
         front.add_row(vec![
@@ -715,8 +745,65 @@ pub async fn snapshot(c: &Client, queue: &str, json: bool) -> Result<(), Failure
             j.status_reason.clone(),
         ]);
     }
-    println!("{}", front.trim_fmt());
-    Ok(())
+    out.push_str(&format!("{}\n", front.trim_fmt()));
+    out
+}
+
+/// `qm top`: the snapshot of `queue`, refreshed every `interval` until
+/// interrupted (or `iterations` times). On a terminal each refresh
+/// replaces the screen; otherwise refreshes follow each other. A failed
+/// refresh is shown and retried: the view outlives a restart of admission.
+pub async fn top(
+    c: &Client,
+    queue: &str,
+    interval: std::time::Duration,
+    iterations: Option<u64>,
+) -> Result<(), Failure> {
+    use std::io::{IsTerminal, Write};
+    subjects::token(queue).map_err(|e| usage(format!("--queue: {e}")))?;
+    // A queue that does not exist is an error at once, not a blank screen.
+    fetch_snapshot(c, queue).await?;
+    let terminal = std::io::stdout().is_terminal();
+    let mut n = 0u64;
+    loop {
+        let view = match fetch_snapshot(c, queue).await {
+            Ok(s) => render_snapshot(&s),
+            Err(e) => format!("job queue {queue}\n\nrefresh failed: {}\n", e.0),
+        };
+        let now = humantime_now();
+        let header = format!(
+            "qm top  {now}  every {}s  (Ctrl-C to quit)\n\n",
+            interval.as_secs_f64()
+        );
+        let mut stdout = std::io::stdout().lock();
+        if terminal {
+            let _ = write!(stdout, "\x1b[H\x1b[2J");
+        } else if n > 0 {
+            let _ = writeln!(stdout);
+        }
+        let _ = write!(stdout, "{header}{view}");
+        let _ = stdout.flush();
+        drop(stdout);
+        n += 1;
+        if iterations.is_some_and(|max| n >= max) {
+            return Ok(());
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+        }
+    }
+}
+
+/// The wall-clock time, UTC, to the second (`HH:MM:SS`).
+fn humantime_now() -> String {
+    let secs = qm_service::now_ms() / 1000;
+    format!(
+        "{:02}:{:02}:{:02} UTC",
+        (secs / 3600) % 24,
+        (secs / 60) % 60,
+        secs % 60
+    )
 }
 
 /// Prints job and preemption events as they happen, until interrupted:

@@ -113,6 +113,22 @@ enum Command {
         #[arg(long)]
         queue: String,
     },
+    /// A live view of the queue's shares and front, refreshed until Ctrl-C.
+    ///
+    /// USE draws each share's instances: `#` used within what it owns, `+`
+    /// borrowed beyond it, `.` owned and idle.
+    #[command(after_help = "Example:\n  qm top --queue training --interval 2")]
+    Top {
+        /// The job queue to show.
+        #[arg(long)]
+        queue: String,
+        /// Seconds between refreshes.
+        #[arg(long, default_value_t = 2.0, value_name = "SECONDS")]
+        interval: f64,
+        /// Stop after this many refreshes (default: until interrupted).
+        #[arg(long, value_name = "N")]
+        iterations: Option<u64>,
+    },
     /// Every accepted write (submits, priority updates, terminates, queue
     /// and share changes) with who made it and when. A team sees its own
     /// shares' writes; admins and readers see all.
@@ -191,6 +207,7 @@ impl Command {
             Command::Terminate { .. } => "terminate",
             Command::Logs { .. } => "logs",
             Command::Snapshot { .. } => "snapshot",
+            Command::Top { .. } => "top",
         }
     }
 }
@@ -281,6 +298,14 @@ async fn run_live(
         } => Some(live::audit_request(queue, share, by, since, until)?),
         _ => None,
     };
+    if let Command::Top { interval, .. } = &command {
+        if !(interval.is_finite() && (0.2..=3600.0).contains(interval)) {
+            return Err(live::Failure(
+                format!("--interval {interval}: must be 0.2 to 3600 seconds"),
+                2,
+            ));
+        }
+    }
     let c = live::connect(nats, credentials).await?;
     match command {
         Command::Simulate { .. } | Command::Auth { .. } => Ok(()),
@@ -309,6 +334,14 @@ async fn run_live(
             stderr,
         } => live::logs(&c, &job_id, attempt, stderr).await,
         Command::Snapshot { queue } => live::snapshot(&c, &queue, json).await,
+        Command::Top {
+            queue,
+            interval,
+            iterations,
+        } => {
+            let every = std::time::Duration::from_secs_f64(interval);
+            live::top(&c, &queue, every, iterations).await
+        }
     }
 }
 
