@@ -189,7 +189,7 @@ impl Telemetry {
 mod tests {
     use super::*;
 
-    fn env(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + '_ {
+    fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
         move |k| {
             vars.iter()
                 .find(|(n, _)| *n == k)

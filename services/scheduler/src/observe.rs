@@ -261,7 +261,7 @@ impl Metrics {
                 .observe(secs);
         }
         let holding = |s: &str| matches!(s, "SCHEDULED" | "STARTING" | "RUNNING");
-        if !(holding(&e.from) && !holding(&e.to)) {
+        if !holding(&e.from) || holding(&e.to) {
             return;
         }
         let Some(n) = e.attempt else { return };
