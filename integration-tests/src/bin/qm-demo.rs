@@ -7,6 +7,7 @@
 
 use std::time::{Duration, Instant};
 
+use qm_integration_tests::observe::{Metrics, OtlpReceiver};
 use qm_integration_tests::stack::{digest_in, reference_digest, start_nats, trainer_job, Stack};
 use qm_integration_tests::start_s3;
 use qm_wire::messages::{
@@ -118,7 +119,16 @@ async fn main() {
     println!("   starting NATS (JetStream) and Garage (S3) in containers ...");
     let nats = start_nats().await;
     let s3 = start_s3().await;
-    let mut stack = Stack::new(&nats, &s3, "demo").await;
+    // Traces go to the collector the environment names, or else to a
+    // receiver inside the demo, which prints one job's trace at the end.
+    let own_collector = std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").is_ok_and(|v| !v.is_empty());
+    let otlp = OtlpReceiver::start().await;
+    let service_env = if own_collector {
+        Vec::new()
+    } else {
+        otlp.env()
+    };
+    let mut stack = Stack::new_with(&nats, &s3, "demo", service_env).await;
     println!(
         "   starting qm-admission, qm-scheduler, qm-executor (3 x ml.g5.xlarge), qm-checkpoint"
     );
@@ -132,6 +142,18 @@ async fn main() {
         stack.auth.dir.display()
     );
     println!("   alice (team vision) owns QS1, bob (team speech) owns QS2; platform is the admin");
+    println!("   metrics (Prometheus text; health at /healthz and /readyz on the same ports):");
+    for name in ["admission", "scheduler-1", "node-1", "checkpoint-node-1"] {
+        println!(
+            "     {name:<18} http://127.0.0.1:{}/metrics",
+            stack.metrics_port(name)
+        );
+    }
+    if own_collector {
+        println!("   traces: sent to OTEL_EXPORTER_OTLP_ENDPOINT");
+    } else {
+        println!("   traces: received by the demo (set OTEL_EXPORTER_OTLP_ENDPOINT to send them to your collector)");
+    }
     let alice = stack.auth.client(&stack.nats_url, "alice").await;
     let bob = stack.auth.client(&stack.nats_url, "bob").await;
     println!("   every job trains the example MLP: {}\n", ARGS.join(" "));
@@ -274,6 +296,7 @@ async fn main() {
             e.principal, e.operation, job, e.detail
         );
     }
+    print_observed(&stack, &otlp, &p2, own_collector).await;
     println!("(service logs: {})", stack.path().display());
     stack.stop_all();
     drop(stack);
@@ -281,5 +304,48 @@ async fn main() {
     drop(nats);
     if !all_equal {
         std::process::exit(1);
+    }
+}
+
+/// What the scheduler's metrics say of the story, and p2's trace.
+async fn print_observed(stack: &Stack, otlp: &OtlpReceiver, p2: &str, own_collector: bool) {
+    let m = Metrics::scrape(stack.metrics_port("scheduler-1"), None).await;
+    println!(
+        "\nmetrics (scheduler-1): {} attempts started ({} first), {} preemptions, {:.1} instance-seconds of work lost, {} jobs submitted to RUNNING",
+        m.value("qm_starts_total", &[]),
+        m.value("qm_starts_total", &[("attempt", "first")]),
+        m.value("qm_preemptions_total", &[]),
+        m.value("qm_recomputed_instance_seconds_total", &[]),
+        m.value("qm_submit_to_running_seconds", &[]),
+    );
+    if own_collector {
+        return;
+    }
+    // The last spans are exported within a fraction of a second.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let spans = otlp.spans();
+    let Some(trace) = spans
+        .iter()
+        .find(|s| s.attr("qm.job_id") == Some(p2))
+        .map(|s| s.trace_id.clone())
+    else {
+        println!("(no spans received)");
+        return;
+    };
+    let mut mine: Vec<_> = spans.iter().filter(|s| s.trace_id == trace).collect();
+    mine.sort_by_key(|s| s.start_ns);
+    let t0 = mine.first().map_or(0, |s| s.start_ns);
+    println!(
+        "\np2's trace {trace} ({} spans; start offset, duration, service, span):",
+        mine.len()
+    );
+    for s in mine {
+        println!(
+            "  {:>8.3}s {:>10.1} ms  {:<14} {}",
+            s.start_ns.saturating_sub(t0) as f64 / 1e9,
+            s.millis(),
+            s.service,
+            s.name
+        );
     }
 }

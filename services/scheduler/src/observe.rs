@@ -435,9 +435,9 @@ impl Traces {
         let c = &qs.cluster;
         let now = SystemTime::now();
         for s in &record.starts {
-            let Some(parent) = self.parent(&s.job_id) else {
-                continue;
-            };
+            // A job whose submit carried no context (sent without tracing)
+            // starts its trace here.
+            let parent = self.parent(&s.job_id).unwrap_or_default();
             let Some(j) = qs.ids.get(&s.job_id).and_then(|id| c.job(*id)) else {
                 continue;
             };
@@ -485,8 +485,6 @@ impl Traces {
             }
         }
         for p in &record.preemptions {
-            let victim = self.parent(&p.job_id);
-            let beneficiary = self.parent(&p.for_job_id);
             let share_of = |id: &str| {
                 qs.ids
                     .get(id)
@@ -501,47 +499,44 @@ impl Traces {
                 KeyValue::new("qm.beneficiary.job_id", p.for_job_id.clone()),
                 KeyValue::new("qm.beneficiary.share", share_of(&p.for_job_id)),
             ];
-            let victim_cx = victim.as_ref().map(|v| v.span().span_context().clone());
-            let mut preempt_cx = None;
-            if let Some(parent) = &beneficiary {
-                let mut a = attrs.clone();
-                a.push(KeyValue::new("qm.job_id", p.for_job_id.clone()));
-                let span = tracer
-                    .span_builder("preempt")
-                    .with_kind(SpanKind::Internal)
-                    .with_start_time(began)
-                    .with_attributes(a)
-                    .with_links(
-                        victim_cx
-                            .iter()
-                            .map(|v| Link::with_context(v.clone()))
-                            .collect(),
-                    )
-                    .start_with_context(&tracer, parent);
-                preempt_cx = Some(span.span_context().clone());
-                drop_at(span, now);
-            }
-            if let Some(parent) = &victim {
-                let mut a = attrs;
-                a.push(KeyValue::new("qm.job_id", p.job_id.clone()));
-                let span = tracer
-                    .span_builder("preempted")
-                    .with_kind(SpanKind::Internal)
-                    .with_start_time(began)
-                    .with_attributes(a)
-                    .with_links(
-                        preempt_cx
-                            .iter()
-                            .filter(|cx| cx.is_valid())
-                            .map(|b| Link::with_context(b.clone()))
-                            .collect(),
-                    )
-                    .start_with_context(&tracer, parent);
-                let cx = span.span_context().clone();
-                drop_at(span, now);
+            // (A job whose submit carried no context starts its trace here.)
+            let victim = self.parent(&p.job_id).unwrap_or_default();
+            let beneficiary = self.parent(&p.for_job_id).unwrap_or_default();
+            let link = |cx: SpanContext| {
                 if cx.is_valid() {
-                    self.jobs.insert(p.job_id.clone(), cx);
+                    vec![Link::with_context(cx)]
+                } else {
+                    Vec::new()
                 }
+            };
+            let mut a = attrs.clone();
+            a.push(KeyValue::new("qm.job_id", p.job_id.clone()));
+            let span = tracer
+                .span_builder("preempted")
+                .with_kind(SpanKind::Internal)
+                .with_start_time(began)
+                .with_attributes(a)
+                .with_links(link(beneficiary.span().span_context().clone()))
+                .start_with_context(&tracer, &victim);
+            let preempted = span.span_context().clone();
+            drop_at(span, now);
+            let mut a = attrs;
+            a.push(KeyValue::new("qm.job_id", p.for_job_id.clone()));
+            let span = tracer
+                .span_builder("preempt")
+                .with_kind(SpanKind::Internal)
+                .with_start_time(began)
+                .with_attributes(a)
+                .with_links(link(preempted.clone()))
+                .start_with_context(&tracer, &beneficiary);
+            let preempt = span.span_context().clone();
+            drop_at(span, now);
+            // The stop command continues the victim's trace from here.
+            if preempted.is_valid() {
+                self.jobs.insert(p.job_id.clone(), preempted);
+            }
+            if preempt.is_valid() && !self.jobs.contains_key(&p.for_job_id) {
+                self.jobs.insert(p.for_job_id.clone(), preempt);
             }
         }
     }
