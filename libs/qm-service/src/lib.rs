@@ -38,7 +38,8 @@ where
     T: serde::de::DeserializeOwned + settings::Validate + serde::Serialize + Default,
 {
     let telemetry = telemetry::init(&format!("qm-{service}"));
-    let loaded = settings::config_path(usage).and_then(|path| {
+    let usage = format!("{usage}\n\n{}", observe_usage(service));
+    let loaded = settings::config_path(&usage).and_then(|path| {
         settings::load_all::<T>(service, path.as_deref(), std::env::vars())
             .map_err(|e| e.to_string())
     });
@@ -55,6 +56,37 @@ where
             Err(std::process::ExitCode::from(2))
         }
     }
+}
+
+/// The part of every service's `--help` on metrics, health and traces.
+fn observe_usage(service: &str) -> String {
+    let upper = service.to_ascii_uppercase();
+    let port = settings::default_metrics_port(service);
+    format!(
+        "Metrics and health at http://<metricsAddress>/metrics, /healthz, /readyz:
+  metricsAddress    QM_{upper}_METRICS_ADDRESS  default 127.0.0.1:{port} (off: none)
+  metricsTokenFile  QM_METRICS_TOKEN_FILE  bearer token /metrics requires
+                    (required when metricsAddress is not loopback)
+Traces: OTEL_EXPORTER_OTLP_ENDPOINT (OTLP over HTTP, e.g. http://collector:4318)
+and the other OTEL_* variables; not exported when unset. See docs/metrics.md."
+    )
+}
+
+/// A service's `main`: [`start`], then `run` with the settings, then the
+/// last spans flushed, whatever `run` returned.
+pub async fn main<T, F, Fut>(service: &str, usage: &str, run: F) -> std::process::ExitCode
+where
+    T: serde::de::DeserializeOwned + settings::Validate + serde::Serialize + Default,
+    F: FnOnce(T, settings::NatsSettings, settings::ObserveSettings) -> Fut,
+    Fut: std::future::Future<Output = std::process::ExitCode>,
+{
+    let started = match start::<T>(service, usage) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let code = run(started.settings, started.nats, started.observe).await;
+    started.telemetry.shutdown();
+    code
 }
 
 /// Serves the service's metrics and health endpoint (see [`observe`]), or

@@ -138,6 +138,12 @@ impl Endpoint {
         }
     }
 
+    /// The endpoint of `service`: `ready`, and what every service reports
+    /// ([`common`]).
+    pub fn for_service(service: &str, nats: &async_nats::Client, ready: ReadyCheck) -> Endpoint {
+        Endpoint::new(ready).refresh(common(service, nats))
+    }
+
     /// Runs `f` before every scrape.
     pub fn refresh(mut self, f: Refresh) -> Endpoint {
         self.refresh.push(f);

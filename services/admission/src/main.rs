@@ -127,14 +127,7 @@ fn token_key(queue: &str, token: &str) -> String {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let started = match qm_service::start::<Settings>("admission", USAGE) {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
-    let telemetry = started.telemetry;
-    let code = run(started.settings, started.nats, started.observe).await;
-    telemetry.shutdown();
-    code
+    qm_service::main::<Settings, _, _>("admission", USAGE, run).await
 }
 
 async fn run(
@@ -160,8 +153,11 @@ async fn run(
         );
         return std::process::ExitCode::from(2);
     }
-    let endpoint = qm_service::observe::Endpoint::new(qm_service::observe::nats_ready(&client))
-        .refresh(qm_service::observe::common("admission", &client));
+    let endpoint = qm_service::observe::Endpoint::for_service(
+        "admission",
+        &client,
+        qm_service::observe::nats_ready(&client),
+    );
     let metrics = Metrics::new();
     if let Err(code) = qm_service::serve_metrics(&observe, "admission", endpoint).await {
         return code;

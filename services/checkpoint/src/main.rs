@@ -100,14 +100,7 @@ fn failed(what: &str, e: sync::SyncError) -> ApiError {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let started = match qm_service::start::<Settings>("checkpoint", USAGE) {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
-    let telemetry = started.telemetry;
-    let code = run(started.settings, started.nats, started.observe).await;
-    telemetry.shutdown();
-    code
+    qm_service::main::<Settings, _, _>("checkpoint", USAGE, run).await
 }
 
 async fn run(
@@ -186,8 +179,7 @@ async fn run(
                 Ok(())
             }
         });
-        qm_service::observe::Endpoint::new(ready)
-            .refresh(qm_service::observe::common("checkpoint", &client))
+        qm_service::observe::Endpoint::for_service("checkpoint", &client, ready)
     };
     if let Err(code) = qm_service::serve_metrics(&observe_settings, "checkpoint", endpoint).await {
         return code;

@@ -27,13 +27,7 @@ step is recorded in the manifest. Files whose names start with '.' are
 never uploaded (write temporary files that way, then rename).
 NATS connection (QM_NATS_<KEY> or QM_CHECKPOINT_NATS_<KEY>):
   natsUrl natsPrincipal natsNkeyFile natsCreds natsUser natsPassword
-  natsCaFile natsCertFile natsKeyFile
-Metrics and health at http://<metricsAddress>/metrics, /healthz, /readyz:
-  metricsAddress    QM_CHECKPOINT_METRICS_ADDRESS   default 127.0.0.1:9644 (off: none)
-  metricsTokenFile  QM_METRICS_TOKEN_FILE      bearer token for /metrics (required
-                                               when metricsAddress is not loopback)
-Traces: OTEL_EXPORTER_OTLP_ENDPOINT (OTLP over HTTP, e.g. http://collector:4318)
-  and the other OTEL_* variables; not exported when unset.";
+  natsCaFile natsCertFile natsKeyFile";
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

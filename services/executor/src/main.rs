@@ -42,14 +42,7 @@ use settings::{Settings, USAGE};
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let started = match qm_service::start::<Settings>("executor", USAGE) {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
-    let telemetry = started.telemetry;
-    let code = run(started.settings, started.nats, started.observe).await;
-    telemetry.shutdown();
-    code
+    qm_service::main::<Settings, _, _>("executor", USAGE, run).await
 }
 
 async fn run(
@@ -160,9 +153,7 @@ async fn run(
                 me.fenced.load(std::sync::atomic::Ordering::SeqCst),
             ));
         });
-        qm_service::observe::Endpoint::new(ready)
-            .refresh(qm_service::observe::common("executor", &client))
-            .refresh(gauges)
+        qm_service::observe::Endpoint::for_service("executor", &client, ready).refresh(gauges)
     };
     std::sync::LazyLock::force(&observe::METRICS);
     if let Err(code) = qm_service::serve_metrics(&observe_settings, "executor", endpoint).await {

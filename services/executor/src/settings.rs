@@ -36,12 +36,6 @@ or environment variables QM_EXECUTOR_<KEY>):
 NATS connection (QM_NATS_<KEY> or QM_EXECUTOR_NATS_<KEY>):
   natsUrl natsPrincipal natsNkeyFile natsCreds natsUser natsPassword
   natsCaFile natsCertFile natsKeyFile
-Metrics and health at http://<metricsAddress>/metrics, /healthz, /readyz:
-  metricsAddress    QM_EXECUTOR_METRICS_ADDRESS   default 127.0.0.1:9643 (off: none)
-  metricsTokenFile  QM_METRICS_TOKEN_FILE      bearer token for /metrics (required
-                                               when metricsAddress is not loopback)
-Traces: OTEL_EXPORTER_OTLP_ENDPOINT (OTLP over HTTP, e.g. http://collector:4318)
-  and the other OTEL_* variables; not exported when unset.
 
 Commands are obeyed only when their epoch is the current scheduler lease's
 (read from the qm_leader bucket, never taken from a message). A job sees

@@ -25,12 +25,6 @@ stand by. Settings (file keys, or environment variables):
 NATS connection (QM_NATS_<KEY> or QM_SCHEDULER_NATS_<KEY>):
   natsUrl natsPrincipal natsNkeyFile natsCreds natsUser natsPassword
   natsCaFile natsCertFile natsKeyFile
-Metrics and health at http://<metricsAddress>/metrics, /healthz, /readyz:
-  metricsAddress    QM_SCHEDULER_METRICS_ADDRESS   default 127.0.0.1:9642 (off: none)
-  metricsTokenFile  QM_METRICS_TOKEN_FILE      bearer token for /metrics (required
-                                               when metricsAddress is not loopback)
-Traces: OTEL_EXPORTER_OTLP_ENDPOINT (OTLP over HTTP, e.g. http://collector:4318)
-  and the other OTEL_* variables; not exported when unset.
 
 Requests admission relays carry the caller; the scheduler checks again that
 the caller may read or change the job's share before it answers or stores.";
@@ -84,14 +78,7 @@ impl settings::Validate for Settings {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let started = match qm_service::start::<Settings>("scheduler", USAGE) {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
-    let telemetry = started.telemetry;
-    let code = run(started.settings, started.nats, started.observe).await;
-    telemetry.shutdown();
-    code
+    qm_service::main::<Settings, _, _>("scheduler", USAGE, run).await
 }
 
 async fn run(
@@ -114,9 +101,8 @@ async fn run(
         let (role, report) = (role.clone(), metrics.role_gauges());
         Box::new(move || report(&role))
     };
-    let endpoint = qm_service::observe::Endpoint::new(ready)
-        .refresh(qm_service::observe::common("scheduler", &client))
-        .refresh(gauges);
+    let endpoint =
+        qm_service::observe::Endpoint::for_service("scheduler", &client, ready).refresh(gauges);
     if let Err(code) = qm_service::serve_metrics(&observe_settings, "scheduler", endpoint).await {
         return code;
     }
