@@ -545,3 +545,38 @@ impl Traces {
 fn drop_at(mut span: impl opentelemetry::trace::Span, end: SystemTime) {
     span.end_with_timestamp(end);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_label_set_that_is_gone_is_removed_not_left_at_its_last_value() {
+        let mut set = GaugeSet::new("qm_test_share_gauge", "test", &["share"]);
+        set.replace(BTreeMap::from([
+            (labels(&["QS1"]), 2.0),
+            (labels(&["QS2"]), 1.0),
+        ]));
+        set.replace(BTreeMap::from([(labels(&["QS1"]), 3.0)]));
+        let families = prometheus::gather();
+        let family = families
+            .iter()
+            .find(|f| f.get_name() == "qm_test_share_gauge")
+            .expect("registered");
+        let values: Vec<(String, f64)> = family
+            .get_metric()
+            .iter()
+            .map(|m| {
+                (
+                    m.get_label()[0].get_value().to_string(),
+                    m.get_gauge().get_value(),
+                )
+            })
+            .collect();
+        assert_eq!(values, [("QS1".to_string(), 3.0)]);
+    }
+}
