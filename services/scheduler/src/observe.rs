@@ -565,14 +565,14 @@ mod tests {
         let families = prometheus::gather();
         let family = families
             .iter()
-            .find(|f| f.get_name() == "qm_test_share_gauge")
+            .find(|f| f.name() == "qm_test_share_gauge")
             .expect("registered");
         let values: Vec<(String, f64)> = family
             .get_metric()
             .iter()
             .map(|m| {
                 (
-                    m.get_label()[0].get_value().to_string(),
+                    m.get_label()[0].value().to_string(),
                     m.get_gauge().get_value(),
                 )
             })
