@@ -2,11 +2,11 @@
 CARGO ?= cargo
 QM := target/release/qm
 
-.PHONY: demo simulate bins bench-services test lint check-core-deps unit integration images bench bench-pass bench-sim build clean
+.PHONY: demo simulate bins bench-services test lint check-core-deps unit integration images images-infra bench bench-pass bench-sim build clean
 
 ## demo: the three-share story on a real Quartermaster (NATS + Garage in
 ## containers, the four services, the example trainer), live, with a summary
-demo: images bins
+demo: images-infra bins
 	@target/debug/qm-demo
 
 ## simulate: the same story on the simulator (virtual time, instant)
@@ -39,12 +39,18 @@ check-core-deps:
 unit:
 	$(CARGO) test --locked --workspace --exclude qm-integration-tests
 
-## images: build the local NATS and Garage (S3) images the integration tests run
-images:
+## images: every image, built locally: NATS and Garage (S3) for the tests, and
+## one per service (quartermaster/qm-<service>:<version> and :local, from the
+## release binaries; deploy/README.md)
+images: images-infra
+	deploy/images/services.sh
+
+## images-infra: the NATS and Garage images the integration tests and the demo run
+images-infra:
 	deploy/images/build.sh
 
 ## integration: end-to-end tests against real servers in containers
-integration: images bins
+integration: images-infra bins
 	$(CARGO) test --locked -p qm-integration-tests
 
 ## bench: the scheduling-pass benchmarks and the simulator's throughput
@@ -57,7 +63,7 @@ bench-sim:
 	$(CARGO) bench --locked -p qm-sim --bench simulate
 
 ## bench-services: jobs/s and submit-to-RUNNING latency of the real services
-bench-services: images
+bench-services: images-infra
 	$(CARGO) build --locked --release --bins
 	QM_BIN_DIR=target/release target/release/qm-bench
 
