@@ -331,3 +331,70 @@ async fn a_checkpoint_service_stopped_with_sigterm_commits_what_it_tracks() {
     assert!(log.contains("final commit before stopping"), "{log}");
     stack.stop_all();
 }
+
+/// An executor re-asserts tracking every few seconds; one that races the
+/// attempt's end arrives after the flush. It must not start tracking the
+/// ended attempt again (a stray tracker would commit the same checkpoint
+/// again under a new number and run until the next flush of that job).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_track_that_arrives_after_its_attempts_flush_starts_nothing() {
+    use qm_integration_tests::observe::Metrics;
+    use qm_wire::system::{CheckpointReply, CheckpointRequest};
+    let (_nats, _s3, mut stack) = running("late-track", TEAM_QUEUE).await;
+    stack.checkpoint("node-1");
+    let node = stack.auth.client(&stack.nats_url, "node-1").await;
+    let dir = stack.path().join("node-1/j-late/attempt-1/checkpoint");
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::write(dir.join("weights"), "step 10").expect("file");
+    let request = CheckpointRequest {
+        job_queue: "ops".into(),
+        quota_share_name: "team".into(),
+        job_id: "j-late".into(),
+        attempt: 1,
+        dir: dir.display().to_string(),
+        s3_uri: None,
+        epoch: None,
+    };
+    let call = |op: &'static str| {
+        let (node, request) = (node.clone(), request.clone());
+        async move {
+            node.request_raw::<CheckpointReply>(
+                format!("qm.v1.ckpt.node-1.{op}"),
+                serde_json::to_vec(&request).expect("json").into(),
+                "checkpoint",
+            )
+            .await
+        }
+    };
+    // The service may still be starting.
+    let mut flushed = call("flush").await;
+    for _ in 0..60 {
+        if flushed.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        flushed = call("flush").await;
+    }
+    let flushed = flushed.expect("flush answered");
+    assert_eq!(
+        flushed.checkpoint.map(|c| c.seq),
+        Some(1),
+        "the flush commits"
+    );
+    // The late re-assertion, then the directory changes.
+    call("track").await.expect("track answered");
+    std::fs::write(dir.join("weights"), "step 20").expect("file");
+    tokio::time::sleep(Duration::from_secs(3)).await; // ten scan intervals
+    let m = Metrics::scrape(stack.metrics_port("checkpoint-node-1"), None).await;
+    assert_eq!(
+        m.value("qm_checkpoint_commits_total", &[("result", "committed")]),
+        1.0,
+        "nothing tracks the ended attempt"
+    );
+    assert_eq!(
+        m.value("qm_checkpoint_jobs", &[]),
+        0.0,
+        "no state kept for it"
+    );
+    stack.stop_all();
+}

@@ -505,7 +505,15 @@ fn describe(spans: &[Span]) -> String {
     sorted.sort_by_key(|s| s.start_ns);
     sorted
         .iter()
-        .map(|s| format!("  {:>9.1} ms  {:<14} {}", s.millis(), s.service, s.name))
+        .map(|s| {
+            format!(
+                "  {} {:>9.1} ms  {:<14} {}",
+                &s.trace_id[..8],
+                s.millis(),
+                s.service,
+                s.name
+            )
+        })
         .collect::<Vec<_>>()
         .join("\n")
 }

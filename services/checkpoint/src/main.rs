@@ -73,7 +73,15 @@ struct Service {
     js: async_nats::jetstream::Context,
     client: async_nats::Client,
     jobs: Mutex<HashMap<String, Arc<Mutex<JobSync>>>>,
+    /// Attempts flushed (ended) lately: a `track` for one of them (an
+    /// executor's periodic re-assertion racing the attempt's end) must not
+    /// start tracking it again. Entries go after `FLUSHED_KEPT`.
+    flushed: std::sync::Mutex<HashMap<(String, u32), std::time::Instant>>,
 }
+
+/// How long a flushed attempt is remembered (re-assertions come every few
+/// seconds; an attempt never runs again after its flush).
+const FLUSHED_KEPT: Duration = Duration::from_secs(600);
 
 /// Where a request points (see `Service::target`).
 struct Target {
@@ -194,6 +202,7 @@ async fn run(
         js,
         client: client.clone(),
         jobs: Mutex::new(HashMap::new()),
+        flushed: std::sync::Mutex::new(HashMap::new()),
     });
     tracing::info!(node = %service.settings.node, bucket = %service.settings.s3_bucket, "checkpoint service ready");
     let shutdown = nats::shutdown_signal();

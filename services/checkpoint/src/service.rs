@@ -313,6 +313,14 @@ impl Service {
         req: CheckpointRequest,
     ) -> Result<CheckpointReply, ApiError> {
         self.target(&req).await?;
+        let ended = self
+            .flushed
+            .lock()
+            .is_ok_and(|f| f.contains_key(&(req.job_id.clone(), req.attempt)));
+        if ended {
+            // Its end was flushed already: nothing more to track.
+            return Ok(CheckpointReply::default());
+        }
         let job = self.job(&req.job_id).await;
         let mut j = job.lock().await;
         if matches!(&j.tracking, Some((r, t)) if r.attempt == req.attempt && !t.is_finished()) {
@@ -356,6 +364,10 @@ impl Service {
 
     pub(crate) async fn flush(&self, req: CheckpointRequest) -> Result<CheckpointReply, ApiError> {
         self.target(&req).await?;
+        if let Ok(mut f) = self.flushed.lock() {
+            f.retain(|_, at| at.elapsed() < FLUSHED_KEPT);
+            f.insert((req.job_id.clone(), req.attempt), std::time::Instant::now());
+        }
         let job = self.job(&req.job_id).await;
         let mut j = job.lock().await;
         if let Some((_, t)) = j.tracking.take() {

@@ -115,6 +115,17 @@ impl Executor {
                     hosts,
                     run_as: self.settings.run_as_user.zip(self.settings.run_as_group),
                 };
+                let span = tracing::info_span!(
+                    "attempt",
+                    otel.name = "run attempt",
+                    qm.job_id = %launch.job_id,
+                    qm.queue = %launch.job_queue,
+                    qm.share = %quota_share_name,
+                    qm.attempt = attempt,
+                    qm.executor = %self.settings.executor_id,
+                    process.exit.code = tracing::field::Empty,
+                    otel.status_code = tracing::field::Empty,
+                );
                 let (tx, rx) = watch::channel(None);
                 {
                     let finished = self
@@ -137,21 +148,11 @@ impl Executor {
                             grace_seconds,
                             sync: launch.syncs_checkpoints().cloned(),
                             fenced: false,
+                            span: span.clone(),
                         },
                     );
                 }
                 let me = Arc::clone(self);
-                let span = tracing::info_span!(
-                    "attempt",
-                    otel.name = "run attempt",
-                    qm.job_id = %launch.job_id,
-                    qm.queue = %launch.job_queue,
-                    qm.share = %quota_share_name,
-                    qm.attempt = attempt,
-                    qm.executor = %self.settings.executor_id,
-                    process.exit.code = tracing::field::Empty,
-                    otel.status_code = tracing::field::Empty,
-                );
                 tokio::spawn(async move { me.run_attempt(launch, rx).await }.instrument(span));
             }
             ExecCommand::Stop {
@@ -289,6 +290,12 @@ impl Executor {
         let Some(request) = launch.syncs_checkpoints() else {
             return self.finish(ended);
         };
+        // No more re-assertions of tracking for it: it has ended.
+        if let Ok(mut a) = self.attempts.lock() {
+            if let Some(r) = a.get_mut(&AttemptKey::new(job_id.clone(), attempt)) {
+                r.sync = None;
+            }
+        }
         if let Err(e) = self.checkpoint("flush", request, 5).await {
             tracing::error!(job = %job_id, attempt, error = %e, "final checkpoint flush failed; the next attempt restores the last committed one");
         }

@@ -14,6 +14,7 @@ use qm_wire::system::{
     AttemptKey, CheckpointRequest, Heartbeat, HeartbeatAck, LogEntry, Report, ReportPhase,
 };
 use tokio::sync::{mpsc, watch};
+use tracing::Instrument;
 
 use crate::outbox::{report_id, Outbox};
 use crate::settings::Settings;
@@ -30,6 +31,9 @@ pub(crate) struct Running {
     pub(crate) sync: Option<CheckpointRequest>,
     /// Stopped by self-fencing: its end is reported as such (HOST_LOST).
     pub(crate) fenced: bool,
+    /// The attempt's span: what the executor sends for it later (a
+    /// re-asserted `track`) continues the job's trace.
+    pub(crate) span: tracing::Span,
 }
 
 pub struct Executor {
@@ -210,16 +214,23 @@ impl Executor {
             // Re-assert checkpoint tracking now and then (the checkpoint
             // service may have restarted).
             if beats % 5 == 0 {
-                let tracked: Vec<CheckpointRequest> = self
+                let tracked: Vec<(CheckpointRequest, tracing::Span)> = self
                     .attempts
                     .lock()
-                    .map(|a| a.values().filter_map(|r| r.sync.clone()).collect())
+                    .map(|a| {
+                        a.values()
+                            .filter_map(|r| r.sync.clone().map(|s| (s, r.span.clone())))
+                            .collect()
+                    })
                     .unwrap_or_default();
-                for request in tracked {
+                for (request, span) in tracked {
                     let me = Arc::clone(&self);
-                    tokio::spawn(async move {
-                        let _ = me.checkpoint("track", &request, 1).await;
-                    });
+                    tokio::spawn(
+                        async move {
+                            let _ = me.checkpoint("track", &request, 1).await;
+                        }
+                        .instrument(span),
+                    );
                 }
             }
         }
