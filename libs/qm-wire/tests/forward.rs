@@ -3,6 +3,9 @@
 //! so a service can be upgraded while older ones keep running (see
 //! docs/adr/0009-wire-compatibility.md).
 
+mod common;
+use common::fixture;
+
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -50,14 +53,6 @@ where
     let decoded: T = serde_json::from_str(&future)
         .unwrap_or_else(|e| panic!("{name} with unknown fields: {e}\n{future}"));
     assert_eq!(decoded, today, "{name}: unknown fields changed the meaning");
-}
-
-fn fixture(name: &str) -> String {
-    std::fs::read_to_string(format!(
-        "{}/tests/fixtures/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .expect("fixture exists")
 }
 
 #[test]

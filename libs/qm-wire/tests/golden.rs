@@ -1,17 +1,12 @@
 //! Golden fixtures: v1 messages as integrators send and receive them today
 //! must keep decoding, with the same meaning, in every later v1.
 
+mod common;
+use common::fixture;
+
 use qm_wire::messages::{
     ErrorCode, JobStateChange, QuotaShare, Reply, SubmitServiceJob, SubmitServiceJobResponse,
 };
-
-fn fixture(name: &str) -> String {
-    std::fs::read_to_string(format!(
-        "{}/tests/fixtures/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .expect("fixture exists")
-}
 
 #[test]
 fn submit_service_job_v1_decodes() {
