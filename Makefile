@@ -2,7 +2,7 @@
 CARGO ?= cargo
 QM := target/release/qm
 
-.PHONY: demo simulate bins bench-services test lint check-core-deps unit integration images images-infra bench bench-pass bench-sim build clean
+.PHONY: check-deploy demo simulate bins bench-services test lint check-core-deps unit integration images images-infra bench bench-pass bench-sim build clean
 
 ## demo: the three-share story on a real Quartermaster (NATS + Garage in
 ## containers, the four services, the example trainer), live, with a summary
@@ -22,7 +22,7 @@ bins:
 
 ## test: formatting, lints, the core's dependency rule, unit tests, and the
 ## integration tests against real servers in containers (builds the images)
-test: lint check-core-deps unit integration
+test: lint check-core-deps check-deploy unit integration
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -35,6 +35,11 @@ check-core-deps:
 	bad=$$(echo "$$deps" | grep -E '^(tokio|async-nats|async-std|aws-|hyper|reqwest|mio|futures|opentelemetry)' || true); \
 	if [ -n "$$bad" ]; then echo "qm-core must stay pure, but depends on: $$bad"; exit 1; fi; \
 	echo "qm-core dependencies: $$(echo $$deps | tr '\n' ' ')"
+
+## check-deploy: the Kubernetes manifests against the Kubernetes schemas
+## (offline, kubernetes-validate --strict; no cluster is contacted)
+check-deploy:
+	deploy/kubernetes/check.sh
 
 unit:
 	$(CARGO) test --locked --workspace --exclude qm-integration-tests
