@@ -43,6 +43,22 @@ pub enum JobStatus {
 }
 
 impl JobStatus {
+    /// Every status, in the order a job moves through them.
+    pub const ALL: [JobStatus; 7] = [
+        JobStatus::Submitted,
+        JobStatus::Runnable,
+        JobStatus::Scheduled,
+        JobStatus::Starting,
+        JobStatus::Running,
+        JobStatus::Succeeded,
+        JobStatus::Failed,
+    ];
+
+    /// The status named `name` (as [`JobStatus::as_str`] writes it).
+    pub fn from_name(name: &str) -> Option<JobStatus> {
+        JobStatus::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             JobStatus::Submitted => "SUBMITTED",
@@ -367,6 +383,14 @@ mod tests {
             ranks: Default::default(),
             first_failure: None,
         }
+    }
+
+    #[test]
+    fn every_status_is_found_by_its_name() {
+        for s in JobStatus::ALL {
+            assert_eq!(JobStatus::from_name(s.as_str()), Some(s));
+        }
+        assert_eq!(JobStatus::from_name("running"), None);
     }
 
     #[test]

@@ -10,9 +10,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use opentelemetry::trace::{Link, Span as _, SpanContext, SpanKind, TraceContextExt, Tracer};
 use opentelemetry::{Context, KeyValue};
 use prometheus::{GaugeVec, HistogramVec, IntCounter, IntCounterVec, IntGauge};
+use qm_core::{AttemptOutcome, JobStatus};
 use qm_service::observe::{counter, gauge, histogram, register, FAST_SECONDS, SLOW_SECONDS};
 use qm_wire::messages::JobStateChange;
-use qm_wire::system::PassRecord;
+use qm_wire::system::{LogEntry, PassRecord};
 
 use crate::state::State;
 
@@ -260,23 +261,21 @@ impl Metrics {
                 .with_label_values(&[&q, &e.quota_share_name])
                 .observe(secs);
         }
-        let holding = |s: &str| matches!(s, "SCHEDULED" | "STARTING" | "RUNNING");
-        if !holding(&e.from) || holding(&e.to) {
+        // An attempt ended when the job stopped holding instances.
+        let holds = |s: &str| JobStatus::from_name(s).is_some_and(JobStatus::holds_instances);
+        if !holds(&e.from) || holds(&e.to) {
             return;
         }
         let Some(n) = e.attempt else { return };
-        let Some(outcome) = j
+        let outcome = j
             .attempts
             .iter()
             .find(|a| a.number == n)
-            .and_then(|a| a.outcome)
-        else {
-            return;
-        };
-        let cause = if outcome.is_preemption() {
-            "preemption"
-        } else {
-            "host_lost"
+            .and_then(|a| a.outcome);
+        let cause = match outcome {
+            Some(o) if o.is_preemption() => "preemption",
+            Some(AttemptOutcome::HostLost) => "host_lost",
+            _ => return,
         };
         if let Some(ms) = j.lost_work_ms(n) {
             let c = &qs.cluster;
@@ -303,8 +302,11 @@ impl Metrics {
                 let share = &c.share_config(s).name;
                 // Every status of every share is reported (0 too), so that
                 // a dashboard's series do not come and go.
-                for status in STATUSES {
-                    jobs.insert(vec![q.clone(), share.clone(), status.to_string()], 0.0);
+                for status in JobStatus::ALL {
+                    jobs.insert(
+                        vec![q.clone(), share.clone(), status.as_str().to_string()],
+                        0.0,
+                    );
                 }
                 for t in 0..c.type_count() {
                     let t = qm_core::TypeIdx(t as u16);
@@ -370,16 +372,6 @@ impl Metrics {
     }
 }
 
-const STATUSES: [&str; 7] = [
-    "SUBMITTED",
-    "RUNNABLE",
-    "SCHEDULED",
-    "STARTING",
-    "RUNNING",
-    "SUCCEEDED",
-    "FAILED",
-];
-
 // ----- traces ----------------------------------------------------------------
 
 /// Each live job's place in its trace: the context the next span of the
@@ -396,13 +388,6 @@ fn at(ms: u64) -> SystemTime {
 }
 
 impl Traces {
-    /// A submit entry was applied; `carried` is the context in its headers.
-    pub fn submitted(&mut self, job_id: &str, carried: Option<SpanContext>) {
-        if let Some(cx) = carried {
-            self.jobs.insert(job_id.to_string(), cx);
-        }
-    }
-
     /// The context to send with a command for `job_id`.
     pub fn of(&self, job_id: &str) -> Option<&SpanContext> {
         self.jobs.get(job_id)
@@ -410,9 +395,38 @@ impl Traces {
 
     /// A job's event: a job that ended is forgotten.
     pub fn event(&mut self, e: &JobStateChange) {
-        if e.to == "SUCCEEDED" || e.to == "FAILED" {
+        if JobStatus::from_name(&e.to).is_some_and(JobStatus::is_final) {
             self.jobs.remove(&e.job_id);
         }
+    }
+
+    /// Keeps only the jobs that have not ended: after a replay, which
+    /// read the submit of every job the log still holds.
+    pub fn retain_live(&mut self, state: &State) {
+        self.jobs.retain(|id, _| {
+            state.locate(id).is_some_and(|(q, job)| {
+                state
+                    .queues
+                    .get(&q)
+                    .and_then(|qs| qs.cluster.job(job))
+                    .is_some_and(|j| !j.status.is_final())
+            })
+        });
+    }
+
+    /// Notes the trace a log entry carries (a submit's), live or replayed.
+    pub fn entry(&mut self, entry: &LogEntry, headers: Option<&async_nats::HeaderMap>) {
+        if let LogEntry::Submit { job_id, .. } = entry {
+            if let Some(cx) = qm_wire::trace::extract_span(headers) {
+                self.jobs.insert(job_id.clone(), cx);
+            }
+        }
+    }
+
+    /// How many jobs it holds a place for.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.jobs.len()
     }
 
     fn parent(&self, job_id: &str) -> Option<Context> {

@@ -365,10 +365,7 @@ impl Runner<'_> {
         self.positions.input(seq);
         match serde_json::from_slice::<LogEntry>(&msg.payload) {
             Ok(entry) => {
-                if let LogEntry::Submit { job_id, .. } = &entry {
-                    let carried = qm_wire::trace::extract_span(msg.headers.as_ref());
-                    self.traces.submitted(job_id, carried);
-                }
+                self.traces.entry(&entry, msg.headers.as_ref());
                 let fx = self.state.apply(entry, at);
                 self.dirty = true;
                 if live {
@@ -455,10 +452,7 @@ impl Runner<'_> {
                     continue;
                 }
             };
-            if let LogEntry::Submit { job_id, .. } = &entry {
-                let carried = qm_wire::trace::extract_span(msg.headers.as_ref());
-                self.traces.submitted(job_id, carried);
-            }
+            self.traces.entry(&entry, msg.headers.as_ref());
             let after = if msg.subject.as_str() == subjects::LOG_SCHED {
                 self.sched_seq = self.sched_seq.max(seq);
                 Some(
@@ -479,7 +473,9 @@ impl Runner<'_> {
                 at,
             });
         }
-        self.state.replay(log, published)
+        let republish = self.state.replay(log, published);
+        self.traces.retain_live(&self.state);
+        republish
     }
 
     /// Appends a decision, fenced on the decisions subject. None: another

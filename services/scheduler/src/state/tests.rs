@@ -737,3 +737,56 @@ actions:
         assert_eq!(outcomes, j.attempt_outcomes, "{}", j.job_name);
     }
 }
+
+#[test]
+fn after_a_replay_only_jobs_that_have_not_ended_keep_their_place_in_a_trace() {
+    let sub = |id: &str| LogEntry::Submit {
+        job_id: id.into(),
+        job: submit(id, "QS1", 1),
+        principal: None,
+    };
+    let Live { state, log, .. } = live(vec![
+        LogEntry::Config {
+            queue: doc(),
+            revision: 1,
+            principal: None,
+            operation: None,
+        },
+        LogEntry::Register(RegisterExecutor {
+            executor_id: "node-1".into(),
+            job_queue: "training".into(),
+            instances: vec![ExecutorInstances {
+                instance_type: "ml.g5.xlarge".into(),
+                count: 3,
+                gpus: vec![],
+            }],
+            incarnation: "a".into(),
+            checkpoint_node: None,
+            address: None,
+            fence_after_seconds: None,
+        }),
+        sub("j1"),
+        sub("j2"),
+        report("j1", 1, ReportPhase::Running, None),
+        report("j1", 1, ReportPhase::Ended, Some(0)),
+    ]);
+    assert_eq!(
+        state.describe("j1", 100_000).expect("j1").status,
+        "SUCCEEDED"
+    );
+    // Every submit in the log carried a trace context.
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert(
+        qm_wire::trace::TRACEPARENT,
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+    );
+    let mut traces = crate::observe::Traces::default();
+    for l in &log {
+        traces.entry(&l.entry, Some(&headers));
+    }
+    assert_eq!(traces.len(), 2);
+    traces.retain_live(&state);
+    assert!(traces.of("j1").is_none(), "a finished job is forgotten");
+    assert!(traces.of("j2").is_some(), "a live job keeps its trace");
+    assert_eq!(traces.len(), 1);
+}
