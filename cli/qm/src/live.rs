@@ -761,16 +761,17 @@ pub async fn top(
 ) -> Result<(), Failure> {
     use std::io::{IsTerminal, Write};
     subjects::token(queue).map_err(|e| usage(format!("--queue: {e}")))?;
-    // A queue that does not exist is an error at once, not a blank screen.
-    fetch_snapshot(c, queue).await?;
     let terminal = std::io::stdout().is_terminal();
     let mut n = 0u64;
     loop {
         let view = match fetch_snapshot(c, queue).await {
             Ok(s) => render_snapshot(&s),
+            // A queue that does not exist (or no service) is an error at
+            // once, not a blank screen; later, a failed refresh is shown.
+            Err(e) if n == 0 => return Err(e),
             Err(e) => format!("job queue {queue}\n\nrefresh failed: {}\n", e.0),
         };
-        let now = humantime_now();
+        let now = utc_clock();
         let header = format!(
             "qm top  {now}  every {}s  (Ctrl-C to quit)\n\n",
             interval.as_secs_f64()
@@ -795,8 +796,8 @@ pub async fn top(
     }
 }
 
-/// The wall-clock time, UTC, to the second (`HH:MM:SS`).
-fn humantime_now() -> String {
+/// The wall-clock time, UTC, to the second (`HH:MM:SS UTC`).
+fn utc_clock() -> String {
     let secs = qm_service::now_ms() / 1000;
     format!(
         "{:02}:{:02}:{:02} UTC",

@@ -27,7 +27,9 @@ use crate::settings::ObserveSettings;
 /// Connections served at once; more wait to be accepted.
 pub const MAX_CONNECTIONS: usize = 64;
 
-/// Whether a service is ready, and if not, what it lacks (a few words).
+/// Whether a service is ready beyond its NATS connection (which
+/// [`Endpoint::for_service`] checks first), and if not, what it lacks (a
+/// few words).
 pub type ReadyCheck = Box<dyn Fn() -> Result<(), String> + Send + Sync>;
 
 /// A check run just before each scrape (to refresh gauges).
@@ -66,18 +68,6 @@ pub fn common(service: &str, nats: &async_nats::Client) -> Refresh {
 /// Whether a NATS client is connected now.
 pub fn nats_up(nats: &async_nats::Client) -> bool {
     nats.connection_state() == async_nats::connection::State::Connected
-}
-
-/// The readiness of a service whose only dependency is NATS.
-pub fn nats_ready(nats: &async_nats::Client) -> ReadyCheck {
-    let nats = nats.clone();
-    Box::new(move || {
-        if nats_up(&nats) {
-            Ok(())
-        } else {
-            Err("NATS disconnected".into())
-        }
-    })
 }
 
 /// Registers a metric in the default registry. A definition that is
@@ -129,19 +119,27 @@ pub const SLOW_SECONDS: &[f64] = &[
     21600.0, 86400.0,
 ];
 
+/// Ready needs nothing beyond the NATS connection.
+pub fn nothing_more() -> ReadyCheck {
+    Box::new(|| Ok(()))
+}
+
 impl Endpoint {
-    pub fn new(ready: ReadyCheck) -> Endpoint {
+    /// The endpoint of `service`: ready while connected to NATS and `ready`
+    /// holds, and reporting what every service reports ([`common`]).
+    pub fn for_service(service: &str, nats: &async_nats::Client, ready: ReadyCheck) -> Endpoint {
+        let connected = nats.clone();
         Endpoint {
             token: None,
-            ready,
-            refresh: Vec::new(),
+            ready: Box::new(move || {
+                if nats_up(&connected) {
+                    ready()
+                } else {
+                    Err("NATS disconnected".into())
+                }
+            }),
+            refresh: vec![common(service, nats)],
         }
-    }
-
-    /// The endpoint of `service`: `ready`, and what every service reports
-    /// ([`common`]).
-    pub fn for_service(service: &str, nats: &async_nats::Client, ready: ReadyCheck) -> Endpoint {
-        Endpoint::new(ready).refresh(common(service, nats))
     }
 
     /// Runs `f` before every scrape.

@@ -74,6 +74,36 @@ fn provider(service: &str) -> Result<SdkTracerProvider, String> {
         .build())
 }
 
+/// The exporter the environment asks for: None when it asks for none, an
+/// error naming the bad setting. The exporter's HTTP client is built (and
+/// later dropped) outside the async runtime, on a thread of its own.
+fn exporter(service: &str) -> Result<Option<SdkTracerProvider>, String> {
+    let env = |k: &str| std::env::var(k).ok();
+    if !export_wanted(&env)? {
+        return Ok(None);
+    }
+    let name = service.to_string();
+    match std::thread::spawn(move || provider(&name)).join() {
+        Ok(made) => made.map(Some),
+        Err(_) => Err("OTLP exporter set-up panicked".to_string()),
+    }
+}
+
+/// The layer that exports `provider`'s spans: Quartermaster's own only (a
+/// library's spans, the S3 SDK's or NATS's, would swamp a job's trace).
+fn export_layer<S>(provider: &SdkTracerProvider, service: &str) -> impl Layer<S>
+where
+    S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span>,
+{
+    opentelemetry::global::set_tracer_provider(provider.clone());
+    let ours = tracing_subscriber::filter::filter_fn(|m| {
+        m.target().starts_with("qm") && *m.level() <= tracing::Level::INFO
+    });
+    tracing_opentelemetry::layer()
+        .with_tracer(provider.tracer(service.to_string()))
+        .with_filter(ours)
+}
+
 /// Sets up logs (and traces when asked for) for `service` (e.g.
 /// `qm-executor`). A bad trace setting is reported on stderr and export
 /// stays off: observability never stops a service from starting.
@@ -87,42 +117,17 @@ pub fn init(service: &str) -> Telemetry {
     } else {
         fmt.with_filter(filter).boxed()
     };
-    let env = |k: &str| std::env::var(k).ok();
-    let (provider, problem) = match export_wanted(&env) {
-        Ok(false) => (None, None),
-        Err(e) => (None, Some(e)),
-        // The exporter's HTTP client must be built (and later dropped)
-        // outside the async runtime.
-        Ok(true) => {
-            let name = service.to_string();
-            match std::thread::spawn(move || provider(&name)).join() {
-                Ok(Ok(p)) => (Some(p), None),
-                Ok(Err(e)) => (None, Some(e)),
-                Err(_) => (None, Some("OTLP exporter set-up panicked".to_string())),
-            }
-        }
-    };
-    // Spans of Quartermaster's own code only: a library's spans (the S3
-    // SDK's, NATS's) would swamp a job's trace.
-    let ours = tracing_subscriber::filter::filter_fn(|m| {
-        m.target().starts_with("qm") && *m.level() <= tracing::Level::INFO
-    });
-    let otel = provider.as_ref().map(|p| {
-        tracing_opentelemetry::layer()
-            .with_tracer(p.tracer(service.to_string()))
-            .with_filter(ours)
-    });
-    if let Some(p) = &provider {
-        opentelemetry::global::set_tracer_provider(p.clone());
-    }
+    let made = exporter(service);
+    let provider = made.as_ref().ok().cloned().flatten();
+    let otel = provider.as_ref().map(|p| export_layer(p, service));
     let _ = tracing_subscriber::registry()
         .with(fmt)
         .with(otel)
         .try_init();
-    if let Some(e) = problem {
-        tracing::error!(error = %e, "traces are not exported");
-    } else if provider.is_some() {
-        tracing::info!("exporting traces over OTLP");
+    match made {
+        Err(e) => tracing::error!(error = %e, "traces are not exported"),
+        Ok(Some(_)) => tracing::info!("exporting traces over OTLP"),
+        Ok(None) => {}
     }
     Telemetry { provider }
 }
@@ -131,43 +136,22 @@ pub fn init(service: &str) -> Telemetry {
 /// it (as [`init`]), and no log output of its own (the tool prints what
 /// it has to say). Nothing is installed when export is off.
 pub fn init_cli(name: &str) -> Telemetry {
-    let env = |k: &str| std::env::var(k).ok();
-    match export_wanted(&env) {
-        Ok(true) => {}
-        Ok(false) => return Telemetry { provider: None },
+    let provider = match exporter(name) {
+        Ok(p) => p,
         Err(e) => {
             eprintln!("{name}: traces are not exported: {e}");
-            return Telemetry { provider: None };
+            None
         }
-    }
-    let owned = name.to_string();
-    let provider = match std::thread::spawn(move || provider(&owned)).join() {
-        Ok(Ok(p)) => p,
-        Ok(Err(e)) => {
-            eprintln!("{name}: traces are not exported: {e}");
-            return Telemetry { provider: None };
-        }
-        Err(_) => return Telemetry { provider: None },
     };
-    let ours = tracing_subscriber::filter::filter_fn(|m| {
-        m.target().starts_with("qm") && *m.level() <= tracing::Level::INFO
-    });
-    let otel = tracing_opentelemetry::layer()
-        .with_tracer(provider.tracer(name.to_string()))
-        .with_filter(ours);
-    opentelemetry::global::set_tracer_provider(provider.clone());
-    let _ = tracing_subscriber::registry().with(otel).try_init();
-    Telemetry {
-        provider: Some(provider),
+    if let Some(p) = &provider {
+        let _ = tracing_subscriber::registry()
+            .with(export_layer(p, name))
+            .try_init();
     }
+    Telemetry { provider }
 }
 
 impl Telemetry {
-    /// Whether spans are exported.
-    pub fn exporting(&self) -> bool {
-        self.provider.is_some()
-    }
-
     /// Sends the spans still queued, waiting at most 5 s (a collector that
     /// is down must not hold up a stopping service).
     pub fn shutdown(self) {

@@ -156,7 +156,7 @@ async fn run(
     let endpoint = qm_service::observe::Endpoint::for_service(
         "admission",
         &client,
-        qm_service::observe::nats_ready(&client),
+        qm_service::observe::nothing_more(),
     );
     let metrics = Metrics::new();
     if let Err(code) = qm_service::serve_metrics(&observe, "admission", endpoint).await {

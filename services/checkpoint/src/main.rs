@@ -177,14 +177,12 @@ async fn run(
     s3_health.watch(S3Store::new(&s3));
     std::sync::LazyLock::force(&observe::METRICS);
     let endpoint = {
-        let (nats, s3_health) = (client.clone(), s3_health.clone());
+        let s3_health = s3_health.clone();
         let ready = Box::new(move || {
-            if !qm_service::observe::nats_up(&nats) {
-                Err("NATS disconnected".to_string())
-            } else if !s3_health.up() {
-                Err("S3 unreachable".to_string())
-            } else {
+            if s3_health.up() {
                 Ok(())
+            } else {
+                Err("S3 unreachable".to_string())
             }
         });
         qm_service::observe::Endpoint::for_service("checkpoint", &client, ready)

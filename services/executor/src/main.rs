@@ -134,11 +134,9 @@ async fn run(
         return std::process::ExitCode::from(1);
     };
     let endpoint = {
-        let (me, nats) = (Arc::clone(&executor), client.clone());
+        let me = Arc::clone(&executor);
         let ready = Box::new(move || {
-            if !qm_service::observe::nats_up(&nats) {
-                Err("NATS disconnected".to_string())
-            } else if me.fenced.load(std::sync::atomic::Ordering::SeqCst) {
+            if me.fenced.load(std::sync::atomic::Ordering::SeqCst) {
                 Err("fenced: no heartbeat acknowledged".to_string())
             } else {
                 Ok(())

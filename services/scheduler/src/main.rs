@@ -93,9 +93,9 @@ async fn run(
     let role = std::sync::Arc::new(observe::Role::default());
     let mut metrics = observe::Metrics::new();
     let ready = {
-        let (role, client) = (role.clone(), client.clone());
+        let role = role.clone();
         let lease = Duration::from_secs(settings.lease_seconds);
-        Box::new(move || role.ready(&client, lease))
+        Box::new(move || role.ready(lease))
     };
     let gauges = {
         let (role, report) = (role.clone(), metrics.role_gauges());

@@ -44,13 +44,10 @@ impl Role {
             .store(qm_service::now_ms(), Ordering::SeqCst);
     }
 
-    /// Ready: connected, and leading or following a leader seen within
-    /// `lease` (a standby with no leader in sight is not ready: no one
-    /// schedules).
-    pub fn ready(&self, nats: &async_nats::Client, lease: Duration) -> Result<(), String> {
-        if !qm_service::observe::nats_up(nats) {
-            return Err("NATS disconnected".into());
-        }
+    /// Ready (besides connected): leading, or following a leader seen
+    /// within two lease periods (a standby with no leader in sight is not
+    /// ready: no one schedules).
+    pub fn ready(&self, lease: Duration) -> Result<(), String> {
         if self.leading.load(Ordering::SeqCst) {
             return Ok(());
         }
