@@ -519,21 +519,18 @@ impl Runner<'_> {
     }
 
     async fn send(&mut self, effect: Effect, resend: bool) {
-        let mut headers = None;
-        let mut command_headers = None;
+        let mut headers = async_nats::HeaderMap::new();
         if effect.is_event() {
             let (a, b, i) = self.positions.next_event();
             let position = format!("{a}.{b}.{i}");
-            let mut h = async_nats::HeaderMap::new();
-            h.insert(POSITION_HEADER, position.as_str());
+            headers.insert(POSITION_HEADER, position.as_str());
             // The position names the event: one republished after a
             // failover, or sent again after a lost acknowledgement, is
             // stored once (within the stream's duplicate window).
-            h.insert(
+            headers.insert(
                 async_nats::header::NATS_MESSAGE_ID,
                 format!("event-{position}").as_str(),
             );
-            headers = Some(h);
         }
         let (subject, body) = match &effect {
             Effect::Job(e, subject) => (subject.clone(), serde_json::to_vec(e)),
@@ -570,30 +567,22 @@ impl Runner<'_> {
                 };
                 // The command continues the job's trace.
                 if let Some(cx) = self.traces.of(job) {
-                    let mut h = async_nats::HeaderMap::new();
-                    qm_wire::trace::inject_span(cx, &mut h);
-                    command_headers = Some(h);
+                    qm_wire::trace::inject_span(cx, &mut headers);
                 }
                 (subject, serde_json::to_vec(cmd))
             }
         };
         let Ok(body) = body else { return };
-        match headers {
+        if effect.is_event() {
             // Events go to the events stream through the publisher: stored
             // (acknowledged) at least once, deduplicated by their position.
-            Some(h) => {
-                let _ = self.events.send((subject, body.into(), h));
-            }
-            None => {
-                let h = command_headers.unwrap_or_default();
-                if let Err(e) = self
-                    .client
-                    .publish_with_headers(subject, h, body.into())
-                    .await
-                {
-                    tracing::warn!(error = %e, "publish failed");
-                }
-            }
+            let _ = self.events.send((subject, body.into(), headers));
+        } else if let Err(e) = self
+            .client
+            .publish_with_headers(subject, headers, body.into())
+            .await
+        {
+            tracing::warn!(error = %e, "publish failed");
         }
     }
 
