@@ -74,19 +74,23 @@ fn provider(service: &str) -> Result<SdkTracerProvider, String> {
         .build())
 }
 
-/// The exporter the environment asks for: None when it asks for none, an
-/// error naming the bad setting. The exporter's HTTP client is built (and
-/// later dropped) outside the async runtime, on a thread of its own.
+/// The exporter the environment asks for, installed as the process's
+/// tracer provider (the scheduler's per-job spans use it directly): None
+/// when it asks for none, an error naming the bad setting. The exporter's
+/// HTTP client is built (and later dropped) outside the async runtime, on
+/// a thread of its own.
 fn exporter(service: &str) -> Result<Option<SdkTracerProvider>, String> {
     let env = |k: &str| std::env::var(k).ok();
     if !export_wanted(&env)? {
         return Ok(None);
     }
     let name = service.to_string();
-    match std::thread::spawn(move || provider(&name)).join() {
-        Ok(made) => made.map(Some),
-        Err(_) => Err("OTLP exporter set-up panicked".to_string()),
-    }
+    let provider = match std::thread::spawn(move || provider(&name)).join() {
+        Ok(made) => made?,
+        Err(_) => return Err("OTLP exporter set-up panicked".to_string()),
+    };
+    opentelemetry::global::set_tracer_provider(provider.clone());
+    Ok(Some(provider))
 }
 
 /// The layer that exports `provider`'s spans: Quartermaster's own only (a
@@ -95,7 +99,6 @@ fn export_layer<S>(provider: &SdkTracerProvider, service: &str) -> impl Layer<S>
 where
     S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span>,
 {
-    opentelemetry::global::set_tracer_provider(provider.clone());
     let ours = tracing_subscriber::filter::filter_fn(|m| {
         m.target().starts_with("qm") && *m.level() <= tracing::Level::INFO
     });
