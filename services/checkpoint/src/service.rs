@@ -179,8 +179,9 @@ impl Service {
     }
 
     /// Commits the directory if it changed since the last commit.
-    /// `parent`: the trace the commit's span belongs to when no span is
-    /// current (a tracker's commits continue the `track` request's trace).
+    /// `parent`: the trace context the commit's span continues (the
+    /// request's own; for a tracker's commits, the `track` request's; an
+    /// empty context leaves the span under the current one).
     pub(crate) async fn sync_once(
         &self,
         req: &CheckpointRequest,
