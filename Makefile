@@ -2,7 +2,7 @@
 CARGO ?= cargo
 QM := target/release/qm
 
-.PHONY: check-deploy demo simulate bins bench-services test lint check-core-deps unit integration images images-infra bench bench-pass bench-sim build clean
+.PHONY: up down check-deploy demo simulate bins bench-services test lint check-core-deps unit integration images images-infra bench bench-pass bench-sim build clean
 
 ## demo: the three-share story on a real Quartermaster (NATS + Garage in
 ## containers, the four services, the example trainer), live, with a summary
@@ -50,12 +50,23 @@ unit:
 images: images-infra
 	deploy/images/services.sh
 
+## up: the whole system on this host with the compose file (deploy/compose):
+## three NATS servers, S3, every service in its own container; `make down`
+## stops it (keeping its volumes)
+up: images
+	deploy/compose/up.sh
+
+down:
+	deploy/compose/down.sh
+
 ## images-infra: the NATS and Garage images the integration tests and the demo run
 images-infra:
 	deploy/images/build.sh
 
-## integration: end-to-end tests against real servers in containers
-integration: images-infra bins
+## integration: end-to-end tests against real servers in containers, the
+## services as processes and, for the story, the rolling upgrade and the
+## compose file, in containers from their images (so it builds them)
+integration: images bins
 	$(CARGO) test --locked -p qm-integration-tests
 
 ## bench: the scheduling-pass benchmarks and the simulator's throughput

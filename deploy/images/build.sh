@@ -3,6 +3,8 @@
 # with the binary and the shared libraries it links (no registry is needed):
 #   $QM_NATS_IMAGE   (default quartermaster/nats:local)   nats-server $nats_version (official static build)
 #   $QM_GARAGE_IMAGE (default quartermaster/garage:local) Garage (S3-compatible), built from crates.io
+# Both hold qm-probe (this workspace's health check: `qm-probe URL`), for the
+# compose file's health checks (NATS :8222/healthz, Garage :3903/health).
 # Tool builds are cached under $QM_CACHE (default ~/.cache/quartermaster), so
 # only the first run is slow (Garage takes about 10 minutes on 2 cores).
 # Images are rebuilt only when their binary changed.
@@ -52,8 +54,8 @@ ensure_garage() {
 build_image() {
   local image=$1 binary=$2 name=$3
   shift 3
-  local sum
-  sum=$(sha256sum "$binary" | cut -c1-16)
+  local sum extra
+  sum=$( (sha256sum "$binary" | cut -c1-16; for extra in "$@"; do sha256sum "${extra%%:*}" | cut -c1-16; done) | sha256sum | cut -c1-16)
   if [ "$(docker image inspect -f '{{ index .Config.Labels "qm.binary.sha256" }}' "$image" 2>/dev/null || true)" = "$sum" ]; then
     say "$image is up to date"
     return
@@ -68,7 +70,6 @@ build_image() {
     mkdir -p "$ctx/rootfs$(dirname "$lib")"
     cp -L "$lib" "$ctx/rootfs$lib"
   done
-  local extra
   for extra in "$@"; do
     mkdir -p "$ctx/rootfs$(dirname "${extra#*:}")"
     cp "${extra%%:*}" "$ctx/rootfs${extra#*:}"
@@ -83,8 +84,17 @@ DOCKERFILE
   docker build -q -t "$image" "$ctx" >/dev/null 2>"$ctx/build.err" || { cat "$ctx/build.err"; exit 1; }
 }
 
+# qm-probe, the health check of every image (std only: a few seconds).
+ensure_probe() {
+  local root
+  root=$(cd "$here/../.." && pwd)
+  (cd "$root" && cargo build --release --locked --quiet -p qm-probe) >&2
+  echo "$root/target/release/qm-probe"
+}
+
+probe=$(ensure_probe)
 nats=$(ensure_nats)
-build_image "$nats_image" "$nats" nats-server
+build_image "$nats_image" "$nats" nats-server "$probe:/qm-probe"
 garage=$(ensure_garage)
-build_image "$garage_image" "$garage" garage "$here/garage.toml:/etc/garage.toml"
+build_image "$garage_image" "$garage" garage "$here/garage.toml:/etc/garage.toml" "$probe:/qm-probe"
 say "ready: $nats_image, $garage_image"

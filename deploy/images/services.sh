@@ -4,7 +4,10 @@
 # certificates (for S3 and NATS over TLS) and a passwd entry for the
 # unprivileged user it runs as (65532, "nonroot"):
 #   ${QM_IMAGE_PREFIX:-quartermaster/}qm-admission:<version>   and :local
-#   ...qm-scheduler, qm-executor (with the example workload qm-trainer), qm-checkpoint
+#   ...qm-scheduler, qm-executor (with the example workload qm-trainer), qm-checkpoint,
+#   and qm (the command line: `docker run quartermaster/qm:local auth ...`)
+# Every service image also holds qm-probe, its health check (no shell or curl
+# in a FROM-scratch image): `qm-probe http://127.0.0.1:9642/readyz`.
 # Labels: org.opencontainers.image.{title,version,revision,created,source}.
 # No registry is needed or contacted; push the tags to yours if you have one.
 #
@@ -26,7 +29,8 @@ created=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 if [ -z "${QM_SKIP_BUILD:-}" ]; then
   say "building the release binaries"
   (cd "$root" && cargo build --release --locked --bins \
-    -p qm-admission -p qm-scheduler -p qm-executor -p qm-checkpointd -p qm-trainer)
+    -p qm-admission -p qm-scheduler -p qm-executor -p qm-checkpointd -p qm-trainer \
+    -p qm -p qm-probe)
 fi
 release="$root/target/release"
 
@@ -84,14 +88,15 @@ DOCKERFILE
     || { cat "$ctx/build.err"; exit 1; }
 }
 
-service_image qm-admission qm-admission
-service_image qm-scheduler qm-scheduler
+service_image qm-admission qm-admission qm-probe
+service_image qm-scheduler qm-scheduler qm-probe
 # Jobs run inside the executor's container: the image carries the example
 # workload; for real training, build FROM your training image and copy
 # /qm-executor into it (deploy/README.md).
-service_image qm-executor qm-executor qm-trainer
-service_image qm-checkpoint qm-checkpoint
-for name in qm-admission qm-scheduler qm-executor qm-checkpoint; do
+service_image qm-executor qm-executor qm-trainer qm-probe
+service_image qm-checkpoint qm-checkpoint qm-probe
+service_image qm qm
+for name in qm-admission qm-scheduler qm-executor qm-checkpoint qm; do
   size=$(docker image inspect -f '{{ .Size }}' "$prefix$name:local")
   say "ready: $prefix$name:$version ($((size / 1024 / 1024)) MiB)"
 done

@@ -8,9 +8,11 @@
 
 use std::time::Duration;
 
+pub mod containers;
 pub mod observe;
 pub mod proxy;
 pub mod stack;
+pub mod story;
 
 use qm_checkpoint::s3::{S3Config, S3Store};
 use testcontainers::core::{ExecCommand, IntoContainerPort, WaitFor};
@@ -31,6 +33,8 @@ fn image_from_env(var: &str, default: &str) -> (String, String) {
 pub struct S3Server {
     pub container: ContainerAsync<GenericImage>,
     pub config: S3Config,
+    /// The endpoint from inside its Docker network (when started on one).
+    pub inside_endpoint: Option<String>,
 }
 
 impl S3Server {
@@ -61,17 +65,36 @@ async fn exec(container: &ContainerAsync<GenericImage>, cmd: &[&str]) -> String 
 
 /// Starts the S3 server (Garage by default) and prepares a bucket and key.
 pub async fn start_s3() -> S3Server {
+    start_s3_on(None).await
+}
+
+/// [`start_s3`], also reachable as `http://<its name>:<port>` from the
+/// Docker network `network` (services in containers use that).
+pub async fn start_s3_on(network: Option<&str>) -> S3Server {
     let (name, tag) = image_from_env("QM_GARAGE_IMAGE", "quartermaster/garage:local");
+    let on_network =
+        |request: testcontainers::ContainerRequest<GenericImage>, port: u16| match network {
+            Some(n) => {
+                let host = format!("qm-s3-{}", stack::free_port());
+                let inside = format!("http://{host}:{port}");
+                (
+                    request.with_network(n).with_container_name(host),
+                    Some(inside),
+                )
+            }
+            None => (request, None),
+        };
     if std::env::var("QM_S3_FLAVOUR").as_deref() == Ok("minio") {
-        let container = GenericImage::new(name, tag)
-            .with_exposed_port(9000.tcp())
-            .with_wait_for(WaitFor::message_on_stdout("API:"))
-            .with_env_var("MINIO_ROOT_USER", "quartermaster")
-            .with_env_var("MINIO_ROOT_PASSWORD", "quartermaster-secret")
-            .with_cmd(["server", "/data"])
-            .start()
-            .await
-            .expect("MinIO starts");
+        let (request, inside_endpoint) = on_network(
+            GenericImage::new(name, tag)
+                .with_exposed_port(9000.tcp())
+                .with_wait_for(WaitFor::message_on_stdout("API:"))
+                .with_env_var("MINIO_ROOT_USER", "quartermaster")
+                .with_env_var("MINIO_ROOT_PASSWORD", "quartermaster-secret")
+                .with_cmd(["server", "/data"]),
+            9000,
+        );
+        let container = request.start().await.expect("MinIO starts");
         let port = container
             .get_host_port_ipv4(9000.tcp())
             .await
@@ -86,12 +109,20 @@ pub async fn start_s3() -> S3Server {
             force_path_style: true,
         };
         create_bucket_with_sdk(&config).await;
-        return S3Server { container, config };
+        return S3Server {
+            container,
+            config,
+            inside_endpoint,
+        };
     }
-    let container = GenericImage::new(name, tag)
-        .with_exposed_port(3900.tcp())
-        .with_wait_for(WaitFor::message_on_stderr("S3 API server listening"))
-        .with_cmd(["server"])
+    let (request, inside_endpoint) = on_network(
+        GenericImage::new(name, tag)
+            .with_exposed_port(3900.tcp())
+            .with_wait_for(WaitFor::message_on_stderr("S3 API server listening"))
+            .with_cmd(["server"]),
+        3900,
+    );
+    let container = request
         .start()
         .await
         .expect("Garage starts (run deploy/images/build.sh first)");
@@ -148,7 +179,11 @@ pub async fn start_s3() -> S3Server {
     };
     // The layout takes a moment to apply everywhere.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    S3Server { container, config }
+    S3Server {
+        container,
+        config,
+        inside_endpoint,
+    }
 }
 
 async fn create_bucket_with_sdk(config: &S3Config) {

@@ -102,8 +102,19 @@ fn decode(body: &[u8]) -> Result<Vec<Span>, prost::DecodeError> {
 }
 
 impl OtlpReceiver {
+    /// On this machine's loopback.
     pub async fn start() -> OtlpReceiver {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        OtlpReceiver::start_on("127.0.0.1:0").await
+    }
+
+    /// On every interface: reachable from containers, whose services send
+    /// to `host.docker.internal` (the stack rewrites [`OtlpReceiver::env`]).
+    pub async fn start_for_containers() -> OtlpReceiver {
+        OtlpReceiver::start_on("0.0.0.0:0").await
+    }
+
+    async fn start_on(address: &str) -> OtlpReceiver {
+        let listener = tokio::net::TcpListener::bind(address)
             .await
             .expect("bind the OTLP receiver");
         let port = listener.local_addr().expect("address").port();

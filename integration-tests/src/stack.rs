@@ -46,6 +46,19 @@ impl Auth {
         }
     }
 
+    /// The credentials `qm auth` wrote into `dir` for the tenancy at
+    /// `tenancy` (e.g. the compose file's).
+    pub fn existing(dir: &Path, tenancy: &Path) -> Auth {
+        let tenancy = qm_tenancy::Tenancy::load(tenancy).expect("the tenancy is valid");
+        let authorization = std::fs::read_to_string(dir.join("nats-auth.conf"))
+            .expect("the credentials directory has nats-auth.conf");
+        Auth {
+            dir: dir.to_path_buf(),
+            tenancy,
+            authorization,
+        }
+    }
+
     /// The credentials file of `principal`.
     pub fn key(&self, principal: &str) -> PathBuf {
         qm_tenancy::nats::key_path(&self.dir, principal)
@@ -89,6 +102,8 @@ pub struct Nats {
     pub container: ContainerAsync<GenericImage>,
     pub url: String,
     pub auth: Auth,
+    /// The URL from inside its Docker network (when started on one).
+    pub inside_url: Option<String>,
 }
 
 pub async fn start_nats() -> Nats {
@@ -103,6 +118,16 @@ pub async fn start_nats_on(host_port: Option<u16>) -> Nats {
 
 /// NATS, optionally with TLS (then the URL is `tls://`).
 pub async fn start_nats_with(host_port: Option<u16>, tls: Option<Tls>) -> Nats {
+    start_nats_full(host_port, tls, None).await
+}
+
+/// NATS on the Docker network `network` too (as `nats://<its name>:4222`),
+/// for services in containers.
+pub async fn start_nats_in(network: &str) -> Nats {
+    start_nats_full(None, None, Some(network)).await
+}
+
+async fn start_nats_full(host_port: Option<u16>, tls: Option<Tls>, network: Option<&str>) -> Nats {
     let auth = Auth::dev(&format!("nats-{}", free_port()));
     let (name, tag) = crate::image("QM_NATS_IMAGE", "quartermaster/nats:local");
     let mut config =
@@ -128,6 +153,17 @@ pub async fn start_nats_with(host_port: Option<u16>, tls: Option<Tls>) -> Nats {
         Some(p) => image.with_mapped_port(p, 4222.tcp()),
         None => image,
     };
+    let (request, inside_url) = match network {
+        Some(n) => {
+            let host = format!("qm-nats-{}", free_port());
+            let inside = format!("nats://{host}:4222");
+            (
+                request.with_network(n).with_container_name(host),
+                Some(inside),
+            )
+        }
+        None => (request, None),
+    };
     let container = request
         .start()
         .await
@@ -141,6 +177,7 @@ pub async fn start_nats_with(host_port: Option<u16>, tls: Option<Tls>) -> Nats {
         container,
         url: format!("{scheme}://127.0.0.1:{port}"),
         auth,
+        inside_url,
     }
 }
 
@@ -223,6 +260,13 @@ pub async fn start_nats_cluster() -> NatsCluster {
             container: first,
             url: urls.join(","),
             auth,
+            inside_url: Some(
+                names
+                    .iter()
+                    .map(|n| format!("nats://{n}:4222"))
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
         },
         others: containers,
     }
@@ -249,6 +293,26 @@ pub async fn running_with(
 ) -> (Nats, S3Server, Stack) {
     let s3 = crate::start_s3().await;
     let mut stack = Stack::new_with(&nats, &s3, name, service_env).await;
+    stack.admission();
+    stack.scheduler("scheduler-1");
+    stack.apply(queue_yaml).await;
+    stack.wait_leader("scheduler-1").await;
+    (nats, s3, stack)
+}
+
+/// [`running_with`], but every service in its own container from the
+/// service images (`make images`), on a Docker network of its own with
+/// NATS and S3.
+pub async fn running_in_containers(
+    name: &str,
+    queue_yaml: &str,
+    service_env: Vec<(String, String)>,
+) -> (Nats, S3Server, Stack) {
+    let network = format!("qm-net-{name}-{}", free_port());
+    let nats = start_nats_in(&network).await;
+    let s3 = crate::start_s3_on(Some(&network)).await;
+    let mut stack = Stack::new_with(&nats, &s3, name, service_env).await;
+    stack.use_containers(&nats, &s3, &network);
     stack.admission();
     stack.scheduler("scheduler-1");
     stack.apply(queue_yaml).await;
@@ -323,6 +387,13 @@ impl Events {
     }
 }
 
+/// A service started by a [`Stack`].
+enum Proc {
+    Process(Child),
+    /// Named after the service (see [`crate::containers::Containers`]).
+    Container,
+}
+
 pub struct Stack {
     pub nats_url: String,
     /// The tenancy and every principal's credentials.
@@ -333,7 +404,16 @@ pub struct Stack {
     pub dir: PathBuf,
     pub client: Client,
     pub events: Events,
-    procs: BTreeMap<String, Child>,
+    procs: BTreeMap<String, Proc>,
+    /// How each service was started (binary, settings): to start it again.
+    specs: BTreeMap<String, (String, Vec<(String, String)>)>,
+    /// Some: the services run in containers, not as processes.
+    containers: Option<crate::containers::Containers>,
+    /// The exit code of each service that stopped by itself, last time.
+    exits: BTreeMap<String, i32>,
+    /// Where jobs find the example trainer, when not as [`Stack::trainer`]
+    /// works it out (an attached deployment's executor image).
+    trainer_at: Option<String>,
     /// Settings every scheduler started gets (e.g. short timeouts in tests).
     pub scheduler_env: Vec<(String, String)>,
     /// Extra settings for checkpoint services started after it is set.
@@ -363,7 +443,37 @@ impl Stack {
         let dir = std::env::temp_dir().join(format!("qm-stack-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("stack dir");
-        let mut settings = nats.auth.settings(&nats.url, "platform");
+        Stack::connect(&nats.url, &nats.auth, s3.config.clone(), dir, service_env).await
+    }
+
+    /// A stack for a Quartermaster running elsewhere (e.g. the compose
+    /// file's): connects to `url` as the admin `platform` with `auth`'s
+    /// credentials, starts nothing; `dir` is where executors' work
+    /// directories are seen (`<dir>/<executor id>/...`).
+    pub async fn attach(url: &str, auth: &Auth, dir: PathBuf) -> Stack {
+        let s3 = qm_checkpoint::s3::S3Config {
+            endpoint: None,
+            region: String::new(),
+            access_key_id: String::new(),
+            secret_access_key: String::new(),
+            credentials: None,
+            bucket: String::new(),
+            force_path_style: true,
+        };
+        let mut stack = Stack::connect(url, auth, s3, dir, Vec::new()).await;
+        // Its executors run from the executor image, which carries it.
+        stack.trainer_at = Some("/qm-trainer".into());
+        stack
+    }
+
+    async fn connect(
+        url: &str,
+        auth: &Auth,
+        s3: qm_checkpoint::s3::S3Config,
+        dir: PathBuf,
+        service_env: Vec<(String, String)>,
+    ) -> Stack {
+        let mut settings = auth.settings(url, "platform");
         for (k, v) in &service_env {
             if k == "QM_NATS_CA_FILE" {
                 settings.nats_ca_file = v.clone();
@@ -389,14 +499,18 @@ impl Stack {
         });
         nats_client.flush().await.expect("flush");
         Stack {
-            nats_url: nats.url.clone(),
-            auth: nats.auth.clone(),
+            nats_url: url.to_string(),
+            auth: auth.clone(),
             service_env,
-            s3: s3.config.clone(),
+            s3,
             dir,
             client: Client::new(nats_client, "platform"),
             events,
             procs: BTreeMap::new(),
+            specs: BTreeMap::new(),
+            containers: None,
+            exits: BTreeMap::new(),
+            trainer_at: None,
             scheduler_env: Vec::new(),
             checkpoint_env: Vec::new(),
             executor_env: Vec::new(),
@@ -427,6 +541,18 @@ impl Stack {
     /// credentials unless `env` gives them); its output goes to
     /// `<dir>/<name>.log`.
     pub fn spawn(&mut self, name: &str, binary: &str, env: &[(String, String)]) {
+        self.specs
+            .insert(name.to_string(), (binary.to_string(), env.to_vec()));
+        if let Some(c) = &self.containers {
+            let port = (!env.iter().any(|(k, _)| k.ends_with("METRICS_ADDRESS"))).then(free_port);
+            c.run(&self.dir, name, binary, env, port)
+                .unwrap_or_else(|e| panic!("cannot start {name} in a container: {e}"));
+            if let Some(port) = port {
+                self.metrics.insert(name.to_string(), port);
+            }
+            self.procs.insert(name.to_string(), Proc::Container);
+            return;
+        }
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -452,7 +578,90 @@ impl Stack {
             .stderr(log)
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {binary}: {e}"));
-        self.procs.insert(name.to_string(), child);
+        self.procs.insert(name.to_string(), Proc::Process(child));
+    }
+
+    /// Starts service `name` again as it was started last (after it was
+    /// stopped): the same binary (or image) and settings.
+    pub fn restart(&mut self, name: &str) {
+        let (binary, env) = self
+            .specs
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{name} was never started"));
+        assert!(
+            !self.procs.contains_key(name),
+            "{name} is still running: stop it first"
+        );
+        self.spawn(name, &binary, &env);
+    }
+
+    /// Runs the services from here on in containers (one per service, from
+    /// the service images) on the Docker network of `nats` and `s3`.
+    pub fn use_containers(&mut self, nats: &Nats, s3: &S3Server, network: &str) {
+        let token = format!("qm-test-metrics-{}", free_port() as u64 * 7919);
+        let token_file = self.dir.join("metrics-token");
+        std::fs::write(&token_file, &token).expect("token file");
+        crate::containers::open_dir(&self.dir);
+        self.containers = Some(crate::containers::Containers {
+            network: network.to_string(),
+            nats_url: nats
+                .inside_url
+                .clone()
+                .expect("NATS started on the services' network"),
+            s3_endpoint: s3
+                .inside_endpoint
+                .clone()
+                .expect("S3 started on the services' network"),
+            prefix: format!(
+                "qm-{}-{}",
+                self.dir
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+                    .trim_start_matches("qm-stack-"),
+                free_port()
+            ),
+            token,
+            token_file,
+        });
+    }
+
+    /// Whether the services run in containers.
+    pub fn in_containers(&self) -> bool {
+        self.containers.is_some()
+    }
+
+    /// Scrapes service `name`'s metrics (with the token where one is needed).
+    pub async fn scrape(&self, name: &str) -> crate::observe::Metrics {
+        let token = self.containers.as_ref().map(|c| c.token.clone());
+        crate::observe::Metrics::scrape(self.metrics_port(name), token.as_deref()).await
+    }
+
+    /// The example trainer as a job's command sees it: this machine's
+    /// binary, or the one in the executor's image.
+    pub fn trainer(&self) -> String {
+        if let Some(path) = &self.trainer_at {
+            path.clone()
+        } else if self.containers.is_some() {
+            "/qm-trainer".into()
+        } else {
+            bin("qm-trainer").display().to_string()
+        }
+    }
+
+    /// [`trainer_job`] with the trainer where this stack's executors find it.
+    pub fn trainer_job(
+        &self,
+        name: &str,
+        queue: &str,
+        share: &str,
+        priority: u32,
+        args: &[&str],
+    ) -> SubmitServiceJob {
+        let mut job = trainer_job(name, queue, share, priority, args);
+        job.command[0] = self.trainer();
+        job
     }
 
     /// The port `name` serves its metrics and health endpoints on.
@@ -464,6 +673,12 @@ impl Stack {
     }
 
     pub fn admission(&mut self) {
+        self.admission_named("admission");
+    }
+
+    /// An admission replica named `name` (replicas share the `admission`
+    /// principal and split the requests between them).
+    pub fn admission_named(&mut self, name: &str) {
         let tenancy = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/tenancy.dev.yaml");
         let env = vec![
             (
@@ -475,7 +690,7 @@ impl Stack {
                 self.s3.bucket.clone(),
             ),
         ];
-        self.spawn_as("admission", "qm-admission", "admission", &env);
+        self.spawn_as(name, "qm-admission", "admission", &env);
     }
 
     pub fn scheduler(&mut self, name: &str) {
@@ -547,27 +762,39 @@ impl Stack {
     /// Sends `signal` (e.g. "STOP" to pause, "CONT" to resume) to a service
     /// without waiting for anything.
     pub fn send_signal(&self, name: &str, signal: &str) {
-        let child = self
-            .procs
-            .get(name)
-            .unwrap_or_else(|| panic!("no service {name}"));
-        let _ = Command::new("kill")
-            .args([format!("-{signal}"), child.id().to_string()])
-            .status();
+        match self.procs.get(name) {
+            Some(Proc::Process(child)) => {
+                let _ = Command::new("kill")
+                    .args([format!("-{signal}"), child.id().to_string()])
+                    .status();
+            }
+            Some(Proc::Container) => {
+                if let Some(c) = &self.containers {
+                    c.signal(name, signal);
+                }
+            }
+            None => panic!("no service {name}"),
+        }
     }
 
     /// Sends `signal` to a service and waits up to `secs` for it to exit by
     /// itself: how long it took, or None if it had to be killed.
     pub fn stop_within(&mut self, name: &str, signal: &str, secs: u64) -> Option<Duration> {
-        let Some(mut child) = self.procs.remove(name) else {
-            panic!("no service {name}");
+        self.exits.remove(name);
+        let mut child = match self.procs.remove(name) {
+            Some(Proc::Process(child)) => child,
+            Some(Proc::Container) => return self.stop_container(name, signal, secs),
+            None => panic!("no service {name}"),
         };
         let started = Instant::now();
         let _ = Command::new("kill")
             .args([format!("-{signal}"), child.id().to_string()])
             .status();
         while started.elapsed() < Duration::from_secs(secs) {
-            if let Ok(Some(_)) = child.try_wait() {
+            if let Ok(Some(status)) = child.try_wait() {
+                if let Some(code) = status.code() {
+                    self.exits.insert(name.to_string(), code);
+                }
                 return Some(started.elapsed());
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -575,6 +802,49 @@ impl Stack {
         let _ = child.kill();
         let _ = child.wait();
         None
+    }
+
+    /// [`Stack::stop_within`] of a container: its output is kept in
+    /// `<dir>/<name>.log` before the container is removed.
+    fn stop_container(&mut self, name: &str, signal: &str, secs: u64) -> Option<Duration> {
+        let c = self.containers.clone()?;
+        let started = Instant::now();
+        c.signal(name, signal);
+        let mut stopped = None;
+        while started.elapsed() < Duration::from_secs(secs) {
+            if !c.running(name) {
+                stopped = Some(started.elapsed());
+                if let Some(code) = c.exit_code(name) {
+                    self.exits.insert(name.to_string(), code);
+                }
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.keep_log(name);
+        c.remove(name);
+        stopped
+    }
+
+    /// Appends a container's output to `<dir>/<name>.log` (before it goes).
+    fn keep_log(&self, name: &str) {
+        if let Some(c) = &self.containers {
+            use std::io::Write;
+            let out = c.logs(name);
+            if let Ok(mut f) = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(self.dir.join(format!("{name}.log")))
+            {
+                let _ = f.write_all(out.as_bytes());
+            }
+        }
+    }
+
+    /// The exit code of service `name` when it last stopped by itself in
+    /// [`Stack::stop_within`] (None: it never did, or a signal ended it).
+    pub fn last_exit_code(&self, name: &str) -> Option<i32> {
+        self.exits.get(name).copied()
     }
 
     /// Sends `signal` (e.g. "KILL", "TERM") to a service and waits for it to
@@ -592,7 +862,12 @@ impl Stack {
     }
 
     pub fn log_of(&self, name: &str) -> String {
-        std::fs::read_to_string(self.dir.join(format!("{name}.log"))).unwrap_or_default()
+        let kept =
+            std::fs::read_to_string(self.dir.join(format!("{name}.log"))).unwrap_or_default();
+        match (&self.containers, self.procs.get(name)) {
+            (Some(c), Some(Proc::Container)) => kept + &c.logs(name),
+            _ => kept,
+        }
     }
 
     pub async fn apply(&self, doc_yaml: &str) -> QueueDocument {
@@ -846,9 +1121,11 @@ impl Stack {
 
     /// Whether every service process started is still running.
     pub fn all_running(&mut self) -> bool {
-        self.procs
-            .values_mut()
-            .all(|c| matches!(c.try_wait(), Ok(None)))
+        let containers = self.containers.clone();
+        self.procs.iter_mut().all(|(name, p)| match p {
+            Proc::Process(c) => matches!(c.try_wait(), Ok(None)),
+            Proc::Container => containers.as_ref().is_some_and(|c| c.running(name)),
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -858,9 +1135,18 @@ impl Stack {
 
 impl Drop for Stack {
     fn drop(&mut self) {
-        for (_, mut child) in std::mem::take(&mut self.procs) {
-            let _ = child.kill();
-            let _ = child.wait();
+        for (name, p) in std::mem::take(&mut self.procs) {
+            match p {
+                Proc::Process(mut child) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+                Proc::Container => {
+                    if let Some(c) = &self.containers {
+                        c.remove(&name);
+                    }
+                }
+            }
         }
     }
 }

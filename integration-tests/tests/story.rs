@@ -1,37 +1,18 @@
 //! The three-share story of the contract, end to end: real NATS (JetStream)
-//! and S3 in containers, the four services as processes, the example
-//! trainer as the workload. The services send their spans to an OTLP
-//! receiver inside the test, and their metrics are scraped afterwards:
+//! and S3 in containers, the four services as processes (and again with
+//! every service in its own container, from the images `make images`
+//! builds), the example trainer as the workload. The services send their
+//! spans to an OTLP receiver inside the test, and their metrics are scraped afterwards:
 //! each job is one trace across `qm`, admission, the scheduler, the
 //! executor and the checkpoint service, and the metrics tell the story's
 //! numbers.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
 
-use qm_integration_tests::observe::{Metrics, OtlpReceiver, Span};
-use qm_integration_tests::stack::{
-    bin, digest_in, reference_digest, running_with, start_nats, trainer_job, Stack,
-};
-use qm_wire::messages::{ServiceJob, SubmitServiceJob, UpdateServiceJob};
-use qm_wire::subjects::Operation;
-
-const QUEUE_YAML: &str = include_str!("../../examples/queues/three-shares.yaml");
-const ARGS: [&str; 6] = [
-    "--steps",
-    "300",
-    "--checkpoint-every",
-    "10",
-    "--step-delay-ms",
-    "25",
-];
-
-fn outcomes(j: &ServiceJob) -> Vec<String> {
-    j.attempts
-        .iter()
-        .map(|a| a.outcome.clone().unwrap_or_else(|| "(running)".into()))
-        .collect()
-}
+use qm_integration_tests::observe::{OtlpReceiver, Span};
+use qm_integration_tests::stack::{bin, running_in_containers, running_with, start_nats, Stack};
+use qm_integration_tests::story::{metrics_until, three_shares, StoryJobs, QUEUE_YAML};
+use qm_wire::messages::SubmitServiceJob;
 
 /// Submits with the `qm` command line, sending its spans to `otlp`: the
 /// job's trace starts at `qm submit`.
@@ -51,202 +32,42 @@ fn qm_submit(stack: &Stack, otlp: &OtlpReceiver, job: &SubmitServiceJob) -> Stri
     v["jobId"].as_str().expect("jobId").to_string()
 }
 
-/// Polls `port`'s metrics until `done` holds (gauges refresh every second).
-async fn metrics_until(port: u16, what: &str, done: impl Fn(&Metrics) -> bool) -> Metrics {
-    for _ in 0..100 {
-        let m = Metrics::scrape(port, None).await;
-        if done(&m) {
-            return m;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    panic!("metrics on port {port} never showed {what}");
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn three_share_story_reclaims_preempts_in_share_and_every_job_resumes_to_the_same_digest() {
     let otlp = OtlpReceiver::start().await;
     let (_nats, _s3, mut stack) =
         running_with(start_nats().await, "story", QUEUE_YAML, otlp.env()).await;
+    story(&mut stack, &otlp).await;
+}
+
+/// The same story, the same assertions, with every service in its own
+/// container from its image (`make images`), on a Docker network with
+/// NATS and S3: the images, their user, their settings from the
+/// environment and their published metrics work as deployed.
+#[tokio::test(flavor = "multi_thread")]
+async fn three_share_story_with_every_service_in_its_own_container() {
+    let otlp = OtlpReceiver::start_for_containers().await;
+    let (_nats, _s3, mut stack) =
+        running_in_containers("story-containers", QUEUE_YAML, otlp.env()).await;
+    assert!(stack.in_containers());
+    story(&mut stack, &otlp).await;
+}
+
+async fn story(stack: &mut Stack, otlp: &OtlpReceiver) {
     stack.executor("node-1", "training", "ml.g5.xlarge", 3);
-    let expected = reference_digest(&ARGS[..4]);
-
-    // QS1's three jobs: p3 runs on QS1's instance, p2 borrows QS2's idle
-    // one, p1 waits (QS3 is RESERVE).
-    let p3 = stack
-        .submit(&trainer_job("p3", "training", "QS1", 3, &ARGS))
-        .await;
-    stack
-        .wait_for(&p3, 60, "RUNNING", |j| j.status == "RUNNING")
-        .await;
-    let p2 = qm_submit(
-        &stack,
-        &otlp,
-        &trainer_job("p2", "training", "QS1", 2, &ARGS),
-    );
-    let j = stack
-        .wait_for(&p2, 60, "RUNNING", |j| j.status == "RUNNING")
-        .await;
-    assert!(
-        j.on_borrowed_capacity,
-        "p2 runs on QS2's lent instance: {j:#?}"
-    );
-    // The scheduler's metrics show it: QS1 borrows one instance, QS2 lends it.
-    let sched = stack.metrics_port("scheduler-1");
-    let share = |m: &Metrics, share: &str, state: &str| {
-        m.value("qm_share_instances", &[("share", share), ("state", state)])
-    };
-    let m = metrics_until(sched, "QS1 borrowing QS2's instance", |m| {
-        share(m, "QS1", "borrowed") == 1.0
-    })
-    .await;
-    assert_eq!(share(&m, "QS1", "used"), 2.0);
-    assert_eq!(share(&m, "QS1", "entitled"), 1.0);
-    assert_eq!(share(&m, "QS2", "lent"), 1.0);
-    assert_eq!(share(&m, "QS2", "used"), 0.0);
-    let p1 = stack
-        .submit(&trainer_job("p1", "training", "QS1", 1, &ARGS))
-        .await;
-    let j = stack
-        .wait_for(&p1, 30, "a waiting reason", |j| {
-            j.status == "RUNNABLE" && !j.status_reason.starts_with("QUEUED")
-        })
-        .await;
-    assert!(j.attempts.is_empty(), "p1 must wait: {j:#?}");
-
-    // QS2 needs its instance back: p2 is preempted (cross-share) and requeued.
-    let q2 = stack
-        .submit(&trainer_job("qs2_job", "training", "QS2", 1, &ARGS))
-        .await;
-    stack
-        .wait_for(&q2, 60, "RUNNING", |j| j.status == "RUNNING")
-        .await;
-    let j = stack
-        .wait_for(&p2, 60, "a cross-share preemption", |j| {
-            !j.attempts.is_empty() && j.attempts[0].outcome.is_some()
-        })
-        .await;
-    assert_eq!(
-        j.attempts[0].outcome.as_deref(),
-        Some("PREEMPTED_CROSS_SHARE"),
-        "{j:#?}"
-    );
-
-    // p1 raised to the top priority: in-share preemption stops p3.
-    let _: ServiceJob = stack
-        .client
-        .call(
-            Operation::UpdateServiceJob,
-            &UpdateServiceJob {
-                job_id: p1.clone(),
-                scheduling_priority: 4,
-            },
-        )
-        .await
-        .expect("priority updated");
-    let j = stack
-        .wait_for(&p3, 60, "an in-share preemption", |j| {
-            j.attempts[0].outcome.is_some()
-        })
-        .await;
-    assert_eq!(
-        j.attempts[0].outcome.as_deref(),
-        Some("PREEMPTED_IN_SHARE"),
-        "{j:#?}"
-    );
-    stack
-        .wait_for(&p1, 60, "RUNNING", |j| j.status == "RUNNING")
-        .await;
-
-    // Everything finishes, and every resumed job ends with the digest of an
-    // uninterrupted run.
-    for (name, id) in [("p1", &p1), ("p2", &p2), ("p3", &p3), ("qs2_job", &q2)] {
-        let j = stack.wait_final(id, 180).await;
-        assert_eq!(j.status, "SUCCEEDED", "{name}: {j:#?}\n{}", stack.logs());
-        let last = j.attempts.last().expect("attempts");
-        let out = stack.attempt_stdout("node-1", id, last.attempt);
-        assert_eq!(
-            digest_in(&out).as_deref(),
-            Some(expected.as_str()),
-            "{name} digest; output:\n{out}"
-        );
-        if j.attempts.len() > 1 {
-            assert!(
-                last.restored_checkpoint_step.unwrap_or(0) > 0,
-                "{name} resumed from a checkpoint: {j:#?}"
-            );
-            assert!(out.contains("resumed from step"), "{name}: {out}");
-        }
-    }
-    assert_eq!(
-        outcomes(&stack.describe(&p2).await.expect("p2")),
-        ["PREEMPTED_CROSS_SHARE", "SUCCEEDED"]
-    );
-    assert_eq!(
-        outcomes(&stack.describe(&p3).await.expect("p3")),
-        ["PREEMPTED_IN_SHARE", "SUCCEEDED"]
-    );
-    assert_eq!(
-        outcomes(&stack.describe(&p1).await.expect("p1")),
-        ["SUCCEEDED"]
-    );
-
-    // The events tell the same story.
-    let e = &stack.events;
-    assert_eq!(
-        e.preemptions(&p2),
-        [
-            ("CROSS_SHARE".to_string(), "started".to_string()),
-            ("CROSS_SHARE".into(), "completed".into())
-        ]
-    );
-    assert_eq!(
-        e.preemptions(&p3),
-        [
-            ("IN_SHARE".to_string(), "started".to_string()),
-            ("IN_SHARE".into(), "completed".into())
-        ]
-    );
-    // Consecutive events with the same status are reason changes
-    // (e.g. PREEMPTION_IN_PROGRESS while still RUNNING).
-    let mut p2_statuses = e.statuses(&p2);
-    p2_statuses.dedup();
-    assert_eq!(
-        p2_statuses.first().map(String::as_str),
-        Some("RUNNABLE"),
-        "{p2_statuses:?}"
-    );
-    assert_eq!(
-        p2_statuses.last().map(String::as_str),
-        Some("SUCCEEDED"),
-        "{p2_statuses:?}"
-    );
-    assert_eq!(
-        p2_statuses,
-        [
-            "RUNNABLE",
-            "SCHEDULED",
-            "STARTING",
-            "RUNNING",
-            "RUNNABLE",
-            "SCHEDULED",
-            "STARTING",
-            "RUNNING",
-            "SUCCEEDED"
-        ],
-        "p2 ran, was preempted and requeued, ran again and succeeded"
-    );
-
+    let shared: &Stack = stack;
+    let submit_p2 = |job: &SubmitServiceJob| qm_submit(shared, otlp, job);
+    let StoryJobs { p1, p2, p3, q2 } =
+        three_shares(shared, Some(&submit_p2), Some("scheduler-1")).await;
     let jobs = [("p1", &p1), ("p2", &p2), ("p3", &p3), ("qs2_job", &q2)];
-    observed_metrics(&stack).await;
-    observed_traces(&stack, &otlp, &jobs, (&p2, &q2)).await;
+    observed_metrics(stack).await;
+    observed_traces(stack, otlp, &jobs, (&p2, &q2)).await;
     stack.stop_all();
 }
 
 /// After the story, each service's metrics tell its numbers.
 async fn observed_metrics(stack: &Stack) {
-    let sched = stack.metrics_port("scheduler-1");
-    let m = metrics_until(sched, "four SUCCEEDED jobs", |m| {
+    let m = metrics_until(stack, "scheduler-1", "four SUCCEEDED jobs", |m| {
         m.value("qm_jobs", &[("status", "SUCCEEDED")]) == 4.0
     })
     .await;
@@ -285,7 +106,7 @@ async fn observed_metrics(stack: &Stack) {
     assert_eq!(m.value("qm_share_instances", &[("state", "used")]), 0.0);
     assert!(m.value("qm_scheduling_pass_duration_seconds", &[]) > 0.0);
 
-    let a = Metrics::scrape(stack.metrics_port("admission"), None).await;
+    let a = stack.scrape("admission").await;
     assert_eq!(
         a.value(
             "qm_api_requests_total",
@@ -299,7 +120,7 @@ async fn observed_metrics(stack: &Stack) {
     );
     assert_eq!(a.value("qm_jobs_submitted_total", &[("share", "QS1")]), 3.0);
 
-    let e = Metrics::scrape(stack.metrics_port("node-1"), None).await;
+    let e = stack.scrape("node-1").await;
     assert_eq!(e.value("qm_executor_attempts_ended_total", &[]), 6.0);
     assert_eq!(e.value("qm_executor_attempts", &[]), 0.0);
     assert_eq!(e.value("qm_executor_stop_duration_seconds", &[]), 2.0);
@@ -310,7 +131,7 @@ async fn observed_metrics(stack: &Stack) {
         ) > 0.0
     );
 
-    let c = Metrics::scrape(stack.metrics_port("checkpoint-node-1"), None).await;
+    let c = stack.scrape("checkpoint-node-1").await;
     assert!(c.value("qm_checkpoint_commits_total", &[("result", "committed")]) >= 6.0);
     assert_eq!(
         c.value("qm_checkpoint_commits_total", &[("result", "failed")]),

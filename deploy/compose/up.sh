@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Starts Quartermaster on this host with deploy/compose/docker-compose.yml:
+#  1. credentials (first run only, kept afterwards) in deploy/compose/credentials/
+#     (QM_COMPOSE_CREDENTIALS): every principal's NATS key and the servers'
+#     authorization from the tenancy (`qm auth`, run from the qm image), a
+#     metrics token, Garage's secrets and the checkpoint service's S3 key;
+#  2. `up -d` (docker compose plugin if present, else docker-compose);
+#  3. waits until every container reports healthy, showing progress.
+#
+#   deploy/compose/up.sh                 start (or update) the system
+#   QM_TENANCY=/path/tenancy.yaml deploy/compose/up.sh
+#   QM_COMPOSE_NATS_PORT=14222 deploy/compose/up.sh     NATS for clients on another port
+#   QM_COMPOSE_NODE_1_DIR=/srv/qm deploy/compose/up.sh  node-1's work directories on the host
+#     (a directory user 65532 may write; default: the node-1-work volume)
+# Stop: docker-compose -p quartermaster -f deploy/compose/docker-compose.yml down
+# (add -v to delete the volumes: the log, the jobs, the checkpoints).
+# Needs the images: `make images`.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+project=${QM_COMPOSE_PROJECT:-quartermaster}
+prefix=${QM_IMAGE_PREFIX:-quartermaster/}
+tag=${QM_IMAGE_TAG:-local}
+creds=${QM_COMPOSE_CREDENTIALS:-$here/credentials}
+mkdir -p "$creds"
+creds=$(cd "$creds" && pwd)
+export QM_COMPOSE_CREDENTIALS=$creds
+tenancy=$(cd "$(dirname "${QM_TENANCY:-$here/../tenancy.dev.yaml}")" && pwd)/$(basename "${QM_TENANCY:-tenancy.dev.yaml}")
+timeout=${QM_COMPOSE_WAIT_SECONDS:-180}
+say() { printf 'compose: %s\n' "$*" >&2; }
+
+compose() {
+  if [ -n "${QM_COMPOSE:-}" ]; then
+    $QM_COMPOSE -p "$project" -f "$here/docker-compose.yml" "$@"
+  elif docker compose version >/dev/null 2>&1; then
+    docker compose -p "$project" -f "$here/docker-compose.yml" "$@"
+  else
+    docker-compose -p "$project" -f "$here/docker-compose.yml" "$@"
+  fi
+}
+
+[ -f "$tenancy" ] || { say "no tenancy file at $tenancy (set QM_TENANCY)"; exit 2; }
+for image in "${prefix}qm:$tag" "${prefix}qm-admission:$tag" "${prefix}qm-executor:$tag" \
+  "${QM_NATS_IMAGE:-quartermaster/nats:local}" "${QM_GARAGE_IMAGE:-quartermaster/garage:local}"; do
+  docker image inspect "$image" >/dev/null 2>&1 || { say "image $image is missing: run \`make images\`"; exit 2; }
+done
+
+hex() { od -An -N"$1" -tx1 /dev/urandom | tr -d ' \n'; }
+
+mkdir -p "$creds"
+chmod 0700 "$creds"
+# Every principal's key, and nats-auth.conf (existing keys are kept).
+say "credentials in $creds (tenancy $tenancy)"
+docker run --rm --network none --user "$(id -u):$(id -g)" \
+  -v "$creds:/out" -v "$tenancy:/etc/quartermaster/tenancy.yaml:ro" \
+  "${prefix}qm:$tag" auth --tenancy /etc/quartermaster/tenancy.yaml --out /out >/dev/null
+# Each container mounts only its own key file, and runs as user 65532: the
+# files are readable, the directory (0700) keeps them from other host users.
+chmod 0644 "$creds"/*.nk "$creds/nats-auth.conf"
+if [ ! -s "$creds/metrics-token" ]; then
+  hex 24 >"$creds/metrics-token"
+  chmod 0644 "$creds/metrics-token"
+fi
+if [ ! -s "$creds/s3.env" ]; then
+  key_id="GK$(hex 12)"
+  secret=$(hex 32)
+  cat >"$creds/s3.env" <<ENV
+GARAGE_RPC_SECRET=$(hex 32)
+GARAGE_ADMIN_TOKEN=$(hex 24)
+GARAGE_DEFAULT_BUCKET=qm-checkpoints
+GARAGE_DEFAULT_ACCESS_KEY=$key_id
+GARAGE_DEFAULT_SECRET_KEY=$secret
+ENV
+  cat >"$creds/checkpoint-s3.env" <<ENV
+QM_CHECKPOINT_S3_ACCESS_KEY_ID=$key_id
+QM_CHECKPOINT_S3_SECRET_ACCESS_KEY=$secret
+ENV
+  chmod 0600 "$creds/s3.env" "$creds/checkpoint-s3.env"
+fi
+
+say "starting project $project"
+compose up -d --remove-orphans
+
+# Until every container is healthy (or one gave up).
+started=$(date +%s)
+while :; do
+  ids=$(compose ps -q)
+  total=0 healthy=0 waiting=""
+  for id in $ids; do
+    total=$((total + 1))
+    state=$(docker inspect -f '{{ .Name }} {{ .State.Status }} {{ if .State.Health }}{{ .State.Health.Status }}{{ end }}' "$id")
+    read -r name status health <<<"$state"
+    if [ "$health" = healthy ]; then
+      healthy=$((healthy + 1))
+    else
+      waiting="$waiting ${name#/}($status${health:+ $health})"
+    fi
+  done
+  if [ "$total" -gt 0 ] && [ "$healthy" = "$total" ]; then
+    say "all $total containers healthy after $(($(date +%s) - started)) s"
+    break
+  fi
+  if [ $(($(date +%s) - started)) -ge "$timeout" ]; then
+    say "not healthy after $timeout s:$waiting"
+    compose ps >&2 || true
+    compose logs --tail 30 >&2 || true
+    exit 1
+  fi
+  say "$healthy/$total healthy; waiting for$waiting"
+  sleep 3
+done
+port=${QM_COMPOSE_NATS_PORT:-4222}
+say "NATS: nats://127.0.0.1:$port; the admin's key: $creds/platform.nk"
+say "  qm --nats nats://127.0.0.1:$port --nkey $creds/platform.nk apply -f examples/queues/three-shares.yaml"

@@ -1,0 +1,202 @@
+//! The compose file for one host (deploy/compose): `up.sh` brings the whole
+//! system up (three NATS servers, S3, two admission replicas, two
+//! schedulers, an executor and its checkpoint service, each container from
+//! its image with its own credential), every container becomes healthy,
+//! and the demo's three-share story runs against it. Then a scheduler
+//! container is killed and restarted by its restart policy.
+//!
+//! Uses `docker compose` when the plugin is installed, else
+//! `docker-compose`; set `QM_COMPOSE` to choose (e.g. `docker-compose`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use qm_integration_tests::containers::docker;
+use qm_integration_tests::stack::{free_port, Auth, Stack};
+use qm_integration_tests::story::{three_shares, QUEUE_YAML};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// One compose project of this test, taken down (volumes too) when dropped.
+struct Project {
+    name: String,
+    env: Vec<(String, String)>,
+}
+
+impl Project {
+    fn compose(&self, args: &[&str]) -> std::process::Output {
+        let file = root().join("deploy/compose/docker-compose.yml");
+        let file = file.display().to_string();
+        let mut base: Vec<String> = match std::env::var("QM_COMPOSE") {
+            Ok(c) => c.split_whitespace().map(String::from).collect(),
+            Err(_) => {
+                let plugin = Command::new("docker")
+                    .args(["compose", "version"])
+                    .output()
+                    .is_ok_and(|o| o.status.success());
+                if plugin {
+                    vec!["docker".into(), "compose".into()]
+                } else {
+                    vec!["docker-compose".into()]
+                }
+            }
+        };
+        base.extend(["-p".into(), self.name.clone(), "-f".into(), file]);
+        base.extend(args.iter().map(|s| s.to_string()));
+        Command::new(&base[0])
+            .args(&base[1..])
+            .envs(self.env.iter().cloned())
+            .output()
+            .expect("compose runs")
+    }
+
+    /// The container of compose service `service`.
+    fn container(&self, service: &str) -> String {
+        let out = self.compose(&["ps", "-q", service]);
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    fn health(&self, service: &str) -> String {
+        docker(&[
+            "inspect",
+            "-f",
+            "{{ .State.Status }} {{ if .State.Health }}{{ .State.Health.Status }}{{ end }}",
+            &self.container(service),
+        ])
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+    }
+}
+
+impl Drop for Project {
+    fn drop(&mut self) {
+        let out = self.compose(&["down", "-v", "--remove-orphans"]);
+        if !out.status.success() {
+            eprintln!("compose down: {}", String::from_utf8_lossy(&out.stderr));
+        }
+    }
+}
+
+fn open_to_all(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir).expect("dir");
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+}
+
+const SERVICES: [&str; 10] = [
+    "nats-1",
+    "nats-2",
+    "nats-3",
+    "s3",
+    "admission-1",
+    "admission-2",
+    "scheduler-1",
+    "scheduler-2",
+    "executor-node-1",
+    "checkpoint-node-1",
+];
+
+#[tokio::test(flavor = "multi_thread")]
+async fn compose_up_starts_every_service_healthy_and_the_demo_story_runs_against_it() {
+    let port = free_port();
+    let base = std::env::temp_dir().join(format!("qm-compose-{}-{port}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    let credentials = base.join("credentials");
+    let work = base.join("work");
+    open_to_all(&work);
+    let project = Project {
+        name: format!("qm-compose-test-{port}"),
+        env: vec![
+            ("QM_COMPOSE_NATS_PORT".into(), port.to_string()),
+            (
+                "QM_COMPOSE_CREDENTIALS".into(),
+                credentials.display().to_string(),
+            ),
+            ("QM_COMPOSE_NODE_1_DIR".into(), work.display().to_string()),
+        ],
+    };
+    let up = Command::new(root().join("deploy/compose/up.sh"))
+        .env("QM_COMPOSE_PROJECT", &project.name)
+        .envs(project.env.iter().cloned())
+        .output()
+        .expect("up.sh runs");
+    let said = String::from_utf8_lossy(&up.stderr);
+    assert!(up.status.success(), "up.sh failed:\n{said}");
+    assert!(said.contains("containers healthy"), "{said}");
+
+    // Every service is its own healthy container, running as user 65532
+    // (NATS and Garage are the servers' own images).
+    for service in SERVICES {
+        assert_eq!(project.health(service), "running healthy", "{service}");
+        if !service.starts_with("nats") && service != "s3" {
+            let user = docker(&[
+                "inspect",
+                "-f",
+                "{{ .Config.User }}",
+                &project.container(service),
+            ])
+            .expect("inspect");
+            assert_eq!(user.trim(), "65532:65532", "{service} runs as nonroot");
+        }
+    }
+    // Each service holds only its own credential.
+    let mounts = docker(&[
+        "inspect",
+        "-f",
+        "{{ range .Mounts }}{{ .Source }} {{ end }}",
+        &project.container("executor-node-1"),
+    ])
+    .expect("inspect");
+    assert!(mounts.contains("node-1.nk"), "{mounts}");
+    for other in [
+        "admission.nk",
+        "scheduler.nk",
+        "platform.nk",
+        "ckpt-node-1.nk",
+    ] {
+        assert!(
+            !mounts.contains(other),
+            "the executor sees {other}: {mounts}"
+        );
+    }
+
+    // The demo's story, from this machine, as the admin.
+    let auth = Auth::existing(&credentials, &root().join("deploy/tenancy.dev.yaml"));
+    let url = format!("nats://127.0.0.1:{port}");
+    let stack = Stack::attach(&url, &auth, work.clone()).await;
+    stack.apply(QUEUE_YAML).await;
+    let jobs = three_shares(&stack, None, None).await;
+    println!(
+        "compose: the story's jobs {} {} {} {}",
+        jobs.p1, jobs.p2, jobs.p3, jobs.q2
+    );
+
+    // The restart policy: a killed scheduler comes back by itself and is
+    // ready again (leading, or standing by with a live leader).
+    let before = project.container("scheduler-1");
+    docker(&["kill", "--signal", "KILL", &before]).expect("kill");
+    let started = Instant::now();
+    loop {
+        let restarts = docker(&["inspect", "-f", "{{ .RestartCount }}", &before])
+            .unwrap_or_default()
+            .trim()
+            .parse::<u32>()
+            .unwrap_or(0);
+        if restarts >= 1 && project.health("scheduler-1") == "running healthy" {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "scheduler-1 was not restarted and healthy within 120 s: {}",
+            project.health("scheduler-1")
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    drop(stack);
+    drop(project);
+    let _ = std::fs::remove_dir_all(&base);
+}
