@@ -37,9 +37,11 @@ check-core-deps:
 	echo "qm-core dependencies: $$(echo $$deps | tr '\n' ' ')"
 
 ## check-deploy: the Kubernetes manifests against the Kubernetes schemas
-## (offline, kubernetes-validate --strict; no cluster is contacted)
+## (offline, kubernetes-validate --strict; no cluster is contacted), and the
+## compose files as compose reads them
 check-deploy:
 	deploy/kubernetes/check.sh
+	deploy/compose/check.sh
 
 unit:
 	$(CARGO) test --locked --workspace --exclude qm-integration-tests

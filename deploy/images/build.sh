@@ -55,7 +55,8 @@ build_image() {
   local image=$1 binary=$2 name=$3
   shift 3
   local sum extra
-  sum=$( (sha256sum "$binary" | cut -c1-16; for extra in "$@"; do sha256sum "${extra%%:*}" | cut -c1-16; done) | sha256sum | cut -c1-16)
+  # The binaries, the files and this recipe: a change to any rebuilds.
+  sum=$( (sha256sum "$binary" "$0" | cut -c1-16; for extra in "$@"; do sha256sum "${extra%%:*}" | cut -c1-16; done) | sha256sum | cut -c1-16)
   if [ "$(docker image inspect -f '{{ index .Config.Labels "qm.binary.sha256" }}' "$image" 2>/dev/null || true)" = "$sum" ]; then
     say "$image is up to date"
     return
@@ -65,8 +66,12 @@ build_image() {
   trap 'rm -rf "$ctx"' RETURN
   mkdir -p "$ctx/rootfs/tmp"
   cp "$binary" "$ctx/rootfs/$name"
-  # The dynamic loader and every library the binary links.
-  for lib in $(ldd "$binary" | awk '/=>/ { print $3 } /^[[:space:]]*\/.*ld-linux/ { print $1 }'); do
+  # The dynamic loader and every library the binary (and qm-probe) links.
+  local elf libs
+  libs=$(for elf in "$binary" "${@%%:*}"; do
+    ldd "$elf" 2>/dev/null | awk '/=>/ { print $3 } /^[[:space:]]*\/.*ld-linux/ { print $1 }' || true
+  done | sort -u)
+  for lib in $libs; do
     mkdir -p "$ctx/rootfs$(dirname "$lib")"
     cp -L "$lib" "$ctx/rootfs$lib"
   done

@@ -62,7 +62,8 @@ service_image() {
     done
   done
   local sum
-  sum=$(printf '%s' "$sums" | sha256sum | cut -c1-16)
+  # The binaries and this recipe: a change to either rebuilds.
+  sum=$(printf '%s%s' "$sums" "$(sha256sum "$0" | cut -c1-16)" | sha256sum | cut -c1-16)
   if [ "$(docker image inspect -f '{{ index .Config.Labels "qm.binary.sha256" }}' "$image:local" 2>/dev/null || true)" = "$sum" ]; then
     say "$image:local is up to date"
     docker tag "$image:local" "$image:$version"

@@ -175,10 +175,17 @@ async fn compose_up_starts_every_service_healthy_and_the_demo_story_runs_against
         jobs.p1, jobs.p2, jobs.p3, jobs.q2
     );
 
-    // The restart policy: a killed scheduler comes back by itself and is
-    // ready again (leading, or standing by with a live leader).
+    // The restart policy: a scheduler that crashes (its process killed
+    // from this machine; `docker kill` would count as stopping it by hand)
+    // comes back by itself and is ready again (leading, or standing by
+    // with a live leader).
     let before = project.container("scheduler-1");
-    docker(&["kill", "--signal", "KILL", &before]).expect("kill");
+    let pid = docker(&["inspect", "-f", "{{ .State.Pid }}", &before]).expect("inspect");
+    let killed = Command::new("kill")
+        .args(["-KILL", pid.trim()])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success(), "kill -KILL {pid}");
     let started = Instant::now();
     loop {
         let restarts = docker(&["inspect", "-f", "{{ .RestartCount }}", &before])

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Checks the compose files as compose reads them (`config`, with placeholder
+# credentials; nothing is started): part of `make check-deploy`. The compose
+# test (integration-tests/tests/compose.rs) runs the system for real.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+creds=$(mktemp -d)
+trap 'rm -rf "$creds"' EXIT
+touch "$creds/s3.env" "$creds/checkpoint-s3.env"
+export QM_COMPOSE_CREDENTIALS=$creds
+if [ -n "${QM_COMPOSE:-}" ]; then
+  compose=($QM_COMPOSE)
+elif docker compose version >/dev/null 2>&1; then
+  compose=(docker compose)
+else
+  compose=(docker-compose)
+fi
+"${compose[@]}" -f "$here/docker-compose.yml" config -q
+"${compose[@]}" -f "$here/docker-compose.yml" -f "$here/docker-compose.gpu.yml" config -q
+echo "compose: docker-compose.yml and docker-compose.gpu.yml are valid (${compose[*]})"
