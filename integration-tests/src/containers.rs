@@ -126,11 +126,19 @@ impl Containers {
                 }
                 _ => v.clone(),
             };
+            // A file of this machine: mounted alone, read-only, at its
+            // canonical path (`..` cannot be followed inside, where the
+            // directories on the way do not exist).
             let path = Path::new(&v);
-            if path.is_absolute() && path.is_file() && !path.starts_with(dir) {
-                make_readable(path)?;
-                mounts.push(format!("{v}:{v}:ro"));
-            }
+            let v = match path.canonicalize() {
+                Ok(real) if path.is_absolute() && real.is_file() && !real.starts_with(dir) => {
+                    make_readable(&real)?;
+                    let real = real.display().to_string();
+                    mounts.push(format!("{real}:{real}:ro"));
+                    real
+                }
+                _ => v,
+            };
             settings.push((k.clone(), v));
         }
         for m in mounts {

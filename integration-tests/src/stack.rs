@@ -936,7 +936,7 @@ impl Stack {
                 {
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
-                Err(e) => panic!("call failed: {e}"),
+                Err(e) => panic!("call failed: {e}\n{}", self.logs()),
             }
         }
     }
