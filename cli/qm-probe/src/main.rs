@@ -178,12 +178,18 @@ mod tests {
             parse("http://[::1]:8222/healthz").map(|t| t.host),
             Ok("::1".into())
         );
-        assert!(parse("https://x:1/").unwrap_err().contains("only http://"));
+        assert!(parse("https://x:1/")
+            .expect_err("https://x:1/")
+            .contains("only http://"));
         assert!(parse("http://x:port/")
-            .unwrap_err()
+            .expect_err("http://x:port/")
             .contains("not a number"));
-        assert!(parse("http://:80/").unwrap_err().contains("no host"));
-        assert!(parse("http://x:1/a b").unwrap_err().contains("spaces"));
+        assert!(parse("http://:80/")
+            .expect_err("http://:80/")
+            .contains("no host"));
+        assert!(parse("http://x:1/a b")
+            .expect_err("http://x:1/a b")
+            .contains("spaces"));
     }
 
     #[test]
