@@ -907,6 +907,20 @@ impl Stack {
         }
     }
 
+    /// Sets the job's scheduling priority as `client`'s principal.
+    pub async fn update_priority_as(&self, client: &Client, job_id: &str, priority: u32) {
+        let _: ServiceJob = client
+            .call(
+                Operation::UpdateServiceJob,
+                &qm_wire::messages::UpdateServiceJob {
+                    job_id: job_id.into(),
+                    scheduling_priority: priority,
+                },
+            )
+            .await
+            .unwrap_or_else(|e| panic!("priority of {job_id} not updated: {e}"));
+    }
+
     pub async fn describe(&self, job_id: &str) -> Option<ServiceJob> {
         self.client
             .call(

@@ -5,8 +5,7 @@
 
 use std::time::Duration;
 
-use qm_wire::messages::{ServiceJob, SubmitServiceJob, UpdateServiceJob};
-use qm_wire::subjects::Operation;
+use qm_wire::messages::{ServiceJob, SubmitServiceJob};
 
 use crate::observe::Metrics;
 use crate::stack::{digest_in, reference_digest, Stack};
@@ -133,17 +132,7 @@ pub async fn three_shares(
     );
 
     // p1 raised to the top priority: in-share preemption stops p3.
-    let _: ServiceJob = stack
-        .client
-        .call(
-            Operation::UpdateServiceJob,
-            &UpdateServiceJob {
-                job_id: p1.clone(),
-                scheduling_priority: 4,
-            },
-        )
-        .await
-        .expect("priority updated");
+    stack.update_priority_as(&stack.client, &p1, 4).await;
     let j = stack
         .wait_for(&p3, 60, "an in-share preemption", |j| {
             j.attempts[0].outcome.is_some()

@@ -11,7 +11,7 @@ use qm_integration_tests::observe::{Metrics, OtlpReceiver};
 use qm_integration_tests::stack::{digest_in, reference_digest, start_nats, trainer_job, Stack};
 use qm_integration_tests::start_s3;
 use qm_wire::messages::{
-    ListAuditEvents, ListAuditEventsResponse, ServiceJob, TerminateServiceJob, UpdateServiceJob,
+    ListAuditEvents, ListAuditEventsResponse, ServiceJob, TerminateServiceJob,
 };
 use qm_wire::subjects::Operation;
 
@@ -210,16 +210,7 @@ async fn main() {
     wait(&stack, &mut t, &names, &q2, |j| j.status == "RUNNING").await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     t.say("alice raises p1 to priority 4: in-share preemption of p3");
-    let _: ServiceJob = alice
-        .call(
-            Operation::UpdateServiceJob,
-            &UpdateServiceJob {
-                job_id: p1.clone(),
-                scheduling_priority: 4,
-            },
-        )
-        .await
-        .expect("priority updated");
+    stack.update_priority_as(&alice, &p1, 4).await;
     for (_, id) in names.clone() {
         wait(&stack, &mut t, &names, &id, |j| {
             j.status == "SUCCEEDED" || j.status == "FAILED"
