@@ -416,6 +416,8 @@ pub struct Stack {
     trainer_at: Option<String>,
     /// Settings every scheduler started gets (e.g. short timeouts in tests).
     pub scheduler_env: Vec<(String, String)>,
+    /// Extra settings for admission replicas started after it is set.
+    pub admission_env: Vec<(String, String)>,
     /// Extra settings for checkpoint services started after it is set.
     pub checkpoint_env: Vec<(String, String)>,
     /// Extra settings for executors started after it is set.
@@ -512,6 +514,7 @@ impl Stack {
             exits: BTreeMap::new(),
             trainer_at: None,
             scheduler_env: Vec::new(),
+            admission_env: Vec::new(),
             checkpoint_env: Vec::new(),
             executor_env: Vec::new(),
             executors: Vec::new(),
@@ -690,6 +693,8 @@ impl Stack {
                 self.s3.bucket.clone(),
             ),
         ];
+        let env: Vec<(String, String)> =
+            env.into_iter().chain(self.admission_env.clone()).collect();
         self.spawn_as(name, "qm-admission", "admission", &env);
     }
 

@@ -398,3 +398,151 @@ async fn a_track_that_arrives_after_its_attempts_flush_starts_nothing() {
     );
     stack.stop_all();
 }
+
+/// An attempt that ends without a flush (its executor died, was cut off,
+/// or lost the flush) is no longer re-asserted: after `trackLeaseSeconds`
+/// the checkpoint service commits what its directory holds one last time,
+/// stops tracking it and forgets the job (no state grows with every job
+/// that ever ran on the node).
+#[tokio::test(flavor = "multi_thread")]
+async fn tracking_no_executor_re_asserts_ends_with_a_last_commit_after_the_lease() {
+    use qm_integration_tests::observe::Metrics;
+    use qm_wire::system::{CheckpointReply, CheckpointRequest};
+    let (_nats, s3, mut stack) = running("track-lease", TEAM_QUEUE).await;
+    // Scans every ten minutes: only the sweep's last commit can upload the
+    // second version.
+    stack.checkpoint_env = vec![
+        ("QM_CHECKPOINT_SCAN_INTERVAL_MS".into(), "600000".into()),
+        ("QM_CHECKPOINT_TRACK_LEASE_SECONDS".into(), "10".into()),
+    ];
+    stack.checkpoint("node-1");
+    let node = stack.auth.client(&stack.nats_url, "node-1").await;
+    let dir = stack.path().join("node-1/j-gone/attempt-1/checkpoint");
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::write(dir.join("weights"), "step 10").expect("file");
+    let request = CheckpointRequest {
+        job_queue: "ops".into(),
+        quota_share_name: "team".into(),
+        job_id: "j-gone".into(),
+        attempt: 1,
+        dir: dir.display().to_string(),
+        s3_uri: None,
+        epoch: None,
+    };
+    let track = || {
+        let (node, request) = (node.clone(), request.clone());
+        async move {
+            node.request_raw::<CheckpointReply>(
+                "qm.v1.ckpt.node-1.track".to_string(),
+                serde_json::to_vec(&request).expect("json").into(),
+                "checkpoint",
+            )
+            .await
+        }
+    };
+    let mut tracked = track().await;
+    for _ in 0..60 {
+        if tracked.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        tracked = track().await;
+    }
+    tracked.expect("track answered");
+    let port = stack.metrics_port("checkpoint-node-1");
+    let jobs = |m: &Metrics| m.value("qm_checkpoint_jobs", &[]);
+    assert_eq!(jobs(&Metrics::scrape(port, None).await), 1.0);
+    // The attempt writes once more, then its executor goes silent.
+    std::fs::write(dir.join("weights"), "step 20").expect("file");
+    let store = s3.store();
+    let manifests = "ops/j-gone/manifests/";
+    let started = std::time::Instant::now();
+    loop {
+        let m = Metrics::scrape(port, None).await;
+        if jobs(&m) == 0.0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the job was not forgotten within 60 s of a 10 s lease\n{}",
+            stack.log_of("checkpoint-node-1")
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    // Not before the lease: it was tracked at least that long.
+    assert!(
+        started.elapsed() >= Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+    let stored = store.list(manifests).await.expect("list");
+    assert_eq!(stored.len(), 1, "the last commit: {stored:?}");
+    let log = stack.log_of("checkpoint-node-1");
+    assert!(log.contains("tracking not re-asserted"), "{log}");
+    // Nothing tracks it any more: a later write is not committed.
+    std::fs::write(dir.join("weights"), "step 30").expect("file");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let m = Metrics::scrape(port, None).await;
+    assert_eq!(
+        m.value("qm_checkpoint_commits_total", &[("result", "committed")]),
+        1.0
+    );
+    stack.stop_all();
+}
+
+/// What ages out is bounded by admission's settings: a client token names
+/// its job for `clientTokenHours` (24 by default, AWS keeps them 8), the
+/// events stream keeps `eventsRetentionDays` (7); a changed setting is
+/// applied to the existing stream and bucket at admission's next start.
+#[tokio::test(flavor = "multi_thread")]
+async fn client_tokens_and_events_age_out_as_admissions_settings_say() {
+    let (_nats, _s3, mut stack) = running("retention", TEAM_QUEUE).await;
+    let admission = stack.auth.client(&stack.nats_url, "admission").await;
+    let js = async_nats::jetstream::new(admission.nats.clone());
+    let max_age = |name: &'static str| {
+        let js = js.clone();
+        async move {
+            let mut stream = js.get_stream(name).await.expect("stream");
+            stream.info().await.expect("info").config.max_age
+        }
+    };
+    let day = Duration::from_secs(24 * 3600);
+    assert_eq!(max_age("KV_qm_client_tokens").await, day);
+    assert_eq!(max_age("QM_EVENTS").await, 7 * day);
+
+    stack.signal("admission", "TERM");
+    stack.admission_env = vec![
+        ("QM_ADMISSION_CLIENT_TOKEN_HOURS".into(), "48".into()),
+        ("QM_ADMISSION_EVENTS_RETENTION_DAYS".into(), "30".into()),
+    ];
+    stack.admission();
+    let started = std::time::Instant::now();
+    while max_age("KV_qm_client_tokens").await != 2 * day {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the new retention was not applied\n{}",
+            stack.log_of("admission")
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(max_age("QM_EVENTS").await, 30 * day);
+    // A client token still names its job: a retried submit returns it.
+    let mut job = ops_trainer("once", &["--steps", "1"]);
+    job.client_token = Some("retention-1".into());
+    let first = stack.submit(&job).await;
+    assert_eq!(stack.submit(&job).await, first);
+
+    // Bad settings are refused at start with the setting named.
+    let out = std::process::Command::new(qm_integration_tests::stack::bin("qm-admission"))
+        .env("QM_ADMISSION_TENANCY", "/nonexistent")
+        .env("QM_ADMISSION_CLIENT_TOKEN_HOURS", "1")
+        .output()
+        .expect("qm-admission runs");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("clientTokenHours: 1 is not 8 to 8760"),
+        "{said}"
+    );
+    stack.stop_all();
+}

@@ -284,12 +284,56 @@ async fn create_stream(
         })
 }
 
+/// How long what ages out is kept: the events stream, and the client
+/// tokens (a retried submit finds its job while its token lives).
+#[derive(Clone, Copy, Debug)]
+pub struct Retention {
+    pub events: Duration,
+    pub client_tokens: Duration,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention {
+            events: Duration::from_secs(7 * 24 * 3600),
+            client_tokens: Duration::from_secs(24 * 3600),
+        }
+    }
+}
+
+/// Sets the stream's `max_age` to `age` if it is another (existing streams
+/// and buckets take a changed retention at admission's next start).
+async fn retain(js: &jetstream::Context, name: &str, age: Duration) -> Result<(), StorageError> {
+    let failed = |e: async_nats::Error| StorageError {
+        what: "stream",
+        name: name.to_string(),
+        source: e,
+    };
+    let mut stream = js.get_stream(name).await.map_err(|e| failed(e.into()))?;
+    let mut config = stream
+        .info()
+        .await
+        .map_err(|e| failed(e.into()))?
+        .config
+        .clone();
+    if config.max_age != age {
+        tracing::info!(stream = name, from = ?config.max_age, to = ?age, "retention changed");
+        config.max_age = age;
+        js.update_stream(config)
+            .await
+            .map_err(|e| failed(e.into()))?;
+    }
+    Ok(())
+}
+
 /// Creates (or opens) the log and events streams and the KV buckets, each
 /// kept in `replicas` copies: what admission does at start (only its
-/// identity may create them). Existing ones are opened as they are.
+/// identity may create them). Existing ones are opened as they are, but
+/// for the retention of the events and of the client tokens.
 pub async fn create_storage(
     client: &async_nats::Client,
     replicas: usize,
+    retention: Retention,
 ) -> Result<(), StorageError> {
     let js = jetstream::new(client.clone());
     create_stream(
@@ -311,22 +355,23 @@ pub async fn create_storage(
             name: subjects::EVENTS_STREAM.into(),
             subjects: vec![subjects::all_events()],
             storage: stream::StorageType::File,
-            max_age: Duration::from_secs(7 * 24 * 3600),
+            max_age: retention.events,
             num_replicas: replicas,
             ..Default::default()
         },
     )
     .await?;
-    for (name, history) in [
-        (subjects::CONFIG_BUCKET, 16),
-        (subjects::TOKENS_BUCKET, 1),
-        (subjects::LEADER_BUCKET, 1),
+    for (name, history, max_age) in [
+        (subjects::CONFIG_BUCKET, 16, Duration::ZERO),
+        (subjects::TOKENS_BUCKET, 1, retention.client_tokens),
+        (subjects::LEADER_BUCKET, 1, Duration::ZERO),
     ] {
         bucket(
             &js,
             kv::Config {
                 bucket: name.into(),
                 history,
+                max_age,
                 storage: stream::StorageType::File,
                 num_replicas: replicas,
                 ..Default::default()
@@ -334,13 +379,31 @@ pub async fn create_storage(
         )
         .await?;
     }
+    // A changed retention that cannot be applied (e.g. the servers still
+    // have the authorization of a version without it: rerun `qm auth`) is
+    // reported, not fatal: admission serves with the retention as it is.
+    for (name, age) in [
+        (subjects::EVENTS_STREAM.to_string(), retention.events),
+        (
+            format!("KV_{}", subjects::TOKENS_BUCKET),
+            retention.client_tokens,
+        ),
+    ] {
+        if let Err(e) = retain(&js, &name, age).await {
+            tracing::warn!(stream = %name, error = %e, "retention not changed (rerun `qm auth` and reload the NATS servers if it was refused)");
+        }
+    }
     Ok(())
 }
 
 /// [`create_storage`], retrying (with a log line) until JetStream answers.
-pub async fn create_storage_with_retry(client: &async_nats::Client, replicas: usize) {
+pub async fn create_storage_with_retry(
+    client: &async_nats::Client,
+    replicas: usize,
+    retention: Retention,
+) {
     crate::retry::settled(
-        (|| create_storage(client, replicas))
+        (|| create_storage(client, replicas, retention))
             .retry(crate::retry::forever(Duration::from_millis(200)))
             .notify(|e, _| tracing::warn!(error = %e, "JetStream not ready; retrying"))
             .await,

@@ -122,6 +122,13 @@ pub fn permissions(tenancy: &Tenancy, principal: &str) -> Option<Permissions> {
                 p.push(format!("$JS.API.STREAM.CREATE.{stream}"));
                 p.push(format!("$JS.API.STREAM.INFO.{stream}"));
             }
+            // ...and keeps the retention of what ages out as its settings say.
+            for stream in [
+                subjects::EVENTS_STREAM.to_string(),
+                format!("KV_{}", subjects::TOKENS_BUCKET),
+            ] {
+                p.push(format!("$JS.API.STREAM.UPDATE.{stream}"));
+            }
             stream_reader(subjects::LOG_STREAM, p); // the audit log
             kv_writer(subjects::CONFIG_BUCKET, p);
             kv_writer(subjects::TOKENS_BUCKET, p);

@@ -163,7 +163,11 @@ async fn run(
         return code;
     }
     tracing::info!(%principal, teams = tenancy.teams.len(), principals = tenancy.principals().len(), "tenancy loaded");
-    nats::create_storage_with_retry(&client, settings.stream_replicas).await;
+    let retention = nats::Retention {
+        events: Duration::from_secs(settings.events_retention_days * 24 * 3600),
+        client_tokens: Duration::from_secs(settings.client_token_hours * 3600),
+    };
+    nats::create_storage_with_retry(&client, settings.stream_replicas, retention).await;
     let js = async_nats::jetstream::new(client.clone());
     let log = nats::open_stream(&js, subjects::LOG_STREAM).await;
     let config = nats::open_bucket(&js, subjects::CONFIG_BUCKET).await;

@@ -16,6 +16,12 @@ variables):
                                                      events and the buckets it creates:
                                                      1 for a single server (default), 3 for
                                                      a cluster (survives losing one server)
+  clientTokenHours   QM_ADMISSION_CLIENT_TOKEN_HOURS  how long a clientToken keeps naming its
+                                                     job (a retried submit returns that job;
+                                                     after this, the token is free again):
+                                                     default 24, at least 8
+  eventsRetentionDays QM_ADMISSION_EVENTS_RETENTION_DAYS  how long the events stream
+                                                     (qm watch, audits) keeps events: default 7
   insecureAllowUnauthenticatedNats  QM_ADMISSION_INSECURE_ALLOW_UNAUTHENTICATED_NATS
                      default false: refuse to serve when the NATS server lets
                      anyone connect (then any client could claim any principal)
@@ -31,6 +37,8 @@ pub(crate) struct Settings {
     pub(crate) scheduler_timeout_ms: u64,
     pub(crate) insecure_allow_unauthenticated_nats: bool,
     pub(crate) stream_replicas: usize,
+    pub(crate) client_token_hours: u64,
+    pub(crate) events_retention_days: u64,
 }
 
 impl Default for Settings {
@@ -41,6 +49,8 @@ impl Default for Settings {
             scheduler_timeout_ms: 5000,
             insecure_allow_unauthenticated_nats: false,
             stream_replicas: 1,
+            client_token_hours: 24,
+            events_retention_days: 7,
         }
     }
 }
@@ -57,6 +67,18 @@ impl qm_service::settings::Validate for Settings {
             p.push(format!(
                 "streamReplicas: {} is not 1 to 5 (JetStream keeps at most 5 copies)",
                 self.stream_replicas
+            ));
+        }
+        if !(8..=24 * 365).contains(&self.client_token_hours) {
+            p.push(format!(
+                "clientTokenHours: {} is not 8 to 8760 (a retried submit must find its job for at least 8 hours)",
+                self.client_token_hours
+            ));
+        }
+        if !(1..=3650).contains(&self.events_retention_days) {
+            p.push(format!(
+                "eventsRetentionDays: {} is not 1 to 3650",
+                self.events_retention_days
             ));
         }
         if self.scheduler_timeout_ms == 0 {

@@ -55,6 +55,12 @@ struct JobSync {
     last: Option<CheckpointCommit>,
     /// The attempt being tracked, and the task doing it.
     tracking: Option<(CheckpointRequest, tokio::task::JoinHandle<()>)>,
+    /// When a request (restore, track, flush) last named the job: an entry
+    /// nothing names for `trackLeaseSeconds` is swept (`Service::sweep`).
+    touched: Option<std::time::Instant>,
+    /// Swept: no longer in the service's map (a request holding it takes
+    /// a new entry instead).
+    swept: bool,
 }
 
 struct Service {
@@ -203,6 +209,22 @@ async fn run(
         flushed: std::sync::Mutex::new(HashMap::new()),
     });
     tracing::info!(node = %service.settings.node, bucket = %service.settings.s3_bucket, "checkpoint service ready");
+    // What ended unseen is committed and forgotten (see `Service::sweep`).
+    let sweeper = {
+        let service = Arc::clone(&service);
+        let lease = Duration::from_secs(service.settings.track_lease_seconds);
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(lease / 4);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                every.tick().await;
+                let swept = service.sweep(lease).await;
+                if swept > 0 {
+                    tracing::info!(swept, "jobs no executor named for the lease forgotten");
+                }
+            }
+        })
+    };
     let shutdown = nats::shutdown_signal();
     tokio::pin!(shutdown);
     loop {
@@ -234,6 +256,7 @@ async fn run(
     // Final commits of everything tracked, so nothing written is lost (at
     // most 20 s: with S3 unreachable, what was committed before stays the
     // newest checkpoint).
+    sweeper.abort();
     let final_commits = async {
         let jobs: Vec<Arc<Mutex<JobSync>>> = service.jobs.lock().await.values().cloned().collect();
         for job in jobs {

@@ -8,10 +8,68 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 impl Service {
     pub(crate) async fn job(&self, job_id: &str) -> Arc<Mutex<JobSync>> {
-        let mut jobs = self.jobs.lock().await;
-        let job = Arc::clone(jobs.entry(job_id.to_string()).or_default());
-        crate::observe::METRICS.jobs.set(jobs.len() as i64);
-        job
+        loop {
+            let job = {
+                let mut jobs = self.jobs.lock().await;
+                let job = Arc::clone(jobs.entry(job_id.to_string()).or_default());
+                crate::observe::METRICS.jobs.set(jobs.len() as i64);
+                job
+            };
+            let mut j = job.lock().await;
+            if !j.swept {
+                j.touched = Some(std::time::Instant::now());
+                drop(j);
+                return job;
+            }
+            // Swept while this request waited for it: a new entry.
+            drop(j);
+            let mut jobs = self.jobs.lock().await;
+            if jobs.get(job_id).is_some_and(|k| Arc::ptr_eq(k, &job)) {
+                jobs.remove(job_id);
+            }
+        }
+    }
+
+    /// Ends what ended unseen: a job no request named for `lease` (its
+    /// executor stopped re-asserting the tracking: the attempt ended
+    /// without a flush, the executor died or was cut off, or a restore was
+    /// never followed by a start). Its tracking task gets a last commit of
+    /// what is in the directory, then the entry goes. Returns how many.
+    pub(crate) async fn sweep(&self, lease: Duration) -> usize {
+        let entries: Vec<(String, Arc<Mutex<JobSync>>)> = self
+            .jobs
+            .lock()
+            .await
+            .iter()
+            .map(|(k, v)| (k.clone(), Arc::clone(v)))
+            .collect();
+        let mut swept = 0;
+        for (job_id, job) in entries {
+            let mut j = job.lock().await;
+            if j.touched.is_some_and(|t| t.elapsed() < lease) {
+                continue;
+            }
+            if let Some((req, task)) = j.tracking.take() {
+                task.abort();
+                tracing::info!(job = %job_id, attempt = req.attempt, lease_seconds = lease.as_secs(), "tracking not re-asserted: a last commit, then forgotten");
+                if let Err(e) = self
+                    .sync_once(&req, &mut j, &tracing::Span::current().context())
+                    .await
+                {
+                    tracing::warn!(job = %job_id, error = %e.message, "last commit failed");
+                }
+            }
+            j.swept = true;
+            drop(j);
+            let mut jobs = self.jobs.lock().await;
+            // Unless a request made it anew meanwhile.
+            if jobs.get(&job_id).is_some_and(|k| Arc::ptr_eq(k, &job)) {
+                jobs.remove(&job_id);
+                swept += 1;
+            }
+            crate::observe::METRICS.jobs.set(jobs.len() as i64);
+        }
+        swept
     }
 
     /// `dir` if it is a real directory inside the work directory: absolute,

@@ -21,6 +21,11 @@ QM_CHECKPOINT_<KEY>):
                                                        metadata)
   scanIntervalMs   QM_CHECKPOINT_SCAN_INTERVAL_MS      default 1000
   keep             QM_CHECKPOINT_KEEP                  manifests kept per job, default 5
+  trackLeaseSeconds QM_CHECKPOINT_TRACK_LEASE_SECONDS  a tracked attempt its executor has not
+                                                     re-asserted (every 5 heartbeats) for
+                                                     this long has ended unseen: its last
+                                                     checkpoint is committed and it is
+                                                     forgotten; default 300, at least 10
 
 A checkpoint directory may hold qm-checkpoint.json with {\"step\": N}: the
 step is recorded in the manifest. Files whose names start with '.' are
@@ -41,6 +46,7 @@ pub(crate) struct Settings {
     pub(crate) s3_secret_access_key: String,
     pub(crate) scan_interval_ms: u64,
     pub(crate) keep: usize,
+    pub(crate) track_lease_seconds: u64,
 }
 
 impl Default for Settings {
@@ -55,6 +61,7 @@ impl Default for Settings {
             s3_secret_access_key: String::new(),
             scan_interval_ms: 1000,
             keep: 5,
+            track_lease_seconds: 300,
         }
     }
 }
@@ -75,6 +82,12 @@ impl qm_service::settings::Validate for Settings {
             p.push(format!(
                 "workDir: {:?} must be an absolute path",
                 self.work_dir
+            ));
+        }
+        if self.track_lease_seconds < 10 {
+            p.push(format!(
+                "trackLeaseSeconds: {} is below 10 (executors re-assert tracking every 5 heartbeats; keep it well above that)",
+                self.track_lease_seconds
             ));
         }
         if self.scan_interval_ms < 50 {

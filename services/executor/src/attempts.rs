@@ -131,7 +131,7 @@ impl Executor {
                     let finished = self
                         .finished
                         .lock()
-                        .map(|f| f.contains_key(&key))
+                        .map(|f| f.contains(&key))
                         .unwrap_or(true);
                     let Ok(mut attempts) = self.attempts.lock() else {
                         return;
@@ -356,10 +356,11 @@ impl Executor {
         }
         let reported = !self.draining.load(std::sync::atomic::Ordering::SeqCst);
         if let Ok(mut f) = self.finished.lock() {
-            if f.len() > 100_000 {
-                f.clear();
-            }
-            f.insert(key, reported.then(|| ended.clone()));
+            f.insert(
+                std::time::Instant::now(),
+                key,
+                reported.then(|| ended.clone()),
+            );
         }
         if reported {
             self.send(ended);

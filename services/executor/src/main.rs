@@ -24,6 +24,7 @@ mod node;
 mod observe;
 mod outbox;
 mod process;
+mod record;
 mod settings;
 
 use std::collections::HashMap;
@@ -110,7 +111,10 @@ async fn run(
         client: client.clone(),
         principal,
         attempts: Mutex::new(HashMap::new()),
-        finished: Mutex::new(HashMap::new()),
+        finished: Mutex::new(record::Ended::new(
+            Duration::from_secs(settings.finished_retention_seconds),
+            record::MOST,
+        )),
         leader,
         epoch: Mutex::new(None),
         reports: tx,

@@ -46,9 +46,10 @@ pub struct Executor {
     pub(crate) gpus: BTreeMap<String, Vec<Vec<u32>>>,
     pub(crate) attempts: Mutex<HashMap<AttemptKey, Running>>,
     /// Attempts that ran here and ended, with the end reported (None: it
-    /// ended while draining and was not reported): a repeated start is
-    /// ignored, and a stop for one reports its end again.
-    pub(crate) finished: Mutex<HashMap<AttemptKey, Option<Report>>>,
+    /// ended while draining and was not reported), for
+    /// `finishedRetentionSeconds`: a repeated start is ignored, and a stop
+    /// for one reports its end again.
+    pub(crate) finished: Mutex<crate::record::Ended<AttemptKey, Option<Report>>>,
     /// The scheduler's lease, where the epoch commands must carry is read.
     pub(crate) leader: async_nats::jetstream::kv::Store,
     /// The lease's epoch as last read, and when.

@@ -31,6 +31,11 @@ or environment variables QM_EXECUTOR_<KEY>):
                                                     keep it above the scheduler's failover
                                                     time (its leaseSeconds and a replay)
                                                     and the NATS outages you ride out
+  finishedRetentionSeconds QM_EXECUTOR_FINISHED_RETENTION_SECONDS
+                                                    how long an ended attempt is
+                                                    remembered (a resent start for it
+                                                    ignored, a stop answered with its
+                                                    end); default 21600, at least 600
   runAsUser          QM_EXECUTOR_RUN_AS_USER        run every attempt as this uid (and
   runAsGroup         QM_EXECUTOR_RUN_AS_GROUP       gid); default: the executor's own
 NATS connection (QM_NATS_<KEY> or QM_EXECUTOR_NATS_<KEY>):
@@ -63,6 +68,7 @@ pub struct Settings {
     pub advertise_address: String,
     pub heartbeat_seconds: u64,
     pub fence_after_seconds: u64,
+    pub finished_retention_seconds: u64,
     pub run_as_user: Option<u32>,
     pub run_as_group: Option<u32>,
 }
@@ -79,6 +85,7 @@ impl Default for Settings {
             advertise_address: String::new(),
             heartbeat_seconds: 1,
             fence_after_seconds: 30,
+            finished_retention_seconds: 6 * 3600,
             run_as_user: None,
             run_as_group: None,
         }
@@ -119,6 +126,9 @@ impl settings::Validate for Settings {
             p.push(format!(
                 "fenceAfterSeconds: must be >= 2 x heartbeatSeconds + 2 = {least} (one lost heartbeat must not stop every job)"
             ));
+        }
+        if self.finished_retention_seconds < 600 {
+            p.push("finishedRetentionSeconds: must be >= 600 (a resent command must still find what ended)".into());
         }
         if self.run_as_user.is_some() != self.run_as_group.is_some() {
             p.push("runAsUser and runAsGroup: give both or neither".into());
