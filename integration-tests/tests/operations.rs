@@ -332,6 +332,44 @@ async fn a_checkpoint_service_stopped_with_sigterm_commits_what_it_tracks() {
     stack.stop_all();
 }
 
+/// Attempt 1 of `job_id` on node-1 (team share of the ops queue): its
+/// checkpoint directory, holding one file, and the request naming it.
+fn checkpoint_dir(
+    stack: &qm_integration_tests::stack::Stack,
+    job_id: &str,
+) -> (std::path::PathBuf, qm_wire::system::CheckpointRequest) {
+    let dir = stack
+        .path()
+        .join(format!("node-1/{job_id}/attempt-1/checkpoint"));
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::write(dir.join("weights"), "step 10").expect("file");
+    let request = qm_wire::system::CheckpointRequest {
+        job_queue: "ops".into(),
+        quota_share_name: "team".into(),
+        job_id: job_id.into(),
+        attempt: 1,
+        dir: dir.display().to_string(),
+        s3_uri: None,
+        epoch: None,
+    };
+    (dir, request)
+}
+
+/// Calls node-1's checkpoint service (`op`: restore, track, flush) as the
+/// node's executor would.
+async fn checkpoint_call(
+    node: &qm_service::client::Client,
+    op: &str,
+    request: &qm_wire::system::CheckpointRequest,
+) -> Result<qm_wire::system::CheckpointReply, qm_service::client::CallError> {
+    node.request_raw(
+        format!("qm.v1.ckpt.node-1.{op}"),
+        serde_json::to_vec(request).expect("json").into(),
+        "checkpoint",
+    )
+    .await
+}
+
 /// An executor re-asserts tracking every few seconds; one that races the
 /// attempt's end arrives after the flush. It must not start tracking the
 /// ended attempt again (a stray tracker would commit the same checkpoint
@@ -339,33 +377,11 @@ async fn a_checkpoint_service_stopped_with_sigterm_commits_what_it_tracks() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_track_that_arrives_after_its_attempts_flush_starts_nothing() {
     use qm_integration_tests::observe::Metrics;
-    use qm_wire::system::{CheckpointReply, CheckpointRequest};
     let (_nats, _s3, mut stack) = running("late-track", TEAM_QUEUE).await;
     stack.checkpoint("node-1");
     let node = stack.auth.client(&stack.nats_url, "node-1").await;
-    let dir = stack.path().join("node-1/j-late/attempt-1/checkpoint");
-    std::fs::create_dir_all(&dir).expect("dir");
-    std::fs::write(dir.join("weights"), "step 10").expect("file");
-    let request = CheckpointRequest {
-        job_queue: "ops".into(),
-        quota_share_name: "team".into(),
-        job_id: "j-late".into(),
-        attempt: 1,
-        dir: dir.display().to_string(),
-        s3_uri: None,
-        epoch: None,
-    };
-    let call = |op: &'static str| {
-        let (node, request) = (node.clone(), request.clone());
-        async move {
-            node.request_raw::<CheckpointReply>(
-                format!("qm.v1.ckpt.node-1.{op}"),
-                serde_json::to_vec(&request).expect("json").into(),
-                "checkpoint",
-            )
-            .await
-        }
-    };
+    let (dir, request) = checkpoint_dir(&stack, "j-late");
+    let call = |op: &'static str| checkpoint_call(&node, op, &request);
     // The service may still be starting.
     let mut flushed = call("flush").await;
     for _ in 0..60 {
@@ -407,7 +423,6 @@ async fn a_track_that_arrives_after_its_attempts_flush_starts_nothing() {
 #[tokio::test(flavor = "multi_thread")]
 async fn tracking_no_executor_re_asserts_ends_with_a_last_commit_after_the_lease() {
     use qm_integration_tests::observe::Metrics;
-    use qm_wire::system::{CheckpointReply, CheckpointRequest};
     let (_nats, s3, mut stack) = running("track-lease", TEAM_QUEUE).await;
     // Scans every ten minutes: only the sweep's last commit can upload the
     // second version.
@@ -417,29 +432,8 @@ async fn tracking_no_executor_re_asserts_ends_with_a_last_commit_after_the_lease
     ];
     stack.checkpoint("node-1");
     let node = stack.auth.client(&stack.nats_url, "node-1").await;
-    let dir = stack.path().join("node-1/j-gone/attempt-1/checkpoint");
-    std::fs::create_dir_all(&dir).expect("dir");
-    std::fs::write(dir.join("weights"), "step 10").expect("file");
-    let request = CheckpointRequest {
-        job_queue: "ops".into(),
-        quota_share_name: "team".into(),
-        job_id: "j-gone".into(),
-        attempt: 1,
-        dir: dir.display().to_string(),
-        s3_uri: None,
-        epoch: None,
-    };
-    let track = || {
-        let (node, request) = (node.clone(), request.clone());
-        async move {
-            node.request_raw::<CheckpointReply>(
-                "qm.v1.ckpt.node-1.track".to_string(),
-                serde_json::to_vec(&request).expect("json").into(),
-                "checkpoint",
-            )
-            .await
-        }
-    };
+    let (dir, request) = checkpoint_dir(&stack, "j-gone");
+    let track = || checkpoint_call(&node, "track", &request);
     let mut tracked = track().await;
     for _ in 0..60 {
         if tracked.is_ok() {
