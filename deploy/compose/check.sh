@@ -8,13 +8,8 @@ creds=$(mktemp -d)
 trap 'rm -rf "$creds"' EXIT
 touch "$creds/s3.env" "$creds/checkpoint-s3.env"
 export QM_COMPOSE_CREDENTIALS=$creds
-if [ -n "${QM_COMPOSE:-}" ]; then
-  compose=($QM_COMPOSE)
-elif docker compose version >/dev/null 2>&1; then
-  compose=(docker compose)
-else
-  compose=(docker-compose)
-fi
-"${compose[@]}" -f "$here/docker-compose.yml" config -q
-"${compose[@]}" -f "$here/docker-compose.yml" -f "$here/docker-compose.gpu.yml" config -q
-echo "compose: docker-compose.yml and docker-compose.gpu.yml are valid (${compose[*]})"
+# shellcheck source=compose.sh
+. "$here/compose.sh"
+compose -f "$here/docker-compose.yml" config -q
+compose -f "$here/docker-compose.yml" -f "$here/docker-compose.gpu.yml" config -q
+echo "compose: docker-compose.yml and docker-compose.gpu.yml are valid"

@@ -28,15 +28,9 @@ tenancy=$(cd "$(dirname "${QM_TENANCY:-$here/../tenancy.dev.yaml}")" && pwd)/$(b
 timeout=${QM_COMPOSE_WAIT_SECONDS:-180}
 say() { printf 'compose: %s\n' "$*" >&2; }
 
-compose() {
-  if [ -n "${QM_COMPOSE:-}" ]; then
-    $QM_COMPOSE -p "$project" -f "$here/docker-compose.yml" "$@"
-  elif docker compose version >/dev/null 2>&1; then
-    docker compose -p "$project" -f "$here/docker-compose.yml" "$@"
-  else
-    docker-compose -p "$project" -f "$here/docker-compose.yml" "$@"
-  fi
-}
+# shellcheck source=compose.sh
+. "$here/compose.sh"
+project_compose() { compose -p "$project" -f "$here/docker-compose.yml" "$@"; }
 
 [ -f "$tenancy" ] || { say "no tenancy file at $tenancy (set QM_TENANCY)"; exit 2; }
 for image in "${prefix}qm:$tag" "${prefix}qm-admission:$tag" "${prefix}qm-executor:$tag" \
@@ -78,12 +72,12 @@ ENV
 fi
 
 say "starting project $project"
-compose up -d --remove-orphans
+project_compose up -d --remove-orphans
 
 # Until every container is healthy (or one gave up).
 started=$(date +%s)
 while :; do
-  ids=$(compose ps -q)
+  ids=$(project_compose ps -q)
   total=0 healthy=0 waiting=""
   for id in $ids; do
     total=$((total + 1))
@@ -101,8 +95,8 @@ while :; do
   fi
   if [ $(($(date +%s) - started)) -ge "$timeout" ]; then
     say "not healthy after $timeout s:$waiting"
-    compose ps >&2 || true
-    compose logs --tail 30 >&2 || true
+    project_compose ps >&2 || true
+    project_compose logs --tail 30 >&2 || true
     exit 1
   fi
   say "$healthy/$total healthy; waiting for$waiting"

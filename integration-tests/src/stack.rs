@@ -602,7 +602,14 @@ impl Stack {
     /// Runs the services from here on in containers (one per service, from
     /// the service images) on the Docker network of `nats` and `s3`.
     pub fn use_containers(&mut self, nats: &Nats, s3: &S3Server, network: &str) {
-        let token = format!("qm-test-metrics-{}", free_port() as u64 * 7919);
+        // 24 random bytes, as an operator's `openssl rand -hex 24`.
+        let mut random = [0u8; 24];
+        std::io::Read::read_exact(
+            &mut std::fs::File::open("/dev/urandom").expect("/dev/urandom"),
+            &mut random,
+        )
+        .expect("random bytes");
+        let token: String = random.iter().map(|b| format!("{b:02x}")).collect();
         let token_file = self.dir.join("metrics-token");
         std::fs::write(&token_file, &token).expect("token file");
         crate::containers::open_dir(&self.dir);

@@ -520,6 +520,27 @@ async fn client_tokens_and_events_age_out_as_admissions_settings_say() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert_eq!(max_age("QM_EVENTS").await, 30 * day);
+    // Only admission may change them: a user (or an executor) trying to
+    // make the events age out at once is refused, and nothing changes.
+    for who in ["alice", "node-1"] {
+        let attacker = stack.auth.client(&stack.nats_url, who).await;
+        let theirs = async_nats::jetstream::new(attacker.nats.clone());
+        let mut config = js
+            .get_stream("QM_EVENTS")
+            .await
+            .expect("stream")
+            .info()
+            .await
+            .expect("info")
+            .config
+            .clone();
+        config.max_age = Duration::from_secs(1);
+        let refused = tokio::time::timeout(Duration::from_secs(10), theirs.update_stream(config))
+            .await
+            .map_or(true, |r| r.is_err());
+        assert!(refused, "{who} changed the events stream's retention");
+        assert_eq!(max_age("QM_EVENTS").await, 30 * day, "after {who}'s try");
+    }
     // A client token still names its job: a retried submit returns it.
     let mut job = ops_trainer("once", &["--steps", "1"]);
     job.client_token = Some("retention-1".into());

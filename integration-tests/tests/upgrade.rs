@@ -246,14 +246,30 @@ async fn every_service_replaced_one_at_a_time_while_jobs_run_loses_no_job_and_ru
         if j.attempts.len() > 1 {
             resumed += 1;
         }
-        // Attempts one after another, never two at once.
-        let mut runs: Vec<(u64, u64)> = j
-            .attempts
-            .iter()
-            .filter_map(|a| {
-                stack.attempt_run(a.executor_id.as_deref().unwrap_or(""), &s.job_id, a.attempt)
-            })
-            .collect();
+        // Attempts one after another, never two at once: every attempt
+        // whose process was launched (it has an output file; one stopped
+        // while restoring never launched), and the one that succeeded, has
+        // its run record to compare.
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        for a in &j.attempts {
+            let node = a.executor_id.as_deref().unwrap_or("");
+            let launched = stack
+                .path()
+                .join(node)
+                .join(&s.job_id)
+                .join(format!("attempt-{}", a.attempt))
+                .join("stdout.log")
+                .exists();
+            if launched || a.outcome.as_deref() == Some("SUCCEEDED") {
+                let run = stack.attempt_run(node, &s.job_id, a.attempt);
+                runs.push(run.unwrap_or_else(|| {
+                    panic!(
+                        "{name}: attempt {} on {node:?} ran but has no run record",
+                        a.attempt
+                    )
+                }));
+            }
+        }
         runs.sort();
         for w in runs.windows(2) {
             assert!(w[0].1 <= w[1].0, "{name}: attempts overlap: {runs:?}");

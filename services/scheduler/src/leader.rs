@@ -166,7 +166,8 @@ pub fn keep(
     (rx, tenure, task)
 }
 
-/// Gives the lease up (on shutdown) so a standby takes over at once.
+/// Gives the lease up (on shutdown) so a standby takes it at its next look
+/// (every third of the lease) rather than after it expires.
 pub async fn release(store: &kv::Store, holder: &str) {
     if let Ok(Some(e)) = store.entry(KEY).await {
         let mine = serde_json::from_slice::<Lease>(&e.value).is_ok_and(|l| l.holder == holder);

@@ -127,9 +127,9 @@ fn live(inputs: Vec<LogEntry>) -> Live {
     l
 }
 
-#[test]
-fn replaying_the_log_rebuilds_what_the_leader_saw() {
-    let register = LogEntry::Register(RegisterExecutor {
+/// node-1 registering three ml.g5.xlarge of the training queue.
+fn node_1_with_three() -> LogEntry {
+    LogEntry::Register(RegisterExecutor {
         executor_id: "node-1".into(),
         job_queue: "training".into(),
         instances: vec![ExecutorInstances {
@@ -141,7 +141,12 @@ fn replaying_the_log_rebuilds_what_the_leader_saw() {
         checkpoint_node: None,
         address: None,
         fence_after_seconds: None,
-    });
+    })
+}
+
+#[test]
+fn replaying_the_log_rebuilds_what_the_leader_saw() {
+    let register = node_1_with_three();
     let sub = |id: &str, name: &str, share: &str, p: u32| LogEntry::Submit {
         job_id: id.into(),
         job: submit(name, share, p),
@@ -752,19 +757,7 @@ fn after_a_replay_only_jobs_that_have_not_ended_keep_their_place_in_a_trace() {
             principal: None,
             operation: None,
         },
-        LogEntry::Register(RegisterExecutor {
-            executor_id: "node-1".into(),
-            job_queue: "training".into(),
-            instances: vec![ExecutorInstances {
-                instance_type: "ml.g5.xlarge".into(),
-                count: 3,
-                gpus: vec![],
-            }],
-            incarnation: "a".into(),
-            checkpoint_node: None,
-            address: None,
-            fence_after_seconds: None,
-        }),
+        node_1_with_three(),
         sub("j1"),
         sub("j2"),
         report("j1", 1, ReportPhase::Running, None),
