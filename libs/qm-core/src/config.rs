@@ -27,7 +27,7 @@ pub fn priority_problem(priority: u32) -> Option<ConfigProblem> {
 }
 
 /// ENABLED or DISABLED, for queues and shares.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum State {
     #[default]
     Enabled,
@@ -35,7 +35,7 @@ pub enum State {
 }
 
 /// What a share does with its idle entitlement, and whether it borrows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum Strategy {
     /// Idle entitlement is never lent; the share never borrows.
     #[default]
@@ -61,7 +61,7 @@ impl Strategy {
 }
 
 /// Order in which a share's waiting jobs may start.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum QueueingStrategy {
     /// A job that does not fit does not block smaller ones behind it.
     #[default]
@@ -71,7 +71,7 @@ pub enum QueueingStrategy {
 }
 
 /// `{capacityUnit, maxCapacity}`: instances of one type.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CapacityLimit {
     /// The instance type, e.g. `ml.g5.xlarge`.
     pub capacity_unit: String,
@@ -82,7 +82,7 @@ pub struct CapacityLimit {
 
 /// Anti-thrashing and resume-safety settings of a share. All are off by default;
 /// `docs/protections.md` explains each trade-off.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Protections {
     /// A running job of this share cannot be preempted (by reclaim or in-share)
     /// before it has run this long. Trades owner wait time for less lost work.
@@ -97,7 +97,7 @@ pub struct Protections {
 }
 
 /// A quota share, as `CreateQuotaShare` takes it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct QuotaShare {
     pub name: String,
     pub capacity_limits: Vec<CapacityLimit>,
@@ -154,7 +154,7 @@ impl QuotaShare {
 }
 
 /// A job queue and its quota shares.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct QueueConfig {
     pub name: String,
     pub state: State,

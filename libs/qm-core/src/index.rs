@@ -15,7 +15,7 @@ use crate::ids::JobId;
 use crate::time::Time;
 
 /// A waiting job's place in line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 pub struct QueueKey {
     pub priority: Reverse<u32>,
     pub runnable_since: Time,
@@ -23,7 +23,7 @@ pub struct QueueKey {
 }
 
 /// A running job's place in its share's (priority desc, start asc) order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 pub struct RunKey {
     pub priority: Reverse<u32>,
     pub started: Time,
@@ -35,7 +35,7 @@ pub struct RunKey {
 }
 
 /// The waiting jobs of one share and one type.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RunnableQueue {
     buckets: BTreeMap<(u32, bool), BTreeSet<QueueKey>>,
     len: usize,

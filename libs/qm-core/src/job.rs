@@ -31,7 +31,7 @@ pub const DEFAULT_GRACE_PERIOD_SECS: u64 = 120;
 pub const MAX_GRACE_PERIOD_SECS: u64 = 86_400;
 
 /// A job's status.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 pub enum JobStatus {
     Submitted,
     Runnable,
@@ -91,7 +91,7 @@ impl fmt::Display for JobStatus {
 }
 
 /// Why the scheduler stops a running attempt.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 pub enum PreemptionKind {
     /// Lent capacity reclaimed by its owner.
     CrossShare,
@@ -120,7 +120,7 @@ impl PreemptionKind {
 }
 
 /// How an attempt ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 pub enum AttemptOutcome {
     Succeeded,
     Failed,
@@ -157,7 +157,7 @@ impl AttemptOutcome {
 }
 
 /// What to do when an attempt fails and a rule matches (`evaluateOnExit`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum RetryAction {
     Retry,
     Exit,
@@ -165,7 +165,7 @@ pub enum RetryAction {
 
 /// One `evaluateOnExit` rule. Patterns may end in `*` (prefix match), as in AWS
 /// Batch; a rule with no pattern matches everything.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ExitRule {
     pub on_exit_code: Option<String>,
     pub on_status_reason: Option<String>,
@@ -194,7 +194,7 @@ impl ExitRule {
 }
 
 /// What a user submits, in core terms (names resolved to ordinals).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct JobSpec {
     pub name: String,
     pub share: ShareIdx,
@@ -243,14 +243,14 @@ impl JobSpec {
 }
 
 /// A committed checkpoint, as the checkpoint service announces it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CheckpointMark {
     pub at: Time,
     pub step: u64,
 }
 
 /// One try at running a job.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Attempt {
     /// 1-based.
     pub number: u32,
@@ -273,7 +273,7 @@ pub struct Attempt {
 }
 
 /// A stop the scheduler asked for and the executor has not yet confirmed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum StopCause {
     Preempted {
         kind: PreemptionKind,
@@ -284,7 +284,7 @@ pub enum StopCause {
 }
 
 /// A job as the core keeps it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Job {
     pub id: JobId,
     pub spec: JobSpec,
@@ -301,6 +301,9 @@ pub struct Job {
     pub stopping: Option<StopCause>,
     /// The last committed checkpoint of any attempt (what the next one restores).
     pub last_checkpoint: Option<CheckpointMark>,
+    /// When it became SUCCEEDED or FAILED.
+    #[serde(default)]
+    pub finished_at: Option<Time>,
 }
 
 impl Job {
@@ -413,6 +416,7 @@ mod tests {
             host_lost_attempts: 1,
             stopping: None,
             last_checkpoint: None,
+            finished_at: None,
         };
         // No checkpoint: all work since it began running is lost.
         assert_eq!(job.lost_work_ms(1), Some(7_000));

@@ -44,7 +44,7 @@ pub const UNPLACED_STOP_GRACE_SECS: u64 = 10;
 
 /// Index of a node in its cluster's node table (stable: a lost node keeps
 /// its slot, and a node that registers again gets the same index).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 pub struct NodeId(pub u32);
 
 impl NodeId {
@@ -54,7 +54,7 @@ impl NodeId {
 }
 
 /// A node: one executor and the instances it offers, per type.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Node {
     pub name: String,
     /// Changes when the executor restarts: what ran before is gone.
@@ -102,7 +102,7 @@ impl Node {
 }
 
 /// One rank of an attempt: a node and its slots there.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Rank {
     pub node: NodeId,
     pub slots: Slots,
@@ -119,7 +119,7 @@ pub type Ranks = smallvec::SmallVec<[Rank; 1]>;
 pub type RankStates = smallvec::SmallVec<[RankState; 2]>;
 
 /// What one rank of an attempt has reported.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum RankState {
     /// Told to start; nothing reported yet.
     #[default]
@@ -131,7 +131,7 @@ pub enum RankState {
 }
 
 /// How a rank's process ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum RankExit {
     /// It ran and exited (None: by a signal).
     Exited(Option<i32>),
@@ -180,13 +180,13 @@ pub fn silence_before_lost(fence_after_secs: u64, longest_grace_secs: u64) -> u6
 
 /// The first rank of an attempt to end without exiting 0: its exit code
 /// (None: killed by a signal) becomes the attempt's.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RankFailure {
     pub exit_code: Option<i32>,
 }
 
 /// What a rank's end means for its attempt.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum RankEnd {
     /// Other ranks still run; nothing to do.
     Waiting,
@@ -201,7 +201,7 @@ pub enum RankEnd {
 
 /// An attempt that ended `HOST_LOST` because a node was lost, with the
 /// other nodes its ranks were on (to be told to stop).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LostAttempt {
     pub job: JobId,
     pub attempt: u32,

@@ -9,7 +9,7 @@ use crate::job::{AttemptOutcome, PreemptionKind};
 use crate::time::Time;
 
 /// A limit that makes a job unable to run under the current configuration.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum NeverFits {
     /// RESERVE or LEND share: `instanceCount` > the share's `maxCapacity`.
     ShareLimit { count: u32, max_capacity: u32 },
@@ -66,7 +66,7 @@ impl NeverFits {
 }
 
 /// Why a RUNNABLE job did not start in the last pass.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum WaitReason {
     /// Not looked at by a pass yet.
     Queued,
@@ -97,7 +97,7 @@ pub enum WaitReason {
 }
 
 /// A job's statusReason.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum StatusReason {
     #[default]
     None,

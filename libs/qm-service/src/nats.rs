@@ -290,6 +290,8 @@ async fn create_stream(
 pub struct Retention {
     pub events: Duration,
     pub client_tokens: Duration,
+    /// Finished jobs' records, once the scheduler let them go.
+    pub archive: Duration,
 }
 
 impl Default for Retention {
@@ -297,6 +299,7 @@ impl Default for Retention {
         Retention {
             events: Duration::from_secs(7 * 24 * 3600),
             client_tokens: Duration::from_secs(24 * 3600),
+            archive: Duration::from_secs(7 * 24 * 3600),
         }
     }
 }
@@ -361,6 +364,41 @@ pub async fn create_storage(
         },
     )
     .await?;
+    create_stream(
+        &js,
+        stream::Config {
+            name: subjects::ARCHIVE_STREAM.into(),
+            subjects: vec![subjects::all_archived()],
+            storage: stream::StorageType::File,
+            max_age: retention.archive,
+            // One record per job: a record archived again replaces it.
+            max_messages_per_subject: 1,
+            num_replicas: replicas,
+            ..Default::default()
+        },
+    )
+    .await?;
+    if js.get_object_store(subjects::SNAPSHOT_BUCKET).await.is_err() {
+        let created = js
+            .create_object_store(jetstream::object_store::Config {
+                bucket: subjects::SNAPSHOT_BUCKET.into(),
+                description: Some("the scheduler leader's snapshots of its state".into()),
+                storage: stream::StorageType::File,
+                num_replicas: replicas,
+                ..Default::default()
+            })
+            .await;
+        // Another admission may have created it at the same moment.
+        if let Err(e) = created {
+            js.get_object_store(subjects::SNAPSHOT_BUCKET)
+                .await
+                .map_err(|_| StorageError {
+                    what: "object store",
+                    name: subjects::SNAPSHOT_BUCKET.into(),
+                    source: e.into(),
+                })?;
+        }
+    }
     for (name, history, max_age) in [
         (subjects::CONFIG_BUCKET, 16, Duration::ZERO),
         (subjects::TOKENS_BUCKET, 1, retention.client_tokens),
@@ -388,6 +426,7 @@ pub async fn create_storage(
             format!("KV_{}", subjects::TOKENS_BUCKET),
             retention.client_tokens,
         ),
+        (subjects::ARCHIVE_STREAM.to_string(), retention.archive),
     ] {
         if let Err(e) = retain(&js, &name, age).await {
             tracing::warn!(stream = %name, error = %e, "retention not changed (rerun `qm auth` and reload the NATS servers if it was refused)");
@@ -437,11 +476,14 @@ pub async fn open_bucket(js: &jetstream::Context, name: &str) -> kv::Store {
     until_there("KV bucket", name, || js.get_key_value(name)).await
 }
 
-/// What the scheduler reads and writes: the log and the leader lease.
+/// What the scheduler reads and writes: the log, the leader lease, its
+/// snapshots and the archive of finished jobs.
 pub struct Storage {
     pub js: jetstream::Context,
     pub log: stream::Stream,
     pub leader: kv::Store,
+    pub snapshots: jetstream::object_store::ObjectStore,
+    pub archive: stream::Stream,
 }
 
 /// Opens the scheduler's [`Storage`], waiting for admission to create it.
@@ -449,7 +491,18 @@ pub async fn scheduler_storage(client: &async_nats::Client) -> Storage {
     let js = jetstream::new(client.clone());
     let log = open_stream(&js, subjects::LOG_STREAM).await;
     let leader = open_bucket(&js, subjects::LEADER_BUCKET).await;
-    Storage { js, log, leader }
+    let snapshots = until_there("object store", subjects::SNAPSHOT_BUCKET, || {
+        js.get_object_store(subjects::SNAPSHOT_BUCKET)
+    })
+    .await;
+    let archive = open_stream(&js, subjects::ARCHIVE_STREAM).await;
+    Storage {
+        js,
+        log,
+        leader,
+        snapshots,
+        archive,
+    }
 }
 
 /// Resolves on SIGTERM or SIGINT.

@@ -118,6 +118,8 @@ pub fn permissions(tenancy: &Tenancy, principal: &str) -> Option<Permissions> {
                 format!("KV_{}", subjects::CONFIG_BUCKET),
                 format!("KV_{}", subjects::TOKENS_BUCKET),
                 format!("KV_{}", subjects::LEADER_BUCKET),
+                subjects::ARCHIVE_STREAM.to_string(),
+                format!("OBJ_{}", subjects::SNAPSHOT_BUCKET),
             ] {
                 p.push(format!("$JS.API.STREAM.CREATE.{stream}"));
                 p.push(format!("$JS.API.STREAM.INFO.{stream}"));
@@ -126,6 +128,7 @@ pub fn permissions(tenancy: &Tenancy, principal: &str) -> Option<Permissions> {
             for stream in [
                 subjects::EVENTS_STREAM.to_string(),
                 format!("KV_{}", subjects::TOKENS_BUCKET),
+                subjects::ARCHIVE_STREAM.to_string(),
             ] {
                 p.push(format!("$JS.API.STREAM.UPDATE.{stream}"));
             }
@@ -146,6 +149,15 @@ pub fn permissions(tenancy: &Tenancy, principal: &str) -> Option<Permissions> {
             stream_reader(subjects::LOG_STREAM, p);
             stream_reader(subjects::EVENTS_STREAM, p);
             kv_writer(subjects::LEADER_BUCKET, p);
+            // Truncates the log behind its snapshots, which it writes and
+            // prunes, and archives finished jobs.
+            p.push(format!("$JS.API.STREAM.PURGE.{}", subjects::LOG_STREAM));
+            let snapshots = format!("OBJ_{}", subjects::SNAPSHOT_BUCKET);
+            stream_reader(&snapshots, p);
+            p.push(format!("$JS.API.STREAM.PURGE.{snapshots}"));
+            p.push(format!("$O.{}.>", subjects::SNAPSHOT_BUCKET));
+            p.push(format!("{}.>", subjects::ARCHIVE_PREFIX));
+            stream_reader(subjects::ARCHIVE_STREAM, p);
         }
         Role::Executor(identity) => {
             perms.responds = true;

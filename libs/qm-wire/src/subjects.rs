@@ -44,6 +44,12 @@ pub const CONFIG_BUCKET: &str = "qm_config";
 pub const TOKENS_BUCKET: &str = "qm_client_tokens";
 /// KV bucket: the scheduler leader's lease.
 pub const LEADER_BUCKET: &str = "qm_leader";
+/// The JetStream stream of finished jobs' records (`qm.v1.archive.>`),
+/// one per job, kept for the archive's retention.
+pub const ARCHIVE_STREAM: &str = "QM_ARCHIVE";
+pub const ARCHIVE_PREFIX: &str = "qm.v1.archive";
+/// Object store: the scheduler leader's snapshots of its state.
+pub const SNAPSHOT_BUCKET: &str = "qm_snapshots";
 
 /// A user-supplied value that cannot be a subject token.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -271,6 +277,33 @@ pub fn all_heartbeats() -> String {
 /// Every job state change and every preemption event.
 pub fn all_job_and_preemption_events() -> [String; 2] {
     [format!("{JOB_EVENTS}.>"), format!("{PREEMPTION_EVENTS}.>")]
+}
+
+/// Where a finished job's record is archived.
+pub fn archived_job(queue: &str, share: &str, job_id: &str) -> Result<String, BadToken> {
+    Ok(format!(
+        "{ARCHIVE_PREFIX}.{}.{}.{}",
+        token(queue)?,
+        token(share)?,
+        token(job_id)?
+    ))
+}
+
+/// The archived record of one job, whatever its queue and share (job ids
+/// are unique across queues).
+pub fn archived(job_id: &str) -> Result<String, BadToken> {
+    Ok(format!("{ARCHIVE_PREFIX}.*.*.{}", token(job_id)?))
+}
+
+/// The archived records of one queue and share (`*`: all its shares).
+pub fn archive_of(queue: &str, share: &str) -> Result<String, BadToken> {
+    let s = if share == "*" { share } else { token(share)? };
+    Ok(format!("{ARCHIVE_PREFIX}.{}.{s}.*", token(queue)?))
+}
+
+/// The archive stream's subjects.
+pub fn all_archived() -> String {
+    format!("{ARCHIVE_PREFIX}.>")
 }
 
 /// Every event (the `QM_EVENTS` stream's subjects).

@@ -166,6 +166,7 @@ async fn run(
     let retention = nats::Retention {
         events: Duration::from_secs(settings.events_retention_days * 24 * 3600),
         client_tokens: Duration::from_secs(settings.client_token_hours * 3600),
+        archive: Duration::from_secs(settings.archive_retention_seconds),
     };
     nats::create_storage_with_retry(&client, settings.stream_replicas, retention).await;
     let js = async_nats::jetstream::new(client.clone());

@@ -22,6 +22,10 @@ variables):
                                                      default 24, at least 8
   eventsRetentionDays QM_ADMISSION_EVENTS_RETENTION_DAYS  how long the events stream
                                                      (qm watch, audits) keeps events: default 7
+  archiveRetentionSeconds QM_ADMISSION_ARCHIVE_RETENTION_SECONDS  how long a finished
+                                                     job's record stays in the archive after
+                                                     the scheduler lets it go (describe and
+                                                     list still answer): default 604800 (7 days)
   insecureAllowUnauthenticatedNats  QM_ADMISSION_INSECURE_ALLOW_UNAUTHENTICATED_NATS
                      default false: refuse to serve when the NATS server lets
                      anyone connect (then any client could claim any principal)
@@ -39,6 +43,7 @@ pub(crate) struct Settings {
     pub(crate) stream_replicas: usize,
     pub(crate) client_token_hours: u64,
     pub(crate) events_retention_days: u64,
+    pub(crate) archive_retention_seconds: u64,
 }
 
 impl Default for Settings {
@@ -51,6 +56,7 @@ impl Default for Settings {
             stream_replicas: 1,
             client_token_hours: 24,
             events_retention_days: 7,
+            archive_retention_seconds: 7 * 24 * 3600,
         }
     }
 }
@@ -79,6 +85,12 @@ impl qm_service::settings::Validate for Settings {
             p.push(format!(
                 "eventsRetentionDays: {} is not 1 to 3650",
                 self.events_retention_days
+            ));
+        }
+        if !(1..=10 * 365 * 24 * 3600).contains(&self.archive_retention_seconds) {
+            p.push(format!(
+                "archiveRetentionSeconds: {} is not 1 to 315360000 (10 years)",
+                self.archive_retention_seconds
             ));
         }
         if self.scheduler_timeout_ms == 0 {

@@ -3,10 +3,13 @@
 //! second, and sends start/stop commands to executors. One leader at a time
 //! (see `leader.rs`); others stand by. See `docs/adr/0004-services.md`.
 
+mod archive;
 mod leader;
 mod observe;
 mod runner;
+mod snapshot;
 mod state;
+mod upkeep;
 
 use std::time::Duration;
 
@@ -22,6 +25,17 @@ stand by. Settings (file keys, or environment variables):
   executorTimeoutSeconds  QM_SCHEDULER_EXECUTOR_TIMEOUT_SECONDS    default 10
   passIntervalMs          QM_SCHEDULER_PASS_INTERVAL_MS            default 1000
   resendSeconds           QM_SCHEDULER_RESEND_SECONDS              default 3
+  finishedRetentionSeconds QM_SCHEDULER_FINISHED_RETENTION_SECONDS default 3600: how long a
+                          finished job stays in memory; then its record moves to the archive
+                          (describe and list still find it for admission's archiveRetentionSeconds)
+  snapshotEveryEntries    QM_SCHEDULER_SNAPSHOT_EVERY_ENTRIES      default 100000: log entries
+                          between snapshots of the state (a new leader reads only what follows)
+  snapshotIntervalSeconds QM_SCHEDULER_SNAPSHOT_INTERVAL_SECONDS   default 300: at most this
+                          long between snapshots while anything happens
+  snapshotsKept           QM_SCHEDULER_SNAPSHOTS_KEPT              default 2 (a damaged newest one
+                          falls back to the one before); the log is truncated behind the oldest
+  logRetentionHours       QM_SCHEDULER_LOG_RETENTION_HOURS         default 24: log entries younger
+                          than this are never truncated (`qm audit` reads them)
 NATS connection (QM_NATS_<KEY> or QM_SCHEDULER_NATS_<KEY>):
   natsUrl natsPrincipal natsNkeyFile natsCreds natsUser natsPassword
   natsCaFile natsCertFile natsKeyFile
@@ -37,6 +51,11 @@ pub struct Settings {
     pub executor_timeout_seconds: u64,
     pub pass_interval_ms: u64,
     pub resend_seconds: u64,
+    pub finished_retention_seconds: u64,
+    pub snapshot_every_entries: u64,
+    pub snapshot_interval_seconds: u64,
+    pub snapshots_kept: usize,
+    pub log_retention_hours: u64,
 }
 
 impl Default for Settings {
@@ -50,6 +69,11 @@ impl Default for Settings {
             executor_timeout_seconds: 10,
             pass_interval_ms: 1000,
             resend_seconds: 3,
+            finished_retention_seconds: 3600,
+            snapshot_every_entries: 100_000,
+            snapshot_interval_seconds: 300,
+            snapshots_kept: 2,
+            log_retention_hours: 24,
         }
     }
 }
@@ -71,6 +95,24 @@ impl settings::Validate for Settings {
         }
         if self.resend_seconds == 0 {
             p.push("resendSeconds: must be >= 1".into());
+        }
+        if self.finished_retention_seconds == 0 {
+            p.push("finishedRetentionSeconds: must be >= 1".into());
+        }
+        if self.snapshot_every_entries < 10 {
+            p.push("snapshotEveryEntries: must be >= 10".into());
+        }
+        if self.snapshot_interval_seconds == 0 {
+            p.push("snapshotIntervalSeconds: must be >= 1".into());
+        }
+        if !(2..=10).contains(&self.snapshots_kept) {
+            p.push(
+                "snapshotsKept: must be 2 to 10 (one to fall back to if the newest is damaged)"
+                    .into(),
+            );
+        }
+        if self.log_retention_hours > 24 * 3650 {
+            p.push("logRetentionHours: must be at most 87600 (10 years)".into());
         }
         p
     }

@@ -411,6 +411,30 @@ impl Traces {
         });
     }
 
+    /// Each job's place as a W3C `traceparent` (for a snapshot).
+    pub fn export(&self) -> std::collections::BTreeMap<String, String> {
+        self.jobs
+            .iter()
+            .filter_map(|(id, cx)| {
+                let mut headers = async_nats::HeaderMap::new();
+                qm_wire::trace::inject_span(cx, &mut headers);
+                let parent = headers.get("traceparent")?.as_str().to_string();
+                Some((id.clone(), parent))
+            })
+            .collect()
+    }
+
+    /// Places read back from a snapshot (see [`Traces::export`]).
+    pub fn import(&mut self, places: &std::collections::BTreeMap<String, String>) {
+        for (id, parent) in places {
+            let mut headers = async_nats::HeaderMap::new();
+            headers.insert("traceparent", parent.as_str());
+            if let Some(cx) = qm_wire::trace::extract_span(Some(&headers)) {
+                self.jobs.insert(id.clone(), cx);
+            }
+        }
+    }
+
     /// Notes the trace a log entry carries (a submit's), live or replayed.
     pub fn entry(&mut self, entry: &LogEntry, headers: Option<&async_nats::HeaderMap>) {
         if let LogEntry::Submit { job_id, .. } = entry {

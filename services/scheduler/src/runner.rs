@@ -42,7 +42,7 @@ use qm_wire::system::{
     AttemptKey, ExecCommand, Heartbeat, HeartbeatAck, LogEntry, SchedOperation, SchedRequest,
 };
 
-use crate::state::{Effect, Effects, Logged, Position, Positions, State};
+use crate::state::{Cut, Effect, Effects, Logged, Position, Positions, Replay, State};
 use crate::Settings;
 
 pub enum Outcome {
@@ -64,6 +64,13 @@ pub enum LeadError {
     /// The events stream, read to find what was published last.
     #[error("reading the events stream: {0}")]
     Events(#[source] async_nats::Error),
+    /// No snapshot and log to start from (see `snapshot::LoadError`).
+    #[error("{0}")]
+    Snapshot(#[from] crate::snapshot::LoadError),
+    /// The log lost entries while it was being replayed (truncated by a
+    /// leader that had not yet noticed it was deposed).
+    #[error("the log skipped from entry {from} to {to} during the replay")]
+    Gap { from: u64, to: u64 },
     /// Requests or heartbeats could not be subscribed to.
     #[error("subscribing to {subject}: {source}")]
     Subscribe {
@@ -84,17 +91,36 @@ fn events_error(e: impl Into<async_nats::Error>) -> LeadError {
 /// An event to store: subject, payload, headers (position and message id).
 type Event = (String, bytes::Bytes, async_nats::HeaderMap);
 
+/// What the publisher task is given: an event, or a request to say when
+/// every event given before it is stored (a snapshot waits for that, so
+/// that no event it covers can be lost with a crash).
+enum Outbound {
+    Event(Event),
+    Flushed(tokio::sync::oneshot::Sender<()>),
+}
+
 /// Stores events on the events stream in the order they were produced, each
 /// until acknowledged: batches are pipelined and any event not acknowledged
 /// is sent again (its message id keeps it from being stored twice). Runs
 /// until the leader that feeds it is gone and its queue is empty.
 async fn publish_events(
     js: async_nats::jetstream::Context,
-    mut queued: tokio::sync::mpsc::UnboundedReceiver<Event>,
+    mut queued: tokio::sync::mpsc::UnboundedReceiver<Outbound>,
 ) {
     let mut batch = Vec::new();
     while queued.recv_many(&mut batch, 512).await > 0 {
-        qm_service::nats::publish_batch_durably(&js, std::mem::take(&mut batch)).await;
+        let mut events = Vec::with_capacity(batch.len());
+        let mut flushed = Vec::new();
+        for item in batch.drain(..) {
+            match item {
+                Outbound::Event(e) => events.push(e),
+                Outbound::Flushed(done) => flushed.push(done),
+            }
+        }
+        qm_service::nats::publish_batch_durably(&js, events).await;
+        for done in flushed {
+            let _ = done.send(());
+        }
     }
 }
 
@@ -155,7 +181,9 @@ struct Runner<'a> {
     /// Until when the lease is surely this leader's.
     tenure: crate::leader::Tenure,
     /// Job and preemption events, in order, to the publisher task.
-    events: tokio::sync::mpsc::UnboundedSender<Event>,
+    events: tokio::sync::mpsc::UnboundedSender<Outbound>,
+    /// Snapshots and the archive (see `upkeep.rs`).
+    upkeep: crate::upkeep::Upkeep,
     writes: VecDeque<(SchedRequest, Option<async_nats::Subject>)>,
     dirty: bool,
     /// Numbers the events published (see the module comment).
@@ -214,6 +242,7 @@ pub async fn run(
         writes: VecDeque::new(),
         dirty: true,
         positions: Positions::default(),
+        upkeep: crate::upkeep::Upkeep::new(),
     };
     let outcome = match runner.go(epoch, &mut lost, shutdown).await {
         Ok(outcome) => outcome,
@@ -232,36 +261,70 @@ impl Runner<'_> {
     ) -> Result<Outcome, LeadError> {
         let started = Instant::now();
         let mut log = self.storage.log.clone();
-        let last = log.info().await.map_err(log_error)?.state.last_sequence;
+        let stored = &log.info().await.map_err(log_error)?.state;
+        let (first, last) = (stored.first_sequence, stored.last_sequence);
+        // The newest readable snapshot, then only the log after its cut.
+        let loaded = crate::snapshot::load_newest(&self.storage.snapshots, first).await?;
+        let (cut, positions) = match loaded {
+            Some(l) => {
+                tracing::info!(
+                    snapshot = %l.name, jobs = l.header.jobs, bytes = l.header.body_bytes,
+                    taken_by = %l.header.holder, ms = started.elapsed().as_millis() as u64,
+                    "snapshot loaded"
+                );
+                self.state = l.image.state;
+                self.traces.import(&l.image.traces);
+                self.after = l.header.cut.after;
+                self.sched_seq = l.header.cut.sched;
+                (l.header.cut, l.header.positions)
+            }
+            None => (Cut::default(), Positions::default()),
+        };
+        let from = crate::snapshot::needs_from(cut);
         let consumer = log
             .create_consumer(pull::OrderedConfig {
-                deliver_policy: DeliverPolicy::All,
+                deliver_policy: DeliverPolicy::ByStartSequence {
+                    start_sequence: from,
+                },
                 ..Default::default()
             })
             .await
             .map_err(log_error)?;
         let mut messages = consumer.messages().await.map_err(log_error)?;
-        // Replay: rebuild the state; effects were published the first time.
-        let mut entries = Vec::new();
-        let mut seq = 0;
+        let published = self.last_published().await?;
+        tracing::info!(?published, "newest stored event position");
+        // Replay the tail as it streams in; effects were published the
+        // first time.
+        let mut replay = Replay::new(cut, positions, published);
+        let mut seq = from - 1;
         while seq < last {
             let Some(msg) = messages.next().await else {
                 return Err(LeadError::LogEnded("during replay"));
             };
             let msg = msg.map_err(log_error)?;
-            seq = msg.info().map_err(log_error)?.stream_sequence;
-            entries.push(msg);
+            let at = msg.info().map_err(log_error)?.stream_sequence;
+            if at != seq + 1 {
+                return Err(LeadError::Gap { from: seq, to: at });
+            }
+            seq = at;
+            if let Some(logged) = self.logged(&msg) {
+                replay.push(&mut self.state, logged);
+            }
         }
-        let published = self.last_published().await?;
-        tracing::info!(?published, "newest stored event position");
-        let republish = self.replay(entries, published);
+        let (republish, _) = replay.finish(&mut self.state);
+        self.traces.retain_live(&self.state);
+        // Reasons and settled types are not in the log: look at everything.
+        self.state.reconsider();
+        self.upkeep.applied(last.saturating_sub(from - 1));
+        self.upkeep.archive_kept = crate::upkeep::archive_retention(&self.storage.archive).await;
         self.state.epoch = epoch;
         self.role.lead(epoch);
         tracing::info!(
-            entries = last,
+            entries = last.saturating_sub(from - 1),
+            from,
             jobs = self.state.job_queue.len(),
             ms = started.elapsed().as_millis() as u64,
-            "state rebuilt from the log"
+            "state rebuilt from the snapshot and the log after it"
         );
         let mut requests = self.subscribe(subjects::SCHED_REQUEST.to_string()).await?;
         let mut heartbeats = self.subscribe(subjects::all_heartbeats()).await?;
@@ -337,6 +400,8 @@ impl Runner<'_> {
                     self.refresh_metrics();
                     self.check_executors().await;
                     self.resend().await;
+                    self.snapshot_if_due();
+                    self.archive_if_due().await;
                     self.dirty = true;
                 }
             }
@@ -363,6 +428,7 @@ impl Runner<'_> {
         }
         self.after = self.after.max(seq);
         self.positions.input(seq);
+        self.upkeep.applied(1);
         match serde_json::from_slice::<LogEntry>(&msg.payload) {
             Ok(entry) => {
                 self.traces.entry(&entry, msg.headers.as_ref());
@@ -434,48 +500,37 @@ impl Runner<'_> {
             .map_err(|source| LeadError::Subscribe { subject, source })
     }
 
-    /// Rebuilds the state from the stored log (see `State::replay`) and
-    /// returns the events after `published`.
-    fn replay(
-        &mut self,
-        messages: Vec<async_nats::jetstream::Message>,
-        published: Option<Position>,
-    ) -> Vec<(Position, Effect)> {
-        let mut log = Vec::with_capacity(messages.len());
-        for msg in messages {
-            let Ok(info) = msg.info() else { continue };
-            let (seq, at) = (info.stream_sequence, ms_of(&info));
-            let entry = match serde_json::from_slice::<LogEntry>(&msg.payload) {
-                Ok(e) => e,
-                Err(e) => {
-                    tracing::warn!(seq, subject = %msg.subject, error = %e, "unreadable log entry skipped");
-                    continue;
-                }
-            };
-            self.traces.entry(&entry, msg.headers.as_ref());
-            let after = if msg.subject.as_str() == subjects::LOG_SCHED {
-                self.sched_seq = self.sched_seq.max(seq);
-                Some(
-                    msg.headers
-                        .as_ref()
-                        .and_then(|h| h.get(AFTER_HEADER))
-                        .and_then(|v| v.as_str().parse().ok())
-                        .unwrap_or(0),
-                )
-            } else {
-                self.after = self.after.max(seq);
-                None
-            };
-            log.push(Logged {
-                seq,
-                after,
-                entry,
-                at,
-            });
+    /// A stored entry as a replay reads it (None: unreadable, skipped).
+    fn logged(&mut self, msg: &async_nats::jetstream::Message) -> Option<Logged> {
+        let info = msg.info().ok()?;
+        let (seq, at) = (info.stream_sequence, ms_of(&info));
+        let decision = msg.subject.as_str() == subjects::LOG_SCHED;
+        if decision {
+            self.sched_seq = self.sched_seq.max(seq);
+        } else {
+            self.after = self.after.max(seq);
         }
-        let republish = self.state.replay(log, published);
-        self.traces.retain_live(&self.state);
-        republish
+        let entry = match serde_json::from_slice::<LogEntry>(&msg.payload) {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::warn!(seq, subject = %msg.subject, error = %e, "unreadable log entry skipped");
+                return None;
+            }
+        };
+        self.traces.entry(&entry, msg.headers.as_ref());
+        let after = decision.then(|| {
+            msg.headers
+                .as_ref()
+                .and_then(|h| h.get(AFTER_HEADER))
+                .and_then(|v| v.as_str().parse().ok())
+                .unwrap_or(0)
+        });
+        Some(Logged {
+            seq,
+            after,
+            entry,
+            at,
+        })
     }
 
     /// Appends a decision, fenced on the decisions subject. None: another
@@ -498,6 +553,7 @@ impl Runner<'_> {
             Ok(ack) => {
                 self.sched_seq = ack.sequence;
                 self.own.insert(ack.sequence);
+                self.upkeep.applied(1);
                 self.positions.decision(self.after, ack.sequence);
                 Some(ack.sequence)
             }
@@ -576,7 +632,7 @@ impl Runner<'_> {
         if effect.is_event() {
             // Events go to the events stream through the publisher: stored
             // (acknowledged) at least once, deduplicated by their position.
-            let _ = self.events.send((subject, body.into(), headers));
+            let _ = self.events.send(Outbound::Event((subject, body.into(), headers)));
         } else if let Err(e) = self
             .client
             .publish_with_headers(subject, headers, body.into())
@@ -747,6 +803,81 @@ impl Runner<'_> {
         }
     }
 
+    /// Starts a snapshot when one is due (see `upkeep.rs`).
+    fn snapshot_if_due(&mut self) {
+        let every = self.settings.snapshot_every_entries;
+        let interval = Duration::from_secs(self.settings.snapshot_interval_seconds);
+        if !self.upkeep.snapshot_due(every, interval) {
+            return;
+        }
+        let image = crate::snapshot::Image {
+            state: self.state.clone(),
+            traces: self.traces.export(),
+        };
+        let cut = Cut {
+            after: self.after,
+            sched: self.sched_seq,
+        };
+        let (done, flushed) = tokio::sync::oneshot::channel();
+        let _ = self.events.send(Outbound::Flushed(done));
+        self.upkeep.snapshot(
+            self.storage.snapshots.clone(),
+            self.storage.log.clone(),
+            image,
+            (cut, self.positions),
+            self.settings.holder.clone(),
+            self.settings.snapshots_kept,
+            Duration::from_secs(self.settings.log_retention_hours * 3600),
+            flushed,
+        );
+    }
+
+    /// Archives the jobs finished `finishedRetentionSeconds` ago: their
+    /// records are stored first, then an `Archive` decision lets them go.
+    async fn archive_if_due(&mut self) {
+        if !self.upkeep.archive_due() {
+            return;
+        }
+        let now = self.state.clock.max(now_ms());
+        let cutoff = now.saturating_sub(self.settings.finished_retention_seconds * 1000);
+        let due = self
+            .state
+            .due_for_archive(cutoff, crate::upkeep::ARCHIVE_BATCH);
+        if due.is_empty() {
+            return;
+        }
+        let mut records = Vec::with_capacity(due.len());
+        let mut job_ids = Vec::with_capacity(due.len());
+        for job in &due {
+            let share = match job.quota_share_name.as_str() {
+                "" => "-", // rejected before it had a share
+                s => s,
+            };
+            let (Ok(subject), Ok(body)) = (
+                subjects::archived_job(&job.job_queue, share, &job.job_id),
+                serde_json::to_vec(job),
+            ) else {
+                tracing::warn!(job = %job.job_id, "job cannot be archived (its names cannot be a subject); kept");
+                continue;
+            };
+            records.push((subject, body.into(), async_nats::HeaderMap::new()));
+            job_ids.push(job.job_id.clone());
+        }
+        qm_service::nats::publish_batch_durably(&self.storage.js, records).await;
+        let entry = LogEntry::Archive {
+            job_ids,
+            at: now,
+        };
+        if self.append(&entry).await.is_some() {
+            let LogEntry::Archive { job_ids, .. } = &entry else {
+                unreachable!()
+            };
+            tracing::info!(jobs = job_ids.len(), "finished jobs archived");
+            let fx = self.state.apply(entry, now);
+            self.publish(fx).await;
+        }
+    }
+
     async fn passes(&mut self) {
         let queues: Vec<String> = self.state.queues.keys().cloned().collect();
         let now = self.state.clock.max(now_ms());
@@ -820,25 +951,51 @@ impl Runner<'_> {
         let caller = &req.caller;
         match &req.operation {
             SchedOperation::DescribeServiceJob(j) => {
-                let r = self
-                    .state
-                    .describe(&j.job_id, now)
-                    .ok_or_else(|| not_found(&j.job_id))
-                    .and_then(|job| {
-                        allowed(
-                            caller,
-                            Action::ReadJob {
-                                queue: &job.job_queue,
-                                share: &job.quota_share_name,
-                            },
-                        )?;
-                        Ok(job)
+                let Some(job) = self.state.describe(&j.job_id, now) else {
+                    // Not in the state: perhaps archived (read beside the loop).
+                    let (archive, client) = (self.storage.archive.clone(), self.client.clone());
+                    let (caller, job_id) = (caller.clone(), j.job_id.clone());
+                    let kept = self.upkeep.archive_kept;
+                    tokio::spawn(async move {
+                        let r = crate::archive::describe(&archive, &job_id)
+                            .await
+                            .and_then(|found| {
+                                found.ok_or_else(|| crate::archive::not_found(&job_id, kept))
+                            })
+                            .and_then(|job| readable_job(&caller, job));
+                        reply_to(&client, msg.reply, r).await;
                     });
+                    return;
+                };
+                let r = readable_job(caller, job);
                 self.reply(msg.reply, r).await
             }
             SchedOperation::ListServiceJobs(l) => {
-                let r = self.list(caller, l, now);
-                self.reply(msg.reply, r).await
+                match self.list(caller, l, now) {
+                    Ok(Listed::Done(page)) => self.reply(msg.reply, Ok(page)).await,
+                    Ok(Listed::Archive { page, from }) => {
+                        // The live jobs are all listed: the archive's follow.
+                        let (archive, client) = (self.storage.archive.clone(), self.client.clone());
+                        let (caller, l) = (caller.clone(), l.clone());
+                        tokio::spawn(async move {
+                            let max = page_size(&l);
+                            let r = crate::archive::list(&archive, &caller, &l, from, max - page.len())
+                                .await
+                                .map(|(archived, next)| {
+                                    let mut page = page;
+                                    page.extend(archived);
+                                    ListServiceJobsResponse {
+                                        job_summary_list: page,
+                                        next_token: next.map(|seq| {
+                                            format!("{}{seq}", crate::archive::TOKEN_PREFIX)
+                                        }),
+                                    }
+                                });
+                            reply_to(&client, msg.reply, r).await;
+                        });
+                    }
+                    Err(e) => self.reply::<()>(msg.reply, Err(e)).await,
+                }
             }
             SchedOperation::GetJobQueueSnapshot(q) => {
                 let r = allowed(
@@ -861,9 +1018,7 @@ impl Runner<'_> {
         to: Option<async_nats::Subject>,
         r: Result<T, ApiError>,
     ) {
-        if let Some(to) = to {
-            let _ = self.client.publish(to, encode(&r)).await;
-        }
+        reply_to(self.client, to, r).await;
     }
 
     /// Priority updates and terminates: validated on the current state,
@@ -976,12 +1131,10 @@ impl Runner<'_> {
         }
     }
 
-    fn list(
-        &self,
-        caller: &Caller,
-        l: &ListServiceJobs,
-        now: u64,
-    ) -> Result<ListServiceJobsResponse, ApiError> {
+    /// A page of `ListServiceJobs`: the jobs in the state first, then
+    /// (for a status a finished job can have) the archive's, which are
+    /// read beside the loop.
+    fn list(&self, caller: &Caller, l: &ListServiceJobs, now: u64) -> Result<Listed, ApiError> {
         match &l.quota_share_name {
             Some(share) => allowed(
                 caller,
@@ -1003,16 +1156,30 @@ impl Runner<'_> {
                 format!("no job queue {:?}", l.job_queue),
             )
         })?;
+        let bad_token = |t: &str| {
+            api::error(
+                ErrorCode::Invalid,
+                format!("nextToken {t:?} is not one this API returned"),
+            )
+        };
+        let max = page_size(l);
+        let archived_too = l
+            .job_status
+            .as_deref()
+            .is_none_or(|s| s == "SUCCEEDED" || s == "FAILED");
         let start: usize = match &l.next_token {
-            Some(t) => t.parse().map_err(|_| {
-                api::error(
-                    ErrorCode::Invalid,
-                    format!("nextToken {t:?} is not one this API returned"),
-                )
-            })?,
+            Some(t) => match t.strip_prefix(crate::archive::TOKEN_PREFIX) {
+                Some(seq) => {
+                    let from = seq.parse().map_err(|_| bad_token(t))?;
+                    return Ok(Listed::Archive {
+                        page: Vec::new(),
+                        from,
+                    });
+                }
+                None => t.parse().map_err(|_| bad_token(t))?,
+            },
             None => 0,
         };
-        let max = l.max_results.unwrap_or(100).clamp(1, 1000) as usize;
         let mut matching = qs.cluster.jobs().filter(|j| {
             l.job_status
                 .as_deref()
@@ -1033,10 +1200,26 @@ impl Runner<'_> {
             .map(|j| self.state.service_job(&l.job_queue, j.id, now))
             .collect();
         let more = matching.next().is_some();
-        Ok(ListServiceJobsResponse {
-            next_token: more.then(|| (start + page.len()).to_string()),
-            job_summary_list: page,
-        })
+        if more {
+            return Ok(Listed::Done(ListServiceJobsResponse {
+                next_token: Some((start + page.len()).to_string()),
+                job_summary_list: page,
+            }));
+        }
+        if !archived_too {
+            return Ok(Listed::Done(ListServiceJobsResponse {
+                next_token: None,
+                job_summary_list: page,
+            }));
+        }
+        if page.len() == max {
+            // Full: the next page starts in the archive.
+            return Ok(Listed::Done(ListServiceJobsResponse {
+                next_token: Some(format!("{}1", crate::archive::TOKEN_PREFIX)),
+                job_summary_list: page,
+            }));
+        }
+        Ok(Listed::Archive { page, from: 1 })
     }
 
     /// A queue's usage per share, and the front of its queue (only the jobs
@@ -1101,6 +1284,46 @@ fn allowed(caller: &Caller, action: Action<'_>) -> Result<(), ApiError> {
 
 fn readable(caller: &Caller, queue: &str, share: &str) -> bool {
     authorize(caller, Action::ReadJob { queue, share }).is_ok()
+}
+
+/// What the loop could answer of a listing by itself.
+enum Listed {
+    Done(ListServiceJobsResponse),
+    /// The live part (`page`), to be completed from the archive, from
+    /// stream sequence `from`.
+    Archive {
+        page: Vec<qm_wire::messages::ServiceJob>,
+        from: u64,
+    },
+}
+
+fn page_size(l: &ListServiceJobs) -> usize {
+    l.max_results.unwrap_or(100).clamp(1, 1000) as usize
+}
+
+/// The job, if `caller` may read it.
+fn readable_job(
+    caller: &Caller,
+    job: qm_wire::messages::ServiceJob,
+) -> Result<qm_wire::messages::ServiceJob, ApiError> {
+    allowed(
+        caller,
+        Action::ReadJob {
+            queue: &job.job_queue,
+            share: &job.quota_share_name,
+        },
+    )?;
+    Ok(job)
+}
+
+async fn reply_to<T: serde::Serialize>(
+    client: &async_nats::Client,
+    to: Option<async_nats::Subject>,
+    r: Result<T, ApiError>,
+) {
+    if let Some(to) = to {
+        let _ = client.publish(to, encode(&r)).await;
+    }
 }
 
 fn not_found(job_id: &str) -> ApiError {

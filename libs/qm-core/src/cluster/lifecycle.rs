@@ -106,6 +106,7 @@ impl Cluster {
             host_lost_attempts: 0,
             stopping: None,
             last_checkpoint: None,
+            finished_at: None,
         };
         self.jobs.insert(job);
         self.make_runnable(id, now, StatusReason::Waiting(WaitReason::Queued));
@@ -135,6 +136,9 @@ impl Cluster {
         let from = job.status;
         job.status = to;
         job.status_reason = reason;
+        if to.is_final() && job.finished_at.is_none() {
+            job.finished_at = Some(now);
+        }
         self.events.push(JobEvent {
             at: now,
             job: id,
@@ -249,6 +253,36 @@ impl Cluster {
                 needs: "not yet SUCCEEDED or FAILED",
             }),
         }
+    }
+
+    /// Finished (SUCCEEDED or FAILED) jobs that finished at or before
+    /// `cutoff`, oldest id first, at most `limit`: what a retention of
+    /// finished jobs lets go.
+    pub fn finished_before(&self, cutoff: Time, limit: usize) -> Vec<JobId> {
+        self.jobs
+            .values()
+            .filter(|j| j.status.is_final() && j.finished_at.is_some_and(|at| at <= cutoff))
+            .map(|j| j.id)
+            .take(limit)
+            .collect()
+    }
+
+    /// Forgets a finished job (its record leaves the state; its id is never
+    /// reused). Nothing a pass looks at refers to a finished job, so this
+    /// changes no decision.
+    pub fn forget(&mut self, id: JobId) -> Result<Job, JobError> {
+        let job = self.jobs.get(&id).ok_or(JobError::NotFound(id))?;
+        if !job.status.is_final() {
+            return Err(JobError::WrongState {
+                job: id,
+                status: job.status,
+                action: "forgetting",
+                needs: "SUCCEEDED or FAILED",
+            });
+        }
+        self.unexplained.remove(&id);
+        self.claims.remove(&id);
+        Ok(self.jobs.remove(&id).expect("checked above"))
     }
 
     pub(crate) fn remove_runnable(&mut self, id: JobId) {

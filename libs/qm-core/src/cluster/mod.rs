@@ -31,7 +31,7 @@ use crate::time::Time;
 pub const DEFAULT_HOST_LOST_CAP: u32 = 5;
 
 /// A status change of one job.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct JobEvent {
     pub at: Time,
     pub job: JobId,
@@ -41,7 +41,7 @@ pub struct JobEvent {
 }
 
 /// Per share and type: entitlement, usage and the indexes of its jobs.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct ShareType {
     /// `maxCapacity` for this type (0 if the share names none).
     pub entitlement: u32,
@@ -59,7 +59,7 @@ pub(crate) struct ShareType {
 }
 
 /// A share's configuration and runtime state.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct ShareSlot {
     pub config: QuotaShare,
     /// Deleted shares keep their slot so that indexes stay stable.
@@ -114,7 +114,7 @@ pub enum JobError {
 }
 
 /// Whether a pass may skip a type.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) enum Settled {
     /// Something changed: the next pass looks at it.
     #[default]
@@ -125,7 +125,7 @@ pub(crate) enum Settled {
 }
 
 /// The scheduling state of one job queue and its fleet.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Cluster {
     pub(crate) queue_name: String,
     pub(crate) queue_state: State,
@@ -283,6 +283,13 @@ impl Cluster {
 
     pub(crate) fn st_mut(&mut self, s: ShareIdx, t: TypeIdx) -> &mut ShareType {
         &mut self.shares[s.index()].types[t.index()]
+    }
+
+    /// The next pass looks at every type (none is settled).
+    pub fn reconsider(&mut self) {
+        for s in &mut self.settled {
+            *s = Settled::No;
+        }
     }
 
     /// Events recorded since the last drain, oldest first.

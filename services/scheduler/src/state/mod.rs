@@ -34,11 +34,14 @@ mod tests;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use qm_core::{Cluster, JobId, PreemptionKind, Time};
+use serde::{Deserialize, Serialize};
 use qm_service::convert;
-use qm_wire::messages::{JobStateChange, PreemptionEvent, RegisterExecutor, SubmitServiceJob};
+use qm_wire::messages::{
+    JobStateChange, PreemptionEvent, RegisterExecutor, ServiceJob, SubmitServiceJob,
+};
 use qm_wire::system::{ExecCommand, LogEntry, QueueDocument};
 
-pub use positions::{Logged, Position, Positions};
+pub use positions::{Cut, Logged, Position, Positions, Replay};
 
 /// Something to publish after an entry was applied (live only).
 #[derive(Clone, Debug, PartialEq)]
@@ -58,12 +61,13 @@ impl Effect {
 }
 
 /// What the scheduler keeps per job beyond the core's state.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct JobMeta {
     pub public_id: String,
     pub submit: SubmitServiceJob,
 }
 
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct QueueState {
     pub cluster: Cluster,
     pub ids: HashMap<String, JobId>,
@@ -82,7 +86,7 @@ impl QueueState {
 
 /// An executor as it registered. Its instances are a node of its queue's
 /// cluster (`qm_core::nodes`), which knows what runs where.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ExecutorState {
     pub registration: RegisterExecutor,
     pub live: bool,
@@ -90,7 +94,7 @@ pub struct ExecutorState {
 
 /// A job the scheduler could not accept after admission stored it (its queue
 /// or share changed in between): it is reported FAILED with the reason.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Rejected {
     pub submit: SubmitServiceJob,
     pub reason: String,
@@ -98,7 +102,7 @@ pub struct Rejected {
 }
 
 /// A job of a queue: the key of per-job sets across queues.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct QueueJob {
     pub queue: String,
     pub job: JobId,
@@ -113,7 +117,9 @@ impl QueueJob {
     }
 }
 
-#[derive(Default)]
+/// Everything here is in a snapshot (see `snapshot.rs`): what is added
+/// must be serializable and keep old snapshots readable (`serde(default)`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct State {
     pub queues: BTreeMap<String, QueueState>,
     pub executors: BTreeMap<String, ExecutorState>,
@@ -179,9 +185,19 @@ impl State {
             LogEntry::ExecutorLost { executor_id, .. } => {
                 self.lose_executor(&executor_id, now, &mut fx)
             }
+            LogEntry::Archive { job_ids, .. } => self.forget(&job_ids),
         }
         self.collect_events(&mut fx);
         fx
+    }
+
+    /// After loading a snapshot: the next pass looks at every type again
+    /// (waiting reasons and what a pass found settled are not in the log,
+    /// so a new leader derives them afresh, as after a replay).
+    pub fn reconsider(&mut self) {
+        for qs in self.queues.values_mut() {
+            qs.cluster.reconsider();
+        }
     }
 
     fn queue_mut(&mut self, q: &str) -> &mut QueueState {
@@ -225,6 +241,45 @@ impl State {
             }
             Err(e) => self.reject(job_id, job, e.to_string(), now),
         }
+    }
+
+    /// Finished jobs archived by the leader leave the state (a job not
+    /// finished, or not known, is left as it is).
+    fn forget(&mut self, job_ids: &[String]) {
+        for job_id in job_ids {
+            if self.rejected.remove(job_id).is_some() {
+                continue;
+            }
+            let Some((q, id)) = self.locate(job_id) else {
+                continue;
+            };
+            let qs = self.queue_mut(&q);
+            if qs.cluster.forget(id).is_ok() {
+                qs.ids.remove(job_id);
+                qs.meta.remove(&id);
+                self.job_queue.remove(job_id);
+            }
+        }
+    }
+
+    /// Finished jobs (and rejected ones) that finished at or before
+    /// `cutoff`, at most `limit`, as `DescribeServiceJob` shows them: what
+    /// the leader archives next.
+    pub fn due_for_archive(&self, cutoff: u64, limit: usize) -> Vec<ServiceJob> {
+        let mut due: Vec<ServiceJob> = self
+            .rejected
+            .iter()
+            .filter(|(_, r)| r.at <= cutoff)
+            .take(limit)
+            .filter_map(|(id, _)| self.describe(id, cutoff))
+            .collect();
+        for (q, qs) in &self.queues {
+            let left = limit.saturating_sub(due.len());
+            for id in qs.cluster.finished_before(Time(cutoff), left) {
+                due.push(self.service_job(q, id, cutoff));
+            }
+        }
+        due
     }
 
     fn reject(&mut self, job_id: String, submit: SubmitServiceJob, reason: String, at: u64) {

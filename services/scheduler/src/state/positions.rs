@@ -2,8 +2,6 @@
 //! stored log in exactly the order the old one applied it, and numbers the
 //! events so that it republishes only those never published.
 
-use std::collections::BTreeMap;
-
 use qm_wire::system::LogEntry;
 
 use super::{Effect, State};
@@ -16,7 +14,7 @@ pub type Position = (u64, u64, u64);
 
 /// Numbers events by [`Position`]: the live leader and a replay use this
 /// one type, so a replay finds the positions the leader published.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Positions(Position);
 
 impl Positions {
@@ -56,57 +54,106 @@ pub struct Logged {
     pub at: u64,
 }
 
+/// Where a snapshot was cut: it holds every input up to `after` and every
+/// decision up to `sched` (a live leader's state at any moment is such a
+/// cut: it applies inputs in stream order and its own decisions as it
+/// stores them, and every decision still to come is decided after `after`).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+pub struct Cut {
+    pub after: u64,
+    pub sched: u64,
+}
+
+/// A replay in progress: stored entries go in one at a time, in stream
+/// order, and come out applied in the order their leader applied them. An
+/// input waits only until the next decision shows it was not applied before
+/// that decision (decisions' `Qm-After` never go backwards), so a replay
+/// holds no more than the inputs stored between two decisions, not the log.
+pub struct Replay {
+    /// Entries the state already holds (a snapshot's cut; zero: none).
+    from: Cut,
+    /// Inputs read and not applied yet, in stream order.
+    waiting: std::collections::VecDeque<Logged>,
+    positions: Positions,
+    published: Option<Position>,
+    republish: Vec<(Position, Effect)>,
+}
+
+impl Replay {
+    /// A replay onto a state that holds everything up to `from` (a
+    /// snapshot's cut, or the default for an empty state) and whose event
+    /// numbering is at `positions`. Events after `published` are kept for a
+    /// new leader to republish (none when `published` is None).
+    pub fn new(from: Cut, positions: Positions, published: Option<Position>) -> Replay {
+        Replay {
+            from,
+            waiting: Default::default(),
+            positions,
+            published,
+            republish: Vec::new(),
+        }
+    }
+
+    fn apply(&mut self, state: &mut State, a: u64, l: Logged) {
+        match l.after {
+            Some(_) => self.positions.decision(a, l.seq),
+            None => self.positions.input(l.seq),
+        }
+        let fx = state.apply(l.entry, l.at);
+        let Some(published) = self.published else {
+            return;
+        };
+        for e in fx.into_iter().filter(Effect::is_event) {
+            let position = self.positions.next_event();
+            if position > published {
+                self.republish.push((position, e));
+            }
+        }
+    }
+
+    /// The next stored entry, in stream order.
+    pub fn push(&mut self, state: &mut State, l: Logged) {
+        match l.after {
+            None if l.seq <= self.from.after => {}
+            None => self.waiting.push_back(l),
+            Some(_) if l.seq <= self.from.sched => {}
+            Some(after) => {
+                while self.waiting.front().is_some_and(|w| w.seq <= after) {
+                    let input = self.waiting.pop_front().expect("checked");
+                    self.apply(state, input.seq, input);
+                }
+                self.apply(state, after, l);
+            }
+        }
+    }
+
+    /// The log has been read to its end: the inputs no decision followed
+    /// are applied. Returns the events to republish and where event
+    /// numbering continues.
+    pub fn finish(mut self, state: &mut State) -> (Vec<(Position, Effect)>, Positions) {
+        while let Some(input) = self.waiting.pop_front() {
+            self.apply(state, input.seq, input);
+        }
+        (self.republish, self.positions)
+    }
+}
+
+#[cfg(test)]
 impl State {
-    /// Rebuilds the state from a stored log (in stream order), applying each
-    /// decision right after the input its leader had last applied, in the
-    /// order they were stored: exactly the order the leader applied them.
-    /// Returns the events produced after position `published` (none when
-    /// `published` is None), for a new leader to republish.
+    /// Rebuilds the state from a whole stored log (in stream order): see
+    /// [`Replay`]. Returns the events produced after position `published`
+    /// (none when `published` is None), for a new leader to republish.
     pub fn replay(
         &mut self,
         log: Vec<Logged>,
         published: Option<Position>,
     ) -> Vec<(Position, Effect)> {
-        let mut inputs = Vec::new();
-        let mut decisions: BTreeMap<u64, Vec<Logged>> = BTreeMap::new();
+        let mut replay = Replay::new(Cut::default(), Positions::default(), published);
         for l in log {
-            match l.after {
-                Some(after) => decisions.entry(after).or_default().push(l),
-                None => inputs.push(l),
-            }
+            replay.push(self, l);
         }
-        let mut out = Vec::new();
-        let mut positions = Positions::default();
-        let mut apply = |state: &mut State, a: u64, l: Logged| {
-            match l.after {
-                Some(_) => positions.decision(a, l.seq),
-                None => positions.input(l.seq),
-            }
-            let fx = state.apply(l.entry, l.at);
-            let Some(published) = published else { return };
-            for e in fx.into_iter().filter(Effect::is_event) {
-                let position = positions.next_event();
-                if position > published {
-                    out.push((position, e));
-                }
-            }
-        };
-        for d in decisions.remove(&0).unwrap_or_default() {
-            apply(self, 0, d);
-        }
-        for l in inputs {
-            let seq = l.seq;
-            apply(self, seq, l);
-            for d in decisions.remove(&seq).unwrap_or_default() {
-                apply(self, seq, d);
-            }
-        }
-        // Decisions after inputs that are gone (never: the stream keeps all).
-        for (after, list) in decisions {
-            for d in list {
-                apply(self, after, d);
-            }
-        }
-        out
+        replay.finish(self).0
     }
 }

@@ -1,0 +1,192 @@
+//! What keeps the leader's state and the log bounded: snapshots (written
+//! beside the loop, after every event they cover is stored), pruning old
+//! snapshots and truncating the log behind the older kept one, and when the
+//! archive of finished jobs is next due. The loop decides *when*; the work
+//! that takes time runs in a task, never in the loop.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::consumer::{pull, DeliverPolicy};
+use async_nats::jetstream::object_store::ObjectStore;
+use async_nats::jetstream::stream::Stream;
+use futures::StreamExt;
+
+use crate::snapshot::{self, Image};
+use crate::state::{Cut, Positions};
+
+/// How often the leader looks for finished jobs to archive.
+const ARCHIVE_EVERY: Duration = Duration::from_secs(2);
+/// Most jobs archived at once.
+pub const ARCHIVE_BATCH: usize = 10_000;
+
+/// The leader's upkeep bookkeeping.
+pub struct Upkeep {
+    /// Log entries applied since the last snapshot was started.
+    since_snapshot: u64,
+    last_snapshot: Instant,
+    task: Option<tokio::task::JoinHandle<()>>,
+    /// False once this leader stopped leading: its snapshot task, if still
+    /// running, then stores its snapshot but truncates nothing.
+    leading: Arc<AtomicBool>,
+    last_archive: Option<Instant>,
+    /// The archive's retention (its stream's `max_age`), for the error that
+    /// says how long archived jobs are kept.
+    pub archive_kept: Duration,
+}
+
+impl Upkeep {
+    pub fn new() -> Upkeep {
+        Upkeep {
+            since_snapshot: 0,
+            last_snapshot: Instant::now(),
+            task: None,
+            leading: Arc::new(AtomicBool::new(true)),
+            last_archive: None,
+            archive_kept: Duration::ZERO,
+        }
+    }
+
+    pub fn applied(&mut self, entries: u64) {
+        self.since_snapshot += entries;
+    }
+
+    /// Whether a snapshot is due: `every` entries since the last, or some
+    /// entries and `interval` since it; never while one is being written.
+    pub fn snapshot_due(&self, every: u64, interval: Duration) -> bool {
+        if self.task.as_ref().is_some_and(|t| !t.is_finished()) {
+            return false;
+        }
+        self.since_snapshot >= every
+            || (self.since_snapshot > 0 && self.last_snapshot.elapsed() >= interval)
+    }
+
+    /// Whether to look for finished jobs to archive now.
+    pub fn archive_due(&mut self) -> bool {
+        if self.last_archive.is_some_and(|t| t.elapsed() < ARCHIVE_EVERY) {
+            return false;
+        }
+        self.last_archive = Some(Instant::now());
+        true
+    }
+
+    /// Starts writing a snapshot of `image` at `cut` once `flushed` says
+    /// every event before it is stored; then keeps the newest `keep`
+    /// snapshots and truncates the log behind the oldest kept one (but
+    /// never entries younger than `log_retention`, which `qm audit` reads).
+    #[allow(clippy::too_many_arguments)]
+    pub fn snapshot(
+        &mut self,
+        store: ObjectStore,
+        log: Stream,
+        image: Image,
+        (cut, positions): (Cut, Positions),
+        holder: String,
+        keep: usize,
+        log_retention: Duration,
+        flushed: tokio::sync::oneshot::Receiver<()>,
+    ) {
+        self.since_snapshot = 0;
+        self.last_snapshot = Instant::now();
+        let leading = self.leading.clone();
+        self.task = Some(tokio::spawn(async move {
+            if flushed.await.is_err() {
+                return; // the publisher is gone: so is this leader
+            }
+            let started = Instant::now();
+            let encode =
+                move || snapshot::encode(&image, cut, positions, qm_service::now_ms(), &holder);
+            let Ok(bytes) = tokio::task::spawn_blocking(encode).await else {
+                return;
+            };
+            let encoded = started.elapsed();
+            if let Err(e) = snapshot::store(&store, cut, &bytes).await {
+                tracing::warn!(error = %e, "snapshot not stored; the next one is tried later");
+                return;
+            }
+            let stored = started.elapsed();
+            if !leading.load(Ordering::SeqCst) {
+                return;
+            }
+            let purged = match truncate(&store, &log, keep, log_retention).await {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::warn!(error = %e, "old snapshots or log entries not removed; tried again after the next snapshot");
+                    None
+                }
+            };
+            tracing::info!(
+                snapshot = %snapshot::name(cut),
+                bytes = bytes.len(),
+                encode_ms = encoded.as_millis() as u64,
+                store_ms = stored.as_millis() as u64,
+                log_truncated_below = ?purged,
+                "snapshot stored"
+            );
+        }));
+    }
+}
+
+impl Drop for Upkeep {
+    fn drop(&mut self) {
+        self.leading.store(false, Ordering::SeqCst);
+    }
+}
+
+/// Keeps `keep` snapshots and purges the log below what the oldest kept
+/// one needs and below the first entry younger than `retention`. Returns
+/// the sequence the log now starts at, if it purged.
+async fn truncate(
+    store: &ObjectStore,
+    log: &Stream,
+    keep: usize,
+    retention: Duration,
+) -> Result<Option<u64>, async_nats::Error> {
+    let Some(needed) = snapshot::prune(store, keep).await? else {
+        return Ok(None);
+    };
+    let floor = needed.min(first_since(log, retention).await?);
+    let first = log.clone().info().await?.state.first_sequence;
+    if floor <= first {
+        return Ok(None);
+    }
+    log.purge().sequence(floor).await?;
+    Ok(Some(floor))
+}
+
+/// The sequence of the first log entry stored less than `age` ago (the
+/// next sequence if none is).
+async fn first_since(log: &Stream, age: Duration) -> Result<u64, async_nats::Error> {
+    let last = log.clone().info().await?.state.last_sequence;
+    if age.is_zero() {
+        return Ok(last + 1);
+    }
+    let start = time::OffsetDateTime::now_utc() - age;
+    let mut consumer = log
+        .create_consumer(pull::OrderedConfig {
+            deliver_policy: DeliverPolicy::ByStartTime { start_time: start },
+            ..Default::default()
+        })
+        .await?;
+    if consumer.info().await?.num_pending == 0 {
+        return Ok(last + 1);
+    }
+    let mut messages = consumer.messages().await?;
+    let first = tokio::time::timeout(Duration::from_secs(10), messages.next())
+        .await
+        .map_err(|_| "the first recent log entry did not arrive in 10 s")?
+        .ok_or("the log consumer ended")??;
+    Ok(first.info()?.stream_sequence)
+}
+
+/// The archive's retention, read from its stream (zero if unreadable).
+pub async fn archive_retention(archive: &Stream) -> Duration {
+    match archive.clone().info().await {
+        Ok(info) => info.config.max_age,
+        Err(e) => {
+            tracing::warn!(error = %e, "the archive's retention could not be read");
+            Duration::ZERO
+        }
+    }
+}
