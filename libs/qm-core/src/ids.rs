@@ -5,7 +5,9 @@ use std::fmt;
 
 /// A job's identity, unique within a cluster and ordered by submission. Job id
 /// is the last tie-breaker of every ordering, which keeps passes deterministic.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct JobId(pub u64);
 
 impl fmt::Display for JobId {
@@ -15,7 +17,9 @@ impl fmt::Display for JobId {
 }
 
 /// Index of a quota share in its queue (stable: deleted shares leave a tombstone).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct ShareIdx(pub u16);
 
 impl ShareIdx {
@@ -25,7 +29,9 @@ impl ShareIdx {
 }
 
 /// Index of an instance type in the cluster's type table.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct TypeIdx(pub u16);
 
 impl TypeIdx {

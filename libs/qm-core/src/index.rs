@@ -15,7 +15,9 @@ use crate::ids::JobId;
 use crate::time::Time;
 
 /// A waiting job's place in line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct QueueKey {
     pub priority: Reverse<u32>,
     pub runnable_since: Time,
@@ -23,7 +25,9 @@ pub struct QueueKey {
 }
 
 /// A running job's place in its share's (priority desc, start asc) order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct RunKey {
     pub priority: Reverse<u32>,
     pub started: Time,

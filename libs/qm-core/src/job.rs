@@ -31,7 +31,9 @@ pub const DEFAULT_GRACE_PERIOD_SECS: u64 = 120;
 pub const MAX_GRACE_PERIOD_SECS: u64 = 86_400;
 
 /// A job's status.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub enum JobStatus {
     Submitted,
     Runnable,
@@ -91,7 +93,9 @@ impl fmt::Display for JobStatus {
 }
 
 /// Why the scheduler stops a running attempt.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub enum PreemptionKind {
     /// Lent capacity reclaimed by its owner.
     CrossShare,
@@ -120,7 +124,9 @@ impl PreemptionKind {
 }
 
 /// How an attempt ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub enum AttemptOutcome {
     Succeeded,
     Failed,

@@ -44,7 +44,9 @@ pub const UNPLACED_STOP_GRACE_SECS: u64 = 10;
 
 /// Index of a node in its cluster's node table (stable: a lost node keeps
 /// its slot, and a node that registers again gets the same index).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct NodeId(pub u32);
 
 impl NodeId {
@@ -102,7 +104,9 @@ impl Node {
 }
 
 /// One rank of an attempt: a node and its slots there.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct Rank {
     pub node: NodeId,
     pub slots: Slots,

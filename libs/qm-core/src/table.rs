@@ -122,7 +122,11 @@ mod tests {
         assert_eq!(t.len(), 4);
         assert_eq!(t.jobs.len(), 5, "a hole in the middle keeps its slot");
         t.remove(&JobId(1));
-        assert_eq!((t.first, t.jobs.len()), (3, 3), "the empty front is dropped");
+        assert_eq!(
+            (t.first, t.jobs.len()),
+            (3, 3),
+            "the empty front is dropped"
+        );
         assert!(t.get(&JobId(1)).is_none() && t.get(&JobId(2)).is_none());
         assert_eq!(t.get(&JobId(4)).map(|j| j.id), Some(JobId(4)));
         assert_eq!(t.next_id(), JobId(6));

@@ -5,7 +5,19 @@ use std::fmt;
 
 /// A point in time in milliseconds since an epoch the caller chooses (the
 /// simulator starts at 0, the live scheduler uses the Unix epoch).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+)]
 pub struct Time(pub u64);
 
 impl Time {

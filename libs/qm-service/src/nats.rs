@@ -322,6 +322,10 @@ async fn retain(js: &jetstream::Context, name: &str, age: Duration) -> Result<()
     if config.max_age != age {
         tracing::info!(stream = name, from = ?config.max_age, to = ?age, "retention changed");
         config.max_age = age;
+        // JetStream refuses a deduplication window longer than the age.
+        if !age.is_zero() && config.duplicate_window > age {
+            config.duplicate_window = age;
+        }
         js.update_stream(config)
             .await
             .map_err(|e| failed(e.into()))?;
@@ -378,7 +382,11 @@ pub async fn create_storage(
         },
     )
     .await?;
-    if js.get_object_store(subjects::SNAPSHOT_BUCKET).await.is_err() {
+    if js
+        .get_object_store(subjects::SNAPSHOT_BUCKET)
+        .await
+        .is_err()
+    {
         let created = js
             .create_object_store(jetstream::object_store::Config {
                 bucket: subjects::SNAPSHOT_BUCKET.into(),

@@ -94,7 +94,10 @@ pub enum LogEntry {
     /// Finished jobs whose records the leader stored in the archive
     /// (`QM_ARCHIVE`): they leave the state (`finishedRetentionSeconds`).
     #[serde(rename_all = "camelCase")]
-    Archive { job_ids: Vec<String>, at: u64 },
+    Archive {
+        job_ids: Vec<String>,
+        at: u64,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -138,7 +138,8 @@ mod tests {
         assert_eq!(kept_for(Duration::from_secs(120)), "2 minutes");
         let e = not_found("j-1", Duration::from_secs(3 * 86_400));
         assert!(
-            e.message.contains("\"j-1\" not found (archived jobs are kept 3 days)"),
+            e.message
+                .contains("\"j-1\" not found (archived jobs are kept 3 days)"),
             "{}",
             e.message
         );

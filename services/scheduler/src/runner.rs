@@ -264,8 +264,9 @@ impl Runner<'_> {
         let stored = &log.info().await.map_err(log_error)?.state;
         let (first, last) = (stored.first_sequence, stored.last_sequence);
         // The newest readable snapshot, then only the log after its cut.
-        let loaded = crate::snapshot::load_newest(&self.storage.snapshots, first).await?;
-        let (cut, positions) = match loaded {
+        let found = crate::snapshot::load_newest(&self.storage.snapshots, first).await?;
+        self.upkeep.damaged = found.damaged;
+        let (cut, positions) = match found.loaded {
             Some(l) => {
                 tracing::info!(
                     snapshot = %l.name, jobs = l.header.jobs, bytes = l.header.body_bytes,
@@ -316,7 +317,6 @@ impl Runner<'_> {
         // Reasons and settled types are not in the log: look at everything.
         self.state.reconsider();
         self.upkeep.applied(last.saturating_sub(from - 1));
-        self.upkeep.archive_kept = crate::upkeep::archive_retention(&self.storage.archive).await;
         self.state.epoch = epoch;
         self.role.lead(epoch);
         tracing::info!(
@@ -632,7 +632,9 @@ impl Runner<'_> {
         if effect.is_event() {
             // Events go to the events stream through the publisher: stored
             // (acknowledged) at least once, deduplicated by their position.
-            let _ = self.events.send(Outbound::Event((subject, body.into(), headers)));
+            let _ = self
+                .events
+                .send(Outbound::Event((subject, body.into(), headers)));
         } else if let Err(e) = self
             .client
             .publish_with_headers(subject, headers, body.into())
@@ -864,10 +866,7 @@ impl Runner<'_> {
             job_ids.push(job.job_id.clone());
         }
         qm_service::nats::publish_batch_durably(&self.storage.js, records).await;
-        let entry = LogEntry::Archive {
-            job_ids,
-            at: now,
-        };
+        let entry = LogEntry::Archive { job_ids, at: now };
         if self.append(&entry).await.is_some() {
             let LogEntry::Archive { job_ids, .. } = &entry else {
                 unreachable!()
@@ -955,14 +954,15 @@ impl Runner<'_> {
                     // Not in the state: perhaps archived (read beside the loop).
                     let (archive, client) = (self.storage.archive.clone(), self.client.clone());
                     let (caller, job_id) = (caller.clone(), j.job_id.clone());
-                    let kept = self.upkeep.archive_kept;
                     tokio::spawn(async move {
-                        let r = crate::archive::describe(&archive, &job_id)
-                            .await
-                            .and_then(|found| {
-                                found.ok_or_else(|| crate::archive::not_found(&job_id, kept))
-                            })
-                            .and_then(|job| readable_job(&caller, job));
+                        let r = match crate::archive::describe(&archive, &job_id).await {
+                            Ok(Some(job)) => readable_job(&caller, job),
+                            Ok(None) => {
+                                let kept = crate::upkeep::archive_retention(&archive).await;
+                                Err(crate::archive::not_found(&job_id, kept))
+                            }
+                            Err(e) => Err(e),
+                        };
                         reply_to(&client, msg.reply, r).await;
                     });
                     return;
@@ -979,18 +979,19 @@ impl Runner<'_> {
                         let (caller, l) = (caller.clone(), l.clone());
                         tokio::spawn(async move {
                             let max = page_size(&l);
-                            let r = crate::archive::list(&archive, &caller, &l, from, max - page.len())
-                                .await
-                                .map(|(archived, next)| {
-                                    let mut page = page;
-                                    page.extend(archived);
-                                    ListServiceJobsResponse {
-                                        job_summary_list: page,
-                                        next_token: next.map(|seq| {
-                                            format!("{}{seq}", crate::archive::TOKEN_PREFIX)
-                                        }),
-                                    }
-                                });
+                            let r =
+                                crate::archive::list(&archive, &caller, &l, from, max - page.len())
+                                    .await
+                                    .map(|(archived, next)| {
+                                        let mut page = page;
+                                        page.extend(archived);
+                                        ListServiceJobsResponse {
+                                            job_summary_list: page,
+                                            next_token: next.map(|seq| {
+                                                format!("{}{seq}", crate::archive::TOKEN_PREFIX)
+                                            }),
+                                        }
+                                    });
                             reply_to(&client, msg.reply, r).await;
                         });
                     }

@@ -97,7 +97,13 @@ pub fn cut_of(name: &str) -> Option<Cut> {
 }
 
 /// Encodes a snapshot of `image` at `cut`.
-pub fn encode(image: &Image, cut: Cut, positions: Positions, taken_at: u64, holder: &str) -> Vec<u8> {
+pub fn encode(
+    image: &Image,
+    cut: Cut,
+    positions: Positions,
+    taken_at: u64,
+    holder: &str,
+) -> Vec<u8> {
     let mut body = Vec::new();
     ciborium::into_writer(image, &mut body).expect("the state serializes");
     let header = Header {
@@ -166,6 +172,14 @@ pub struct Loaded {
     pub image: Image,
 }
 
+/// What a leader found: the snapshot it starts from (None: the empty
+/// state) and the newer ones that were damaged (removed once it has
+/// stored a snapshot of its own, so they never count as kept).
+pub struct Found {
+    pub loaded: Option<Loaded>,
+    pub damaged: Vec<String>,
+}
+
 /// Why a leader cannot start from the stored snapshots and log.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
@@ -209,11 +223,11 @@ pub fn needs_from(cut: Cut) -> u64 {
 /// The newest snapshot that reads and whose following entries the log
 /// still holds (`first`: the log's first sequence). None: start from the
 /// empty state (no snapshot, and the log was never truncated).
-pub async fn load_newest(store: &ObjectStore, first: u64) -> Result<Option<Loaded>, LoadError> {
+pub async fn load_newest(store: &ObjectStore, first: u64) -> Result<Found, LoadError> {
     let stored = list(store).await.map_err(LoadError::Store)?;
-    let mut tried = 0;
+    let mut damaged = Vec::new();
     for (cut, name) in stored.into_iter().rev() {
-        tried += 1;
+        damaged.push(name.clone());
         if needs_from(cut) < first {
             tracing::error!(snapshot = %name, first, "snapshot older than the log's start; skipped");
             continue;
@@ -227,11 +241,15 @@ pub async fn load_newest(store: &ObjectStore, first: u64) -> Result<Option<Loade
         };
         match decode(&bytes) {
             Ok((header, image)) if header.cut == cut => {
-                return Ok(Some(Loaded {
-                    name,
-                    header,
-                    image,
-                }))
+                damaged.pop();
+                return Ok(Found {
+                    loaded: Some(Loaded {
+                        name,
+                        header,
+                        image,
+                    }),
+                    damaged,
+                });
             }
             Ok((header, _)) => tracing::error!(
                 snapshot = %name, cut = ?header.cut,
@@ -245,9 +263,13 @@ pub async fn load_newest(store: &ObjectStore, first: u64) -> Result<Option<Loade
         }
     }
     if first > 1 {
+        let tried = damaged.len();
         return Err(LoadError::Truncated { first, tried });
     }
-    Ok(None)
+    Ok(Found {
+        loaded: None,
+        damaged,
+    })
 }
 
 /// Stores a snapshot (encoded) under its cut's name.
@@ -257,11 +279,20 @@ pub async fn store(store: &ObjectStore, cut: Cut, bytes: &[u8]) -> Result<(), as
     Ok(())
 }
 
-/// Keeps the newest `keep` snapshots (deleting the rest) and returns the
-/// first log entry the oldest kept one needs: the log may be truncated
-/// below it.
-pub async fn prune(store: &ObjectStore, keep: usize) -> Result<Option<u64>, async_nats::Error> {
-    let stored = list(store).await?;
+/// Deletes the `damaged` snapshots, keeps the newest `keep` others
+/// (deleting the rest) and returns the first log entry the oldest kept one
+/// needs: the log may be truncated below it.
+pub async fn prune(
+    store: &ObjectStore,
+    keep: usize,
+    damaged: &[String],
+) -> Result<Option<u64>, async_nats::Error> {
+    let mut stored = list(store).await?;
+    for (_, name) in stored.iter().filter(|(_, n)| damaged.contains(n)) {
+        tracing::warn!(snapshot = %name, "damaged snapshot removed");
+        store.delete(name).await?;
+    }
+    stored.retain(|(_, n)| !damaged.contains(n));
     if stored.len() < keep {
         return Ok(None); // until there are `keep`, the log is left whole
     }
@@ -282,7 +313,10 @@ mod tests {
         image.traces.insert("j1".into(), "00-abc-def-01".into());
         encode(
             &image,
-            Cut { after: 12, sched: 9 },
+            Cut {
+                after: 12,
+                sched: 9,
+            },
             Positions::at((12, 0, 3)),
             1_000,
             "s1",
@@ -292,7 +326,13 @@ mod tests {
     #[test]
     fn a_snapshot_reads_back_as_written() {
         let (header, image) = decode(&sample()).expect("decodes");
-        assert_eq!(header.cut, Cut { after: 12, sched: 9 });
+        assert_eq!(
+            header.cut,
+            Cut {
+                after: 12,
+                sched: 9
+            }
+        );
         assert_eq!(header.positions, Positions::at((12, 0, 3)));
         assert_eq!((header.format, header.holder.as_str()), (FORMAT, "s1"));
         assert_eq!(image.state.epoch, 7);
@@ -311,7 +351,10 @@ mod tests {
             Some(Damage::Length { .. })
         ));
         assert_eq!(decode(b"garbage").err(), Some(Damage::NoHeader));
-        assert!(matches!(decode(b"{not json\nxx").err(), Some(Damage::Header(_))));
+        assert!(matches!(
+            decode(b"{not json\nxx").err(),
+            Some(Damage::Header(_))
+        ));
         let newer = String::from_utf8_lossy(&good[..body_at])
             .replace("\"format\":1", "\"format\":2")
             .into_bytes();
@@ -340,10 +383,22 @@ mod tests {
 
     #[test]
     fn names_sort_like_cuts() {
-        let a = name(Cut { after: 9, sched: 100 });
-        let b = name(Cut { after: 10, sched: 2 });
+        let a = name(Cut {
+            after: 9,
+            sched: 100,
+        });
+        let b = name(Cut {
+            after: 10,
+            sched: 2,
+        });
         assert!(a < b);
-        assert_eq!(cut_of(&b), Some(Cut { after: 10, sched: 2 }));
+        assert_eq!(
+            cut_of(&b),
+            Some(Cut {
+                after: 10,
+                sched: 2
+            })
+        );
         assert_eq!(cut_of("other"), None);
         assert_eq!(cut_of("snapshot-1-x"), None);
     }

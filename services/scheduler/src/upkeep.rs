@@ -31,9 +31,9 @@ pub struct Upkeep {
     /// running, then stores its snapshot but truncates nothing.
     leading: Arc<AtomicBool>,
     last_archive: Option<Instant>,
-    /// The archive's retention (its stream's `max_age`), for the error that
-    /// says how long archived jobs are kept.
-    pub archive_kept: Duration,
+    /// Snapshots found damaged at the start (removed after this leader's
+    /// first snapshot is stored).
+    pub damaged: Vec<String>,
 }
 
 impl Upkeep {
@@ -44,7 +44,7 @@ impl Upkeep {
             task: None,
             leading: Arc::new(AtomicBool::new(true)),
             last_archive: None,
-            archive_kept: Duration::ZERO,
+            damaged: Vec::new(),
         }
     }
 
@@ -64,7 +64,10 @@ impl Upkeep {
 
     /// Whether to look for finished jobs to archive now.
     pub fn archive_due(&mut self) -> bool {
-        if self.last_archive.is_some_and(|t| t.elapsed() < ARCHIVE_EVERY) {
+        if self
+            .last_archive
+            .is_some_and(|t| t.elapsed() < ARCHIVE_EVERY)
+        {
             return false;
         }
         self.last_archive = Some(Instant::now());
@@ -90,6 +93,9 @@ impl Upkeep {
         self.since_snapshot = 0;
         self.last_snapshot = Instant::now();
         let leading = self.leading.clone();
+        let mut damaged = std::mem::take(&mut self.damaged);
+        // One stored again under the same cut was replaced by this one.
+        damaged.retain(|n| *n != snapshot::name(cut));
         self.task = Some(tokio::spawn(async move {
             if flushed.await.is_err() {
                 return; // the publisher is gone: so is this leader
@@ -109,7 +115,7 @@ impl Upkeep {
             if !leading.load(Ordering::SeqCst) {
                 return;
             }
-            let purged = match truncate(&store, &log, keep, log_retention).await {
+            let purged = match truncate(&store, &log, keep, &damaged, log_retention).await {
                 Ok(p) => p,
                 Err(e) => {
                     tracing::warn!(error = %e, "old snapshots or log entries not removed; tried again after the next snapshot");
@@ -141,9 +147,10 @@ async fn truncate(
     store: &ObjectStore,
     log: &Stream,
     keep: usize,
+    damaged: &[String],
     retention: Duration,
 ) -> Result<Option<u64>, async_nats::Error> {
-    let Some(needed) = snapshot::prune(store, keep).await? else {
+    let Some(needed) = snapshot::prune(store, keep, damaged).await? else {
         return Ok(None);
     };
     let floor = needed.min(first_since(log, retention).await?);

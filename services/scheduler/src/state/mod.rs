@@ -34,12 +34,12 @@ mod tests;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use qm_core::{Cluster, JobId, PreemptionKind, Time};
-use serde::{Deserialize, Serialize};
 use qm_service::convert;
 use qm_wire::messages::{
     JobStateChange, PreemptionEvent, RegisterExecutor, ServiceJob, SubmitServiceJob,
 };
 use qm_wire::system::{ExecCommand, LogEntry, QueueDocument};
+use serde::{Deserialize, Serialize};
 
 pub use positions::{Cut, Logged, Position, Positions, Replay};
 

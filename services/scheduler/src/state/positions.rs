@@ -59,7 +59,16 @@ pub struct Logged {
 /// cut: it applies inputs in stream order and its own decisions as it
 /// stores them, and every decision still to come is decided after `after`).
 #[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
 )]
 pub struct Cut {
     pub after: u64,

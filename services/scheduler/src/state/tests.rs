@@ -783,3 +783,252 @@ fn after_a_replay_only_jobs_that_have_not_ended_keep_their_place_in_a_trace() {
     assert!(traces.of("j2").is_some(), "a live job keeps its trace");
     assert_eq!(traces.len(), 1);
 }
+
+/// A leader that lags behind the log, as a real one does: inputs are
+/// stored before it applies them, so its decisions are stored after
+/// inputs it had not seen (their `after` is older than the inputs before
+/// them). Driven by `ops`; returns its log and every cut it passed
+/// through (where a snapshot of its state could have been taken).
+fn lagging_leader(ops: &[(u8, u8)]) -> (Vec<Logged>, Vec<Cut>) {
+    let mut state = State::default();
+    let mut log: Vec<Logged> = Vec::new();
+    let mut waiting: std::collections::VecDeque<Logged> = Default::default();
+    let mut cuts = Vec::new();
+    let (mut seq, mut t, mut after, mut sched) = (0u64, 1_000u64, 0u64, 0u64);
+    let store = |log: &mut Vec<Logged>, seq: &mut u64, after: Option<u64>, entry, t| {
+        *seq += 1;
+        let l = Logged {
+            seq: *seq,
+            after,
+            entry,
+            at: t,
+        };
+        log.push(l.clone());
+        l
+    };
+    let setup = [
+        LogEntry::Config {
+            queue: doc(),
+            revision: 1,
+            principal: None,
+            operation: None,
+        },
+        node_1_with_three(),
+    ];
+    for entry in setup {
+        let l = store(&mut log, &mut seq, None, entry, t);
+        waiting.push_back(l);
+    }
+    let mut jobs = 0u32;
+    let mut incarnation = 0u32;
+    for &(op, arg) in ops {
+        t += 700;
+        let known: Vec<String> = {
+            let mut ids: Vec<String> = state.job_queue.keys().cloned().collect();
+            ids.sort();
+            ids
+        };
+        let pick = || known.get(usize::from(arg) % known.len().max(1)).cloned();
+        let attempt_of = |id: &str| {
+            state
+                .locate(id)
+                .and_then(|(q, j)| state.queues[&q].cluster.job(j))
+                .map_or(1, |j| j.attempts.len().max(1) as u32)
+        };
+        let input = match op % 9 {
+            0 | 1 => {
+                jobs += 1;
+                let share = ["QS1", "QS2", "QS3"][usize::from(arg) % 3];
+                Some(LogEntry::Submit {
+                    job_id: format!("j{jobs}"),
+                    job: submit(&format!("p{jobs}"), share, u32::from(arg % 5)),
+                    principal: None,
+                })
+            }
+            2 => pick().map(|id| {
+                let a = attempt_of(&id);
+                report(&id, a, ReportPhase::Running, None)
+            }),
+            3 => pick().map(|id| {
+                let a = attempt_of(&id);
+                report(&id, a, ReportPhase::Ended, Some(i32::from(arg % 2)))
+            }),
+            4 => pick().map(|job_id| LogEntry::Priority {
+                job_id,
+                scheduling_priority: u32::from(arg % 7),
+                at: t,
+                principal: None,
+                job_queue: None,
+                quota_share_name: None,
+            }),
+            5 => {
+                incarnation += 1;
+                let LogEntry::Register(mut r) = node_1_with_three() else {
+                    unreachable!()
+                };
+                r.incarnation = format!("i{incarnation}");
+                Some(LogEntry::Register(r))
+            }
+            _ => None,
+        };
+        if let Some(entry) = input {
+            let l = store(&mut log, &mut seq, None, entry, t);
+            waiting.push_back(l);
+            continue;
+        }
+        // The leader catches up on some inputs, then decides.
+        for _ in 0..=(arg % 3) {
+            let Some(l) = waiting.pop_front() else { break };
+            after = l.seq;
+            state.apply(l.entry, l.at);
+            cuts.push(Cut { after, sched });
+        }
+        let mut decide = |state: &mut State, entry: LogEntry, log: &mut Vec<Logged>| {
+            let l = store(log, &mut seq, Some(after), entry, t);
+            sched = l.seq;
+            state.apply(l.entry, t);
+            cuts.push(Cut { after, sched });
+        };
+        match op % 9 {
+            6 => {
+                let queues: Vec<String> = state.queues.keys().cloned().collect();
+                for q in queues {
+                    if let Some((record, _)) = state.plan(&q, t) {
+                        if !(record.starts.is_empty()
+                            && record.preemptions.is_empty()
+                            && record.timeouts.is_empty())
+                        {
+                            decide(&mut state, LogEntry::Pass(record), &mut log);
+                        }
+                    }
+                }
+            }
+            7 => {
+                let job_ids: Vec<String> = state
+                    .due_for_archive(t, 1 + usize::from(arg % 4))
+                    .into_iter()
+                    .map(|j| j.job_id)
+                    .collect();
+                if !job_ids.is_empty() {
+                    decide(&mut state, LogEntry::Archive { job_ids, at: t }, &mut log);
+                }
+            }
+            _ => {
+                if let Some(e) = state.executors.get("node-1").filter(|e| e.live) {
+                    let entry = LogEntry::ExecutorLost {
+                        executor_id: "node-1".into(),
+                        incarnation: e.registration.incarnation.clone(),
+                        at: t,
+                    };
+                    decide(&mut state, entry, &mut log);
+                }
+            }
+        }
+    }
+    (log, cuts)
+}
+
+/// The state a replay of the entries a snapshot at `cut` holds rebuilds,
+/// and the position of the last event those entries produced.
+fn state_at(log: &[Logged], cut: Cut) -> (State, Position) {
+    let held: Vec<Logged> = log
+        .iter()
+        .filter(|l| match l.after {
+            None => l.seq <= cut.after,
+            Some(_) => l.seq <= cut.sched,
+        })
+        .cloned()
+        .collect();
+    let mut state = State::default();
+    let events = state.replay(held, Some((0, 0, 0)));
+    let last = events.last().map_or((0, 0, 0), |(p, _)| *p);
+    (state, last)
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// A snapshot at any cut a leader passed through, written and read
+    /// back, plus the log after it, rebuilds exactly the state a replay of
+    /// the whole log does, and republishes the same events.
+    #[test]
+    fn a_snapshot_plus_the_log_after_it_is_the_whole_log(
+        ops in proptest::collection::vec((0u8..=255, 0u8..=255), 1..70)
+    ) {
+        let (log, cuts) = lagging_leader(&ops);
+        let mut whole = State::default();
+        let all_events = whole.replay(log.clone(), Some((0, 0, 0)));
+        for cut in cuts {
+            let (at_cut, published) = state_at(&log, cut);
+            let image = crate::snapshot::Image { state: at_cut, traces: Default::default() };
+            let bytes = crate::snapshot::encode(&image, cut, Positions::default(), 0, "test");
+            let (header, image) = crate::snapshot::decode(&bytes).expect("reads back");
+            let mut state = image.state;
+            let mut replay = Replay::new(header.cut, header.positions, Some(published));
+            for l in log.iter().filter(|l| l.seq >= crate::snapshot::needs_from(cut)) {
+                replay.push(&mut state, l.clone());
+            }
+            let (republish, _) = replay.finish(&mut state);
+            proptest::prop_assert!(state == whole, "state differs after a snapshot at {:?}", cut);
+            let expected: Vec<_> = all_events.iter().filter(|(p, _)| *p > published).cloned().collect();
+            proptest::prop_assert_eq!(republish, expected, "events after a snapshot at {:?}", cut);
+        }
+    }
+}
+
+#[test]
+fn archived_jobs_leave_the_state_and_only_finished_ones_go() {
+    let sub = |id: &str| LogEntry::Submit {
+        job_id: id.into(),
+        job: submit(id, "QS1", 1),
+        principal: None,
+    };
+    let Live { mut state, .. } = live(vec![
+        LogEntry::Config {
+            queue: doc(),
+            revision: 1,
+            principal: None,
+            operation: None,
+        },
+        node_1_with_three(),
+        sub("j1"),
+        sub("j2"),
+        report("j1", 1, ReportPhase::Running, None),
+        report("j1", 1, ReportPhase::Ended, Some(0)),
+    ]);
+    let finished_at = state.describe("j1", 0).expect("j1").attempts[0]
+        .stopped_at
+        .expect("ended");
+    assert!(
+        state.due_for_archive(finished_at - 1, 10).is_empty(),
+        "not yet"
+    );
+    let due = state.due_for_archive(finished_at, 10);
+    assert_eq!(due.len(), 1);
+    assert_eq!(
+        (due[0].job_id.as_str(), due[0].status.as_str()),
+        ("j1", "SUCCEEDED")
+    );
+    assert_eq!(due[0].attempts.len(), 1, "the record has its attempts");
+    state.apply(
+        LogEntry::Archive {
+            job_ids: vec!["j1".into(), "j2".into(), "nope".into()],
+            at: finished_at,
+        },
+        finished_at,
+    );
+    assert!(
+        state.describe("j1", 0).is_none(),
+        "archived: gone from the state"
+    );
+    assert_eq!(
+        state.describe("j2", 0).expect("j2 stays").status,
+        "SCHEDULED",
+        "a job that has not finished is not let go"
+    );
+    assert!(!state.job_queue.contains_key("j1"));
+    assert!(state.queues["training"]
+        .meta
+        .values()
+        .all(|m| m.public_id != "j1"));
+}

@@ -1,0 +1,430 @@
+//! Bounded state end to end: finished jobs move to the archive and age out
+//! of it with a clear error; the scheduler snapshots its state, truncates
+//! the log behind its snapshots, and a new leader starts from the newest
+//! snapshot that reads (falling back past a damaged one, and refusing to
+//! lead when none covers the truncated log).
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use qm_integration_tests::stack::{running, Stack};
+use qm_wire::messages::{
+    ErrorCode, JobRef, ListServiceJobs, ListServiceJobsResponse, ServiceJob, SubmitServiceJob,
+};
+use qm_wire::subjects::{self, Operation};
+use tokio::io::AsyncReadExt;
+
+const QUEUE: &str = "jobQueue: {jobQueueName: ops}
+quotaShares:
+  - quotaShareName: team
+    capacityLimits: [{capacityUnit: cpu.small, maxCapacity: 4}]
+    resourceSharingConfiguration: {strategy: RESERVE}
+";
+
+fn quick(name: &str) -> SubmitServiceJob {
+    SubmitServiceJob {
+        job_name: name.into(),
+        job_queue: "ops".into(),
+        quota_share_name: Some("team".into()),
+        instance_type: "cpu.small".into(),
+        command: vec!["sh".into(), "-c".into(), "echo done".into()],
+        ..Default::default()
+    }
+}
+
+async fn describe_as(
+    client: &qm_service::client::Client,
+    job_id: &str,
+) -> Result<ServiceJob, qm_service::client::CallError> {
+    client
+        .call(
+            Operation::DescribeServiceJob,
+            &JobRef {
+                job_id: job_id.into(),
+            },
+        )
+        .await
+}
+
+async fn list(
+    stack: &Stack,
+    status: &str,
+    max: u32,
+    token: Option<String>,
+) -> ListServiceJobsResponse {
+    stack
+        .client
+        .call(
+            Operation::ListServiceJobs,
+            &ListServiceJobs {
+                job_queue: "ops".into(),
+                job_status: Some(status.into()),
+                max_results: Some(max),
+                next_token: token,
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("list")
+}
+
+/// Waits until `what` holds, polling; panics after `secs` with the logs.
+async fn until<F, Fut>(stack: &Stack, secs: u64, what: &str, check: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !check().await {
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not within {secs} s\n{}",
+            stack.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn finished_jobs_move_to_the_archive_and_age_out_of_it_with_a_clear_error() {
+    let (nats, s3, mut stack) = running("archive", QUEUE).await;
+    // Restart both with short retentions: a finished job leaves memory
+    // after 1 s, and its archived record lives 12 s.
+    stack.signal("scheduler-1", "TERM");
+    stack.signal("admission", "TERM");
+    stack.admission_env = vec![("QM_ADMISSION_ARCHIVE_RETENTION_SECONDS".into(), "12".into())];
+    stack.scheduler_env = vec![("QM_SCHEDULER_FINISHED_RETENTION_SECONDS".into(), "1".into())];
+    stack.admission();
+    stack.scheduler("scheduler-1");
+    stack.executor("node-1", "ops", "cpu.small", 4);
+    let _ = (&nats, &s3);
+
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        ids.push(stack.submit(&quick(&format!("quick-{i}"))).await);
+    }
+    for id in &ids {
+        let j = stack.wait_final(id, 60).await;
+        assert_eq!(j.status, "SUCCEEDED", "{j:#?}");
+    }
+    // Archived: the scheduler says so, and the archive stream holds one
+    // record per job.
+    let scheduler = stack.auth.client(&stack.nats_url, "scheduler").await;
+    let js = async_nats::jetstream::new(scheduler.nats.clone());
+    let archive = js
+        .get_stream(subjects::ARCHIVE_STREAM)
+        .await
+        .expect("archive stream");
+    until(&stack, 30, "three jobs archived", || {
+        let archive = archive.clone();
+        async move {
+            let mut archive = archive;
+            archive.info().await.map(|i| i.state.messages).unwrap_or(0) == 3
+        }
+    })
+    .await;
+    until(&stack, 10, "the archive decision applied", || async {
+        stack
+            .log_of("scheduler-1")
+            .contains("finished jobs archived")
+    })
+    .await;
+
+    // Describe still answers, from the archive, with the attempts.
+    let j = stack
+        .describe(&ids[0])
+        .await
+        .expect("archived job described");
+    assert_eq!(j.status, "SUCCEEDED");
+    assert_eq!(j.attempts.len(), 1, "{j:#?}");
+    assert_eq!(j.attempts[0].outcome.as_deref(), Some("SUCCEEDED"));
+    assert_eq!(j.attempts[0].exit_code, Some(0));
+    assert_eq!(j.attempts[0].executor_id.as_deref(), Some("node-1"));
+    // List pages through the archive too (two pages of two, then one).
+    let first = list(&stack, "SUCCEEDED", 2, None).await;
+    assert_eq!(first.job_summary_list.len(), 2, "{first:#?}");
+    let token = first.next_token.clone().expect("a second page");
+    let second = list(&stack, "SUCCEEDED", 2, Some(token)).await;
+    let mut listed: Vec<String> = first
+        .job_summary_list
+        .iter()
+        .chain(&second.job_summary_list)
+        .map(|j| j.job_id.clone())
+        .collect();
+    listed.sort();
+    let mut expected = ids.clone();
+    expected.sort();
+    assert_eq!(listed, expected, "second page: {second:#?}");
+    assert!(second.next_token.is_none());
+    assert!(list(&stack, "RUNNABLE", 10, None)
+        .await
+        .job_summary_list
+        .is_empty());
+    // A bad token is named, not treated as the start.
+    let bad = stack
+        .client
+        .call::<_, ListServiceJobsResponse>(
+            Operation::ListServiceJobs,
+            &ListServiceJobs {
+                job_queue: "ops".into(),
+                next_token: Some("archive:x".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect_err("a made-up token");
+    assert_eq!(bad.code(), Some(ErrorCode::Invalid), "{bad}");
+
+    // Another team cannot read the archived job, nor list it.
+    let bob = stack.auth.client(&stack.nats_url, "bob").await;
+    let denied = describe_as(&bob, &ids[0])
+        .await
+        .expect_err("bob is not in ops");
+    assert_eq!(denied.code(), Some(ErrorCode::AccessDenied), "{denied}");
+    // Nor may anyone but the scheduler write a record into the archive.
+    let alice = stack.auth.client(&stack.nats_url, "alice").await;
+    let forged = ServiceJob {
+        job_id: "forged".into(),
+        job_queue: "ops".into(),
+        quota_share_name: "team".into(),
+        status: "SUCCEEDED".into(),
+        ..Default::default()
+    };
+    let theirs = async_nats::jetstream::new(alice.nats.clone());
+    let stored = tokio::time::timeout(
+        Duration::from_secs(5),
+        theirs.publish(
+            "qm.v1.archive.ops.team.forged",
+            serde_json::to_vec(&forged).expect("json").into(),
+        ),
+    )
+    .await;
+    let stored = match stored {
+        Ok(Ok(ack)) => ack.await.is_ok(),
+        _ => false,
+    };
+    assert!(!stored, "alice stored a record in the archive");
+    let not_there = describe_as(&alice, "forged")
+        .await
+        .expect_err("no such job");
+    assert_eq!(not_there.code(), Some(ErrorCode::NotFound), "{not_there}");
+
+    // After the archive's retention the job is gone, and the error says
+    // how long archived jobs are kept.
+    until(&stack, 60, "the archived records aged out", || {
+        let archive = archive.clone();
+        async move {
+            let mut archive = archive;
+            archive.info().await.map(|i| i.state.messages).unwrap_or(1) == 0
+        }
+    })
+    .await;
+    let gone = describe_as(&stack.client, &ids[0])
+        .await
+        .expect_err("aged out");
+    assert_eq!(gone.code(), Some(ErrorCode::NotFound), "{gone}");
+    assert!(
+        gone.to_string()
+            .contains("not found (archived jobs are kept 12 seconds)"),
+        "{gone}"
+    );
+    stack.stop_all();
+}
+
+/// The snapshots stored, oldest first, with their bytes.
+async fn snapshots(
+    store: &async_nats::jetstream::object_store::ObjectStore,
+) -> Vec<(String, Vec<u8>)> {
+    let mut names = Vec::new();
+    let mut list = store.list().await.expect("list snapshots");
+    while let Some(info) = list.next().await {
+        names.push(info.expect("object info").name);
+    }
+    names.sort();
+    let mut out = Vec::new();
+    for name in names {
+        let mut bytes = Vec::new();
+        let mut object = store.get(&name).await.expect("snapshot object");
+        object
+            .read_to_end(&mut bytes)
+            .await
+            .expect("snapshot bytes");
+        out.push((name, bytes));
+    }
+    out
+}
+
+/// The same snapshot with one byte of its body changed (the header, and
+/// so the checksum it records, unchanged; damaging it twice damages it).
+fn damaged(bytes: &[u8]) -> Vec<u8> {
+    let body = bytes
+        .iter()
+        .position(|&b| b == b'\n')
+        .expect("a header line")
+        + 1;
+    let mut out = bytes.to_vec();
+    let at = body + (out.len() - body) / 2;
+    out[at] = out[at].wrapping_add(1);
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_leader_starts_from_the_newest_snapshot_that_reads() {
+    let (_nats, _s3, mut stack) = running("snapshots", QUEUE).await;
+    stack.signal("scheduler-1", "TERM");
+    // A snapshot every 10 entries (at most a second apart), and no log
+    // kept for audits: the log is truncated behind the older of the two.
+    stack.scheduler_env = vec![
+        ("QM_SCHEDULER_SNAPSHOT_EVERY_ENTRIES".into(), "10".into()),
+        ("QM_SCHEDULER_SNAPSHOT_INTERVAL_SECONDS".into(), "1".into()),
+        ("QM_SCHEDULER_LOG_RETENTION_HOURS".into(), "0".into()),
+    ];
+    stack.scheduler("scheduler-1");
+    stack.executor("node-1", "ops", "cpu.small", 4);
+    let scheduler = stack.auth.client(&stack.nats_url, "scheduler").await;
+    let js = async_nats::jetstream::new(scheduler.nats.clone());
+    let store = js
+        .get_object_store(subjects::SNAPSHOT_BUCKET)
+        .await
+        .expect("the snapshot store");
+    let log = js.get_stream(subjects::LOG_STREAM).await.expect("the log");
+    let first_entry = || {
+        let log = log.clone();
+        async move {
+            let mut log = log;
+            log.info().await.expect("log info").state.first_sequence
+        }
+    };
+
+    let mut done = Vec::new();
+    let mut wave = 0;
+    // Jobs run until two snapshots are kept and the log was truncated.
+    while !(snapshots(&store).await.len() == 2 && first_entry().await > 1) {
+        assert!(
+            wave < 20,
+            "no truncation after {wave} waves\n{}",
+            stack.logs()
+        );
+        let mut ids = Vec::new();
+        for i in 0..4 {
+            ids.push(stack.submit(&quick(&format!("w{wave}-{i}"))).await);
+        }
+        for id in ids {
+            assert_eq!(stack.wait_final(&id, 60).await.status, "SUCCEEDED");
+            done.push(id);
+        }
+        wave += 1;
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+    }
+    assert!(
+        stack.log_of("scheduler-1").contains("snapshot stored"),
+        "{}",
+        stack.log_of("scheduler-1")
+    );
+    let truncated_at = first_entry().await;
+
+    // Neither a user nor an executor may touch the snapshots or the log.
+    for who in ["alice", "node-1"] {
+        let attacker = stack.auth.client(&stack.nats_url, who).await;
+        let theirs = async_nats::jetstream::new(attacker.nats.clone());
+        let opened = tokio::time::timeout(
+            Duration::from_secs(5),
+            theirs.get_object_store(subjects::SNAPSHOT_BUCKET),
+        )
+        .await;
+        if let Ok(Ok(their_store)) = opened {
+            let mut junk: &[u8] = b"junk";
+            let put = tokio::time::timeout(
+                Duration::from_secs(5),
+                their_store.put(
+                    "snapshot-99999999999999999999-99999999999999999999",
+                    &mut junk,
+                ),
+            )
+            .await;
+            assert!(!matches!(put, Ok(Ok(_))), "{who} stored a snapshot");
+        }
+        let purge = tokio::time::timeout(Duration::from_secs(5), async {
+            theirs
+                .get_stream(subjects::LOG_STREAM)
+                .await?
+                .purge()
+                .await
+                .map_err(async_nats::Error::from)
+        })
+        .await;
+        assert!(!matches!(purge, Ok(Ok(_))), "{who} purged the log");
+    }
+    assert_eq!(snapshots(&store).await.len(), 2);
+    assert!(
+        first_entry().await >= truncated_at,
+        "the log was not purged by an attacker"
+    );
+
+    // Stop the leader; damage the newest snapshot (one byte of its body).
+    stack.signal("scheduler-1", "TERM");
+    let kept = snapshots(&store).await;
+    let (older, newest) = (&kept[0], &kept[1]);
+    let mut bad: &[u8] = &damaged(&newest.1);
+    store
+        .put(newest.0.as_str(), &mut bad)
+        .await
+        .expect("the damaged snapshot is stored");
+
+    // A new leader says the newest is damaged, starts from the one before
+    // it, and has every job: finished ones and a new one it places.
+    stack.scheduler("scheduler-2");
+    stack.wait_leader("scheduler-2").await;
+    until(&stack, 60, "the new leader rebuilt its state", || async {
+        stack.log_of("scheduler-2").contains("state rebuilt")
+    })
+    .await;
+    let said = stack.log_of("scheduler-2");
+    assert!(
+        said.contains(&newest.0) && said.contains("snapshot damaged"),
+        "{said}"
+    );
+    assert!(
+        said.contains("snapshot loaded") && said.contains(&older.0),
+        "{said}"
+    );
+    for id in &done {
+        let j = stack.describe(id).await.expect("a job from before");
+        assert_eq!(j.status, "SUCCEEDED", "{j:#?}");
+        assert_eq!(j.attempts.len(), 1, "{j:#?}");
+    }
+    let next = stack.submit(&quick("after-takeover")).await;
+    assert_eq!(stack.wait_final(&next, 60).await.status, "SUCCEEDED");
+    // Its own first snapshot stored, the damaged one is removed: it never
+    // counts as one of the two kept.
+    until(&stack, 30, "the damaged snapshot removed", || async {
+        stack
+            .log_of("scheduler-2")
+            .contains("damaged snapshot removed")
+    })
+    .await;
+    let names: Vec<String> = snapshots(&store).await.into_iter().map(|s| s.0).collect();
+    assert!(!names.contains(&newest.0), "{names:?}");
+    assert_eq!(names.len(), 2, "{names:?}");
+
+    // With every snapshot damaged and the log truncated, a scheduler
+    // refuses to lead with a partial state (and says why).
+    stack.signal("scheduler-2", "TERM");
+    for (name, bytes) in snapshots(&store).await {
+        let mut bad: &[u8] = &damaged(&bytes);
+        store.put(name.as_str(), &mut bad).await.expect("damaged");
+    }
+    stack.scheduler("scheduler-3");
+    until(&stack, 60, "the scheduler refused to lead", || async {
+        stack
+            .log_of("scheduler-3")
+            .contains("refusing to lead with a partial state")
+    })
+    .await;
+    let refused = describe_as(&stack.client, &done[0]).await;
+    assert!(
+        refused.is_err(),
+        "a scheduler answered from a partial state: {refused:?}"
+    );
+    stack.stop_all();
+}
