@@ -428,3 +428,73 @@ async fn a_new_leader_starts_from_the_newest_snapshot_that_reads() {
     );
     stack.stop_all();
 }
+
+/// Start idempotency does not rest on the executor's bounded record of
+/// ended attempts: a start sent again while its attempt runs is refused
+/// because the attempt is live (never in the record, so never aged out of
+/// it), and one sent again after it ended is refused by the record.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_start_sent_again_never_runs_an_attempt_twice() {
+    let (_nats, _s3, mut stack) = running("restart", QUEUE).await;
+    stack.executor("node-1", "ops", "cpu.small", 1);
+    // Watch node-1's commands (as node-1, the one principal that may).
+    let node = stack.auth.client(&stack.nats_url, "node-1").await;
+    let mut commands = node
+        .nats
+        .subscribe("qm.v1.exec.node-1.command")
+        .await
+        .expect("node-1 subscribes to its commands");
+    let starts = stack.path().join("starts");
+    let mut job = quick("once");
+    job.command = vec![
+        "sh".into(),
+        "-c".into(),
+        format!("echo started >> {}; sleep 4", starts.display()),
+    ];
+    let id = stack.submit(&job).await;
+    let start = loop {
+        let msg = tokio::time::timeout(Duration::from_secs(60), commands.next())
+            .await
+            .expect("a command for node-1")
+            .expect("subscription open");
+        let cmd: serde_json::Value = serde_json::from_slice(&msg.payload).expect("json");
+        if cmd["kind"] == "start" && cmd["jobId"] == id.as_str() {
+            break msg.payload;
+        }
+    };
+    stack
+        .wait_for(&id, 60, "RUNNING", |j| j.status == "RUNNING")
+        .await;
+    // The scheduler (the only principal that may command executors)
+    // sends the same start again, while the attempt runs and after it.
+    let scheduler = stack.auth.client(&stack.nats_url, "scheduler").await;
+    scheduler
+        .nats
+        .publish("qm.v1.exec.node-1.command", start.clone())
+        .await
+        .expect("resent");
+    scheduler.nats.flush().await.expect("flushed");
+    assert_eq!(stack.wait_final(&id, 60).await.status, "SUCCEEDED");
+    scheduler
+        .nats
+        .publish("qm.v1.exec.node-1.command", start)
+        .await
+        .expect("resent after the end");
+    scheduler.nats.flush().await.expect("flushed");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let ran = std::fs::read_to_string(&starts).expect("the attempt ran");
+    assert_eq!(
+        ran.lines().count(),
+        1,
+        "the attempt ran {} times",
+        ran.lines().count()
+    );
+    assert_eq!(stack.attempt_dirs("node-1", &id), 1);
+    let j = stack.describe(&id).await.expect("described");
+    assert_eq!(
+        (j.status.as_str(), j.attempts.len()),
+        ("SUCCEEDED", 1),
+        "{j:#?}"
+    );
+    stack.stop_all();
+}

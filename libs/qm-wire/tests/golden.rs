@@ -224,7 +224,10 @@ fn an_archive_entry_names_the_jobs_that_leave_the_state() {
         panic!("an archive entry: {e:?}")
     };
     assert_eq!(job_ids.len(), 2);
-    assert_eq!((job_ids[0].as_str(), *at), ("j-5e1f0c3a9d2b47e8", 1_764_756_000_000));
+    assert_eq!(
+        (job_ids[0].as_str(), *at),
+        ("j-5e1f0c3a9d2b47e8", 1_764_756_000_000)
+    );
     let again: qm_wire::system::LogEntry =
         serde_json::from_str(&serde_json::to_string(&e).expect("encodes")).expect("decodes");
     assert_eq!(again, e);
