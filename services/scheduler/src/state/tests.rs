@@ -743,14 +743,14 @@ actions:
     }
 }
 
-#[test]
-fn after_a_replay_only_jobs_that_have_not_ended_keep_their_place_in_a_trace() {
+/// On node-1's three instances: j1 ran and succeeded, j2 is placed.
+fn j1_done_j2_placed() -> Live {
     let sub = |id: &str| LogEntry::Submit {
         job_id: id.into(),
         job: submit(id, "QS1", 1),
         principal: None,
     };
-    let Live { state, log, .. } = live(vec![
+    live(vec![
         LogEntry::Config {
             queue: doc(),
             revision: 1,
@@ -762,7 +762,12 @@ fn after_a_replay_only_jobs_that_have_not_ended_keep_their_place_in_a_trace() {
         sub("j2"),
         report("j1", 1, ReportPhase::Running, None),
         report("j1", 1, ReportPhase::Ended, Some(0)),
-    ]);
+    ])
+}
+
+#[test]
+fn after_a_replay_only_jobs_that_have_not_ended_keep_their_place_in_a_trace() {
+    let Live { state, log, .. } = j1_done_j2_placed();
     assert_eq!(
         state.describe("j1", 100_000).expect("j1").status,
         "SUCCEEDED"
@@ -978,24 +983,7 @@ proptest::proptest! {
 
 #[test]
 fn archived_jobs_leave_the_state_and_only_finished_ones_go() {
-    let sub = |id: &str| LogEntry::Submit {
-        job_id: id.into(),
-        job: submit(id, "QS1", 1),
-        principal: None,
-    };
-    let Live { mut state, .. } = live(vec![
-        LogEntry::Config {
-            queue: doc(),
-            revision: 1,
-            principal: None,
-            operation: None,
-        },
-        node_1_with_three(),
-        sub("j1"),
-        sub("j2"),
-        report("j1", 1, ReportPhase::Running, None),
-        report("j1", 1, ReportPhase::Ended, Some(0)),
-    ]);
+    let Live { mut state, .. } = j1_done_j2_placed();
     let finished_at = state.describe("j1", 0).expect("j1").attempts[0]
         .stopped_at
         .expect("ended");
