@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+pub mod bench;
 pub mod containers;
 pub mod observe;
 pub mod proxy;

@@ -46,6 +46,25 @@ impl Auth {
         }
     }
 
+    /// Credentials and the NATS authorization for a tenancy of the
+    /// caller's own (`tenancy_yaml`), e.g. a benchmark's fleet of executors.
+    pub fn generated(name: &str, tenancy_yaml: &str) -> Auth {
+        let dir = std::env::temp_dir().join(format!("qm-auth-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("credentials dir");
+        let path = dir.join("tenancy.yaml");
+        std::fs::write(&path, tenancy_yaml).expect("tenancy written");
+        let tenancy = qm_tenancy::Tenancy::load(&path).expect("the tenancy is valid");
+        let keys = qm_tenancy::nats::ensure_keys(&tenancy, &dir).expect("credentials");
+        let authorization =
+            qm_tenancy::nats::authorization(&tenancy, &keys).expect("authorization");
+        Auth {
+            dir,
+            tenancy,
+            authorization,
+        }
+    }
+
     /// The credentials `qm auth` wrote into `dir` for the tenancy at
     /// `tenancy` (e.g. the compose file's).
     pub fn existing(dir: &Path, tenancy: &Path) -> Auth {
@@ -127,8 +146,22 @@ pub async fn start_nats_in(network: &str) -> Nats {
     start_nats_full(None, None, Some(network)).await
 }
 
+/// NATS whose users are `auth`'s (a tenancy of the caller's own).
+pub async fn start_nats_for(auth: Auth) -> Nats {
+    start_nats_auth(None, None, None, auth).await
+}
+
 async fn start_nats_full(host_port: Option<u16>, tls: Option<Tls>, network: Option<&str>) -> Nats {
     let auth = Auth::dev(&format!("nats-{}", free_port()));
+    start_nats_auth(host_port, tls, network, auth).await
+}
+
+async fn start_nats_auth(
+    host_port: Option<u16>,
+    tls: Option<Tls>,
+    network: Option<&str>,
+    auth: Auth,
+) -> Nats {
     let (name, tag) = crate::image("QM_NATS_IMAGE", "quartermaster/nats:local");
     let mut config =
         String::from("listen: \"0.0.0.0:4222\"\njetstream { store_dir: \"/tmp/js\" }\n");
@@ -750,10 +783,10 @@ impl Stack {
         );
     }
 
-    /// An executor offering `count` instances of `instance_type`, with its
-    /// node's checkpoint service.
-    pub fn executor(&mut self, id: &str, queue: &str, instance_type: &str, count: u32) {
-        self.checkpoint(id);
+    /// An executor (acting as principal `id`) offering `count` instances
+    /// of `instance_type`, without a checkpoint service (for jobs that do
+    /// not checkpoint).
+    pub fn executor_alone(&mut self, id: &str, queue: &str, instance_type: &str, count: u32) {
         let instances = format!(r#"[{{"instanceType":"{instance_type}","count":{count}}}]"#);
         let env = vec![
             ("QM_EXECUTOR_EXECUTOR_ID".into(), id.to_string()),
@@ -769,6 +802,21 @@ impl Stack {
         if !self.executors.iter().any(|e| e == id) {
             self.executors.push(id.to_string());
         }
+    }
+
+    /// The process id of service `name` (None: not running as a process).
+    pub fn pid(&self, name: &str) -> Option<u32> {
+        match self.procs.get(name) {
+            Some(Proc::Process(child)) => Some(child.id()),
+            _ => None,
+        }
+    }
+
+    /// An executor offering `count` instances of `instance_type`, with its
+    /// node's checkpoint service.
+    pub fn executor(&mut self, id: &str, queue: &str, instance_type: &str, count: u32) {
+        self.checkpoint(id);
+        self.executor_alone(id, queue, instance_type, count);
     }
 
     /// Sends `signal` (e.g. "STOP" to pause, "CONT" to resume) to a service

@@ -25,7 +25,7 @@ stand by. Settings (file keys, or environment variables):
   executorTimeoutSeconds  QM_SCHEDULER_EXECUTOR_TIMEOUT_SECONDS    default 10
   passIntervalMs          QM_SCHEDULER_PASS_INTERVAL_MS            default 1000
   resendSeconds           QM_SCHEDULER_RESEND_SECONDS              default 3
-  finishedRetentionSeconds QM_SCHEDULER_FINISHED_RETENTION_SECONDS default 3600: how long a
+  finishedRetentionSeconds QM_SCHEDULER_FINISHED_RETENTION_SECONDS default 600: how long a
                           finished job stays in memory; then its record moves to the archive
                           (describe and list still find it for admission's archiveRetentionSeconds)
   snapshotEveryEntries    QM_SCHEDULER_SNAPSHOT_EVERY_ENTRIES      default 100000: log entries
@@ -69,7 +69,7 @@ impl Default for Settings {
             executor_timeout_seconds: 10,
             pass_interval_ms: 1000,
             resend_seconds: 3,
-            finished_retention_seconds: 3600,
+            finished_retention_seconds: 600,
             snapshot_every_entries: 100_000,
             snapshot_interval_seconds: 300,
             snapshots_kept: 2,
