@@ -27,6 +27,8 @@ use crate::S3Server;
 pub struct Auth {
     pub dir: PathBuf,
     pub tenancy: qm_tenancy::Tenancy,
+    /// The tenancy file (admission reads it).
+    pub tenancy_file: PathBuf,
     pub authorization: String,
 }
 
@@ -40,6 +42,7 @@ impl Auth {
         let authorization =
             qm_tenancy::nats::authorization(&tenancy, &keys).expect("authorization");
         Auth {
+            tenancy_file: path,
             dir,
             tenancy,
             authorization,
@@ -59,6 +62,7 @@ impl Auth {
         let authorization =
             qm_tenancy::nats::authorization(&tenancy, &keys).expect("authorization");
         Auth {
+            tenancy_file: path,
             dir,
             tenancy,
             authorization,
@@ -68,10 +72,12 @@ impl Auth {
     /// The credentials `qm auth` wrote into `dir` for the tenancy at
     /// `tenancy` (e.g. the compose file's).
     pub fn existing(dir: &Path, tenancy: &Path) -> Auth {
+        let tenancy_file = tenancy.to_path_buf();
         let tenancy = qm_tenancy::Tenancy::load(tenancy).expect("the tenancy is valid");
         let authorization = std::fs::read_to_string(dir.join("nats-auth.conf"))
             .expect("the credentials directory has nats-auth.conf");
         Auth {
+            tenancy_file,
             dir: dir.to_path_buf(),
             tenancy,
             authorization,
@@ -722,11 +728,10 @@ impl Stack {
     /// An admission replica named `name` (replicas share the `admission`
     /// principal and split the requests between them).
     pub fn admission_named(&mut self, name: &str) {
-        let tenancy = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/tenancy.dev.yaml");
         let env = vec![
             (
                 "QM_ADMISSION_TENANCY".to_string(),
-                tenancy.display().to_string(),
+                self.auth.tenancy_file.display().to_string(),
             ),
             (
                 "QM_ADMISSION_CHECKPOINT_BUCKET".to_string(),
