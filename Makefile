@@ -2,7 +2,7 @@
 CARGO ?= cargo
 QM := target/release/qm
 
-.PHONY: up down check-deploy demo simulate bins bench-services test lint check-core-deps unit integration images images-infra bench bench-pass bench-sim build clean
+.PHONY: up down check-deploy demo simulate bins bench-services bench-fleet bench-peers test lint check-core-deps unit integration images images-infra bench bench-pass bench-sim build clean
 
 ## demo: the three-share story on a real Quartermaster (NATS + Garage in
 ## containers, the four services, the example trainer), live, with a summary
@@ -84,6 +84,19 @@ bench-sim:
 bench-services: images-infra
 	$(CARGO) build --locked --release --bins
 	QM_BIN_DIR=target/release target/release/qm-bench
+
+## bench-fleet: the services at fleet scale (100 executors x 8, a 100,000-job
+## backlog, 500 jobs/s steady, takeover after 1,000,000 finished jobs); the
+## QM_BENCH_* variables in integration-tests/src/bin/qm-bench-fleet.rs size it
+bench-fleet: images-infra
+	$(CARGO) build --locked --release --bins
+	QM_BIN_DIR=target/release target/release/qm-bench-fleet
+
+## bench-peers: the same 3,000 trivial jobs through a single-host Slurm
+## (configured for high throughput) and through Quartermaster, interleaved
+bench-peers: images-infra
+	$(CARGO) build --locked --release --bins
+	QM_BIN_DIR=target/release bench/peers/run.sh
 
 clean:
 	$(CARGO) clean
