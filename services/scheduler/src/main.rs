@@ -3,6 +3,7 @@
 //! second, and sends start/stop commands to executors. One leader at a time
 //! (see `leader.rs`); others stand by. See `docs/adr/0004-services.md`.
 
+mod acks;
 mod archive;
 mod leader;
 mod observe;
