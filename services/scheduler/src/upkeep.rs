@@ -19,7 +19,7 @@ use crate::state::{Cut, Positions};
 /// How often the leader looks for finished jobs to archive.
 const ARCHIVE_EVERY: Duration = Duration::from_secs(2);
 /// Most jobs archived at once.
-pub const ARCHIVE_BATCH: usize = 10_000;
+pub const ARCHIVE_BATCH: usize = 5_000;
 
 /// The leader's upkeep bookkeeping.
 pub struct Upkeep {
@@ -31,6 +31,8 @@ pub struct Upkeep {
     /// running, then stores its snapshot but truncates nothing.
     leading: Arc<AtomicBool>,
     last_archive: Option<Instant>,
+    /// The task storing a batch of archive records, if one runs.
+    archiving: Option<tokio::task::JoinHandle<()>>,
     /// Snapshots found damaged at the start (removed after this leader's
     /// first snapshot is stored).
     pub damaged: Vec<String>,
@@ -44,6 +46,7 @@ impl Upkeep {
             task: None,
             leading: Arc::new(AtomicBool::new(true)),
             last_archive: None,
+            archiving: None,
             damaged: Vec::new(),
         }
     }
@@ -62,8 +65,12 @@ impl Upkeep {
             || (self.since_snapshot > 0 && self.last_snapshot.elapsed() >= interval)
     }
 
-    /// Whether to look for finished jobs to archive now.
+    /// Whether to look for finished jobs to archive now (never while a
+    /// batch is being stored).
     pub fn archive_due(&mut self) -> bool {
+        if self.archiving.as_ref().is_some_and(|t| !t.is_finished()) {
+            return false;
+        }
         if self
             .last_archive
             .is_some_and(|t| t.elapsed() < ARCHIVE_EVERY)
@@ -72,6 +79,23 @@ impl Upkeep {
         }
         self.last_archive = Some(Instant::now());
         true
+    }
+
+    /// Stores `records` on the archive stream beside the loop, then tells
+    /// the loop (`done`) which jobs they were.
+    pub fn archive(
+        &mut self,
+        js: async_nats::jetstream::Context,
+        records: Vec<(String, bytes::Bytes, async_nats::HeaderMap)>,
+        job_ids: Vec<String>,
+        done: Option<tokio::sync::mpsc::UnboundedSender<Vec<String>>>,
+    ) {
+        self.archiving = Some(tokio::spawn(async move {
+            qm_service::nats::publish_batch_durably(&js, records).await;
+            if let Some(done) = done {
+                let _ = done.send(job_ids);
+            }
+        }));
     }
 
     /// Starts writing a snapshot of `image` at `cut` once `flushed` says
