@@ -215,13 +215,23 @@ async fn observed_traces(
             .cloned()
             .collect()
     };
+    // How many attempts each job ran: each one's run span must have
+    // ended and been exported before the traces are judged (the victim's
+    // second may arrive a batch after its first).
+    let mut attempts = BTreeMap::new();
+    for (_, id) in jobs {
+        let ran = stack.describe(id).await.map_or(1, |j| j.attempts.len());
+        attempts.insert(id.to_string(), ran);
+    }
     let spans = otlp
         .wait_for(30, "every job's spans from the four services", |spans| {
             jobs.iter().all(|(_, id)| {
                 let mine = of(spans, id);
-                services.iter().all(|s| mine.iter().any(|x| x.service == *s))
-                    // Each attempt's run has ended and been exported.
-                    && mine.iter().filter(|x| x.name == "run attempt").count() >= 1
+                services
+                    .iter()
+                    .all(|s| mine.iter().any(|x| x.service == *s))
+                    && mine.iter().filter(|x| x.name == "run attempt").count()
+                        >= attempts[id.as_str()]
             })
         })
         .await;

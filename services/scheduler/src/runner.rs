@@ -328,7 +328,12 @@ impl Runner<'_> {
             from,
             jobs = self.state.job_queue.len(),
             ms = started.elapsed().as_millis() as u64,
-            "state rebuilt from the snapshot and the log after it"
+            "{}",
+            if cut == Cut::default() {
+                "state rebuilt from the log"
+            } else {
+                "state rebuilt from the snapshot and the log after it"
+            }
         );
         let mut requests = self.subscribe(subjects::SCHED_REQUEST.to_string()).await?;
         let acks = std::sync::Arc::new(std::sync::RwLock::new(crate::acks::View::of(&self.state)));
