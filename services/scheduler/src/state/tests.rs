@@ -11,6 +11,16 @@ fn doc() -> QueueDocument {
     .expect("queue document")
 }
 
+/// The training queue's configuration, as admission stores it.
+fn config() -> LogEntry {
+    LogEntry::Config {
+        queue: doc(),
+        revision: 1,
+        principal: None,
+        operation: None,
+    }
+}
+
 fn submit(name: &str, share: &str, priority: u32) -> SubmitServiceJob {
     SubmitServiceJob {
         job_name: name.into(),
@@ -153,12 +163,7 @@ fn replaying_the_log_rebuilds_what_the_leader_saw() {
         principal: None,
     };
     let inputs = vec![
-        LogEntry::Config {
-            queue: doc(),
-            revision: 1,
-            principal: None,
-            operation: None,
-        },
+        config(),
         register,
         sub("j3", "p3", "QS1", 3),
         sub("j2", "p2", "QS1", 2),
@@ -253,12 +258,7 @@ fn a_lost_or_restarted_executor_ends_its_attempts_host_lost() {
         })
     };
     let Live { state: mut s, .. } = live(vec![
-        LogEntry::Config {
-            queue: doc(),
-            revision: 1,
-            principal: None,
-            operation: None,
-        },
+        config(),
         reg("a"),
         LogEntry::Submit {
             job_id: "j".into(),
@@ -339,12 +339,7 @@ fn a_job_spread_over_executors_runs_as_one_gang() {
         events,
         ..
     } = live(vec![
-        LogEntry::Config {
-            queue: doc(),
-            revision: 1,
-            principal: None,
-            operation: None,
-        },
+        config(),
         node("node-1"),
         node("node-2"),
         LogEntry::Submit {
@@ -751,12 +746,7 @@ fn j1_done_j2_placed() -> Live {
         principal: None,
     };
     live(vec![
-        LogEntry::Config {
-            queue: doc(),
-            revision: 1,
-            principal: None,
-            operation: None,
-        },
+        config(),
         node_1_with_three(),
         sub("j1"),
         sub("j2"),
@@ -811,15 +801,7 @@ fn lagging_leader(ops: &[(u8, u8)]) -> (Vec<Logged>, Vec<Cut>) {
         log.push(l.clone());
         l
     };
-    let setup = [
-        LogEntry::Config {
-            queue: doc(),
-            revision: 1,
-            principal: None,
-            operation: None,
-        },
-        node_1_with_three(),
-    ];
+    let setup = [config(), node_1_with_three()];
     for entry in setup {
         let l = store(&mut log, &mut seq, None, entry, t);
         waiting.push_back(l);
