@@ -35,35 +35,35 @@ pub struct Auth {
 impl Auth {
     pub fn dev(name: &str) -> Auth {
         let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/tenancy.dev.yaml");
-        let tenancy = qm_tenancy::Tenancy::load(&path).expect("the dev tenancy is valid");
-        let dir = std::env::temp_dir().join(format!("qm-auth-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let keys = qm_tenancy::nats::ensure_keys(&tenancy, &dir).expect("credentials");
-        let authorization =
-            qm_tenancy::nats::authorization(&tenancy, &keys).expect("authorization");
-        Auth {
-            tenancy_file: path,
-            dir,
-            tenancy,
-            authorization,
-        }
+        Auth::made(&Auth::fresh_dir(name), path)
     }
 
     /// Credentials and the NATS authorization for a tenancy of the
     /// caller's own (`tenancy_yaml`), e.g. a benchmark's fleet of executors.
     pub fn generated(name: &str, tenancy_yaml: &str) -> Auth {
-        let dir = std::env::temp_dir().join(format!("qm-auth-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = Auth::fresh_dir(name);
         std::fs::create_dir_all(&dir).expect("credentials dir");
         let path = dir.join("tenancy.yaml");
         std::fs::write(&path, tenancy_yaml).expect("tenancy written");
+        Auth::made(&dir, path)
+    }
+
+    fn fresh_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("qm-auth-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    /// Keys for every principal of the tenancy at `path`, written into
+    /// `dir` as `qm auth` does, and the authorization they make.
+    fn made(dir: &Path, path: PathBuf) -> Auth {
         let tenancy = qm_tenancy::Tenancy::load(&path).expect("the tenancy is valid");
-        let keys = qm_tenancy::nats::ensure_keys(&tenancy, &dir).expect("credentials");
+        let keys = qm_tenancy::nats::ensure_keys(&tenancy, dir).expect("credentials");
         let authorization =
             qm_tenancy::nats::authorization(&tenancy, &keys).expect("authorization");
         Auth {
             tenancy_file: path,
-            dir,
+            dir: dir.to_path_buf(),
             tenancy,
             authorization,
         }

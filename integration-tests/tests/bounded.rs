@@ -208,6 +208,38 @@ async fn finished_jobs_move_to_the_archive_and_age_out_of_it_with_a_clear_error(
         .await
         .expect_err("no such job");
     assert_eq!(not_there.code(), Some(ErrorCode::NotFound), "{not_there}");
+    // Nor read the archive around the API (bob would see another team's
+    // job), nor make it forget at once: only admission sets its retention.
+    let bobs = async_nats::jetstream::new(bob.nats.clone());
+    let read = tokio::time::timeout(Duration::from_secs(5), async {
+        bobs.get_stream(subjects::ARCHIVE_STREAM)
+            .await?
+            .get_last_raw_message_by_subject(&subjects::archived(&ids[0]).expect("subject"))
+            .await
+            .map_err(async_nats::Error::from)
+    })
+    .await;
+    assert!(
+        !matches!(read, Ok(Ok(_))),
+        "bob read an archived record directly"
+    );
+    let mut config = archive.clone().info().await.expect("info").config.clone();
+    let kept = config.max_age;
+    config.max_age = Duration::from_secs(1);
+    for who in [&alice, &scheduler] {
+        let theirs = async_nats::jetstream::new(who.nats.clone());
+        let changed =
+            tokio::time::timeout(Duration::from_secs(5), theirs.update_stream(config.clone()))
+                .await;
+        assert!(
+            !matches!(changed, Ok(Ok(_))),
+            "the archive's retention changed"
+        );
+    }
+    assert_eq!(
+        archive.clone().info().await.expect("info").config.max_age,
+        kept
+    );
 
     // After the archive's retention the job is gone, and the error says
     // how long archived jobs are kept.
@@ -397,10 +429,10 @@ async fn a_new_leader_starts_from_the_newest_snapshot_that_reads() {
     assert_eq!(stack.wait_final(&next, 60).await.status, "SUCCEEDED");
     // Its own first snapshot stored, the damaged one is removed: it never
     // counts as one of the two kept.
-    until(&stack, 30, "the damaged snapshot removed", || async {
+    until(&stack, 30, "the unusable snapshot removed", || async {
         stack
             .log_of("scheduler-2")
-            .contains("damaged snapshot removed")
+            .contains("unusable snapshot removed")
     })
     .await;
     let names: Vec<String> = snapshots(&store).await.into_iter().map(|s| s.0).collect();

@@ -313,6 +313,25 @@ pub struct Job {
 }
 
 impl Job {
+    /// A job submitted at `now`: SUBMITTED, with no attempt yet.
+    pub fn new(id: JobId, spec: JobSpec, now: Time) -> Job {
+        Job {
+            id,
+            spec,
+            status: JobStatus::Submitted,
+            status_reason: StatusReason::None,
+            submitted_at: now,
+            runnable_since: now,
+            attempts: Vec::new(),
+            preempted_attempts: 0,
+            failed_attempts: 0,
+            host_lost_attempts: 0,
+            stopping: None,
+            last_checkpoint: None,
+            finished_at: None,
+        }
+    }
+
     pub fn current_attempt(&self) -> Option<&Attempt> {
         self.attempts.last().filter(|a| a.outcome.is_none())
     }

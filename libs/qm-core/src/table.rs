@@ -94,20 +94,10 @@ mod tests {
     use crate::{ShareIdx, Time, TypeIdx};
 
     fn job(id: u64) -> Job {
+        let spec = JobSpec::new("j", ShareIdx(0), TypeIdx(0), 1);
         Job {
-            id: JobId(id),
-            spec: JobSpec::new("j", ShareIdx(0), TypeIdx(0), 1),
             status: JobStatus::Succeeded,
-            status_reason: Default::default(),
-            submitted_at: Time(0),
-            runnable_since: Time(0),
-            attempts: Vec::new(),
-            preempted_attempts: 0,
-            failed_attempts: 0,
-            host_lost_attempts: 0,
-            stopping: None,
-            last_checkpoint: None,
-            finished_at: None,
+            ..Job::new(JobId(id), spec, Time(0))
         }
     }
 

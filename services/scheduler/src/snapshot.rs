@@ -45,7 +45,7 @@ pub struct Header {
     /// When it was taken (ms since the Unix epoch) and by which leader.
     pub taken_at: u64,
     pub holder: String,
-    /// Jobs it holds (for the log line and `qm` tooling).
+    /// Jobs it holds (said when a leader loads it).
     pub jobs: u64,
     pub body_bytes: u64,
     pub sha256: String,
@@ -127,8 +127,8 @@ pub fn encode(
     out
 }
 
-/// Reads only the header (cheap: a listing shows it without the body).
-pub fn header(bytes: &[u8]) -> Result<(Header, &[u8]), Damage> {
+/// Splits the header off the body and reads it.
+fn header(bytes: &[u8]) -> Result<(Header, &[u8]), Damage> {
     let end = bytes
         .iter()
         .position(|&b| b == b'\n')
@@ -173,8 +173,9 @@ pub struct Loaded {
 }
 
 /// What a leader found: the snapshot it starts from (None: the empty
-/// state) and the newer ones that were damaged (removed once it has
-/// stored a snapshot of its own, so they never count as kept).
+/// state) and the newer ones it could not use, damaged or older than the
+/// log's start (removed once it has stored a snapshot of its own, so they
+/// never count as kept).
 pub struct Found {
     pub loaded: Option<Loaded>,
     pub damaged: Vec<String>,
@@ -279,7 +280,7 @@ pub async fn store(store: &ObjectStore, cut: Cut, bytes: &[u8]) -> Result<(), as
     Ok(())
 }
 
-/// Deletes the `damaged` snapshots, keeps the newest `keep` others
+/// Deletes the `damaged` (unusable) snapshots, keeps the newest `keep` others
 /// (deleting the rest) and returns the first log entry the oldest kept one
 /// needs: the log may be truncated below it.
 pub async fn prune(
@@ -289,7 +290,7 @@ pub async fn prune(
 ) -> Result<Option<u64>, async_nats::Error> {
     let mut stored = list(store).await?;
     for (_, name) in stored.iter().filter(|(_, n)| damaged.contains(n)) {
-        tracing::warn!(snapshot = %name, "damaged snapshot removed");
+        tracing::warn!(snapshot = %name, "unusable snapshot removed (damaged, or older than the log's start)");
         store.delete(name).await?;
     }
     stored.retain(|(_, n)| !damaged.contains(n));

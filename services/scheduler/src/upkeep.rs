@@ -1,8 +1,10 @@
 //! What keeps the leader's state and the log bounded: snapshots (written
 //! beside the loop, after every event they cover is stored), pruning old
 //! snapshots and truncating the log behind the older kept one, and when the
-//! archive of finished jobs is next due. The loop decides *when*; the work
-//! that takes time runs in a task, never in the loop.
+//! archive of finished jobs is next due. The loop decides *when* and takes
+//! what it must from the state (a clone for a snapshot; the records of the
+//! jobs due for the archive); encoding and everything that waits on NATS
+//! runs in a task, one of each kind at a time.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -93,22 +93,7 @@ impl Cluster {
             return Err(JobError::Invalid(problems));
         }
         let id = self.jobs.next_id();
-        let job = Job {
-            id,
-            spec,
-            status: JobStatus::Submitted,
-            status_reason: StatusReason::None,
-            submitted_at: now,
-            runnable_since: now,
-            attempts: Vec::new(),
-            preempted_attempts: 0,
-            failed_attempts: 0,
-            host_lost_attempts: 0,
-            stopping: None,
-            last_checkpoint: None,
-            finished_at: None,
-        };
-        self.jobs.insert(job);
+        self.jobs.insert(Job::new(id, spec, now));
         self.make_runnable(id, now, StatusReason::Waiting(WaitReason::Queued));
         Ok(id)
     }

@@ -1002,3 +1002,28 @@ fn archived_jobs_leave_the_state_and_only_finished_ones_go() {
         .values()
         .all(|m| m.public_id != "j1"));
 }
+
+#[test]
+fn a_jobs_place_in_its_trace_survives_a_snapshot() {
+    let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert(qm_wire::trace::TRACEPARENT, parent);
+    let mut traces = crate::observe::Traces::default();
+    let entry = LogEntry::Submit {
+        job_id: "j1".into(),
+        job: submit("p1", "QS1", 1),
+        principal: None,
+    };
+    traces.entry(&entry, Some(&headers));
+    let exported = traces.export();
+    assert_eq!(exported.get("j1").map(String::as_str), Some(parent));
+    let mut again = crate::observe::Traces::default();
+    again.import(&exported);
+    assert!(again.of("j1").is_some());
+    assert_eq!(again.of("j1"), traces.of("j1"));
+    // A place that does not read is left out, not guessed.
+    let mut bad = std::collections::BTreeMap::new();
+    bad.insert("j2".to_string(), "not a traceparent".to_string());
+    again.import(&bad);
+    assert!(again.of("j2").is_none());
+}
