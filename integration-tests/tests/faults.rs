@@ -7,7 +7,7 @@ use qm_integration_tests::stack::{
     digest_in, reference_digest, start_command, start_nats, trainer_job, Stack,
 };
 use qm_integration_tests::{start_s3, S3Server};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use qm_service::client::CallError;
 use qm_wire::messages::{
@@ -153,13 +153,83 @@ async fn a_scheduler_killed_mid_run_loses_no_job_and_runs_none_twice() {
         );
     }
     let log = stack.log_of("scheduler-2");
-    assert!(log.contains("state rebuilt from the log"), "{log}");
+    // Started after the kill, it took over cold or after following the
+    // log for a moment (the presence probe shows the leader gone at once).
+    assert!(
+        log.contains("state rebuilt from the log")
+            || log.contains("took over from following the log"),
+        "{log}"
+    );
     // The new leader found where the old one's events ended.
     assert!(
         log.lines()
             .any(|l| l.contains("newest stored event position") && l.contains("Some(")),
         "{log}"
     );
+    stack.stop_all();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_standby_takes_over_from_a_killed_leader_at_once_not_after_its_lease() {
+    // A 60 s lease: within the waits below, only the standby's presence
+    // probe (the leader's connection is gone) can make it lead.
+    let nats = start_nats().await;
+    let s3 = start_s3().await;
+    let mut stack = Stack::new(&nats, &s3, "warm-standby").await;
+    stack.scheduler_env = vec![("QM_SCHEDULER_LEASE_SECONDS".into(), "60".into())];
+    stack.admission();
+    stack.scheduler("scheduler-1");
+    stack.apply(QUEUE_YAML).await;
+    stack.wait_leader("scheduler-1").await;
+    stack.scheduler("scheduler-2");
+    stack.executor("node-1", "training", "ml.g5.xlarge", 2);
+    let args = [
+        "--steps",
+        "200",
+        "--checkpoint-every",
+        "20",
+        "--step-delay-ms",
+        "25",
+    ];
+    let expected = reference_digest(&args[..4]);
+    let long = stack
+        .submit(&trainer_job("long", "training", "QS1", 1, &args))
+        .await;
+    stack
+        .wait_for(&long, 60, "RUNNING", |j| j.status == "RUNNING")
+        .await;
+    // The standby follows the log: it has read the long job's start.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !stack
+        .log_of("scheduler-2")
+        .contains("standing by: following the log")
+    {
+        assert!(Instant::now() < deadline, "{}", stack.logs());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stack.signal("scheduler-1", "KILL");
+    let next = stack
+        .submit(&trainer_job(
+            "after-the-kill",
+            "training",
+            "QS2",
+            1,
+            &["--steps", "5"],
+        ))
+        .await;
+    let j = stack.wait_final(&next, 40).await;
+    assert_eq!(j.status, "SUCCEEDED", "{j:#?}\n{}", stack.logs());
+    // The job that ran across the takeover ran once, to the end.
+    let l = stack.wait_final(&long, 120).await;
+    assert_eq!(l.status, "SUCCEEDED", "{l:#?}");
+    assert_eq!(l.attempts.len(), 1, "ran once: {l:#?}");
+    assert_eq!(stack.attempt_dirs("node-1", &long), 1);
+    let out = stack.attempt_stdout("node-1", &long, 1);
+    assert_eq!(digest_in(&out).as_deref(), Some(expected.as_str()), "{out}");
+    stack.assert_stored_events(&long, "SUCCEEDED").await;
+    let log = stack.log_of("scheduler-2");
+    assert!(log.contains("the leader's connection is gone"), "{log}");
+    assert!(log.contains("took over from following the log"), "{log}");
     stack.stop_all();
 }
 

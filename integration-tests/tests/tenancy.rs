@@ -435,6 +435,22 @@ async fn a_team_client_cannot_reach_what_only_services_may_touch() {
         .await
         .expect("sent");
     refused_by_server(t, "$KV.qm_leader.scheduler").await;
+    // 2c. Answering for a dead leader (a standby would then wait out its
+    //     lease instead of taking over at once), or probing for it.
+    let t = Instant::now();
+    let _answer = alice
+        .nats
+        .subscribe("qm.v1.sched.presence.*")
+        .await
+        .expect("sent");
+    refused_by_server(t, "qm.v1.sched.presence.*").await;
+    let t = Instant::now();
+    alice
+        .nats
+        .publish("qm.v1.sched.presence.scheduler-1", "".into())
+        .await
+        .expect("sent");
+    refused_by_server(t, "qm.v1.sched.presence.scheduler-1").await;
     // 3. Writing the configuration bucket directly.
     let t = Instant::now();
     alice

@@ -356,13 +356,18 @@ async fn main() {
     let line = finished(&timelines).pop().expect("the probe's timeline");
     let placed = line.at.get("SCHEDULED").copied().unwrap_or(0);
     println!(
-        "kill -9 -> next placement      {:>8.0} ms (the lease, 5 s, expires first; {:.1} s wall to SUCCEEDED)",
+        "kill -9 -> next placement      {:>8.0} ms ({:.1} s wall to SUCCEEDED)",
         placed.saturating_sub(killed_ms) as f64,
         killed.elapsed().as_secs_f64()
     );
     let log = stack.log_of("scheduler-2");
     for line in log.lines().filter(|l| {
-        l.contains("snapshot loaded") || l.contains("state rebuilt") || l.contains("became the")
+        l.contains("snapshot loaded")
+            || l.contains("state rebuilt")
+            || l.contains("became the")
+            || l.contains("took over")
+            || l.contains("connection is gone")
+            || l.contains("following the log")
     }) {
         println!("  scheduler-2: {}", strip_ansi(line));
     }

@@ -216,6 +216,17 @@ pub async fn connect(
     Ok((client, principal))
 }
 
+/// How many times this process's NATS connections have dropped. A
+/// scheduler leader compares it across a lease renewal: a connection that
+/// dropped meanwhile may have let a standby take the lease at once, so the
+/// leader stops acting until a renewal succeeds again (leader.rs).
+static DISCONNECTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// See [`DISCONNECTS`].
+pub fn disconnects() -> u64 {
+    DISCONNECTS.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 /// Reconnects forever after an outage, logging connection events (and
 /// recording permission violations for `violation_since`).
 fn with_events(o: async_nats::ConnectOptions, name: &str) -> async_nats::ConnectOptions {
@@ -228,6 +239,7 @@ fn with_events(o: async_nats::ConnectOptions, name: &str) -> async_nats::Connect
                     tracing::info!(service = %name, "connected to NATS")
                 }
                 async_nats::Event::Disconnected => {
+                    DISCONNECTS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     tracing::warn!(service = %name, "disconnected from NATS; reconnecting")
                 }
                 async_nats::Event::ServerError(e) => {

@@ -142,7 +142,11 @@ pub fn permissions(tenancy: &Tenancy, principal: &str) -> Option<Permissions> {
             perms
                 .subscribe
                 .push(format!("{}.*.heartbeat", subjects::EXEC_PREFIX));
+            // Schedulers probe each other's presence (leader.rs).
+            let presence = format!("{}.*", subjects::SCHED_PRESENCE_PREFIX);
+            perms.subscribe.push(presence.clone());
             let p = &mut perms.publish;
+            p.push(presence);
             p.push(format!("{}.*.command", subjects::EXEC_PREFIX));
             p.push(subjects::LOG_SCHED.into());
             p.push("qm.v1.events.>".into());
@@ -358,6 +362,19 @@ mod tests {
             assert_eq!(submits, principal == "admission", "{principal}");
             let decisions = p.publish.iter().any(|s| s == "qm.v1.log.sched");
             assert_eq!(decisions, principal == "scheduler", "{principal}");
+            // Nobody else can answer for the leader (and so delay a
+            // failover) or probe for it.
+            let presence = |l: &[String]| l.iter().any(|s| s.starts_with("qm.v1.sched.presence"));
+            assert_eq!(
+                presence(&p.subscribe),
+                principal == "scheduler",
+                "{principal}"
+            );
+            assert_eq!(
+                presence(&p.publish),
+                principal == "scheduler",
+                "{principal}"
+            );
             assert!(
                 !p.publish.iter().any(|s| s == ">" || s == "$JS.API.>"),
                 "{principal}"

@@ -33,6 +33,29 @@ pub const LOG_PREFIX: &str = "qm.v1.log";
 /// Decisions of the scheduler leader; appends are fenced by sequence.
 pub const LOG_SCHED: &str = "qm.v1.log.sched";
 pub const SCHED_REQUEST: &str = "qm.v1.sched.request";
+/// Every scheduler process answers requests on `<prefix>.<holder>` for as
+/// long as it lives, so a standby learns at once that the leader's
+/// connection is gone (NATS answers "no responders") instead of waiting out
+/// the lease. Only schedulers may publish or subscribe here.
+pub const SCHED_PRESENCE_PREFIX: &str = "qm.v1.sched.presence";
+
+/// The presence subject of the scheduler whose lease holder name is
+/// `holder`. Characters a subject token cannot hold become `_`: two holders
+/// that map to one subject only make a standby wait out the lease (one of
+/// them answers), never take it early.
+pub fn sched_presence(holder: &str) -> String {
+    let token: String = holder
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("{SCHED_PRESENCE_PREFIX}.{token}")
+}
 
 /// The JetStream stream holding `qm.v1.log.>`.
 pub const LOG_STREAM: &str = "QM_LOG";

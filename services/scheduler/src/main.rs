@@ -5,6 +5,7 @@
 
 mod acks;
 mod archive;
+mod follow;
 mod leader;
 mod observe;
 mod runner;
@@ -153,24 +154,42 @@ async fn run(
     let ttl = Duration::from_secs(settings.lease_seconds);
     let shutdown = nats::shutdown_signal();
     tokio::pin!(shutdown);
+    // Answered from start to exit: a standby probing it learns at once when
+    // this process is gone (leader.rs).
+    let presence = tokio::spawn(leader::answer_presence(
+        client.clone(),
+        settings.holder.clone(),
+    ));
+    let _presence = runner::AbortOnDrop(presence);
     loop {
-        let acquired = tokio::select! {
-            _ = &mut shutdown => None,
-            got = leader::acquire(&storage.leader, &settings.holder, ttl, &role) => Some(got),
+        // Standing by: campaign for the lease and follow the log meanwhile,
+        // so that taking over costs only its last entries (follow.rs).
+        let mut follower: Option<follow::Follower> = None;
+        let mut retry_at: Option<tokio::time::Instant> = None;
+        let campaign = leader::acquire(&client, &storage.leader, &settings.holder, ttl, &role);
+        tokio::pin!(campaign);
+        let taken = loop {
+            tokio::select! {
+                biased;
+                _ = &mut shutdown => break None,
+                taken = &mut campaign => break Some(taken),
+                failed = follow_step(&mut follower, &storage, &mut retry_at) => {
+                    if let Err(e) = failed {
+                        tracing::warn!(error = %e, "following the log as a standby failed; starting again in 5 s");
+                        follower = None;
+                        retry_at = Some(tokio::time::Instant::now() + Duration::from_secs(5));
+                    }
+                }
+            }
         };
-        let Some((epoch, revision, taken_at)) = acquired else {
+        let Some(taken) = taken else {
             tracing::info!("scheduler stopped (was standing by)");
             return std::process::ExitCode::SUCCESS;
         };
+        let epoch = taken.epoch;
         tracing::info!(epoch, holder = %settings.holder, "became the scheduler leader");
-        let (lost, tenure, keeper) = leader::keep(
-            storage.leader.clone(),
-            settings.holder.clone(),
-            ttl,
-            epoch,
-            revision,
-            taken_at,
-        );
+        let (lost, tenure, keeper) =
+            leader::keep(storage.leader.clone(), settings.holder.clone(), ttl, &taken);
         let lease = runner::Lease {
             epoch,
             role: role.clone(),
@@ -182,6 +201,7 @@ async fn run(
             &storage,
             &settings,
             lease,
+            follower,
             &mut metrics,
             &mut shutdown,
         )
@@ -203,6 +223,32 @@ async fn run(
                 leader::release(&storage.leader, &settings.holder).await;
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
+        }
+    }
+}
+
+/// One step of a standby's following: start the follower (after `retry_at`
+/// when the last one failed), or read its next entry.
+async fn follow_step(
+    follower: &mut Option<follow::Follower>,
+    storage: &nats::Storage,
+    retry_at: &mut Option<tokio::time::Instant>,
+) -> Result<(), runner::LeadError> {
+    match follower {
+        Some(f) => f.step(&storage.js).await,
+        None => {
+            if let Some(at) = *retry_at {
+                tokio::time::sleep_until(at).await;
+            }
+            *retry_at = None;
+            let f = follow::Follower::start(storage).await?;
+            tracing::info!(
+                from = f.from,
+                ms = f.started.elapsed().as_millis() as u64,
+                "standing by: following the log"
+            );
+            *follower = Some(f);
+            Ok(())
         }
     }
 }

@@ -27,7 +27,6 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
 
-use async_nats::jetstream::consumer::{pull, DeliverPolicy};
 use futures::{FutureExt, StreamExt};
 use qm_service::api::{self, decode, encode};
 use qm_service::nats::Storage;
@@ -40,7 +39,7 @@ use qm_wire::messages::{
 use qm_wire::subjects;
 use qm_wire::system::{AttemptKey, ExecCommand, Heartbeat, LogEntry, SchedOperation, SchedRequest};
 
-use crate::state::{Cut, Effect, Effects, Logged, Position, Positions, Replay, State};
+use crate::state::{Cut, Effect, Effects, Position, Positions, State};
 use crate::Settings;
 
 pub enum Outcome {
@@ -80,10 +79,6 @@ pub enum LeadError {
 
 fn log_error(e: impl Into<async_nats::Error>) -> LeadError {
     LeadError::Log(e.into())
-}
-
-fn events_error(e: impl Into<async_nats::Error>) -> LeadError {
-    LeadError::Events(e.into())
 }
 
 /// An event to store: subject, payload, headers (position and message id).
@@ -131,11 +126,11 @@ struct SentCommand {
 }
 
 /// Header of a decision: the last non-decision entry its leader had applied.
-const AFTER_HEADER: &str = "Qm-After";
+pub(crate) const AFTER_HEADER: &str = "Qm-After";
 /// Header of an event: where in the applied order it was produced.
-const POSITION_HEADER: &str = "Qm-Position";
+pub(crate) const POSITION_HEADER: &str = "Qm-Position";
 
-fn parse_position(s: &str) -> Option<Position> {
+pub(crate) fn parse_position(s: &str) -> Option<Position> {
     let mut it = s.split('.').map(|p| p.parse::<u64>().ok());
     let p = (it.next()??, it.next()??, it.next()??);
     it.next().is_none().then_some(p)
@@ -192,7 +187,7 @@ struct Runner<'a> {
     positions: Positions,
 }
 
-fn ms_of(info: &async_nats::jetstream::message::Info<'_>) -> u64 {
+pub(crate) fn ms_of(info: &async_nats::jetstream::message::Info<'_>) -> u64 {
     (info.published.unix_timestamp_nanos() / 1_000_000).max(0) as u64
 }
 
@@ -211,6 +206,7 @@ pub async fn run(
     storage: &Storage,
     settings: &Settings,
     lease: Lease,
+    follower: Option<crate::follow::Follower>,
     metrics: &mut crate::observe::Metrics,
     shutdown: &mut Pin<&mut impl Future<Output = ()>>,
 ) -> Outcome {
@@ -248,7 +244,7 @@ pub async fn run(
         acks: None,
         archived_tx: None,
     };
-    let outcome = match runner.go(epoch, &mut lost, shutdown).await {
+    let outcome = match runner.go(epoch, follower, &mut lost, shutdown).await {
         Ok(outcome) => outcome,
         Err(e) => Outcome::Failed(e),
     };
@@ -260,79 +256,62 @@ impl Runner<'_> {
     async fn go(
         &mut self,
         epoch: u64,
+        follower: Option<crate::follow::Follower>,
         lost: &mut tokio::sync::watch::Receiver<bool>,
         shutdown: &mut Pin<&mut impl Future<Output = ()>>,
     ) -> Result<Outcome, LeadError> {
-        let started = Instant::now();
-        let mut log = self.storage.log.clone();
-        let stored = &log.info().await.map_err(log_error)?.state;
-        let (first, last) = (stored.first_sequence, stored.last_sequence);
-        // The newest readable snapshot, then only the log after its cut.
-        let found = crate::snapshot::load_newest(&self.storage.snapshots, first).await?;
-        self.upkeep.damaged = found.damaged;
-        let (cut, positions) = match found.loaded {
-            Some(l) => {
-                tracing::info!(
-                    snapshot = %l.name, jobs = l.header.jobs, bytes = l.header.body_bytes,
-                    taken_by = %l.header.holder, ms = started.elapsed().as_millis() as u64,
-                    "snapshot loaded"
-                );
-                self.state = l.image.state;
-                self.traces.import(&l.image.traces);
-                self.after = l.header.cut.after;
-                self.sched_seq = l.header.cut.sched;
-                (l.header.cut, l.header.positions)
-            }
-            None => (Cut::default(), Positions::default()),
+        let took = Instant::now();
+        // A standby that followed the log only reads its last entries; one
+        // that did not (or whose following failed) starts from the newest
+        // snapshot now.
+        let (mut follower, warm) = match follower {
+            Some(f) => (f, true),
+            None => (crate::follow::Follower::start(self.storage).await?, false),
         };
-        let from = crate::snapshot::needs_from(cut);
-        let consumer = log
-            .create_consumer(pull::OrderedConfig {
-                deliver_policy: DeliverPolicy::ByStartSequence {
-                    start_sequence: from,
-                },
-                ..Default::default()
-            })
-            .await
-            .map_err(log_error)?;
-        let mut messages = consumer.messages().await.map_err(log_error)?;
-        let published = self.last_published().await?;
+        let behind = follower.seq;
+        follower.catch_up(self.storage).await?;
+        let published = crate::follow::last_published(&self.storage.js).await?;
         tracing::info!(?published, "newest stored event position");
-        // Replay the tail as it streams in; effects were published the
-        // first time.
-        let mut replay = Replay::new(cut, positions, published);
-        let mut seq = from - 1;
-        while seq < last {
-            let Some(msg) = messages.next().await else {
-                return Err(LeadError::LogEnded("during replay"));
-            };
-            let msg = msg.map_err(log_error)?;
-            let at = msg.info().map_err(log_error)?.stream_sequence;
-            if at != seq + 1 {
-                return Err(LeadError::Gap { from: seq, to: at });
-            }
-            seq = at;
-            if let Some(logged) = self.logged(&msg) {
-                replay.push(&mut self.state, logged);
-            }
-        }
-        let (republish, _) = replay.finish(&mut self.state);
+        // Events were published the first time; those after the newest
+        // stored one are republished.
+        let republish = follower.finish(published);
+        let entries = follower.entries();
+        let crate::follow::Follower {
+            state,
+            traces,
+            after,
+            sched_seq,
+            mut messages,
+            damaged,
+            cut,
+            from,
+            seq,
+            started,
+            ..
+        } = follower;
+        self.state = state;
+        self.traces = traces;
+        self.after = after;
+        self.sched_seq = sched_seq;
+        self.upkeep.damaged = damaged;
         self.traces.retain_live(&self.state);
         // Reasons and settled types are not in the log: look at everything.
         self.state.reconsider();
-        self.upkeep.applied(last.saturating_sub(from - 1));
+        self.upkeep.applied(entries);
         self.state.epoch = epoch;
         self.role.lead(epoch);
         tracing::info!(
-            entries = last.saturating_sub(from - 1),
+            entries,
             from,
+            caught_up = seq.saturating_sub(behind),
             jobs = self.state.job_queue.len(),
-            ms = started.elapsed().as_millis() as u64,
+            ms = took.elapsed().as_millis() as u64,
+            following_ms = started.elapsed().as_millis() as u64,
             "{}",
-            if cut == Cut::default() {
-                "state rebuilt from the log"
-            } else {
-                "state rebuilt from the snapshot and the log after it"
+            match (warm, cut == Cut::default()) {
+                (true, _) => "took over from following the log",
+                (false, true) => "state rebuilt from the log",
+                (false, false) => "state rebuilt from the snapshot and the log after it",
             }
         );
         let mut requests = self.subscribe(subjects::SCHED_REQUEST.to_string()).await?;
@@ -500,92 +479,11 @@ impl Runner<'_> {
         true
     }
 
-    /// The position of the newest job or preemption event stored (one
-    /// message read: the last one matching those subjects). When the events
-    /// stream has never stored anything, no leader ever published: every
-    /// event of the log is due (the position before the first), so submits
-    /// stored before the first leader started are announced too. When
-    /// events were stored but none is left (aged out), nothing is known to
-    /// be missing: None, and nothing is republished.
-    async fn last_published(&self) -> Result<Option<Position>, LeadError> {
-        let mut stream = self
-            .storage
-            .js
-            .get_stream(subjects::EVENTS_STREAM)
-            .await
-            .map_err(events_error)?;
-        if stream
-            .info()
-            .await
-            .map_err(events_error)?
-            .state
-            .last_sequence
-            == 0
-        {
-            return Ok(Some((0, 0, 0)));
-        }
-        let mut consumer = stream
-            .create_consumer(pull::OrderedConfig {
-                deliver_policy: DeliverPolicy::Last,
-                filter_subjects: subjects::all_job_and_preemption_events().to_vec(),
-                ..Default::default()
-            })
-            .await
-            .map_err(events_error)?;
-        if consumer.info().await.map_err(events_error)?.num_pending == 0 {
-            return Ok(None);
-        }
-        let mut messages = consumer.messages().await.map_err(events_error)?;
-        let msg = tokio::time::timeout(Duration::from_secs(10), messages.next())
-            .await
-            .map_err(|_| events_error("the last stored event did not arrive in 10 s"))?
-            .ok_or_else(|| events_error("the events consumer ended"))?
-            .map_err(events_error)?;
-        Ok(msg
-            .headers
-            .as_ref()
-            .and_then(|h| h.get(POSITION_HEADER))
-            .and_then(|v| parse_position(v.as_str())))
-    }
-
     async fn subscribe(&self, subject: String) -> Result<async_nats::Subscriber, LeadError> {
         self.client
             .subscribe(subject.clone())
             .await
             .map_err(|source| LeadError::Subscribe { subject, source })
-    }
-
-    /// A stored entry as a replay reads it (None: unreadable, skipped).
-    fn logged(&mut self, msg: &async_nats::jetstream::Message) -> Option<Logged> {
-        let info = msg.info().ok()?;
-        let (seq, at) = (info.stream_sequence, ms_of(&info));
-        let decision = msg.subject.as_str() == subjects::LOG_SCHED;
-        if decision {
-            self.sched_seq = self.sched_seq.max(seq);
-        } else {
-            self.after = self.after.max(seq);
-        }
-        let entry = match serde_json::from_slice::<LogEntry>(&msg.payload) {
-            Ok(e) => e,
-            Err(e) => {
-                tracing::warn!(seq, subject = %msg.subject, error = %e, "unreadable log entry skipped");
-                return None;
-            }
-        };
-        self.traces.entry(&entry, msg.headers.as_ref());
-        let after = decision.then(|| {
-            msg.headers
-                .as_ref()
-                .and_then(|h| h.get(AFTER_HEADER))
-                .and_then(|v| v.as_str().parse().ok())
-                .unwrap_or(0)
-        });
-        Some(Logged {
-            seq,
-            after,
-            entry,
-            at,
-        })
     }
 
     /// Appends a decision, fenced on the decisions subject. None: another
@@ -1394,7 +1292,7 @@ async fn reply_to<T: serde::Serialize>(
 }
 
 /// Aborts a task when dropped (the acknowledger ends with its leader).
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
+pub(crate) struct AbortOnDrop(pub tokio::task::JoinHandle<()>);
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {

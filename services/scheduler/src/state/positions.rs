@@ -138,6 +138,38 @@ impl Replay {
         }
     }
 
+    /// The stored events end at `published`: the events kept so far at or
+    /// before it need no republishing, nor do events produced later at or
+    /// before it (a follower behind the leader). None: none is known to be
+    /// missing, so none kept so far is. Events are published in the order
+    /// produced, so nothing after a stored one was stored before it.
+    pub fn prune(&mut self, published: Option<Position>) {
+        match published {
+            Some(p) => {
+                self.republish.retain(|(q, _)| *q > p);
+                if let Some(floor) = &mut self.published {
+                    *floor = (*floor).max(p);
+                }
+            }
+            None => self.republish.clear(),
+        }
+    }
+
+    /// [`Replay::finish`] for a replay that kept its events while the
+    /// stored events grew: returns only those after `published`, the
+    /// newest stored one now (None: none).
+    pub fn finish_after(
+        mut self,
+        state: &mut State,
+        published: Option<Position>,
+    ) -> (Vec<(Position, Effect)>, Positions) {
+        self.prune(published);
+        if published.is_none() {
+            self.published = None;
+        }
+        self.finish(state)
+    }
+
     /// The log has been read to its end: the inputs no decision followed
     /// are applied. Returns the events to republish and where event
     /// numbering continues.
