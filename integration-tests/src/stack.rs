@@ -129,6 +129,64 @@ pub struct Nats {
     pub auth: Auth,
     /// The URL from inside its Docker network (when started on one).
     pub inside_url: Option<String>,
+    /// Where JetStream stores its data, on the host.
+    pub store: StoreDir,
+}
+
+impl Nats {
+    /// The server's own address on Docker's bridge, reached from the host
+    /// without Docker's userland port proxy (which copies every byte and,
+    /// under a benchmark's load, used a sixth of the machine). Falls back
+    /// to the published port.
+    pub async fn direct_url(&self) -> String {
+        let inspected = tokio::process::Command::new("docker")
+            .args([
+                "inspect",
+                "-f",
+                "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}",
+                self.container.id(),
+            ])
+            .output()
+            .await;
+        let ip = inspected.ok().and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .split_whitespace()
+                .find_map(|a| a.parse::<std::net::Ipv4Addr>().ok())
+        });
+        match ip {
+            Some(ip) if !self.url.starts_with("tls") => format!("nats://{ip}:4222"),
+            _ => self.url.clone(),
+        }
+    }
+}
+
+/// A host directory for a NATS server's JetStream store, bind-mounted into
+/// its container: the store survives the container's restarts, and writes
+/// skip the container's own filesystem (on hosts whose Docker storage
+/// driver is fuse-overlayfs, every JetStream write went through FUSE).
+/// Removed when dropped.
+pub struct StoreDir(PathBuf);
+
+impl StoreDir {
+    fn new(label: &str) -> StoreDir {
+        let dir = std::env::temp_dir().join(format!("qm-js-{label}-{}", free_port()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a directory for the JetStream store");
+        // Whatever user the image runs NATS as may write it.
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777));
+        StoreDir(dir)
+    }
+
+    fn mount(&self) -> testcontainers::core::Mount {
+        testcontainers::core::Mount::bind_mount(self.0.to_string_lossy(), "/tmp/js")
+    }
+}
+
+impl Drop for StoreDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 pub async fn start_nats() -> Nats {
@@ -177,10 +235,12 @@ async fn start_nats_auth(
         );
     }
     config.push_str(&auth.authorization);
+    let store = StoreDir::new("server");
     let mut image = GenericImage::new(name, tag)
         .with_exposed_port(4222.tcp())
         .with_wait_for(WaitFor::message_on_stderr("Server is ready"))
         .with_copy_to("/etc/qm/nats.conf", config.into_bytes())
+        .with_mount(store.mount())
         .with_cmd(["-c", "/etc/qm/nats.conf"]);
     if let Some(t) = &tls {
         image = image
@@ -217,6 +277,7 @@ async fn start_nats_auth(
         url: format!("{scheme}://127.0.0.1:{port}"),
         auth,
         inside_url,
+        store,
     }
 }
 
@@ -254,6 +315,8 @@ pub fn start_command(
 pub struct NatsCluster {
     pub nats: Nats,
     pub others: Vec<ContainerAsync<GenericImage>>,
+    /// The other servers' JetStream stores.
+    pub stores: Vec<StoreDir>,
 }
 
 pub async fn start_nats_cluster() -> NatsCluster {
@@ -272,7 +335,8 @@ pub async fn start_nats_cluster() -> NatsCluster {
     let mut urls = Vec::new();
     // Started together: JetStream's cluster forms once all three route.
     let mut starting = Vec::new();
-    for server in &names {
+    let mut stores: Vec<StoreDir> = names.iter().map(|n| StoreDir::new(n)).collect();
+    for (server, store) in names.iter().zip(&stores) {
         let port = free_port();
         let config = format!(
             "server_name: {server}\nlisten: \"0.0.0.0:4222\"\njetstream {{ store_dir: \"/tmp/js\" }}\ncluster {{\n  name: qm\n  listen: \"0.0.0.0:6222\"\n  routes: [{}]\n  no_advertise: true\n}}\n{}",
@@ -286,6 +350,7 @@ pub async fn start_nats_cluster() -> NatsCluster {
             .with_cmd(["-c", "/etc/qm/nats.conf"])
             .with_network(format!("qm-nats-net-{suffix}"))
             .with_container_name(server.clone())
+            .with_mount(store.mount())
             .with_mapped_port(port, 4222.tcp());
         urls.push(format!("nats://127.0.0.1:{port}"));
         starting.push(request.start());
@@ -294,6 +359,7 @@ pub async fn start_nats_cluster() -> NatsCluster {
         containers.push(started.expect("a NATS cluster server starts"));
     }
     let first = containers.remove(0);
+    let store = stores.remove(0);
     NatsCluster {
         nats: Nats {
             container: first,
@@ -306,8 +372,10 @@ pub async fn start_nats_cluster() -> NatsCluster {
                     .collect::<Vec<_>>()
                     .join(","),
             ),
+            store,
         },
         others: containers,
+        stores,
     }
 }
 

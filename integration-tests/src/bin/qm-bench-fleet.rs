@@ -200,7 +200,10 @@ async fn main() {
     println!("   scheduler: finishedRetentionSeconds {retention}, snapshots every 100000 entries (defaults otherwise)");
 
     let auth = Auth::generated("fleet", &tenancy(executors));
-    let nats = start_nats_for(auth).await;
+    let mut nats = start_nats_for(auth).await;
+    // The services reach NATS as they would in production: directly, not
+    // through Docker's userland port proxy.
+    nats.url = nats.direct_url().await;
     let s3 = qm_integration_tests::start_s3().await;
     let mut stack = Stack::new(&nats, &s3, "fleet").await;
     stack.scheduler_env = vec![
@@ -372,12 +375,32 @@ async fn main() {
         println!("  scheduler-2: {}", strip_ansi(line));
     }
     let now = Usage::read(&stack, &names);
+    let mib = |b: u64| b as f64 / 1048576.0;
+    let new_leader = mib(now.0["scheduler-2"].1);
     println!(
         "new leader memory              {:>8.1} MiB (old leader before the kill: {:.1} MiB; empty: {:.1} MiB)",
-        now.0["scheduler-2"].1 as f64 / 1048576.0,
-        leader.0["scheduler-1"].1 as f64 / 1048576.0,
-        empty.0["scheduler-1"].1 as f64 / 1048576.0
+        new_leader,
+        mib(leader.0["scheduler-1"].1),
+        mib(empty.0["scheduler-1"].1)
     );
+    // The target's yardstick: an empty scheduler plus the jobs the state
+    // holds, each at what a job cost in the backlog phase (measured above).
+    let held = log
+        .lines()
+        .filter(|l| l.contains("took over") || l.contains("state rebuilt"))
+        .filter_map(|l| l.split("jobs=").nth(1))
+        .filter_map(|rest| rest.split_whitespace().next()?.parse::<f64>().ok())
+        .next_back();
+    if let Some(jobs) = held {
+        let per_job = (mib(loaded.0["scheduler-1"].1) - mib(empty.0["scheduler-1"].1))
+            / backlog.max(1) as f64;
+        let yardstick = mib(empty.0["scheduler-1"].1) + jobs * per_job;
+        println!(
+            "  against empty + held jobs    {:>8.2}x ({new_leader:.1} MiB vs {yardstick:.1} MiB: {jobs:.0} jobs held (finished in the last {retention} s, or live) at {:.2} KiB each)",
+            new_leader / yardstick,
+            per_job * 1024.0
+        );
+    }
     stack.stop_all();
 }
 
