@@ -108,6 +108,8 @@ pub async fn start_s3_on(network: Option<&str>) -> S3Server {
             credentials: None,
             bucket: BUCKET.into(),
             force_path_style: true,
+            transfer: Default::default(),
+            journal: None,
         };
         create_bucket_with_sdk(&config).await;
         return S3Server {
@@ -177,6 +179,8 @@ pub async fn start_s3_on(network: Option<&str>) -> S3Server {
         credentials: None,
         bucket: BUCKET.into(),
         force_path_style: true,
+        transfer: Default::default(),
+        journal: None,
     };
     // The layout takes a moment to apply everywhere.
     tokio::time::sleep(Duration::from_millis(500)).await;

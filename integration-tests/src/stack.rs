@@ -568,6 +568,8 @@ impl Stack {
             credentials: None,
             bucket: String::new(),
             force_path_style: true,
+            transfer: Default::default(),
+            journal: None,
         };
         let mut stack = Stack::connect(url, auth, s3, dir, Vec::new()).await;
         // Its executors run from the executor image, which carries it.

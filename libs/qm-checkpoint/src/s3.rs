@@ -1,8 +1,13 @@
 //! [`ObjectStore`] on S3-compatible storage (Garage, MinIO, AWS S3) through
-//! the AWS SDK. Objects are sent whole; multipart upload of very large
-//! checkpoint files is a later addition.
+//! the AWS SDK. Files move streamed from and to disk: above the part size
+//! as a multipart upload and as ranged reads, several parts at a time
+//! ([`Transfer`]). An upload that fails is aborted; one cut short by a
+//! crash is named in a journal directory, so the next start aborts it
+//! ([`S3Store::abort_journaled`]), and [`S3Store::abort_stale`] aborts any
+//! left under a prefix for longer than a day.
 
 use std::fmt;
+use std::path::{Path, PathBuf};
 
 use aws_sdk_s3::config::http::HttpResponse;
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, SharedCredentialsProvider};
@@ -10,7 +15,7 @@ use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::Client;
 
-use crate::store::{ObjectStore, StoreError};
+use crate::store::{ObjectStore, StoreError, Transfer};
 
 /// Where and how to reach the bucket.
 #[derive(Clone)]
@@ -28,6 +33,12 @@ pub struct S3Config {
     /// Path-style addressing (`endpoint/bucket/key`), which Garage and MinIO
     /// need without wildcard DNS.
     pub force_path_style: bool,
+    /// Part size and parallelism of large files.
+    pub transfer: Transfer,
+    /// Where multipart uploads in flight are recorded (one small file
+    /// each), so that a restarted process aborts those a crash left; None:
+    /// not recorded.
+    pub journal: Option<PathBuf>,
 }
 
 impl fmt::Debug for S3Config {
@@ -40,6 +51,8 @@ impl fmt::Debug for S3Config {
             .field("default_chain", &self.credentials.is_some())
             .field("bucket", &self.bucket)
             .field("force_path_style", &self.force_path_style)
+            .field("transfer", &self.transfer)
+            .field("journal", &self.journal)
             .finish()
     }
 }
@@ -49,6 +62,8 @@ impl fmt::Debug for S3Config {
 pub struct S3Store {
     client: Client,
     bucket: String,
+    transfer: Transfer,
+    journal: Option<PathBuf>,
 }
 
 /// aws-config's default credentials chain: `AWS_ACCESS_KEY_ID` and
@@ -86,6 +101,8 @@ impl S3Store {
         S3Store {
             client: Client::from_conf(builder.build()),
             bucket: config.bucket.clone(),
+            transfer: config.transfer,
+            journal: config.journal.clone(),
         }
     }
 
@@ -134,6 +151,284 @@ fn classify<E: ProvideErrorMetadata + fmt::Debug>(
             }
         }
         _ => StoreError::Refused(format!("{what}: {err:?}")),
+    }
+}
+
+/// One multipart upload in flight, as its journal entry records it.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct InFlight {
+    bucket: String,
+    key: String,
+    upload_id: String,
+}
+
+/// Uploads left in flight longer than this are aborted by [`S3Store::abort_stale`].
+pub const STALE_UPLOAD: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+impl S3Store {
+    fn journal_entry(&self, upload_id: &str) -> Option<PathBuf> {
+        // Upload ids are the server's; only safe characters name the file.
+        let name: String = upload_id
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        self.journal
+            .as_ref()
+            .map(|d| d.join(format!("{name}.upload.json")))
+    }
+
+    fn record(&self, key: &str, upload_id: &str) {
+        let Some(path) = self.journal_entry(upload_id) else {
+            return;
+        };
+        let entry = InFlight {
+            bucket: self.bucket.clone(),
+            key: key.to_string(),
+            upload_id: upload_id.to_string(),
+        };
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let _ = std::fs::write(&path, serde_json::to_vec(&entry).unwrap_or_default());
+    }
+
+    fn forget(&self, upload_id: &str) {
+        if let Some(path) = self.journal_entry(upload_id) {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+
+    async fn abort(&self, key: &str, upload_id: &str) -> Result<(), StoreError> {
+        match self
+            .client
+            .abort_multipart_upload()
+            .bucket(&self.bucket)
+            .key(key)
+            .upload_id(upload_id)
+            .send()
+            .await
+        {
+            Ok(_) => {}
+            // Already completed or aborted: nothing is left.
+            Err(SdkError::ServiceError(e)) if e.raw().status().as_u16() == 404 => {}
+            Err(e) => return Err(classify(&format!("abort upload of {key}"), e)),
+        }
+        self.forget(upload_id);
+        Ok(())
+    }
+
+    /// Aborts the multipart uploads this store's journal names (a crash
+    /// left them): their parts stop taking space. Returns how many.
+    pub async fn abort_journaled(&self) -> Result<usize, StoreError> {
+        let Some(dir) = &self.journal else {
+            return Ok(0);
+        };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return Ok(0);
+        };
+        let mut aborted = 0;
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Some(u) = std::fs::read(&path)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<InFlight>(&b).ok())
+            else {
+                continue;
+            };
+            if u.bucket != self.bucket {
+                continue;
+            }
+            self.abort(&u.key, &u.upload_id).await?;
+            aborted += 1;
+        }
+        Ok(aborted)
+    }
+
+    /// Aborts the multipart uploads under `prefix` started more than
+    /// `older_than` ago (whoever started them: no upload takes that long).
+    /// Returns how many.
+    pub async fn abort_stale(
+        &self,
+        prefix: &str,
+        older_than: std::time::Duration,
+    ) -> Result<usize, StoreError> {
+        let cutoff = std::time::SystemTime::now() - older_than;
+        let cutoff_secs = cutoff
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        let mut aborted = 0;
+        let (mut key_marker, mut id_marker): (Option<String>, Option<String>) = (None, None);
+        loop {
+            let out = self
+                .client
+                .list_multipart_uploads()
+                .bucket(&self.bucket)
+                .prefix(prefix)
+                .set_key_marker(key_marker.clone())
+                .set_upload_id_marker(id_marker.clone())
+                .send()
+                .await
+                .map_err(|e| classify(&format!("list uploads under {prefix}"), e))?;
+            for u in out.uploads() {
+                let old = u.initiated().is_some_and(|t| t.secs() < cutoff_secs);
+                if let (true, Some(key), Some(id)) = (old, u.key(), u.upload_id()) {
+                    self.abort(key, id).await?;
+                    aborted += 1;
+                }
+            }
+            if !out.is_truncated().unwrap_or(false) {
+                break;
+            }
+            key_marker = out.next_key_marker().map(str::to_string);
+            id_marker = out.next_upload_id_marker().map(str::to_string);
+            if key_marker.is_none() {
+                break;
+            }
+        }
+        Ok(aborted)
+    }
+
+    /// The parts of a multipart upload, `parallel` at a time, each streamed
+    /// from its range of the file; any failure aborts the upload.
+    async fn put_parts(&self, key: &str, path: &Path, size: u64) -> Result<(), StoreError> {
+        use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
+        use futures::{StreamExt, TryStreamExt};
+        let created = self
+            .client
+            .create_multipart_upload()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+            .map_err(|e| classify(&format!("start upload of {key}"), e))?;
+        let upload_id = created
+            .upload_id()
+            .ok_or_else(|| StoreError::Transient(format!("start upload of {key}: no upload id")))?
+            .to_string();
+        self.record(key, &upload_id);
+        let parts = self.transfer.parts(size);
+        let sent = futures::stream::iter(parts.into_iter().enumerate())
+            .map(|(i, (offset, length))| {
+                let upload_id = upload_id.clone();
+                async move {
+                    let number = i as i32 + 1;
+                    let body = ByteStream::read_from()
+                        .path(path)
+                        .offset(offset)
+                        .length(aws_sdk_s3::primitives::Length::Exact(length))
+                        .build()
+                        .await
+                        .map_err(|e| {
+                            StoreError::File(
+                                format!("reading {}: {e}", path.display()),
+                                std::io::ErrorKind::Other,
+                            )
+                        })?;
+                    let out = self
+                        .client
+                        .upload_part()
+                        .bucket(&self.bucket)
+                        .key(key)
+                        .upload_id(&upload_id)
+                        .part_number(number)
+                        .content_length(length as i64)
+                        .body(body)
+                        .send()
+                        .await
+                        .map_err(|e| classify(&format!("upload part {number} of {key}"), e))?;
+                    Ok::<_, StoreError>(
+                        CompletedPart::builder()
+                            .part_number(number)
+                            .set_e_tag(out.e_tag().map(str::to_string))
+                            .build(),
+                    )
+                }
+            })
+            .buffer_unordered(self.transfer.parallel.max(1))
+            .try_collect::<Vec<_>>()
+            .await;
+        let mut done = match sent {
+            Ok(done) => done,
+            Err(e) => {
+                let _ = self.abort(key, &upload_id).await;
+                return Err(e);
+            }
+        };
+        done.sort_by_key(|p| p.part_number());
+        let completed = self
+            .client
+            .complete_multipart_upload()
+            .bucket(&self.bucket)
+            .key(key)
+            .upload_id(&upload_id)
+            .multipart_upload(
+                CompletedMultipartUpload::builder()
+                    .set_parts(Some(done))
+                    .build(),
+            )
+            .send()
+            .await;
+        match completed {
+            Ok(_) => {
+                self.forget(&upload_id);
+                Ok(())
+            }
+            Err(e) => {
+                let _ = self.abort(key, &upload_id).await;
+                Err(classify(&format!("complete upload of {key}"), e))
+            }
+        }
+    }
+
+    /// One range of an object into the same range of `file`, streamed.
+    async fn get_range(
+        &self,
+        key: &str,
+        path: &Path,
+        range: Option<(u64, u64)>,
+    ) -> Result<bool, StoreError> {
+        use tokio::io::{AsyncSeekExt, AsyncWriteExt};
+        let request = self.client.get_object().bucket(&self.bucket).key(key);
+        let request = match range {
+            Some((offset, length)) if length > 0 => {
+                request.range(format!("bytes={offset}-{}", offset + length - 1))
+            }
+            _ => request,
+        };
+        let mut out = match request.send().await {
+            Ok(out) => out,
+            Err(SdkError::ServiceError(e)) if e.err().is_no_such_key() => return Ok(false),
+            Err(e) => return Err(classify(&format!("get {key}"), e)),
+        };
+        let mut file = tokio::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .await
+            .map_err(|e| StoreError::file(path, "writing", &e))?;
+        let offset = range.map_or(0, |r| r.0);
+        file.seek(std::io::SeekFrom::Start(offset))
+            .await
+            .map_err(|e| StoreError::file(path, "writing", &e))?;
+        let mut written = 0u64;
+        while let Some(chunk) = out.body.next().await {
+            let chunk =
+                chunk.map_err(|e| StoreError::Transient(format!("get {key}: body: {e}")))?;
+            file.write_all(&chunk)
+                .await
+                .map_err(|e| StoreError::file(path, "writing", &e))?;
+            written += chunk.len() as u64;
+        }
+        file.flush()
+            .await
+            .map_err(|e| StoreError::file(path, "writing", &e))?;
+        if let Some((_, length)) = range {
+            if written != length {
+                return Err(StoreError::Transient(format!(
+                    "get {key}: {written} bytes arrived of the {length} asked for"
+                )));
+            }
+        }
+        Ok(true)
     }
 }
 
@@ -252,5 +547,49 @@ impl ObjectStore for S3Store {
             .await
             .map_err(|e| classify(&format!("delete {key}"), e))?;
         Ok(())
+    }
+
+    async fn put_file(&self, key: &str, path: &Path, size: u64) -> Result<(), StoreError> {
+        if size > self.transfer.part_size_for(size) {
+            return self.put_parts(key, path, size).await;
+        }
+        let body = ByteStream::from_path(path).await.map_err(|e| {
+            StoreError::File(
+                format!("reading {}: {e}", path.display()),
+                std::io::ErrorKind::Other,
+            )
+        })?;
+        self.client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| classify(&format!("put {key}"), e))?;
+        Ok(())
+    }
+
+    async fn get_file(&self, key: &str, path: &Path, size: u64) -> Result<bool, StoreError> {
+        use futures::{StreamExt, TryStreamExt};
+        let file = std::fs::File::create(path).map_err(|e| StoreError::file(path, "creating", &e))?;
+        file.set_len(size)
+            .map_err(|e| StoreError::file(path, "creating", &e))?;
+        drop(file);
+        let parts = self.transfer.parts(size);
+        let found = if parts.len() <= 1 {
+            self.get_range(key, path, None).await
+        } else {
+            futures::stream::iter(parts)
+                .map(|range| self.get_range(key, path, Some(range)))
+                .buffer_unordered(self.transfer.parallel.max(1))
+                .try_collect::<Vec<bool>>()
+                .await
+                .map(|all| all.into_iter().all(|found| found))
+        };
+        if !matches!(found, Ok(true)) {
+            let _ = std::fs::remove_file(path);
+        }
+        found
     }
 }

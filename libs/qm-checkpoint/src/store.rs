@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 /// A failure of the object store, classified so callers know whether to retry.
@@ -16,6 +17,58 @@ pub enum StoreError {
     /// The request itself was refused (permissions, bad bucket): do not retry.
     #[error("object store refused the request: {0}")]
     Refused(String),
+    /// A local file being sent or received could not be read or written
+    /// (the kind says whether trying again may help).
+    #[error("{0}")]
+    File(String, std::io::ErrorKind),
+}
+
+impl StoreError {
+    /// A local file's failure, naming the file.
+    pub fn file(path: &Path, what: &str, e: &std::io::Error) -> StoreError {
+        StoreError::File(format!("{what} {}: {e}", path.display()), e.kind())
+    }
+}
+
+/// How large objects move: a file larger than `part_size` goes up as a
+/// multipart upload and comes down as ranged reads, `parallel` parts at a
+/// time, each streamed from or to the file (memory stays at a few buffers
+/// a part, whatever the file's size).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transfer {
+    pub part_size: u64,
+    pub parallel: usize,
+}
+
+/// S3 allows at most 10,000 parts an upload, and parts of at least 5 MiB.
+pub const MAX_PARTS: u64 = 10_000;
+pub const MIN_PART_SIZE: u64 = 5 << 20;
+
+impl Default for Transfer {
+    fn default() -> Transfer {
+        Transfer {
+            part_size: 64 << 20,
+            parallel: 8,
+        }
+    }
+}
+
+impl Transfer {
+    /// The part size for a file of `size` bytes: the configured one, or
+    /// larger where the file would need more than [`MAX_PARTS`] parts.
+    pub fn part_size_for(&self, size: u64) -> u64 {
+        self.part_size
+            .max(MIN_PART_SIZE)
+            .max(size.div_ceil(MAX_PARTS))
+    }
+
+    /// The byte ranges (offset, length) a file of `size` moves in.
+    pub fn parts(&self, size: u64) -> Vec<(u64, u64)> {
+        let part = self.part_size_for(size);
+        (0..size.div_ceil(part).max(1))
+            .map(|i| (i * part, part.min(size - (i * part).min(size))))
+            .collect()
+    }
 }
 
 /// Keys are `/`-separated strings; bodies are bytes.
@@ -34,6 +87,23 @@ pub trait ObjectStore: Send + Sync {
     /// Every key that starts with `prefix`, in lexicographic order.
     fn list(&self, prefix: &str) -> impl Future<Output = Result<Vec<String>, StoreError>> + Send;
     fn delete(&self, key: &str) -> impl Future<Output = Result<(), StoreError>> + Send;
+    /// Stores the file at `path` (`size` bytes) as `key`, streamed from
+    /// disk: never held in memory whole.
+    fn put_file(
+        &self,
+        key: &str,
+        path: &Path,
+        size: u64,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+    /// Writes object `key` (`size` bytes) to a new file at `path`, streamed
+    /// to disk. False: there is no object at `key` (no file is left). The
+    /// caller verifies the contents.
+    fn get_file(
+        &self,
+        key: &str,
+        path: &Path,
+        size: u64,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 }
 
 /// An in-memory store for tests of the code that uses the trait. It can be
@@ -135,5 +205,52 @@ impl ObjectStore for MemoryStore {
     async fn delete(&self, key: &str) -> Result<(), StoreError> {
         self.lock().objects.remove(key);
         Ok(())
+    }
+
+    async fn put_file(&self, key: &str, path: &Path, _size: u64) -> Result<(), StoreError> {
+        let body = std::fs::read(path).map_err(|e| StoreError::file(path, "reading", &e))?;
+        self.put(key, body).await
+    }
+
+    async fn get_file(&self, key: &str, path: &Path, _size: u64) -> Result<bool, StoreError> {
+        let Some(body) = self.get(key).await? else {
+            return Ok(false);
+        };
+        std::fs::write(path, body).map_err(|e| StoreError::file(path, "writing", &e))?;
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_cover_the_file_once_and_respect_s3s_limits() {
+        let t = Transfer {
+            part_size: 8 << 20,
+            parallel: 4,
+        };
+        for size in [0, 1, 8 << 20, (8 << 20) + 1, 100 << 20, 1 << 40] {
+            let parts = t.parts(size);
+            assert!(parts.len() as u64 <= MAX_PARTS, "{size}: {} parts", parts.len());
+            let mut next = 0;
+            for (i, (offset, len)) in parts.iter().enumerate() {
+                assert_eq!(*offset, next, "{size}: contiguous");
+                if i + 1 < parts.len() {
+                    assert!(*len >= MIN_PART_SIZE, "{size}: only the last part may be small");
+                }
+                next += len;
+            }
+            assert_eq!(next, size, "{size}: every byte once");
+        }
+        // 1 TiB in 8 MiB parts would be 131,072 parts: the size grows.
+        assert_eq!(t.parts(1 << 40).len() as u64, MAX_PARTS);
+        // A part size below S3's minimum is raised to it.
+        let tiny = Transfer {
+            part_size: 1,
+            parallel: 1,
+        };
+        assert_eq!(tiny.part_size_for(100 << 20), MIN_PART_SIZE);
     }
 }

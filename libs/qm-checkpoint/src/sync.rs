@@ -1,10 +1,9 @@
 //! Committing a checkpoint directory to the store and restoring the latest
 //! complete one.
 //!
-//! Local file work (reading, hashing, writing) is synchronous; callers on an
-//! async runtime should run these futures where blocking for the size of a
-//! checkpoint is acceptable (e.g. `spawn_blocking` + a local runtime, or a
-//! dedicated thread).
+//! Files move streamed between disk and the store (see
+//! [`crate::store::Transfer`]); walking and hashing run on tokio's blocking
+//! threads, never on the async ones, so these futures need a tokio runtime.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -54,6 +53,12 @@ impl SyncError {
             SyncError::Store(StoreError::Transient(_))
             | SyncError::Changed(_)
             | SyncError::Taken { .. } => true,
+            SyncError::Store(StoreError::File(_, kind)) => !matches!(
+                kind,
+                std::io::ErrorKind::PermissionDenied
+                    | std::io::ErrorKind::InvalidInput
+                    | std::io::ErrorKind::InvalidData
+            ),
             SyncError::Superseded { .. }
             | SyncError::Store(StoreError::Refused(_))
             | SyncError::BadManifest { .. }
@@ -80,6 +85,38 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Runs local file work (walking, hashing) on tokio's blocking threads.
+async fn blocking<T: Send + 'static>(
+    what: PathBuf,
+    work: impl FnOnce() -> Result<T, SyncError> + Send + 'static,
+) -> Result<T, SyncError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .unwrap_or_else(|e| {
+            Err(SyncError::Local {
+                path: what,
+                error: std::io::Error::other(e.to_string()),
+            })
+        })
+}
+
+/// A file's size and SHA-256, read in 1 MiB blocks.
+fn hash_file(path: &Path) -> Result<(u64, String), SyncError> {
+    let mut file = fs::File::open(path).map_err(local(path))?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut size = 0u64;
+    loop {
+        let n = file.read(&mut buf).map_err(local(path))?;
+        if n == 0 {
+            break;
+        }
+        size += n as u64;
+        hasher.update(&buf[..n]);
+    }
+    Ok((size, hex(&hasher.finalize())))
+}
+
 /// The files of a checkpoint directory, sorted by path. Hidden files (a name
 /// starting with `.`, such as a trainer's `.state.tmp` before its rename) are
 /// work in progress and left out.
@@ -104,23 +141,12 @@ pub fn scan(dir: &Path) -> Result<Vec<(FileEntry, PathBuf)>, SyncError> {
                     .map(|c| c.as_os_str().to_string_lossy().into_owned())
                     .collect::<Vec<_>>()
                     .join("/");
-                let mut file = fs::File::open(&path).map_err(local(&path))?;
-                let mut hasher = Sha256::new();
-                let mut buf = vec![0u8; 1 << 16];
-                let mut size = 0u64;
-                loop {
-                    let n = file.read(&mut buf).map_err(local(&path))?;
-                    if n == 0 {
-                        break;
-                    }
-                    size += n as u64;
-                    hasher.update(&buf[..n]);
-                }
+                let (size, sha256) = hash_file(&path)?;
                 out.push((
                     FileEntry {
                         path: rel,
                         size,
-                        sha256: hex(&hasher.finalize()),
+                        sha256,
                     },
                     path,
                 ));
@@ -209,21 +235,19 @@ pub async fn commit<S: ObjectStore>(
         step,
         created_at_ms,
     } = info;
-    let before = fingerprint(dir)?;
-    let files = scan(dir)?;
+    let (before, files) = {
+        let dir = dir.to_path_buf();
+        blocking(dir.clone(), move || Ok((fingerprint(&dir)?, scan(&dir)?))).await?
+    };
     for (entry, path) in &files {
         if uploaded.0.contains(&entry.sha256) {
             continue;
         }
         let key = manifest::blob_key(prefix, &entry.sha256);
         if !store.exists(&key).await? {
-            let body = fs::read(path).map_err(local(path))?;
-            // The file may have changed since it was hashed; hash what is sent.
-            let sha = hex(&Sha256::digest(&body));
-            if sha != entry.sha256 {
-                return Err(SyncError::Changed(path.clone()));
-            }
-            store.put(&key, body).await?;
+            // Sent from the file as it is now: a file changed since it was
+            // hashed changes its fingerprint, and the commit fails below.
+            store.put_file(&key, path, entry.size).await?;
         }
         uploaded.0.insert(entry.sha256.clone());
     }
@@ -234,7 +258,11 @@ pub async fn commit<S: ObjectStore>(
             .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
             .and_then(|v| v.get("step").and_then(serde_json::Value::as_u64)),
     };
-    if fingerprint(dir)? != before {
+    let after = {
+        let dir = dir.to_path_buf();
+        blocking(dir.clone(), move || fingerprint(&dir)).await?
+    };
+    if after != before {
         return Err(SyncError::Changed(dir.to_path_buf()));
     }
     // Fenced by attempt: a later attempt's commit means this one is stale.
@@ -323,20 +351,22 @@ async fn fetch_verified<S: ObjectStore>(
     staging: &Path,
 ) -> Result<Result<(), String>, SyncError> {
     for f in &manifest.files {
-        let Some(body) = store.get(&manifest::blob_key(prefix, &f.sha256)).await? else {
+        let target = staging.join(&f.path);
+        if let Some(parent) = target.parent() {
+            fs::create_dir_all(parent).map_err(local(parent))?;
+        }
+        let key = manifest::blob_key(prefix, &f.sha256);
+        if !store.get_file(&key, &target, f.size).await? {
             return Ok(Err(format!("blob of {:?} is missing", f.path)));
-        };
-        if body.len() as u64 != f.size || hex(&Sha256::digest(&body)) != f.sha256 {
+        }
+        let written = target.clone();
+        let (size, sha) = blocking(target.clone(), move || hash_file(&written)).await?;
+        if size != f.size || sha != f.sha256 {
             return Ok(Err(format!(
                 "blob of {:?} does not match its checksum",
                 f.path
             )));
         }
-        let target = staging.join(&f.path);
-        if let Some(parent) = target.parent() {
-            fs::create_dir_all(parent).map_err(local(parent))?;
-        }
-        fs::write(&target, &body).map_err(local(&target))?;
     }
     Ok(Ok(()))
 }

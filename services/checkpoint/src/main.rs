@@ -155,6 +155,12 @@ async fn run(
         },
         bucket: settings.s3_bucket.clone(),
         force_path_style: true,
+        transfer: qm_checkpoint::store::Transfer {
+            part_size: settings.part_size_mib << 20,
+            parallel: settings.transfer_parallelism,
+        },
+        // Multipart uploads in flight, so a restart aborts what a crash left.
+        journal: Some(work_dir.join(".qm-checkpoint").join("uploads")),
     };
     tracing::info!(
         credentials = if explicit_keys {
@@ -181,6 +187,7 @@ async fn run(
     };
     let s3_health = observe::S3Health::default();
     s3_health.watch(S3Store::new(&s3));
+    service::abort_journaled(S3Store::new(&s3));
     std::sync::LazyLock::force(&observe::METRICS);
     let endpoint = {
         let s3_health = s3_health.clone();

@@ -180,10 +180,12 @@ impl Service {
         let store = stores
             .entry(bucket.clone())
             .or_insert_with(|| {
-                S3Store::new(&S3Config {
+                let store = S3Store::new(&S3Config {
                     bucket,
                     ..self.s3.clone()
-                })
+                });
+                abort_journaled(store.clone());
+                store
             })
             .clone();
         Ok(Target { dir, store, prefix })
@@ -444,4 +446,18 @@ impl Service {
         crate::observe::METRICS.jobs.set(jobs.len() as i64);
         Ok(reply)
     }
+}
+
+/// Aborts, in the background, the multipart uploads to `store`'s bucket
+/// that this node's journal says a crash left in flight (their parts would
+/// otherwise take space until the bucket's own lifecycle rules, if any,
+/// removed them).
+pub(crate) fn abort_journaled(store: S3Store) {
+    tokio::spawn(async move {
+        match store.abort_journaled().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(bucket = store.bucket(), uploads = n, "aborted uploads a crash left in flight"),
+            Err(e) => tracing::warn!(bucket = store.bucket(), error = %e, "cannot abort uploads a crash left in flight; trying again when the bucket is next used"),
+        }
+    });
 }

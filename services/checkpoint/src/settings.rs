@@ -21,6 +21,12 @@ QM_CHECKPOINT_<KEY>):
                                                        metadata)
   scanIntervalMs   QM_CHECKPOINT_SCAN_INTERVAL_MS      default 1000
   keep             QM_CHECKPOINT_KEEP                  manifests kept per job, default 5
+  partSizeMiB      QM_CHECKPOINT_PART_SIZE_MIB         files larger than this move in parts
+                                                       (multipart upload, ranged reads);
+                                                       default 64, at least 5 (S3's minimum)
+  transferParallelism QM_CHECKPOINT_TRANSFER_PARALLELISM parts in flight per file, default 8
+                                                       (1 to 64); memory stays a few buffers
+                                                       a part whatever the checkpoint's size
   trackLeaseSeconds QM_CHECKPOINT_TRACK_LEASE_SECONDS  a tracked attempt its executor has not
                                                      re-asserted (every 5 heartbeats) for
                                                      this long has ended unseen: its last
@@ -47,6 +53,8 @@ pub(crate) struct Settings {
     pub(crate) scan_interval_ms: u64,
     pub(crate) keep: usize,
     pub(crate) track_lease_seconds: u64,
+    pub(crate) part_size_mib: u64,
+    pub(crate) transfer_parallelism: usize,
 }
 
 impl Default for Settings {
@@ -62,6 +70,8 @@ impl Default for Settings {
             scan_interval_ms: 1000,
             keep: 5,
             track_lease_seconds: 300,
+            part_size_mib: 64,
+            transfer_parallelism: 8,
         }
     }
 }
@@ -95,6 +105,18 @@ impl qm_service::settings::Validate for Settings {
         }
         if self.keep == 0 {
             p.push("keep: must be >= 1".into());
+        }
+        if self.part_size_mib < 5 || self.part_size_mib > 5 * 1024 {
+            p.push(format!(
+                "partSizeMiB: {} is outside 5 to 5120 (S3's part size limits)",
+                self.part_size_mib
+            ));
+        }
+        if !(1..=64).contains(&self.transfer_parallelism) {
+            p.push(format!(
+                "transferParallelism: {} is outside 1 to 64",
+                self.transfer_parallelism
+            ));
         }
         p
     }
