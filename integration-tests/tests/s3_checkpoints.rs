@@ -101,3 +101,143 @@ async fn checkpoints_commit_restore_fall_back_and_retain_on_real_s3() {
         1
     );
 }
+
+/// This process's peak resident memory (VmHWM), in bytes.
+fn peak_rss() -> u64 {
+    let status = fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .expect("VmHWM")
+        * 1024
+}
+
+/// A file of `size` bytes that does not repeat (no block is like another).
+fn generate(path: &std::path::Path, size: usize, seed: u64) {
+    use std::io::Write;
+    let mut out = std::io::BufWriter::new(fs::File::create(path).expect("create"));
+    let mut x = seed | 1;
+    let mut block = vec![0u8; 1 << 20];
+    let mut left = size;
+    while left > 0 {
+        for chunk in block.chunks_mut(8) {
+            // xorshift64*: cheap, and no two blocks alike.
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            let v = x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes();
+            chunk.copy_from_slice(&v[..chunk.len()]);
+        }
+        let n = left.min(block.len());
+        out.write_all(&block[..n]).expect("write");
+        left -= n;
+    }
+    out.flush().expect("flush");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_large_checkpoint_moves_in_parts_streamed_and_a_crash_mid_upload_leaves_no_part() {
+    let s3 = start_s3().await;
+    // 8 MiB parts, 4 at a time: the 160 MiB file below is 20 parts each way.
+    let journal = dir("s3-journal");
+    let config = qm_checkpoint::s3::S3Config {
+        transfer: qm_checkpoint::store::Transfer {
+            part_size: 8 << 20,
+            parallel: 4,
+        },
+        journal: Some(journal.clone()),
+        ..s3.config.clone()
+    };
+    let store = qm_checkpoint::s3::S3Store::new(&config);
+    let prefix = "training/big-job";
+    let src = dir("s3-big-src");
+    let size = 160 << 20;
+    generate(&src.join("weights.bin"), size, 7);
+    fs::write(src.join("step.txt"), b"42").expect("write");
+    let before = peak_rss();
+    let mut uploaded = Uploaded::default();
+    let m = commit(&store, prefix, &src, info(1), &mut uploaded)
+        .await
+        .expect("a multipart commit");
+    assert_eq!(m.files.len(), 2);
+    let dst = dir("s3-big-dst");
+    let restored = restore(&store, prefix, &dst).await.expect("restore");
+    assert_eq!(restored.manifest.map(|m| m.seq), Some(1));
+    let grew = peak_rss().saturating_sub(before);
+    // Byte for byte (compared in 1 MiB blocks, not read whole).
+    {
+        use std::io::Read;
+        let (mut a, mut b) = (
+            fs::File::open(src.join("weights.bin")).expect("source"),
+            fs::File::open(dst.join("weights.bin")).expect("restored"),
+        );
+        let (mut x, mut y) = (vec![0u8; 1 << 20], vec![0u8; 1 << 20]);
+        let mut total = 0;
+        loop {
+            let n = a.read(&mut x).expect("read");
+            b.read_exact(&mut y[..n]).expect("as long");
+            assert!(x[..n] == y[..n], "differs near byte {total}");
+            total += n;
+            if n == 0 {
+                break;
+            }
+        }
+        assert_eq!(total, size);
+        assert_eq!(b.read(&mut y).expect("read"), 0, "no longer either");
+    }
+    assert_eq!(fs::read(dst.join("step.txt")).expect("restored"), b"42");
+    // Streamed: the file never sat in memory (it is 160 MiB; a few
+    // buffers a part are allowed for).
+    assert!(
+        grew < 64 << 20,
+        "peak memory grew {} MiB moving a 160 MiB file",
+        grew >> 20
+    );
+    // Nothing in flight is left behind.
+    assert!(store.uploads(prefix).await.expect("list").is_empty());
+
+    // A crash mid-upload (the future dropped, as a killed process drops
+    // it): the upload stays in flight, its journal names it, and the next
+    // start aborts it; no part survives.
+    fs::write(src.join("step.txt"), b"43").expect("write");
+    generate(&src.join("weights.bin"), size, 8);
+    let sha = {
+        let entries = qm_checkpoint::sync::scan(&src).expect("scan");
+        entries
+            .into_iter()
+            .find(|(e, _)| e.path == "weights.bin")
+            .expect("listed")
+            .0
+            .sha256
+    };
+    let key = blob_key(prefix, &sha);
+    let path = src.join("weights.bin");
+    let mut upload = Box::pin(store.put_file(&key, &path, size as u64));
+    let seen = async {
+        loop {
+            if !store.uploads(prefix).await.expect("list").is_empty() {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    };
+    tokio::select! {
+        done = &mut upload => panic!("the upload ended before it was seen in flight: {done:?}"),
+        () = seen => {}
+    }
+    drop(upload); // cut short, as a killed process is
+    let left = store.uploads(prefix).await.expect("list");
+    assert_eq!(left.len(), 1, "the cut-short upload is in flight: {left:?}");
+    let restarted = qm_checkpoint::s3::S3Store::new(&config);
+    assert_eq!(restarted.abort_journaled().await.expect("aborted"), 1);
+    assert!(restarted.uploads(prefix).await.expect("list").is_empty());
+    assert!(!store.exists(&key).await.expect("head"), "no partial blob");
+    // The last complete checkpoint is still the one restored.
+    let again = dir("s3-big-dst2");
+    let restored = restore(&store, prefix, &again).await.expect("restore");
+    assert_eq!(restored.manifest.map(|m| m.seq), Some(1));
+    for d in [src, dst, again, journal] {
+        let _ = fs::remove_dir_all(d);
+    }
+}

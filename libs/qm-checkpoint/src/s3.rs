@@ -83,7 +83,14 @@ impl S3Store {
         let mut builder = aws_sdk_s3::config::Builder::new()
             .behavior_version(BehaviorVersion::latest())
             .region(Region::new(config.region.clone()))
-            .force_path_style(config.force_path_style);
+            .force_path_style(config.force_path_style)
+            // No checksum trailers on streamed bodies (aws-chunked with a
+            // CRC trailer, whose payload signature Garage refused): a
+            // blob's integrity is its SHA-256, checked on every restore (a
+            // damaged blob makes the restore fall back).
+            .request_checksum_calculation(
+                aws_sdk_s3::config::RequestChecksumCalculation::WhenRequired,
+            );
         if !config.access_key_id.is_empty() {
             builder = builder.credentials_provider(Credentials::new(
                 config.access_key_id.clone(),
@@ -244,19 +251,10 @@ impl S3Store {
         Ok(aborted)
     }
 
-    /// Aborts the multipart uploads under `prefix` started more than
-    /// `older_than` ago (whoever started them: no upload takes that long).
-    /// Returns how many.
-    pub async fn abort_stale(
-        &self,
-        prefix: &str,
-        older_than: std::time::Duration,
-    ) -> Result<usize, StoreError> {
-        let cutoff = std::time::SystemTime::now() - older_than;
-        let cutoff_secs = cutoff
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64);
-        let mut aborted = 0;
+    /// The multipart uploads in flight under `prefix`: key, upload id and
+    /// when each was started (seconds since the Unix epoch).
+    pub async fn uploads(&self, prefix: &str) -> Result<Vec<(String, String, i64)>, StoreError> {
+        let mut found = Vec::new();
         let (mut key_marker, mut id_marker): (Option<String>, Option<String>) = (None, None);
         loop {
             let out = self
@@ -270,10 +268,9 @@ impl S3Store {
                 .await
                 .map_err(|e| classify(&format!("list uploads under {prefix}"), e))?;
             for u in out.uploads() {
-                let old = u.initiated().is_some_and(|t| t.secs() < cutoff_secs);
-                if let (true, Some(key), Some(id)) = (old, u.key(), u.upload_id()) {
-                    self.abort(key, id).await?;
-                    aborted += 1;
+                if let (Some(key), Some(id)) = (u.key(), u.upload_id()) {
+                    let started = u.initiated().map_or(0, |t| t.secs());
+                    found.push((key.to_string(), id.to_string(), started));
                 }
             }
             if !out.is_truncated().unwrap_or(false) {
@@ -283,6 +280,28 @@ impl S3Store {
             id_marker = out.next_upload_id_marker().map(str::to_string);
             if key_marker.is_none() {
                 break;
+            }
+        }
+        Ok(found)
+    }
+
+    /// Aborts the multipart uploads under `prefix` started more than
+    /// `older_than` ago (whoever started them: no upload takes that long).
+    /// Returns how many.
+    pub async fn abort_stale(
+        &self,
+        prefix: &str,
+        older_than: std::time::Duration,
+    ) -> Result<usize, StoreError> {
+        let cutoff = std::time::SystemTime::now() - older_than;
+        let cutoff_secs = cutoff
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        let mut aborted = 0;
+        for (key, id, started) in self.uploads(prefix).await? {
+            if started < cutoff_secs {
+                self.abort(&key, &id).await?;
+                aborted += 1;
             }
         }
         Ok(aborted)
