@@ -86,12 +86,27 @@ pub async fn record(
 }
 
 /// Submits `job`, noting when the request left and the reply came back.
+/// A submit that times out is sent again, as `qm` and the SDKs do, when the
+/// job has a client token (the retry then returns the job the first try
+/// stored); the time counts from the first try.
 pub async fn submit(client: &Client, job: &SubmitServiceJob, timelines: &Timelines) {
     let sent = now_ms();
-    let r: SubmitServiceJobResponse = client
-        .call(Operation::SubmitServiceJob, job)
-        .await
-        .expect("submit");
+    let mut tries = 0;
+    let r: SubmitServiceJobResponse = loop {
+        tries += 1;
+        match client.call(Operation::SubmitServiceJob, job).await {
+            Ok(r) => break r,
+            Err(qm_service::client::CallError::Transport(e))
+                if job.client_token.is_some() && tries < 5 =>
+            {
+                eprintln!(
+                    "bench: submit of {} not answered ({e}); sending it again",
+                    job.job_name
+                );
+            }
+            Err(e) => panic!("submit: {e:?}"),
+        }
+    };
     let replied = now_ms();
     let mut t = timelines.lock().expect("lock");
     let line = t.entry(r.job_id).or_default();

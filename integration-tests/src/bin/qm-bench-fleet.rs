@@ -77,6 +77,7 @@ fn job(i: usize) -> SubmitServiceJob {
         quota_share_name: Some(share_name(s)),
         instance_type: type_name(s % TYPES),
         command: vec!["true".into()],
+        client_token: Some(format!("fleet-{i}")),
         ..Default::default()
     }
 }

@@ -591,7 +591,8 @@ impl ObjectStore for S3Store {
 
     async fn get_file(&self, key: &str, path: &Path, size: u64) -> Result<bool, StoreError> {
         use futures::{StreamExt, TryStreamExt};
-        let file = std::fs::File::create(path).map_err(|e| StoreError::file(path, "creating", &e))?;
+        let file =
+            std::fs::File::create(path).map_err(|e| StoreError::file(path, "creating", &e))?;
         file.set_len(size)
             .map_err(|e| StoreError::file(path, "creating", &e))?;
         drop(file);

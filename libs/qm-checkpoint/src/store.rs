@@ -233,12 +233,19 @@ mod tests {
         };
         for size in [0, 1, 8 << 20, (8 << 20) + 1, 100 << 20, 1 << 40] {
             let parts = t.parts(size);
-            assert!(parts.len() as u64 <= MAX_PARTS, "{size}: {} parts", parts.len());
+            assert!(
+                parts.len() as u64 <= MAX_PARTS,
+                "{size}: {} parts",
+                parts.len()
+            );
             let mut next = 0;
             for (i, (offset, len)) in parts.iter().enumerate() {
                 assert_eq!(*offset, next, "{size}: contiguous");
                 if i + 1 < parts.len() {
-                    assert!(*len >= MIN_PART_SIZE, "{size}: only the last part may be small");
+                    assert!(
+                        *len >= MIN_PART_SIZE,
+                        "{size}: only the last part may be small"
+                    );
                 }
                 next += len;
             }

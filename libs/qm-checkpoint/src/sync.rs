@@ -90,14 +90,12 @@ async fn blocking<T: Send + 'static>(
     what: PathBuf,
     work: impl FnOnce() -> Result<T, SyncError> + Send + 'static,
 ) -> Result<T, SyncError> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .unwrap_or_else(|e| {
-            Err(SyncError::Local {
-                path: what,
-                error: std::io::Error::other(e.to_string()),
-            })
+    tokio::task::spawn_blocking(work).await.unwrap_or_else(|e| {
+        Err(SyncError::Local {
+            path: what,
+            error: std::io::Error::other(e.to_string()),
         })
+    })
 }
 
 /// A file's size and SHA-256, read in 1 MiB blocks.

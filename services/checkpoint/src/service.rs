@@ -456,8 +456,14 @@ pub(crate) fn abort_journaled(store: S3Store) {
     tokio::spawn(async move {
         match store.abort_journaled().await {
             Ok(0) => {}
-            Ok(n) => tracing::info!(bucket = store.bucket(), uploads = n, "aborted uploads a crash left in flight"),
-            Err(e) => tracing::warn!(bucket = store.bucket(), error = %e, "cannot abort uploads a crash left in flight; trying again when the bucket is next used"),
+            Ok(n) => tracing::info!(
+                bucket = store.bucket(),
+                uploads = n,
+                "aborted uploads a crash left in flight"
+            ),
+            Err(e) => {
+                tracing::warn!(bucket = store.bucket(), error = %e, "cannot abort uploads a crash left in flight; trying again when the bucket is next used")
+            }
         }
     });
 }

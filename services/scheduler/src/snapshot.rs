@@ -120,8 +120,7 @@ pub fn encode(
     taken_at: u64,
     holder: &str,
 ) -> Vec<u8> {
-    let mut encoder =
-        zstd::stream::Encoder::new(Vec::new(), ZSTD_LEVEL).expect("a zstd encoder");
+    let mut encoder = zstd::stream::Encoder::new(Vec::new(), ZSTD_LEVEL).expect("a zstd encoder");
     ciborium::into_writer(image, &mut encoder).expect("the state serializes");
     let body = encoder.finish().expect("compressed in memory");
     let header = Header {
@@ -177,8 +176,8 @@ pub fn decode(bytes: &[u8]) -> Result<(Header, Image), Damage> {
     let image: Image = match header.compression.as_deref() {
         None => ciborium::from_reader(body),
         Some("zstd") => {
-            let decoder = zstd::stream::Decoder::new(body)
-                .map_err(|e| Damage::Body(format!("zstd: {e}")))?;
+            let decoder =
+                zstd::stream::Decoder::new(body).map_err(|e| Damage::Body(format!("zstd: {e}")))?;
             ciborium::from_reader(std::io::BufReader::new(decoder))
         }
         Some(other) => return Err(Damage::Body(format!("unknown compression {other:?}"))),
