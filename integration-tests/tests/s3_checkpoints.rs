@@ -214,9 +214,12 @@ async fn a_large_checkpoint_moves_in_parts_streamed_and_a_crash_mid_upload_leave
     let key = blob_key(prefix, &sha);
     let path = src.join("weights.bin");
     let mut upload = Box::pin(store.put_file(&key, &path, size as u64));
+    // In flight: started on the server and named in the journal (which is
+    // written the moment the server answers with the upload's id).
     let seen = async {
         loop {
-            if !store.uploads(prefix).await.expect("list").is_empty() {
+            let journaled = fs::read_dir(&journal).is_ok_and(|mut d| d.next().is_some());
+            if journaled && !store.uploads(prefix).await.expect("list").is_empty() {
                 return;
             }
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
