@@ -19,11 +19,20 @@ use qm_wire::system::ExecCommand;
 const QUEUE_YAML: &str = include_str!("../../examples/queues/three-shares.yaml");
 
 async fn stack(name: &str) -> (qm_integration_tests::stack::Nats, S3Server, Stack) {
+    stack_with_lease(name, 2).await
+}
+
+/// NATS, S3, admission and a leading scheduler-1 whose lease is `lease`
+/// seconds.
+async fn stack_with_lease(
+    name: &str,
+    lease: u32,
+) -> (qm_integration_tests::stack::Nats, S3Server, Stack) {
     let nats = start_nats().await;
     let s3 = start_s3().await;
     let mut stack = Stack::new(&nats, &s3, name).await;
     stack.scheduler_env = vec![
-        ("QM_SCHEDULER_LEASE_SECONDS".into(), "2".into()),
+        ("QM_SCHEDULER_LEASE_SECONDS".into(), lease.to_string()),
         ("QM_SCHEDULER_EXECUTOR_TIMEOUT_SECONDS".into(), "3".into()),
     ];
     stack.admission();
@@ -31,6 +40,28 @@ async fn stack(name: &str) -> (qm_integration_tests::stack::Nats, S3Server, Stac
     stack.apply(QUEUE_YAML).await;
     stack.wait_leader("scheduler-1").await;
     (nats, s3, stack)
+}
+
+/// A checkpointing trainer job of `steps` steps (25 ms each) submitted to
+/// QS1 and RUNNING; returns its id and the digest an uninterrupted run
+/// ends with.
+async fn long_job_running(stack: &Stack, steps: &str) -> (String, String) {
+    let args = [
+        "--steps",
+        steps,
+        "--checkpoint-every",
+        "20",
+        "--step-delay-ms",
+        "25",
+    ];
+    let expected = reference_digest(&args[..4]);
+    let long = stack
+        .submit(&trainer_job("long", "training", "QS1", 1, &args))
+        .await;
+    stack
+        .wait_for(&long, 60, "RUNNING", |j| j.status == "RUNNING")
+        .await;
+    (long, expected)
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -173,31 +204,10 @@ async fn a_scheduler_killed_mid_run_loses_no_job_and_runs_none_twice() {
 async fn a_standby_takes_over_from_a_killed_leader_at_once_not_after_its_lease() {
     // A 60 s lease: within the waits below, only the standby's presence
     // probe (the leader's connection is gone) can make it lead.
-    let nats = start_nats().await;
-    let s3 = start_s3().await;
-    let mut stack = Stack::new(&nats, &s3, "warm-standby").await;
-    stack.scheduler_env = vec![("QM_SCHEDULER_LEASE_SECONDS".into(), "60".into())];
-    stack.admission();
-    stack.scheduler("scheduler-1");
-    stack.apply(QUEUE_YAML).await;
-    stack.wait_leader("scheduler-1").await;
+    let (_n, _s, mut stack) = stack_with_lease("warm-standby", 60).await;
     stack.scheduler("scheduler-2");
     stack.executor("node-1", "training", "ml.g5.xlarge", 2);
-    let args = [
-        "--steps",
-        "200",
-        "--checkpoint-every",
-        "20",
-        "--step-delay-ms",
-        "25",
-    ];
-    let expected = reference_digest(&args[..4]);
-    let long = stack
-        .submit(&trainer_job("long", "training", "QS1", 1, &args))
-        .await;
-    stack
-        .wait_for(&long, 60, "RUNNING", |j| j.status == "RUNNING")
-        .await;
+    let (long, expected) = long_job_running(&stack, "200").await;
     // The standby follows the log: it has read the long job's start.
     let deadline = Instant::now() + Duration::from_secs(60);
     while !stack
@@ -366,21 +376,7 @@ async fn a_leader_paused_past_its_lease_changes_nothing_when_it_resumes() {
     let (_n, _s, mut stack) = stack("paused-leader").await;
     stack.scheduler("scheduler-2");
     stack.executor("node-1", "training", "ml.g5.xlarge", 2);
-    let args = [
-        "--steps",
-        "400",
-        "--checkpoint-every",
-        "20",
-        "--step-delay-ms",
-        "25",
-    ];
-    let expected = reference_digest(&args[..4]);
-    let long = stack
-        .submit(&trainer_job("long", "training", "QS1", 1, &args))
-        .await;
-    stack
-        .wait_for(&long, 60, "RUNNING", |j| j.status == "RUNNING")
-        .await;
+    let (long, expected) = long_job_running(&stack, "400").await;
 
     // Two schedulers believe they lead: scheduler-1 is paused (SIGSTOP)
     // past its 2 s lease, and scheduler-2 takes over and decides.

@@ -388,8 +388,9 @@ async fn main() {
     // holds, each at what a job cost in the backlog phase (measured above).
     let held = log
         .lines()
+        .map(strip_ansi)
         .filter(|l| l.contains("took over") || l.contains("state rebuilt"))
-        .filter_map(|l| l.split("jobs=").nth(1))
+        .filter_map(|l| l.split("jobs=").nth(1).map(str::to_string))
         .filter_map(|rest| rest.split_whitespace().next()?.parse::<f64>().ok())
         .next_back();
     if let Some(jobs) = held {

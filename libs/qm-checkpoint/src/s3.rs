@@ -161,6 +161,14 @@ fn classify<E: ProvideErrorMetadata + fmt::Debug>(
     }
 }
 
+/// A file the SDK could not open or read for a body.
+fn unreadable(path: &Path, e: impl fmt::Display) -> StoreError {
+    StoreError::File(
+        format!("reading {}: {e}", path.display()),
+        std::io::ErrorKind::Other,
+    )
+}
+
 /// One multipart upload in flight, as its journal entry records it.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct InFlight {
@@ -337,12 +345,7 @@ impl S3Store {
                         .length(aws_sdk_s3::primitives::Length::Exact(length))
                         .build()
                         .await
-                        .map_err(|e| {
-                            StoreError::File(
-                                format!("reading {}: {e}", path.display()),
-                                std::io::ErrorKind::Other,
-                            )
-                        })?;
+                        .map_err(|e| unreadable(path, e))?;
                     let out = self
                         .client
                         .upload_part()
@@ -572,12 +575,9 @@ impl ObjectStore for S3Store {
         if size > self.transfer.part_size_for(size) {
             return self.put_parts(key, path, size).await;
         }
-        let body = ByteStream::from_path(path).await.map_err(|e| {
-            StoreError::File(
-                format!("reading {}: {e}", path.display()),
-                std::io::ErrorKind::Other,
-            )
-        })?;
+        let body = ByteStream::from_path(path)
+            .await
+            .map_err(|e| unreadable(path, e))?;
         self.client
             .put_object()
             .bucket(&self.bucket)
