@@ -172,9 +172,10 @@ impl StoreDir {
         let dir = std::env::temp_dir().join(format!("qm-js-{label}-{}", free_port()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("a directory for the JetStream store");
-        // Whatever user the image runs NATS as may write it.
+        // NATS runs as root in its container (ours and the upstream
+        // image); nobody else on the host may read or change its store.
         use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777));
+        let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700));
         StoreDir(dir)
     }
 

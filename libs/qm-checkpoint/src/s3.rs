@@ -202,7 +202,11 @@ impl S3Store {
             upload_id: upload_id.to_string(),
         };
         if let Some(dir) = path.parent() {
+            // The service's own: an entry planted by anyone else (a job on
+            // the node) could make it abort another job's upload.
+            use std::os::unix::fs::PermissionsExt;
             let _ = std::fs::create_dir_all(dir);
+            let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
         }
         let _ = std::fs::write(&path, serde_json::to_vec(&entry).unwrap_or_default());
     }
@@ -611,5 +615,51 @@ impl ObjectStore for S3Store {
             let _ = std::fs::remove_file(path);
         }
         found
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store(bucket: &str, journal: &Path) -> S3Store {
+        S3Store::new(&S3Config {
+            // Nothing listens here: a test that reached S3 would fail.
+            endpoint: Some("http://127.0.0.1:9".into()),
+            region: "test".into(),
+            access_key_id: "k".into(),
+            secret_access_key: "s".into(),
+            credentials: None,
+            bucket: bucket.into(),
+            force_path_style: true,
+            transfer: Transfer::default(),
+            journal: Some(journal.to_path_buf()),
+        })
+    }
+
+    #[tokio::test]
+    async fn the_journal_is_private_and_aborts_only_its_own_buckets_uploads() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("qm-journal-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let s = store("mine", &dir);
+        s.record("q/job/blobs/abc", "upload/../../x");
+        let mode = std::fs::metadata(&dir)
+            .expect("created")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o700, "only the service may add entries");
+        // The server's upload id names the file only through safe characters.
+        let names: Vec<String> = std::fs::read_dir(&dir)
+            .expect("listed")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["upload_______x.upload.json"]);
+        // Entries another bucket's store wrote, and files that are not
+        // entries, are left alone: nothing is sent to S3 for them.
+        std::fs::write(dir.join("junk.upload.json"), b"not json").expect("written");
+        assert_eq!(store("theirs", &dir).abort_journaled().await, Ok(0));
+        assert_eq!(std::fs::read_dir(&dir).expect("listed").count(), 2);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -88,7 +88,8 @@ pub trait ObjectStore: Send + Sync {
     fn list(&self, prefix: &str) -> impl Future<Output = Result<Vec<String>, StoreError>> + Send;
     fn delete(&self, key: &str) -> impl Future<Output = Result<(), StoreError>> + Send;
     /// Stores the file at `path` (`size` bytes) as `key`, streamed from
-    /// disk: never held in memory whole.
+    /// disk: never held in memory whole (the in-memory test store reads it
+    /// whole, as it keeps every object).
     fn put_file(
         &self,
         key: &str,

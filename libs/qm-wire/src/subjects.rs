@@ -45,14 +45,8 @@ pub const SCHED_PRESENCE_PREFIX: &str = "qm.v1.sched.presence";
 /// them answers), never take it early.
 pub fn sched_presence(holder: &str) -> String {
     let token: String = holder
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
+        .bytes()
+        .map(|b| if token_byte(b) { b as char } else { '_' })
         .collect();
     format!("{SCHED_PRESENCE_PREFIX}.{token}")
 }
@@ -90,14 +84,15 @@ impl fmt::Display for BadToken {
 
 impl std::error::Error for BadToken {}
 
+/// A byte a subject token may hold: a letter, a digit, `-` or `_`.
+fn token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'-' || b == b'_'
+}
+
 /// Checks that `value` is one safe subject token: the same rule as quota share
 /// names, which also covers queue names, job ids and executor ids.
 pub fn token(value: &str) -> Result<&str, BadToken> {
-    let ok = !value.is_empty()
-        && value.len() <= 128
-        && value
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    let ok = !value.is_empty() && value.len() <= 128 && value.bytes().all(token_byte);
     if ok {
         Ok(value)
     } else {
@@ -383,6 +378,17 @@ pub fn log_submits_and_configs() -> [String; 2] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_presence_subject_is_one_token_whatever_the_holder() {
+        assert_eq!(sched_presence("sched-1"), "qm.v1.sched.presence.sched-1");
+        // A host name with dots (or a wildcard) cannot reach another
+        // subject or match many.
+        let s = sched_presence("gpu-7.example.com-42");
+        assert_eq!(s, "qm.v1.sched.presence.gpu-7_example_com-42");
+        let w = sched_presence("*.>");
+        assert_eq!(w, "qm.v1.sched.presence.___");
+    }
 
     #[test]
     fn operations_round_trip_through_their_subjects() {

@@ -462,7 +462,7 @@ pub(crate) fn abort_journaled(store: S3Store) {
                 "aborted uploads a crash left in flight"
             ),
             Err(e) => {
-                tracing::warn!(bucket = store.bucket(), error = %e, "cannot abort uploads a crash left in flight; trying again when the bucket is next used")
+                tracing::warn!(bucket = store.bucket(), error = %e, "cannot abort uploads a crash left in flight; the journal keeps them for the next start")
             }
         }
     });

@@ -24,15 +24,11 @@ use qm_wire::subjects;
 use qm_wire::system::LogEntry;
 use tokio::time::Instant;
 
-use crate::runner::{parse_position, LeadError, AFTER_HEADER, POSITION_HEADER};
-use crate::state::{Cut, Effect, Logged, Position, Positions, Replay, State};
+use crate::runner::{log_error, parse_position, LeadError, AFTER_HEADER, POSITION_HEADER};
+use crate::state::{Cut, Logged, Position, Positions, Replay, State};
 
 /// How often a follower drops the events the leader has stored.
 const PRUNE_EVERY: Duration = Duration::from_secs(2);
-
-fn log_error(e: impl Into<async_nats::Error>) -> LeadError {
-    LeadError::Log(e.into())
-}
 
 fn events_error(e: impl Into<async_nats::Error>) -> LeadError {
     LeadError::Events(e.into())
@@ -57,7 +53,9 @@ pub struct Follower {
     pub from: u64,
     /// The last log entry read.
     pub seq: u64,
-    replay: Replay,
+    /// The replay in progress; its events are kept until the stored
+    /// events show them published ([`Replay::finish_after`] at takeover).
+    pub replay: Replay,
     /// When this follower started (loading the snapshot).
     pub started: std::time::Instant,
     last_prune: Instant,
@@ -129,8 +127,11 @@ impl Follower {
                 self.read(&msg)
             }
             _ = tokio::time::sleep_until(self.last_prune + PRUNE_EVERY) => {
-                let published = last_published(js).await?;
-                self.replay.prune(published);
+                // An idle log keeps no events: nothing to ask NATS about.
+                if self.replay.keeps_events() {
+                    let published = last_published(js).await?;
+                    self.replay.prune(published);
+                }
                 self.last_prune = Instant::now();
                 Ok(())
             }
@@ -148,17 +149,6 @@ impl Follower {
             self.read(&msg.map_err(log_error)?)?;
         }
         Ok(())
-    }
-
-    /// The replay ends: inputs no decision followed are applied. Returns
-    /// the events produced after `published` (the newest stored event),
-    /// for the new leader to republish; none when `published` is None.
-    pub fn finish(&mut self, published: Option<Position>) -> Vec<(Position, Effect)> {
-        let replay = std::mem::replace(
-            &mut self.replay,
-            Replay::new(Cut::default(), Positions::default(), None),
-        );
-        replay.finish_after(&mut self.state, published).0
     }
 
     fn read(&mut self, msg: &async_nats::jetstream::Message) -> Result<(), LeadError> {

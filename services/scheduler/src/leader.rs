@@ -38,17 +38,24 @@ const PROBE_EVERY: Duration = Duration::from_millis(150);
 /// "alive" (a slow leader is not a dead one).
 const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 
-/// Answers presence probes on this process's subject until the process
-/// exits (whether it leads or stands by).
-pub async fn answer_presence(client: async_nats::Client, holder: String) {
-    let subject = qm_wire::subjects::sched_presence(&holder);
-    let mut probes = match client.subscribe(subject.clone()).await {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!(%subject, error = %e, "cannot answer presence probes; a standby will wait out the lease after a crash");
-            return;
-        }
-    };
+/// Subscribes to this process's presence subject and makes sure the server
+/// has the subscription (a flush round trip) before returning: a scheduler
+/// must answer probes before it can win the lease, or a standby could take
+/// a lease just won from a leader whose subscription had not arrived yet.
+pub async fn present(
+    client: &async_nats::Client,
+    holder: &str,
+) -> Result<async_nats::Subscriber, async_nats::Error> {
+    let probes = client
+        .subscribe(qm_wire::subjects::sched_presence(holder))
+        .await?;
+    client.flush().await?;
+    Ok(probes)
+}
+
+/// Answers presence probes until the process exits (whether it leads or
+/// stands by).
+pub async fn answer_presence(client: async_nats::Client, mut probes: async_nats::Subscriber) {
     use futures::StreamExt;
     while let Some(probe) = probes.next().await {
         if let Some(reply) = probe.reply {

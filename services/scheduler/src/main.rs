@@ -154,13 +154,20 @@ async fn run(
     let ttl = Duration::from_secs(settings.lease_seconds);
     let shutdown = nats::shutdown_signal();
     tokio::pin!(shutdown);
-    // Answered from start to exit: a standby probing it learns at once when
-    // this process is gone (leader.rs).
-    let presence = tokio::spawn(leader::answer_presence(
+    // Answered from start to exit, and in place before the first campaign:
+    // a standby probing it learns at once when this process is gone
+    // (leader.rs).
+    let probes = match leader::present(&client, &settings.holder).await {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("qm-scheduler: cannot answer presence probes: {e}");
+            return std::process::ExitCode::from(1);
+        }
+    };
+    let _presence = runner::AbortOnDrop(tokio::spawn(leader::answer_presence(
         client.clone(),
-        settings.holder.clone(),
-    ));
-    let _presence = runner::AbortOnDrop(presence);
+        probes,
+    )));
     loop {
         // Standing by: campaign for the lease and follow the log meanwhile,
         // so that taking over costs only its last entries (follow.rs).

@@ -77,7 +77,7 @@ pub enum LeadError {
     },
 }
 
-fn log_error(e: impl Into<async_nats::Error>) -> LeadError {
+pub(crate) fn log_error(e: impl Into<async_nats::Error>) -> LeadError {
     LeadError::Log(e.into())
 }
 
@@ -272,12 +272,9 @@ impl Runner<'_> {
         follower.catch_up(self.storage).await?;
         let published = crate::follow::last_published(&self.storage.js).await?;
         tracing::info!(?published, "newest stored event position");
-        // Events were published the first time; those after the newest
-        // stored one are republished.
-        let republish = follower.finish(published);
         let entries = follower.entries();
         let crate::follow::Follower {
-            state,
+            mut state,
             traces,
             after,
             sched_seq,
@@ -286,9 +283,13 @@ impl Runner<'_> {
             cut,
             from,
             seq,
+            replay,
             started,
             ..
         } = follower;
+        // Events were published the first time; those after the newest
+        // stored one are republished.
+        let (republish, _) = replay.finish_after(&mut state, published);
         self.state = state;
         self.traces = traces;
         self.after = after;

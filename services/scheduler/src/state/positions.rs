@@ -155,6 +155,11 @@ impl Replay {
         }
     }
 
+    /// Whether any event is kept for republishing.
+    pub fn keeps_events(&self) -> bool {
+        !self.republish.is_empty()
+    }
+
     /// [`Replay::finish`] for a replay that kept its events while the
     /// stored events grew: returns only those after `published`, the
     /// newest stored one now (None: none).
