@@ -351,6 +351,7 @@ fn checkpoint_dir(
         dir: dir.display().to_string(),
         s3_uri: None,
         epoch: None,
+        answer_within_ms: None,
     };
     (dir, request)
 }

@@ -5,7 +5,7 @@ use std::fs;
 use std::path::PathBuf;
 
 use qm_checkpoint::manifest::blob_key;
-use qm_checkpoint::{commit, restore, retain, CommitInfo, ObjectStore, Uploaded};
+use qm_checkpoint::{commit, restore, retain, CommitInfo, ObjectStore, Progress, Uploaded};
 use qm_integration_tests::start_s3;
 
 fn dir(name: &str) -> PathBuf {
@@ -61,7 +61,9 @@ async fn checkpoints_commit_restore_fall_back_and_retain_on_real_s3() {
 
     // Restore takes the newest complete checkpoint, byte for byte.
     let dst = dir("s3-dst");
-    let restored = restore(&store, prefix, &dst).await.expect("restore");
+    let restored = restore(&store, prefix, &dst, &Progress::default())
+        .await
+        .expect("restore");
     assert_eq!(restored.manifest.as_ref().map(|m| m.seq), Some(2));
     assert_eq!(
         fs::read(dst.join("weights.bin")).expect("restored"),
@@ -80,13 +82,15 @@ async fn checkpoints_commit_restore_fall_back_and_retain_on_real_s3() {
         .await
         .expect("overwrite");
     let dst = dir("s3-dst2");
-    let restored = restore(&store, prefix, &dst).await.expect("restore");
+    let restored = restore(&store, prefix, &dst, &Progress::default())
+        .await
+        .expect("restore");
     assert_eq!(restored.manifest.map(|m| m.seq), Some(1));
     assert_eq!(fs::read(dst.join("step.txt")).expect("restored"), b"1");
     assert_eq!(restored.skipped.len(), 1);
 
     // Retention keeps the newest manifest and the blobs it needs.
-    let (manifests, blobs) = retain(&store, prefix, 1).await.expect("retain");
+    let (manifests, blobs) = retain(&store, prefix, 1, u64::MAX).await.expect("retain");
     assert_eq!(manifests, 1);
     assert_eq!(
         blobs, 1,
@@ -162,7 +166,9 @@ async fn a_large_checkpoint_moves_in_parts_streamed_and_a_crash_mid_upload_leave
         .expect("a multipart commit");
     assert_eq!(m.files.len(), 2);
     let dst = dir("s3-big-dst");
-    let restored = restore(&store, prefix, &dst).await.expect("restore");
+    let restored = restore(&store, prefix, &dst, &Progress::default())
+        .await
+        .expect("restore");
     assert_eq!(restored.manifest.map(|m| m.seq), Some(1));
     let grew = peak_rss().saturating_sub(before);
     // Byte for byte (compared in 1 MiB blocks, not read whole).
@@ -238,7 +244,9 @@ async fn a_large_checkpoint_moves_in_parts_streamed_and_a_crash_mid_upload_leave
     assert!(!store.exists(&key).await.expect("head"), "no partial blob");
     // The last complete checkpoint is still the one restored.
     let again = dir("s3-big-dst2");
-    let restored = restore(&store, prefix, &again).await.expect("restore");
+    let restored = restore(&store, prefix, &again, &Progress::default())
+        .await
+        .expect("restore");
     assert_eq!(restored.manifest.map(|m| m.seq), Some(1));
     for d in [src, dst, again, journal] {
         let _ = fs::remove_dir_all(d);

@@ -617,6 +617,7 @@ async fn checkpoint_requests_outside_the_work_directory_or_allowed_prefixes_are_
         dir,
         s3_uri,
         epoch: None,
+        answer_within_ms: None,
     };
     let call = |req: CheckpointRequest| {
         let node = node.clone();

@@ -11,8 +11,8 @@ pub mod store;
 pub mod sync;
 
 pub use manifest::{FileEntry, Manifest};
-pub use store::{MemoryStore, ObjectStore, StoreError};
+pub use store::{MemoryStore, ObjectStore, Progress, StoreError};
 pub use sync::{
-    commit, fingerprint, restore, retain, scan, CommitInfo, Fingerprint, Restored, SyncError,
-    Uploaded,
+    commit, fingerprint, restore, restore_staged, restore_staging, retain, scan, CommitInfo,
+    Fingerprint, Restored, SyncError, Uploaded,
 };

@@ -6,7 +6,12 @@
 //! ```text
 //! <prefix>/manifests/<seq, 20 digits>.json
 //! <prefix>/blobs/<sha256>
+//! <prefix>/retired/<seq, 20 digits>.json
 //! ```
+//!
+//! A manifest retention no longer keeps moves to `retired/` for a grace
+//! period, during which its blobs stay (a writer that read it before it
+//! was retired may still be committing a checkpoint that reuses them).
 
 use serde::{Deserialize, Serialize};
 
@@ -52,6 +57,14 @@ pub struct Manifest {
 
 pub fn manifests_prefix(prefix: &str) -> String {
     format!("{}/manifests/", prefix.trim_end_matches('/'))
+}
+
+pub fn retired_prefix(prefix: &str) -> String {
+    format!("{}/retired/", prefix.trim_end_matches('/'))
+}
+
+pub fn retired_key(prefix: &str, seq: u64) -> String {
+    format!("{}{seq:020}.json", retired_prefix(prefix))
 }
 
 pub fn manifest_key(prefix: &str, seq: u64) -> String {

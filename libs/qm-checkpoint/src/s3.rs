@@ -15,7 +15,7 @@ use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::Client;
 
-use crate::store::{ObjectStore, StoreError, Transfer};
+use crate::store::{ObjectStore, Progress, StoreError, Transfer};
 
 /// Where and how to reach the bucket.
 #[derive(Clone)]
@@ -412,6 +412,7 @@ impl S3Store {
         key: &str,
         path: &Path,
         range: Option<(u64, u64)>,
+        progress: &Progress,
     ) -> Result<bool, StoreError> {
         use tokio::io::{AsyncSeekExt, AsyncWriteExt};
         let request = self.client.get_object().bucket(&self.bucket).key(key);
@@ -443,6 +444,7 @@ impl S3Store {
                 .await
                 .map_err(|e| StoreError::file(path, "writing", &e))?;
             written += chunk.len() as u64;
+            progress.add(chunk.len() as u64);
         }
         file.flush()
             .await
@@ -538,6 +540,15 @@ impl ObjectStore for S3Store {
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        Ok(self
+            .list_modified(prefix)
+            .await?
+            .into_iter()
+            .map(|(key, _)| key)
+            .collect())
+    }
+
+    async fn list_modified(&self, prefix: &str) -> Result<Vec<(String, u64)>, StoreError> {
         let mut keys = Vec::new();
         let mut token: Option<String> = None;
         loop {
@@ -550,11 +561,13 @@ impl ObjectStore for S3Store {
                 .send()
                 .await
                 .map_err(|e| classify(&format!("list {prefix}"), e))?;
-            keys.extend(
-                out.contents()
-                    .iter()
-                    .filter_map(|o| o.key().map(str::to_string)),
-            );
+            keys.extend(out.contents().iter().filter_map(|o| {
+                let modified = o
+                    .last_modified()
+                    .and_then(|t| t.to_millis().ok())
+                    .map_or(0, |ms| ms.max(0) as u64);
+                o.key().map(|k| (k.to_string(), modified))
+            }));
             match out.next_continuation_token() {
                 Some(next) if out.is_truncated().unwrap_or(false) => token = Some(next.to_string()),
                 _ => break,
@@ -593,7 +606,13 @@ impl ObjectStore for S3Store {
         Ok(())
     }
 
-    async fn get_file(&self, key: &str, path: &Path, size: u64) -> Result<bool, StoreError> {
+    async fn get_file(
+        &self,
+        key: &str,
+        path: &Path,
+        size: u64,
+        progress: &Progress,
+    ) -> Result<bool, StoreError> {
         use futures::{StreamExt, TryStreamExt};
         let file =
             std::fs::File::create(path).map_err(|e| StoreError::file(path, "creating", &e))?;
@@ -602,10 +621,10 @@ impl ObjectStore for S3Store {
         drop(file);
         let parts = self.transfer.parts(size);
         let found = if parts.len() <= 1 {
-            self.get_range(key, path, None).await
+            self.get_range(key, path, None, progress).await
         } else {
             futures::stream::iter(parts)
-                .map(|range| self.get_range(key, path, Some(range)))
+                .map(|range| self.get_range(key, path, Some(range), progress))
                 .buffer_unordered(self.transfer.parallel.max(1))
                 .try_collect::<Vec<bool>>()
                 .await

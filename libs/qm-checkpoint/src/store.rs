@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// A failure of the object store, classified so callers know whether to retry.
@@ -72,6 +73,36 @@ impl Transfer {
 }
 
 /// Keys are `/`-separated strings; bodies are bytes.
+/// How far a long transfer has come, shared between the task moving the
+/// bytes and whoever reports on it (a restore of a 100 GiB checkpoint
+/// takes minutes: its caller waits on progress, not on a deadline).
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// Bytes written so far (never decreases, also across a fallback to
+    /// an older checkpoint).
+    moved: AtomicU64,
+    /// Bytes of the checkpoint being moved now.
+    total: AtomicU64,
+}
+
+impl Progress {
+    pub fn add(&self, bytes: u64) {
+        self.moved.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    pub fn moved(&self) -> u64 {
+        self.moved.load(Ordering::Relaxed)
+    }
+
+    pub fn set_total(&self, bytes: u64) {
+        self.total.store(bytes, Ordering::Relaxed);
+    }
+
+    pub fn total(&self) -> u64 {
+        self.total.load(Ordering::Relaxed)
+    }
+}
+
 pub trait ObjectStore: Send + Sync {
     fn put(&self, key: &str, body: Vec<u8>) -> impl Future<Output = Result<(), StoreError>> + Send;
     /// Writes `key` only if no object is there: true if written, false if
@@ -86,6 +117,12 @@ pub trait ObjectStore: Send + Sync {
     fn exists(&self, key: &str) -> impl Future<Output = Result<bool, StoreError>> + Send;
     /// Every key that starts with `prefix`, in lexicographic order.
     fn list(&self, prefix: &str) -> impl Future<Output = Result<Vec<String>, StoreError>> + Send;
+    /// The keys under `prefix`, each with when it was last written
+    /// (milliseconds since the Unix epoch), sorted.
+    fn list_modified(
+        &self,
+        prefix: &str,
+    ) -> impl Future<Output = Result<Vec<(String, u64)>, StoreError>> + Send;
     fn delete(&self, key: &str) -> impl Future<Output = Result<(), StoreError>> + Send;
     /// Stores the file at `path` (`size` bytes) as `key`, streamed from
     /// disk: never held in memory whole (the in-memory test store reads it
@@ -104,6 +141,7 @@ pub trait ObjectStore: Send + Sync {
         key: &str,
         path: &Path,
         size: u64,
+        progress: &Progress,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 }
 
@@ -117,6 +155,10 @@ pub struct MemoryStore {
 #[derive(Debug, Default)]
 struct MemoryInner {
     objects: BTreeMap<String, Vec<u8>>,
+    /// When each object was last written.
+    modified: BTreeMap<String, u64>,
+    /// The time writes are stamped with; None: the system clock.
+    clock: Option<u64>,
     puts: usize,
     fail_puts_after: Option<usize>,
 }
@@ -155,6 +197,24 @@ impl MemoryStore {
     pub fn keys(&self) -> Vec<String> {
         self.lock().objects.keys().cloned().collect()
     }
+
+    /// Stamps later writes with `ms` instead of the system clock.
+    pub fn set_clock(&self, ms: u64) {
+        self.lock().clock = Some(ms);
+    }
+}
+
+impl MemoryInner {
+    fn write(&mut self, key: &str, body: Vec<u8>) {
+        let now = self.clock.unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64)
+        });
+        self.puts += 1;
+        self.objects.insert(key.to_string(), body);
+        self.modified.insert(key.to_string(), now);
+    }
 }
 
 impl ObjectStore for MemoryStore {
@@ -165,8 +225,7 @@ impl ObjectStore for MemoryStore {
                 "injected failure putting {key}"
             )));
         }
-        inner.puts += 1;
-        inner.objects.insert(key.to_string(), body);
+        inner.write(key, body);
         Ok(())
     }
 
@@ -180,8 +239,7 @@ impl ObjectStore for MemoryStore {
                 "injected failure putting {key}"
             )));
         }
-        inner.puts += 1;
-        inner.objects.insert(key.to_string(), body);
+        inner.write(key, body);
         Ok(true)
     }
 
@@ -203,8 +261,20 @@ impl ObjectStore for MemoryStore {
             .collect())
     }
 
+    async fn list_modified(&self, prefix: &str) -> Result<Vec<(String, u64)>, StoreError> {
+        let inner = self.lock();
+        Ok(inner
+            .objects
+            .range(prefix.to_string()..)
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .map(|(k, _)| (k.clone(), inner.modified.get(k).copied().unwrap_or(0)))
+            .collect())
+    }
+
     async fn delete(&self, key: &str) -> Result<(), StoreError> {
-        self.lock().objects.remove(key);
+        let mut inner = self.lock();
+        inner.objects.remove(key);
+        inner.modified.remove(key);
         Ok(())
     }
 
@@ -213,11 +283,18 @@ impl ObjectStore for MemoryStore {
         self.put(key, body).await
     }
 
-    async fn get_file(&self, key: &str, path: &Path, _size: u64) -> Result<bool, StoreError> {
+    async fn get_file(
+        &self,
+        key: &str,
+        path: &Path,
+        _size: u64,
+        progress: &Progress,
+    ) -> Result<bool, StoreError> {
         let Some(body) = self.get(key).await? else {
             return Ok(false);
         };
-        std::fs::write(path, body).map_err(|e| StoreError::file(path, "writing", &e))?;
+        std::fs::write(path, &body).map_err(|e| StoreError::file(path, "writing", &e))?;
+        progress.add(body.len() as u64);
         Ok(true)
     }
 }

@@ -5,7 +5,7 @@
 //! [`crate::store::Transfer`]); walking and hashing run on tokio's blocking
 //! threads, never on the async ones, so these futures need a tokio runtime.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use crate::manifest::{self, FileEntry, Manifest};
-use crate::store::{ObjectStore, StoreError};
+use crate::store::{ObjectStore, Progress, StoreError};
 
 /// Why a sync or restore failed.
 #[derive(Debug, thiserror::Error)]
@@ -155,10 +155,42 @@ pub fn scan(dir: &Path) -> Result<Vec<(FileEntry, PathBuf)>, SyncError> {
     Ok(out)
 }
 
-/// Remembers which blobs are known to be in the store, so unchanged files are
-/// not sent (or checked) again.
+/// The blobs this writer knows are in the store, so unchanged files are not
+/// sent (or checked) again: exactly those of one checkpoint, the last one
+/// it committed or restored.
+///
+/// Retention deletes a blob only when no kept checkpoint references it and
+/// no checkpoint retired within [`ORPHAN_GRACE`] does. A commit first checks
+/// that the checkpoint the set came from still exists (if not, it starts
+/// from the newest one that does): from then on its blobs stay for the
+/// grace at least, longer than the commit takes. A set that only grew would
+/// outlive retention: a file returning to an older content would be skipped
+/// as uploaded while its blob was deleted, and the manifest would reference
+/// a missing blob.
 #[derive(Clone, Debug, Default)]
-pub struct Uploaded(BTreeSet<String>);
+pub struct Uploaded {
+    blobs: BTreeSet<String>,
+    /// The checkpoint the blobs are those of.
+    from: Option<u64>,
+}
+
+impl Uploaded {
+    /// The blobs of a checkpoint just restored (or read).
+    pub fn of(manifest: &Manifest) -> Uploaded {
+        Uploaded {
+            blobs: manifest.files.iter().map(|f| f.sha256.clone()).collect(),
+            from: Some(manifest.seq),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.blobs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.blobs.is_empty()
+    }
+}
 
 /// Which checkpoint a commit makes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -174,6 +206,13 @@ pub struct CommitInfo {
     pub step: Option<u64>,
     pub created_at_ms: u64,
 }
+
+/// How long retention leaves alone an unreferenced blob (it may belong to a
+/// commit whose manifest is not written yet) and the blobs of a retired
+/// checkpoint (a writer may be committing one that reuses them): longer
+/// than any commit takes from its first blob to its manifest. Each
+/// retention reads the checkpoints retired within it.
+pub const ORPHAN_GRACE: std::time::Duration = std::time::Duration::from_secs(2 * 3600);
 
 /// A file a workload may keep in its checkpoint directory, `{"step": N}`:
 /// the step is recorded in the manifest (informational).
@@ -237,17 +276,34 @@ pub async fn commit<S: ObjectStore>(
         let dir = dir.to_path_buf();
         blocking(dir.clone(), move || Ok((fingerprint(&dir)?, scan(&dir)?))).await?
     };
+    // Known blobs count only while the checkpoint they are those of exists
+    // (see [`Uploaded`]); a writer that knows none (a restarted service, or
+    // its checkpoint was retired by another writer) starts from the newest
+    // checkpoint a restore would use.
+    if let Some(from) = uploaded.from {
+        if !store.exists(&manifest::manifest_key(prefix, from)).await? {
+            *uploaded = Uploaded::default();
+        }
+    }
+    if uploaded.from.is_none() {
+        if let Some(m) = newest_restorable(store, prefix).await? {
+            *uploaded = Uploaded::of(&m);
+        }
+    }
+    // Every other blob is sent, even if an object of its name exists: an
+    // object no kept checkpoint references may be deleted by retention at
+    // any moment once it is older than the orphan grace (see [`retain`]),
+    // and sending it again makes it young. What this commit sent counts as
+    // uploaded only once its manifest references it.
+    let mut sent = BTreeSet::new();
     for (entry, path) in &files {
-        if uploaded.0.contains(&entry.sha256) {
+        if uploaded.blobs.contains(&entry.sha256) || !sent.insert(entry.sha256.clone()) {
             continue;
         }
         let key = manifest::blob_key(prefix, &entry.sha256);
-        if !store.exists(&key).await? {
-            // Sent from the file as it is now: a file changed since it was
-            // hashed changes its fingerprint, and the commit fails below.
-            store.put_file(&key, path, entry.size).await?;
-        }
-        uploaded.0.insert(entry.sha256.clone());
+        // Sent from the file as it is now: a file changed since it was
+        // hashed changes its fingerprint, and the commit fails below.
+        store.put_file(&key, path, entry.size).await?;
     }
     let step = match step {
         Some(s) => Some(s),
@@ -293,6 +349,7 @@ pub async fn commit<S: ObjectStore>(
     {
         return Err(SyncError::Taken { seq });
     }
+    *uploaded = Uploaded::of(&manifest);
     Ok(manifest)
 }
 
@@ -347,14 +404,16 @@ async fn fetch_verified<S: ObjectStore>(
     prefix: &str,
     manifest: &Manifest,
     staging: &Path,
+    progress: &Progress,
 ) -> Result<Result<(), String>, SyncError> {
+    progress.set_total(manifest.files.iter().map(|f| f.size).sum());
     for f in &manifest.files {
         let target = staging.join(&f.path);
         if let Some(parent) = target.parent() {
             fs::create_dir_all(parent).map_err(local(parent))?;
         }
         let key = manifest::blob_key(prefix, &f.sha256);
-        if !store.get_file(&key, &target, f.size).await? {
+        if !store.get_file(&key, &target, f.size, progress).await? {
             return Ok(Err(format!("blob of {:?} is missing", f.path)));
         }
         let written = target.clone();
@@ -378,14 +437,65 @@ pub struct Restored {
     pub skipped: Vec<(u64, String)>,
 }
 
+/// Where a restore into `dir` builds the checkpoint before it moves it into
+/// place: a hidden sibling of `dir` (so `dir` itself stays empty until the
+/// checkpoint is complete, and a retry after a crash finds it empty).
+pub fn restore_staging(dir: &Path) -> PathBuf {
+    let name = dir
+        .file_name()
+        .map_or_else(|| "checkpoint".into(), |n| n.to_string_lossy().into_owned());
+    dir.with_file_name(format!(".{name}.qm-restoring"))
+}
+
 /// Restores the newest checkpoint whose blobs all verify into `dir` (created
 /// if needed; it must be empty). Damaged or incomplete checkpoints are
 /// skipped and reported; with none usable, `dir` is left empty.
+///
+/// The checkpoint is written into [`restore_staging`], verified, given
+/// `dir`'s owner and mode, and then renamed over the empty `dir` in one
+/// step: whoever looks at `dir` sees nothing or the whole checkpoint, never
+/// a part, whenever the restore is interrupted. What an interrupted restore
+/// left in the staging directory is removed by the next one. `progress`
+/// counts the bytes written.
 pub async fn restore<S: ObjectStore>(
     store: &S,
     prefix: &str,
     dir: &Path,
+    progress: &Progress,
 ) -> Result<Restored, SyncError> {
+    let staged = restore_staged(store, prefix, dir, progress).await?;
+    staged.place(dir).await?;
+    Ok(staged.restored)
+}
+
+/// A restore verified in its staging directory, not yet in place.
+#[derive(Debug)]
+pub struct Staged {
+    pub restored: Restored,
+    staging: PathBuf,
+}
+
+impl Staged {
+    /// Moves the verified checkpoint into `dir` in one step (nothing to
+    /// move when no checkpoint was usable).
+    pub async fn place(&self, dir: &Path) -> Result<(), SyncError> {
+        if self.restored.manifest.is_none() {
+            return Ok(());
+        }
+        let (from, to) = (self.staging.clone(), dir.to_path_buf());
+        blocking(to.clone(), move || move_into_place(&from, &to)).await
+    }
+}
+
+/// The first half of [`restore`]: the newest usable checkpoint fetched and
+/// verified in the staging directory, to be moved into `dir` with
+/// [`Staged::place`] (a caller records what it restored in between).
+pub async fn restore_staged<S: ObjectStore>(
+    store: &S,
+    prefix: &str,
+    dir: &Path,
+    progress: &Progress,
+) -> Result<Staged, SyncError> {
     fs::create_dir_all(dir).map_err(local(dir))?;
     if fs::read_dir(dir).map_err(local(dir))?.next().is_some() {
         return Err(SyncError::TargetNotEmpty(dir.to_path_buf()));
@@ -403,80 +513,107 @@ pub async fn restore<S: ObjectStore>(
     }
     // A checkpoint committed by an attempt older than one that committed
     // before it was written by a stale copy of the job: never restored.
-    let mut newest_attempt_below = BTreeMap::new();
-    let mut highest = 0;
-    for m in manifests.iter().rev() {
-        newest_attempt_below.insert(m.seq, highest);
-        highest = highest.max(m.attempt);
-    }
+    let stale = stale_seqs(&manifests);
+    let staging = restore_staging(dir);
     for manifest in manifests {
         let seq = manifest.seq;
-        let before = newest_attempt_below.get(&seq).copied().unwrap_or(0);
-        if manifest.attempt < before {
+        if stale.contains(&seq) {
             skipped.push((
                 seq,
                 format!(
-                    "committed by attempt {} after attempt {before} had committed (a superseded copy)",
+                    "committed by attempt {} after a later attempt had committed (a superseded copy)",
                     manifest.attempt
                 ),
             ));
             continue;
         }
-        let staging = dir.join(format!(".restore-{seq}"));
-        let _ = fs::remove_dir_all(&staging);
+        remove_staging(&staging).await?;
         fs::create_dir_all(&staging).map_err(local(&staging))?;
-        match fetch_verified(store, prefix, &manifest, &staging).await? {
+        match fetch_verified(store, prefix, &manifest, &staging, progress).await? {
             Ok(()) => {
-                for entry in fs::read_dir(&staging).map_err(local(&staging))? {
-                    let entry = entry.map_err(local(&staging))?;
-                    let to = dir.join(entry.file_name());
-                    fs::rename(entry.path(), &to).map_err(local(&to))?;
-                }
-                fs::remove_dir_all(&staging).map_err(local(&staging))?;
-                return Ok(Restored {
-                    manifest: Some(manifest),
-                    skipped,
+                return Ok(Staged {
+                    restored: Restored {
+                        manifest: Some(manifest),
+                        skipped,
+                    },
+                    staging,
                 });
             }
             Err(why) => {
-                fs::remove_dir_all(&staging).map_err(local(&staging))?;
+                remove_staging(&staging).await?;
                 skipped.push((seq, why));
             }
         }
     }
-    Ok(Restored {
-        manifest: None,
-        skipped,
+    remove_staging(&staging).await?;
+    Ok(Staged {
+        restored: Restored {
+            manifest: None,
+            skipped,
+        },
+        staging,
+    })
+}
+
+async fn remove_staging(staging: &Path) -> Result<(), SyncError> {
+    let gone = staging.to_path_buf();
+    blocking(gone.clone(), move || match fs::remove_dir_all(&gone) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(local(&gone)(e)),
+        _ => Ok(()),
+    })
+    .await
+}
+
+/// Gives the verified checkpoint in `staging` the owner and mode of the
+/// (empty) `dir`, everything in it the same owner (the job, which may run
+/// as another user, owns what it restored), and renames it over `dir`.
+fn move_into_place(staging: &Path, dir: &Path) -> Result<(), SyncError> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let meta = fs::metadata(dir).map_err(local(dir))?;
+    let (uid, gid) = (meta.uid(), meta.gid());
+    if fs::metadata(staging).map_err(local(staging))?.uid() != uid
+        || fs::metadata(staging).map_err(local(staging))?.gid() != gid
+    {
+        let mut stack = vec![staging.to_path_buf()];
+        while let Some(current) = stack.pop() {
+            std::os::unix::fs::lchown(&current, Some(uid), Some(gid)).map_err(local(&current))?;
+            if fs::symlink_metadata(&current)
+                .map_err(local(&current))?
+                .is_dir()
+            {
+                for entry in fs::read_dir(&current).map_err(local(&current))? {
+                    stack.push(entry.map_err(local(&current))?.path());
+                }
+            }
+        }
+    }
+    fs::set_permissions(staging, fs::Permissions::from_mode(meta.mode() & 0o7777))
+        .map_err(local(staging))?;
+    // rename(2) replaces an empty directory, and fails if it is not empty.
+    fs::rename(staging, dir).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::DirectoryNotEmpty {
+            SyncError::TargetNotEmpty(dir.to_path_buf())
+        } else {
+            local(dir)(e)
+        }
     })
 }
 
 /// Keeps the newest `keep` manifests that a restore would use (checkpoints
 /// of superseded copies of the job do not count, and are deleted), deletes
-/// older ones, then deletes blobs no kept manifest references. Returns
+/// older ones, then deletes blobs no kept manifest references that were
+/// written before `orphans_written_before_ms` (now less a grace longer
+/// than any commit takes: a younger one may be part of a commit whose
+/// manifest is not written yet; see [`ORPHAN_GRACE`]). Returns
 /// (manifests, blobs) deleted.
 pub async fn retain<S: ObjectStore>(
     store: &S,
     prefix: &str,
     keep: usize,
+    orphans_written_before_ms: u64,
 ) -> Result<(usize, usize), SyncError> {
-    let seqs = manifest_seqs(store, prefix).await?;
-    let mut manifests = Vec::new();
-    for seq in &seqs {
-        // A manifest that cannot be read is kept as it is (and protects
-        // nothing): retention never deletes what it does not understand.
-        if let Ok(Some(m)) = read_manifest(store, &manifest::manifest_key(prefix, *seq)).await {
-            manifests.push(m);
-        }
-    }
-    // Newest first; stale: an attempt older than one committed before it.
-    let mut stale = BTreeSet::new();
-    let mut highest = 0;
-    for m in manifests.iter().rev() {
-        if m.attempt < highest {
-            stale.insert(m.seq);
-        }
-        highest = highest.max(m.attempt);
-    }
+    let manifests = read_manifests(store, prefix).await?;
+    let stale = stale_seqs(&manifests);
     let mut referenced = BTreeSet::new();
     let mut doomed = Vec::new();
     let mut kept = 0;
@@ -485,22 +622,77 @@ pub async fn retain<S: ObjectStore>(
             kept += 1;
             referenced.extend(m.files.into_iter().map(|f| f.sha256));
         } else {
-            doomed.push(m.seq);
+            doomed.push(m);
         }
     }
+    // Retired first, then removed: a writer that saw the manifest before it
+    // went finds its blobs for the grace (a superseded copy's protects
+    // nothing: no writer starts from it).
     let mut deleted_manifests = 0;
-    for seq in doomed {
-        store.delete(&manifest::manifest_key(prefix, seq)).await?;
+    for m in doomed {
+        if !stale.contains(&m.seq) {
+            let body = serde_json::to_vec(&m).expect("manifests serialise");
+            store.put(&manifest::retired_key(prefix, m.seq), body).await?;
+        }
+        store.delete(&manifest::manifest_key(prefix, m.seq)).await?;
         deleted_manifests += 1;
     }
+    for (key, retired) in store.list_modified(&manifest::retired_prefix(prefix)).await? {
+        if retired < orphans_written_before_ms {
+            store.delete(&key).await?;
+        } else if let Ok(Some(m)) = read_manifest(store, &key).await {
+            referenced.extend(m.files.into_iter().map(|f| f.sha256));
+        }
+    }
+    // An unreferenced blob written lately may belong to a commit in
+    // flight (its manifest is written last): only older ones go.
     let blob_prefix = manifest::blob_key(prefix, "");
     let mut deleted_blobs = 0;
-    for key in store.list(&blob_prefix).await? {
+    for (key, modified) in store.list_modified(&blob_prefix).await? {
         let sha = key.trim_start_matches(&blob_prefix);
-        if !referenced.contains(sha) {
+        if !referenced.contains(sha) && modified < orphans_written_before_ms {
             store.delete(&key).await?;
             deleted_blobs += 1;
         }
     }
     Ok((deleted_manifests, deleted_blobs))
+}
+
+/// The job's readable manifests, newest first (one that cannot be read is
+/// left out: it protects nothing and is never restored).
+async fn read_manifests<S: ObjectStore>(
+    store: &S,
+    prefix: &str,
+) -> Result<Vec<Manifest>, SyncError> {
+    let mut manifests = Vec::new();
+    for seq in manifest_seqs(store, prefix).await? {
+        if let Ok(Some(m)) = read_manifest(store, &manifest::manifest_key(prefix, seq)).await {
+            manifests.push(m);
+        }
+    }
+    Ok(manifests)
+}
+
+/// Of manifests newest first, those a stale copy of the job wrote: an
+/// attempt older than one that committed before it.
+fn stale_seqs(manifests: &[Manifest]) -> BTreeSet<u64> {
+    let mut stale = BTreeSet::new();
+    let mut highest = 0;
+    for m in manifests.iter().rev() {
+        if m.attempt < highest {
+            stale.insert(m.seq);
+        }
+        highest = highest.max(m.attempt);
+    }
+    stale
+}
+
+/// The newest manifest a restore would pick first (not a stale copy's).
+async fn newest_restorable<S: ObjectStore>(
+    store: &S,
+    prefix: &str,
+) -> Result<Option<Manifest>, SyncError> {
+    let manifests = read_manifests(store, prefix).await?;
+    let stale = stale_seqs(&manifests);
+    Ok(manifests.into_iter().find(|m| !stale.contains(&m.seq)))
 }

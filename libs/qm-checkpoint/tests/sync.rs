@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use qm_checkpoint::manifest::{blob_key, manifest_key};
 use qm_checkpoint::{
-    commit, restore, retain, CommitInfo, MemoryStore, ObjectStore, SyncError, Uploaded,
+    commit, restore, retain, CommitInfo, MemoryStore, ObjectStore, Progress, SyncError, Uploaded,
 };
 
 const PREFIX: &str = "checkpoints/training/job-1";
@@ -47,7 +47,7 @@ async fn a_committed_checkpoint_restores_byte_for_byte() {
         "hidden work files are left out"
     );
     let dst = dir("dst");
-    let restored = restore(&store, PREFIX, &dst.join("ck"))
+    let restored = restore(&store, PREFIX, &dst.join("ck"), &Progress::default())
         .await
         .expect("restore");
     assert_eq!(restored.manifest.map(|m| m.seq), Some(1));
@@ -112,7 +112,9 @@ async fn a_failed_upload_writes_no_manifest_and_the_previous_checkpoint_stays_la
         "manifest is written last"
     );
     let dst = dir("fail-dst");
-    let restored = restore(&store, PREFIX, &dst).await.expect("restore");
+    let restored = restore(&store, PREFIX, &dst, &Progress::default())
+        .await
+        .expect("restore");
     assert_eq!(restored.manifest.map(|m| m.seq), Some(1));
     assert_eq!(fs::read(dst.join("a")).expect("restored"), b"one");
 }
@@ -131,7 +133,9 @@ async fn a_damaged_blob_falls_back_to_the_previous_checkpoint() {
         .expect("commit");
     store.corrupt(&blob_key(PREFIX, &m2.files[0].sha256));
     let dst = dir("rot-dst");
-    let restored = restore(&store, PREFIX, &dst).await.expect("restore");
+    let restored = restore(&store, PREFIX, &dst, &Progress::default())
+        .await
+        .expect("restore");
     assert_eq!(restored.manifest.map(|m| m.seq), Some(1));
     assert_eq!(restored.skipped.len(), 1);
     assert!(
@@ -169,7 +173,7 @@ async fn a_manifest_whose_paths_leave_the_directory_is_refused() {
         .await
         .expect("put");
     let dst = dir("evil");
-    let restored = restore(&store, PREFIX, &dst.join("ck"))
+    let restored = restore(&store, PREFIX, &dst.join("ck"), &Progress::default())
         .await
         .expect("restore runs");
     assert_eq!(restored.manifest, None);
@@ -188,7 +192,9 @@ async fn restore_into_a_non_empty_directory_is_refused() {
     let store = MemoryStore::new();
     let dst = dir("busy");
     fs::write(dst.join("keep.txt"), b"mine").expect("write");
-    let err = restore(&store, PREFIX, &dst).await.expect_err("not empty");
+    let err = restore(&store, PREFIX, &dst, &Progress::default())
+        .await
+        .expect_err("not empty");
     assert!(err.to_string().contains("is not empty"), "{err}");
     assert!(
         !err.is_transient(),
@@ -228,10 +234,12 @@ async fn retention_keeps_the_newest_manifests_and_their_blobs() {
             .await
             .expect("commit");
     }
-    let (manifests, blobs) = retain(&store, PREFIX, 2).await.expect("retain");
+    let (manifests, blobs) = retain(&store, PREFIX, 2, u64::MAX).await.expect("retain");
     assert_eq!((manifests, blobs), (3, 3));
     let dst = dir("gc-dst");
-    let restored = restore(&store, PREFIX, &dst).await.expect("restore");
+    let restored = restore(&store, PREFIX, &dst, &Progress::default())
+        .await
+        .expect("restore");
     assert_eq!(restored.manifest.map(|m| m.seq), Some(5));
     assert_eq!(fs::read(dst.join("a")).expect("restored"), b"version 5");
 }
@@ -263,9 +271,14 @@ async fn an_attempt_superseded_by_a_later_ones_commit_may_not_commit() {
         "{refused:?}"
     );
     assert!(!refused.expect_err("refused").is_transient());
-    let restored = restore(&store, PREFIX, &dir("fence-dst").join("ck"))
-        .await
-        .expect("restore");
+    let restored = restore(
+        &store,
+        PREFIX,
+        &dir("fence-dst").join("ck"),
+        &Progress::default(),
+    )
+    .await
+    .expect("restore");
     assert_eq!(restored.manifest.map(|m| (m.seq, m.attempt)), Some((1, 2)));
 }
 
@@ -289,7 +302,7 @@ async fn two_writers_of_one_checkpoint_number_never_overwrite_each_other() {
         "commit again, next number"
     );
     let dst = dir("race-dst");
-    restore(&store, PREFIX, &dst.join("ck"))
+    restore(&store, PREFIX, &dst.join("ck"), &Progress::default())
         .await
         .expect("restore");
     assert_eq!(
@@ -326,7 +339,7 @@ async fn a_checkpoint_a_stale_copy_wrote_is_never_restored_nor_kept_by_retention
     force_manifest(&store, 1, 2, b"live attempt 2").await;
     force_manifest(&store, 2, 1, b"stale attempt 1").await;
     let dst = dir("stale-dst");
-    let restored = restore(&store, PREFIX, &dst.join("ck"))
+    let restored = restore(&store, PREFIX, &dst.join("ck"), &Progress::default())
         .await
         .expect("restore");
     assert_eq!(restored.manifest.map(|m| (m.seq, m.attempt)), Some((1, 2)));
@@ -343,14 +356,106 @@ async fn a_checkpoint_a_stale_copy_wrote_is_never_restored_nor_kept_by_retention
         b"live attempt 2"
     );
     // Keeping one checkpoint keeps the live one, not the newer stale one.
-    let (manifests, blobs) = retain(&store, PREFIX, 1).await.expect("retain");
+    let (manifests, blobs) = retain(&store, PREFIX, 1, u64::MAX).await.expect("retain");
     assert_eq!(
         (manifests, blobs),
         (1, 1),
         "the stale manifest and its blob"
     );
-    let again = restore(&store, PREFIX, &dir("stale-dst2").join("ck"))
+    let again = restore(
+        &store,
+        PREFIX,
+        &dir("stale-dst2").join("ck"),
+        &Progress::default(),
+    )
+    .await
+    .expect("restore");
+    assert_eq!(again.manifest.map(|m| m.seq), Some(1));
+}
+
+#[tokio::test]
+async fn a_restore_moves_the_whole_checkpoint_into_place_at_once_and_reports_progress() {
+    use std::os::unix::fs::PermissionsExt;
+    let store = MemoryStore::new();
+    let src = dir("whole-src");
+    fs::write(src.join("a.bin"), vec![7u8; 3000]).expect("write");
+    fs::create_dir_all(src.join("sub")).expect("mkdir");
+    fs::write(src.join("sub/b.bin"), vec![9u8; 1000]).expect("write");
+    commit(&store, PREFIX, &src, info(1), &mut Uploaded::default())
+        .await
+        .expect("commit");
+    let dst = dir("whole-dst").join("ck");
+    fs::create_dir_all(&dst).expect("mkdir");
+    fs::set_permissions(&dst, fs::Permissions::from_mode(0o750)).expect("chmod");
+    // An earlier try was killed half-way: its staging directory is left.
+    let staging = qm_checkpoint::restore_staging(&dst);
+    fs::create_dir_all(&staging).expect("mkdir");
+    fs::write(staging.join("a.bin"), b"half").expect("write");
+    fs::write(staging.join("junk"), b"from the killed try").expect("write");
+    let progress = Progress::default();
+    let restored = restore(&store, PREFIX, &dst, &progress)
         .await
         .expect("restore");
-    assert_eq!(again.manifest.map(|m| m.seq), Some(1));
+    assert_eq!(restored.manifest.map(|m| m.seq), Some(1));
+    assert_eq!((progress.total(), progress.moved()), (4000, 4000));
+    assert_eq!(
+        fs::read(dst.join("a.bin")).expect("restored"),
+        vec![7u8; 3000]
+    );
+    assert_eq!(
+        fs::read(dst.join("sub/b.bin")).expect("restored"),
+        vec![9u8; 1000]
+    );
+    assert!(!dst.join("junk").exists(), "nothing of the killed try");
+    assert!(!staging.exists(), "the staging directory is gone");
+    let mode = fs::metadata(&dst).expect("dir").permissions().mode();
+    assert_eq!(mode & 0o777, 0o750, "the directory keeps its mode");
+}
+
+#[tokio::test]
+async fn a_file_that_returns_to_an_older_content_after_retention_is_sent_again() {
+    let store = MemoryStore::new();
+    let src = dir("revert");
+    let mut uploaded = Uploaded::default();
+    for (seq, content) in [(1, "a"), (2, "b"), (3, "a")] {
+        fs::write(src.join("w"), content).expect("write");
+        commit(&store, PREFIX, &src, info(seq), &mut uploaded)
+            .await
+            .expect("commit");
+        // Keep one: after seq 2, content "a"'s blob is unreferenced and goes.
+        retain(&store, PREFIX, 1, u64::MAX).await.expect("retain");
+    }
+    let dst = dir("revert-dst").join("ck");
+    let restored = restore(&store, PREFIX, &dst, &Progress::default())
+        .await
+        .expect("restore");
+    assert!(restored.skipped.is_empty(), "{:?}", restored.skipped);
+    assert_eq!(restored.manifest.map(|m| m.seq), Some(3));
+    assert_eq!(fs::read(dst.join("w")).expect("restored"), b"a");
+}
+
+#[tokio::test]
+async fn retention_leaves_young_unreferenced_blobs_to_the_commit_that_sent_them() {
+    let store = MemoryStore::new();
+    store.set_clock(1_000);
+    let src = dir("young");
+    fs::write(src.join("w"), "a").expect("write");
+    commit(&store, PREFIX, &src, info(1), &mut Uploaded::default())
+        .await
+        .expect("commit");
+    // A blob another writer sent for a commit whose manifest is not yet
+    // written.
+    let in_flight = blob_key(PREFIX, "in-flight");
+    store.put(&in_flight, b"x".to_vec()).await.expect("put");
+    assert_eq!(
+        retain(&store, PREFIX, 1, 1_000).await.expect("retain"),
+        (0, 0)
+    );
+    assert!(store.exists(&in_flight).await.expect("exists"));
+    // Once older than the cut-off nobody is going to reference it.
+    assert_eq!(
+        retain(&store, PREFIX, 1, 1_001).await.expect("retain"),
+        (0, 1)
+    );
+    assert!(!store.exists(&in_flight).await.expect("exists"));
 }

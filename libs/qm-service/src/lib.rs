@@ -7,6 +7,7 @@
 pub mod api;
 pub mod client;
 pub mod convert;
+pub mod memory;
 pub mod nats;
 pub mod observe;
 pub mod retry;
@@ -84,6 +85,7 @@ where
         Ok(s) => s,
         Err(code) => return code,
     };
+    memory::release_periodically();
     let code = run(started.settings, started.nats, started.observe).await;
     started.telemetry.shutdown();
     code

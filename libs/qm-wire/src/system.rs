@@ -356,6 +356,22 @@ pub struct CheckpointRequest {
     /// attempt's manifests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub epoch: Option<u64>,
+    /// Restore only: answer within this many milliseconds, with the
+    /// restore's progress if it has not finished (`pending`); the restore
+    /// goes on, and asking again for the same attempt joins it. Absent
+    /// (older executors): answer when the restore has finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_within_ms: Option<u64>,
+}
+
+/// How far a restore has come.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TransferProgress {
+    /// Bytes written so far (never decreases).
+    pub bytes_moved: u64,
+    /// Bytes of the checkpoint being restored (0 until one is chosen).
+    pub bytes_total: u64,
 }
 
 /// Reply to restore and flush: the checkpoint restored or last committed.
@@ -367,6 +383,11 @@ pub struct CheckpointReply {
     /// Damaged or incomplete checkpoints skipped by a restore.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<String>,
+    /// Restore with `answerWithinMs`: not finished yet; ask again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pending: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<TransferProgress>,
 }
 
 /// Admission -> scheduler leader, on `qm.v1.sched.request`: an API operation

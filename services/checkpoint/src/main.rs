@@ -83,6 +83,11 @@ struct Service {
     /// executor's periodic re-assertion racing the attempt's end) must not
     /// start tracking it again. Entries go after `FLUSHED_KEPT`.
     flushed: std::sync::Mutex<HashMap<(String, u32), std::time::Instant>>,
+    /// Restores by (job, attempt), under way or finished: asking again for
+    /// the same attempt (an executor whose call timed out, or that polls
+    /// for progress) joins the one restore instead of starting another.
+    /// Entries go with the job's (flush, sweep) or when a restore failed.
+    restores: std::sync::Mutex<HashMap<(String, u32), service::RestoreRun>>,
 }
 
 /// How long a flushed attempt is remembered (re-assertions come every few
@@ -214,7 +219,9 @@ async fn run(
         client: client.clone(),
         jobs: Mutex::new(HashMap::new()),
         flushed: std::sync::Mutex::new(HashMap::new()),
+        restores: std::sync::Mutex::new(HashMap::new()),
     });
+    service.forget_old_restore_records();
     tracing::info!(node = %service.settings.node, bucket = %service.settings.s3_bucket, "checkpoint service ready");
     // What ended unseen is committed and forgotten (see `Service::sweep`).
     let sweeper = {

@@ -3,6 +3,15 @@
 //! share's S3 prefixes, and the periodic sync of tracked attempts.
 
 use super::*;
+use qm_checkpoint::Progress;
+use qm_wire::system::TransferProgress;
+
+/// One attempt's restore: how far it has come, and its answer once done.
+#[derive(Clone)]
+pub(crate) struct RestoreRun {
+    progress: Arc<Progress>,
+    done: tokio::sync::watch::Receiver<Option<Result<CheckpointReply, ApiError>>>,
+}
 use tracing::Instrument;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
@@ -65,10 +74,12 @@ impl Service {
             // Unless a request made it anew meanwhile.
             if jobs.get(&job_id).is_some_and(|k| Arc::ptr_eq(k, &job)) {
                 jobs.remove(&job_id);
+                self.forget_restores(&job_id);
                 swept += 1;
             }
             crate::observe::METRICS.jobs.set(jobs.len() as i64);
         }
+        self.forget_old_restore_records();
         swept
     }
 
@@ -191,29 +202,117 @@ impl Service {
         Ok(Target { dir, store, prefix })
     }
 
+    /// Restores the attempt's checkpoint, once per attempt: a request for
+    /// an attempt whose restore is under way joins it, one for an attempt
+    /// restored already gets the same answer (also after this service
+    /// restarted: see [`Service::record_restore`]). With
+    /// `answerWithinMs` the reply comes by then, `pending` with the
+    /// progress if the restore goes on; without, when it has finished.
     pub(crate) async fn restore(
-        &self,
+        self: &Arc<Self>,
         req: &CheckpointRequest,
     ) -> Result<CheckpointReply, ApiError> {
-        let Target { dir, store, prefix } = self.target(req).await?;
+        let target = self.target(req).await?;
+        let key = (req.job_id.clone(), req.attempt);
+        let run = {
+            let mut restores = self
+                .restores
+                .lock()
+                .map_err(|_| api::error(ErrorCode::Internal, "restore table poisoned"))?;
+            match restores.get(&key) {
+                Some(run) => run.clone(),
+                None => {
+                    let run = self.start_restore(req.clone(), target);
+                    restores.insert(key, run.clone());
+                    run
+                }
+            }
+        };
+        // Keeps the job's entry alive while its executor waits.
+        drop(self.job(&req.job_id).await);
+        let mut done = run.done.clone();
+        let finished = match req.answer_within_ms {
+            None => done.wait_for(Option::is_some).await.is_ok(),
+            Some(ms) => {
+                tokio::time::timeout(Duration::from_millis(ms), done.wait_for(Option::is_some))
+                    .await
+                    .is_ok_and(|r| r.is_ok())
+            }
+        };
+        let result = done.borrow().clone();
+        match result {
+            Some(result) if finished => result,
+            _ => Ok(CheckpointReply {
+                pending: true,
+                progress: Some(TransferProgress {
+                    bytes_moved: run.progress.moved(),
+                    bytes_total: run.progress.total(),
+                }),
+                ..CheckpointReply::default()
+            }),
+        }
+    }
+
+    fn start_restore(self: &Arc<Self>, req: CheckpointRequest, target: Target) -> RestoreRun {
+        let progress = Arc::new(Progress::default());
+        let (tx, rx) = tokio::sync::watch::channel(None);
+        let me = Arc::clone(self);
+        let moved = Arc::clone(&progress);
+        tokio::spawn(
+            async move {
+                let result = me.restore_once(&req, target, &moved).await;
+                if result.is_err() {
+                    // Failed: the next request starts afresh.
+                    if let Ok(mut r) = me.restores.lock() {
+                        r.remove(&(req.job_id.clone(), req.attempt));
+                    }
+                }
+                let _ = tx.send(Some(result));
+            }
+            .in_current_span(),
+        );
+        RestoreRun { progress, done: rx }
+    }
+
+    async fn restore_once(
+        &self,
+        req: &CheckpointRequest,
+        target: Target,
+        progress: &Progress,
+    ) -> Result<CheckpointReply, ApiError> {
+        let Target { dir, store, prefix } = target;
+        let record = self.restore_record(req);
+        // Restored before this service restarted: the same answer.
+        if let Some(reply) = std::fs::read(&record)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<CheckpointReply>(&b).ok())
+        {
+            let placed = std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_some());
+            if placed || reply.checkpoint.is_none() {
+                tracing::info!(job = %req.job_id, attempt = req.attempt, "restored before this service restarted: answered again");
+                return Ok(reply);
+            }
+        }
         let started = std::time::Instant::now();
-        let restored = sync::restore(&store, &prefix, &dir).await;
+        let staged = sync::restore_staged(&store, &prefix, &dir, progress).await;
         let m = &crate::observe::METRICS;
-        let result = match &restored {
-            Ok(r) if r.manifest.is_some() => "restored",
+        let result = match &staged {
+            Ok(s) if s.restored.manifest.is_some() => "restored",
             Ok(_) => "none",
             Err(_) => "failed",
         };
-        m.restore
-            .with_label_values(&[result])
-            .observe(started.elapsed().as_secs_f64());
-        let restored = restored.map_err(|e| failed("restore failed", e))?;
-        if let Some(manifest) = &restored.manifest {
-            m.bytes
-                .with_label_values(&["restored"])
-                .inc_by(manifest.files.iter().map(|f| f.size).sum());
-        }
-        let checkpoint = restored.manifest.map(|m| CheckpointCommit {
+        let staged = staged.map_err(|e| failed("restore failed", e));
+        let staged = match staged {
+            Ok(s) => s,
+            Err(e) => {
+                m.restore
+                    .with_label_values(&[result])
+                    .observe(started.elapsed().as_secs_f64());
+                return Err(e);
+            }
+        };
+        let restored = &staged.restored;
+        let checkpoint = restored.manifest.as_ref().map(|m| CheckpointCommit {
             job_queue: req.job_queue.clone(),
             job_id: req.job_id.clone(),
             attempt: m.attempt,
@@ -221,21 +320,105 @@ impl Service {
             step: m.step,
             created_at: m.created_at_ms,
         });
-        if let Some(c) = &checkpoint {
-            tracing::info!(job = %req.job_id, attempt = req.attempt, seq = c.seq, step = ?c.step, "restored");
-        }
-        let job = self.job(&req.job_id).await;
-        let mut j = job.lock().await;
-        j.committed = sync::fingerprint(&dir).ok();
-        j.last.clone_from(&checkpoint);
-        Ok(CheckpointReply {
-            checkpoint,
+        let reply = CheckpointReply {
+            checkpoint: checkpoint.clone(),
             skipped: restored
                 .skipped
                 .iter()
                 .map(|(seq, why)| format!("{seq}: {why}"))
                 .collect(),
-        })
+            ..CheckpointReply::default()
+        };
+        // Recorded before it is moved into place, so a restart in between
+        // answers a retry instead of refusing the non-empty directory.
+        self.record_restore(&record, &reply);
+        staged
+            .place(&dir)
+            .await
+            .map_err(|e| failed("restore failed", e))?;
+        m.restore
+            .with_label_values(&[result])
+            .observe(started.elapsed().as_secs_f64());
+        if let Some(manifest) = &restored.manifest {
+            m.bytes
+                .with_label_values(&["restored"])
+                .inc_by(manifest.files.iter().map(|f| f.size).sum());
+        }
+        if let Some(c) = &checkpoint {
+            tracing::info!(job = %req.job_id, attempt = req.attempt, seq = c.seq, step = ?c.step, bytes = progress.total(), seconds = started.elapsed().as_secs_f64(), "restored");
+        }
+        let job = self.job(&req.job_id).await;
+        let mut j = job.lock().await;
+        j.committed = sync::fingerprint(&dir).ok();
+        j.last.clone_from(&checkpoint);
+        if let Some(manifest) = &restored.manifest {
+            j.uploaded = Uploaded::of(manifest);
+        }
+        Ok(reply)
+    }
+
+    /// Where the answer to an attempt's restore is kept across restarts
+    /// of this service (until the job is flushed or swept, at most a day).
+    fn restore_record(&self, req: &CheckpointRequest) -> PathBuf {
+        self.work_dir
+            .join(".qm-checkpoint")
+            .join("restores")
+            .join(format!("{}.{}.json", req.job_id, req.attempt))
+    }
+
+    fn record_restore(&self, record: &std::path::Path, reply: &CheckpointReply) {
+        use std::os::unix::fs::DirBuilderExt;
+        let written = record.parent().map_or(Ok(()), |d| {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(d)
+        });
+        let written = written.and_then(|()| {
+            let tmp = record.with_extension("tmp");
+            std::fs::write(&tmp, serde_json::to_vec(reply).unwrap_or_default())?;
+            std::fs::rename(&tmp, record)
+        });
+        if let Err(e) = written {
+            tracing::warn!(record = %record.display(), error = %e, "restore not recorded; a retry after a restart would find the directory in use");
+        }
+    }
+
+    /// Forgets the job's restores (its attempt ended: flushed or swept).
+    fn forget_restores(&self, job_id: &str) {
+        if let Ok(mut r) = self.restores.lock() {
+            r.retain(|(job, _), _| job != job_id);
+        }
+        let dir = self.work_dir.join(".qm-checkpoint").join("restores");
+        let prefix = format!("{job_id}.");
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for e in entries.flatten() {
+                if e.file_name().to_string_lossy().starts_with(&prefix) {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+    }
+
+    /// Restore records older than a day (their attempts ended while this
+    /// service was down, or their restores finished after the attempt was
+    /// given up) are removed: at start, and with every sweep.
+    pub(crate) fn forget_old_restore_records(&self) {
+        let dir = self.work_dir.join(".qm-checkpoint").join("restores");
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let old = e
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > Duration::from_secs(24 * 3600));
+            if old {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
     }
 
     /// Commits the directory if it changed since the last commit.
@@ -363,7 +546,8 @@ impl Service {
         ) {
             let _ = self.client.publish(subject, body.into()).await;
         }
-        if let Err(e) = sync::retain(&store, &prefix, self.settings.keep).await {
+        let orphans_before = now_ms().saturating_sub(sync::ORPHAN_GRACE.as_millis() as u64);
+        if let Err(e) = sync::retain(&store, &prefix, self.settings.keep, orphans_before).await {
             tracing::warn!(job = %req.job_id, error = %e, "retention failed");
         }
         Ok(())
@@ -388,6 +572,7 @@ impl Service {
             return Ok(CheckpointReply {
                 checkpoint: j.last.clone(),
                 skipped: vec![],
+                ..CheckpointReply::default()
             });
         }
         if let Some((_, t)) = j.tracking.take() {
@@ -420,6 +605,7 @@ impl Service {
         Ok(CheckpointReply {
             checkpoint: j.last.clone(),
             skipped: vec![],
+            ..CheckpointReply::default()
         })
     }
 
@@ -439,8 +625,10 @@ impl Service {
         let reply = CheckpointReply {
             checkpoint: j.last.clone(),
             skipped: vec![],
+            ..CheckpointReply::default()
         };
         drop(j);
+        self.forget_restores(&req.job_id);
         let mut jobs = self.jobs.lock().await;
         jobs.remove(&req.job_id);
         crate::observe::METRICS.jobs.set(jobs.len() as i64);

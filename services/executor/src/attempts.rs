@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use backon::Retryable;
 use qm_service::client::{CallError, Client};
@@ -12,7 +12,7 @@ use qm_wire::messages::ErrorCode;
 use qm_wire::subjects;
 use qm_wire::system::{
     AttemptKey, CheckpointReply, CheckpointRequest, EndCause, ExecCommand, LogsRequest,
-    LogsResponse, Report, ReportPhase,
+    LogsResponse, Report, ReportPhase, TransferProgress,
 };
 use tokio::sync::watch;
 use tracing::Instrument;
@@ -89,6 +89,7 @@ impl Executor {
                         dir: dir.display().to_string(),
                         s3_uri: config.s3_uri.clone(),
                         epoch: Some(epoch),
+                        answer_within_ms: None,
                     }),
                     _ => None,
                 };
@@ -221,14 +222,19 @@ impl Executor {
         let (job_id, attempt) = (launch.job_id.clone(), launch.attempt);
         let dir = self.attempt_dir(&job_id, attempt);
         let mut ended = self.report(&job_id, attempt, ReportPhase::Ended);
-        let prepared = match self
-            .prepare(&launch, &dir)
-            .instrument(tracing::info_span!(
-                "prepare",
-                otel.name = "prepare attempt"
-            ))
-            .await
-        {
+        // A stop is obeyed at once, also while the checkpoint is restored.
+        let preparing = self.prepare(&launch, &dir).instrument(tracing::info_span!(
+            "prepare",
+            otel.name = "prepare attempt"
+        ));
+        let prepared = tokio::select! {
+            prepared = preparing => prepared,
+            () = stop_requested(stop.clone()) => {
+                tracing::info!(job = %job_id, attempt, "stopped before it launched (while it was being prepared)");
+                return self.finish(ended);
+            }
+        };
+        let prepared = match prepared {
             Ok(p) => p,
             Err(e) => {
                 tracing::warn!(job = %job_id, attempt, error = %e, "launch failed");
@@ -258,10 +264,19 @@ impl Executor {
         let launched_at_ms = qm_service::now_ms();
         tracing::info!(job = %job_id, attempt, pid = child.id(), restored = ?restored.checkpoint.as_ref().map(|c| c.seq), "launched");
         self.send(self.report(&job_id, attempt, ReportPhase::Running));
+        // Tracking is asked for beside the process, never before watching
+        // for stops: a slow checkpoint service must not delay a SIGTERM
+        // (the periodic re-assertion asks again if this call fails).
         if let Some(request) = launch.syncs_checkpoints() {
-            if let Err(e) = self.checkpoint("track", request, 3).await {
-                tracing::warn!(job = %job_id, error = %e, "checkpoint tracking not started");
-            }
+            let (me, request) = (Arc::clone(&self), request.clone());
+            tokio::spawn(
+                async move {
+                    if let Err(e) = me.checkpoint("track", &request, 3).await {
+                        tracing::warn!(job = %request.job_id, error = %e, "checkpoint tracking not started; asked again with the next re-assertion");
+                    }
+                }
+                .in_current_span(),
+            );
         }
         let running = tracing::info_span!(
             "process",
@@ -330,10 +345,7 @@ impl Executor {
             }
         }
         let restored = match &launch.checkpoint {
-            Some(request) => self
-                .checkpoint("restore", request, 5)
-                .await
-                .map_err(LaunchError::Restore)?,
+            Some(request) => self.restore(request).await.map_err(LaunchError::Restore)?,
             None => CheckpointReply::default(),
         };
         Ok((ckpt_dir, restored))
@@ -367,18 +379,73 @@ impl Executor {
         }
     }
 
-    /// Calls the node's checkpoint service (`op`: restore, track, flush),
-    /// up to `tries` times with backoff while it does not answer or fails
-    /// transiently; a refusal is returned at once.
-    pub(crate) async fn checkpoint(
+    /// Restores the attempt's checkpoint for as long as the restore makes
+    /// progress: the checkpoint service answers every [`RESTORE_POLL`] with
+    /// how far it has come (a 100 GiB checkpoint takes minutes), and asking
+    /// again joins the same restore. It fails when nothing moved, or the
+    /// service did not answer, for `restoreStallSeconds`, or at once when
+    /// the service refuses.
+    async fn restore(
+        &self,
+        request: &CheckpointRequest,
+    ) -> Result<CheckpointReply, CheckpointCallError> {
+        let stall = Duration::from_secs(self.settings.restore_stall_seconds);
+        let req = CheckpointRequest {
+            answer_within_ms: Some(RESTORE_POLL.as_millis() as u64),
+            ..request.clone()
+        };
+        let (mut progress, mut moved_at) = (TransferProgress::default(), Instant::now());
+        let mut last: Option<String>;
+        loop {
+            // The service answers within the poll; more is a lost call.
+            match self.call("restore", &req, RESTORE_POLL * 3).await? {
+                Ok(reply) if !reply.pending => return Ok(reply),
+                Ok(reply) => {
+                    let now = reply.progress.unwrap_or_default();
+                    if now.bytes_moved != progress.bytes_moved {
+                        moved_at = Instant::now();
+                    }
+                    progress = now;
+                    last = None;
+                    tracing::info!(
+                        job = %req.job_id,
+                        attempt = req.attempt,
+                        moved_mib = progress.bytes_moved >> 20,
+                        total_mib = progress.bytes_total >> 20,
+                        "restoring the checkpoint"
+                    );
+                }
+                Err(e) if refused(&e) => {
+                    tracing::warn!(job = %req.job_id, error = %e, "checkpoint service refused the restore");
+                    return Err(CheckpointCallError::Refused(e));
+                }
+                Err(e) => {
+                    tracing::warn!(job = %req.job_id, error = %e, "checkpoint service did not answer the restore; asking again");
+                    last = Some(e.to_string());
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+            if moved_at.elapsed() >= stall {
+                return Err(CheckpointCallError::Stalled {
+                    seconds: stall.as_secs(),
+                    moved: progress.bytes_moved,
+                    total: progress.bytes_total,
+                    last,
+                });
+            }
+        }
+    }
+
+    /// One call to the node's checkpoint service.
+    async fn call(
         &self,
         op: &str,
         req: &CheckpointRequest,
-        tries: usize,
-    ) -> Result<CheckpointReply, CheckpointCallError> {
+        timeout: Duration,
+    ) -> Result<Result<CheckpointReply, CallError>, CheckpointCallError> {
         let client = Client {
             nats: self.client.clone(),
-            timeout: Duration::from_secs(120),
+            timeout,
             principal: self.principal.clone(),
         };
         let subject = subjects::checkpoint_request(&self.settings.checkpoint_node, op)
@@ -386,9 +453,27 @@ impl Executor {
         let body: bytes::Bytes = serde_json::to_vec(req)
             .map_err(|e| CheckpointCallError::Request(e.to_string()))?
             .into();
-        let call =
-            || client.request_raw::<CheckpointReply>(subject.clone(), body.clone(), "checkpoint");
-        let refused = |e: &CallError| e.code().is_some_and(|c| c != ErrorCode::Transient);
+        Ok(client
+            .request_raw::<CheckpointReply>(subject, body, "checkpoint")
+            .await)
+    }
+
+    /// Calls the node's checkpoint service (`op`: track, flush), up to
+    /// `tries` times with backoff while it does not answer (within
+    /// [`CHECKPOINT_CALL`] each) or fails transiently; a refusal is
+    /// returned at once.
+    pub(crate) async fn checkpoint(
+        &self,
+        op: &str,
+        req: &CheckpointRequest,
+        tries: usize,
+    ) -> Result<CheckpointReply, CheckpointCallError> {
+        let call = || async {
+            match self.call(op, req, CHECKPOINT_CALL).await {
+                Ok(answer) => answer,
+                Err(e) => Err(CallError::Transport(e.to_string())),
+            }
+        };
         let schedule = qm_service::retry::forever(Duration::from_millis(500))
             .with_max_times(tries.saturating_sub(1));
         call.retry(schedule)
@@ -428,5 +513,24 @@ impl Executor {
             stderr,
             truncated: cut_out || cut_err,
         })
+    }
+}
+
+/// How often a restore answers with its progress.
+const RESTORE_POLL: Duration = Duration::from_secs(10);
+
+/// How long a track or flush call may go unanswered before it is sent again.
+const CHECKPOINT_CALL: Duration = Duration::from_secs(120);
+
+/// A refusal: the same request fails again, so it is not retried.
+fn refused(e: &CallError) -> bool {
+    e.code().is_some_and(|c| c != ErrorCode::Transient)
+}
+
+/// Returns once a stop was asked for (never, if the attempt's stop channel
+/// is gone).
+async fn stop_requested(mut stop: watch::Receiver<Option<u64>>) {
+    if stop.wait_for(Option::is_some).await.is_err() {
+        std::future::pending::<()>().await;
     }
 }

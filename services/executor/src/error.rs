@@ -56,6 +56,15 @@ pub enum CheckpointCallError {
         #[source]
         last: CallError,
     },
+    /// A restore moved no bytes (or its service did not answer) for the
+    /// executor's `restoreStallSeconds`.
+    #[error("the restore made no progress for {seconds} s ({moved} of {total} bytes moved{})", last.as_ref().map(|e| format!("; last error: {e}")).unwrap_or_default())]
+    Stalled {
+        seconds: u64,
+        moved: u64,
+        total: u64,
+        last: Option<String>,
+    },
     /// The request could not be addressed or encoded.
     #[error("cannot send the request: {0}")]
     Request(String),

@@ -36,6 +36,13 @@ or environment variables QM_EXECUTOR_<KEY>):
                                                     remembered (a resent start for it
                                                     ignored, a stop answered with its
                                                     end); default 21600, at least 600
+  restoreStallSeconds QM_EXECUTOR_RESTORE_STALL_SECONDS
+                                                    a checkpoint restore may take as long
+                                                    as it keeps moving bytes; the attempt
+                                                    fails (exit code 127) only when the
+                                                    restore made no progress, or the
+                                                    checkpoint service did not answer,
+                                                    for this long; default 600, at least 30
   runAsUser          QM_EXECUTOR_RUN_AS_USER        run every attempt as this uid (and
   runAsGroup         QM_EXECUTOR_RUN_AS_GROUP       gid); default: the executor's own
 NATS connection (QM_NATS_<KEY> or QM_EXECUTOR_NATS_<KEY>):
@@ -69,6 +76,7 @@ pub struct Settings {
     pub heartbeat_seconds: u64,
     pub fence_after_seconds: u64,
     pub finished_retention_seconds: u64,
+    pub restore_stall_seconds: u64,
     pub run_as_user: Option<u32>,
     pub run_as_group: Option<u32>,
 }
@@ -86,6 +94,7 @@ impl Default for Settings {
             heartbeat_seconds: 1,
             fence_after_seconds: 30,
             finished_retention_seconds: 6 * 3600,
+            restore_stall_seconds: 600,
             run_as_user: None,
             run_as_group: None,
         }
@@ -129,6 +138,11 @@ impl settings::Validate for Settings {
         }
         if self.finished_retention_seconds < 600 {
             p.push("finishedRetentionSeconds: must be >= 600 (a resent command must still find what ended)".into());
+        }
+        if self.restore_stall_seconds < 30 {
+            p.push(
+                "restoreStallSeconds: must be >= 30 (a busy S3 server may pause that long)".into(),
+            );
         }
         if self.run_as_user.is_some() != self.run_as_group.is_some() {
             p.push("runAsUser and runAsGroup: give both or neither".into());

@@ -301,6 +301,8 @@ impl Runner<'_> {
         self.upkeep.applied(entries);
         self.state.epoch = epoch;
         self.role.lead(epoch);
+        // The catch-up's buffers are free now: give them back.
+        qm_service::memory::release_soon();
         tracing::info!(
             entries,
             from,
