@@ -659,3 +659,143 @@ async fn a_first_scheduler_announces_the_submits_stored_before_it_started() {
     }
     stack.stop_all();
 }
+
+/// Checkpoint-then-preempt with the example trainer, run three times on
+/// the same fleet: QS1 borrows QS2's instance for a victim that saves only
+/// when asked (no periodic checkpoint falls in the run, and SIGTERM ends it
+/// without saving, as many scripts do); QS2's owner then reclaims it.
+/// - setting on: the victim is sent SIGUSR1, its checkpoint is committed,
+///   and only then is it stopped: the next attempt restores (nearly) the
+///   step it was stopped at;
+/// - setting off: stopped at once, it had saved nothing: everything is
+///   recomputed;
+/// - on, but the job ignores the signal: stopped when the window ends.
+#[tokio::test(flavor = "multi_thread")]
+async fn checkpoint_then_preempt_saves_the_work_a_plain_reclaim_loses() {
+    let (_n, _s, mut stack) = stack("ckpt-first").await;
+    stack.executor("node-1", "training", "ml.g5.xlarge", 3);
+    let forever = ["--steps", "1000000", "--step-delay-ms", "20"];
+    let own = stack
+        .submit(&trainer_job("own", "training", "QS1", 5, &forever))
+        .await;
+    stack
+        .wait_for(&own, 60, "RUNNING", |j| j.status == "RUNNING")
+        .await;
+    const WINDOW: u64 = 8;
+    for (mode, window, deaf) in [("on", 60, false), ("off", 0, false), ("deaf", WINDOW, true)] {
+        let mut args = vec![
+            "--steps",
+            "1000000",
+            "--checkpoint-every",
+            "1000000",
+            "--step-delay-ms",
+            "20",
+            "--no-save-on-stop",
+        ];
+        if deaf {
+            args.push("--ignore-checkpoint-signal");
+        }
+        let mut victim = trainer_job(&format!("victim-{mode}"), "training", "QS1", 1, &args);
+        victim.checkpoint_config = Some(qm_wire::messages::CheckpointConfig {
+            checkpoint_before_preempt_seconds: Some(window),
+            ..Default::default()
+        });
+        let victim = stack.submit(&victim).await;
+        let j = stack
+            .wait_for(&victim, 60, "RUNNING", |j| j.status == "RUNNING")
+            .await;
+        assert!(j.on_borrowed_capacity, "{mode}: {j:#?}");
+        // Some work, none of it saved yet.
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        let reclaimed = Instant::now();
+        let owner = stack
+            .submit(&trainer_job(
+                &format!("owner-{mode}"),
+                "training",
+                "QS2",
+                1,
+                &["--steps", "5"],
+            ))
+            .await;
+        let j = stack
+            .wait_for(&victim, 90, "attempt 1 ended", |j| {
+                j.attempts.first().is_some_and(|a| a.outcome.is_some())
+            })
+            .await;
+        let stopped_after = reclaimed.elapsed();
+        assert_eq!(
+            j.attempts[0].outcome.as_deref(),
+            Some("PREEMPTED_CROSS_SHARE"),
+            "{mode}: {j:#?}"
+        );
+        let out = stack.attempt_stdout("node-1", &victim, 1);
+        let stopped_at: u64 = out
+            .lines()
+            .find_map(|l| l.strip_prefix("stopping at step "))
+            .and_then(|rest| rest.split(':').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{mode}: the trainer says where it stopped:\n{out}"));
+        stack
+            .wait_for(&owner, 60, "SUCCEEDED", |j| j.status == "SUCCEEDED")
+            .await;
+        // The victim borrows again and restores what was committed.
+        let j = stack
+            .wait_for(&victim, 90, "attempt 2 running", |j| {
+                j.attempts.len() >= 2 && j.status == "RUNNING"
+            })
+            .await;
+        let restored = j.attempts[1].restored_checkpoint_step.unwrap_or(0);
+        let recomputed = stopped_at.saturating_sub(restored);
+        eprintln!("{mode}: stopped at step {stopped_at} {:.1} s after the reclaim; restored step {restored}: {recomputed} steps recomputed", stopped_after.as_secs_f64());
+        assert!(stopped_at >= 100, "{mode}: it trained a while: {out}");
+        match mode {
+            "on" => {
+                assert!(
+                    out.contains("(asked)"),
+                    "{mode}: it saved when asked:\n{out}"
+                );
+                assert_eq!(
+                    j.attempts[0].last_checkpoint_step,
+                    Some(restored),
+                    "{mode}: the checkpoint it was asked for is the one restored"
+                );
+                // Only what ran between the commit and the stop is lost:
+                // well under half of the work (the commit is seen within
+                // about a second, the stop follows at once).
+                assert!(
+                    recomputed * 4 < stopped_at,
+                    "{mode}: {recomputed} of {stopped_at} steps recomputed"
+                );
+                assert!(
+                    stopped_after < Duration::from_secs(window / 2),
+                    "{mode}: stopped after the commit, not at the window's end: {stopped_after:?}"
+                );
+            }
+            "off" => {
+                assert_eq!(restored, 0, "{mode}: nothing was saved: {j:#?}");
+                assert!(!out.contains("(asked)"), "{mode}: never asked:\n{out}");
+            }
+            _ => {
+                assert_eq!(restored, 0, "{mode}: it never saved: {j:#?}");
+                assert!(
+                    stopped_after >= Duration::from_secs(WINDOW),
+                    "{mode}: stopped when the {WINDOW} s window ended, not before: {stopped_after:?}"
+                );
+            }
+        }
+        let _: serde_json::Value = stack
+            .client
+            .call(
+                Operation::TerminateServiceJob,
+                &qm_wire::messages::TerminateServiceJob {
+                    job_id: victim.clone(),
+                    reason: "next mode".into(),
+                },
+            )
+            .await
+            .expect("terminated");
+        let j = stack.wait_final(&victim, 60).await;
+        assert_eq!(j.status, "FAILED", "{mode}: {j:#?}");
+    }
+    stack.stop_all();
+}

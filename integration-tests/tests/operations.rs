@@ -111,6 +111,7 @@ async fn checkpoints_live_at_the_jobs_s3_uri_and_a_later_job_resumes_from_them()
         job.checkpoint_config = Some(CheckpointConfig {
             s3_uri: Some(format!("s3://{bucket}/ops/shares/team/run-1")),
             local_path: Some("state/ckpt".into()),
+            ..Default::default()
         });
         job
     };
@@ -120,6 +121,7 @@ async fn checkpoints_live_at_the_jobs_s3_uri_and_a_later_job_resumes_from_them()
     bad.checkpoint_config = Some(CheckpointConfig {
         s3_uri: Some("s3://Not_A_Bucket/x".into()),
         local_path: None,
+        ..Default::default()
     });
     let err = stack
         .client
@@ -131,6 +133,7 @@ async fn checkpoints_live_at_the_jobs_s3_uri_and_a_later_job_resumes_from_them()
     bad.checkpoint_config = Some(CheckpointConfig {
         s3_uri: Some(format!("s3://{bucket}/custom/run-1")),
         local_path: None,
+        ..Default::default()
     });
     let err = stack
         .client

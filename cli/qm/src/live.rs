@@ -139,6 +139,15 @@ pub struct SubmitArgs {
     /// <queue>/<jobId>).
     #[arg(long, value_name = "S3_URI")]
     pub checkpoint_s3_uri: Option<String>,
+    /// Checkpoint-then-preempt: when preempted, first send the job its
+    /// checkpoint signal and stop it once that checkpoint is committed or
+    /// after this many seconds (implies --checkpoint; at most 3600).
+    #[arg(long, value_name = "SECONDS")]
+    pub checkpoint_before_preempt: Option<u64>,
+    /// The signal that asks the job to checkpoint now: SIGUSR1 (default),
+    /// SIGUSR2, SIGHUP or SIGINT (implies --checkpoint).
+    #[arg(long, value_name = "SIGNAL")]
+    pub checkpoint_signal: Option<String>,
     /// Environment variable NAME=VALUE (repeatable).
     #[arg(long = "env")]
     pub env: Vec<String>,
@@ -196,8 +205,20 @@ pub fn submit_request(a: &SubmitArgs) -> Result<SubmitServiceJob, Failure> {
     if a.grace.is_some() {
         job.termination_grace_period_seconds = a.grace;
     }
-    if (a.checkpoint || a.checkpoint_s3_uri.is_some()) && job.checkpoint_config.is_none() {
+    let wants_checkpoints = a.checkpoint
+        || a.checkpoint_s3_uri.is_some()
+        || a.checkpoint_before_preempt.is_some()
+        || a.checkpoint_signal.is_some();
+    if wants_checkpoints && job.checkpoint_config.is_none() {
         job.checkpoint_config = Some(Default::default());
+    }
+    if let Some(c) = job.checkpoint_config.as_mut() {
+        if a.checkpoint_before_preempt.is_some() {
+            c.checkpoint_before_preempt_seconds = a.checkpoint_before_preempt;
+        }
+        if a.checkpoint_signal.is_some() {
+            c.checkpoint_signal.clone_from(&a.checkpoint_signal);
+        }
     }
     if let (Some(uri), Some(c)) = (&a.checkpoint_s3_uri, job.checkpoint_config.as_mut()) {
         qm_wire::messages::parse_s3_uri(uri)

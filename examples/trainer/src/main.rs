@@ -4,7 +4,12 @@
 //! - its full state (weights, optimizer velocities, RNG, step) is saved
 //!   atomically to `$QM_CHECKPOINT_DIR` every `--checkpoint-every` steps;
 //! - on start it resumes from the checkpoint there, if any;
-//! - on SIGTERM (preemption) it saves a final checkpoint and exits 0;
+//! - on SIGTERM (preemption) it saves a final checkpoint and exits 0
+//!   (unless `--no-save-on-stop`: then it exits at once, as a script that
+//!   only saves periodically does);
+//! - on SIGUSR1 (checkpoint-then-preempt asks for a checkpoint now) it
+//!   saves one at the end of the step and trains on (unless
+//!   `--ignore-checkpoint-signal`);
 //! - when done it prints `digest=<sha256 of the final weights>`.
 //!
 //! A resumed run prints the same digest as an uninterrupted one: that is the
@@ -34,13 +39,18 @@ resuming from it on start. Prints `digest=<hex>` of the final weights.
   --steps N            total training steps (default 2000)
   --checkpoint-every K steps between checkpoints (default 100)
   --seed S             data and initialisation seed (default 42)
-  --step-delay-ms D    sleep after each step, to make runs last (default 0)";
+  --step-delay-ms D    sleep after each step, to make runs last (default 0)
+  --no-save-on-stop    on SIGTERM exit at once (143) without saving
+  --ignore-checkpoint-signal
+                       ignore SIGUSR1 instead of saving a checkpoint now";
 
 struct Args {
     steps: u64,
     every: u64,
     seed: u64,
     delay_ms: u64,
+    save_on_stop: bool,
+    answer_checkpoint_signal: bool,
 }
 
 fn parse_args(args: &[String]) -> Result<Args, String> {
@@ -49,11 +59,21 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
         every: 100,
         seed: 42,
         delay_ms: 0,
+        save_on_stop: true,
+        answer_checkpoint_signal: true,
     };
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         if flag == "--help" || flag == "-h" {
             return Err(String::new());
+        }
+        if flag == "--no-save-on-stop" {
+            parsed.save_on_stop = false;
+            continue;
+        }
+        if flag == "--ignore-checkpoint-signal" {
+            parsed.answer_checkpoint_signal = false;
+            continue;
         }
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
         let number: u64 = value
@@ -108,8 +128,21 @@ fn main() -> ExitCode {
         std::env::var_os("QM_CHECKPOINT_DIR").unwrap_or_else(|| "checkpoints".into()),
     );
     let stop = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        if let Err(e) = signal_hook::flag::register(signal, Arc::clone(&stop)) {
+    // SIGUSR1 (checkpoint now) sets `save_now`; ignoring it still needs a
+    // handler (its default action would end the process).
+    let save_now = Arc::new(AtomicBool::new(false));
+    let ignored = Arc::new(AtomicBool::new(false));
+    let usr1 = if args.answer_checkpoint_signal {
+        &save_now
+    } else {
+        &ignored
+    };
+    for (signal, flag) in [
+        (signal_hook::consts::SIGTERM, &stop),
+        (signal_hook::consts::SIGINT, &stop),
+        (signal_hook::consts::SIGUSR1, usr1),
+    ] {
+        if let Err(e) = signal_hook::flag::register(signal, Arc::clone(flag)) {
             eprintln!("qm-trainer: cannot handle signal {signal}: {e}");
             return ExitCode::from(3);
         }
@@ -142,6 +175,10 @@ fn main() -> ExitCode {
     let mut loss = f64::NAN;
     while state.step < args.steps {
         if stop.load(Ordering::SeqCst) {
+            if !args.save_on_stop {
+                say(&format!("stopping at step {}: nothing saved", state.step));
+                return ExitCode::from(143);
+            }
             if let Err(code) = save(&state) {
                 return code;
             }
@@ -152,11 +189,16 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         loss = state.train_step(&data);
-        if state.step % args.every == 0 {
+        let asked = save_now.swap(false, Ordering::SeqCst);
+        if state.step % args.every == 0 || asked {
             if let Err(code) = save(&state) {
                 return code;
             }
-            say(&format!("checkpoint step={} loss={loss:.6}", state.step));
+            let why = if asked { " (asked)" } else { "" };
+            say(&format!(
+                "checkpoint step={} loss={loss:.6}{why}",
+                state.step
+            ));
         }
         if args.delay_ms > 0 {
             std::thread::sleep(Duration::from_millis(args.delay_ms));

@@ -632,12 +632,17 @@ pub async fn retain<S: ObjectStore>(
     for m in doomed {
         if !stale.contains(&m.seq) {
             let body = serde_json::to_vec(&m).expect("manifests serialise");
-            store.put(&manifest::retired_key(prefix, m.seq), body).await?;
+            store
+                .put(&manifest::retired_key(prefix, m.seq), body)
+                .await?;
         }
         store.delete(&manifest::manifest_key(prefix, m.seq)).await?;
         deleted_manifests += 1;
     }
-    for (key, retired) in store.list_modified(&manifest::retired_prefix(prefix)).await? {
+    for (key, retired) in store
+        .list_modified(&manifest::retired_prefix(prefix))
+        .await?
+    {
         if retired < orphans_written_before_ms {
             store.delete(&key).await?;
         } else if let Ok(Some(m)) = read_manifest(store, &key).await {

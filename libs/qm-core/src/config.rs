@@ -162,6 +162,9 @@ pub struct QueueConfig {
     /// Optional per-type caps for the whole queue; without one, the fleet bounds it.
     pub capacity_limits: Vec<CapacityLimit>,
     pub shares: Vec<QuotaShare>,
+    /// `checkpointBeforePreemptSeconds` of jobs that give none (0: off).
+    #[serde(default)]
+    pub checkpoint_before_preempt_secs: u64,
 }
 
 impl QueueConfig {
@@ -172,6 +175,7 @@ impl QueueConfig {
             queueing_strategy: QueueingStrategy::BestEffortFifo,
             capacity_limits: Vec::new(),
             shares,
+            checkpoint_before_preempt_secs: 0,
         }
     }
 

@@ -30,6 +30,10 @@ pub const DEFAULT_GRACE_PERIOD_SECS: u64 = 120;
 /// executors wait this long on shutdown, so it must stay a sane duration.
 pub const MAX_GRACE_PERIOD_SECS: u64 = 86_400;
 
+/// The longest `checkpointBeforePreemptSeconds` (job or queue default): a
+/// beneficiary waits this long plus the victim's grace at most.
+pub const MAX_CHECKPOINT_BEFORE_PREEMPT_SECS: u64 = 3_600;
+
 /// A job's status.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
@@ -222,6 +226,12 @@ pub struct JobSpec {
     /// Whether the job checkpoints (has a `checkpointConfig`). Gates borrowing
     /// in shares with `borrowRequiresCheckpoint`.
     pub checkpoints: bool,
+    /// `checkpointConfig.checkpointBeforePreemptSeconds`: when preempted
+    /// while running, the job is first asked to checkpoint and stopped once
+    /// a checkpoint committed after the request, or after this long (0:
+    /// stopped at once). None: the queue's default.
+    #[serde(default)]
+    pub checkpoint_before_preempt_secs: Option<u64>,
 }
 
 impl JobSpec {
@@ -244,6 +254,7 @@ impl JobSpec {
             attempt_timeout_secs: None,
             grace_period_secs: DEFAULT_GRACE_PERIOD_SECS,
             checkpoints: false,
+            checkpoint_before_preempt_secs: None,
         }
     }
 }
@@ -278,6 +289,15 @@ pub struct Attempt {
     pub first_failure: Option<crate::nodes::RankFailure>,
 }
 
+/// A preempted job asked to checkpoint before it is stopped
+/// (checkpoint-then-preempt): its stop waits for a checkpoint committed at
+/// or after `asked_at`, or until `until`, whichever comes first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CheckpointFirst {
+    pub asked_at: Time,
+    pub until: Time,
+}
+
 /// A stop the scheduler asked for and the executor has not yet confirmed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum StopCause {
@@ -310,6 +330,10 @@ pub struct Job {
     /// When it became SUCCEEDED or FAILED.
     #[serde(default)]
     pub finished_at: Option<Time>,
+    /// Preempted, and asked to checkpoint before it is stopped: the stop
+    /// itself waits (see [`CheckpointFirst`]).
+    #[serde(default)]
+    pub checkpoint_first: Option<CheckpointFirst>,
 }
 
 impl Job {
@@ -329,6 +353,7 @@ impl Job {
             stopping: None,
             last_checkpoint: None,
             finished_at: None,
+            checkpoint_first: None,
         }
     }
 
@@ -442,6 +467,7 @@ mod tests {
             stopping: None,
             last_checkpoint: None,
             finished_at: None,
+            checkpoint_first: None,
         };
         // No checkpoint: all work since it began running is lost.
         assert_eq!(job.lost_work_ms(1), Some(7_000));

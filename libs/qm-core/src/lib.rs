@@ -30,8 +30,9 @@ pub use config::{
 };
 pub use ids::{JobId, ShareIdx, TypeIdx};
 pub use job::{
-    Attempt, AttemptOutcome, CheckpointMark, ExitRule, Job, JobSpec, JobStatus, PreemptionKind,
-    RetryAction, StopCause, DEFAULT_GRACE_PERIOD_SECS, MAX_GRACE_PERIOD_SECS,
+    Attempt, AttemptOutcome, CheckpointFirst, CheckpointMark, ExitRule, Job, JobSpec, JobStatus,
+    PreemptionKind, RetryAction, StopCause, DEFAULT_GRACE_PERIOD_SECS,
+    MAX_CHECKPOINT_BEFORE_PREEMPT_SECS, MAX_GRACE_PERIOD_SECS,
 };
 pub use nodes::{
     pool_node_name, silence_before_lost, LostAttempt, Node, NodeId, Rank, RankEnd, RankExit,

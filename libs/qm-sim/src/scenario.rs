@@ -63,6 +63,7 @@ pub struct JobDefaults {
     pub stop_seconds: Option<f64>,
     pub checkpoint_interval_seconds: Option<f64>,
     pub checkpoint_on_stop: Option<bool>,
+    pub checkpoint_seconds: Option<f64>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -75,6 +76,9 @@ pub struct QueueSpec {
     pub queueing_strategy: Option<String>,
     #[serde(default)]
     pub capacity_limits: Vec<wire::CapacityLimit>,
+    /// The default `checkpointBeforePreemptSeconds` of checkpointing jobs.
+    #[serde(default)]
+    pub checkpoint_before_preempt_seconds: Option<u64>,
     /// Quota shares exactly as the API takes them (`CreateQuotaShare`).
     pub quota_shares: Vec<wire::QuotaShare>,
 }
@@ -117,6 +121,13 @@ pub struct SubmitSpec {
     pub stop_seconds: Option<f64>,
     /// Whether the job writes a final checkpoint when asked to stop.
     pub checkpoint_on_stop: Option<bool>,
+    /// Checkpoint-then-preempt (`checkpointConfig.checkpointBeforePreemptSeconds`):
+    /// when preempted, the job is first asked to checkpoint and stopped
+    /// after the commit or this many seconds.
+    pub checkpoint_before_preempt_seconds: Option<u64>,
+    /// Seconds from the checkpoint signal to the commit of the checkpoint
+    /// it asks for; absent: the job does not answer the signal.
+    pub checkpoint_seconds: Option<f64>,
     #[serde(default)]
     pub failures: Vec<FailureSpec>,
 }

@@ -98,6 +98,8 @@ enum Ev {
     Generate,
     Running(JobId, u32),
     Checkpoint(JobId, u32, u64),
+    /// A job asked to checkpoint before its preemption commits one.
+    Asked(JobId, u32),
     Complete(JobId, u32),
     Fail(JobId, u32, i32),
     StopDone(JobId, u32),
@@ -125,6 +127,9 @@ pub(crate) struct SimJob {
     pub startup: u64,
     pub stop: u64,
     pub checkpoint_on_stop: bool,
+    /// How long the job takes to commit a checkpoint when asked (None: it
+    /// does not answer the checkpoint signal).
+    pub checkpoint_when_asked: Option<u64>,
     pub failures: Vec<(u32, u64, i32)>,
     phase: Phase,
     /// Progress (ms of work) saved in the last committed checkpoint.
@@ -189,6 +194,7 @@ impl Simulation {
                 state: q.state.clone(),
                 queueing_strategy: q.queueing_strategy.clone(),
                 capacity_limits: q.capacity_limits.clone(),
+                checkpoint_before_preempt_seconds: q.checkpoint_before_preempt_seconds,
             },
             quota_shares: q.quota_shares.clone(),
         };
@@ -398,9 +404,18 @@ impl Simulation {
         }
         for p in &plan.preemptions {
             self.recorder.preemption(now, p.job, p.kind, p.for_job);
-            self.request_stop(p.job);
+            if self.cluster.checkpoint_first(p.job).is_none() {
+                self.request_stop(p.job);
+                continue;
+            }
+            // Checkpoint-then-preempt: it runs on until its checkpoint is
+            // committed (or the window ends: a checkpoint deadline).
+            let job = &self.jobs[(p.job.0 - 1) as usize];
+            if let (Phase::Running(n), Some(after)) = (job.phase, job.checkpoint_when_asked) {
+                self.push(now.plus_millis(after), Ev::Asked(p.job, n));
+            }
         }
-        for id in &plan.timeouts {
+        for id in plan.timeouts.iter().chain(&plan.checkpoint_deadlines) {
             self.request_stop(*id);
         }
         for start in &plan.starts {
@@ -565,6 +580,32 @@ impl Simulation {
         job.phase = Phase::Waiting;
     }
 
+    /// The attempt commits a checkpoint holding `mark` ms of work; one a
+    /// checkpoint-first window waited for lets the stop go ahead.
+    fn commit(&mut self, id: JobId, n: u32, mark: u64) {
+        let now = self.now;
+        let step = mark / 1000;
+        let answered = self
+            .cluster
+            .checkpoint_committed(id, n, CheckpointMark { at: now, step })
+            .expect("attempt is current");
+        if self.trace.is_some() {
+            let job = self.job_name(id);
+            self.record(Recorded::Checkpoint {
+                at: now,
+                job,
+                attempt: n,
+                step,
+            });
+        }
+        let job = self.job(id);
+        job.committed = mark;
+        job.committed_at = Some(now);
+        if answered {
+            self.request_stop(id);
+        }
+    }
+
     fn live(&self, id: JobId, attempt: u32) -> bool {
         matches!(self.jobs[(id.0 - 1) as usize].phase, Phase::Running(n) if n == attempt)
     }
@@ -610,26 +651,19 @@ impl Simulation {
                     );
                 }
             }
+            Ev::Asked(id, n) => {
+                if !self.live(id, n) || self.cluster.checkpoint_first(id).is_none() {
+                    return Ok(());
+                }
+                let mark = self.job(id).progress(now);
+                self.commit(id, n, mark);
+            }
             Ev::Checkpoint(id, n, mark) => {
                 if !self.live(id, n) {
                     return Ok(());
                 }
-                let step = mark / 1000;
-                self.cluster
-                    .checkpoint_committed(id, n, CheckpointMark { at: now, step })
-                    .expect("attempt is current");
-                if self.trace.is_some() {
-                    let job = self.job_name(id);
-                    self.record(Recorded::Checkpoint {
-                        at: now,
-                        job,
-                        attempt: n,
-                        step,
-                    });
-                }
+                self.commit(id, n, mark);
                 let job = self.job(id);
-                job.committed = mark;
-                job.committed_at = Some(now);
                 if let Some(next) = job.interval.map(|i| mark + i).filter(|m| *m < job.duration) {
                     self.push(now.plus_millis(next - mark), Ev::Checkpoint(id, n, next));
                 }
@@ -845,7 +879,10 @@ impl Simulation {
             retry_strategy: spec.retry_strategy.clone(),
             timeout_config: spec.timeout_config.clone(),
             termination_grace_period_seconds: spec.termination_grace_period_seconds,
-            checkpoint_config: interval.map(|_| wire::CheckpointConfig::default()),
+            checkpoint_config: interval.map(|_| wire::CheckpointConfig {
+                checkpoint_before_preempt_seconds: spec.checkpoint_before_preempt_seconds,
+                ..Default::default()
+            }),
             command: vec!["simulated".into()],
             ..Default::default()
         };
@@ -857,6 +894,15 @@ impl Simulation {
             problems.push(ConfigProblem {
                 field: "durationSeconds".into(),
                 message: "must be > 0".into(),
+            });
+        }
+        if spec
+            .checkpoint_seconds
+            .is_some_and(|i| !(i.is_finite() && i >= 0.0))
+        {
+            problems.push(ConfigProblem {
+                field: "checkpointSeconds".into(),
+                message: "must be >= 0".into(),
             });
         }
         if interval.is_some_and(|i| !(i.is_finite() && i > 0.0)) {
@@ -911,6 +957,10 @@ impl Simulation {
                 .checkpoint_on_stop
                 .or(self.defaults.checkpoint_on_stop)
                 .unwrap_or(false),
+            checkpoint_when_asked: spec
+                .checkpoint_seconds
+                .or(self.defaults.checkpoint_seconds)
+                .map(ms),
             failures: spec
                 .failures
                 .iter()
@@ -965,6 +1015,8 @@ impl Simulation {
             startup_seconds: None,
             stop_seconds: None,
             checkpoint_on_stop: None,
+            checkpoint_before_preempt_seconds: None,
+            checkpoint_seconds: None,
             failures: Vec::new(),
         };
         if self.submit(&spec).is_err() {

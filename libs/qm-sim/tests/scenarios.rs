@@ -513,3 +513,37 @@ queue:
         "{message}"
     );
 }
+
+#[test]
+fn checkpoint_then_preempt_trades_the_owners_wait_for_the_victims_work() {
+    let r = run("checkpoint-then-preempt.yaml");
+    // (owner started, victim's recomputed seconds)
+    let seen = |t: &str| {
+        (
+            job(&r, &format!("{t}_owner")).first_started_at,
+            job(&r, &format!("{t}_victim")).recomputed_seconds,
+        )
+    };
+    assert_eq!(
+        seen("x"),
+        (Some(525.0), 0.0),
+        "asked at 500, committed at 520, stopped by 525: nothing lost"
+    );
+    assert_eq!(
+        seen("y"),
+        (Some(505.0), 500.0),
+        "stopped at once: the 500 s since the start are lost"
+    );
+    assert_eq!(
+        seen("z"),
+        (Some(625.0), 620.0),
+        "no answer: stopped when the 120 s window ends, and all of it is lost"
+    );
+    for t in ["x", "y", "z"] {
+        assert_eq!(
+            outcomes(&r, &format!("{t}_victim"))[0],
+            "PREEMPTED_CROSS_SHARE",
+            "{t}"
+        );
+    }
+}

@@ -126,6 +126,10 @@ pub struct JobQueue {
     pub queueing_strategy: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub capacity_limits: Vec<CapacityLimit>,
+    /// The `checkpointConfig.checkpointBeforePreemptSeconds` of the queue's
+    /// checkpointing jobs that give none (default 0: off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_before_preempt_seconds: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -190,7 +194,24 @@ pub struct CheckpointConfig {
     /// to the attempt's working directory; default `checkpoint`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local_path: Option<String>,
+    /// Checkpoint-then-preempt: when the job is preempted while running,
+    /// it is first sent `checkpointSignal` and stopped only once a
+    /// checkpoint committed after that, or after this many seconds
+    /// (0: stopped at once; at most 3600). Default: the queue's
+    /// `checkpointBeforePreemptSeconds`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_before_preempt_seconds: Option<u64>,
+    /// The signal that asks the job to checkpoint now: `SIGUSR1`
+    /// (default), `SIGUSR2`, `SIGHUP` or `SIGINT`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_signal: Option<String>,
 }
+
+/// The signal that asks a job to checkpoint now, unless it names another.
+pub const DEFAULT_CHECKPOINT_SIGNAL: &str = "SIGUSR1";
+
+/// The signals a job may choose to be asked to checkpoint with.
+pub const CHECKPOINT_SIGNALS: [&str; 4] = ["SIGUSR1", "SIGUSR2", "SIGHUP", "SIGINT"];
 
 /// A parsed `s3://bucket/prefix` URI.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -197,6 +197,20 @@ pub struct PassRecord {
     pub preemptions: Vec<PreemptionRecord>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub timeouts: Vec<String>,
+    /// Preempted jobs whose checkpoint-first window ran out: stopped now.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checkpoint_deadlines: Vec<String>,
+}
+
+impl PassRecord {
+    /// Whether the pass decided nothing the log must record (waiting
+    /// reasons only).
+    pub fn decides_nothing(&self) -> bool {
+        self.starts.is_empty()
+            && self.preemptions.is_empty()
+            && self.timeouts.is_empty()
+            && self.checkpoint_deadlines.is_empty()
+    }
 }
 
 /// On `qm.v1.exec.<executorId>.command`, which only the scheduler may
@@ -254,6 +268,19 @@ pub enum ExecCommand {
         attempt: u32,
         grace_seconds: u64,
         reason: String,
+    },
+    /// Checkpoint-then-preempt: send the process `signal` (once per
+    /// attempt), asking it to checkpoint now; the scheduler sends the
+    /// `Stop` once that checkpoint is committed or the window ran out. An
+    /// executor that does not know this command ignores it (the job is then
+    /// stopped when the window ends).
+    #[serde(rename_all = "camelCase")]
+    Checkpoint {
+        epoch: u64,
+        job_id: String,
+        attempt: u32,
+        /// `SIGUSR1`, `SIGUSR2`, `SIGHUP` or `SIGINT`.
+        signal: String,
     },
 }
 

@@ -152,6 +152,18 @@ pub fn queue(doc: &QueueDocument) -> Result<QueueConfig, Vec<ConfigProblem>> {
     let mut config = QueueConfig::new(q.job_queue_name.clone(), shares);
     config.state = state("jobQueue.state", q.state.as_deref(), &mut problems);
     config.capacity_limits = limits(&q.capacity_limits);
+    if let Some(secs) = q.checkpoint_before_preempt_seconds {
+        if secs > qm_core::MAX_CHECKPOINT_BEFORE_PREEMPT_SECS {
+            problems.push(problem(
+                "jobQueue.checkpointBeforePreemptSeconds",
+                format!(
+                    "must be at most {} (a preempting job waits this long)",
+                    qm_core::MAX_CHECKPOINT_BEFORE_PREEMPT_SECS
+                ),
+            ));
+        }
+        config.checkpoint_before_preempt_secs = secs;
+    }
     if let Some(s) = q.queueing_strategy.as_deref() {
         let allowed = [
             ("BEST_EFFORT_FIFO", QueueingStrategy::BestEffortFifo),
@@ -207,6 +219,28 @@ pub fn job_spec(
         if let Some(path) = &c.local_path {
             if let Err(e) = wire::check_local_path(path) {
                 problems.push(problem("checkpointConfig.localPath", e));
+            }
+        }
+        if c.checkpoint_before_preempt_seconds
+            .is_some_and(|s| s > qm_core::MAX_CHECKPOINT_BEFORE_PREEMPT_SECS)
+        {
+            problems.push(problem(
+                "checkpointConfig.checkpointBeforePreemptSeconds",
+                format!(
+                    "must be at most {} (the preempting job waits this long)",
+                    qm_core::MAX_CHECKPOINT_BEFORE_PREEMPT_SECS
+                ),
+            ));
+        }
+        if let Some(signal) = &c.checkpoint_signal {
+            if !wire::CHECKPOINT_SIGNALS.contains(&signal.as_str()) {
+                problems.push(problem(
+                    "checkpointConfig.checkpointSignal",
+                    format!(
+                        "{signal:?} is not one of {}",
+                        wire::CHECKPOINT_SIGNALS.join(", ")
+                    ),
+                ));
             }
         }
     }
@@ -266,6 +300,10 @@ pub fn job_spec(
         .termination_grace_period_seconds
         .unwrap_or(qm_core::DEFAULT_GRACE_PERIOD_SECS);
     spec.checkpoints = job.checkpoint_config.is_some();
+    spec.checkpoint_before_preempt_secs = job
+        .checkpoint_config
+        .as_ref()
+        .and_then(|c| c.checkpoint_before_preempt_seconds);
     Ok(spec)
 }
 
@@ -333,6 +371,8 @@ mod tests {
             checkpoint_config: Some(wire::CheckpointConfig {
                 s3_uri: Some("s3://bucket".into()),
                 local_path: Some("/abs".into()),
+                checkpoint_before_preempt_seconds: Some(3601),
+                checkpoint_signal: Some("SIGKILL".into()),
             }),
             ..Default::default()
         };
@@ -344,6 +384,8 @@ mod tests {
                 "command",
                 "checkpointConfig.s3Uri",
                 "checkpointConfig.localPath",
+                "checkpointConfig.checkpointBeforePreemptSeconds",
+                "checkpointConfig.checkpointSignal",
                 "quotaShareName"
             ]
         );

@@ -24,9 +24,9 @@ use crate::process;
 impl Executor {
     pub(crate) async fn command(self: &Arc<Self>, cmd: ExecCommand) {
         let (epoch, job_id) = match &cmd {
-            ExecCommand::Start { epoch, job_id, .. } | ExecCommand::Stop { epoch, job_id, .. } => {
-                (*epoch, job_id.clone())
-            }
+            ExecCommand::Start { epoch, job_id, .. }
+            | ExecCommand::Stop { epoch, job_id, .. }
+            | ExecCommand::Checkpoint { epoch, job_id, .. } => (*epoch, job_id.clone()),
         };
         // Ids become path components: only subject-safe tokens.
         if let Err(e) = subjects::token(&job_id) {
@@ -149,6 +149,8 @@ impl Executor {
                             grace_seconds,
                             sync: launch.syncs_checkpoints().cloned(),
                             fenced: false,
+                            pid: None,
+                            asked_to_checkpoint: false,
                             span: span.clone(),
                         },
                     );
@@ -156,6 +158,12 @@ impl Executor {
                 let me = Arc::clone(self);
                 tokio::spawn(async move { me.run_attempt(launch, rx).await }.instrument(span));
             }
+            ExecCommand::Checkpoint {
+                job_id,
+                attempt,
+                signal,
+                ..
+            } => self.ask_to_checkpoint(&job_id, attempt, &signal),
             ExecCommand::Stop {
                 job_id,
                 attempt,
@@ -214,6 +222,31 @@ impl Executor {
         }
     }
 
+    /// Checkpoint-then-preempt: sends the running process its checkpoint
+    /// signal, once per attempt (the scheduler stops it after the commit or
+    /// when the window ends). An attempt that is not running here, or not
+    /// launched yet, has nothing to save: the stop follows.
+    fn ask_to_checkpoint(&self, job_id: &str, attempt: u32, signal: &str) {
+        let Some(number) = process::checkpoint_signal(signal) else {
+            tracing::warn!(job = %job_id, attempt, signal, "checkpoint request with an unknown signal ignored");
+            return;
+        };
+        let Ok(mut attempts) = self.attempts.lock() else {
+            return;
+        };
+        let Some(running) = attempts.get_mut(&AttemptKey::new(job_id.to_string(), attempt)) else {
+            return;
+        };
+        if running.asked_to_checkpoint || running.stop.borrow().is_some() {
+            return;
+        }
+        if let Some(pid) = running.pid {
+            running.asked_to_checkpoint = true;
+            tracing::info!(job = %job_id, attempt, signal, "asked to checkpoint before it is preempted");
+            process::signal_pid_group(pid, number);
+        }
+    }
+
     pub(crate) async fn run_attempt(
         self: Arc<Self>,
         launch: process::Launch,
@@ -262,6 +295,11 @@ impl Executor {
             }
         };
         let launched_at_ms = qm_service::now_ms();
+        if let Ok(mut a) = self.attempts.lock() {
+            if let Some(r) = a.get_mut(&AttemptKey::new(job_id.clone(), attempt)) {
+                r.pid = child.id();
+            }
+        }
         tracing::info!(job = %job_id, attempt, pid = child.id(), restored = ?restored.checkpoint.as_ref().map(|c| c.seq), "launched");
         self.send(self.report(&job_id, attempt, ReportPhase::Running));
         // Tracking is asked for beside the process, never before watching

@@ -31,6 +31,11 @@ pub(crate) struct Running {
     pub(crate) sync: Option<CheckpointRequest>,
     /// Stopped by self-fencing: its end is reported as such (HOST_LOST).
     pub(crate) fenced: bool,
+    /// The process (group leader), once launched.
+    pub(crate) pid: Option<u32>,
+    /// Checkpoint-then-preempt: the process was sent its checkpoint signal
+    /// (once per attempt; a resent command is not sent again).
+    pub(crate) asked_to_checkpoint: bool,
     /// The attempt's span: what the executor sends for it later (a
     /// re-asserted `track`) continues the job's trace.
     pub(crate) span: tracing::Span,

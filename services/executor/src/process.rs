@@ -132,12 +132,29 @@ fn die_with_parent(cmd: &mut Command) {
 
 fn signal_group(child: &Child, signal: i32) {
     if let Some(pid) = child.id() {
-        // The child leads its own process group: signal the whole group.
-        #[allow(unsafe_code)]
-        // SAFETY: kill(2) with a negative pid signals a process group; no memory is shared.
-        unsafe {
-            libc::kill(-(pid as i32), signal);
-        }
+        signal_pid_group(pid, signal);
+    }
+}
+
+/// Signals the process group `pid` leads (every attempt's process leads
+/// its own).
+pub fn signal_pid_group(pid: u32, signal: i32) {
+    // SAFETY: kill(2) with a negative pid signals a process group; no memory is shared.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::kill(-(pid as i32), signal);
+    }
+}
+
+/// The signal number of a job's `checkpointSignal` (one of
+/// `qm_wire::messages::CHECKPOINT_SIGNALS`).
+pub fn checkpoint_signal(name: &str) -> Option<i32> {
+    match name {
+        "SIGUSR1" => Some(libc::SIGUSR1),
+        "SIGUSR2" => Some(libc::SIGUSR2),
+        "SIGHUP" => Some(libc::SIGHUP),
+        "SIGINT" => Some(libc::SIGINT),
+        _ => None,
     }
 }
 

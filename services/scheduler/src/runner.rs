@@ -559,6 +559,9 @@ impl Runner<'_> {
                     } => (job_id, *attempt, true),
                     ExecCommand::Stop {
                         job_id, attempt, ..
+                    }
+                    | ExecCommand::Checkpoint {
+                        job_id, attempt, ..
                     } => (job_id, *attempt, false),
                 };
                 let key = SentCommand {
@@ -852,10 +855,7 @@ impl Runner<'_> {
             let Some((record, plan)) = self.state.plan(&q, now) else {
                 continue;
             };
-            if record.starts.is_empty()
-                && record.preemptions.is_empty()
-                && record.timeouts.is_empty()
-            {
+            if record.decides_nothing() {
                 let fx = self.state.apply_reasons(&q, &plan);
                 self.publish(fx).await;
                 self.metrics.pass_took(&q, started.elapsed());

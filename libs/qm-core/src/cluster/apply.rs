@@ -13,6 +13,9 @@ impl Cluster {
         for t in &plan.settled {
             self.settled[t.index()] = Settled::Until(plan.wake_at);
         }
+        for id in &plan.checkpoint_deadlines {
+            self.end_checkpoint_window(*id);
+        }
         for stop in &plan.timeouts {
             self.begin_stop(
                 *stop,
@@ -32,6 +35,7 @@ impl Cluster {
                 for_job: p.for_job,
             };
             self.begin_stop(p.job, cause, reason, now);
+            self.ask_checkpoint_first(p.job, now);
             if p.kind != crate::job::PreemptionKind::InShare {
                 let job = &self.jobs[&p.job];
                 let (s, t) = (job.spec.share, job.spec.instance_type);
@@ -94,6 +98,44 @@ impl Cluster {
                 self.transition(*id, JobStatus::Runnable, reason, now);
             }
         }
+    }
+
+    /// Checkpoint-then-preempt: a preempted job that runs, checkpoints and
+    /// has a `checkpointBeforePreemptSeconds` (its own or the queue's) is
+    /// asked to checkpoint first; its stop waits for that commit or the
+    /// window's end. Its instances stay held meanwhile (the beneficiary
+    /// waits, `WAITING_FOR_RECLAIM`), and its work at risk ends at the commit.
+    fn ask_checkpoint_first(&mut self, id: JobId, now: Time) {
+        let queue_default = self.checkpoint_before_preempt_secs;
+        let job = self.jobs.get_mut(&id).expect("known job");
+        let secs = job
+            .spec
+            .checkpoint_before_preempt_secs
+            .unwrap_or(queue_default)
+            .min(crate::job::MAX_CHECKPOINT_BEFORE_PREEMPT_SECS);
+        if secs == 0 || !job.spec.checkpoints || job.status != JobStatus::Running {
+            return;
+        }
+        let until = now.plus_secs(secs);
+        job.checkpoint_first = Some(crate::job::CheckpointFirst {
+            asked_at: now,
+            until,
+        });
+        self.checkpoint_windows.insert((until, id));
+    }
+
+    /// Ends a job's checkpoint-first window (a commit came, the window ran
+    /// out, the stop became another, or the attempt ended): its stop goes
+    /// ahead. Returns whether it had one.
+    pub(crate) fn end_checkpoint_window(&mut self, id: JobId) -> bool {
+        let Some(job) = self.jobs.get_mut(&id) else {
+            return false;
+        };
+        let Some(w) = job.checkpoint_first.take() else {
+            return false;
+        };
+        self.checkpoint_windows.remove(&(w.until, id));
+        true
     }
 
     /// The next attempt number a start of `id` would get.

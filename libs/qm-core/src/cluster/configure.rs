@@ -49,6 +49,7 @@ impl Cluster {
         self.queue_state = queue.state;
         self.queueing = queue.queueing_strategy;
         self.queue_limits = queue.capacity_limits.clone();
+        self.checkpoint_before_preempt_secs = queue.checkpoint_before_preempt_secs;
         for limit in queue.shares.iter().flat_map(|s| s.capacity_limits.iter()) {
             self.intern_type(&limit.capacity_unit);
         }

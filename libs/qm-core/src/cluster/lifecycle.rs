@@ -297,6 +297,11 @@ impl Cluster {
         let job = self.jobs.get_mut(&id).expect("known job");
         let already = job.stopping.is_some();
         job.stopping = Some(cause);
+        if !matches!(cause, StopCause::Preempted { .. }) {
+            // A cancel or a timeout does not wait for a checkpoint.
+            self.end_checkpoint_window(id);
+        }
+        let job = self.jobs.get_mut(&id).expect("known job");
         let status = job.status;
         self.transition(id, status, reason, now);
         let job = &self.jobs[&id];
@@ -370,16 +375,26 @@ impl Cluster {
     }
 
     /// A checkpoint of the attempt was committed (its manifest written).
+    /// Returns true when it ends the job's checkpoint-first window (it was
+    /// committed at or after the request): the job's stop goes ahead now.
     pub fn checkpoint_committed(
         &mut self,
         id: JobId,
         attempt: u32,
         mark: CheckpointMark,
-    ) -> Result<(), JobError> {
+    ) -> Result<bool, JobError> {
         let a = self.current_attempt_mut(id, attempt)?;
         a.last_checkpoint = Some(mark);
-        self.job_mut(id)?.last_checkpoint = Some(mark);
-        Ok(())
+        let job = self.job_mut(id)?;
+        job.last_checkpoint = Some(mark);
+        let answered = job.checkpoint_first.is_some_and(|w| mark.at >= w.asked_at);
+        Ok(answered && self.end_checkpoint_window(id))
+    }
+
+    /// The job's checkpoint-first window, while its stop waits for a
+    /// checkpoint (see [`crate::job::CheckpointFirst`]).
+    pub fn checkpoint_first(&self, id: JobId) -> Option<crate::job::CheckpointFirst> {
+        self.jobs.get(&id).and_then(|j| j.checkpoint_first)
     }
 
     /// The attempt's process ended (exit code, or None if killed by a signal).
@@ -419,6 +434,7 @@ impl Cluster {
         outcome: AttemptOutcome,
         now: Time,
     ) {
+        self.end_checkpoint_window(id);
         // Release the instances.
         let job = &self.jobs[&id];
         let (s, t, count) = (job.spec.share, job.spec.instance_type, job.spec.count);

@@ -139,6 +139,13 @@ pub struct Cluster {
     pub(crate) jobs: JobTable,
     /// Attempt deadlines (`attemptDurationSeconds`) of running jobs.
     pub(crate) deadlines: BTreeSet<(Time, JobId)>,
+    /// The queue's default `checkpointBeforePreemptSeconds`.
+    #[serde(default)]
+    pub(crate) checkpoint_before_preempt_secs: u64,
+    /// Ends of the checkpoint-first windows of preempted jobs (see
+    /// [`crate::job::CheckpointFirst`]): at the end the stop goes ahead.
+    #[serde(default)]
+    pub(crate) checkpoint_windows: BTreeSet<(Time, JobId)>,
     pub host_lost_cap: u32,
     events: Vec<JobEvent>,
     /// RUNNABLE jobs no pass has given a reason yet (new or requeued).
@@ -174,6 +181,8 @@ impl Cluster {
             fleet: Vec::new(),
             jobs: JobTable::default(),
             deadlines: BTreeSet::new(),
+            checkpoint_before_preempt_secs: 0,
+            checkpoint_windows: BTreeSet::new(),
             host_lost_cap: DEFAULT_HOST_LOST_CAP,
             events: Vec::new(),
             unexplained: BTreeSet::new(),
@@ -213,6 +222,7 @@ impl Cluster {
                 .filter(|s| !s.deleted)
                 .map(|s| s.config.clone())
                 .collect(),
+            checkpoint_before_preempt_secs: self.checkpoint_before_preempt_secs,
         }
     }
 

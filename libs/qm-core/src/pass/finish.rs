@@ -78,6 +78,7 @@ impl Pass<'_> {
         let mut plan = Plan {
             now: self.now,
             timeouts: self.timeouts,
+            checkpoint_deadlines: self.checkpoint_deadlines,
             preemptions: self.preemptions,
             wake_at: self.wake_at,
             ..Plan::default()

@@ -88,6 +88,9 @@ pub struct Plan {
     pub preemptions: Vec<Preemption>,
     /// Jobs whose `attemptDurationSeconds` ran out: stop them (TIMED_OUT).
     pub timeouts: Vec<JobId>,
+    /// Preempted jobs whose checkpoint-first window ended without a
+    /// checkpoint: stop them now.
+    pub checkpoint_deadlines: Vec<JobId>,
     /// Why each job the pass examined and did not start is waiting.
     pub reasons: Vec<(JobId, WaitReason)>,
     /// Admitted in the projection but waiting for preempted jobs to stop.
@@ -102,7 +105,10 @@ pub struct Plan {
 
 impl Plan {
     pub fn is_empty(&self) -> bool {
-        self.starts.is_empty() && self.preemptions.is_empty() && self.timeouts.is_empty()
+        self.starts.is_empty()
+            && self.preemptions.is_empty()
+            && self.timeouts.is_empty()
+            && self.checkpoint_deadlines.is_empty()
     }
 }
 
@@ -168,6 +174,7 @@ struct Pass<'a> {
     admissions: u64,
     preemptions: Vec<Preemption>,
     timeouts: Vec<JobId>,
+    checkpoint_deadlines: Vec<JobId>,
     reasons: BTreeMap<JobId, WaitReason>,
     wake_at: Option<Time>,
     /// Per type: whether this pass looks at it (see `Cluster::settled`).
@@ -235,6 +242,7 @@ impl<'a> Pass<'a> {
             admissions: 0,
             preemptions: Vec::new(),
             timeouts: Vec::new(),
+            checkpoint_deadlines: Vec::new(),
             reasons: BTreeMap::new(),
             wake_at,
             active,
@@ -252,6 +260,15 @@ impl<'a> Pass<'a> {
     }
 
     fn run(&mut self) {
+        // Checkpoint-first windows that ran out: those stops go ahead (their
+        // instances already count as released in the projection).
+        for &(until, id) in &self.c.checkpoint_windows {
+            if until > self.now {
+                self.wake(until);
+                break;
+            }
+            self.checkpoint_deadlines.push(id);
+        }
         // Timeouts first: their instances count as released in the projection.
         for &(deadline, id) in &self.c.deadlines {
             if deadline > self.now {

@@ -75,22 +75,37 @@ impl State {
             return Vec::new();
         };
         let reason = job.status_reason.render(&|j| qs.public_id(j));
+        // Checkpoint-then-preempt: first asked to checkpoint (every rank
+        // gets the signal); the stop follows the commit or the window's end.
+        let signal = job.checkpoint_first.map(|_| {
+            meta.submit
+                .checkpoint_config
+                .as_ref()
+                .and_then(|c| c.checkpoint_signal.clone())
+                .unwrap_or_else(|| qm_wire::messages::DEFAULT_CHECKPOINT_SIGNAL.to_string())
+        });
         attempt
             .placement
             .iter()
             .zip(&attempt.ranks)
             .filter(|(_, state)| !matches!(state, RankState::Ended(_)))
             .map(|(r, _)| {
-                Effect::Command(
-                    qs.cluster.node(r.node).name.clone(),
-                    ExecCommand::Stop {
+                let command = match &signal {
+                    Some(signal) => ExecCommand::Checkpoint {
+                        epoch: self.epoch,
+                        job_id: meta.public_id.clone(),
+                        attempt: attempt.number,
+                        signal: signal.clone(),
+                    },
+                    None => ExecCommand::Stop {
                         epoch: self.epoch,
                         job_id: meta.public_id.clone(),
                         attempt: attempt.number,
                         grace_seconds: job.spec.grace_period_secs,
                         reason: reason.clone(),
                     },
-                )
+                };
+                Effect::Command(qs.cluster.node(r.node).name.clone(), command)
             })
             .collect()
     }

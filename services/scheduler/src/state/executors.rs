@@ -154,16 +154,21 @@ impl State {
         }
     }
 
-    pub(super) fn checkpoint(&mut self, c: CheckpointCommit) {
+    pub(super) fn checkpoint(&mut self, c: CheckpointCommit, fx: &mut Effects) {
         if let Some((q, id)) = self.locate(&c.job_id) {
             let mark = CheckpointMark {
                 at: Time(c.created_at),
                 step: c.step.unwrap_or(0),
             };
-            let _ = self
+            let answered = self
                 .queue_mut(&q)
                 .cluster
                 .checkpoint_committed(id, c.attempt, mark);
+            // Checkpoint-then-preempt: the checkpoint it was asked for is
+            // in; now it is stopped.
+            if answered == Ok(true) {
+                self.stop_command(&q, id, fx);
+            }
         }
     }
 

@@ -156,7 +156,7 @@ impl State {
             } => self.configure(queue, revision, now, &mut fx),
             LogEntry::Register(r) => self.register(r, now, &mut fx),
             LogEntry::Report(r) => self.report(r, now, &mut fx),
-            LogEntry::Checkpoint(c) => self.checkpoint(c),
+            LogEntry::Checkpoint(c) => self.checkpoint(c, &mut fx),
             LogEntry::Leader { epoch, .. } => self.epoch = self.epoch.max(epoch),
             LogEntry::Pass(record) => {
                 self.clock = self.clock.max(record.now);

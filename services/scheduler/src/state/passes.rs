@@ -61,6 +61,11 @@ impl State {
                 })
                 .collect(),
             timeouts: plan.timeouts.iter().map(|id| name(*id)).collect(),
+            checkpoint_deadlines: plan
+                .checkpoint_deadlines
+                .iter()
+                .map(|id| name(*id))
+                .collect(),
         };
         Some((record, plan))
     }
@@ -97,6 +102,11 @@ impl State {
             }
         }
         p.timeouts = record.timeouts.iter().filter_map(|s| id(s)).collect();
+        p.checkpoint_deadlines = record
+            .checkpoint_deadlines
+            .iter()
+            .filter_map(|s| id(s))
+            .collect();
         p
     }
 
@@ -128,6 +138,10 @@ impl State {
         for id in stops {
             self.stopping.insert(QueueJob::new(&q, id));
             self.stop_command(&q, id, fx);
+        }
+        // Checkpoint-first windows that ran out: stopped now.
+        for id in &plan.checkpoint_deadlines {
+            self.stop_command(&q, *id, fx);
         }
     }
 

@@ -115,9 +115,7 @@ fn live(inputs: Vec<LogEntry>) -> Live {
         let queues: Vec<String> = l.state.queues.keys().cloned().collect();
         for q in queues {
             if let Some((record, plan)) = l.state.plan(&q, t) {
-                let decided = !(record.starts.is_empty()
-                    && record.preemptions.is_empty()
-                    && record.timeouts.is_empty());
+                let decided = !record.decides_nothing();
                 if decided {
                     seq += 1;
                     l.log.push(Logged {
@@ -881,10 +879,7 @@ fn lagging_leader(ops: &[(u8, u8)]) -> (Vec<Logged>, Vec<Cut>) {
                 let queues: Vec<String> = state.queues.keys().cloned().collect();
                 for q in queues {
                     if let Some((record, _)) = state.plan(&q, t) {
-                        if !(record.starts.is_empty()
-                            && record.preemptions.is_empty()
-                            && record.timeouts.is_empty())
-                        {
+                        if !record.decides_nothing() {
                             decide(&mut state, LogEntry::Pass(record), &mut log);
                         }
                     }
@@ -1053,4 +1048,139 @@ fn a_jobs_place_in_its_trace_survives_a_snapshot() {
     bad.insert("j2".to_string(), "not a traceparent".to_string());
     again.import(&bad);
     assert!(again.of("j2").is_none());
+}
+
+/// Runs the passes the leader would after an input at `t`; the effects.
+fn pass_at(s: &mut State, t: u64) -> (Effects, Vec<qm_wire::system::PassRecord>) {
+    let mut fx = Vec::new();
+    let mut records = Vec::new();
+    let queues: Vec<String> = s.queues.keys().cloned().collect();
+    for q in queues {
+        if let Some((record, plan)) = s.plan(&q, t) {
+            if record.decides_nothing() {
+                fx.extend(s.apply_reasons(&q, &plan));
+            } else {
+                fx.extend(s.apply_planned(&record, plan));
+                records.push(record);
+            }
+        }
+    }
+    (fx, records)
+}
+
+/// The (executor, signal) of the checkpoint commands in `fx`.
+fn asked(fx: &Effects) -> Vec<(&str, &str)> {
+    fx.iter()
+        .filter_map(|e| match e {
+            Effect::Command(executor, ExecCommand::Checkpoint { signal, .. }) => {
+                Some((executor.as_str(), signal.as_str()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn checkpoint_then_preempt_asks_first_and_stops_after_the_commit_or_the_window() {
+    // QS1 runs "own" on its instance and a victim on QS2's (QS3 keeps its
+    // own); QS2's owner comes back and reclaims it, twice.
+    let victim = |name: &str, window: u64| {
+        let mut j = submit(name, "QS1", 1);
+        j.checkpoint_config = Some(qm_wire::messages::CheckpointConfig {
+            checkpoint_before_preempt_seconds: Some(window),
+            checkpoint_signal: Some("SIGUSR2".into()),
+            ..Default::default()
+        });
+        j
+    };
+    let sub = |id: &str, job: SubmitServiceJob| LogEntry::Submit {
+        job_id: id.into(),
+        job,
+        principal: None,
+    };
+    let Live {
+        state: mut s, log, ..
+    } = live(vec![
+        config(),
+        node_1_with_three(),
+        sub("own", submit("own", "QS1", 5)),
+        sub("ckpt", victim("ckpt", 30)),
+        sub("deaf", victim("deaf", 30)),
+        report("own", 1, ReportPhase::Running, None),
+        report("ckpt", 1, ReportPhase::Running, None),
+    ]);
+    // Everything the leader stores from here on, to replay it after.
+    let mut stored: Vec<(LogEntry, u64)> = log.into_iter().map(|l| (l.entry, l.at)).collect();
+    let mut step = |s: &mut State, e: Option<LogEntry>, t: u64| {
+        let mut fx = Vec::new();
+        if let Some(e) = e {
+            stored.push((e.clone(), t));
+            fx.extend(s.apply(e, t));
+        }
+        let (more, records) = pass_at(s, t);
+        fx.extend(more);
+        stored.extend(records.iter().cloned().map(|r| (LogEntry::Pass(r), t)));
+        (fx, records)
+    };
+    let mut t = 100_000;
+    let (fx, _) = step(&mut s, Some(sub("owner", submit("owner", "QS2", 1))), t);
+    assert_eq!(
+        asked(&fx),
+        [("node-1", "SIGUSR2")],
+        "the victim is asked to checkpoint, not stopped: {fx:?}"
+    );
+    assert!(stopped(&fx).is_empty(), "{fx:?}");
+    let commit = |job: &str, at: u64| {
+        LogEntry::Checkpoint(qm_wire::system::CheckpointCommit {
+            job_queue: "training".into(),
+            job_id: job.into(),
+            attempt: 1,
+            seq: 1,
+            step: Some(7),
+            created_at: at,
+        })
+    };
+    // A checkpoint committed before the request does not count...
+    let (fx, _) = step(&mut s, Some(commit("ckpt", t - 1)), t + 1_000);
+    assert!(stopped(&fx).is_empty(), "{fx:?}");
+    // ...one committed after it lets the stop go ahead at once.
+    let (fx, _) = step(&mut s, Some(commit("ckpt", t + 2_000)), t + 2_000);
+    assert_eq!(stopped(&fx), ["node-1"], "{fx:?}");
+    // The owner runs and ends; "deaf" borrows the instance next.
+    t += 3_000;
+    step(&mut s, Some(report("ckpt", 1, ReportPhase::Ended, None)), t);
+    step(
+        &mut s,
+        Some(report("owner", 1, ReportPhase::Running, None)),
+        t,
+    );
+    step(
+        &mut s,
+        Some(report("owner", 1, ReportPhase::Ended, Some(0))),
+        t,
+    );
+    step(
+        &mut s,
+        Some(report("deaf", 1, ReportPhase::Running, None)),
+        t,
+    );
+    assert_eq!(s.describe("deaf", t).expect("job").status, "RUNNING");
+    let (fx, _) = step(&mut s, Some(sub("owner2", submit("owner2", "QS2", 1))), t);
+    assert_eq!(asked(&fx), [("node-1", "SIGUSR2")], "{fx:?}");
+    // It does not answer: stopped when its window ends, by a pass the log
+    // records (so a replay stops it too).
+    let (fx, records) = step(&mut s, None, t + 29_000);
+    assert!(stopped(&fx).is_empty() && records.is_empty(), "{fx:?}");
+    let (fx, records) = step(&mut s, None, t + 30_000);
+    assert_eq!(stopped(&fx), ["node-1"], "{fx:?}");
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].checkpoint_deadlines, ["deaf"]);
+    let qs = &s.queues["training"];
+    assert_eq!(qs.cluster.checkpoint_first(qs.ids["deaf"]), None);
+    // Replaying what was stored rebuilds the same state.
+    let mut replayed = State::default();
+    for (e, at) in stored {
+        replayed.apply(e, at);
+    }
+    assert_eq!(observable(&replayed), observable(&s));
 }
