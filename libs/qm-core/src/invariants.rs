@@ -142,6 +142,39 @@ pub fn check_nodes(c: &Cluster) -> Result<(), Violation> {
 /// usage counters equal what the jobs hold.
 pub fn check_indexes(c: &Cluster) -> Result<(), Violation> {
     check_nodes(c)?;
+    // Checkpoint-first windows: exactly the preempted jobs that still
+    // hold their instances and wait for a checkpoint, each once.
+    let windows: Vec<(crate::time::Time, crate::ids::JobId)> = c
+        .jobs()
+        .filter_map(|j| j.checkpoint_first.map(|w| (w.until, j.id)))
+        .collect();
+    for (until, id) in &windows {
+        let job = c.job(*id).expect("listed");
+        if !matches!(job.stopping, Some(crate::job::StopCause::Preempted { .. }))
+            || !job.status.holds_instances()
+        {
+            return violation(
+                "indexes",
+                format!("{id} waits for a checkpoint but is not being preempted"),
+            );
+        }
+        if !c.checkpoint_windows.contains(&(*until, *id)) {
+            return violation(
+                "indexes",
+                format!("{id}'s checkpoint window is not indexed"),
+            );
+        }
+    }
+    if windows.len() != c.checkpoint_windows.len() {
+        return violation(
+            "indexes",
+            format!(
+                "{} checkpoint windows indexed, {} jobs wait for a checkpoint",
+                c.checkpoint_windows.len(),
+                windows.len()
+            ),
+        );
+    }
     for s in 0..c.shares.len() {
         for t in 0..c.types.len() {
             let (s, t) = (ShareIdx(s as u16), TypeIdx(t as u16));

@@ -218,6 +218,9 @@ fn apply_event(c: &mut Cluster, now: &mut Time, event: &Event) {
             let mut spec = JobSpec::new("j", s, t, count);
             spec.priority = priority;
             spec.checkpoints = checkpoints;
+            // Half the checkpointing jobs ask to checkpoint before a
+            // preemption (a window of 20 s that commits or time close).
+            spec.checkpoint_before_preempt_secs = (priority % 2 == 0).then_some(20);
             spec.preemption_retries = retries;
             spec.retry_attempts = 2;
             // Rejections (never fits) are fine; they must change nothing.
@@ -251,7 +254,11 @@ fn apply_event(c: &mut Cluster, now: &mut Time, event: &Event) {
             }
         }
         Event::Checkpoint { nth } => {
-            let running = holders(c, false);
+            // Running jobs, and preempted ones waiting for a checkpoint.
+            let running: Vec<JobId> = holders(c, false)
+                .into_iter()
+                .chain(holders(c, true))
+                .collect();
             if let Some(&id) = running.get(nth % running.len().max(1)) {
                 c.checkpoint_committed(
                     id,
