@@ -799,3 +799,125 @@ async fn checkpoint_then_preempt_saves_the_work_a_plain_reclaim_loses() {
     }
     stack.stop_all();
 }
+
+/// Peak resident memory (VmHWM) of a process, in bytes.
+fn peak_rss_of(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("its status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .expect("VmHWM")
+        * 1024
+}
+
+/// A job writes a 2 GiB checkpoint file (more than one 64 MiB part), is
+/// preempted once it is committed, and its next attempt finds the file
+/// restored byte for byte; the node's checkpoint service moved it both
+/// ways without its memory growing with it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_two_gib_checkpoint_survives_a_preemption_byte_for_byte_in_bounded_memory() {
+    let (_n, _s, mut stack) = stack("big-ckpt").await;
+    stack.executor("node-1", "training", "ml.g5.xlarge", 3);
+    let own = stack
+        .submit(&trainer_job(
+            "own",
+            "training",
+            "QS1",
+            5,
+            &["--steps", "1000000", "--step-delay-ms", "20"],
+        ))
+        .await;
+    stack
+        .wait_for(&own, 60, "RUNNING", |j| j.status == "RUNNING")
+        .await;
+    // Attempt 1 writes the file (whole, then renamed) and its step, prints
+    // its digest and waits to be preempted; a later attempt prints the
+    // digest of what it found and ends.
+    let script = r#"set -e
+d="$QM_CHECKPOINT_DIR"
+if [ -f "$d/big.bin" ]; then
+  echo "restored $(sha256sum "$d/big.bin" | cut -d' ' -f1) $(stat -c %s "$d/big.bin")"
+  exit 0
+fi
+head -c 2147483648 /dev/urandom > "$d/.big.tmp"
+mv "$d/.big.tmp" "$d/big.bin"
+echo "wrote $(sha256sum "$d/big.bin" | cut -d' ' -f1)"
+echo '{"step": 1}' > "$d/.step.tmp" && mv "$d/.step.tmp" "$d/qm-checkpoint.json"
+sleep 100000
+"#;
+    let big = stack
+        .submit(&qm_wire::messages::SubmitServiceJob {
+            job_name: "big".into(),
+            job_queue: "training".into(),
+            quota_share_name: Some("QS1".into()),
+            instance_type: "ml.g5.xlarge".into(),
+            scheduling_priority: Some(1),
+            checkpoint_config: Some(Default::default()),
+            termination_grace_period_seconds: Some(5),
+            command: vec!["sh".into(), "-c".into(), script.into()],
+            ..Default::default()
+        })
+        .await;
+    let pid = stack
+        .pid("checkpoint-node-1")
+        .expect("the checkpoint service");
+    let before = peak_rss_of(pid);
+    let j = stack
+        .wait_for(&big, 600, "its 2 GiB checkpoint committed", |j| {
+            j.attempts
+                .first()
+                .is_some_and(|a| a.last_checkpoint_step == Some(1))
+        })
+        .await;
+    assert!(j.on_borrowed_capacity, "{j:#?}");
+    let wrote = stack.attempt_stdout("node-1", &big, 1);
+    let digest = wrote
+        .lines()
+        .find_map(|l| l.strip_prefix("wrote "))
+        .unwrap_or_else(|| panic!("attempt 1 prints its digest: {wrote}"))
+        .to_string();
+    let up = peak_rss_of(pid);
+    let owner = stack
+        .submit(&trainer_job(
+            "owner",
+            "training",
+            "QS2",
+            1,
+            &["--steps", "5"],
+        ))
+        .await;
+    stack
+        .wait_for(&owner, 120, "SUCCEEDED", |j| j.status == "SUCCEEDED")
+        .await;
+    let j = stack.wait_final(&big, 900).await;
+    assert_eq!(j.status, "SUCCEEDED", "{j:#?}");
+    assert_eq!(
+        j.attempts[0].outcome.as_deref(),
+        Some("PREEMPTED_CROSS_SHARE")
+    );
+    assert_eq!(j.attempts[1].restored_checkpoint_step, Some(1));
+    let found = stack.attempt_stdout("node-1", &big, 2);
+    assert_eq!(
+        found.trim(),
+        format!("restored {digest} 2147483648"),
+        "byte for byte"
+    );
+    let down = peak_rss_of(pid);
+    eprintln!(
+        "checkpoint service peak memory: {} MiB at start, {} MiB after the upload, {} MiB after the restore",
+        before >> 20,
+        up >> 20,
+        down >> 20
+    );
+    for (what, peak) in [("uploading", up), ("restoring", down)] {
+        assert!(
+            peak < 256 << 20,
+            "the checkpoint service's peak memory {what} 2 GiB: {} MiB (bound 256 MiB)",
+            peak >> 20
+        );
+    }
+    stack.stop_all();
+    // 4 GiB of attempt directories: not kept for a post-mortem of a pass.
+    let _ = std::fs::remove_dir_all(stack.dir.join("node-1").join(&big));
+}
