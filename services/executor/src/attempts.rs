@@ -539,8 +539,8 @@ impl Executor {
         let dir = self.attempt_dir(&req.job_id, req.attempt);
         if !dir.exists() {
             return Err(format!(
-                "no logs of attempt {} of job {} on executor {}",
-                req.attempt, req.job_id, self.settings.executor_id
+                "no logs of attempt {} of job {} on executor {} (an attempt's directory is kept finishedRetentionSeconds, {} s, after it ends)",
+                req.attempt, req.job_id, self.settings.executor_id, self.settings.finished_retention_seconds
             ));
         }
         let tail = req.tail_bytes.unwrap_or(64 * 1024);

@@ -26,6 +26,7 @@ mod outbox;
 mod process;
 mod record;
 mod settings;
+mod sweep;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -164,6 +165,7 @@ async fn run(
     executor.register(false).await;
     let beats = tokio::spawn(Arc::clone(&executor).heartbeats());
     let fence = tokio::spawn(Arc::clone(&executor).fence_watch());
+    let sweeper = tokio::spawn(Arc::clone(&executor).sweep_attempt_dirs());
     tracing::info!(executor = %executor.settings.executor_id, incarnation = %executor.incarnation, "executor ready");
     let shutdown = nats::shutdown_signal();
     tokio::pin!(shutdown);
@@ -196,6 +198,7 @@ async fn run(
     executor.register(true).await;
     beats.abort();
     fence.abort();
+    sweeper.abort();
     drop(executor);
     // Let the reporter deliver what is queued; whatever NATS does not take
     // within 10 s is kept on disk for the next start.

@@ -76,6 +76,33 @@ pub struct Executor {
 }
 
 impl Executor {
+    /// Removes the directories of attempts that ended more than
+    /// `finishedRetentionSeconds` ago, every [`crate::sweep::SWEEP_EVERY`]
+    /// (see `sweep.rs`).
+    pub(crate) async fn sweep_attempt_dirs(self: Arc<Self>) {
+        let retention = Duration::from_secs(self.settings.finished_retention_seconds);
+        let mut every = tokio::time::interval(crate::sweep::SWEEP_EVERY);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            let running: std::collections::HashSet<(String, u32)> = match self.attempts.lock() {
+                Ok(a) => a.keys().map(|k| (k.job_id.clone(), k.attempt)).collect(),
+                Err(_) => return,
+            };
+            let work_dir = std::path::PathBuf::from(&self.settings.work_dir);
+            let removed = tokio::task::spawn_blocking(move || {
+                crate::sweep::sweep(&work_dir, &running, retention, std::time::SystemTime::now())
+            })
+            .await
+            .unwrap_or(0);
+            if removed > 0 {
+                tracing::info!(
+                    removed,
+                    "directories of attempts that ended long ago removed"
+                );
+            }
+        }
+    }
     pub(crate) fn registration(&self, draining: bool) -> RegisterExecutor {
         let instances = if draining {
             Vec::new()

@@ -35,7 +35,10 @@ or environment variables QM_EXECUTOR_<KEY>):
                                                     how long an ended attempt is
                                                     remembered (a resent start for it
                                                     ignored, a stop answered with its
-                                                    end); default 21600, at least 600
+                                                    end) and its directory kept (its
+                                                    output for qm logs, its restored
+                                                    checkpoint); default 21600, at
+                                                    least 600
   restoreStallSeconds QM_EXECUTOR_RESTORE_STALL_SECONDS
                                                     a checkpoint restore may take as long
                                                     as it keeps moving bytes; the attempt
