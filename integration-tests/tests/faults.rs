@@ -660,6 +660,22 @@ async fn a_first_scheduler_announces_the_submits_stored_before_it_started() {
     stack.stop_all();
 }
 
+/// One executor of three instances, and QS1's own instance taken by a job
+/// that runs until the end: a QS1 job submitted next borrows QS2's, which
+/// QS2's next job reclaims.
+async fn lender_stack(name: &str) -> (qm_integration_tests::stack::Nats, S3Server, Stack) {
+    let (n, s, mut stack) = stack(name).await;
+    stack.executor("node-1", "training", "ml.g5.xlarge", 3);
+    let forever = ["--steps", "1000000", "--step-delay-ms", "20"];
+    let own = stack
+        .submit(&trainer_job("own", "training", "QS1", 5, &forever))
+        .await;
+    stack
+        .wait_for(&own, 60, "RUNNING", |j| j.status == "RUNNING")
+        .await;
+    (n, s, stack)
+}
+
 /// Checkpoint-then-preempt with the example trainer, run three times on
 /// the same fleet: QS1 borrows QS2's instance for a victim that saves only
 /// when asked (no periodic checkpoint falls in the run, and SIGTERM ends it
@@ -672,15 +688,7 @@ async fn a_first_scheduler_announces_the_submits_stored_before_it_started() {
 /// - on, but the job ignores the signal: stopped when the window ends.
 #[tokio::test(flavor = "multi_thread")]
 async fn checkpoint_then_preempt_saves_the_work_a_plain_reclaim_loses() {
-    let (_n, _s, mut stack) = stack("ckpt-first").await;
-    stack.executor("node-1", "training", "ml.g5.xlarge", 3);
-    let forever = ["--steps", "1000000", "--step-delay-ms", "20"];
-    let own = stack
-        .submit(&trainer_job("own", "training", "QS1", 5, &forever))
-        .await;
-    stack
-        .wait_for(&own, 60, "RUNNING", |j| j.status == "RUNNING")
-        .await;
+    let (_n, _s, mut stack) = lender_stack("ckpt-first").await;
     const WINDOW: u64 = 8;
     for (mode, window, deaf) in [("on", 60, false), ("off", 0, false), ("deaf", WINDOW, true)] {
         let mut args = vec![
@@ -817,20 +825,7 @@ fn peak_rss_of(pid: u32) -> u64 {
 /// ways without its memory growing with it.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_two_gib_checkpoint_survives_a_preemption_byte_for_byte_in_bounded_memory() {
-    let (_n, _s, mut stack) = stack("big-ckpt").await;
-    stack.executor("node-1", "training", "ml.g5.xlarge", 3);
-    let own = stack
-        .submit(&trainer_job(
-            "own",
-            "training",
-            "QS1",
-            5,
-            &["--steps", "1000000", "--step-delay-ms", "20"],
-        ))
-        .await;
-    stack
-        .wait_for(&own, 60, "RUNNING", |j| j.status == "RUNNING")
-        .await;
+    let (_n, _s, mut stack) = lender_stack("big-ckpt").await;
     // Attempt 1 writes the file (whole, then renamed) and its step, prints
     // its digest and waits to be preempted; a later attempt prints the
     // digest of what it found and ends.
