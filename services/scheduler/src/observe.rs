@@ -107,6 +107,7 @@ pub struct Metrics {
     pub heartbeats: IntCounterVec,
     pub lost: IntCounterVec,
     pub decisions: IntCounter,
+    pub resent: IntCounter,
     leader: IntGauge,
     epoch: IntGauge,
 }
@@ -181,6 +182,10 @@ impl Metrics {
             decisions: register(IntCounter::new(
                 "qm_scheduler_decisions_total",
                 "Decisions (passes with starts, preemptions or timeouts) this leader stored in the log.",
+            )),
+            resent: register(IntCounter::new(
+                "qm_scheduler_commands_resent_total",
+                "Start, stop and checkpoint commands sent again because their executor had not yet reported what they asked for.",
             )),
             leader: register(IntGauge::new(
                 "qm_scheduler_leader",

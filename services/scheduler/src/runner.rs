@@ -574,7 +574,10 @@ impl Runner<'_> {
                     if self.sent.get(&key).is_some_and(|t| t.elapsed() < wait) {
                         return;
                     }
-                    tracing::info!(job = %job, attempt, start, executor = %executor, "resending command");
+                    // Routine under load (a report still in flight): a
+                    // counter, and the details at debug.
+                    self.metrics.resent.inc();
+                    tracing::debug!(job = %job, attempt, start, executor = %executor, "resending command");
                 }
                 self.sent.insert(key, Instant::now());
                 let Ok(subject) = subjects::executor_command(executor) else {
