@@ -754,6 +754,19 @@ async fn checkpoint_then_preempt_saves_the_work_a_plain_reclaim_loses() {
             .await;
         let restored = j.attempts[1].restored_checkpoint_step.unwrap_or(0);
         let recomputed = stopped_at.saturating_sub(restored);
+        // The lost-work ledger names the beneficiary and the time lost.
+        let first = &j.attempts[0];
+        assert_eq!(
+            (
+                first.preempted_for_job_id.as_deref(),
+                first.preempted_for_share.as_deref()
+            ),
+            (Some(owner.as_str()), Some("QS2")),
+            "{mode}: {first:#?}"
+        );
+        let lost_ms = first
+            .recomputed_ms
+            .unwrap_or_else(|| panic!("{mode}: {first:#?}"));
         eprintln!("{mode}: stopped at step {stopped_at} {:.1} s after the reclaim; restored step {restored}: {recomputed} steps recomputed", stopped_after.as_secs_f64());
         assert!(stopped_at >= 100, "{mode}: it trained a while: {out}");
         match mode {
@@ -778,10 +791,18 @@ async fn checkpoint_then_preempt_saves_the_work_a_plain_reclaim_loses() {
                     stopped_after < Duration::from_secs(window / 2),
                     "{mode}: stopped after the commit, not at the window's end: {stopped_after:?}"
                 );
+                assert!(
+                    lost_ms < 3_000,
+                    "{mode}: only the time from the commit to the stop is lost: {lost_ms} ms"
+                );
             }
             "off" => {
                 assert_eq!(restored, 0, "{mode}: nothing was saved: {j:#?}");
                 assert!(!out.contains("(asked)"), "{mode}: never asked:\n{out}");
+                assert!(
+                    lost_ms >= 6_000,
+                    "{mode}: all of its 6 s and more are lost: {lost_ms} ms"
+                );
             }
             _ => {
                 assert_eq!(restored, 0, "{mode}: it never saved: {j:#?}");

@@ -311,8 +311,10 @@ pub async fn describe(c: &Client, job_id: &str, json: bool) -> Result<(), Failur
                 "EXIT",
                 "RESTORED",
                 "LAST CKPT",
+                "RECOMPUTED",
+                "FOR",
             ],
-            &[0, 3, 4, 5],
+            &[0, 3, 4, 5, 6],
         );
         for a in &j.attempts {
             let step = |s: Option<u64>| s.map_or("-".to_string(), |s| format!("step {s}"));
@@ -323,6 +325,13 @@ pub async fn describe(c: &Client, job_id: &str, json: bool) -> Result<(), Failur
                 a.exit_code.map_or("-".into(), |c| c.to_string()),
                 step(a.restored_checkpoint_step),
                 step(a.last_checkpoint_step),
+                a.recomputed_ms
+                    .map_or("-".into(), |ms| format!("{:.1} s", ms as f64 / 1000.0)),
+                match (&a.preempted_for_job_id, &a.preempted_for_share) {
+                    (Some(j), Some(s)) => format!("{j} ({s})"),
+                    (Some(j), None) => j.clone(),
+                    _ => "-".into(),
+                },
             ]);
         }
         println!("\n{}", t.trim_fmt());

@@ -287,6 +287,9 @@ pub struct Attempt {
     pub ranks: crate::nodes::RankStates,
     /// The first rank that ended without exiting 0, if one did.
     pub first_failure: Option<crate::nodes::RankFailure>,
+    /// The job this attempt was preempted for (the lost-work ledger).
+    #[serde(default)]
+    pub preempted_for: Option<JobId>,
 }
 
 /// A preempted job asked to checkpoint before it is stopped
@@ -435,6 +438,7 @@ mod tests {
             placement: Default::default(),
             ranks: Default::default(),
             first_failure: None,
+            preempted_for: None,
         }
     }
 

@@ -369,6 +369,18 @@ pub struct AttemptDetail {
     pub restored_checkpoint_step: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_checkpoint_step: Option<u64>,
+    /// The lost-work ledger, for an attempt that ended preempted or with its
+    /// host lost: milliseconds of work (per instance) from its last
+    /// committed checkpoint, or from when it began running, to its stop,
+    /// which the next attempt computes again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recomputed_ms: Option<u64>,
+    /// A preempted attempt's beneficiary: the job it was stopped for, and
+    /// that job's share.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preempted_for_job_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preempted_for_share: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -64,6 +64,7 @@ impl Cluster {
                 ranks: smallvec::smallvec![RankState::Commanded; start.placement.len()],
                 placement: start.placement.clone(),
                 first_failure: None,
+                preempted_for: None,
             });
             let key = Self::run_key(job);
             let deadline = job

@@ -459,12 +459,17 @@ impl Cluster {
             st.running_usage -= count;
         }
         let job = self.jobs.get_mut(&id).expect("known job");
+        let beneficiary = match job.stopping {
+            Some(StopCause::Preempted { for_job, .. }) if outcome.is_preemption() => Some(for_job),
+            _ => None,
+        };
         let a = job.attempts.last_mut().expect("current attempt exists");
         // The placement is kept: where the attempt ran.
         let placement = std::mem::take(&mut a.placement);
         a.stopped_at = Some(now);
         a.exit_code = exit_code;
         a.outcome = Some(outcome);
+        a.preempted_for = beneficiary;
         self.release_slots(id, t, &placement);
         if let Some(a) = self.jobs.get_mut(&id).and_then(|j| j.attempts.last_mut()) {
             a.placement = placement;

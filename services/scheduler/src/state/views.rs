@@ -55,6 +55,13 @@ impl State {
             outcome: a.outcome.map(|o| o.as_str().into()),
             restored_checkpoint_step: a.restored.map(|c| c.step),
             last_checkpoint_step: a.last_checkpoint.map(|c| c.step),
+            recomputed_ms: job.lost_work_ms(a.number),
+            preempted_for_job_id: a.preempted_for.map(name),
+            preempted_for_share: a.preempted_for.and_then(|b| {
+                qs.cluster
+                    .job(b)
+                    .map(|b| qs.cluster.share_config(b.spec.share).name.clone())
+            }),
         };
         let preempted: Vec<AttemptDetail> = job
             .attempts
