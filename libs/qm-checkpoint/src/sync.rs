@@ -182,14 +182,6 @@ impl Uploaded {
             from: Some(manifest.seq),
         }
     }
-
-    pub fn len(&self) -> usize {
-        self.blobs.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.blobs.is_empty()
-    }
 }
 
 /// Which checkpoint a commit makes.

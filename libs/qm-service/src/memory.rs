@@ -55,21 +55,20 @@ mod tests {
         let burst: Vec<Vec<u8>> = (0..200_000).map(|i| vec![(i % 251) as u8; 512]).collect();
         let kept: Vec<Vec<u8>> = burst.iter().step_by(1000).cloned().collect();
         drop(burst);
-        let before = resident();
+        let before = resident().expect("resident memory from /proc");
         release();
-        let after = resident();
+        let after = resident().expect("resident memory from /proc");
         // Live data is untouched.
         assert!(kept
             .iter()
             .enumerate()
             .all(|(n, v)| v.len() == 512 && v[0] == ((n * 1000) % 251) as u8));
-        if let (Some(before), Some(after)) = (before, after) {
-            #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        // glibc gives the freed pages back; other allocators are not asked.
+        if cfg!(all(target_os = "linux", target_env = "gnu")) {
             assert!(
                 after + 50 * 1024 * 1024 <= before,
                 "about 100 MiB freed in the burst; resident {before} bytes before the release, {after} after"
             );
-            let _ = (before, after);
         }
     }
 

@@ -231,18 +231,17 @@ impl Service {
         // Keeps the job's entry alive while its executor waits.
         drop(self.job(&req.job_id).await);
         let mut done = run.done.clone();
-        let finished = match req.answer_within_ms {
-            None => done.wait_for(Option::is_some).await.is_ok(),
-            Some(ms) => {
-                tokio::time::timeout(Duration::from_millis(ms), done.wait_for(Option::is_some))
-                    .await
-                    .is_ok_and(|r| r.is_ok())
-            }
-        };
+        // Waits until the restore ends (or `answerWithinMs` passes); a
+        // restore still going answers with its progress.
+        let wait = done.wait_for(Option::is_some);
+        match req.answer_within_ms {
+            None => drop(wait.await),
+            Some(ms) => drop(tokio::time::timeout(Duration::from_millis(ms), wait).await),
+        }
         let result = done.borrow().clone();
         match result {
-            Some(result) if finished => result,
-            _ => Ok(CheckpointReply {
+            Some(result) => result,
+            None => Ok(CheckpointReply {
                 pending: true,
                 progress: Some(TransferProgress {
                     bytes_moved: run.progress.moved(),
