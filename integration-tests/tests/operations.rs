@@ -565,3 +565,83 @@ async fn client_tokens_and_events_age_out_as_admissions_settings_say() {
     );
     stack.stop_all();
 }
+
+/// A restore is done once per attempt. Asked again (an executor whose call
+/// timed out, or that polls for progress) or after the checkpoint service
+/// was killed and restarted, it gives the same answer and never finds its
+/// own, already restored directory "in use". Its record of the answer
+/// lives where only the service may write.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restore_asked_again_or_after_a_restart_answers_the_same() {
+    use std::os::unix::fs::PermissionsExt;
+    let (_nats, _s3, mut stack) = running("restore-again", TEAM_QUEUE).await;
+    stack.checkpoint("node-1");
+    let node = stack.auth.client(&stack.nats_url, "node-1").await;
+    let (_dir, request) = checkpoint_dir(&stack, "j-again");
+    // Attempt 1 commits its directory (the service may still be starting).
+    let mut flushed = checkpoint_call(&node, "flush", &request).await;
+    for _ in 0..60 {
+        if flushed.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        flushed = checkpoint_call(&node, "flush", &request).await;
+    }
+    assert_eq!(flushed.expect("flush").checkpoint.map(|c| c.seq), Some(1));
+    // Attempt 2 restores it into its own, empty directory.
+    let dir = stack.path().join("node-1/j-again/attempt-2/checkpoint");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let restore = qm_wire::system::CheckpointRequest {
+        attempt: 2,
+        dir: dir.display().to_string(),
+        answer_within_ms: Some(10_000),
+        ..request.clone()
+    };
+    let first = checkpoint_call(&node, "restore", &restore)
+        .await
+        .expect("restored");
+    assert!(!first.pending, "a small checkpoint is restored within 10 s");
+    assert_eq!(first.checkpoint.as_ref().map(|c| c.seq), Some(1));
+    assert_eq!(
+        std::fs::read(dir.join("weights")).expect("file"),
+        b"step 10"
+    );
+    let again = checkpoint_call(&node, "restore", &restore)
+        .await
+        .expect("asked again: answered, not refused");
+    assert_eq!(again, first);
+    stack.signal("checkpoint-node-1", "KILL");
+    stack.restart("checkpoint-node-1");
+    let mut after = checkpoint_call(&node, "restore", &restore).await;
+    for _ in 0..60 {
+        if after.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        after = checkpoint_call(&node, "restore", &restore).await;
+    }
+    assert_eq!(
+        after.expect("after a restart: answered from its record, not refused"),
+        first
+    );
+    assert_eq!(
+        std::fs::read(dir.join("weights")).expect("file"),
+        b"step 10"
+    );
+    let records = stack.path().join("node-1/.qm-checkpoint/restores");
+    let mode = std::fs::metadata(&records)
+        .expect("records")
+        .permissions()
+        .mode();
+    assert_eq!(
+        mode & 0o777,
+        0o700,
+        "only the service may write its records"
+    );
+    // A flush of the job forgets them.
+    checkpoint_call(&node, "flush", &restore)
+        .await
+        .expect("flush");
+    assert_eq!(std::fs::read_dir(&records).expect("records").count(), 0);
+    stack.stop_all();
+}
