@@ -8,8 +8,8 @@ use qm_service::client::{CallError, Client};
 use qm_wire::messages::{
     Caller, GetServiceJobLogs, JobPreemptionConfiguration, JobQueueSnapshot, JobRef,
     ListAuditEvents, ListAuditEventsResponse, ListServiceJobs, ListServiceJobsResponse, QueueRef,
-    RetryStrategy, ServiceJob, SubmitServiceJob, SubmitServiceJobResponse, TerminateServiceJob,
-    TimeoutConfig, UpdateServiceJob,
+    RetryStrategy, ServiceJob, ShareLostWork, SubmitServiceJob, SubmitServiceJobResponse,
+    TerminateServiceJob, TimeoutConfig, UpdateServiceJob,
 };
 use qm_wire::subjects::{self, Operation};
 use qm_wire::system::{LogsResponse, QueueDocument};
@@ -776,7 +776,41 @@ fn render_snapshot(s: &JobQueueSnapshot) -> String {
         ]);
     }
     out.push_str(&format!("{}\n", front.trim_fmt()));
+    if !s.lost_work.is_empty() {
+        out.push_str(&format!("\n{}", render_lost_work(&s.lost_work)));
+    }
     out
+}
+
+/// The lost-work ledger's totals: per share and cause, the attempts that
+/// threw work away and the instance-seconds to compute again; and per
+/// share, what other jobs lost being preempted for its jobs.
+fn render_lost_work(lost: &[ShareLostWork]) -> String {
+    let secs = |ms: u64| format!("{:.1}", ms as f64 / 1000.0);
+    let mut t = table(
+        &["SHARE", "CAUSE", "ATTEMPTS", "RECOMPUTED (instance-s)"],
+        &[2, 3],
+    );
+    for share in lost {
+        for (cause, w) in &share.by_cause {
+            t.add_row(vec![
+                share.quota_share_name.clone(),
+                cause.clone(),
+                w.attempts.to_string(),
+                secs(w.recomputed_instance_ms),
+            ]);
+        }
+        let w = &share.lost_for_this_share;
+        if w.attempts > 0 {
+            t.add_row(vec![
+                share.quota_share_name.clone(),
+                "(others', for this share)".into(),
+                w.attempts.to_string(),
+                secs(w.recomputed_instance_ms),
+            ]);
+        }
+    }
+    format!("lost work (preemptions and lost hosts)\n{}\n", t.trim_fmt())
 }
 
 /// `qm top`: the snapshot of `queue`, refreshed every `interval` until
@@ -966,6 +1000,54 @@ mod tests {
         assert_eq!(ms("tomorrow"), None);
         assert_eq!(rfc3339(1_796_288_400_123), "2026-12-03T09:00:00.123Z");
         assert_eq!(rfc3339(951_782_400_000), "2000-02-29T00:00:00.000Z");
+    }
+
+    #[test]
+    fn the_snapshot_shows_lost_work_per_share_and_cause_and_for_whom() {
+        let total = |attempts, ms| qm_wire::messages::LostWorkTotal {
+            attempts,
+            recomputed_instance_ms: ms,
+        };
+        let mut s = JobQueueSnapshot {
+            job_queue: "q".into(),
+            ..Default::default()
+        };
+        assert!(
+            !render_snapshot(&s).contains("lost work"),
+            "nothing lost, no table"
+        );
+        s.lost_work = vec![
+            ShareLostWork {
+                quota_share_name: "borrower".into(),
+                by_cause: [
+                    ("HOST_LOST".to_string(), total(1, 80_000)),
+                    ("PREEMPTED_CROSS_SHARE".to_string(), total(3, 44_500)),
+                ]
+                .into(),
+                lost_for_this_share: total(0, 0),
+            },
+            ShareLostWork {
+                quota_share_name: "owner".into(),
+                by_cause: Default::default(),
+                lost_for_this_share: total(3, 44_500),
+            },
+        ];
+        let text = render_snapshot(&s);
+        let rows: Vec<Vec<&str>> = text
+            .lines()
+            .skip_while(|l| !l.starts_with("lost work"))
+            .skip(2)
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(
+            rows,
+            vec![
+                vec!["borrower", "HOST_LOST", "1", "80.0"],
+                vec!["borrower", "PREEMPTED_CROSS_SHARE", "3", "44.5"],
+                vec!["owner", "(others',", "for", "this", "share)", "3", "44.5"],
+            ],
+            "{text}"
+        );
     }
 
     #[test]

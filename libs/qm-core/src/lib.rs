@@ -17,6 +17,7 @@ pub mod ids;
 pub mod index;
 pub mod invariants;
 pub mod job;
+pub mod ledger;
 pub mod nodes;
 pub mod pass;
 pub mod reason;
@@ -34,6 +35,7 @@ pub use job::{
     PreemptionKind, RetryAction, StopCause, DEFAULT_GRACE_PERIOD_SECS,
     MAX_CHECKPOINT_BEFORE_PREEMPT_SECS, MAX_GRACE_PERIOD_SECS,
 };
+pub use ledger::{LostWork, ShareLedger};
 pub use nodes::{
     pool_node_name, silence_before_lost, LostAttempt, Node, NodeId, Rank, RankEnd, RankExit,
     RankFailure, RankState, RankStates, Ranks, Slots, FENCE_MARGIN_SECS, LAUNCH_FAILED_EXIT_CODE,

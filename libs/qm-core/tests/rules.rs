@@ -1119,3 +1119,52 @@ fn with_borrow_requires_checkpoint_the_borrowed_jobs_are_the_checkpointing_ones(
         vec![("ckpt".into(), CrossShare, "l".into())]
     );
 }
+
+#[test]
+fn the_lost_work_ledger_totals_each_share_by_cause_and_by_beneficiary() {
+    let mut w = World::new(4, vec![lab("B", 2, -1), share("L", Strategy::Lend, 2)]);
+    let b = w.c.share_idx("B").expect("B");
+    let l = w.c.share_idx("L").expect("L");
+    // b1 runs two instances on B's own capacity, b2 two borrowed from L.
+    w.submit("b1", "B", 2, 0);
+    w.submit("b2", "B", 2, 0);
+    w.step();
+    w.at(10).checkpoint("b2", 100);
+    // L's owner returns at 30 s: b2 is reclaimed and stops at 32 s, 22 s
+    // after its checkpoint, on two instances.
+    w.at(30).submit("l1", "L", 2, 0);
+    let plan = w.step();
+    assert_eq!(
+        w.preempted(&plan),
+        vec![("b2".into(), CrossShare, "l1".into())]
+    );
+    w.at(32).exit("b2", 143);
+    // b1's executor is lost at 40 s: no checkpoint, 40 s from its start.
+    w.at(40).lose_host("b1");
+    // A job that fails loses nothing to the ledger.
+    w.step();
+    w.at(50).exit("l1", 1);
+
+    let lost = w.c.lost_work(b);
+    assert_eq!(
+        lost.preempted_cross_share,
+        qm_core::LostWork {
+            attempts: 1,
+            recomputed_instance_ms: 2 * 22_000
+        }
+    );
+    assert_eq!(
+        lost.host_lost,
+        qm_core::LostWork {
+            attempts: 1,
+            recomputed_instance_ms: 2 * 40_000
+        }
+    );
+    assert!(lost.preempted_in_share.is_empty() && lost.lost_for_this_share.is_empty());
+    assert_eq!(lost.total().attempts, 2);
+    assert_eq!(lost.total().recomputed_instance_ms, 124_000);
+    // L's job was the beneficiary of b2's preemption; L lost nothing itself.
+    let owner = w.c.lost_work(l);
+    assert_eq!(owner.lost_for_this_share, lost.preempted_cross_share);
+    assert!(owner.total().is_empty());
+}

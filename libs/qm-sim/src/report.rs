@@ -265,7 +265,38 @@ pub struct Report {
     pub preemptions: Vec<PreemptionOut>,
     pub jobs: Vec<JobOut>,
     pub shares: Vec<ShareOut>,
+    /// The lost-work ledger's totals, from the scheduling core as the
+    /// services show them (`qm snapshot`): per share that lost work or
+    /// was the beneficiary of others'.
+    pub lost_work: Vec<LostWorkOut>,
     pub summary: Summary,
+}
+
+/// Attempts that threw work away and the instance-seconds recomputed.
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LostOut {
+    pub attempts: u64,
+    pub recomputed_instance_seconds: f64,
+}
+
+impl From<qm_core::LostWork> for LostOut {
+    fn from(w: qm_core::LostWork) -> LostOut {
+        LostOut {
+            attempts: w.attempts,
+            recomputed_instance_seconds: w.recomputed_instance_ms as f64 / 1000.0,
+        }
+    }
+}
+
+/// One share's lost-work totals: its attempts by cause, and other jobs'
+/// attempts preempted for its jobs.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LostWorkOut {
+    pub quota_share_name: String,
+    pub by_cause: BTreeMap<String, LostOut>,
+    pub lost_for_this_share: LostOut,
 }
 
 fn secs(t: Time) -> f64 {
@@ -393,6 +424,23 @@ pub(crate) fn build(sim: &Simulation, end: Time) -> Report {
             });
         }
     }
+    let lost_work = c
+        .share_indices()
+        .filter_map(|s| {
+            let ledger = c.lost_work(s);
+            let by_cause: BTreeMap<String, LostOut> = qm_core::ShareLedger::CAUSES
+                .iter()
+                .filter_map(|cause| Some((cause.as_str().to_string(), *ledger.cause(*cause)?)))
+                .filter(|(_, w)| !w.is_empty())
+                .map(|(cause, w)| (cause, w.into()))
+                .collect();
+            (!by_cause.is_empty() || !ledger.lost_for_this_share.is_empty()).then(|| LostWorkOut {
+                quota_share_name: c.share_config(s).name.clone(),
+                by_cause,
+                lost_for_this_share: ledger.lost_for_this_share.into(),
+            })
+        })
+        .collect();
     let useful_total: f64 = useful.values().sum();
     let recomputed_total: f64 = recomputed.values().sum();
     let (fleet_is, in_use_is) = r
@@ -412,6 +460,7 @@ pub(crate) fn build(sim: &Simulation, end: Time) -> Report {
         preemptions,
         jobs,
         shares,
+        lost_work,
         summary: Summary {
             end_time: secs(end),
             passes: sim.passes(),
@@ -567,6 +616,30 @@ impl Report {
                 s.useful_instance_seconds,
                 s.recomputed_instance_seconds
             );
+        }
+        if !self.lost_work.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nLost work (attempts, instance-seconds recomputed), by cause and for whom"
+            );
+            let _ = writeln!(
+                out,
+                "  {:<10} {:<26} {:>8} {:>12}",
+                "share", "cause", "attempts", "recomputed"
+            );
+            for l in &self.lost_work {
+                let rows = l.by_cause.iter().map(|(c, w)| (c.as_str(), w)).chain(
+                    (l.lost_for_this_share.attempts > 0)
+                        .then_some(("(others', for this share)", &l.lost_for_this_share)),
+                );
+                for (cause, w) in rows {
+                    let _ = writeln!(
+                        out,
+                        "  {:<10} {:<26} {:>8} {:>12.0}",
+                        l.quota_share_name, cause, w.attempts, w.recomputed_instance_seconds
+                    );
+                }
+            }
         }
         let sum = &self.summary;
         let _ = writeln!(

@@ -546,4 +546,37 @@ fn checkpoint_then_preempt_trades_the_owners_wait_for_the_victims_work() {
             "{t}"
         );
     }
+    // The core's lost-work ledger (what `qm snapshot` shows) counts the
+    // instance time from each victim's last commit to its stop, the stop's
+    // 5 s included: 5 + 505 + 625 s, all of A's, all for B's owners. The
+    // simulator's own model (above) stops the work at the stop request.
+    let ledger: Vec<_> = r
+        .lost_work
+        .iter()
+        .map(|l| {
+            let cross = l.by_cause.get("PREEMPTED_CROSS_SHARE");
+            (
+                l.quota_share_name.as_str(),
+                cross.map(|w| (w.attempts, w.recomputed_instance_seconds)),
+                l.by_cause.len(),
+                (
+                    l.lost_for_this_share.attempts,
+                    l.lost_for_this_share.recomputed_instance_seconds,
+                ),
+            )
+        })
+        .collect();
+    assert_eq!(
+        ledger,
+        vec![
+            ("A", Some((3, 1135.0)), 1, (0, 0.0)),
+            ("B", None, 0, (3, 1135.0)),
+        ]
+    );
+    assert_eq!(r.summary.recomputed_instance_seconds, 1120.0);
+    assert!(
+        r.to_table().contains("(others', for this share)"),
+        "{}",
+        r.to_table()
+    );
 }

@@ -444,6 +444,35 @@ pub struct JobQueueSnapshot {
     /// The first waiting jobs in line, with why they wait.
     pub front_of_queue: Vec<ServiceJob>,
     pub shares: Vec<ShareUsage>,
+    /// The lost-work ledger's totals, per share that has lost work or
+    /// been the beneficiary of others' (since the queue's state began;
+    /// they outlive the jobs they came from).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lost_work: Vec<ShareLostWork>,
+}
+
+/// Attempts that threw work away, and how much (instance-milliseconds:
+/// each attempt's lost time times its instances).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LostWorkTotal {
+    pub attempts: u64,
+    pub recomputed_instance_ms: u64,
+}
+
+/// One share's lost-work totals.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShareLostWork {
+    pub quota_share_name: String,
+    /// This share's attempts, by cause: PREEMPTED_CROSS_SHARE,
+    /// PREEMPTED_IN_SHARE, PREEMPTED_LIMIT_REDUCED, HOST_LOST (causes with
+    /// nothing lost are left out).
+    #[serde(default)]
+    pub by_cause: BTreeMap<String, LostWorkTotal>,
+    /// Other jobs' attempts, preempted for this share's jobs.
+    #[serde(default)]
+    pub lost_for_this_share: LostWorkTotal,
 }
 
 // ----- executors -------------------------------------------------------------

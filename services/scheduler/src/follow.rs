@@ -18,6 +18,7 @@
 use std::time::Duration;
 
 use async_nats::jetstream::consumer::{pull, DeliverPolicy};
+use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use futures::StreamExt;
 use qm_service::nats::Storage;
 use qm_wire::subjects;
@@ -201,13 +202,26 @@ impl Follower {
     }
 }
 
-/// The position of the newest job or preemption event stored (one
-/// message read: the last one matching those subjects). When the events
-/// stream has never stored anything, no leader ever published: every
-/// event of the log is due (the position before the first), so submits
-/// stored before the first leader started are announced too. When
+/// How many of the newest stored events [`last_published`] reads one by
+/// one before it asks NATS for the last matching one instead.
+const WALK_BACK: u64 = 1024;
+
+/// The position of the newest job or preemption event stored. When the
+/// events stream has never stored anything, no leader ever published:
+/// every event of the log is due (the position before the first), so
+/// submits stored before the first leader started are announced too. When
 /// events were stored but none is left (aged out), nothing is known to
 /// be missing: None, and nothing is republished.
+///
+/// It reads the stream backwards from its last message, by sequence (a
+/// lookup by index), until one is a job or preemption event: nearly
+/// always the last message itself, as only checkpoint events interleave.
+/// Asking NATS for the last message matching the two wildcard subjects
+/// instead costs a scan of the stream's subjects, which grows with its
+/// size: with the events of a million jobs stored, each such ask took
+/// seconds of the server's time, and a standby asks every two seconds.
+/// That ask is kept only for a stream whose last [`WALK_BACK`] messages
+/// are all checkpoint events.
 pub async fn last_published(
     js: &async_nats::jetstream::Context,
 ) -> Result<Option<Position>, LeadError> {
@@ -215,15 +229,34 @@ pub async fn last_published(
         .get_stream(subjects::EVENTS_STREAM)
         .await
         .map_err(events_error)?;
-    if stream
-        .info()
-        .await
-        .map_err(events_error)?
-        .state
-        .last_sequence
-        == 0
-    {
+    let state = stream.info().await.map_err(events_error)?.state.clone();
+    if state.last_sequence == 0 {
         return Ok(Some((0, 0, 0)));
+    }
+    if state.messages == 0 {
+        return Ok(None);
+    }
+    let scheduler_event = |subject: &str| {
+        [subjects::JOB_EVENTS, subjects::PREEMPTION_EVENTS]
+            .iter()
+            .any(|p| subject.strip_prefix(p).is_some_and(|r| r.starts_with('.')))
+    };
+    let lowest = state
+        .first_sequence
+        .max(state.last_sequence.saturating_sub(WALK_BACK - 1));
+    for seq in (lowest..=state.last_sequence).rev() {
+        match stream.get_raw_message(seq).await {
+            Ok(msg) if scheduler_event(msg.subject.as_str()) => {
+                return Ok(position_of(msg.headers.get(POSITION_HEADER)));
+            }
+            Ok(_) => {}
+            // Deleted (or aged out since the info was read).
+            Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => {}
+            Err(e) => return Err(events_error(e)),
+        }
+    }
+    if lowest == state.first_sequence {
+        return Ok(None);
     }
     let mut consumer = stream
         .create_consumer(pull::OrderedConfig {
@@ -242,9 +275,11 @@ pub async fn last_published(
         .map_err(|_| events_error("the last stored event did not arrive in 10 s"))?
         .ok_or_else(|| events_error("the events consumer ended"))?
         .map_err(events_error)?;
-    Ok(msg
-        .headers
-        .as_ref()
-        .and_then(|h| h.get(POSITION_HEADER))
-        .and_then(|v| parse_position(v.as_str())))
+    Ok(position_of(
+        msg.headers.as_ref().and_then(|h| h.get(POSITION_HEADER)),
+    ))
+}
+
+fn position_of(header: Option<&async_nats::HeaderValue>) -> Option<Position> {
+    header.and_then(|v| parse_position(v.as_str()))
 }

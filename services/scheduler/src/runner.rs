@@ -22,7 +22,7 @@
 //! (delivery is at least once across a failover; `jobId`, `to` and `attempt`
 //! identify a duplicate).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
@@ -34,7 +34,8 @@ use qm_service::now_ms;
 use qm_tenancy::{authorize, Action};
 use qm_wire::messages::Caller;
 use qm_wire::messages::{
-    ApiError, ErrorCode, JobQueueSnapshot, ListServiceJobs, ListServiceJobsResponse, ShareUsage,
+    ApiError, ErrorCode, JobQueueSnapshot, ListServiceJobs, ListServiceJobsResponse, LostWorkTotal,
+    ShareLostWork, ShareUsage,
 };
 use qm_wire::subjects;
 use qm_wire::system::{AttemptKey, ExecCommand, Heartbeat, LogEntry, SchedOperation, SchedRequest};
@@ -1208,8 +1209,12 @@ impl Runner<'_> {
         let c = &qs.cluster;
         let mut front = Vec::new();
         let mut shares = Vec::new();
+        let mut lost_work = Vec::new();
         for s in c.share_indices() {
             let mine = readable(caller, queue, &c.share_config(s).name);
+            if let Some(lost) = lost_work_of(c, s) {
+                lost_work.push(lost);
+            }
             for t in 0..c.type_count() {
                 let t = qm_core::TypeIdx(t as u16);
                 if mine {
@@ -1243,8 +1248,33 @@ impl Runner<'_> {
                 .map(|(_, _, id)| self.state.service_job(queue, id, now))
                 .collect(),
             shares,
+            lost_work,
         })
     }
+}
+
+/// Share `s`'s lost-work totals as `GetJobQueueSnapshot` shows them (None
+/// when it has neither lost work nor been the beneficiary of others').
+fn lost_work_of(c: &qm_core::Cluster, s: qm_core::ShareIdx) -> Option<ShareLostWork> {
+    let ledger = c.lost_work(s);
+    let total = |w: &qm_core::LostWork| LostWorkTotal {
+        attempts: w.attempts,
+        recomputed_instance_ms: w.recomputed_instance_ms,
+    };
+    let by_cause: BTreeMap<String, LostWorkTotal> = qm_core::ShareLedger::CAUSES
+        .iter()
+        .filter_map(|cause| Some((cause, ledger.cause(*cause)?)))
+        .filter(|(_, w)| !w.is_empty())
+        .map(|(cause, w)| (cause.as_str().to_string(), total(w)))
+        .collect();
+    if by_cause.is_empty() && ledger.lost_for_this_share.is_empty() {
+        return None;
+    }
+    Some(ShareLostWork {
+        quota_share_name: c.share_config(s).name.clone(),
+        by_cause,
+        lost_for_this_share: total(&ledger.lost_for_this_share),
+    })
 }
 
 /// The caller admission attached may do `action` (checked again here, on

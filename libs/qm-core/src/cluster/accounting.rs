@@ -22,6 +22,18 @@ impl Cluster {
         self.fleet[t.index()]
     }
 
+    /// The lost-work ledger's totals of share `s` (see [`crate::ledger`]).
+    pub fn lost_work(&self, s: ShareIdx) -> crate::ledger::ShareLedger {
+        self.ledger.get(s.index()).copied().unwrap_or_default()
+    }
+
+    pub(crate) fn ledger_mut(&mut self, s: ShareIdx) -> &mut crate::ledger::ShareLedger {
+        if self.ledger.len() <= s.index() {
+            self.ledger.resize(s.index() + 1, Default::default());
+        }
+        &mut self.ledger[s.index()]
+    }
+
     /// Instances of `t` held by share `s` (running and being stopped).
     pub fn share_usage(&self, s: ShareIdx, t: TypeIdx) -> ShareUsage {
         self.usage_snapshot(t)

@@ -470,9 +470,21 @@ impl Cluster {
         a.exit_code = exit_code;
         a.outcome = Some(outcome);
         a.preempted_for = beneficiary;
+        let number = a.number;
         self.release_slots(id, t, &placement);
         if let Some(a) = self.jobs.get_mut(&id).and_then(|j| j.attempts.last_mut()) {
             a.placement = placement;
+        }
+        if let Some(ms) = self.jobs[&id].lost_work_ms(number) {
+            let for_share = beneficiary
+                .and_then(|b| self.jobs.get(&b))
+                .map(|b| b.spec.share);
+            if let Some(w) = self.ledger_mut(s).cause_mut(outcome) {
+                w.add(ms, count);
+            }
+            if let Some(b) = for_share {
+                self.ledger_mut(b).lost_for_this_share.add(ms, count);
+            }
         }
         let job = self.jobs.get_mut(&id).expect("known job");
         let share_deleted = self.shares[s.index()].deleted;

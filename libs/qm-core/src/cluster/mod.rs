@@ -146,6 +146,10 @@ pub struct Cluster {
     /// [`crate::job::CheckpointFirst`]): at the end the stop goes ahead.
     #[serde(default)]
     pub(crate) checkpoint_windows: BTreeSet<(Time, JobId)>,
+    /// The lost-work ledger's totals, indexed by [`ShareIdx`] (shorter
+    /// when the last shares have lost nothing yet).
+    #[serde(default)]
+    pub(crate) ledger: Vec<crate::ledger::ShareLedger>,
     pub host_lost_cap: u32,
     events: Vec<JobEvent>,
     /// RUNNABLE jobs no pass has given a reason yet (new or requeued).
@@ -183,6 +187,7 @@ impl Cluster {
             deadlines: BTreeSet::new(),
             checkpoint_before_preempt_secs: 0,
             checkpoint_windows: BTreeSet::new(),
+            ledger: Vec::new(),
             host_lost_cap: DEFAULT_HOST_LOST_CAP,
             events: Vec::new(),
             unexplained: BTreeSet::new(),

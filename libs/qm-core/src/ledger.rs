@@ -1,0 +1,92 @@
+//! The lost-work ledger's totals. Every attempt that ends preempted or with
+//! its host lost throws away the work since its last committed checkpoint
+//! (see [`crate::job::Job::lost_work_ms`]); the cluster adds it up per
+//! share, by cause, and per beneficiary share (the work other jobs lost so
+//! that this share's jobs could run). The totals are part of the state:
+//! replayed from the log like everything else, kept in snapshots, and
+//! they outlive the jobs they came from (finished jobs leave memory).
+
+use serde::{Deserialize, Serialize};
+
+use crate::job::AttemptOutcome;
+
+/// Attempts that threw work away, and how much.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LostWork {
+    pub attempts: u64,
+    /// Work to compute again, in instance-milliseconds: each attempt's
+    /// lost time times its instance count.
+    pub recomputed_instance_ms: u64,
+}
+
+impl LostWork {
+    pub(crate) fn add(&mut self, per_instance_ms: u64, instances: u32) {
+        self.attempts += 1;
+        self.recomputed_instance_ms = self
+            .recomputed_instance_ms
+            .saturating_add(per_instance_ms.saturating_mul(u64::from(instances)));
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.attempts == 0
+    }
+}
+
+/// One share's totals.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShareLedger {
+    /// This share's jobs, stopped for another share's (reclaims and borrowing).
+    pub preempted_cross_share: LostWork,
+    /// This share's jobs, stopped for a more urgent job of the share.
+    pub preempted_in_share: LostWork,
+    /// This share's jobs, stopped because a limit went down.
+    pub preempted_limit_reduced: LostWork,
+    /// This share's jobs, whose executor was lost.
+    pub host_lost: LostWork,
+    /// Other jobs (of any share), stopped for this share's jobs.
+    pub lost_for_this_share: LostWork,
+}
+
+impl ShareLedger {
+    /// The causes an attempt loses work for, in a fixed order.
+    pub const CAUSES: [AttemptOutcome; 4] = [
+        AttemptOutcome::PreemptedCrossShare,
+        AttemptOutcome::PreemptedInShare,
+        AttemptOutcome::PreemptedLimitReduced,
+        AttemptOutcome::HostLost,
+    ];
+
+    /// The totals for `cause` (None for an outcome that loses no work).
+    pub fn cause(&self, cause: AttemptOutcome) -> Option<&LostWork> {
+        match cause {
+            AttemptOutcome::PreemptedCrossShare => Some(&self.preempted_cross_share),
+            AttemptOutcome::PreemptedInShare => Some(&self.preempted_in_share),
+            AttemptOutcome::PreemptedLimitReduced => Some(&self.preempted_limit_reduced),
+            AttemptOutcome::HostLost => Some(&self.host_lost),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn cause_mut(&mut self, cause: AttemptOutcome) -> Option<&mut LostWork> {
+        match cause {
+            AttemptOutcome::PreemptedCrossShare => Some(&mut self.preempted_cross_share),
+            AttemptOutcome::PreemptedInShare => Some(&mut self.preempted_in_share),
+            AttemptOutcome::PreemptedLimitReduced => Some(&mut self.preempted_limit_reduced),
+            AttemptOutcome::HostLost => Some(&mut self.host_lost),
+            _ => None,
+        }
+    }
+
+    /// All causes together.
+    pub fn total(&self) -> LostWork {
+        Self::CAUSES
+            .iter()
+            .filter_map(|c| self.cause(*c))
+            .fold(LostWork::default(), |a, b| LostWork {
+                attempts: a.attempts + b.attempts,
+                recomputed_instance_ms: a
+                    .recomputed_instance_ms
+                    .saturating_add(b.recomputed_instance_ms),
+            })
+    }
+}
