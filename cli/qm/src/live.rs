@@ -323,7 +323,10 @@ pub async fn describe(c: &Client, job_id: &str, json: bool) -> Result<(), Failur
                 a.executor_id.clone().unwrap_or_else(|| "-".into()),
                 a.outcome.clone().unwrap_or_else(|| "(running)".into()),
                 a.exit_code.map_or("-".into(), |c| c.to_string()),
-                step(a.restored_checkpoint_step),
+                match (a.restored_checkpoint_step, a.restored_bytes) {
+                    (Some(s), Some(b)) => format!("step {s} ({})", human_bytes(b)),
+                    (s, _) => step(s),
+                },
                 step(a.last_checkpoint_step),
                 a.recomputed_ms
                     .map_or("-".into(), |ms| format!("{:.1} s", ms as f64 / 1000.0)),
@@ -335,8 +338,33 @@ pub async fn describe(c: &Client, job_id: &str, json: bool) -> Result<(), Failur
             ]);
         }
         println!("\n{}", t.trim_fmt());
+        // A restore that fell back says so: the newer checkpoints it
+        // skipped were damaged or incomplete.
+        for a in j.attempts.iter().filter(|a| !a.restore_skipped.is_empty()) {
+            println!(
+                "attempt {} restored an older checkpoint; skipped: {}",
+                a.attempt,
+                a.restore_skipped.join("; ")
+            );
+        }
     }
     Ok(())
+}
+
+/// Bytes for a person: B, KiB, MiB, GiB or TiB with one decimal.
+fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
 }
 
 pub async fn list(
@@ -800,6 +828,17 @@ fn render_lost_work(lost: &[ShareLostWork]) -> String {
                 secs(w.recomputed_instance_ms),
             ]);
         }
+        if share.restored_bytes > 0 {
+            t.add_row(vec![
+                share.quota_share_name.clone(),
+                format!(
+                    "(checkpoints restored: {})",
+                    human_bytes(share.restored_bytes)
+                ),
+                "-".into(),
+                "-".into(),
+            ]);
+        }
         let w = &share.lost_for_this_share;
         if w.attempts > 0 {
             t.add_row(vec![
@@ -1025,11 +1064,13 @@ mod tests {
                 ]
                 .into(),
                 lost_for_this_share: total(0, 0),
+                restored_bytes: 3 << 30,
             },
             ShareLostWork {
                 quota_share_name: "owner".into(),
                 by_cause: Default::default(),
                 lost_for_this_share: total(3, 44_500),
+                restored_bytes: 0,
             },
         ];
         let text = render_snapshot(&s);
@@ -1044,10 +1085,29 @@ mod tests {
             vec![
                 vec!["borrower", "HOST_LOST", "1", "80.0"],
                 vec!["borrower", "PREEMPTED_CROSS_SHARE", "3", "44.5"],
+                vec![
+                    "borrower",
+                    "(checkpoints",
+                    "restored:",
+                    "3.0",
+                    "GiB)",
+                    "-",
+                    "-"
+                ],
                 vec!["owner", "(others',", "for", "this", "share)", "3", "44.5"],
             ],
             "{text}"
         );
+    }
+
+    #[test]
+    fn bytes_read_as_a_person_would_write_them() {
+        assert_eq!(human_bytes(0), "0 B");
+        assert_eq!(human_bytes(1023), "1023 B");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(2 << 30), "2.0 GiB");
+        assert_eq!(human_bytes(5 << 40), "5.0 TiB");
+        assert_eq!(human_bytes(3 << 50), "3072.0 TiB");
     }
 
     #[test]

@@ -290,6 +290,33 @@ pub struct Attempt {
     /// The job this attempt was preempted for (the lost-work ledger).
     #[serde(default)]
     pub preempted_for: Option<JobId>,
+    /// Bytes its ranks' restores moved (every rank restores).
+    #[serde(default)]
+    pub restored_bytes: u64,
+    /// Newer checkpoints its restore skipped, with why (damaged or
+    /// incomplete): the restore fell back to an older one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restore_skipped: Vec<String>,
+}
+
+/// What a rank reports of its restore as it starts.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Restore {
+    /// The checkpoint restored (None: there was none).
+    pub mark: Option<CheckpointMark>,
+    /// Bytes moved.
+    pub bytes: u64,
+    /// Newer checkpoints skipped, with why.
+    pub skipped: Vec<String>,
+}
+
+impl From<Option<CheckpointMark>> for Restore {
+    fn from(mark: Option<CheckpointMark>) -> Restore {
+        Restore {
+            mark,
+            ..Restore::default()
+        }
+    }
 }
 
 /// A preempted job asked to checkpoint before it is stopped
@@ -439,6 +466,8 @@ mod tests {
             ranks: Default::default(),
             first_failure: None,
             preempted_for: None,
+            restored_bytes: 0,
+            restore_skipped: Vec::new(),
         }
     }
 

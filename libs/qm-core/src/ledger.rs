@@ -45,6 +45,10 @@ pub struct ShareLedger {
     pub host_lost: LostWork,
     /// Other jobs (of any share), stopped for this share's jobs.
     pub lost_for_this_share: LostWork,
+    /// Checkpoint bytes this share's attempts restored (what resuming
+    /// moved, every rank counted).
+    #[serde(default)]
+    pub restored_bytes: u64,
 }
 
 impl ShareLedger {

@@ -32,7 +32,7 @@ pub use config::{
 pub use ids::{JobId, ShareIdx, TypeIdx};
 pub use job::{
     Attempt, AttemptOutcome, CheckpointFirst, CheckpointMark, ExitRule, Job, JobSpec, JobStatus,
-    PreemptionKind, RetryAction, StopCause, DEFAULT_GRACE_PERIOD_SECS,
+    PreemptionKind, Restore, RetryAction, StopCause, DEFAULT_GRACE_PERIOD_SECS,
     MAX_CHECKPOINT_BEFORE_PREEMPT_SECS, MAX_GRACE_PERIOD_SECS,
 };
 pub use ledger::{LostWork, ShareLedger};

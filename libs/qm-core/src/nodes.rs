@@ -29,7 +29,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::cluster::{Cluster, JobError};
 use crate::ids::{JobId, TypeIdx};
-use crate::job::{AttemptOutcome, CheckpointMark, JobStatus};
+use crate::job::{AttemptOutcome, JobStatus};
 use crate::time::Time;
 
 /// The exit code of a rank whose process could not be launched (as a shell
@@ -655,14 +655,31 @@ impl Cluster {
         id: JobId,
         attempt: u32,
         node: NodeId,
-        restored: Option<CheckpointMark>,
+        restore: crate::job::Restore,
         now: Time,
     ) -> Result<(), JobError> {
-        if !self.mark_rank(id, attempt, node, RankState::Starting)? {
+        let rank = self.rank_of(id, attempt, node)?;
+        let first_report = self.jobs[&id]
+            .attempts
+            .last()
+            .is_some_and(|a| a.ranks[rank] == RankState::Commanded);
+        if !self.mark_rank(id, attempt, node, RankState::Starting)? || !first_report {
             return Ok(());
         }
+        let share = self.jobs[&id].spec.share;
+        let a = self.current_attempt_mut(id, attempt)?;
+        a.restored_bytes = a.restored_bytes.saturating_add(restore.bytes);
+        for why in restore.skipped {
+            if !a.restore_skipped.contains(&why) {
+                a.restore_skipped.push(why);
+            }
+        }
+        if restore.bytes > 0 {
+            let ledger = self.ledger_mut(share);
+            ledger.restored_bytes = ledger.restored_bytes.saturating_add(restore.bytes);
+        }
         if self.jobs[&id].status == JobStatus::Scheduled {
-            self.attempt_starting(id, attempt, restored, now)?;
+            self.attempt_starting(id, attempt, restore.mark, now)?;
         }
         Ok(())
     }

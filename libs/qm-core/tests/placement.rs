@@ -99,7 +99,7 @@ fn gang() -> World {
 fn a_gang_is_running_once_every_rank_runs() {
     let mut w = gang();
     let id = w.id("g");
-    w.c.rank_starting(id, 1, w.node("n2"), None, Time::ZERO)
+    w.c.rank_starting(id, 1, w.node("n2"), None.into(), Time::ZERO)
         .expect("rank");
     assert_eq!(
         w.status("g"),
@@ -298,7 +298,7 @@ fn only_ranks_an_executor_reported_are_expected_in_its_heartbeats() {
     // it proves nothing (its start may be on the way).
     assert!(w.c.reported_attempts_on("n1").is_empty());
     assert!(w.c.reported_attempts_on("n2").is_empty());
-    w.c.rank_starting(id, 1, w.node("n2"), None, Time::ZERO)
+    w.c.rank_starting(id, 1, w.node("n2"), None.into(), Time::ZERO)
         .expect("rank");
     assert_eq!(w.c.reported_attempts_on("n2"), vec![(id, 1)]);
     assert!(
@@ -313,4 +313,51 @@ fn only_ranks_an_executor_reported_are_expected_in_its_heartbeats() {
         .expect("rank");
     assert!(w.c.reported_attempts_on("n1").is_empty());
     assert!(w.c.reported_attempts_on("unknown").is_empty());
+}
+
+#[test]
+fn every_ranks_restore_counts_once_in_the_attempt_and_the_ledger() {
+    let mut w = gang();
+    let id = w.id("g");
+    let share = w.c.share_idx("A").expect("A");
+    let restore = |bytes, skipped: &[&str]| qm_core::Restore {
+        mark: Some(qm_core::CheckpointMark {
+            at: Time::from_secs(1),
+            step: 40,
+        }),
+        bytes,
+        skipped: skipped.iter().map(|s| s.to_string()).collect(),
+    };
+    let corrupt = "7: blob 3f2a... does not match its digest";
+    w.c.rank_starting(
+        id,
+        1,
+        w.node("n1"),
+        restore(1 << 30, &[corrupt]),
+        Time::ZERO,
+    )
+    .expect("rank");
+    // A report sent again (the executor resends until acknowledged) adds
+    // nothing.
+    w.c.rank_starting(
+        id,
+        1,
+        w.node("n1"),
+        restore(1 << 30, &[corrupt]),
+        Time::ZERO,
+    )
+    .expect("rank");
+    w.c.rank_starting(
+        id,
+        1,
+        w.node("n2"),
+        restore(1 << 30, &[corrupt]),
+        Time::ZERO,
+    )
+    .expect("rank");
+    let a = &w.c.job(id).expect("g").attempts[0];
+    assert_eq!(a.restored_bytes, 2 << 30);
+    assert_eq!(a.restore_skipped, vec![corrupt.to_string()]);
+    assert_eq!(a.restored.map(|m| m.step), Some(40));
+    assert_eq!(w.c.lost_work(share).restored_bytes, 2 << 30);
 }

@@ -433,7 +433,7 @@ impl Simulation {
             // attempt STARTING, as on real executors.
             for node in self.rank_nodes(start.job) {
                 self.cluster
-                    .rank_starting(start.job, attempt, node, restored, now)
+                    .rank_starting(start.job, attempt, node, restored.into(), now)
                     .expect("a started job has that attempt");
                 self.record_rank(
                     start.job,

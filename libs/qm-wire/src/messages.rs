@@ -381,6 +381,13 @@ pub struct AttemptDetail {
     pub preempted_for_job_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preempted_for_share: Option<String>,
+    /// Checkpoint bytes this attempt's restore moved (every rank counted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored_bytes: Option<u64>,
+    /// Newer checkpoints its restore skipped, with why (damaged or
+    /// incomplete): the attempt resumed from an older one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restore_skipped: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -473,6 +480,9 @@ pub struct ShareLostWork {
     /// Other jobs' attempts, preempted for this share's jobs.
     #[serde(default)]
     pub lost_for_this_share: LostWorkTotal,
+    /// Checkpoint bytes this share's attempts restored.
+    #[serde(default)]
+    pub restored_bytes: u64,
 }
 
 // ----- executors -------------------------------------------------------------

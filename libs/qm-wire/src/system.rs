@@ -127,6 +127,14 @@ pub struct Report {
     pub signal: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restored: Option<CheckpointCommit>,
+    /// Starting: bytes the restore moved (absent: none, or an older
+    /// executor).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored_bytes: Option<u64>,
+    /// Starting: newer checkpoints the restore skipped, with why (it fell
+    /// back to an older one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restore_skipped: Vec<String>,
     /// Why a launch failed (no process ran), if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

@@ -326,6 +326,10 @@ impl Service {
                 .iter()
                 .map(|(seq, why)| format!("{seq}: {why}"))
                 .collect(),
+            progress: Some(TransferProgress {
+                bytes_moved: progress.moved(),
+                bytes_total: progress.total(),
+            }),
             ..CheckpointReply::default()
         };
         // Recorded before it is moved into place, so a restart in between

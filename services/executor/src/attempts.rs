@@ -278,6 +278,8 @@ impl Executor {
         let (ckpt_dir, restored) = prepared;
         let mut starting = self.report(&job_id, attempt, ReportPhase::Starting);
         starting.restored = restored.checkpoint.clone();
+        starting.restored_bytes = restored.progress.as_ref().map(|p| p.bytes_moved);
+        starting.restore_skipped.clone_from(&restored.skipped);
         self.send(starting);
         let stopped = stop.borrow().is_some();
         if stopped {

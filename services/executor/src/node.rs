@@ -161,6 +161,8 @@ impl Executor {
             exit_code: None,
             signal: None,
             restored: None,
+            restored_bytes: None,
+            restore_skipped: Vec::new(),
             error: None,
             cause: None,
         }

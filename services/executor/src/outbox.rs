@@ -137,6 +137,8 @@ mod tests {
             exit_code: Some(0),
             signal: None,
             restored: None,
+            restored_bytes: None,
+            restore_skipped: Vec::new(),
             error: None,
             cause: None,
         }

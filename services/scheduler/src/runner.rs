@@ -1267,13 +1267,14 @@ fn lost_work_of(c: &qm_core::Cluster, s: qm_core::ShareIdx) -> Option<ShareLostW
         .filter(|(_, w)| !w.is_empty())
         .map(|(cause, w)| (cause.as_str().to_string(), total(w)))
         .collect();
-    if by_cause.is_empty() && ledger.lost_for_this_share.is_empty() {
+    if by_cause.is_empty() && ledger.lost_for_this_share.is_empty() && ledger.restored_bytes == 0 {
         return None;
     }
     Some(ShareLostWork {
         quota_share_name: c.share_config(s).name.clone(),
         by_cause,
         lost_for_this_share: total(&ledger.lost_for_this_share),
+        restored_bytes: ledger.restored_bytes,
     })
 }
 

@@ -65,6 +65,8 @@ impl Cluster {
                 placement: start.placement.clone(),
                 first_failure: None,
                 preempted_for: None,
+                restored_bytes: 0,
+                restore_skipped: Vec::new(),
             });
             let key = Self::run_key(job);
             let deadline = job

@@ -98,12 +98,16 @@ impl State {
         };
         let result = match r.phase {
             ReportPhase::Starting => {
-                let mark = r.restored.map(|c| CheckpointMark {
-                    at: Time(c.created_at),
-                    step: c.step.unwrap_or(0),
-                });
+                let restore = qm_core::Restore {
+                    mark: r.restored.map(|c| CheckpointMark {
+                        at: Time(c.created_at),
+                        step: c.step.unwrap_or(0),
+                    }),
+                    bytes: r.restored_bytes.unwrap_or(0),
+                    skipped: r.restore_skipped,
+                };
                 cluster
-                    .rank_starting(id, r.attempt, node, mark, t)
+                    .rank_starting(id, r.attempt, node, restore, t)
                     .map(|()| RankEnd::Waiting)
             }
             ReportPhase::Running => cluster

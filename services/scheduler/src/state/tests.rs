@@ -43,6 +43,8 @@ fn report(job: &str, attempt: u32, phase: ReportPhase, exit: Option<i32>) -> Log
         exit_code: exit,
         signal: None,
         restored: None,
+        restored_bytes: None,
+        restore_skipped: Vec::new(),
         error: None,
         cause: None,
     })
@@ -326,6 +328,8 @@ fn a_job_spread_over_executors_runs_as_one_gang() {
             exit_code: exit,
             signal: None,
             restored: None,
+            restored_bytes: None,
+            restore_skipped: Vec::new(),
             error: None,
             cause: None,
         })
@@ -541,6 +545,8 @@ fn entry_of(r: &qm_sim::trace::Recorded, s: &State) -> (u64, LogEntry) {
                     exit_code,
                     signal: None,
                     restored,
+                    restored_bytes: None,
+                    restore_skipped: Vec::new(),
                     error: None,
                     cause: None,
                 }),

@@ -62,6 +62,8 @@ impl State {
                     .job(b)
                     .map(|b| qs.cluster.share_config(b.spec.share).name.clone())
             }),
+            restored_bytes: (a.restored_bytes > 0).then_some(a.restored_bytes),
+            restore_skipped: a.restore_skipped.clone(),
         };
         let preempted: Vec<AttemptDetail> = job
             .attempts
