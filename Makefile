@@ -2,7 +2,7 @@
 CARGO ?= cargo
 QM := target/release/qm
 
-.PHONY: up down check-deploy demo simulate bins bench-services bench-fleet bench-peers test lint check-core-deps unit integration images images-infra bench bench-pass bench-sim build clean
+.PHONY: up down check-deploy demo simulate bins bench-services bench-fleet bench-checkpoint bench-peers test lint check-core-deps unit integration images images-infra bench bench-pass bench-sim build clean
 
 ## demo: the three-share story on a real Quartermaster (NATS + Garage in
 ## containers, the four services, the example trainer), live, with a summary
@@ -91,6 +91,14 @@ bench-services: images-infra
 bench-fleet: images-infra
 	$(CARGO) build --locked --release --bins
 	QM_BIN_DIR=target/release target/release/qm-bench-fleet
+
+## bench-checkpoint: checkpoint upload and restore against rclone on the same
+## S3 server (1 GiB as 8 and as 1,000 files, and an unchanged re-commit);
+## QM_BENCH_CKPT_* in integration-tests/src/bin/qm-bench-checkpoint.rs size it
+bench-checkpoint: images-infra
+	command -v rclone >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq rclone >/dev/null; } || { echo "bench-checkpoint: needs rclone (Debian's package)" >&2; exit 2; }
+	$(CARGO) build --locked --release --bins
+	QM_BIN_DIR=target/release target/release/qm-bench-checkpoint
 
 ## bench-peers: the same 3,000 trivial jobs through a single-host Slurm
 ## (configured for high throughput) and through Quartermaster, interleaved

@@ -913,6 +913,14 @@ sleep 100000
         Some("PREEMPTED_CROSS_SHARE")
     );
     assert_eq!(j.attempts[1].restored_checkpoint_step, Some(1));
+    // The ledger's bytes moved: the 2 GiB file and the step file.
+    assert!(
+        j.attempts[1]
+            .restored_bytes
+            .is_some_and(|b| (2 << 30..(2 << 30) + 4096).contains(&b)),
+        "{:#?}",
+        j.attempts[1]
+    );
     let found = stack.attempt_stdout("node-1", &big, 2);
     assert_eq!(
         found.trim(),
@@ -936,4 +944,121 @@ sleep 100000
     stack.stop_all();
     // 4 GiB of attempt directories: not kept for a post-mortem of a pass.
     let _ = std::fs::remove_dir_all(stack.dir.join("node-1").join(&big));
+}
+
+/// A blob of the newest checkpoint is damaged in S3 before the job is
+/// preempted: its next attempt restores the checkpoint before it (the
+/// trainer finds that one's content), and the attempt record, as
+/// `DescribeServiceJob` and `qm describe` show it, says which checkpoint
+/// was skipped and why.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_damaged_blob_falls_back_to_the_previous_checkpoint_and_the_attempt_says_so() {
+    use qm_checkpoint::manifest::{blob_key, manifests_prefix, Manifest};
+    use qm_checkpoint::ObjectStore;
+    let (_n, s3, mut stack) = lender_stack("damaged-blob").await;
+    // Attempt 1 commits "one" (step 1), then "two" (step 2), and waits to
+    // be preempted; a later attempt prints what it found and ends.
+    let script = r#"set -e
+d="$QM_CHECKPOINT_DIR"
+if [ -f "$d/data.txt" ]; then echo "found $(cat "$d/data.txt")"; exit 0; fi
+save() { echo "$1" > "$d/.t" && mv "$d/.t" "$d/data.txt"; echo "{\"step\": $2}" > "$d/.s" && mv "$d/.s" "$d/qm-checkpoint.json"; }
+save one 1
+sleep 4
+save two 2
+sleep 100000
+"#;
+    let job = stack
+        .submit(&qm_wire::messages::SubmitServiceJob {
+            job_name: "damaged".into(),
+            job_queue: "training".into(),
+            quota_share_name: Some("QS1".into()),
+            instance_type: "ml.g5.xlarge".into(),
+            scheduling_priority: Some(1),
+            checkpoint_config: Some(Default::default()),
+            termination_grace_period_seconds: Some(5),
+            command: vec!["sh".into(), "-c".into(), script.into()],
+            ..Default::default()
+        })
+        .await;
+    stack
+        .wait_for(&job, 120, "checkpoint 2 committed", |j| {
+            j.attempts
+                .first()
+                .is_some_and(|a| a.last_checkpoint_step == Some(2))
+        })
+        .await;
+    // Damage data.txt's blob in the newest manifest (step 2's).
+    let store = s3.store();
+    let prefix = format!("training/{job}");
+    let mut keys = store
+        .list(&manifests_prefix(&prefix))
+        .await
+        .expect("manifests listed");
+    keys.sort();
+    let newest = keys.last().expect("a manifest").clone();
+    let manifest: Manifest = serde_json::from_slice(
+        &store
+            .get(&newest)
+            .await
+            .expect("read")
+            .expect("the newest manifest"),
+    )
+    .expect("a manifest");
+    assert_eq!(manifest.step, Some(2), "{newest}");
+    let blob = manifest
+        .files
+        .iter()
+        .find(|f| f.path == "data.txt")
+        .expect("data.txt is in it");
+    store
+        .put(&blob_key(&prefix, &blob.sha256), b"garbage\n".to_vec())
+        .await
+        .expect("damaged");
+    // QS2's owner reclaims the borrowed instance.
+    let owner = stack
+        .submit(&trainer_job(
+            "owner",
+            "training",
+            "QS2",
+            1,
+            &["--steps", "5"],
+        ))
+        .await;
+    stack
+        .wait_for(&owner, 120, "SUCCEEDED", |j| j.status == "SUCCEEDED")
+        .await;
+    let j = stack.wait_final(&job, 120).await;
+    assert_eq!(j.status, "SUCCEEDED", "{j:#?}");
+    assert_eq!(
+        j.attempts[0].outcome.as_deref(),
+        Some("PREEMPTED_CROSS_SHARE")
+    );
+    assert_eq!(
+        stack.attempt_stdout("node-1", &job, 2).trim(),
+        "found one",
+        "the previous checkpoint's content, not the damaged one's"
+    );
+    let second = &j.attempts[1];
+    assert_eq!(second.restored_checkpoint_step, Some(1), "{second:#?}");
+    assert_eq!(second.restore_skipped.len(), 1, "{second:#?}");
+    let seq = manifest.seq.to_string();
+    assert!(
+        second.restore_skipped[0].starts_with(&format!("{seq}:")),
+        "names the skipped checkpoint: {second:#?}"
+    );
+    assert!(second.restored_bytes.is_some_and(|b| b > 0), "{second:#?}");
+    let out = std::process::Command::new(qm_integration_tests::stack::bin("qm"))
+        .args(["--nats", &stack.nats_url, "--nkey"])
+        .arg(stack.auth.key("platform"))
+        .args(["describe", &job])
+        .output()
+        .expect("qm runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        text.contains("attempt 2 restored an older checkpoint; skipped: ")
+            && text.contains(&second.restore_skipped[0]),
+        "{text}"
+    );
+    stack.stop_all();
 }

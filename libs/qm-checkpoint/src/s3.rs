@@ -64,6 +64,10 @@ pub struct S3Store {
     bucket: String,
     transfer: Transfer,
     journal: Option<PathBuf>,
+    /// One permit per request moving file bytes (a part, a small file's
+    /// PUT, a ranged GET): `transfer.parallel` in flight in all, however
+    /// many files move at once.
+    slots: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
 /// aws-config's default credentials chain: `AWS_ACCESS_KEY_ID` and
@@ -110,7 +114,18 @@ impl S3Store {
             bucket: config.bucket.clone(),
             transfer: config.transfer,
             journal: config.journal.clone(),
+            slots: std::sync::Arc::new(tokio::sync::Semaphore::new(
+                config.transfer.parallel.max(1),
+            )),
         }
+    }
+
+    /// A permit to send one request that moves file bytes.
+    async fn slot(&self) -> Result<tokio::sync::SemaphorePermit<'_>, StoreError> {
+        self.slots
+            .acquire()
+            .await
+            .map_err(|_| StoreError::Transient("the transfer slots are closed".into()))
     }
 
     pub fn bucket(&self) -> &str {
@@ -343,6 +358,7 @@ impl S3Store {
                 let upload_id = upload_id.clone();
                 async move {
                     let number = i as i32 + 1;
+                    let _slot = self.slot().await?;
                     let body = ByteStream::read_from()
                         .path(path)
                         .offset(offset)
@@ -415,6 +431,7 @@ impl S3Store {
         progress: &Progress,
     ) -> Result<bool, StoreError> {
         use tokio::io::{AsyncSeekExt, AsyncWriteExt};
+        let _slot = self.slot().await?;
         let request = self.client.get_object().bucket(&self.bucket).key(key);
         let request = match range {
             Some((offset, length)) if length > 0 => {
@@ -592,6 +609,7 @@ impl ObjectStore for S3Store {
         if size > self.transfer.part_size_for(size) {
             return self.put_parts(key, path, size).await;
         }
+        let _slot = self.slot().await?;
         let body = ByteStream::from_path(path)
             .await
             .map_err(|e| unreadable(path, e))?;
@@ -634,6 +652,10 @@ impl ObjectStore for S3Store {
             let _ = std::fs::remove_file(path);
         }
         found
+    }
+
+    fn concurrency(&self) -> usize {
+        self.transfer.parallel.max(1)
     }
 }
 

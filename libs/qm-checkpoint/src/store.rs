@@ -143,6 +143,12 @@ pub trait ObjectStore: Send + Sync {
         size: u64,
         progress: &Progress,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+    /// How many files a commit or a restore moves at once. A store that
+    /// splits files into parts keeps its own limit on the requests in
+    /// flight, whatever the number of files.
+    fn concurrency(&self) -> usize {
+        1
+    }
 }
 
 /// An in-memory store for tests of the code that uses the trait. It can be
@@ -296,6 +302,11 @@ impl ObjectStore for MemoryStore {
         std::fs::write(path, &body).map_err(|e| StoreError::file(path, "writing", &e))?;
         progress.add(body.len() as u64);
         Ok(true)
+    }
+
+    /// Several at once, so that the tests exercise the concurrent paths.
+    fn concurrency(&self) -> usize {
+        4
     }
 }
 

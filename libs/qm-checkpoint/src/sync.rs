@@ -10,6 +10,7 @@ use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use futures::{StreamExt, TryStreamExt};
 use sha2::{Digest, Sha256};
 
 use crate::manifest::{self, FileEntry, Manifest};
@@ -287,16 +288,29 @@ pub async fn commit<S: ObjectStore>(
     // any moment once it is older than the orphan grace (see [`retain`]),
     // and sending it again makes it young. What this commit sent counts as
     // uploaded only once its manifest references it.
+    //
+    // Files move several at once (the store bounds the requests in flight).
+    // Each is sent from the file as it is now: a file changed since it was
+    // hashed changes its fingerprint, and the commit fails below.
     let mut sent = BTreeSet::new();
-    for (entry, path) in &files {
-        if uploaded.blobs.contains(&entry.sha256) || !sent.insert(entry.sha256.clone()) {
-            continue;
-        }
-        let key = manifest::blob_key(prefix, &entry.sha256);
-        // Sent from the file as it is now: a file changed since it was
-        // hashed changes its fingerprint, and the commit fails below.
-        store.put_file(&key, path, entry.size).await?;
-    }
+    let to_send: Vec<(String, &Path, u64)> = files
+        .iter()
+        .filter(|(entry, _)| {
+            !uploaded.blobs.contains(&entry.sha256) && sent.insert(entry.sha256.clone())
+        })
+        .map(|(entry, path)| {
+            (
+                manifest::blob_key(prefix, &entry.sha256),
+                path.as_path(),
+                entry.size,
+            )
+        })
+        .collect();
+    futures::stream::iter(to_send)
+        .map(|(key, path, size)| async move { store.put_file(&key, path, size).await })
+        .buffer_unordered(store.concurrency().max(1))
+        .try_collect::<Vec<()>>()
+        .await?;
     let step = match step {
         Some(s) => Some(s),
         None => fs::read_to_string(dir.join(STEP_FILE))
@@ -400,24 +414,49 @@ async fn fetch_verified<S: ObjectStore>(
 ) -> Result<Result<(), String>, SyncError> {
     progress.set_total(manifest.files.iter().map(|f| f.size).sum());
     for f in &manifest.files {
-        let target = staging.join(&f.path);
-        if let Some(parent) = target.parent() {
+        if let Some(parent) = staging.join(&f.path).parent() {
             fs::create_dir_all(parent).map_err(local(parent))?;
         }
-        let key = manifest::blob_key(prefix, &f.sha256);
-        if !store.get_file(&key, &target, f.size, progress).await? {
-            return Ok(Err(format!("blob of {:?} is missing", f.path)));
-        }
-        let written = target.clone();
-        let (size, sha) = blocking(target.clone(), move || hash_file(&written)).await?;
-        if size != f.size || sha != f.sha256 {
-            return Ok(Err(format!(
-                "blob of {:?} does not match its checksum",
-                f.path
-            )));
-        }
     }
-    Ok(Ok(()))
+    /// Why a file could not be fetched: the store failed, or the blob is
+    /// missing or damaged (the checkpoint is skipped).
+    enum Unfit {
+        Failed(SyncError),
+        Damaged(String),
+    }
+    // Several files at once (the store bounds the requests in flight); the
+    // first failure stops the rest.
+    let fetched = futures::stream::iter(&manifest.files)
+        .map(|f| async move {
+            let target = staging.join(&f.path);
+            let key = manifest::blob_key(prefix, &f.sha256);
+            let found = store
+                .get_file(&key, &target, f.size, progress)
+                .await
+                .map_err(|e| Unfit::Failed(e.into()))?;
+            if !found {
+                return Err(Unfit::Damaged(format!("blob of {:?} is missing", f.path)));
+            }
+            let written = target.clone();
+            let (size, sha) = blocking(target, move || hash_file(&written))
+                .await
+                .map_err(Unfit::Failed)?;
+            if size != f.size || sha != f.sha256 {
+                return Err(Unfit::Damaged(format!(
+                    "blob of {:?} does not match its checksum",
+                    f.path
+                )));
+            }
+            Ok(())
+        })
+        .buffer_unordered(store.concurrency().max(1))
+        .try_collect::<Vec<()>>()
+        .await;
+    match fetched {
+        Ok(_) => Ok(Ok(())),
+        Err(Unfit::Damaged(why)) => Ok(Err(why)),
+        Err(Unfit::Failed(e)) => Err(e),
+    }
 }
 
 /// What a restore did.

@@ -1,0 +1,306 @@
+//! `make bench-checkpoint`: the checkpoint data path side by side with
+//! rclone, against the same S3 server (Garage in a container, or the server
+//! `QM_S3_*` names), on the same data, interleaved.
+//!
+//! For each data set (`QM_BENCH_CKPT_MIB`, default 1,024 MiB, as 8 files
+//! and as 1,000 files) and each round (`QM_BENCH_CKPT_ROUNDS`, default 2):
+//! rclone uploads it (`rclone copy`, its defaults), Quartermaster commits
+//! it (the checkpoint library the checkpoint service runs, with the
+//! service's default part size and parallelism), Quartermaster commits it
+//! again unchanged, rclone downloads it, Quartermaster restores it. Every
+//! transfer goes to a fresh destination. Reported: MiB/s of each, the
+//! ratio, and peak memory (rclone's VmHWM sampled every 20 ms;
+//! Quartermaster's, this process's VmHWM reset before each transfer).
+//! `QM_BENCH_CKPT_ONLY=8` or `=1000` runs one set.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use qm_checkpoint::s3::S3Store;
+use qm_checkpoint::{commit, restore, CommitInfo, Progress, Uploaded};
+use qm_integration_tests::bench::env_or;
+
+const MIB: f64 = 1048576.0;
+
+#[derive(Default)]
+struct Row {
+    rclone_up: Vec<f64>,
+    qm_up: Vec<f64>,
+    recommit: Vec<f64>,
+    rclone_down: Vec<f64>,
+    qm_down: Vec<f64>,
+    rclone_peak: u64,
+    qm_peak_up: u64,
+    qm_peak_down: u64,
+}
+
+#[tokio::main]
+async fn main() {
+    let mib = env_or("QM_BENCH_CKPT_MIB", 1024);
+    let rounds = env_or("QM_BENCH_CKPT_ROUNDS", 2).max(1);
+    let only = std::env::var("QM_BENCH_CKPT_ONLY").ok();
+    if std::process::Command::new("rclone")
+        .arg("version")
+        .output()
+        .is_err()
+    {
+        eprintln!("bench-checkpoint: needs rclone (Debian's package): apt-get install rclone");
+        std::process::exit(2);
+    }
+    let s3 = qm_integration_tests::start_s3().await;
+    let config = s3.config.clone();
+    let store = S3Store::new(&config);
+    let root = std::env::temp_dir().join(format!("qm-bench-ckpt-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).expect("bench directory");
+    let rclone_env = [
+        ("RCLONE_CONFIG_QM_TYPE", "s3".to_string()),
+        ("RCLONE_CONFIG_QM_PROVIDER", "Other".to_string()),
+        (
+            "RCLONE_CONFIG_QM_ENDPOINT",
+            config.endpoint.clone().unwrap_or_default(),
+        ),
+        ("RCLONE_CONFIG_QM_REGION", config.region.clone()),
+        (
+            "RCLONE_CONFIG_QM_ACCESS_KEY_ID",
+            config.access_key_id.clone(),
+        ),
+        (
+            "RCLONE_CONFIG_QM_SECRET_ACCESS_KEY",
+            config.secret_access_key.clone(),
+        ),
+        ("RCLONE_CONFIG_QM_FORCE_PATH_STYLE", "true".to_string()),
+    ];
+    let transfer = &config.transfer;
+    println!(
+        "== checkpoints against rclone ({}), same S3 server, {mib} MiB a set, {rounds} rounds interleaved",
+        rclone_version()
+    );
+    println!("   Quartermaster: the checkpoint library with the service's defaults ({transfer:?})");
+    let mut results = Vec::new();
+    for files in [8usize, 1000] {
+        if only.as_deref().is_some_and(|o| o != files.to_string()) {
+            continue;
+        }
+        let src = root.join(format!("src-{files}"));
+        eprintln!("bench: generating {mib} MiB as {files} files");
+        generate(&src, files, mib << 20);
+        let bytes = (mib << 20) as f64;
+        let mut row = Row::default();
+        let mut seq = 0;
+        for round in 0..rounds {
+            let remote = format!("qm:{}/rclone-{files}-{round}", config.bucket);
+            eprintln!("bench: {files} files, round {}: rclone up", round + 1);
+            let (secs, peak) = rclone(&rclone_env, &[src.to_str().expect("utf-8"), &remote]);
+            row.rclone_up.push(bytes / MIB / secs);
+            row.rclone_peak = row.rclone_peak.max(peak);
+
+            eprintln!(
+                "bench: {files} files, round {}: Quartermaster commit",
+                round + 1
+            );
+            let prefix = format!("qm-{files}-{round}");
+            let mut uploaded = Uploaded::default();
+            seq += 1;
+            reset_peak();
+            let t = Instant::now();
+            commit(&store, &prefix, &src, info(seq), &mut uploaded)
+                .await
+                .expect("commit");
+            row.qm_up.push(bytes / MIB / t.elapsed().as_secs_f64());
+            row.qm_peak_up = row.qm_peak_up.max(peak_rss());
+            seq += 1;
+            let t = Instant::now();
+            commit(&store, &prefix, &src, info(seq), &mut uploaded)
+                .await
+                .expect("re-commit");
+            row.recommit.push(t.elapsed().as_secs_f64());
+
+            eprintln!("bench: {files} files, round {}: rclone down", round + 1);
+            let dst = root.join("dst");
+            let _ = std::fs::remove_dir_all(&dst);
+            let (secs, peak) = rclone(&rclone_env, &[&remote, dst.to_str().expect("utf-8")]);
+            row.rclone_down.push(bytes / MIB / secs);
+            row.rclone_peak = row.rclone_peak.max(peak);
+            same_tree(&src, &dst);
+            std::fs::remove_dir_all(&dst).expect("clean");
+
+            eprintln!(
+                "bench: {files} files, round {}: Quartermaster restore",
+                round + 1
+            );
+            std::fs::create_dir_all(&dst).expect("restore target");
+            reset_peak();
+            let t = Instant::now();
+            let restored = restore(&store, &prefix, &dst, &Progress::default())
+                .await
+                .expect("restore");
+            row.qm_down.push(bytes / MIB / t.elapsed().as_secs_f64());
+            row.qm_peak_down = row.qm_peak_down.max(peak_rss());
+            assert_eq!(restored.manifest.map(|m| m.seq), Some(seq));
+            same_tree(&src, &dst);
+            std::fs::remove_dir_all(&dst).expect("clean");
+        }
+        std::fs::remove_dir_all(&src).expect("clean");
+        results.push((files, row));
+    }
+    let median = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    println!(
+        "{:<12} {:>10} {:>10} {:>7} {:>10} {:>10} {:>7} {:>11} {:>10} {:>10} {:>10}",
+        "set",
+        "rclone up",
+        "qm up",
+        "ratio",
+        "rclone dn",
+        "qm dn",
+        "ratio",
+        "re-commit",
+        "rclone RSS",
+        "qm RSS up",
+        "qm RSS dn"
+    );
+    for (files, r) in &results {
+        let (ru, qu, rd, qd) = (
+            median(&r.rclone_up),
+            median(&r.qm_up),
+            median(&r.rclone_down),
+            median(&r.qm_down),
+        );
+        println!(
+            "{:<12} {:>6.0} MiB/s {:>6.0} MiB/s {:>6.2}x {:>6.0} MiB/s {:>6.0} MiB/s {:>6.2}x {:>9.2} s {:>6.0} MiB {:>6.0} MiB {:>6.0} MiB",
+            format!("{files} files"),
+            ru,
+            qu,
+            qu / ru,
+            rd,
+            qd,
+            qd / rd,
+            median(&r.recommit),
+            r.rclone_peak as f64 / MIB,
+            r.qm_peak_up as f64 / MIB,
+            r.qm_peak_down as f64 / MIB,
+        );
+    }
+    println!("(medians of {rounds} rounds; ratio = Quartermaster / rclone)");
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+fn info(seq: u64) -> CommitInfo {
+    CommitInfo {
+        seq,
+        attempt: 1,
+        job_id: None,
+        epoch: None,
+        step: Some(seq),
+        created_at_ms: seq,
+    }
+}
+
+fn rclone_version() -> String {
+    std::process::Command::new("rclone")
+        .arg("version")
+        .output()
+        .ok()
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .next()
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| "rclone".into())
+}
+
+/// Runs `rclone copy <from> <to>` with its defaults; its wall time and peak
+/// memory (VmHWM, sampled every 20 ms).
+fn rclone(env: &[(&str, String)], args: &[&str]) -> (f64, u64) {
+    let t = Instant::now();
+    let mut child = std::process::Command::new("rclone")
+        .args(["copy", "-q"])
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        // A CA bundle for AWS's SDKs set in the environment breaks rclone's
+        // HTTP client (and the endpoint here is plain HTTP).
+        .env_remove("AWS_CA_BUNDLE")
+        .spawn()
+        .expect("rclone runs");
+    let mut peak = 0;
+    loop {
+        if let Ok(s) = std::fs::read_to_string(format!("/proc/{}/status", child.id())) {
+            peak = peak.max(hwm(&s));
+        }
+        if let Some(status) = child.try_wait().expect("rclone") {
+            assert!(status.success(), "rclone copy {args:?}: {status}");
+            return (t.elapsed().as_secs_f64(), peak);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn hwm(status: &str) -> u64 {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap_or(0)
+        * 1024
+}
+
+fn peak_rss() -> u64 {
+    hwm(&std::fs::read_to_string("/proc/self/status").expect("/proc/self/status"))
+}
+
+/// Resets this process's VmHWM to its current RSS.
+fn reset_peak() {
+    std::fs::write("/proc/self/clear_refs", "5").expect("/proc/self/clear_refs");
+}
+
+/// `files` files of pseudo-random bytes (incompressible), `total` in all.
+fn generate(dir: &Path, files: usize, total: usize) {
+    use std::io::Write;
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).expect("source directory");
+    let each = total / files;
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut block = vec![0u8; 1 << 20];
+    for i in 0..files {
+        let path = dir.join(format!("shard-{i:04}.bin"));
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&path).expect("create"));
+        let mut left = each;
+        while left > 0 {
+            for chunk in block.chunks_exact_mut(8) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                chunk.copy_from_slice(&x.to_le_bytes());
+            }
+            let n = left.min(block.len());
+            f.write_all(&block[..n]).expect("write");
+            left -= n;
+        }
+        f.flush().expect("flush");
+    }
+}
+
+/// Every file of `a` is in `b` with the same size (both tools verify the
+/// content: rclone its checksums, a restore every file's SHA-256).
+fn same_tree(a: &Path, b: &Path) {
+    let mut names: Vec<PathBuf> = std::fs::read_dir(a)
+        .expect("source")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    names.sort();
+    for p in names {
+        let q = b.join(p.file_name().expect("name"));
+        let (x, y) = (
+            std::fs::metadata(&p).expect("source file").len(),
+            std::fs::metadata(&q)
+                .unwrap_or_else(|e| panic!("{}: {e}", q.display()))
+                .len(),
+        );
+        assert_eq!(x, y, "{}", q.display());
+    }
+}
