@@ -293,7 +293,9 @@ pub async fn commit<S: ObjectStore>(
     // Each is sent from the file as it is now: a file changed since it was
     // hashed changes its fingerprint, and the commit fails below.
     let mut sent = BTreeSet::new();
-    let to_send: Vec<(String, &Path, u64)> = files
+    // (Owned items: a stream over borrowed ones is not Send for every
+    // lifetime, which the services' spawned tasks need.)
+    let to_send: Vec<(String, PathBuf, u64)> = files
         .iter()
         .filter(|(entry, _)| {
             !uploaded.blobs.contains(&entry.sha256) && sent.insert(entry.sha256.clone())
@@ -301,13 +303,13 @@ pub async fn commit<S: ObjectStore>(
         .map(|(entry, path)| {
             (
                 manifest::blob_key(prefix, &entry.sha256),
-                path.as_path(),
+                path.clone(),
                 entry.size,
             )
         })
         .collect();
     futures::stream::iter(to_send)
-        .map(|(key, path, size)| async move { store.put_file(&key, path, size).await })
+        .map(|(key, path, size)| async move { store.put_file(&key, &path, size).await })
         .buffer_unordered(store.concurrency().max(1))
         .try_collect::<Vec<()>>()
         .await?;
@@ -426,7 +428,7 @@ async fn fetch_verified<S: ObjectStore>(
     }
     // Several files at once (the store bounds the requests in flight); the
     // first failure stops the rest.
-    let fetched = futures::stream::iter(&manifest.files)
+    let fetched = futures::stream::iter(manifest.files.clone())
         .map(|f| async move {
             let target = staging.join(&f.path);
             let key = manifest::blob_key(prefix, &f.sha256);
