@@ -1062,3 +1062,80 @@ sleep 100000
     );
     stack.stop_all();
 }
+
+/// S3 stops answering for a while (its container paused) during a run:
+/// the job keeps running, its commits fail after the response timeout and
+/// `DescribeServiceJob` (and `qm describe`) show since when and why; once
+/// S3 answers again the uploads catch up, the lag clears, and the job ends
+/// with the digest of an uninterrupted run.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_s3_outage_leaves_the_job_running_shows_the_lag_and_uploads_catch_up() {
+    let nats = start_nats().await;
+    let s3 = start_s3().await;
+    let mut stack = Stack::new(&nats, &s3, "s3-outage").await;
+    stack.checkpoint_env = vec![(
+        "QM_CHECKPOINT_S3_RESPONSE_TIMEOUT_SECONDS".into(),
+        "2".into(),
+    )];
+    stack.admission();
+    stack.scheduler("scheduler-1");
+    stack.apply(QUEUE_YAML).await;
+    stack.wait_leader("scheduler-1").await;
+    stack.executor("node-1", "training", "ml.g5.xlarge", 1);
+    let (job, expected) = long_job_running(&stack, "1200").await;
+    let j = stack
+        .wait_for(&job, 60, "checkpoints committed", |j| {
+            j.attempts[0].last_checkpoint_step.unwrap_or(0) >= 40
+        })
+        .await;
+    assert!(
+        j.attempts[0].checkpoint_upload_failing_since.is_none(),
+        "{j:#?}"
+    );
+    let paused_at = qm_service::now_ms();
+    s3.container.pause().await.expect("S3 paused");
+    let j = stack
+        .wait_for(&job, 60, "the lag reported", |j| {
+            j.attempts[0].checkpoint_upload_failing_since.is_some()
+        })
+        .await;
+    assert_eq!(j.status, "RUNNING", "the job keeps running: {j:#?}");
+    let a = &j.attempts[0];
+    let since = a.checkpoint_upload_failing_since.expect("lagging");
+    assert!(since >= paused_at, "{since} < {paused_at}");
+    assert!(a.checkpoint_upload_error.is_some(), "{a:#?}");
+    let stuck = a.last_checkpoint_step.unwrap_or(0);
+    let out = std::process::Command::new(qm_integration_tests::stack::bin("qm"))
+        .args(["--nats", &stack.nats_url, "--nkey"])
+        .arg(stack.auth.key("platform"))
+        .args(["describe", &job])
+        .output()
+        .expect("qm runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("attempt 1: checkpoints not uploaded since "),
+        "{text}"
+    );
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let j = stack.describe(&job).await.expect("described");
+    assert_eq!(j.status, "RUNNING", "{j:#?}");
+    assert_eq!(
+        j.attempts[0].last_checkpoint_step.unwrap_or(0),
+        stuck,
+        "nothing committed while S3 is away"
+    );
+    s3.container.unpause().await.expect("S3 back");
+    let j = stack
+        .wait_for(&job, 90, "uploads caught up", |j| {
+            j.attempts[0].checkpoint_upload_failing_since.is_none()
+                && j.attempts[0].last_checkpoint_step.unwrap_or(0) > stuck
+        })
+        .await;
+    assert!(j.attempts[0].checkpoint_upload_error.is_none(), "{j:#?}");
+    let j = stack.wait_final(&job, 120).await;
+    assert_eq!(j.status, "SUCCEEDED", "{j:#?}");
+    assert_eq!(j.attempts.len(), 1, "never restarted: {j:#?}");
+    let out = stack.attempt_stdout("node-1", &job, 1);
+    assert_eq!(digest_in(&out), Some(expected), "{out}");
+    stack.stop_all();
+}

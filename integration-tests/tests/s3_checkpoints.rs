@@ -149,6 +149,7 @@ async fn a_large_checkpoint_moves_in_parts_streamed_and_a_crash_mid_upload_leave
         transfer: qm_checkpoint::store::Transfer {
             part_size: 8 << 20,
             parallel: 4,
+            ..Default::default()
         },
         journal: Some(journal.clone()),
         ..s3.config.clone()

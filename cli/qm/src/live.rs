@@ -347,6 +347,21 @@ pub async fn describe(c: &Client, job_id: &str, json: bool) -> Result<(), Failur
                 a.restore_skipped.join("; ")
             );
         }
+        // Checkpoints written but not uploaded: what a preemption now
+        // would lose grows until the next commit.
+        for a in &j.attempts {
+            if let Some(since) = a.checkpoint_upload_failing_since {
+                println!(
+                    "attempt {}: checkpoints not uploaded since {} ({:.0} s ago): {}",
+                    a.attempt,
+                    rfc3339(since),
+                    qm_service::now_ms().saturating_sub(since) as f64 / 1000.0,
+                    a.checkpoint_upload_error
+                        .as_deref()
+                        .unwrap_or("unknown error")
+                );
+            }
+        }
     }
     Ok(())
 }

@@ -94,6 +94,16 @@ impl S3Store {
             // damaged blob makes the restore fall back).
             .request_checksum_calculation(
                 aws_sdk_s3::config::RequestChecksumCalculation::WhenRequired,
+            )
+            .timeout_config(
+                aws_sdk_s3::config::timeout::TimeoutConfig::builder()
+                    .connect_timeout(std::time::Duration::from_secs(
+                        config.transfer.response_timeout_secs,
+                    ))
+                    .read_timeout(std::time::Duration::from_secs(
+                        config.transfer.response_timeout_secs,
+                    ))
+                    .build(),
             );
         if !config.access_key_id.is_empty() {
             builder = builder.credentials_provider(Credentials::new(

@@ -39,6 +39,11 @@ impl StoreError {
 pub struct Transfer {
     pub part_size: u64,
     pub parallel: usize,
+    /// How long a request waits for the first byte of S3's answer once it
+    /// is sent (and for a connection), before it fails as transient: an S3
+    /// that stopped answering fails commits (which are retried, and the lag
+    /// reported) instead of hanging them.
+    pub response_timeout_secs: u64,
 }
 
 /// S3 allows at most 10,000 parts an upload, and parts of at least 5 MiB.
@@ -50,6 +55,7 @@ impl Default for Transfer {
         Transfer {
             part_size: 64 << 20,
             parallel: 8,
+            response_timeout_secs: 30,
         }
     }
 }
@@ -319,6 +325,7 @@ mod tests {
         let t = Transfer {
             part_size: 8 << 20,
             parallel: 4,
+            ..Transfer::default()
         };
         for size in [0, 1, 8 << 20, (8 << 20) + 1, 100 << 20, 1 << 40] {
             let parts = t.parts(size);
@@ -346,6 +353,7 @@ mod tests {
         let tiny = Transfer {
             part_size: 1,
             parallel: 1,
+            ..Transfer::default()
         };
         assert_eq!(tiny.part_size_for(100 << 20), MIN_PART_SIZE);
     }

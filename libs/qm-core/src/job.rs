@@ -297,6 +297,10 @@ pub struct Attempt {
     /// incomplete): the restore fell back to an older one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub restore_skipped: Vec<String>,
+    /// Since when its checkpoints are not uploaded, and why (cleared by the
+    /// next commit). Informational: scheduling does not look at it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_lag: Option<(Time, String)>,
 }
 
 /// What a rank reports of its restore as it starts.
@@ -468,6 +472,7 @@ mod tests {
             preempted_for: None,
             restored_bytes: 0,
             restore_skipped: Vec::new(),
+            checkpoint_lag: None,
         }
     }
 

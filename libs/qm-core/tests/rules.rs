@@ -1168,3 +1168,29 @@ fn the_lost_work_ledger_totals_each_share_by_cause_and_by_beneficiary() {
     assert_eq!(owner.lost_for_this_share, lost.preempted_cross_share);
     assert!(owner.total().is_empty());
 }
+
+#[test]
+fn a_checkpoint_lag_keeps_its_first_moment_and_the_next_commit_ends_it() {
+    let mut w = World::new(1, vec![share("A", Strategy::Reserve, 1)]);
+    let id = w.submit("a", "A", 1, 0);
+    w.step();
+    w.at(10).checkpoint("a", 5);
+    let lag = |w: &World| w.c.job(id).expect("a").attempts[0].checkpoint_lag.clone();
+    assert_eq!(lag(&w), None);
+    w.c.checkpoint_lagging(id, 1, Time::from_secs(20), "S3 timed out".into())
+        .expect("current attempt");
+    // Reported again with a newer error: still lagging since 20 s.
+    w.c.checkpoint_lagging(id, 1, Time::from_secs(80), "connection refused".into())
+        .expect("current attempt");
+    assert_eq!(
+        lag(&w),
+        Some((Time::from_secs(20), "connection refused".to_string()))
+    );
+    // Another attempt's report is refused.
+    assert!(w
+        .c
+        .checkpoint_lagging(id, 2, Time::from_secs(90), "x".into())
+        .is_err());
+    w.at(100).checkpoint("a", 9);
+    assert_eq!(lag(&w), None);
+}

@@ -388,6 +388,13 @@ pub struct AttemptDetail {
     /// incomplete): the attempt resumed from an older one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub restore_skipped: Vec<String>,
+    /// Since when this attempt's checkpoints are not uploaded (ms since the
+    /// Unix epoch), and the checkpoint service's last error: the lag until
+    /// its next commit. Absent while commits succeed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_upload_failing_since: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_upload_error: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

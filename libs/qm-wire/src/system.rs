@@ -56,6 +56,11 @@ pub enum LogEntry {
     Report(Report),
     /// A checkpoint committed, from a checkpoint service.
     Checkpoint(CheckpointCommit),
+    /// A checkpoint service cannot upload an attempt's checkpoints (S3
+    /// unreachable or refusing): written when its commits start failing
+    /// and when the error changes (at most once a minute); the next commit
+    /// ends it. A scheduler that does not know it skips it.
+    CheckpointLagging(CheckpointLag),
     /// Everything below is written only by the scheduler leader, fenced.
     #[serde(rename_all = "camelCase")]
     Leader {
@@ -168,6 +173,19 @@ pub struct CheckpointCommit {
     pub step: Option<u64>,
     /// Milliseconds since the Unix epoch.
     pub created_at: u64,
+}
+
+/// An attempt whose checkpoints are not being uploaded.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckpointLag {
+    pub job_queue: String,
+    pub job_id: String,
+    pub attempt: u32,
+    /// When its commits started failing (ms since the Unix epoch).
+    pub since: u64,
+    /// The last failure, as the checkpoint service saw it.
+    pub error: String,
 }
 
 /// Where an attempt runs: instance slots on one executor.

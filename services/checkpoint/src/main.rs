@@ -163,6 +163,7 @@ async fn run(
         transfer: qm_checkpoint::store::Transfer {
             part_size: settings.part_size_mib << 20,
             parallel: settings.transfer_parallelism,
+            response_timeout_secs: settings.s3_response_timeout_seconds,
         },
         // Multipart uploads in flight, so a restart aborts what a crash left.
         journal: Some(work_dir.join(".qm-checkpoint").join("uploads")),

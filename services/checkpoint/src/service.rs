@@ -587,11 +587,13 @@ impl Service {
         let request = req.clone();
         let parent = tracing::Span::current().context();
         let task = tokio::spawn(async move {
+            // Failing commits: since when, and what was last reported.
+            let mut lag: Option<Lag> = None;
             loop {
                 tokio::time::sleep(interval).await;
                 let mut j = job2.lock().await;
                 match me.sync_once(&request, &mut j, &parent).await {
-                    Ok(()) => {}
+                    Ok(()) => lag = None,
                     // A later attempt committed: this one is a stale copy,
                     // and every further commit would be refused too.
                     Err(e) if e.code == ErrorCode::Conflict => {
@@ -599,7 +601,16 @@ impl Service {
                         return;
                     }
                     Err(e) => {
-                        tracing::warn!(job = %request.job_id, error = %e.message, "sync failed; retrying")
+                        tracing::warn!(job = %request.job_id, error = %e.message, "sync failed; retrying");
+                        drop(j);
+                        let l = lag.get_or_insert_with(|| Lag {
+                            since: now_ms(),
+                            reported: None,
+                        });
+                        if l.due(&e.message) {
+                            me.report_lag(&request, l.since, &e.message).await;
+                            l.reported = Some((e.message, std::time::Instant::now()));
+                        }
                     }
                 }
             }
@@ -610,6 +621,25 @@ impl Service {
             skipped: vec![],
             ..CheckpointReply::default()
         })
+    }
+
+    /// Tells the scheduler (through the log) that the attempt's checkpoints
+    /// are not being uploaded since `since`, and why: `qm describe` shows
+    /// the lag until the next commit ends it.
+    async fn report_lag(&self, req: &CheckpointRequest, since: u64, error: &str) {
+        let entry = LogEntry::CheckpointLagging(qm_wire::system::CheckpointLag {
+            job_queue: req.job_queue.clone(),
+            job_id: req.job_id.clone(),
+            attempt: req.attempt,
+            since,
+            error: error.to_string(),
+        });
+        if let (Ok(body), Ok(subject)) = (
+            serde_json::to_vec(&entry),
+            subjects::log_checkpoint(&self.settings.node),
+        ) {
+            nats::append_durably(&self.js, subject, body.into(), None).await;
+        }
     }
 
     pub(crate) async fn flush(&self, req: CheckpointRequest) -> Result<CheckpointReply, ApiError> {
@@ -657,4 +687,22 @@ pub(crate) fn abort_journaled(store: S3Store) {
             }
         }
     });
+}
+
+/// A tracked attempt whose commits fail: since when, and the error last
+/// reported to the scheduler with when.
+struct Lag {
+    since: u64,
+    reported: Option<(String, std::time::Instant)>,
+}
+
+impl Lag {
+    /// Reported at the first failure, and again when the error changes,
+    /// at most once a minute: the log is not flooded while S3 is away.
+    fn due(&self, error: &str) -> bool {
+        match &self.reported {
+            None => true,
+            Some((last, at)) => last != error && at.elapsed() >= Duration::from_secs(60),
+        }
+    }
 }

@@ -24,9 +24,17 @@ QM_CHECKPOINT_<KEY>):
   partSizeMiB      QM_CHECKPOINT_PART_SIZE_MIB         files larger than this move in parts
                                                        (multipart upload, ranged reads);
                                                        default 64, at least 5 (S3's minimum)
-  transferParallelism QM_CHECKPOINT_TRANSFER_PARALLELISM parts in flight per file, default 8
-                                                       (1 to 64); memory stays a few buffers
-                                                       a part whatever the checkpoint's size
+  transferParallelism QM_CHECKPOINT_TRANSFER_PARALLELISM requests moving file bytes in flight
+                                                       (parts and whole small files, over all
+                                                       files), default 8 (1 to 64); memory
+                                                       stays a few buffers a request whatever
+                                                       the checkpoint's size
+  s3ResponseTimeoutSeconds QM_CHECKPOINT_S3_RESPONSE_TIMEOUT_SECONDS how long a request waits
+                                                       for a connection and for the first byte
+                                                       of S3's answer, default 30 (1 to 3600):
+                                                       an S3 that stops answering fails the
+                                                       commit (retried; `qm describe` shows
+                                                       the lag) instead of hanging it
   trackLeaseSeconds QM_CHECKPOINT_TRACK_LEASE_SECONDS  a tracked attempt its executor has not
                                                      re-asserted (every 5 heartbeats) for
                                                      this long has ended unseen: its last
@@ -55,6 +63,7 @@ pub(crate) struct Settings {
     pub(crate) track_lease_seconds: u64,
     pub(crate) part_size_mib: u64,
     pub(crate) transfer_parallelism: usize,
+    pub(crate) s3_response_timeout_seconds: u64,
 }
 
 impl Default for Settings {
@@ -72,6 +81,7 @@ impl Default for Settings {
             track_lease_seconds: 300,
             part_size_mib: 64,
             transfer_parallelism: 8,
+            s3_response_timeout_seconds: 30,
         }
     }
 }
@@ -110,6 +120,12 @@ impl qm_service::settings::Validate for Settings {
             p.push(format!(
                 "partSizeMiB: {} is outside 5 to 5120 (S3's part size limits)",
                 self.part_size_mib
+            ));
+        }
+        if !(1..=3600).contains(&self.s3_response_timeout_seconds) {
+            p.push(format!(
+                "s3ResponseTimeoutSeconds: {} is outside 1 to 3600",
+                self.s3_response_timeout_seconds
             ));
         }
         if !(1..=64).contains(&self.transfer_parallelism) {

@@ -67,6 +67,7 @@ impl Cluster {
                 preempted_for: None,
                 restored_bytes: 0,
                 restore_skipped: Vec::new(),
+                checkpoint_lag: None,
             });
             let key = Self::run_key(job);
             let deadline = job

@@ -385,10 +385,29 @@ impl Cluster {
     ) -> Result<bool, JobError> {
         let a = self.current_attempt_mut(id, attempt)?;
         a.last_checkpoint = Some(mark);
+        a.checkpoint_lag = None;
         let job = self.job_mut(id)?;
         job.last_checkpoint = Some(mark);
         let answered = job.checkpoint_first.is_some_and(|w| mark.at >= w.asked_at);
         Ok(answered && self.end_checkpoint_window(id))
+    }
+
+    /// The attempt's checkpoints are not being uploaded since `since`
+    /// (`error` says why); its next commit clears it.
+    pub fn checkpoint_lagging(
+        &mut self,
+        id: JobId,
+        attempt: u32,
+        since: Time,
+        error: String,
+    ) -> Result<(), JobError> {
+        let a = self.current_attempt_mut(id, attempt)?;
+        let since = a
+            .checkpoint_lag
+            .as_ref()
+            .map_or(since, |(s, _)| (*s).min(since));
+        a.checkpoint_lag = Some((since, error));
+        Ok(())
     }
 
     /// The job's checkpoint-first window, while its stop waits for a

@@ -157,6 +157,16 @@ impl State {
             LogEntry::Register(r) => self.register(r, now, &mut fx),
             LogEntry::Report(r) => self.report(r, now, &mut fx),
             LogEntry::Checkpoint(c) => self.checkpoint(c, &mut fx),
+            LogEntry::CheckpointLagging(lag) => {
+                if let Some((q, id)) = self.locate(&lag.job_id) {
+                    let _ = self.queue_mut(&q).cluster.checkpoint_lagging(
+                        id,
+                        lag.attempt,
+                        Time(lag.since),
+                        lag.error,
+                    );
+                }
+            }
             LogEntry::Leader { epoch, .. } => self.epoch = self.epoch.max(epoch),
             LogEntry::Pass(record) => {
                 self.clock = self.clock.max(record.now);

@@ -64,6 +64,8 @@ impl State {
             }),
             restored_bytes: (a.restored_bytes > 0).then_some(a.restored_bytes),
             restore_skipped: a.restore_skipped.clone(),
+            checkpoint_upload_failing_since: a.checkpoint_lag.as_ref().map(|(t, _)| t.as_millis()),
+            checkpoint_upload_error: a.checkpoint_lag.as_ref().map(|(_, e)| e.clone()),
         };
         let preempted: Vec<AttemptDetail> = job
             .attempts
