@@ -1139,3 +1139,137 @@ async fn an_s3_outage_leaves_the_job_running_shows_the_lag_and_uploads_catch_up(
     assert_eq!(digest_in(&out), Some(expected), "{out}");
     stack.stop_all();
 }
+
+/// The node's checkpoint service is killed (-9) while it uploads a large
+/// checkpoint in parts: that checkpoint is not committed (the last complete
+/// one stays the newest), the restarted service aborts the cut-short upload
+/// from its journal (no part of it survives), commits the checkpoint again,
+/// and after a preemption the next attempt restores it byte for byte.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_checkpoint_service_killed_mid_upload_leaves_no_part_and_the_restore_is_whole() {
+    let nats = start_nats().await;
+    let s3 = start_s3().await;
+    let mut stack = Stack::new(&nats, &s3, "killed-upload").await;
+    // Small parts, two at a time: the upload takes long enough to be cut.
+    stack.checkpoint_env = vec![
+        ("QM_CHECKPOINT_PART_SIZE_MIB".into(), "5".into()),
+        ("QM_CHECKPOINT_TRANSFER_PARALLELISM".into(), "2".into()),
+    ];
+    stack.scheduler_env = vec![("QM_SCHEDULER_LEASE_SECONDS".into(), "2".into())];
+    stack.admission();
+    stack.scheduler("scheduler-1");
+    stack.apply(QUEUE_YAML).await;
+    stack.wait_leader("scheduler-1").await;
+    stack.executor("node-1", "training", "ml.g5.xlarge", 3);
+    let forever = ["--steps", "1000000", "--step-delay-ms", "20"];
+    let own = stack
+        .submit(&trainer_job("own", "training", "QS1", 5, &forever))
+        .await;
+    stack
+        .wait_for(&own, 60, "RUNNING", |j| j.status == "RUNNING")
+        .await;
+    let script = r#"set -e
+d="$QM_CHECKPOINT_DIR"
+if [ -f "$d/state.bin" ]; then echo "found $(sha256sum "$d/state.bin" | cut -d' ' -f1) $(cat "$d/step.txt")"; exit 0; fi
+save() { echo "$1" > "$d/.t" && mv "$d/.t" "$d/step.txt"; echo "{\"step\": $2}" > "$d/.s" && mv "$d/.s" "$d/qm-checkpoint.json"; }
+save one 1
+sleep 3
+head -c 805306368 /dev/urandom > "$d/.big"
+echo "wrote $(sha256sum "$d/.big" | cut -d' ' -f1)"
+mv "$d/.big" "$d/state.bin"
+save two 2
+sleep 100000
+"#;
+    let job = stack
+        .submit(&qm_wire::messages::SubmitServiceJob {
+            job_name: "cut".into(),
+            job_queue: "training".into(),
+            quota_share_name: Some("QS1".into()),
+            instance_type: "ml.g5.xlarge".into(),
+            scheduling_priority: Some(1),
+            checkpoint_config: Some(Default::default()),
+            termination_grace_period_seconds: Some(5),
+            command: vec!["sh".into(), "-c".into(), script.into()],
+            ..Default::default()
+        })
+        .await;
+    stack
+        .wait_for(&job, 60, "checkpoint 1 committed", |j| {
+            j.attempts
+                .first()
+                .is_some_and(|a| a.last_checkpoint_step == Some(1))
+        })
+        .await;
+    let store = s3.store();
+    let prefix = format!("training/{job}");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let cut = loop {
+        let uploads = store.uploads(&prefix).await.expect("uploads listed");
+        if !uploads.is_empty() {
+            break uploads;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no upload of the large checkpoint seen"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    stack.signal("checkpoint-node-1", "KILL");
+    let j = stack.describe(&job).await.expect("described");
+    assert_eq!(
+        j.attempts[0].last_checkpoint_step,
+        Some(1),
+        "the cut-short checkpoint is not committed: {j:#?}"
+    );
+    stack.restart("checkpoint-node-1");
+    // The restarted service aborts the cut-short upload (its journal names
+    // it); it may start uploads of its own.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let now = store.uploads(&prefix).await.expect("uploads listed");
+        if !now.iter().any(|u| cut.iter().any(|c| c.1 == u.1)) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the cut-short upload survives: {now:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // QS2's owner reclaims the borrowed instance; the job resumes.
+    let owner = stack
+        .submit(&trainer_job(
+            "owner",
+            "training",
+            "QS2",
+            1,
+            &["--steps", "5"],
+        ))
+        .await;
+    stack
+        .wait_for(&owner, 300, "SUCCEEDED", |j| j.status == "SUCCEEDED")
+        .await;
+    let j = stack.wait_final(&job, 600).await;
+    assert_eq!(j.status, "SUCCEEDED", "{j:#?}");
+    assert_eq!(
+        j.attempts[0].outcome.as_deref(),
+        Some("PREEMPTED_CROSS_SHARE")
+    );
+    assert_eq!(j.attempts[1].restored_checkpoint_step, Some(2), "{j:#?}");
+    let wrote = stack.attempt_stdout("node-1", &job, 1);
+    let digest = wrote
+        .lines()
+        .find_map(|l| l.strip_prefix("wrote "))
+        .unwrap_or_else(|| panic!("attempt 1 prints its digest: {wrote}"))
+        .to_string();
+    assert_eq!(
+        stack.attempt_stdout("node-1", &job, 2).trim(),
+        format!("found {digest} two"),
+        "byte for byte"
+    );
+    // Nothing in flight is left behind.
+    let left = store.uploads(&prefix).await.expect("uploads listed");
+    assert!(left.is_empty(), "{left:?}");
+    stack.stop_all();
+    let _ = std::fs::remove_dir_all(stack.dir.join("node-1").join(&job));
+}

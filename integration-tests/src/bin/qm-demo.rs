@@ -11,7 +11,8 @@ use qm_integration_tests::observe::{Metrics, OtlpReceiver};
 use qm_integration_tests::stack::{digest_in, reference_digest, start_nats, trainer_job, Stack};
 use qm_integration_tests::start_s3;
 use qm_wire::messages::{
-    ListAuditEvents, ListAuditEventsResponse, ServiceJob, TerminateServiceJob,
+    JobQueueSnapshot, ListAuditEvents, ListAuditEventsResponse, QueueRef, ServiceJob,
+    SubmitServiceJob, TerminateServiceJob,
 };
 use qm_wire::subjects::Operation;
 
@@ -113,8 +114,26 @@ fn last_step(output: &str) -> Option<u64> {
     })
 }
 
+/// A story job: the example trainer, asked to checkpoint before it is
+/// preempted (`window` seconds at most; 0: stopped at once).
+fn demo_job(name: &str, share: &str, priority: u32, window: u64) -> SubmitServiceJob {
+    let mut job = trainer_job(name, "training", share, priority, &ARGS);
+    if window > 0 {
+        job.checkpoint_config = Some(qm_wire::messages::CheckpointConfig {
+            checkpoint_before_preempt_seconds: Some(window),
+            ..Default::default()
+        });
+    }
+    job
+}
+
 #[tokio::main]
 async fn main() {
+    // Checkpoint-then-preempt (on unless QM_DEMO_CHECKPOINT_BEFORE_PREEMPT_SECONDS=0).
+    let window: u64 = std::env::var("QM_DEMO_CHECKPOINT_BEFORE_PREEMPT_SECONDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(30);
     println!("== Quartermaster demo: the three-share story, live");
     println!("   starting NATS (JetStream) and Garage (S3) in containers ...");
     let nats = start_nats().await;
@@ -156,7 +175,12 @@ async fn main() {
     }
     let alice = stack.auth.client(&stack.nats_url, "alice").await;
     let bob = stack.auth.client(&stack.nats_url, "bob").await;
-    println!("   every job trains the example MLP: {}\n", ARGS.join(" "));
+    println!("   every job trains the example MLP: {}", ARGS.join(" "));
+    if window > 0 {
+        println!("   checkpoint-then-preempt: on, a {window} s window (QM_DEMO_CHECKPOINT_BEFORE_PREEMPT_SECONDS=0 turns it off)\n");
+    } else {
+        println!("   checkpoint-then-preempt: off (preempted jobs are stopped at once)\n");
+    }
     let expected = reference_digest(&ARGS[..4]);
     let mut t = Timeline {
         start: Instant::now(),
@@ -165,19 +189,19 @@ async fn main() {
     let mut names: Vec<(String, String)> = Vec::new();
     t.say("submit p3 (QS1, priority 3)");
     let p3 = stack
-        .submit_as(&alice, &trainer_job("p3", "training", "QS1", 3, &ARGS))
+        .submit_as(&alice, &demo_job("p3", "QS1", 3, window))
         .await;
     names.push(("p3".into(), p3.clone()));
     wait(&stack, &mut t, &names, &p3, |j| j.status == "RUNNING").await;
     t.say("submit p2 (QS1, priority 2): QS1 borrows QS2's idle instance");
     let p2 = stack
-        .submit_as(&alice, &trainer_job("p2", "training", "QS1", 2, &ARGS))
+        .submit_as(&alice, &demo_job("p2", "QS1", 2, window))
         .await;
     names.push(("p2".into(), p2.clone()));
     wait(&stack, &mut t, &names, &p2, |j| j.status == "RUNNING").await;
     t.say("submit p1 (QS1, priority 1): waits, QS3 keeps its instance (RESERVE)");
     let p1 = stack
-        .submit_as(&alice, &trainer_job("p1", "training", "QS1", 1, &ARGS))
+        .submit_as(&alice, &demo_job("p1", "QS1", 1, window))
         .await;
     names.push(("p1".into(), p1.clone()));
     wait(&stack, &mut t, &names, &p1, |j| {
@@ -204,7 +228,7 @@ async fn main() {
     }
     t.say("bob submits qs2_job (QS2): QS2 reclaims its instance from p2");
     let q2 = stack
-        .submit_as(&bob, &trainer_job("qs2_job", "training", "QS2", 1, &ARGS))
+        .submit_as(&bob, &demo_job("qs2_job", "QS2", 1, window))
         .await;
     names.push(("qs2_job".into(), q2.clone()));
     wait(&stack, &mut t, &names, &q2, |j| j.status == "RUNNING").await;
@@ -271,6 +295,7 @@ async fn main() {
         "every preempted job's final digest equals the uninterrupted digest: {}",
         if all_equal { "yes" } else { "NO" }
     );
+    print_ledger(&stack).await;
     let audit: ListAuditEventsResponse = stack
         .client
         .call(Operation::ListAuditEvents, &ListAuditEvents::default())
@@ -295,6 +320,45 @@ async fn main() {
     drop(nats);
     if !all_equal {
         std::process::exit(1);
+    }
+}
+
+/// The lost-work ledger's totals, as `qm snapshot` shows them.
+async fn print_ledger(stack: &Stack) {
+    let snapshot: Result<JobQueueSnapshot, _> = stack
+        .client
+        .call(
+            Operation::GetJobQueueSnapshot,
+            &QueueRef {
+                job_queue: "training".into(),
+            },
+        )
+        .await;
+    let Ok(snapshot) = snapshot else {
+        println!("\n(the lost-work ledger could not be read)");
+        return;
+    };
+    println!("\nlost-work ledger (qm snapshot): instance-seconds recomputed, per share and cause");
+    for share in &snapshot.lost_work {
+        for (cause, w) in &share.by_cause {
+            println!(
+                "  {:<6} {:<24} {} attempt(s), {:.1} s",
+                share.quota_share_name,
+                cause,
+                w.attempts,
+                w.recomputed_instance_ms as f64 / 1000.0
+            );
+        }
+        let w = &share.lost_for_this_share;
+        if w.attempts > 0 {
+            println!(
+                "  {:<6} {:<24} {} attempt(s), {:.1} s",
+                share.quota_share_name,
+                "(others', for it)",
+                w.attempts,
+                w.recomputed_instance_ms as f64 / 1000.0
+            );
+        }
     }
 }
 
