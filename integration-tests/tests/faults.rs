@@ -829,6 +829,91 @@ async fn checkpoint_then_preempt_saves_the_work_a_plain_reclaim_loses() {
     stack.stop_all();
 }
 
+/// A checkpointing job of QS1 (priority 1, 5 s grace) that runs `script`
+/// with `sh -c`.
+fn script_job(name: &str, script: &str) -> qm_wire::messages::SubmitServiceJob {
+    qm_wire::messages::SubmitServiceJob {
+        job_name: name.into(),
+        job_queue: "training".into(),
+        quota_share_name: Some("QS1".into()),
+        instance_type: "ml.g5.xlarge".into(),
+        scheduling_priority: Some(1),
+        checkpoint_config: Some(Default::default()),
+        termination_grace_period_seconds: Some(5),
+        command: vec!["sh".into(), "-c".into(), script.into()],
+        ..Default::default()
+    }
+}
+
+/// What `qm describe JOB` prints, as the admin.
+fn qm_describe(stack: &Stack, job: &str) -> String {
+    let out = std::process::Command::new(qm_integration_tests::stack::bin("qm"))
+        .args(["--nats", &stack.nats_url, "--nkey"])
+        .arg(stack.auth.key("platform"))
+        .args(["describe", job])
+        .output()
+        .expect("qm runs");
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// NATS, S3, admission and a leading scheduler-1 (2 s lease), with the
+/// checkpoint services' extra settings `checkpoint_env`.
+async fn stack_with_checkpoint_env(
+    name: &str,
+    checkpoint_env: &[(&str, &str)],
+) -> (qm_integration_tests::stack::Nats, S3Server, Stack) {
+    let nats = start_nats().await;
+    let s3 = start_s3().await;
+    let mut stack = Stack::new(&nats, &s3, name).await;
+    stack.checkpoint_env = checkpoint_env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    stack.scheduler_env = vec![("QM_SCHEDULER_LEASE_SECONDS".into(), "2".into())];
+    stack.admission();
+    stack.scheduler("scheduler-1");
+    stack.apply(QUEUE_YAML).await;
+    stack.wait_leader("scheduler-1").await;
+    (nats, s3, stack)
+}
+
+/// QS2's owner reclaims the instance a QS1 job borrows; waits for the
+/// owner to succeed and the job to end (within `secs`), which must have
+/// been preempted once and then succeeded.
+async fn reclaim_and_resume(stack: &Stack, job: &str, secs: u64) -> ServiceJob {
+    let owner = stack
+        .submit(&trainer_job(
+            "owner",
+            "training",
+            "QS2",
+            1,
+            &["--steps", "5"],
+        ))
+        .await;
+    stack
+        .wait_for(&owner, secs, "SUCCEEDED", |j| j.status == "SUCCEEDED")
+        .await;
+    let j = stack.wait_final(job, secs).await;
+    assert_eq!(j.status, "SUCCEEDED", "{j:#?}");
+    assert_eq!(
+        j.attempts[0].outcome.as_deref(),
+        Some("PREEMPTED_CROSS_SHARE"),
+        "{j:#?}"
+    );
+    j
+}
+
+/// The digest attempt 1 of `job` printed (`wrote <sha256>`).
+fn written_digest(stack: &Stack, job: &str) -> String {
+    let wrote = stack.attempt_stdout("node-1", job, 1);
+    wrote
+        .lines()
+        .find_map(|l| l.strip_prefix("wrote "))
+        .unwrap_or_else(|| panic!("attempt 1 prints its digest: {wrote}"))
+        .to_string()
+}
+
 /// Peak resident memory (VmHWM) of a process, in bytes.
 fn peak_rss_of(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("its status");
@@ -862,19 +947,7 @@ echo "wrote $(sha256sum "$d/big.bin" | cut -d' ' -f1)"
 echo '{"step": 1}' > "$d/.step.tmp" && mv "$d/.step.tmp" "$d/qm-checkpoint.json"
 sleep 100000
 "#;
-    let big = stack
-        .submit(&qm_wire::messages::SubmitServiceJob {
-            job_name: "big".into(),
-            job_queue: "training".into(),
-            quota_share_name: Some("QS1".into()),
-            instance_type: "ml.g5.xlarge".into(),
-            scheduling_priority: Some(1),
-            checkpoint_config: Some(Default::default()),
-            termination_grace_period_seconds: Some(5),
-            command: vec!["sh".into(), "-c".into(), script.into()],
-            ..Default::default()
-        })
-        .await;
+    let big = stack.submit(&script_job("big", script)).await;
     let pid = stack
         .pid("checkpoint-node-1")
         .expect("the checkpoint service");
@@ -887,31 +960,9 @@ sleep 100000
         })
         .await;
     assert!(j.on_borrowed_capacity, "{j:#?}");
-    let wrote = stack.attempt_stdout("node-1", &big, 1);
-    let digest = wrote
-        .lines()
-        .find_map(|l| l.strip_prefix("wrote "))
-        .unwrap_or_else(|| panic!("attempt 1 prints its digest: {wrote}"))
-        .to_string();
+    let digest = written_digest(&stack, &big);
     let up = peak_rss_of(pid);
-    let owner = stack
-        .submit(&trainer_job(
-            "owner",
-            "training",
-            "QS2",
-            1,
-            &["--steps", "5"],
-        ))
-        .await;
-    stack
-        .wait_for(&owner, 120, "SUCCEEDED", |j| j.status == "SUCCEEDED")
-        .await;
-    let j = stack.wait_final(&big, 900).await;
-    assert_eq!(j.status, "SUCCEEDED", "{j:#?}");
-    assert_eq!(
-        j.attempts[0].outcome.as_deref(),
-        Some("PREEMPTED_CROSS_SHARE")
-    );
+    let j = reclaim_and_resume(&stack, &big, 900).await;
     assert_eq!(j.attempts[1].restored_checkpoint_step, Some(1));
     // The ledger's bytes moved: the 2 GiB file and the step file.
     assert!(
@@ -967,26 +1018,8 @@ sleep 4
 save two 2
 sleep 100000
 "#;
-    let job = stack
-        .submit(&qm_wire::messages::SubmitServiceJob {
-            job_name: "damaged".into(),
-            job_queue: "training".into(),
-            quota_share_name: Some("QS1".into()),
-            instance_type: "ml.g5.xlarge".into(),
-            scheduling_priority: Some(1),
-            checkpoint_config: Some(Default::default()),
-            termination_grace_period_seconds: Some(5),
-            command: vec!["sh".into(), "-c".into(), script.into()],
-            ..Default::default()
-        })
-        .await;
-    stack
-        .wait_for(&job, 120, "checkpoint 2 committed", |j| {
-            j.attempts
-                .first()
-                .is_some_and(|a| a.last_checkpoint_step == Some(2))
-        })
-        .await;
+    let job = stack.submit(&script_job("damaged", script)).await;
+    stack.wait_committed(&job, 2).await;
     // Damage data.txt's blob in the newest manifest (step 2's).
     let store = s3.store();
     let prefix = format!("training/{job}");
@@ -1015,24 +1048,7 @@ sleep 100000
         .await
         .expect("damaged");
     // QS2's owner reclaims the borrowed instance.
-    let owner = stack
-        .submit(&trainer_job(
-            "owner",
-            "training",
-            "QS2",
-            1,
-            &["--steps", "5"],
-        ))
-        .await;
-    stack
-        .wait_for(&owner, 120, "SUCCEEDED", |j| j.status == "SUCCEEDED")
-        .await;
-    let j = stack.wait_final(&job, 120).await;
-    assert_eq!(j.status, "SUCCEEDED", "{j:#?}");
-    assert_eq!(
-        j.attempts[0].outcome.as_deref(),
-        Some("PREEMPTED_CROSS_SHARE")
-    );
+    let j = reclaim_and_resume(&stack, &job, 120).await;
     assert_eq!(
         stack.attempt_stdout("node-1", &job, 2).trim(),
         "found one",
@@ -1047,14 +1063,7 @@ sleep 100000
         "names the skipped checkpoint: {second:#?}"
     );
     assert!(second.restored_bytes.is_some_and(|b| b > 0), "{second:#?}");
-    let out = std::process::Command::new(qm_integration_tests::stack::bin("qm"))
-        .args(["--nats", &stack.nats_url, "--nkey"])
-        .arg(stack.auth.key("platform"))
-        .args(["describe", &job])
-        .output()
-        .expect("qm runs");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{out:?}");
+    let text = qm_describe(&stack, &job);
     assert!(
         text.contains("attempt 2 restored an older checkpoint; skipped: ")
             && text.contains(&second.restore_skipped[0]),
@@ -1070,17 +1079,11 @@ sleep 100000
 /// with the digest of an uninterrupted run.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_s3_outage_leaves_the_job_running_shows_the_lag_and_uploads_catch_up() {
-    let nats = start_nats().await;
-    let s3 = start_s3().await;
-    let mut stack = Stack::new(&nats, &s3, "s3-outage").await;
-    stack.checkpoint_env = vec![(
-        "QM_CHECKPOINT_S3_RESPONSE_TIMEOUT_SECONDS".into(),
-        "2".into(),
-    )];
-    stack.admission();
-    stack.scheduler("scheduler-1");
-    stack.apply(QUEUE_YAML).await;
-    stack.wait_leader("scheduler-1").await;
+    let (_nats, s3, mut stack) = stack_with_checkpoint_env(
+        "s3-outage",
+        &[("QM_CHECKPOINT_S3_RESPONSE_TIMEOUT_SECONDS", "2")],
+    )
+    .await;
     stack.executor("node-1", "training", "ml.g5.xlarge", 1);
     let (job, expected) = long_job_running(&stack, "1200").await;
     let j = stack
@@ -1105,13 +1108,7 @@ async fn an_s3_outage_leaves_the_job_running_shows_the_lag_and_uploads_catch_up(
     assert!(since >= paused_at, "{since} < {paused_at}");
     assert!(a.checkpoint_upload_error.is_some(), "{a:#?}");
     let stuck = a.last_checkpoint_step.unwrap_or(0);
-    let out = std::process::Command::new(qm_integration_tests::stack::bin("qm"))
-        .args(["--nats", &stack.nats_url, "--nkey"])
-        .arg(stack.auth.key("platform"))
-        .args(["describe", &job])
-        .output()
-        .expect("qm runs");
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = qm_describe(&stack, &job);
     assert!(
         text.contains("attempt 1: checkpoints not uploaded since "),
         "{text}"
@@ -1147,19 +1144,15 @@ async fn an_s3_outage_leaves_the_job_running_shows_the_lag_and_uploads_catch_up(
 /// and after a preemption the next attempt restores it byte for byte.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_checkpoint_service_killed_mid_upload_leaves_no_part_and_the_restore_is_whole() {
-    let nats = start_nats().await;
-    let s3 = start_s3().await;
-    let mut stack = Stack::new(&nats, &s3, "killed-upload").await;
     // Small parts, two at a time: the upload takes long enough to be cut.
-    stack.checkpoint_env = vec![
-        ("QM_CHECKPOINT_PART_SIZE_MIB".into(), "5".into()),
-        ("QM_CHECKPOINT_TRANSFER_PARALLELISM".into(), "2".into()),
-    ];
-    stack.scheduler_env = vec![("QM_SCHEDULER_LEASE_SECONDS".into(), "2".into())];
-    stack.admission();
-    stack.scheduler("scheduler-1");
-    stack.apply(QUEUE_YAML).await;
-    stack.wait_leader("scheduler-1").await;
+    let (_nats, s3, mut stack) = stack_with_checkpoint_env(
+        "killed-upload",
+        &[
+            ("QM_CHECKPOINT_PART_SIZE_MIB", "5"),
+            ("QM_CHECKPOINT_TRANSFER_PARALLELISM", "2"),
+        ],
+    )
+    .await;
     stack.executor("node-1", "training", "ml.g5.xlarge", 3);
     let forever = ["--steps", "1000000", "--step-delay-ms", "20"];
     let own = stack
@@ -1180,26 +1173,8 @@ mv "$d/.big" "$d/state.bin"
 save two 2
 sleep 100000
 "#;
-    let job = stack
-        .submit(&qm_wire::messages::SubmitServiceJob {
-            job_name: "cut".into(),
-            job_queue: "training".into(),
-            quota_share_name: Some("QS1".into()),
-            instance_type: "ml.g5.xlarge".into(),
-            scheduling_priority: Some(1),
-            checkpoint_config: Some(Default::default()),
-            termination_grace_period_seconds: Some(5),
-            command: vec!["sh".into(), "-c".into(), script.into()],
-            ..Default::default()
-        })
-        .await;
-    stack
-        .wait_for(&job, 60, "checkpoint 1 committed", |j| {
-            j.attempts
-                .first()
-                .is_some_and(|a| a.last_checkpoint_step == Some(1))
-        })
-        .await;
+    let job = stack.submit(&script_job("cut", script)).await;
+    stack.wait_committed(&job, 1).await;
     let store = s3.store();
     let prefix = format!("training/{job}");
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -1237,31 +1212,9 @@ sleep 100000
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     // QS2's owner reclaims the borrowed instance; the job resumes.
-    let owner = stack
-        .submit(&trainer_job(
-            "owner",
-            "training",
-            "QS2",
-            1,
-            &["--steps", "5"],
-        ))
-        .await;
-    stack
-        .wait_for(&owner, 300, "SUCCEEDED", |j| j.status == "SUCCEEDED")
-        .await;
-    let j = stack.wait_final(&job, 600).await;
-    assert_eq!(j.status, "SUCCEEDED", "{j:#?}");
-    assert_eq!(
-        j.attempts[0].outcome.as_deref(),
-        Some("PREEMPTED_CROSS_SHARE")
-    );
+    let j = reclaim_and_resume(&stack, &job, 600).await;
     assert_eq!(j.attempts[1].restored_checkpoint_step, Some(2), "{j:#?}");
-    let wrote = stack.attempt_stdout("node-1", &job, 1);
-    let digest = wrote
-        .lines()
-        .find_map(|l| l.strip_prefix("wrote "))
-        .unwrap_or_else(|| panic!("attempt 1 prints its digest: {wrote}"))
-        .to_string();
+    let digest = written_digest(&stack, &job);
     assert_eq!(
         stack.attempt_stdout("node-1", &job, 2).trim(),
         format!("found {digest} two"),
