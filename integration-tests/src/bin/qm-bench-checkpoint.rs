@@ -11,7 +11,8 @@
 //! transfer goes to a fresh destination. Reported: MiB/s of each, the
 //! ratio, and peak memory (rclone's VmHWM sampled every 20 ms;
 //! Quartermaster's, this process's VmHWM reset before each transfer).
-//! `QM_BENCH_CKPT_ONLY=8` or `=1000` runs one set.
+//! `QM_BENCH_CKPT_ONLY=8` or `=1000` runs one set; `QM_BENCH_CKPT_PARALLEL`
+//! and `QM_BENCH_CKPT_PART_MIB` try other transfer settings.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -48,7 +49,11 @@ async fn main() {
         std::process::exit(2);
     }
     let s3 = qm_integration_tests::start_s3().await;
-    let config = s3.config.clone();
+    let mut config = s3.config.clone();
+    // The service's settings, to try others: transferParallelism, partSizeMiB.
+    config.transfer.parallel = env_or("QM_BENCH_CKPT_PARALLEL", config.transfer.parallel);
+    let part_mib = env_or("QM_BENCH_CKPT_PART_MIB", (config.transfer.part_size >> 20) as usize);
+    config.transfer.part_size = (part_mib as u64) << 20;
     let store = S3Store::new(&config);
     let root = std::env::temp_dir().join(format!("qm-bench-ckpt-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);

@@ -120,6 +120,25 @@ fn hash_file(path: &Path) -> Result<(u64, String), SyncError> {
 /// starting with `.`, such as a trainer's `.state.tmp` before its rename) are
 /// work in progress and left out.
 pub fn scan(dir: &Path) -> Result<Vec<(FileEntry, PathBuf)>, SyncError> {
+    walk(dir)?
+        .into_iter()
+        .map(|(rel, path)| {
+            let (size, sha256) = hash_file(&path)?;
+            Ok((
+                FileEntry {
+                    path: rel,
+                    size,
+                    sha256,
+                },
+                path,
+            ))
+        })
+        .collect()
+}
+
+/// The visible files of a checkpoint directory (relative path, full path),
+/// sorted by relative path; nothing is read.
+fn walk(dir: &Path) -> Result<Vec<(String, PathBuf)>, SyncError> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(current) = stack.pop() {
@@ -140,19 +159,11 @@ pub fn scan(dir: &Path) -> Result<Vec<(FileEntry, PathBuf)>, SyncError> {
                     .map(|c| c.as_os_str().to_string_lossy().into_owned())
                     .collect::<Vec<_>>()
                     .join("/");
-                let (size, sha256) = hash_file(&path)?;
-                out.push((
-                    FileEntry {
-                        path: rel,
-                        size,
-                        sha256,
-                    },
-                    path,
-                ));
+                out.push((rel, path));
             }
         }
     }
-    out.sort_by(|a, b| a.0.path.cmp(&b.0.path));
+    out.sort();
     Ok(out)
 }
 
@@ -265,9 +276,9 @@ pub async fn commit<S: ObjectStore>(
         step,
         created_at_ms,
     } = info;
-    let (before, files) = {
+    let (before, listed) = {
         let dir = dir.to_path_buf();
-        blocking(dir.clone(), move || Ok((fingerprint(&dir)?, scan(&dir)?))).await?
+        blocking(dir.clone(), move || Ok((fingerprint(&dir)?, walk(&dir)?))).await?
     };
     // Known blobs count only while the checkpoint they are those of exists
     // (see [`Uploaded`]); a writer that knows none (a restarted service, or
@@ -289,30 +300,47 @@ pub async fn commit<S: ObjectStore>(
     // and sending it again makes it young. What this commit sent counts as
     // uploaded only once its manifest references it.
     //
-    // Files move several at once (the store bounds the requests in flight).
-    // Each is sent from the file as it is now: a file changed since it was
-    // hashed changes its fingerprint, and the commit fails below.
-    let mut sent = BTreeSet::new();
-    // (Owned items: a stream over borrowed ones is not Send for every
-    // lifetime, which the services' spawned tasks need.)
-    let to_send: Vec<(String, PathBuf, u64)> = files
-        .iter()
-        .filter(|(entry, _)| {
-            !uploaded.blobs.contains(&entry.sha256) && sent.insert(entry.sha256.clone())
+    // Each file is hashed and, if its blob is to be sent, sent at once,
+    // several files at a time (the store bounds the requests in flight):
+    // hashing one file overlaps sending another. Each is sent from the file
+    // as it is now: a file changed since it was hashed changes its
+    // fingerprint, and the commit fails below. (Owned items: a stream over
+    // borrowed ones is not Send for every lifetime, which the services'
+    // spawned tasks need.)
+    let known = &uploaded.blobs;
+    let sent = std::sync::Mutex::new(BTreeSet::new());
+    let sent = &sent;
+    let mut files: Vec<(FileEntry, PathBuf)> = futures::stream::iter(listed)
+        .map(|(rel, path)| async move {
+            let hashed = path.clone();
+            let (size, sha256) = blocking(path.clone(), move || hash_file(&hashed)).await?;
+            let first = !known.contains(&sha256)
+                && sent
+                    .lock()
+                    .map_err(|_| {
+                        SyncError::Store(StoreError::Transient(
+                            "a commit's state was poisoned".into(),
+                        ))
+                    })?
+                    .insert(sha256.clone());
+            if first {
+                store
+                    .put_file(&manifest::blob_key(prefix, &sha256), &path, size)
+                    .await?;
+            }
+            Ok::<_, SyncError>((
+                FileEntry {
+                    path: rel,
+                    size,
+                    sha256,
+                },
+                path,
+            ))
         })
-        .map(|(entry, path)| {
-            (
-                manifest::blob_key(prefix, &entry.sha256),
-                path.clone(),
-                entry.size,
-            )
-        })
-        .collect();
-    futures::stream::iter(to_send)
-        .map(|(key, path, size)| async move { store.put_file(&key, &path, size).await })
         .buffer_unordered(store.concurrency().max(1))
-        .try_collect::<Vec<()>>()
+        .try_collect()
         .await?;
+    files.sort_by(|a, b| a.0.path.cmp(&b.0.path));
     let step = match step {
         Some(s) => Some(s),
         None => fs::read_to_string(dir.join(STEP_FILE))
