@@ -52,7 +52,10 @@ async fn main() {
     let mut config = s3.config.clone();
     // The service's settings, to try others: transferParallelism, partSizeMiB.
     config.transfer.parallel = env_or("QM_BENCH_CKPT_PARALLEL", config.transfer.parallel);
-    let part_mib = env_or("QM_BENCH_CKPT_PART_MIB", (config.transfer.part_size >> 20) as usize);
+    let part_mib = env_or(
+        "QM_BENCH_CKPT_PART_MIB",
+        (config.transfer.part_size >> 20) as usize,
+    );
     config.transfer.part_size = (part_mib as u64) << 20;
     let store = S3Store::new(&config);
     let root = std::env::temp_dir().join(format!("qm-bench-ckpt-{}", std::process::id()));
