@@ -52,23 +52,34 @@ pub struct ShareLedger {
 }
 
 impl ShareLedger {
-    /// The causes an attempt loses work for, in a fixed order.
-    pub const CAUSES: [AttemptOutcome; 4] = [
-        AttemptOutcome::PreemptedCrossShare,
-        AttemptOutcome::PreemptedInShare,
-        AttemptOutcome::PreemptedLimitReduced,
-        AttemptOutcome::HostLost,
-    ];
+    /// Each cause an attempt loses work for, with its totals, in a fixed
+    /// order.
+    pub fn causes(&self) -> [(AttemptOutcome, LostWork); 4] {
+        [
+            (
+                AttemptOutcome::PreemptedCrossShare,
+                self.preempted_cross_share,
+            ),
+            (AttemptOutcome::PreemptedInShare, self.preempted_in_share),
+            (
+                AttemptOutcome::PreemptedLimitReduced,
+                self.preempted_limit_reduced,
+            ),
+            (AttemptOutcome::HostLost, self.host_lost),
+        ]
+    }
 
-    /// The totals for `cause` (None for an outcome that loses no work).
-    pub fn cause(&self, cause: AttemptOutcome) -> Option<&LostWork> {
-        match cause {
-            AttemptOutcome::PreemptedCrossShare => Some(&self.preempted_cross_share),
-            AttemptOutcome::PreemptedInShare => Some(&self.preempted_in_share),
-            AttemptOutcome::PreemptedLimitReduced => Some(&self.preempted_limit_reduced),
-            AttemptOutcome::HostLost => Some(&self.host_lost),
-            _ => None,
-        }
+    /// The causes this share's jobs lost work to (those with nothing lost
+    /// left out): what `qm snapshot` and the simulator's report list.
+    pub fn lost_by_cause(&self) -> impl Iterator<Item = (AttemptOutcome, LostWork)> {
+        self.causes().into_iter().filter(|(_, w)| !w.is_empty())
+    }
+
+    /// Nothing lost, nothing lost for it, nothing restored: not listed.
+    pub fn is_empty(&self) -> bool {
+        self.lost_by_cause().next().is_none()
+            && self.lost_for_this_share.is_empty()
+            && self.restored_bytes == 0
     }
 
     pub(crate) fn cause_mut(&mut self, cause: AttemptOutcome) -> Option<&mut LostWork> {
@@ -83,10 +94,9 @@ impl ShareLedger {
 
     /// All causes together.
     pub fn total(&self) -> LostWork {
-        Self::CAUSES
+        self.causes()
             .iter()
-            .filter_map(|c| self.cause(*c))
-            .fold(LostWork::default(), |a, b| LostWork {
+            .fold(LostWork::default(), |a, (_, b)| LostWork {
                 attempts: a.attempts + b.attempts,
                 recomputed_instance_ms: a
                     .recomputed_instance_ms

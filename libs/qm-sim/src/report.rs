@@ -428,15 +428,12 @@ pub(crate) fn build(sim: &Simulation, end: Time) -> Report {
         .share_indices()
         .filter_map(|s| {
             let ledger = c.lost_work(s);
-            let by_cause: BTreeMap<String, LostOut> = qm_core::ShareLedger::CAUSES
-                .iter()
-                .filter_map(|cause| Some((cause.as_str().to_string(), *ledger.cause(*cause)?)))
-                .filter(|(_, w)| !w.is_empty())
-                .map(|(cause, w)| (cause, w.into()))
-                .collect();
-            (!by_cause.is_empty() || !ledger.lost_for_this_share.is_empty()).then(|| LostWorkOut {
+            (!ledger.is_empty()).then(|| LostWorkOut {
                 quota_share_name: c.share_config(s).name.clone(),
-                by_cause,
+                by_cause: ledger
+                    .lost_by_cause()
+                    .map(|(cause, w)| (cause.as_str().to_string(), w.into()))
+                    .collect(),
                 lost_for_this_share: ledger.lost_for_this_share.into(),
             })
         })

@@ -22,7 +22,7 @@
 //! (delivery is at least once across a failover; `jobId`, `to` and `attempt`
 //! identify a duplicate).
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
@@ -1261,18 +1261,15 @@ fn lost_work_of(c: &qm_core::Cluster, s: qm_core::ShareIdx) -> Option<ShareLostW
         attempts: w.attempts,
         recomputed_instance_ms: w.recomputed_instance_ms,
     };
-    let by_cause: BTreeMap<String, LostWorkTotal> = qm_core::ShareLedger::CAUSES
-        .iter()
-        .filter_map(|cause| Some((cause, ledger.cause(*cause)?)))
-        .filter(|(_, w)| !w.is_empty())
-        .map(|(cause, w)| (cause.as_str().to_string(), total(w)))
-        .collect();
-    if by_cause.is_empty() && ledger.lost_for_this_share.is_empty() && ledger.restored_bytes == 0 {
+    if ledger.is_empty() {
         return None;
     }
     Some(ShareLostWork {
         quota_share_name: c.share_config(s).name.clone(),
-        by_cause,
+        by_cause: ledger
+            .lost_by_cause()
+            .map(|(cause, w)| (cause.as_str().to_string(), total(&w)))
+            .collect(),
         lost_for_this_share: total(&ledger.lost_for_this_share),
         restored_bytes: ledger.restored_bytes,
     })
