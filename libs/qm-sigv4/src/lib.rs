@@ -54,7 +54,7 @@ pub enum SigError {
     Malformed(String),
     /// Signed for another region, service or day.
     WrongScope(String),
-    /// `X-Amz-Date` too far from now.
+    /// `X-Amz-Date` too far from now, either way (the message says which).
     Expired(String),
     /// No such access key.
     UnknownKey,
@@ -91,7 +91,7 @@ impl fmt::Display for SigError {
             SigError::Missing(why) => write!(f, "Missing Authentication Token: {why}"),
             SigError::Malformed(why) => write!(f, "{why}"),
             SigError::WrongScope(why) => write!(f, "Credential should be scoped {why}"),
-            SigError::Expired(why) => write!(f, "Signature expired: {why}"),
+            SigError::Expired(why) => write!(f, "{why}"),
             SigError::UnknownKey => {
                 write!(f, "The security token included in the request is invalid.")
             }
@@ -159,9 +159,15 @@ pub fn verify(
             &amz_date[..8]
         )));
     }
-    if (now - signed_at).abs() > MAX_SKEW_SECS {
+    if now - signed_at > MAX_SKEW_SECS {
         return Err(SigError::Expired(format!(
-            "{amz_date} is more than {} minutes from now",
+            "Signature expired: {amz_date} is more than {} minutes ago",
+            MAX_SKEW_SECS / 60
+        )));
+    }
+    if signed_at - now > MAX_SKEW_SECS {
+        return Err(SigError::Expired(format!(
+            "Signature not yet current: {amz_date} is more than {} minutes from now",
             MAX_SKEW_SECS / 60
         )));
     }

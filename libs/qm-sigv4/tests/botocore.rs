@@ -157,9 +157,13 @@ fn a_changed_request_or_a_wrong_secret_does_not_verify() {
         };
         assert_eq!(check(&r, SIGNED_AT), Err(SigError::Mismatch));
         // Replayed later, or signed in the future.
-        for now in [SIGNED_AT + MAX_SKEW_SECS + 1, SIGNED_AT - MAX_SKEW_SECS - 1] {
+        for (now, says) in [
+            (SIGNED_AT + MAX_SKEW_SECS + 1, "Signature expired"),
+            (SIGNED_AT - MAX_SKEW_SECS - 1, "Signature not yet current"),
+        ] {
             let e = check(&base, now).expect_err("out of the window");
             assert!(matches!(e, SigError::Expired(_)), "{e:?}");
+            assert!(e.to_string().starts_with(says), "{e}");
             assert_eq!(e.code(), "InvalidSignatureException");
         }
         // Signed for another region or service.
