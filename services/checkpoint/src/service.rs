@@ -706,3 +706,25 @@ impl Lag {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lag_is_reported_at_once_then_only_for_a_new_error_a_minute_later() {
+        let ago = |secs| {
+            std::time::Instant::now()
+                .checked_sub(Duration::from_secs(secs))
+                .expect("the clock is past that")
+        };
+        let lag = |reported| Lag { since: 0, reported };
+        assert!(lag(None).due("timed out"), "the first failure");
+        let just = lag(Some(("timed out".to_string(), ago(0))));
+        assert!(!just.due("timed out"));
+        assert!(!just.due("connection refused"), "not twice in a minute");
+        let minute = lag(Some(("timed out".to_string(), ago(61))));
+        assert!(minute.due("connection refused"), "a new error, later");
+        assert!(!minute.due("timed out"), "the same error is not repeated");
+    }
+}
