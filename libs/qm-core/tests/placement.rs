@@ -329,32 +329,13 @@ fn every_ranks_restore_counts_once_in_the_attempt_and_the_ledger() {
         skipped: skipped.iter().map(|s| s.to_string()).collect(),
     };
     let corrupt = "7: blob 3f2a... does not match its digest";
-    w.c.rank_starting(
-        id,
-        1,
-        w.node("n1"),
-        restore(1 << 30, &[corrupt]),
-        Time::ZERO,
-    )
-    .expect("rank");
-    // A report sent again (the executor resends until acknowledged) adds
-    // nothing.
-    w.c.rank_starting(
-        id,
-        1,
-        w.node("n1"),
-        restore(1 << 30, &[corrupt]),
-        Time::ZERO,
-    )
-    .expect("rank");
-    w.c.rank_starting(
-        id,
-        1,
-        w.node("n2"),
-        restore(1 << 30, &[corrupt]),
-        Time::ZERO,
-    )
-    .expect("rank");
+    // n1 reports twice (the executor resends until acknowledged: the second
+    // adds nothing), then n2 once.
+    for node in ["n1", "n1", "n2"] {
+        let n = w.node(node);
+        w.c.rank_starting(id, 1, n, restore(1 << 30, &[corrupt]), Time::ZERO)
+            .expect("rank");
+    }
     let a = &w.c.job(id).expect("g").attempts[0];
     assert_eq!(a.restored_bytes, 2 << 30);
     assert_eq!(a.restore_skipped, vec![corrupt.to_string()]);
