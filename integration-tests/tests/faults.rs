@@ -28,9 +28,22 @@ async fn stack_with_lease(
     name: &str,
     lease: u32,
 ) -> (qm_integration_tests::stack::Nats, S3Server, Stack) {
+    stack_with(name, lease, &[]).await
+}
+
+/// The same, the checkpoint services started with `checkpoint_env` too.
+async fn stack_with(
+    name: &str,
+    lease: u32,
+    checkpoint_env: &[(&str, &str)],
+) -> (qm_integration_tests::stack::Nats, S3Server, Stack) {
     let nats = start_nats().await;
     let s3 = start_s3().await;
     let mut stack = Stack::new(&nats, &s3, name).await;
+    stack.checkpoint_env = checkpoint_env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     stack.scheduler_env = vec![
         ("QM_SCHEDULER_LEASE_SECONDS".into(), lease.to_string()),
         ("QM_SCHEDULER_EXECUTOR_TIMEOUT_SECONDS".into(), "3".into()),
@@ -664,7 +677,15 @@ async fn a_first_scheduler_announces_the_submits_stored_before_it_started() {
 /// that runs until the end: a QS1 job submitted next borrows QS2's, which
 /// QS2's next job reclaims.
 async fn lender_stack(name: &str) -> (qm_integration_tests::stack::Nats, S3Server, Stack) {
-    let (n, s, mut stack) = stack(name).await;
+    lender_stack_with(name, &[]).await
+}
+
+/// The same, the checkpoint services started with `checkpoint_env` too.
+async fn lender_stack_with(
+    name: &str,
+    checkpoint_env: &[(&str, &str)],
+) -> (qm_integration_tests::stack::Nats, S3Server, Stack) {
+    let (n, s, mut stack) = stack_with(name, 2, checkpoint_env).await;
     stack.executor("node-1", "training", "ml.g5.xlarge", 3);
     let forever = ["--steps", "1000000", "--step-delay-ms", "20"];
     let own = stack
@@ -855,27 +876,6 @@ fn qm_describe(stack: &Stack, job: &str) -> String {
         .expect("qm runs");
     assert!(out.status.success(), "{out:?}");
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// NATS, S3, admission and a leading scheduler-1 (2 s lease), with the
-/// checkpoint services' extra settings `checkpoint_env`.
-async fn stack_with_checkpoint_env(
-    name: &str,
-    checkpoint_env: &[(&str, &str)],
-) -> (qm_integration_tests::stack::Nats, S3Server, Stack) {
-    let nats = start_nats().await;
-    let s3 = start_s3().await;
-    let mut stack = Stack::new(&nats, &s3, name).await;
-    stack.checkpoint_env = checkpoint_env
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    stack.scheduler_env = vec![("QM_SCHEDULER_LEASE_SECONDS".into(), "2".into())];
-    stack.admission();
-    stack.scheduler("scheduler-1");
-    stack.apply(QUEUE_YAML).await;
-    stack.wait_leader("scheduler-1").await;
-    (nats, s3, stack)
 }
 
 /// QS2's owner reclaims the instance a QS1 job borrows; waits for the
@@ -1079,8 +1079,9 @@ sleep 100000
 /// with the digest of an uninterrupted run.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_s3_outage_leaves_the_job_running_shows_the_lag_and_uploads_catch_up() {
-    let (_nats, s3, mut stack) = stack_with_checkpoint_env(
+    let (_nats, s3, mut stack) = stack_with(
         "s3-outage",
+        2,
         &[("QM_CHECKPOINT_S3_RESPONSE_TIMEOUT_SECONDS", "2")],
     )
     .await;
@@ -1145,7 +1146,7 @@ async fn an_s3_outage_leaves_the_job_running_shows_the_lag_and_uploads_catch_up(
 #[tokio::test(flavor = "multi_thread")]
 async fn a_checkpoint_service_killed_mid_upload_leaves_no_part_and_the_restore_is_whole() {
     // Small parts, two at a time: the upload takes long enough to be cut.
-    let (_nats, s3, mut stack) = stack_with_checkpoint_env(
+    let (_nats, s3, mut stack) = lender_stack_with(
         "killed-upload",
         &[
             ("QM_CHECKPOINT_PART_SIZE_MIB", "5"),
@@ -1153,14 +1154,6 @@ async fn a_checkpoint_service_killed_mid_upload_leaves_no_part_and_the_restore_i
         ],
     )
     .await;
-    stack.executor("node-1", "training", "ml.g5.xlarge", 3);
-    let forever = ["--steps", "1000000", "--step-delay-ms", "20"];
-    let own = stack
-        .submit(&trainer_job("own", "training", "QS1", 5, &forever))
-        .await;
-    stack
-        .wait_for(&own, 60, "RUNNING", |j| j.status == "RUNNING")
-        .await;
     let script = r#"set -e
 d="$QM_CHECKPOINT_DIR"
 if [ -f "$d/state.bin" ]; then echo "found $(sha256sum "$d/state.bin" | cut -d' ' -f1) $(cat "$d/step.txt")"; exit 0; fi
