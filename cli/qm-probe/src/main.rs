@@ -72,12 +72,15 @@ fn status(target: &Target, timeout: Duration) -> Result<u16, String> {
     stream
         .set_write_timeout(Some(timeout))
         .map_err(|e| e.to_string())?;
-    write!(
-        stream,
+    // One write of the whole request: `write!` on an unbuffered stream sends
+    // each formatted piece as its own segment.
+    let request = format!(
         "GET {} HTTP/1.1\r\nHost: {}:{}\r\nUser-Agent: qm-probe\r\nConnection: close\r\n\r\n",
         target.path, target.host, target.port
-    )
-    .map_err(|e| format!("{addr}: {e}"))?;
+    );
+    stream
+        .write_all(request.as_bytes())
+        .map_err(|e| format!("{addr}: {e}"))?;
     // The status line is all that matters; read at most 1 KiB of the head.
     let mut head = Vec::new();
     let mut buf = [0u8; 256];
@@ -209,10 +212,17 @@ mod tests {
         let port = listener.local_addr().expect("addr").port();
         let handle = std::thread::spawn(move || {
             let (mut s, _) = listener.accept().expect("accept");
+            // Read the whole head, however many segments it comes in.
+            let mut seen = Vec::new();
             let mut buf = [0u8; 1024];
-            let n = s.read(&mut buf).unwrap_or(0);
+            while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => seen.extend_from_slice(&buf[..n]),
+                }
+            }
             let _ = s.write_all(reply.as_bytes());
-            String::from_utf8_lossy(&buf[..n]).into_owned()
+            String::from_utf8_lossy(&seen).into_owned()
         });
         (port, handle)
     }
