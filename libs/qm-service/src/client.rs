@@ -54,6 +54,10 @@ pub struct Client {
     pub timeout: Duration,
     /// Who this client is: its requests go on `qm.v1.api.<principal>.*`.
     pub principal: String,
+    /// The AWS Batch gateway's client: the principal whose signature it
+    /// verified, sent in the `Qm-Caller` header (admission believes it
+    /// only from a gateway principal; ADR 0012).
+    pub acting_for: Option<String>,
 }
 
 impl Client {
@@ -62,6 +66,15 @@ impl Client {
             nats,
             timeout: Duration::from_secs(10),
             principal: principal.into(),
+            acting_for: None,
+        }
+    }
+
+    /// This client, its requests made for `principal` (the gateway's).
+    pub fn acting_for(&self, principal: &str) -> Client {
+        Client {
+            acting_for: Some(principal.to_string()),
+            ..self.clone()
         }
     }
 
@@ -90,9 +103,13 @@ impl Client {
         service: &'static str,
     ) -> Result<R, CallError> {
         let started = std::time::Instant::now();
-        let request =
-            self.nats
-                .request_with_headers(subject.clone(), qm_wire::trace::headers(), body);
+        let mut headers = qm_wire::trace::headers();
+        if let Some(who) = &self.acting_for {
+            headers.insert(qm_wire::subjects::CALLER_HEADER, who.as_str());
+        }
+        let request = self
+            .nats
+            .request_with_headers(subject.clone(), headers, body);
         let msg = match tokio::time::timeout(self.timeout, request).await {
             Err(_) | Ok(Err(_)) if crate::nats::violation_since(started).is_some() => {
                 return Err(CallError::Refused {

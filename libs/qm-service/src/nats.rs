@@ -265,7 +265,12 @@ pub struct StorageError {
     pub source: async_nats::Error,
 }
 
-async fn bucket(js: &jetstream::Context, config: kv::Config) -> Result<kv::Store, StorageError> {
+/// Opens KV bucket `config.bucket`, creating it as configured when it is
+/// not there yet.
+pub async fn bucket(
+    js: &jetstream::Context,
+    config: kv::Config,
+) -> Result<kv::Store, StorageError> {
     let name = config.bucket.clone();
     match js.get_key_value(&name).await {
         Ok(store) => Ok(store),

@@ -189,6 +189,7 @@ pub fn default_metrics_port(service: &str) -> u16 {
         "scheduler" => 9642,
         "executor" => 9643,
         "checkpoint" => 9644,
+        "gateway" => 9645,
         _ => 9640,
     }
 }

@@ -35,6 +35,12 @@ pub struct Tenancy {
     pub readers: Vec<String>,
     #[serde(default)]
     pub services: Services,
+    /// AWS access key id -> the principal (an admin, reader or team user)
+    /// the AWS Batch gateway may act for when a request is signed with that
+    /// key. The secrets are not here: they live only in the gateway's keys
+    /// file (ADR 0012).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub aws_access_keys: BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,6 +68,10 @@ pub struct Services {
     /// Checkpoint service principal -> the nodes it serves.
     #[serde(default)]
     pub checkpoint: BTreeMap<String, CheckpointIdentity>,
+    /// Principals of AWS Batch gateway instances: they may speak for the
+    /// principals `awsAccessKeys` names, and for no one else.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gateway: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -105,6 +115,7 @@ pub enum Role {
     Scheduler,
     Executor(ExecutorIdentity),
     Checkpoint(CheckpointIdentity),
+    Gateway,
 }
 
 impl Role {
@@ -118,6 +129,7 @@ impl Role {
             Role::Scheduler => "scheduler".into(),
             Role::Executor(_) => "executor".into(),
             Role::Checkpoint(_) => "checkpoint service".into(),
+            Role::Gateway => "AWS Batch gateway".into(),
         }
     }
 }
@@ -241,6 +253,9 @@ impl Tenancy {
         for (i, a) in s.scheduler.iter().enumerate() {
             principal(&mut p, a, format!("services.scheduler[{i}]"));
         }
+        for (i, a) in s.gateway.iter().enumerate() {
+            principal(&mut p, a, format!("services.gateway[{i}]"));
+        }
         let mut executor_owner: BTreeMap<&str, &str> = BTreeMap::new();
         for (name, e) in &s.executors {
             principal(&mut p, name, format!("services.executors.{name}"));
@@ -288,7 +303,52 @@ impl Tenancy {
                 }
             }
         }
+        for (key, who) in &self.aws_access_keys {
+            if !access_key_id_ok(key) {
+                p.push(format!(
+                    "awsAccessKeys.{key}: an access key id is 16 to 128 uppercase letters and digits"
+                ));
+            }
+            if !self.may_be_spoken_for(who) {
+                p.push(format!(
+                    "awsAccessKeys.{key}: {who:?} is not an admin, reader or team user of this file (only people, never services, may hold access keys)"
+                ));
+            }
+        }
+        if !self.aws_access_keys.is_empty() && s.gateway.is_empty() {
+            p.push(
+                "awsAccessKeys: name the gateway's principal in services.gateway (no one can use the keys without it)"
+                    .into(),
+            );
+        }
         p
+    }
+
+    /// May the AWS Batch gateway act for `principal` at all? Only admins,
+    /// readers and team users may, never a service identity.
+    fn may_be_spoken_for(&self, principal: &str) -> bool {
+        matches!(
+            self.role(principal),
+            Some(Role::Admin | Role::Reader | Role::Team { .. })
+        )
+    }
+
+    /// The principal an AWS access key id acts as, if the file maps it.
+    pub fn access_key_principal(&self, access_key_id: &str) -> Option<&str> {
+        self.aws_access_keys.get(access_key_id).map(String::as_str)
+    }
+
+    /// The caller a gateway request speaks for: `principal` must hold an
+    /// access key in this file (so a gateway cannot act for anyone else,
+    /// services included).
+    pub fn spoken_for(&self, principal: &str) -> Result<Caller, Denied> {
+        let holds_key = self.aws_access_keys.values().any(|p| p == principal);
+        match self.caller(principal) {
+            Some(caller) if holds_key && self.may_be_spoken_for(principal) => Ok(caller),
+            _ => Err(Denied(format!(
+                "the gateway may not act for {principal:?}: no access key in the tenancy file's awsAccessKeys maps to it"
+            ))),
+        }
     }
 
     /// The role of `principal`, if the file declares it.
@@ -320,6 +380,9 @@ impl Tenancy {
         if let Some(c) = s.checkpoint.get(principal) {
             return Some(Role::Checkpoint(c.clone()));
         }
+        if s.gateway.iter().any(|a| a == principal) {
+            return Some(Role::Gateway);
+        }
         None
     }
 
@@ -336,6 +399,7 @@ impl Tenancy {
         all.extend(s.scheduler.iter().cloned());
         all.extend(s.executors.keys().cloned());
         all.extend(s.checkpoint.keys().cloned());
+        all.extend(s.gateway.iter().cloned());
         all.into_iter().collect()
     }
 
@@ -365,6 +429,15 @@ impl Tenancy {
             ))),
         }
     }
+}
+
+/// An AWS access key id: 16 to 128 uppercase letters and digits (AWS's
+/// own are 20, `AKIA...`).
+fn access_key_id_ok(key: &str) -> bool {
+    (16..=128).contains(&key.len())
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
 }
 
 /// What a caller wants to do.
@@ -559,6 +632,51 @@ services:
 
     fn tenancy() -> Tenancy {
         Tenancy::parse(EXAMPLE).expect("the example is valid")
+    }
+
+    #[test]
+    fn the_gateway_speaks_only_for_people_holding_access_keys() {
+        let with_keys = format!(
+            "{EXAMPLE}  gateway: [aws-gateway]\nawsAccessKeys:\n  AKIAALICE0000000001: alice\n  AKIAPLATFORM0000001: platform\n"
+        );
+        let t = Tenancy::parse(&with_keys).expect("valid");
+        assert_eq!(t.role("aws-gateway"), Some(Role::Gateway));
+        assert_eq!(t.access_key_principal("AKIAALICE0000000001"), Some("alice"));
+        assert_eq!(t.access_key_principal("AKIANOBODY000000001"), None);
+        assert_eq!(t.spoken_for("alice").expect("alice").role, "TEAM");
+        assert_eq!(t.spoken_for("platform").expect("platform").role, "ADMIN");
+        // No key: bob exists but cannot be spoken for; nor can services.
+        for who in [
+            "bob",
+            "admission",
+            "scheduler",
+            "node-1",
+            "aws-gateway",
+            "mallory",
+        ] {
+            let e = t.spoken_for(who).expect_err(who);
+            assert!(e.0.contains("may not act for"), "{e}");
+        }
+        let perms = nats::permissions(&t, "aws-gateway").expect("declared");
+        assert_eq!(perms.publish[0], "qm.v1.api.aws-gateway.>");
+        assert!(!perms.responds);
+        assert!(perms.subscribe == vec!["_INBOX_aws-gateway.>".to_string()]);
+        assert!(!perms.publish.iter().any(|p| p.starts_with("qm.v1.log")));
+
+        // A key for a service, a key for an unknown principal, a bad id,
+        // and keys without a gateway are all refused, each named.
+        let bad = format!(
+            "{EXAMPLE}awsAccessKeys:\n  AKIASERVICE00000001: scheduler\n  AKIAGHOST0000000001: ghost\n  short: alice\n"
+        );
+        let e = Tenancy::parse(&bad).expect_err("invalid").0.join("\n");
+        for says in [
+            "awsAccessKeys.AKIASERVICE00000001: \"scheduler\" is not an admin, reader or team user",
+            "awsAccessKeys.AKIAGHOST0000000001: \"ghost\"",
+            "awsAccessKeys.short: an access key id is 16 to 128",
+            "name the gateway's principal in services.gateway",
+        ] {
+            assert!(e.contains(says), "{says:?} not in {e}");
+        }
     }
 
     #[test]

@@ -187,6 +187,19 @@ pub fn permissions(tenancy: &Tenancy, principal: &str) -> Option<Permissions> {
             // The fencing epoch comes from the leader's lease, read here.
             kv_reader(subjects::LEADER_BUCKET, p);
         }
+        Role::Gateway => {
+            // Its own API subject (admission believes its Qm-Caller header
+            // only there), and the bucket of what AWS Batch has and
+            // Quartermaster does not (tags, scheduling policies, service
+            // environments, submitted payloads).
+            perms.publish.push(api(principal));
+            let p = &mut perms.publish;
+            p.push("$JS.API.INFO".into());
+            for name in [subjects::GATEWAY_BUCKET, subjects::GATEWAY_JOBS_BUCKET] {
+                p.push(format!("$JS.API.STREAM.CREATE.KV_{name}"));
+                kv_writer(name, p);
+            }
+        }
         Role::Checkpoint(identity) => {
             perms.responds = true;
             let p = &mut perms.publish;

@@ -427,6 +427,13 @@ pub struct ServiceJob {
     pub attempts: Vec<AttemptDetail>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preemption_summary: Option<PreemptionSummary>,
+    /// A RUNNABLE job's place in line among equal priorities: when it last
+    /// became RUNNABLE (ms since the Unix epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runnable_since: Option<u64>,
+    /// The tags it was submitted with.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -458,6 +465,10 @@ pub struct JobQueueSnapshot {
     /// The first waiting jobs in line, with why they wait.
     pub front_of_queue: Vec<ServiceJob>,
     pub shares: Vec<ShareUsage>,
+    /// The first RUNNABLE job of each share the caller may read (in
+    /// dispatch order), even when it is too far back for `frontOfQueue`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub front_of_quota_shares: Vec<ServiceJob>,
     /// The lost-work ledger's totals, per share that has lost work or
     /// been the beneficiary of others' (since the queue's state began;
     /// they outlive the jobs they came from).

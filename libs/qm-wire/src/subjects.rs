@@ -65,6 +65,16 @@ pub const LEADER_BUCKET: &str = "qm_leader";
 /// one per job, kept for the archive's retention.
 pub const ARCHIVE_STREAM: &str = "QM_ARCHIVE";
 pub const ARCHIVE_PREFIX: &str = "qm.v1.archive";
+/// KV bucket of the AWS Batch gateway: what AWS Batch keeps and
+/// Quartermaster's API does not (tags, scheduling policies, service
+/// environments, the payload a job was submitted with).
+pub const GATEWAY_BUCKET: &str = "qm_gateway";
+/// KV bucket of the gateway: per job, the AWS request it was submitted
+/// with and its tags (kept as long as the gateway's `jobRecordDays`).
+pub const GATEWAY_JOBS_BUCKET: &str = "qm_gateway_jobs";
+/// The header in which the gateway names the principal whose signature it
+/// verified; admission believes it only on a gateway principal's subject.
+pub const CALLER_HEADER: &str = "Qm-Caller";
 /// Object store: the scheduler leader's snapshots of its state.
 pub const SNAPSHOT_BUCKET: &str = "qm_snapshots";
 

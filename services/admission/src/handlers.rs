@@ -19,6 +19,39 @@ impl Admission {
             .observe(started.elapsed().as_secs_f64());
     }
 
+    /// Who asked: the principal of the subject, or, on an AWS Batch
+    /// gateway's subject only, the principal whose signature the gateway
+    /// verified (its `Qm-Caller` header), if the tenancy lets the gateway
+    /// speak for it (ADR 0012). A `Qm-Caller` header anywhere else is
+    /// ignored: the subject is what the NATS server vouches for.
+    fn caller(&self, principal: &str, msg: &async_nats::Message) -> Result<Caller> {
+        if self.tenancy.role(principal) == Some(qm_tenancy::Role::Gateway) {
+            let named = msg
+                .headers
+                .as_ref()
+                .and_then(|h| h.get(subjects::CALLER_HEADER))
+                .map(|v| v.as_str().to_string());
+            let Some(named) = named else {
+                return Err(api::error(
+                    ErrorCode::AccessDenied,
+                    format!(
+                        "gateway {principal:?} sent a request without the {} header naming whom it acts for",
+                        subjects::CALLER_HEADER
+                    ),
+                ));
+            };
+            return self.tenancy.spoken_for(&named).map_err(denied);
+        }
+        self.tenancy.caller(principal).ok_or_else(|| {
+            api::error(
+                ErrorCode::AccessDenied,
+                format!(
+                    "principal {principal:?} is not in the tenancy file; ask an admin to add it"
+                ),
+            )
+        })
+    }
+
     async fn dispatch(&self, msg: async_nats::Message) {
         let Some((principal, op)) = Operation::from_subject(&msg.subject) else {
             let reply: Result<()> = Err(invalid(
@@ -27,14 +60,9 @@ impl Admission {
             ));
             return respond(&self.client, &msg, &reply).await;
         };
-        let Some(caller) = self.tenancy.caller(&principal) else {
-            let reply: Result<()> = Err(api::error(
-                ErrorCode::AccessDenied,
-                format!(
-                    "principal {principal:?} is not in the tenancy file; ask an admin to add it"
-                ),
-            ));
-            return respond(&self.client, &msg, &reply).await;
+        let caller = match self.caller(&principal, &msg) {
+            Ok(caller) => caller,
+            Err(e) => return respond::<()>(&self.client, &msg, &Err(e)).await,
         };
         let caller = &caller;
         let p = &msg.payload;
@@ -206,7 +234,7 @@ impl Admission {
             }
             Operation::RegisterExecutor => {
                 let r = match decode(p) {
-                    Ok(reg) => self.register(&principal, reg).await,
+                    Ok(reg) => self.register(&caller.principal, reg).await,
                     Err(e) => Err(e),
                 };
                 respond(c, &msg, &r).await

@@ -487,6 +487,7 @@ impl Executor {
             nats: self.client.clone(),
             timeout,
             principal: self.principal.clone(),
+            acting_for: None,
         };
         let subject = subjects::checkpoint_request(&self.settings.checkpoint_node, op)
             .map_err(|e| CheckpointCallError::Request(e.to_string()))?;

@@ -63,6 +63,19 @@ pub fn spawn(launch: &Launch, dir: &Path, checkpoint_dir: &Path) -> Result<Child
     if let Some((uid, gid)) = launch.run_as {
         cmd.uid(uid).gid(gid);
     }
+    if let Some(hps) = launch.environment.get("SM_HPS") {
+        // SageMaker compatibility (the AWS Batch gateway sets SM_HPS from
+        // a job's HyperParameters): the same JSON as the file SageMaker
+        // gives a training container, at input/config/hyperparameters.json.
+        let config = dir.join("input").join("config");
+        std::fs::create_dir_all(&config).map_err(|source| LaunchError::CreateDir {
+            path: config.clone(),
+            source,
+        })?;
+        let path = config.join("hyperparameters.json");
+        std::fs::write(&path, hps).map_err(|source| LaunchError::Output { path, source })?;
+        cmd.env("SM_INPUT_CONFIG_DIR", &config);
+    }
     cmd.args(&launch.command[1..])
         .current_dir(dir)
         .envs(&launch.environment)

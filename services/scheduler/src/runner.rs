@@ -1208,6 +1208,7 @@ impl Runner<'_> {
             })?;
         let c = &qs.cluster;
         let mut front = Vec::new();
+        let mut share_fronts = Vec::new();
         let mut shares = Vec::new();
         let mut lost_work = Vec::new();
         for s in c.share_indices() {
@@ -1215,10 +1216,20 @@ impl Runner<'_> {
             if let Some(lost) = lost_work_of(c, s) {
                 lost_work.push(lost);
             }
+            let mut first: Option<(std::cmp::Reverse<u32>, qm_core::Time, qm_core::JobId)> = None;
             for t in 0..c.type_count() {
                 let t = qm_core::TypeIdx(t as u16);
                 if mine {
-                    front.extend(c.runnable_in_order(s, t).into_iter().take(SNAPSHOT_FRONT));
+                    let line = c.runnable_in_order(s, t);
+                    let head = line
+                        .first()
+                        .and_then(|id| c.job(*id))
+                        .map(|j| (std::cmp::Reverse(j.spec.priority), j.runnable_since, j.id));
+                    first = match (first, head) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
+                    front.extend(line.into_iter().take(SNAPSHOT_FRONT));
                 }
                 let u = c.share_usage(s, t);
                 if u.entitlement > 0 || u.used > 0 {
@@ -1232,6 +1243,9 @@ impl Runner<'_> {
                         idle: u.idle,
                     });
                 }
+            }
+            if let Some((_, _, id)) = first {
+                share_fronts.push(id);
             }
         }
         let mut front: Vec<_> = front
@@ -1248,6 +1262,10 @@ impl Runner<'_> {
                 .map(|(_, _, id)| self.state.service_job(queue, id, now))
                 .collect(),
             shares,
+            front_of_quota_shares: share_fronts
+                .into_iter()
+                .map(|id| self.state.service_job(queue, id, now))
+                .collect(),
             lost_work,
         })
     }

@@ -90,6 +90,9 @@ impl State {
                 preempted_attempt_count: preempted.len() as u32,
                 recent_preempted_attempts: preempted.into_iter().rev().take(5).collect(),
             }),
+            runnable_since: (job.status == JobStatus::Runnable)
+                .then(|| job.runnable_since.as_millis()),
+            tags: meta.submit.tags.clone(),
         }
     }
 }

@@ -1,0 +1,454 @@
+//! HTTP: the connection loop (HTTPS when configured), the checks every
+//! request passes before it is read as an operation (size, signature,
+//! key -> principal), the routes of the restJson1 protocol, and AWS's
+//! error shape (`x-amzn-ErrorType` and `{"__type", "message"}`).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::{Method, Request, Response, StatusCode};
+
+use crate::settings::Settings;
+use crate::Gateway;
+
+/// Connections served at once; more wait to be accepted.
+const MAX_CONNECTIONS: usize = 512;
+
+/// An error as AWS answers it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AwsError {
+    pub status: u16,
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl AwsError {
+    /// Bad input: AWS Batch's `ClientException` (400).
+    pub fn client(message: impl Into<String>) -> AwsError {
+        AwsError {
+            status: 400,
+            code: "ClientException",
+            message: message.into(),
+        }
+    }
+
+    /// Our failure (storage, NATS): AWS Batch's `ServerException` (500).
+    pub fn server(message: impl Into<String>) -> AwsError {
+        AwsError {
+            status: 500,
+            code: "ServerException",
+            message: message.into(),
+        }
+    }
+}
+
+/// The operations, by route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    SubmitServiceJob,
+    DescribeServiceJob,
+    ListServiceJobs,
+    UpdateServiceJob,
+    TerminateServiceJob,
+    CreateQuotaShare,
+    UpdateQuotaShare,
+    DescribeQuotaShare,
+    ListQuotaShares,
+    DeleteQuotaShare,
+    GetJobQueueSnapshot,
+    CreateSchedulingPolicy,
+    DescribeSchedulingPolicies,
+    UpdateSchedulingPolicy,
+    CreateJobQueue,
+    UpdateJobQueue,
+    DescribeJobQueues,
+    CreateServiceEnvironment,
+    DescribeServiceEnvironments,
+    UpdateServiceEnvironment,
+    TagResource,
+    UntagResource,
+    ListTagsForResource,
+}
+
+const POST_OPS: [Op; 20] = [
+    Op::SubmitServiceJob,
+    Op::DescribeServiceJob,
+    Op::ListServiceJobs,
+    Op::UpdateServiceJob,
+    Op::TerminateServiceJob,
+    Op::CreateQuotaShare,
+    Op::UpdateQuotaShare,
+    Op::DescribeQuotaShare,
+    Op::ListQuotaShares,
+    Op::DeleteQuotaShare,
+    Op::GetJobQueueSnapshot,
+    Op::CreateSchedulingPolicy,
+    Op::DescribeSchedulingPolicies,
+    Op::UpdateSchedulingPolicy,
+    Op::CreateJobQueue,
+    Op::UpdateJobQueue,
+    Op::DescribeJobQueues,
+    Op::CreateServiceEnvironment,
+    Op::DescribeServiceEnvironments,
+    Op::UpdateServiceEnvironment,
+];
+
+impl Op {
+    pub fn name(self) -> String {
+        format!("{self:?}")
+    }
+}
+
+/// The operation a method and path name, and the `{resourceArn}` of the
+/// tag routes (percent-decoded).
+pub fn route(method: &Method, path: &str) -> Option<(Op, Option<String>)> {
+    if let Some(arn) = path.strip_prefix("/v1/tags/") {
+        let arn = percent_decode(arn)?;
+        let op = match *method {
+            Method::POST => Op::TagResource,
+            Method::DELETE => Op::UntagResource,
+            Method::GET => Op::ListTagsForResource,
+            _ => return None,
+        };
+        return Some((op, Some(arn)));
+    }
+    if method != Method::POST {
+        return None;
+    }
+    let name = path.strip_prefix("/v1/")?;
+    POST_OPS
+        .into_iter()
+        .find(|op| op.name().eq_ignore_ascii_case(name))
+        .map(|op| (op, None))
+}
+
+/// `%XX` decoded; None when malformed or not UTF-8.
+pub fn percent_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// The values of query parameter `name` (decoded; `+` is a space).
+pub fn query_values(query: &str, name: &str) -> Vec<String> {
+    query
+        .split('&')
+        .filter_map(|pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            (percent_decode(k)? == name).then(|| percent_decode(&v.replace('+', " ")))?
+        })
+        .collect()
+}
+
+fn respond(status: u16, body: &serde_json::Value, error: Option<&str>) -> Response<Full<Bytes>> {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    let mut r = Response::new(Full::new(Bytes::from(bytes)));
+    *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let h = r.headers_mut();
+    h.insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    if let Ok(id) = hyper::header::HeaderValue::from_str(&qm_service::random_id()) {
+        h.insert("x-amzn-requestid", id);
+    }
+    if let Some(code) = error.and_then(|c| hyper::header::HeaderValue::from_str(c).ok()) {
+        h.insert("x-amzn-errortype", code);
+    }
+    r
+}
+
+fn error_response(e: &AwsError) -> Response<Full<Bytes>> {
+    respond(
+        e.status,
+        &serde_json::json!({ "__type": e.code, "message": e.message }),
+        Some(e.code),
+    )
+}
+
+fn now_secs() -> i64 {
+    (qm_service::now_ms() / 1000) as i64
+}
+
+impl Gateway {
+    /// The secret of `key`, if the keys file has it and the tenancy maps
+    /// it to a principal (else the key is unknown).
+    fn secret(&self, key: &str) -> Option<String> {
+        self.tenancy.access_key_principal(key)?;
+        self.secrets.get(key).cloned()
+    }
+
+    /// Answers one request: checked, then run, timed and counted.
+    async fn answer(&self, req: Request<hyper::body::Incoming>) -> Response<Full<Bytes>> {
+        let started = std::time::Instant::now();
+        let (label, result) = self.checked(req).await;
+        let (status, response) = match result {
+            Ok(body) => (200, respond(200, &body, None)),
+            Err(e) => {
+                if e.status >= 500 {
+                    tracing::warn!(operation = %label, error = %e.message, "request failed");
+                }
+                (e.status, error_response(&e))
+            }
+        };
+        self.metrics
+            .requests
+            .with_label_values(&[label.as_str(), &status.to_string()])
+            .inc();
+        self.metrics
+            .duration
+            .with_label_values(&[label.as_str()])
+            .observe(started.elapsed().as_secs_f64());
+        response
+    }
+
+    async fn checked(
+        &self,
+        req: Request<hyper::body::Incoming>,
+    ) -> (String, Result<serde_json::Value, AwsError>) {
+        let unauthenticated = "unauthenticated".to_string();
+        let (parts, body) = req.into_parts();
+        let max = self.settings.max_body_bytes;
+        let too_large = || AwsError {
+            status: 413,
+            code: "ClientException",
+            message: format!("the request body is larger than {max} bytes"),
+        };
+        let declared = parts
+            .headers
+            .get(hyper::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > max as u64) {
+            return (unauthenticated, Err(too_large()));
+        }
+        let body = match Limited::new(body, max).collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(e)
+                if e.downcast_ref::<http_body_util::LengthLimitError>()
+                    .is_some() =>
+            {
+                return (unauthenticated, Err(too_large()))
+            }
+            Err(e) => {
+                return (
+                    unauthenticated,
+                    Err(AwsError::client(format!(
+                        "the request body could not be read: {e}"
+                    ))),
+                )
+            }
+        };
+        let headers: Vec<(String, String)> = parts
+            .headers
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_string(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect();
+        let path = parts.uri.path();
+        let query = parts.uri.query().unwrap_or("");
+        let signed = qm_sigv4::Request {
+            method: parts.method.as_str(),
+            path,
+            query,
+            headers: &headers,
+            body: &body,
+        };
+        let scope = qm_sigv4::Scope {
+            region: self.settings.region.clone(),
+            service: "batch".into(),
+        };
+        let key = match qm_sigv4::verify(&signed, &scope, |k| self.secret(k), now_secs()) {
+            Ok(k) => k,
+            Err(e) => {
+                let code = e.code();
+                tracing::info!(path, error = %e, "request refused: signature");
+                return (
+                    unauthenticated,
+                    Err(AwsError {
+                        status: e.status(),
+                        code,
+                        message: e.to_string(),
+                    }),
+                );
+            }
+        };
+        let principal = self.tenancy.access_key_principal(&key).unwrap_or_default();
+        let caller = match self.tenancy.spoken_for(principal) {
+            Ok(c) => c,
+            Err(e) => {
+                return (
+                    unauthenticated,
+                    Err(AwsError {
+                        status: 403,
+                        code: "AccessDeniedException",
+                        message: e.0,
+                    }),
+                )
+            }
+        };
+        let Some((op, arn)) = route(&parts.method, path) else {
+            return (
+                "unknown".into(),
+                Err(AwsError {
+                    status: 404,
+                    code: "UnknownOperationException",
+                    message: format!(
+                        "{} {path} is not an AWS Batch operation this endpoint serves",
+                        parts.method
+                    ),
+                }),
+            );
+        };
+        let request = crate::ops::Call {
+            caller: &caller,
+            body: &body,
+            arn: arn.as_deref(),
+            query,
+        };
+        (op.name(), self.run(op, request).await)
+    }
+}
+
+/// The TLS configuration, when `tlsCertFile` is set.
+pub fn tls_config(settings: &Settings) -> Result<Option<Arc<rustls::ServerConfig>>, String> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    if !settings.tls() {
+        return Ok(None);
+    }
+    let certs: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_file_iter(&settings.tls_cert_file)
+            .and_then(|i| i.collect::<Result<_, _>>())
+            .map_err(|e| format!("tlsCertFile {}: {e}", settings.tls_cert_file))?;
+    if certs.is_empty() {
+        return Err(format!(
+            "tlsCertFile {}: no certificate in it",
+            settings.tls_cert_file
+        ));
+    }
+    let key = PrivateKeyDer::from_pem_file(&settings.tls_key_file)
+        .map_err(|e| format!("tlsKeyFile {}: {e}", settings.tls_key_file))?;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let config = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| format!("tlsCertFile/tlsKeyFile: {e}"))?;
+    Ok(Some(Arc::new(config)))
+}
+
+/// Accepts connections until the listener fails; each served by hyper
+/// (HTTP/1.1), behind TLS when configured.
+pub async fn serve(
+    gateway: Arc<Gateway>,
+    listener: tokio::net::TcpListener,
+    tls: Option<Arc<rustls::ServerConfig>>,
+) {
+    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let Ok(permit) = Arc::clone(&slots).acquire_owned().await else {
+            return;
+        };
+        let Ok((stream, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        let gateway = Arc::clone(&gateway);
+        let acceptor = acceptor.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let service = hyper::service::service_fn(move |req| {
+                let gateway = Arc::clone(&gateway);
+                async move { Ok::<_, Infallible>(gateway.answer(req).await) }
+            });
+            let builder = {
+                let mut b = hyper::server::conn::http1::Builder::new();
+                b.timer(hyper_util::rt::TokioTimer::new())
+                    .header_read_timeout(Duration::from_secs(10))
+                    .max_buf_size(64 * 1024);
+                b
+            };
+            // An idle or slow connection is closed after 5 minutes.
+            let limit = Duration::from_secs(300);
+            match acceptor {
+                Some(acceptor) => {
+                    let Ok(Ok(tls)) =
+                        tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream))
+                            .await
+                    else {
+                        return;
+                    };
+                    let io = hyper_util::rt::TokioIo::new(tls);
+                    let _ =
+                        tokio::time::timeout(limit, builder.serve_connection(io, service)).await;
+                }
+                None => {
+                    let io = hyper_util::rt::TokioIo::new(stream);
+                    let _ =
+                        tokio::time::timeout(limit, builder.serve_connection(io, service)).await;
+                }
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_follow_the_service_model() {
+        assert_eq!(
+            route(&Method::POST, "/v1/submitservicejob"),
+            Some((Op::SubmitServiceJob, None))
+        );
+        assert_eq!(
+            route(&Method::POST, "/v1/getjobqueuesnapshot"),
+            Some((Op::GetJobQueueSnapshot, None))
+        );
+        assert_eq!(route(&Method::GET, "/v1/submitservicejob"), None);
+        assert_eq!(route(&Method::POST, "/v1/deletejobqueue"), None);
+        assert_eq!(route(&Method::POST, "/v1/tags"), None);
+        let arn = "arn:aws:batch:us-east-1:000000000000:job-queue/training";
+        let encoded = arn.replace(':', "%3A").replace('/', "%2F");
+        for (m, op) in [
+            (Method::POST, Op::TagResource),
+            (Method::DELETE, Op::UntagResource),
+            (Method::GET, Op::ListTagsForResource),
+        ] {
+            assert_eq!(
+                route(&m, &format!("/v1/tags/{encoded}")),
+                Some((op, Some(arn.to_string())))
+            );
+        }
+        assert_eq!(route(&Method::GET, "/v1/tags/%ZZ"), None);
+    }
+
+    #[test]
+    fn query_values_are_decoded_and_repeated() {
+        assert_eq!(
+            query_values("tagKeys=a&tagKeys=b%20c&x=1&tagKeys=d+e", "tagKeys"),
+            ["a", "b c", "d e"].map(String::from)
+        );
+        assert!(query_values("", "tagKeys").is_empty());
+    }
+}

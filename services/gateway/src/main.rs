@@ -1,0 +1,164 @@
+//! `qm-gateway`: AWS Batch's HTTP API in front of Quartermaster's NATS API,
+//! so code written for `boto3.client("batch")`, the AWS CLI or the AWS SDKs
+//! runs unchanged against `--endpoint-url`.
+//!
+//! Every request is checked before anything else: its size, then its AWS
+//! Signature Version 4 against the keys file, then that the tenancy maps
+//! the key to a principal (ADR 0012). It is then translated and made on
+//! NATS on the gateway's own subject, naming that principal, whom admission
+//! authorizes exactly as if it had asked directly. No scheduling rule lives
+//! here: what AWS Batch has and Quartermaster's API does not (tags,
+//! scheduling policies, service environments) is kept in the gateway's own
+//! buckets ([`store`]).
+
+mod arn;
+mod http;
+mod ops;
+mod payload;
+mod settings;
+mod store;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use qm_tenancy::Tenancy;
+use settings::{Settings, USAGE};
+
+/// What the gateway measures (see docs/metrics.md).
+pub(crate) struct Metrics {
+    requests: prometheus::IntCounterVec,
+    duration: prometheus::HistogramVec,
+}
+
+impl Metrics {
+    fn new() -> Metrics {
+        use qm_service::observe::{counter, histogram, FAST_SECONDS};
+        Metrics {
+            requests: counter(
+                "qm_gateway_requests_total",
+                "AWS Batch API requests answered, by operation and HTTP status (unauthenticated ones as operation \"unauthenticated\").",
+                &["operation", "status"],
+            ),
+            duration: histogram(
+                "qm_gateway_request_duration_seconds",
+                "Time to answer an AWS Batch API request, by operation.",
+                &["operation"],
+                FAST_SECONDS,
+            ),
+        }
+    }
+}
+
+pub(crate) struct Gateway {
+    settings: Settings,
+    arns: arn::Arns,
+    tenancy: Tenancy,
+    /// Access key id -> secret.
+    secrets: BTreeMap<String, String>,
+    /// Requests go on `qm.v1.api.<gateway principal>.*`.
+    client: qm_service::client::Client,
+    store: store::Store,
+    metrics: Metrics,
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    qm_service::main::<Settings, _, _>("gateway", USAGE, run).await
+}
+
+async fn run(
+    settings: Settings,
+    nats_settings: qm_service::settings::NatsSettings,
+    observe: qm_service::settings::ObserveSettings,
+) -> std::process::ExitCode {
+    let fail = |e: String| {
+        eprintln!("qm-gateway: {e}");
+        std::process::ExitCode::from(2)
+    };
+    let tenancy = match Tenancy::load(std::path::Path::new(&settings.tenancy)) {
+        Ok(t) => t,
+        Err(e) => return fail(e.to_string()),
+    };
+    let secrets = match settings::load_keys(std::path::Path::new(&settings.keys_file)) {
+        Ok(k) => k,
+        Err(e) => return fail(e),
+    };
+    let unmapped: Vec<&String> = secrets
+        .keys()
+        .filter(|k| tenancy.access_key_principal(k).is_none())
+        .collect();
+    if !unmapped.is_empty() {
+        tracing::warn!(keys = ?unmapped, "keys in the keys file that the tenancy's awsAccessKeys does not map are refused");
+    }
+    let tls = match http::tls_config(&settings) {
+        Ok(t) => t,
+        Err(e) => return fail(e),
+    };
+    let (client, principal) = match qm_service::connect(&nats_settings, "gateway").await {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    if tenancy.role(&principal) != Some(qm_tenancy::Role::Gateway) {
+        return fail(format!(
+            "the NATS principal {principal:?} is not in the tenancy's services.gateway: admission would refuse every request"
+        ));
+    }
+    let endpoint = qm_service::observe::Endpoint::for_service(
+        "gateway",
+        &client,
+        qm_service::observe::nothing_more(),
+    );
+    let metrics = Metrics::new();
+    if let Err(code) = qm_service::serve_metrics(&observe, "gateway", endpoint).await {
+        return code;
+    }
+    let js = async_nats::jetstream::new(client.clone());
+    let age = Duration::from_secs(settings.job_record_days * 24 * 3600);
+    let store = loop {
+        match store::Store::open(&js, settings.stream_replicas, age).await {
+            Ok(s) => break s,
+            Err(e) => {
+                tracing::warn!(error = %e, "the gateway's buckets are not ready; retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    };
+    let mut api = qm_service::client::Client::new(client.clone(), principal.clone());
+    api.timeout = Duration::from_millis(settings.request_timeout_ms);
+    let listener = match tokio::net::TcpListener::bind(&settings.listen_address).await {
+        Ok(l) => l,
+        Err(e) => {
+            return fail(format!(
+                "listenAddress {}: cannot listen: {e}",
+                settings.listen_address
+            ))
+        }
+    };
+    let gateway = Arc::new(Gateway {
+        arns: arn::Arns {
+            region: settings.region.clone(),
+            account: settings.account_id.clone(),
+        },
+        settings,
+        tenancy,
+        secrets,
+        client: api,
+        store,
+        metrics,
+    });
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let bound = listener.local_addr().map_or_else(
+        |_| gateway.settings.listen_address.clone(),
+        |a| a.to_string(),
+    );
+    tracing::info!(%principal, keys = gateway.secrets.len(), "AWS Batch API at {scheme}://{bound} (region {})", gateway.settings.region);
+    let shutdown = qm_service::nats::shutdown_signal();
+    tokio::select! {
+        _ = shutdown => {}
+        _ = http::serve(Arc::clone(&gateway), listener, tls) => {}
+    }
+    qm_service::within("NATS flush", Duration::from_secs(2), client.flush()).await;
+    tracing::info!("gateway stopped");
+    std::process::ExitCode::SUCCESS
+}

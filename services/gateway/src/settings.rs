@@ -1,0 +1,185 @@
+//! The gateway's settings: file keys, `QM_GATEWAY_*` variables, checks;
+//! and its keys file.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+pub(crate) const USAGE: &str = "qm-gateway [--config FILE]
+
+Speaks AWS Batch's HTTP API (restJson1, service model 2016-08-10) for
+service jobs, quota shares, job queues, scheduling policies and service
+environments, so boto3, the AWS CLI and the AWS SDKs work unchanged with
+--endpoint-url. Every request must be signed (SigV4) with an access key
+the tenancy file maps to a principal; it is then made on NATS for that
+principal, with exactly its rights. Settings (file keys, or environment
+variables):
+  tenancy          QM_GATEWAY_TENANCY          required: the tenancy file (its
+                                               awsAccessKeys map keys to principals)
+  keysFile         QM_GATEWAY_KEYS_FILE        required: the secrets, a YAML map
+                                               <access key id>: {secret: ...};
+                                               readable by the gateway only (mode 0600)
+  listenAddress    QM_GATEWAY_LISTEN_ADDRESS   default 127.0.0.1:9650
+  tlsCertFile      QM_GATEWAY_TLS_CERT_FILE    PEM certificate chain: serve HTTPS
+  tlsKeyFile       QM_GATEWAY_TLS_KEY_FILE     its PEM private key
+  insecurePlainHttp QM_GATEWAY_INSECURE_PLAIN_HTTP  default false: plain HTTP
+                                               on a non-loopback address is refused
+                                               (request bodies would travel in clear)
+  region           QM_GATEWAY_REGION           default us-east-1: the region
+                                               clients sign for and ARNs carry
+  accountId        QM_GATEWAY_ACCOUNT_ID       default 000000000000 (12 digits)
+  trainingImages   QM_GATEWAY_TRAINING_IMAGES  the TrainingImage values the executors
+                                               run (JSON list); default []: any
+                                               image is accepted and recorded
+  maxBodyBytes     QM_GATEWAY_MAX_BODY_BYTES   default 1048576
+  requestTimeoutMs QM_GATEWAY_REQUEST_TIMEOUT_MS  default 10000
+  streamReplicas   QM_GATEWAY_STREAM_REPLICAS  copies of its buckets: default 1
+  jobRecordDays    QM_GATEWAY_JOB_RECORD_DAYS  how long a job's AWS request and tags
+                                               are kept: default 30
+NATS connection (QM_NATS_<KEY> or QM_GATEWAY_NATS_<KEY>):
+  natsUrl natsPrincipal natsNkeyFile natsCreds natsUser natsPassword
+  natsCaFile natsCertFile natsKeyFile";
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct Settings {
+    pub(crate) tenancy: String,
+    pub(crate) keys_file: String,
+    pub(crate) listen_address: String,
+    pub(crate) tls_cert_file: String,
+    pub(crate) tls_key_file: String,
+    pub(crate) insecure_plain_http: bool,
+    pub(crate) region: String,
+    pub(crate) account_id: String,
+    pub(crate) training_images: Vec<String>,
+    pub(crate) max_body_bytes: usize,
+    pub(crate) request_timeout_ms: u64,
+    pub(crate) stream_replicas: usize,
+    pub(crate) job_record_days: u64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            tenancy: String::new(),
+            keys_file: String::new(),
+            listen_address: "127.0.0.1:9650".into(),
+            tls_cert_file: String::new(),
+            tls_key_file: String::new(),
+            insecure_plain_http: false,
+            region: "us-east-1".into(),
+            account_id: "000000000000".into(),
+            training_images: Vec::new(),
+            max_body_bytes: 1 << 20,
+            request_timeout_ms: 10_000,
+            stream_replicas: 1,
+            job_record_days: 30,
+        }
+    }
+}
+
+impl Settings {
+    pub(crate) fn tls(&self) -> bool {
+        !self.tls_cert_file.is_empty()
+    }
+}
+
+impl qm_service::settings::Validate for Settings {
+    fn problems(&self) -> Vec<String> {
+        let mut p = Vec::new();
+        if self.tenancy.is_empty() {
+            p.push("tenancy: is required (the tenancy file, with awsAccessKeys)".into());
+        }
+        if self.keys_file.is_empty() {
+            p.push("keysFile: is required (<access key id>: {secret: ...}, mode 0600)".into());
+        }
+        match self.listen_address.parse::<std::net::SocketAddr>() {
+            Err(e) => p.push(format!(
+                "listenAddress: {:?} is not host:port ({e})",
+                self.listen_address
+            )),
+            Ok(a) if !a.ip().is_loopback() && !self.tls() && !self.insecure_plain_http => {
+                p.push(format!(
+                    "listenAddress: {a} is reachable from other hosts: give tlsCertFile and tlsKeyFile (or set insecurePlainHttp for a network you trust)"
+                ))
+            }
+            Ok(_) => {}
+        }
+        if self.tls_cert_file.is_empty() != self.tls_key_file.is_empty() {
+            p.push("tlsCertFile, tlsKeyFile: give both or neither".into());
+        }
+        let region_ok = !self.region.is_empty()
+            && self
+                .region
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+        if !region_ok {
+            p.push(format!(
+                "region: {:?} is not a region name (lowercase letters, digits, '-')",
+                self.region
+            ));
+        }
+        if self.account_id.len() != 12 || !self.account_id.bytes().all(|b| b.is_ascii_digit()) {
+            p.push(format!("accountId: {:?} is not 12 digits", self.account_id));
+        }
+        if !(1024..=64 << 20).contains(&self.max_body_bytes) {
+            p.push(format!(
+                "maxBodyBytes: {} is not 1024 to 67108864",
+                self.max_body_bytes
+            ));
+        }
+        if self.request_timeout_ms == 0 {
+            p.push("requestTimeoutMs: must be >= 1".into());
+        }
+        if !(1..=5).contains(&self.stream_replicas) {
+            p.push(format!(
+                "streamReplicas: {} is not 1 to 5",
+                self.stream_replicas
+            ));
+        }
+        if !(1..=3650).contains(&self.job_record_days) {
+            p.push(format!(
+                "jobRecordDays: {} is not 1 to 3650",
+                self.job_record_days
+            ));
+        }
+        p
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct KeyEntry {
+    secret: String,
+}
+
+/// Reads the keys file: access key id -> secret. Refused when others than
+/// its owner may read it, or a secret is shorter than 16 characters.
+pub(crate) fn load_keys(path: &Path) -> Result<BTreeMap<String, String>, String> {
+    let shown = path.display();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let meta = std::fs::metadata(path).map_err(|e| format!("keysFile {shown}: {e}"))?;
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            return Err(format!(
+                "keysFile {shown}: mode {mode:o} lets others read the secrets; chmod 600 it"
+            ));
+        }
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| format!("keysFile {shown}: {e}"))?;
+    let keys: BTreeMap<String, KeyEntry> =
+        serde_yaml_ng::from_str(&text).map_err(|e| format!("keysFile {shown}: {e}"))?;
+    let mut out = BTreeMap::new();
+    for (id, entry) in keys {
+        if entry.secret.len() < 16 {
+            return Err(format!(
+                "keysFile {shown}: {id}: the secret is shorter than 16 characters"
+            ));
+        }
+        out.insert(id, entry.secret);
+    }
+    Ok(out)
+}
