@@ -327,11 +327,13 @@ pub fn validate_queue(queue: &QueueConfig) -> Result<(), ConfigError> {
         "job queue name",
         &queue.name,
     ));
-    if queue.shares.is_empty() || queue.shares.len() > MAX_SHARES_PER_QUEUE {
+    // A queue may have no share yet (as in AWS Batch: a queue is created,
+    // then its shares); it then accepts no jobs.
+    if queue.shares.len() > MAX_SHARES_PER_QUEUE {
         out.push(ConfigProblem {
             field: "quotaShares".into(),
             message: format!(
-                "a queue holds 1 to {MAX_SHARES_PER_QUEUE} quota shares, got {}",
+                "a queue holds at most {MAX_SHARES_PER_QUEUE} quota shares, got {}",
                 queue.shares.len()
             ),
         });

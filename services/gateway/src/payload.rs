@@ -347,7 +347,7 @@ pub fn parse(payload: &str, images: &[String]) -> Result<Training, String> {
         t.environment.insert("SM_HPS".into(), json);
     }
     t.environment
-        .insert("QM_TRAINING_IMAGE".into(), t.training_image.clone());
+        .insert("SM_TRAINING_IMAGE".into(), t.training_image.clone());
     if let Some(tags) = top.get("Tags") {
         let list = tags
             .as_array()
@@ -427,7 +427,7 @@ mod tests {
             serde_json::from_str(&t.environment["SM_HPS"]).expect("json");
         assert_eq!(hps["learning-rate"], "0.1");
         assert_eq!(
-            t.environment["QM_TRAINING_IMAGE"],
+            t.environment["SM_TRAINING_IMAGE"],
             "registry.local/trainer:1"
         );
         assert_eq!(t.tags["project"], "llm");

@@ -1,0 +1,474 @@
+//! The AWS Batch gateway, driven by clients nobody on this project wrote:
+//! boto3 and the AWS CLI (pinned, in a virtual environment of their own:
+//! `integration-tests/aws/setup.sh`) and the AWS SDK for Rust, against the
+//! real services, NATS and S3. And the gateway's trust, tried as an
+//! attacker would: forged signatures and bodies over HTTP, forged callers
+//! over NATS.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use aws_sdk_batch::config::{BehaviorVersion, Credentials, Region};
+use qm_integration_tests::stack::{bin, digest_in, free_port, reference_digest, start_nats, Stack};
+use qm_wire::subjects;
+
+const REGION: &str = "eu-west-1";
+/// The access key ids `deploy/tenancy.dev.yaml` maps to principals.
+const KEYS: [(&str, &str); 4] = [
+    ("platform", "AKIAQMPLATFORM00001"),
+    ("alice", "AKIAQMALICE00000001"),
+    ("bob", "AKIAQMBOB0000000001"),
+    ("carol", "AKIAQMCAROL00000001"),
+];
+/// In the keys file, but mapped to no one by the tenancy.
+const UNMAPPED: &str = "AKIAQMUNMAPPED00001";
+
+fn secret_of(principal: &str) -> String {
+    format!("{principal}-secret-{:08}-qm-test-key", std::process::id())
+}
+
+/// The gateway's keys file (mode 0600), and the keys as the Python
+/// clients take them (principal -> [key id, secret]).
+fn write_keys(dir: &Path) -> (PathBuf, serde_json::Value) {
+    let mut file = String::new();
+    let mut json = serde_json::Map::new();
+    for (who, id) in KEYS {
+        file.push_str(&format!("{id}: {{secret: {}}}\n", secret_of(who)));
+        json.insert(who.into(), serde_json::json!([id, secret_of(who)]));
+    }
+    file.push_str(&format!(
+        "{UNMAPPED}: {{secret: {}}}\n",
+        secret_of("unmapped")
+    ));
+    json.insert(
+        "unmapped".into(),
+        serde_json::json!([UNMAPPED, secret_of("unmapped")]),
+    );
+    let path = dir.join("gateway-keys.yaml");
+    std::fs::write(&path, file).expect("keys written");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    (path, serde_json::Value::Object(json))
+}
+
+/// The pinned AWS clients' virtual environment (installed on first use).
+fn clients() -> PathBuf {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("aws/setup.sh");
+    let out = Command::new(&script).output().expect("setup.sh runs");
+    assert!(
+        out.status.success(),
+        "installing the AWS clients failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// The environment of an AWS client process: only what it needs (no
+/// CA bundle or profile of this machine's).
+fn client_env(cmd: &mut Command, home: &Path) {
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("AWS_CONFIG_FILE", home.join("none"))
+        .env("AWS_SHARED_CREDENTIALS_FILE", home.join("none"))
+        .env("AWS_EC2_METADATA_DISABLED", "true");
+}
+
+fn run_ok(mut cmd: Command, what: &str) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("--- {what}\n{stdout}{stderr}");
+    assert!(out.status.success(), "{what} failed:\n{stdout}\n{stderr}");
+    stdout
+}
+
+struct Gateway {
+    endpoint: String,
+    keys: serde_json::Value,
+}
+
+/// NATS, S3, admission, a scheduler and the gateway (no queue yet).
+async fn started(
+    name: &str,
+) -> (
+    Stack,
+    Gateway,
+    (
+        qm_integration_tests::stack::Nats,
+        qm_integration_tests::S3Server,
+    ),
+) {
+    let nats = start_nats().await;
+    let s3 = qm_integration_tests::start_s3().await;
+    let mut stack = Stack::new(&nats, &s3, name).await;
+    stack.admission();
+    stack.scheduler("scheduler-1");
+    stack.wait_leader("scheduler-1").await;
+    let (keys_file, keys) = write_keys(&stack.dir);
+    let port = free_port();
+    let env = vec![
+        (
+            "QM_GATEWAY_TENANCY".to_string(),
+            stack.auth.tenancy_file.display().to_string(),
+        ),
+        (
+            "QM_GATEWAY_KEYS_FILE".to_string(),
+            keys_file.display().to_string(),
+        ),
+        (
+            "QM_GATEWAY_LISTEN_ADDRESS".to_string(),
+            format!("127.0.0.1:{port}"),
+        ),
+        ("QM_GATEWAY_REGION".to_string(), REGION.to_string()),
+    ];
+    stack.spawn_as("gateway", "qm-gateway", "gateway", &env);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !stack.log_of("gateway").contains("AWS Batch API at") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the gateway did not start:\n{}",
+            stack.log_of("gateway")
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let gateway = Gateway {
+        endpoint: format!("http://127.0.0.1:{port}"),
+        keys,
+    };
+    // The servers live as long as the caller holds them.
+    (stack, gateway, (nats, s3))
+}
+
+fn story_phase(venv: &Path, stack: &Stack, gw: &Gateway, phase: &str, out: &Path) -> String {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("aws/batch_story.py");
+    let mut cmd = Command::new(venv.join("bin/python"));
+    client_env(&mut cmd, &stack.dir);
+    cmd.arg(&script)
+        .arg(phase)
+        .env("QM_GW_ENDPOINT", &gw.endpoint)
+        .env("QM_GW_REGION", REGION)
+        .env("QM_GW_KEYS", gw.keys.to_string())
+        .env("QM_GW_TRAINER", bin("qm-trainer"))
+        .env("QM_GW_BUCKET", &stack.s3.bucket)
+        .env("QM_GW_OUT", out);
+    run_ok(cmd, &format!("boto3: {phase}"))
+}
+
+/// The three-share story with boto3, then the AWS CLI and the AWS SDK for
+/// Rust, then requests no client would make.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn aws_clients_drive_quartermaster_unchanged() {
+    let venv = clients();
+    let (mut stack, gw, _servers) = started("gateway").await;
+    let ids_file = stack.dir.join("story-jobs.json");
+
+    story_phase(&venv, &stack, &gw, "setup", &ids_file);
+    // The queue exists: the fleet joins it (three instances, one per share).
+    stack.executor("node-1", "training", "ml.g5.xlarge", 3);
+    story_phase(&venv, &stack, &gw, "story", &ids_file);
+
+    // The preempted jobs resumed from their checkpoints: every job ends
+    // with the digest of an uninterrupted run.
+    let ids: BTreeMap<String, String> =
+        serde_json::from_str(&std::fs::read_to_string(&ids_file).expect("job ids")).expect("json");
+    let expected = reference_digest(&["--steps", "300", "--checkpoint-every", "10"]);
+    for (name, id) in &ids {
+        let j = stack.describe(id).await.expect("described");
+        let last = j.attempts.last().expect("attempts");
+        let out = stack.attempt_stdout("node-1", id, last.attempt);
+        assert_eq!(
+            digest_in(&out).as_deref(),
+            Some(expected.as_str()),
+            "{name}: {out}"
+        );
+        if j.attempts.len() > 1 {
+            assert!(out.contains("resumed from step"), "{name}: {out}");
+        }
+        // HyperParameters arrive as SageMaker gives them.
+        let hps = stack
+            .dir
+            .join("node-1")
+            .join(id)
+            .join(format!("attempt-{}", last.attempt))
+            .join("input/config/hyperparameters.json");
+        let hps: BTreeMap<String, String> =
+            serde_json::from_str(&std::fs::read_to_string(&hps).expect("hyperparameters.json"))
+                .expect("json");
+        assert_eq!(hps["learning-rate"], "0.1", "{name}");
+    }
+
+    story_phase(&venv, &stack, &gw, "attacks", &ids_file);
+
+    // The AWS CLI: a submit and a describe, output read as JSON.
+    let aws = |args: &[&str], who: &str| {
+        let (id, secret) = (
+            KEYS.iter().find(|(p, _)| *p == who).expect("key").1,
+            secret_of(who),
+        );
+        let mut cmd = Command::new(venv.join("bin/aws"));
+        client_env(&mut cmd, &stack.dir);
+        cmd.env("AWS_ACCESS_KEY_ID", id)
+            .env("AWS_SECRET_ACCESS_KEY", secret)
+            .env("AWS_DEFAULT_REGION", REGION)
+            .args(["batch", "--endpoint-url", &gw.endpoint, "--output", "json"])
+            .args(args);
+        let out = run_ok(cmd, &format!("aws batch {}", args[0]));
+        serde_json::from_str::<serde_json::Value>(&out).expect("the CLI prints JSON")
+    };
+    let payload = serde_json::json!({
+        "TrainingJobName": "from-the-cli",
+        "AlgorithmSpecification": {
+            "TrainingImage": "quartermaster/qm-trainer:local",
+            "ContainerEntrypoint": [bin("qm-trainer").display().to_string()],
+            "ContainerArguments": ["--steps", "5", "--step-delay-ms", "10"],
+        },
+        "ResourceConfig": {"InstanceType": "ml.g5.xlarge", "InstanceCount": 1},
+        "RoleArn": "arn:aws:iam::000000000000:role/x",
+        "OutputDataConfig": {"S3OutputPath": "s3://out/cli"},
+        "StoppingCondition": {"MaxRuntimeInSeconds": 600},
+    })
+    .to_string();
+    let submitted = aws(
+        &[
+            "submit-service-job",
+            "--job-name",
+            "from-the-cli",
+            "--job-queue",
+            "training",
+            "--service-job-type",
+            "SAGEMAKER_TRAINING",
+            "--quota-share-name",
+            "QS2",
+            "--service-request-payload",
+            &payload,
+        ],
+        "bob",
+    );
+    let job_id = submitted["jobId"].as_str().expect("jobId").to_string();
+    assert_eq!(submitted["jobName"], "from-the-cli");
+    let final_state = stack.wait_final(&job_id, 120).await;
+    assert_eq!(final_state.status, "SUCCEEDED", "{final_state:#?}");
+    let described = aws(&["describe-service-job", "--job-id", &job_id], "bob");
+    assert_eq!(described["status"], "SUCCEEDED", "{described}");
+    assert_eq!(described["quotaShareName"], "QS2");
+    assert_eq!(described["serviceJobType"], "SAGEMAKER_TRAINING");
+    assert_eq!(
+        described["jobQueue"],
+        format!("arn:aws:batch:{REGION}:000000000000:job-queue/training")
+    );
+
+    // The AWS SDK for Rust.
+    let sdk = |who: &str| {
+        let id = KEYS.iter().find(|(p, _)| *p == who).expect("key").1;
+        let conf = aws_sdk_batch::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new(REGION))
+            .endpoint_url(&gw.endpoint)
+            .credentials_provider(Credentials::new(id, secret_of(who), None, None, "test"))
+            .build();
+        aws_sdk_batch::Client::from_conf(conf)
+    };
+    let bob = sdk("bob");
+    let r = bob
+        .submit_service_job()
+        .job_name("from-rust")
+        .job_queue("training")
+        .service_job_type(aws_sdk_batch::types::ServiceJobType::SagemakerTraining)
+        .quota_share_name("QS2")
+        .scheduling_priority(5)
+        .service_request_payload(payload.replace("from-the-cli", "from-rust"))
+        .tags("sdk", "rust")
+        .send()
+        .await
+        .expect("the Rust SDK submits");
+    let rust_job = r.job_id().expect("jobId").to_string();
+    assert!(r.job_arn().unwrap_or_default().ends_with(&rust_job));
+    let d = bob
+        .describe_service_job()
+        .job_id(&rust_job)
+        .send()
+        .await
+        .expect("the Rust SDK describes");
+    assert_eq!(d.job_name(), Some("from-rust"));
+    assert_eq!(d.scheduling_priority(), Some(5));
+    assert_eq!(
+        d.tags().and_then(|t| t.get("sdk")).map(String::as_str),
+        Some("rust")
+    );
+    let snapshot = bob
+        .get_job_queue_snapshot()
+        .job_queue("training")
+        .send()
+        .await
+        .expect("snapshot");
+    assert!(snapshot.queue_utilization().is_some());
+    let listed = bob
+        .list_quota_shares()
+        .job_queue("training")
+        .send()
+        .await
+        .expect("shares");
+    assert_eq!(listed.quota_shares().len(), 2);
+    let e = bob
+        .describe_service_job()
+        .job_id("j-nosuchjob")
+        .send()
+        .await
+        .expect_err("no such job");
+    let e = e.into_service_error();
+    assert!(e.is_client_exception(), "{e:?}");
+    let wrong = {
+        let conf = aws_sdk_batch::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new(REGION))
+            .endpoint_url(&gw.endpoint)
+            .credentials_provider(Credentials::new(
+                "AKIAQMBOB0000000001",
+                "not-bobs-secret-at-all",
+                None,
+                None,
+                "test",
+            ))
+            .build();
+        aws_sdk_batch::Client::from_conf(conf)
+    };
+    let e = wrong
+        .list_quota_shares()
+        .job_queue("training")
+        .send()
+        .await
+        .expect_err("a wrong secret");
+    let meta = aws_sdk_batch::error::ProvideErrorMetadata::code(&e);
+    assert_eq!(meta, Some("InvalidSignatureException"), "{e:?}");
+    let final_state = stack.wait_final(&rust_job, 120).await;
+    assert_eq!(final_state.status, "SUCCEEDED", "{final_state:#?}");
+    stack.stop_all();
+}
+
+/// Over NATS, only a gateway principal may name the caller, and only for
+/// principals holding access keys: a team cannot borrow an admin's rights
+/// with the header, nor publish on the gateway's subject, and the gateway
+/// cannot act for a service or for a user without a key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn only_the_gateway_names_the_caller_and_only_for_key_holders() {
+    let nats = start_nats().await;
+    let s3 = qm_integration_tests::start_s3().await;
+    let mut stack = Stack::new(&nats, &s3, "gateway-trust").await;
+    stack.admission();
+    let ask = |client: &async_nats::Client, subject: String, caller: Option<&str>| {
+        let client = client.clone();
+        let caller = caller.map(str::to_string);
+        async move {
+            let mut headers = async_nats::HeaderMap::new();
+            if let Some(who) = caller {
+                headers.insert(subjects::CALLER_HEADER, who.as_str());
+            }
+            let body =
+                serde_json::to_vec(&serde_json::json!({"jobQueueName": "stolen"})).expect("json");
+            let r = tokio::time::timeout(
+                Duration::from_secs(10),
+                client.request_with_headers(subject, headers, body.into()),
+            )
+            .await;
+            match r {
+                Ok(Ok(m)) => {
+                    Ok(serde_json::from_slice::<serde_json::Value>(&m.payload).expect("a reply"))
+                }
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(_) => Err("no reply (the server refused the publish)".to_string()),
+            }
+        }
+    };
+    let whoami = |v: &serde_json::Value| v["ok"]["principal"].as_str().map(str::to_string);
+
+    // alice names platform in the header on her own subject: she is still alice.
+    let alice = stack.auth.client(&stack.nats_url, "alice").await.nats;
+    let who = subjects::Operation::WhoAmI
+        .subject("alice")
+        .expect("subject");
+    for _ in 0..300 {
+        if ask(&alice, who.clone(), None).await.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let r = ask(
+        &alice,
+        subjects::Operation::WhoAmI
+            .subject("alice")
+            .expect("subject"),
+        Some("platform"),
+    )
+    .await
+    .expect("answered");
+    assert_eq!(whoami(&r).as_deref(), Some("alice"), "{r}");
+    let r = ask(
+        &alice,
+        subjects::Operation::CreateJobQueue
+            .subject("alice")
+            .expect("subject"),
+        Some("platform"),
+    )
+    .await
+    .expect("answered");
+    assert_eq!(r["error"]["code"], "ACCESS_DENIED", "{r}");
+    // ...and cannot publish on the gateway's subject at all.
+    let r = ask(
+        &alice,
+        subjects::Operation::CreateJobQueue
+            .subject("gateway")
+            .expect("subject"),
+        Some("platform"),
+    )
+    .await;
+    assert!(
+        r.is_err(),
+        "alice published on the gateway's subject: {r:?}"
+    );
+
+    // The gateway acts for key holders only.
+    let gateway = stack.auth.client(&stack.nats_url, "gateway").await.nats;
+    let on = |op: subjects::Operation| op.subject("gateway").expect("subject");
+    let r = ask(&gateway, on(subjects::Operation::WhoAmI), Some("alice"))
+        .await
+        .expect("answered");
+    assert_eq!(whoami(&r).as_deref(), Some("alice"), "{r}");
+    let r = ask(&gateway, on(subjects::Operation::WhoAmI), None)
+        .await
+        .expect("answered");
+    assert_eq!(r["error"]["code"], "ACCESS_DENIED", "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Qm-Caller"),
+        "{r}"
+    );
+    for who in ["scheduler", "admission", "node-1", "dashboard", "nobody"] {
+        let r = ask(&gateway, on(subjects::Operation::CreateJobQueue), Some(who))
+            .await
+            .expect("answered");
+        assert_eq!(r["error"]["code"], "ACCESS_DENIED", "{who}: {r}");
+    }
+    // Nothing was created.
+    let r = ask(
+        &gateway,
+        on(subjects::Operation::ListJobQueues),
+        Some("platform"),
+    )
+    .await
+    .expect("answered");
+    assert_eq!(r["ok"]["jobQueues"], serde_json::json!([]), "{r}");
+    // The gateway may not write the log or command executors itself.
+    let r = ask(
+        &gateway,
+        format!("{}.submit.training", subjects::LOG_PREFIX),
+        None,
+    )
+    .await;
+    assert!(r.is_err(), "the gateway wrote the log: {r:?}");
+    stack.stop_all();
+}
