@@ -2,7 +2,7 @@
 CARGO ?= cargo
 QM := target/release/qm
 
-.PHONY: up down check-deploy demo simulate bins bench-services bench-fleet bench-checkpoint bench-peers test lint check-core-deps unit integration images images-infra bench bench-pass bench-sim build clean
+.PHONY: aws-clients up down check-deploy demo simulate bins bench-services bench-fleet bench-checkpoint bench-peers test lint check-core-deps unit integration images images-infra bench bench-pass bench-sim build clean
 
 ## demo: the three-share story on a real Quartermaster (NATS + Garage in
 ## containers, the four services, the example trainer), live, with a summary
@@ -68,8 +68,13 @@ images-infra:
 ## integration: end-to-end tests against real servers in containers, the
 ## services as processes and, for the story, the rolling upgrade and the
 ## compose file, in containers from their images (so it builds them)
-integration: images bins
+integration: images bins aws-clients
 	$(CARGO) test --locked -p qm-integration-tests
+
+## aws-clients: the pinned boto3 and AWS CLI the gateway tests drive, in a
+## virtual environment of their own under ~/.cache/quartermaster
+aws-clients:
+	@integration-tests/aws/setup.sh >/dev/null
 
 ## bench: the scheduling-pass benchmarks and the simulator's throughput
 bench: bench-pass bench-sim

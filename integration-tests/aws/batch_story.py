@@ -195,6 +195,19 @@ def setup():
         arn=policy["arn"], quotaSharePolicy={"idleResourceAssignmentStrategy": "FIFO"}
     )
 
+    listed = admin.list_scheduling_policies()["schedulingPolicies"]
+    assert [p["arn"] for p in listed] == [policy["arn"]], listed
+    expect_error("ClientException", admin.delete_scheduling_policy, arn=policy["arn"], says="uses")
+    admin.create_service_environment(
+        serviceEnvironmentName="spare",
+        serviceEnvironmentType="SAGEMAKER_TRAINING",
+        capacityLimits=[{"maxCapacity": 1, "capacityUnit": TYPE}],
+    )
+    expect_error("ClientException", admin.delete_service_environment, serviceEnvironment="spare", says="is ENABLED")
+    admin.update_service_environment(serviceEnvironment="spare", state="DISABLED")
+    admin.delete_service_environment(serviceEnvironment="spare")
+    expect_error("ClientException", admin.delete_service_environment, serviceEnvironment=env["serviceEnvironmentArn"])
+
     # Only admins configure; a team user is refused.
     alice = batch("alice")
     expect_error(
@@ -371,6 +384,14 @@ def story(out):
     assert reasons(alice.describe_service_job(jobId=p3)) == ["PREEMPTED_IN_SHARE", "SUCCEEDED"]
     done = admin.list_service_jobs(jobQueue="training", jobStatus="SUCCEEDED")["jobSummaryList"]
     assert {s["jobId"] for s in done} >= {p1, p2, p3, q2}, done
+
+    # Terminating in bulk: each job answered on its own.
+    doomed = submit(alice, "doomed", "QS1", 1)
+    r = alice.terminate_service_jobs(jobs=[doomed, "j-nosuchjob"], reason="changed my mind")
+    assert r["successful"] == [doomed], r
+    assert [(e["job"], e["code"]) for e in r["errors"]] == [("j-nosuchjob", "ClientException")], r
+    j = wait(alice, doomed, "terminated", lambda j: j["status"] == "FAILED")
+    assert j["isTerminated"] is True, j
 
     # A share is deleted only once disabled.
     qs3 = f"arn:aws:batch:{REGION}:000000000000:job-queue/training/quota-share/QS3"

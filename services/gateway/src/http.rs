@@ -53,6 +53,7 @@ pub enum Op {
     ListServiceJobs,
     UpdateServiceJob,
     TerminateServiceJob,
+    TerminateServiceJobs,
     CreateQuotaShare,
     UpdateQuotaShare,
     DescribeQuotaShare,
@@ -62,23 +63,27 @@ pub enum Op {
     CreateSchedulingPolicy,
     DescribeSchedulingPolicies,
     UpdateSchedulingPolicy,
+    ListSchedulingPolicies,
+    DeleteSchedulingPolicy,
     CreateJobQueue,
     UpdateJobQueue,
     DescribeJobQueues,
     CreateServiceEnvironment,
     DescribeServiceEnvironments,
     UpdateServiceEnvironment,
+    DeleteServiceEnvironment,
     TagResource,
     UntagResource,
     ListTagsForResource,
 }
 
-const POST_OPS: [Op; 20] = [
+const POST_OPS: [Op; 24] = [
     Op::SubmitServiceJob,
     Op::DescribeServiceJob,
     Op::ListServiceJobs,
     Op::UpdateServiceJob,
     Op::TerminateServiceJob,
+    Op::TerminateServiceJobs,
     Op::CreateQuotaShare,
     Op::UpdateQuotaShare,
     Op::DescribeQuotaShare,
@@ -88,12 +93,15 @@ const POST_OPS: [Op; 20] = [
     Op::CreateSchedulingPolicy,
     Op::DescribeSchedulingPolicies,
     Op::UpdateSchedulingPolicy,
+    Op::ListSchedulingPolicies,
+    Op::DeleteSchedulingPolicy,
     Op::CreateJobQueue,
     Op::UpdateJobQueue,
     Op::DescribeJobQueues,
     Op::CreateServiceEnvironment,
     Op::DescribeServiceEnvironments,
     Op::UpdateServiceEnvironment,
+    Op::DeleteServiceEnvironment,
 ];
 
 impl Op {

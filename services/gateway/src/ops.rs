@@ -227,6 +227,14 @@ struct UpdateJobIn {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
+struct TerminateManyIn {
+    #[serde(default)]
+    jobs: Vec<String>,
+    reason: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct TerminateIn {
     job_id: String,
     reason: String,
@@ -436,6 +444,39 @@ impl Gateway {
                     .await?;
                 Ok(json!({}))
             }
+            Op::TerminateServiceJobs => self.terminate_jobs(c.caller, input(c.body)?).await,
+            Op::ListSchedulingPolicies => {
+                let q: QueueIn = input(c.body)?;
+                let names = self
+                    .store
+                    .config
+                    .names(store::POLICY_PREFIX)
+                    .await
+                    .map_err(store_failed)?;
+                let (names, next) =
+                    page(&names, page_size(q.max_results)?, q.next_token.as_deref())?;
+                let mut v = json!({
+                    "schedulingPolicies": names.iter().map(|n| json!({"arn": self.arns.of(&Resource::SchedulingPolicy(n.clone()))})).collect::<Vec<_>>(),
+                });
+                if let Some(n) = next {
+                    v["nextToken"] = json!(n);
+                }
+                Ok(v)
+            }
+            Op::DeleteSchedulingPolicy => {
+                let p: PolicyIn = input(c.body)?;
+                self.delete_named(c.caller, p.arn.as_deref().unwrap_or_default(), true)
+                    .await
+            }
+            Op::DeleteServiceEnvironment => {
+                let e: EnvIn = input(c.body)?;
+                self.delete_named(
+                    c.caller,
+                    e.service_environment.as_deref().unwrap_or_default(),
+                    false,
+                )
+                .await
+            }
             Op::CreateQuotaShare | Op::UpdateQuotaShare => {
                 self.put_share(c.caller, input(c.body)?, op == Op::CreateQuotaShare)
                     .await
@@ -578,6 +619,95 @@ impl Gateway {
             "jobName": done.job_name,
             "jobId": done.job_id,
         }))
+    }
+
+    /// `TerminateServiceJobs`: up to 50, each answered on its own.
+    async fn terminate_jobs(&self, caller: &Caller, t: TerminateManyIn) -> Answer {
+        if t.jobs.is_empty() || t.jobs.len() > 50 {
+            return Err(self.bad(format!("jobs: {} job ids; give 1 to 50", t.jobs.len())));
+        }
+        let mut successful = Vec::new();
+        let mut errors = Vec::new();
+        for job in t.jobs {
+            let r: Result<Value, AwsError> = self
+                .call(
+                    caller,
+                    Operation::TerminateServiceJob,
+                    &wire::TerminateServiceJob {
+                        job_id: job.clone(),
+                        reason: t.reason.clone(),
+                    },
+                )
+                .await;
+            match r {
+                Ok(_) => successful.push(job),
+                Err(e) => errors.push(json!({"job": job, "code": e.code, "message": e.message})),
+            }
+        }
+        Ok(json!({ "successful": successful, "errors": errors }))
+    }
+
+    /// Deletes a scheduling policy (`policy`) or a service environment: an
+    /// admin's, and only when no job queue uses it (an environment must be
+    /// DISABLED first, as in AWS).
+    async fn delete_named(&self, caller: &Caller, given: &str, policy: bool) -> Answer {
+        is_admin(caller)?;
+        let field = if policy { "arn" } else { "serviceEnvironment" };
+        let name = self
+            .arns
+            .named(field, given, policy)
+            .map_err(|e| self.bad(e))?;
+        let prefix = if policy {
+            store::POLICY_PREFIX
+        } else {
+            store::ENVIRONMENT_PREFIX
+        };
+        let key = format!("{prefix}{name}");
+        let Some(record) = self
+            .store
+            .config
+            .get::<Value>(&key)
+            .await
+            .map_err(store_failed)?
+        else {
+            return Err(self.bad(format!("{field}: no such resource {name:?}")));
+        };
+        if !policy && record["state"] != "DISABLED" {
+            return Err(self.bad(format!(
+                "service environment {name:?} is ENABLED: disable it with UpdateServiceEnvironment first"
+            )));
+        }
+        for queue in self
+            .store
+            .config
+            .names("queue.")
+            .await
+            .map_err(store_failed)?
+        {
+            let q: Option<QueueRecord> = self
+                .store
+                .config
+                .get(&store::queue_key(&queue))
+                .await
+                .map_err(store_failed)?;
+            let Some(q) = q else { continue };
+            let uses = if policy {
+                q.scheduling_policy_arn
+                    .as_deref()
+                    .and_then(|a| self.arns.named("arn", a, true).ok())
+                    .as_deref()
+                    == Some(name.as_str())
+            } else {
+                q.service_environment.as_deref() == Some(name.as_str())
+            };
+            if uses {
+                return Err(self.bad(format!(
+                    "job queue {queue:?} uses {name:?}; update the queue first"
+                )));
+            }
+        }
+        self.store.config.delete(&key).await.map_err(store_failed)?;
+        Ok(json!({}))
     }
 
     async fn job(&self, caller: &Caller, id: &str) -> Result<ServiceJob, AwsError> {

@@ -19,7 +19,7 @@ variables):
                                                awsAccessKeys map keys to principals)
   keysFile         QM_GATEWAY_KEYS_FILE        required: the secrets, a YAML map
                                                <access key id>: {secret: ...};
-                                               readable by the gateway only (mode 0600)
+                                               not readable by other users (mode 0600)
   listenAddress    QM_GATEWAY_LISTEN_ADDRESS   default 127.0.0.1:9650
   tlsCertFile      QM_GATEWAY_TLS_CERT_FILE    PEM certificate chain: serve HTTPS
   tlsKeyFile       QM_GATEWAY_TLS_KEY_FILE     its PEM private key
@@ -154,8 +154,8 @@ struct KeyEntry {
     secret: String,
 }
 
-/// Reads the keys file: access key id -> secret. Refused when others than
-/// its owner may read it, or a secret is shorter than 16 characters.
+/// Reads the keys file: access key id -> secret. Refused when any user may
+/// read it, or a secret is shorter than 16 characters.
 pub(crate) fn load_keys(path: &Path) -> Result<BTreeMap<String, String>, String> {
     let shown = path.display();
     #[cfg(unix)]
@@ -163,9 +163,9 @@ pub(crate) fn load_keys(path: &Path) -> Result<BTreeMap<String, String>, String>
         use std::os::unix::fs::PermissionsExt;
         let meta = std::fs::metadata(path).map_err(|e| format!("keysFile {shown}: {e}"))?;
         let mode = meta.permissions().mode() & 0o777;
-        if mode & 0o077 != 0 {
+        if mode & 0o007 != 0 {
             return Err(format!(
-                "keysFile {shown}: mode {mode:o} lets others read the secrets; chmod 600 it"
+                "keysFile {shown}: mode {mode:o} lets any user read the secrets; chmod 600 it"
             ));
         }
     }
@@ -182,4 +182,73 @@ pub(crate) fn load_keys(path: &Path) -> Result<BTreeMap<String, String>, String>
         out.insert(id, entry.secret);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use qm_service::settings::Validate;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn the_keys_file_must_be_private_and_its_secrets_long() {
+        let dir = std::env::temp_dir().join(format!("qm-gw-keys-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("keys.yaml");
+        let write = |text: &str, mode: u32| {
+            std::fs::write(&path, text).expect("written");
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        };
+        write(
+            "AKIAQMALICE00000001: {secret: 0123456789abcdef0123}\n",
+            0o600,
+        );
+        let keys = load_keys(&path).expect("valid");
+        assert_eq!(keys["AKIAQMALICE00000001"], "0123456789abcdef0123");
+        write(
+            "AKIAQMALICE00000001: {secret: 0123456789abcdef0123}\n",
+            0o644,
+        );
+        assert!(load_keys(&path)
+            .expect_err("world-readable")
+            .contains("lets any user read the secrets; chmod 600"));
+        write("AKIAQMALICE00000001: {secret: short}\n", 0o600);
+        assert!(load_keys(&path)
+            .expect_err("short")
+            .contains("shorter than 16"));
+        write(
+            "AKIAQMALICE00000001: {secrte: 0123456789abcdef0123}\n",
+            0o600,
+        );
+        assert!(load_keys(&path).expect_err("misspelt").contains("secrte"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn plain_http_beyond_loopback_and_bad_names_are_refused() {
+        let ok = Settings {
+            tenancy: "t.yaml".into(),
+            keys_file: "k.yaml".into(),
+            ..Settings::default()
+        };
+        assert!(ok.problems().is_empty(), "{:?}", ok.problems());
+        let open = Settings {
+            listen_address: "0.0.0.0:9650".into(),
+            region: "EU West".into(),
+            account_id: "12".into(),
+            tls_key_file: "key.pem".into(),
+            ..Settings::default()
+        };
+        let p = open.problems().join("\n");
+        for says in [
+            "tenancy: is required",
+            "keysFile: is required",
+            "reachable from other hosts: give tlsCertFile and tlsKeyFile",
+            "give both or neither",
+            "region: \"EU West\"",
+            "accountId: \"12\" is not 12 digits",
+        ] {
+            assert!(p.contains(says), "{says:?} not in {p}");
+        }
+    }
 }
