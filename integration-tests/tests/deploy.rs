@@ -41,6 +41,7 @@ fn each_services_settings_in_the_configmap_load_in_that_service() {
             "qm-checkpoint",
             vec![("QM_CHECKPOINT_NODE", "gpu-node-1")],
         ),
+        ("gateway.yaml", "qm-gateway", vec![]),
     ] {
         let path = dir.join(file);
         std::fs::write(&path, data(file)).expect("settings file");
