@@ -93,6 +93,7 @@ struct Gateway {
 /// NATS, S3, admission, a scheduler and the gateway (no queue yet).
 async fn started(
     name: &str,
+    extra: &[(String, String)],
 ) -> (
     Stack,
     Gateway,
@@ -124,6 +125,7 @@ async fn started(
         ),
         ("QM_GATEWAY_REGION".to_string(), REGION.to_string()),
     ];
+    let env: Vec<_> = env.into_iter().chain(extra.iter().cloned()).collect();
     stack.spawn_as("gateway", "qm-gateway", "gateway", &env);
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while !stack.log_of("gateway").contains("AWS Batch API at") {
@@ -134,8 +136,9 @@ async fn started(
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    let scheme = if extra.is_empty() { "http" } else { "https" };
     let gateway = Gateway {
-        endpoint: format!("http://127.0.0.1:{port}"),
+        endpoint: format!("{scheme}://127.0.0.1:{port}"),
         keys,
     };
     // The servers live as long as the caller holds them.
@@ -162,7 +165,7 @@ fn story_phase(venv: &Path, stack: &Stack, gw: &Gateway, phase: &str, out: &Path
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn aws_clients_drive_quartermaster_unchanged() {
     let venv = clients();
-    let (mut stack, gw, _servers) = started("gateway").await;
+    let (mut stack, gw, _servers) = started("gateway", &[]).await;
     let ids_file = stack.dir.join("story-jobs.json");
 
     story_phase(&venv, &stack, &gw, "setup", &ids_file);
@@ -471,4 +474,91 @@ async fn only_the_gateway_names_the_caller_and_only_for_key_holders() {
     .await;
     assert!(r.is_err(), "the gateway wrote the log: {r:?}");
     stack.stop_all();
+}
+
+/// Over HTTPS, boto3 trusting the gateway's CA works and one that does not
+/// trust it is refused; on a non-loopback address plain HTTP is refused at
+/// start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn https_with_a_ca_made_at_test_time_and_no_plain_http_beyond_loopback() {
+    let venv = clients();
+    let ca_key = rcgen::KeyPair::generate().expect("key");
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "quartermaster gateway test CA");
+    let ca_cert = ca_params.self_signed(&ca_key).expect("CA");
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let key = rcgen::KeyPair::generate().expect("key");
+    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .expect("params")
+        .signed_by(&key, &issuer)
+        .expect("cert");
+    let dir = std::env::temp_dir().join(format!("qm-gw-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let (ca, crt, pem) = (dir.join("ca.pem"), dir.join("gw.crt"), dir.join("gw.key"));
+    std::fs::write(&ca, ca_cert.pem()).expect("ca");
+    std::fs::write(&crt, cert.pem()).expect("cert");
+    std::fs::write(&pem, key.serialize_pem()).expect("key");
+    let tls = [
+        (
+            "QM_GATEWAY_TLS_CERT_FILE".to_string(),
+            crt.display().to_string(),
+        ),
+        (
+            "QM_GATEWAY_TLS_KEY_FILE".to_string(),
+            pem.display().to_string(),
+        ),
+    ];
+    let (mut stack, gw, _servers) = started("gateway-tls", &tls).await;
+    assert!(gw.endpoint.starts_with("https://"), "{}", gw.endpoint);
+    let (id, secret) = (KEYS[0].1, secret_of(KEYS[0].0));
+    let probe = |verify: &str| {
+        let mut cmd = Command::new(venv.join("bin/python"));
+        client_env(&mut cmd, &stack.dir);
+        cmd.args([
+            "-c",
+            &format!(
+                "import boto3, sys\n\
+             b = boto3.client('batch', endpoint_url='{}', region_name='{REGION}', \
+             aws_access_key_id='{id}', aws_secret_access_key='{secret}', verify={verify})\n\
+             try:\n    print(b.describe_service_environments()['serviceEnvironments'])\n\
+             except Exception as e:\n    print(type(e).__name__, e)\n    sys.exit(1)",
+                gw.endpoint
+            ),
+        ]);
+        cmd.output().expect("python runs")
+    };
+    let trusted = probe(&format!("'{}'", ca.display()));
+    assert!(
+        trusted.status.success(),
+        "boto3 with the CA: {}{}",
+        String::from_utf8_lossy(&trusted.stdout),
+        String::from_utf8_lossy(&trusted.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&trusted.stdout).trim(), "[]");
+    let untrusted = probe("True");
+    let said = String::from_utf8_lossy(&untrusted.stdout);
+    assert!(
+        !untrusted.status.success() && said.contains("SSL"),
+        "{said}"
+    );
+
+    // Plain HTTP on an address other hosts reach: refused at start, named.
+    let out = Command::new(bin("qm-gateway"))
+        .env_clear()
+        .env("QM_GATEWAY_TENANCY", &stack.auth.tenancy_file)
+        .env("QM_GATEWAY_KEYS_FILE", stack.dir.join("gateway-keys.yaml"))
+        .env("QM_GATEWAY_LISTEN_ADDRESS", "0.0.0.0:9650")
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("reachable from other hosts: give tlsCertFile and tlsKeyFile"),
+        "{err}"
+    );
+    stack.stop_all();
+    let _ = std::fs::remove_dir_all(&dir);
 }

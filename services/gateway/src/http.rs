@@ -203,7 +203,20 @@ impl Gateway {
     /// Answers one request: checked, then run, timed and counted.
     async fn answer(&self, req: Request<hyper::body::Incoming>) -> Response<Full<Bytes>> {
         let started = std::time::Instant::now();
-        let (label, result) = self.checked(req).await;
+        // One span per request (a trace's root, or a child of nothing: AWS
+        // clients send no W3C context); the NATS request is its child.
+        let span = tracing::info_span!(
+            "aws batch request",
+            otel.kind = "server",
+            otel.name = tracing::field::Empty,
+            http.request.method = %req.method(),
+            http.response.status_code = tracing::field::Empty,
+        );
+        let (label, result) = {
+            use tracing::Instrument;
+            self.checked(req).instrument(span.clone()).await
+        };
+        span.record("otel.name", format!("aws batch {label}"));
         let (status, response) = match result {
             Ok(body) => (200, respond(200, &body, None)),
             Err(e) => {
@@ -213,6 +226,7 @@ impl Gateway {
                 (e.status, error_response(&e))
             }
         };
+        span.record("http.response.status_code", status);
         self.metrics
             .requests
             .with_label_values(&[label.as_str(), &status.to_string()])
