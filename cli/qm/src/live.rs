@@ -687,6 +687,7 @@ pub fn auth(
         .map(|p| qm_tenancy::nats::key_path(out, p).exists())
         .collect();
     let keys = qm_tenancy::nats::ensure_keys(&t, out).map_err(|e| Failure(e, 1))?;
+    let aws = qm_tenancy::aws::ensure_secrets(&t, out).map_err(|e| Failure(e, 1))?;
     let conf = qm_tenancy::nats::authorization(&t, &keys).map_err(|e| Failure(e, 1))?;
     let conf_path = out.join("nats-auth.conf");
     let tmp = out.join(".nats-auth.conf.tmp");
@@ -703,6 +704,13 @@ pub fn auth(
                 "publicKey": keys.get(p),
                 "new": !kept,
             })).collect::<Vec<_>>(),
+            "awsAccessKeys": aws.iter().map(|k| serde_json::json!({
+                "accessKeyId": k.id,
+                "principal": k.principal,
+                "credentials": qm_tenancy::aws::credentials_path(out, &k.principal),
+                "new": k.new,
+            })).collect::<Vec<_>>(),
+            "gatewayKeysFile": (!aws.is_empty()).then(|| qm_tenancy::aws::keys_path(out)),
         }));
         return Ok(());
     }
@@ -716,9 +724,25 @@ pub fn auth(
             if *kept { "kept" } else { "new" }
         );
     }
+    if !aws.is_empty() {
+        println!(
+            "wrote {} (the AWS Batch gateway's keysFile)",
+            qm_tenancy::aws::keys_path(out).display()
+        );
+        for k in &aws {
+            println!(
+                "  {:<20} {:<20} {} ({})",
+                k.id,
+                k.principal,
+                qm_tenancy::aws::credentials_path(out, &k.principal).display(),
+                if k.new { "new" } else { "kept" }
+            );
+        }
+    }
     println!(
-        "next: `include {}` in the nats-server configuration and reload it; give each principal its .nk file only",
-        conf_path.display()
+        "next: `include {}` in the nats-server configuration and reload it; give each principal its .nk file only{}",
+        conf_path.display(),
+        if aws.is_empty() { "" } else { " (and each person its .aws-credentials file)" }
     );
     Ok(())
 }

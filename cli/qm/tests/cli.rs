@@ -142,6 +142,17 @@ fn auth_writes_the_server_authorization_and_keeps_existing_keys() {
         "{conf}"
     );
     let key = std::fs::read_to_string(dir.join("alice.nk")).expect("written");
+    // The AWS Batch gateway's keys file, and alice's AWS credentials.
+    assert!(
+        out.contains("gateway-keys.yaml") && out.contains("AKIAQMALICE00000001"),
+        "{out}"
+    );
+    let aws = std::fs::read_to_string(dir.join("alice.aws-credentials")).expect("written");
+    assert!(
+        aws.contains("[quartermaster]\naws_access_key_id = AKIAQMALICE00000001\n"),
+        "{aws}"
+    );
+    let gateway_keys = std::fs::read_to_string(dir.join("gateway-keys.yaml")).expect("written");
     let (code, out, err) = qm(&[
         "auth",
         "--tenancy",
@@ -154,6 +165,11 @@ fn auth_writes_the_server_authorization_and_keeps_existing_keys() {
     assert_eq!(
         std::fs::read_to_string(dir.join("alice.nk")).expect("kept"),
         key
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("gateway-keys.yaml")).expect("kept"),
+        gateway_keys,
+        "the secrets are kept"
     );
     let (code, out, _) = qm(&["auth", "--tenancy", "deploy/tenancy.dev.yaml", "--check"]);
     assert_eq!(code, 0);

@@ -11,6 +11,7 @@
 //! No I/O except reading and writing the files named by the caller; no
 //! async runtime.
 
+pub mod aws;
 pub mod nats;
 
 use std::collections::{BTreeMap, BTreeSet};
