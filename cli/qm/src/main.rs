@@ -55,6 +55,12 @@ enum Command {
         /// Check the scheduling invariants after every pass (slow).
         #[arg(long)]
         check: bool,
+        /// Stop at the first action the scheduling core refuses (exit 2).
+        /// Without it a refused action (an oversized job, a priority update
+        /// of a job never submitted) is recorded in the report's `rejected`
+        /// with the error a client would get, and the run goes on.
+        #[arg(long)]
+        strict: bool,
     },
     /// Create or update a job queue and all its quota shares from a YAML/JSON file.
     #[command(after_help = "Example:\n  qm apply -f examples/queues/three-shares.yaml")]
@@ -221,7 +227,8 @@ fn main() -> ExitCode {
             until,
             summary,
             check,
-        } => match simulate(&scenario, output, until, summary, check) {
+            strict,
+        } => match simulate(&scenario, output, until, summary, (check, strict)) {
             Ok(()) => ExitCode::SUCCESS,
             Err(message) => {
                 eprintln!("qm: error: {message}");
@@ -350,7 +357,7 @@ fn simulate(
     output: Output,
     until: Option<f64>,
     summary: bool,
-    check: bool,
+    (check, strict): (bool, bool),
 ) -> Result<(), String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
@@ -366,6 +373,7 @@ fn simulate(
         record_timeline: !summary,
         check_invariants: check,
         record_inputs: false,
+        strict,
     };
     let started = Instant::now();
     let show_progress = std::io::stderr().is_terminal();

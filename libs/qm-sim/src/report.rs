@@ -22,6 +22,9 @@ pub(crate) struct Recorder {
     stopped_at: Vec<Option<Time>>,
     pub finished: u64,
     pub rejected: u64,
+    /// Scenario actions the scheduling core (or the API) refused, when not
+    /// strict: when, which action, and the error a client would get.
+    pub rejected_actions: Vec<RejectedOut>,
     policy_changes: u64,
     /// Starts, starts spread over several nodes, and their ranks in all.
     placements: [u64; 3],
@@ -218,6 +221,23 @@ impl Percentiles {
     }
 }
 
+/// An action the run refused and went on without (`--strict` stops at it
+/// instead): what a client of the API would have been answered.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RejectedOut {
+    pub t: f64,
+    /// The action's position in the scenario's `actions` (from 0).
+    pub action: usize,
+    /// `submit`, `updateServiceJob`, ...
+    pub verb: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job_name: Option<String>,
+    /// As AWS Batch answers a refused request: `ClientException`.
+    pub error_code: String,
+    pub message: String,
+}
+
 /// The run's headline measures.
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -227,6 +247,8 @@ pub struct Summary {
     pub jobs_by_status: BTreeMap<String, u64>,
     /// Submissions the configuration rejected (generated workloads only).
     pub rejected_submissions: u64,
+    /// Scenario actions refused (see `rejected`).
+    pub rejected_actions: u64,
     /// Submit to SUCCEEDED, per share and over all jobs.
     pub completion_seconds: BTreeMap<String, Percentiles>,
     /// Submit to first start, per share and over all jobs.
@@ -269,6 +291,8 @@ pub struct Report {
     /// services show them (`qm snapshot`): per share that lost work or
     /// was the beneficiary of others'.
     pub lost_work: Vec<LostWorkOut>,
+    /// Actions refused, in order (the run went on without them).
+    pub rejected: Vec<RejectedOut>,
     pub summary: Summary,
 }
 
@@ -458,11 +482,13 @@ pub(crate) fn build(sim: &Simulation, end: Time) -> Report {
         jobs,
         shares,
         lost_work,
+        rejected: r.rejected_actions.clone(),
         summary: Summary {
             end_time: secs(end),
             passes: sim.passes(),
             jobs_by_status: by_status,
             rejected_submissions: r.rejected,
+            rejected_actions: r.rejected_actions.len() as u64,
             completion_seconds: completion
                 .into_iter()
                 .map(|(k, v)| (k, Percentiles::of(v)))
@@ -652,6 +678,21 @@ impl Report {
         let _ = writeln!(out, "  jobs: {}", statuses.join(", "));
         if sum.rejected_submissions > 0 {
             let _ = writeln!(out, "  rejected submissions: {}", sum.rejected_submissions);
+        }
+        for r in &self.rejected {
+            let _ = writeln!(
+                out,
+                "  rejected action {} (at {}s, {}{}): {}: {}",
+                r.action,
+                r.t,
+                r.verb,
+                r.job_name
+                    .as_deref()
+                    .map(|j| format!(" {j}"))
+                    .unwrap_or_default(),
+                r.error_code,
+                r.message
+            );
         }
         let _ = writeln!(out, "  completion time (s), submit to SUCCEEDED:");
         for (share, p) in &sum.completion_seconds {

@@ -176,6 +176,49 @@ pub struct Action {
     pub lose_node: Option<String>,
 }
 
+impl Action {
+    /// The verbs set, with their names.
+    fn verbs(&self) -> [(bool, &'static str); 9] {
+        [
+            (self.submit.is_some(), "submit"),
+            (self.update_service_job.is_some(), "updateServiceJob"),
+            (self.terminate_service_job.is_some(), "terminateServiceJob"),
+            (self.create_quota_share.is_some(), "createQuotaShare"),
+            (self.update_quota_share.is_some(), "updateQuotaShare"),
+            (self.delete_quota_share.is_some(), "deleteQuotaShare"),
+            (self.set_fleet.is_some(), "setFleet"),
+            (self.add_nodes.is_some(), "addNodes"),
+            (self.lose_node.is_some(), "loseNode"),
+        ]
+    }
+
+    /// How many verbs are set (a valid action has exactly one).
+    pub fn verb_count(&self) -> usize {
+        self.verbs().iter().filter(|(set, _)| *set).count()
+    }
+
+    /// The (first) verb set.
+    pub fn verb(&self) -> &'static str {
+        self.verbs()
+            .iter()
+            .find(|(set, _)| *set)
+            .map_or("none", |(_, name)| name)
+    }
+
+    /// The job the action is about, if any.
+    pub fn job_name(&self) -> Option<&str> {
+        if let Some(s) = &self.submit {
+            return Some(&s.job_name);
+        }
+        if let Some(u) = &self.update_service_job {
+            return Some(&u.job_name);
+        }
+        self.terminate_service_job
+            .as_ref()
+            .map(|t| t.job_name.as_str())
+    }
+}
+
 /// A synthetic workload: `jobs` jobs with Poisson arrivals, spread over the
 /// shares in proportion to their entitlement, reproducible from `seed`.
 #[derive(Clone, Debug, Deserialize)]

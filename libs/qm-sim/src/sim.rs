@@ -49,6 +49,10 @@ pub struct Options {
     /// Keep every input fed to the core and every pass (`trace`), to drive
     /// the live scheduler with the same sequence.
     pub record_inputs: bool,
+    /// Stop at the first action the core refuses (for scenario authors).
+    /// Otherwise a refused action is recorded in the report (`rejected`)
+    /// and the run goes on, as a real queue goes on after a refused request.
+    pub strict: bool,
 }
 
 impl Default for Options {
@@ -58,6 +62,7 @@ impl Default for Options {
             record_timeline: true,
             check_invariants: false,
             record_inputs: false,
+            strict: false,
         }
     }
 }
@@ -613,7 +618,24 @@ impl Simulation {
     fn handle(&mut self, ev: Ev) -> Result<(), SimError> {
         let now = self.now;
         match ev {
-            Ev::Action(i) => self.action(i)?,
+            Ev::Action(i) => match self.action(i) {
+                Err(SimError::Action { index, at, message })
+                    if !self.options.strict && self.actions[index].verb_count() == 1 =>
+                {
+                    let a = &self.actions[index];
+                    self.recorder
+                        .rejected_actions
+                        .push(crate::report::RejectedOut {
+                            t: at,
+                            action: index,
+                            verb: a.verb().into(),
+                            job_name: a.job_name().map(str::to_string),
+                            error_code: "ClientException".into(),
+                            message,
+                        });
+                }
+                other => other?,
+            },
             Ev::Generate => self.generate()?,
             Ev::Wake => {
                 self.wakes.remove(&now);
@@ -724,18 +746,7 @@ impl Simulation {
             at: action.at,
             message,
         };
-        let verbs = [
-            action.submit.is_some(),
-            action.update_service_job.is_some(),
-            action.terminate_service_job.is_some(),
-            action.create_quota_share.is_some(),
-            action.update_quota_share.is_some(),
-            action.delete_quota_share.is_some(),
-            action.set_fleet.is_some(),
-            action.add_nodes.is_some(),
-            action.lose_node.is_some(),
-        ];
-        if verbs.iter().filter(|v| **v).count() != 1 {
+        if action.verb_count() != 1 {
             return Err(fail("an action needs exactly one of submit, updateServiceJob, terminateServiceJob, createQuotaShare, updateQuotaShare, deleteQuotaShare, setFleet, addNodes, loseNode".into()));
         }
         if let Some(submit) = &action.submit {

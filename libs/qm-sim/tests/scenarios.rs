@@ -383,10 +383,60 @@ fn json_report_has_the_documented_shape() {
 }
 
 #[test]
+fn refused_actions_are_results_and_the_run_goes_on() {
+    let text = "fleet: {t: 1}\nqueue:\n  jobQueueName: q\n  quotaShares:\n    - {quotaShareName: s, capacityLimits: [{capacityUnit: t, maxCapacity: 1}]}\nactions:\n  - {at: 0, submit: {jobName: ok1, quotaShareName: s, instanceType: t, durationSeconds: 50}}\n  - {at: 10, submit: {jobName: huge, quotaShareName: s, instanceType: t, instanceCount: 2, durationSeconds: 5}}\n  - {at: 20, updateServiceJob: {jobName: huge, schedulingPriority: 3}}\n  - {at: 30, submit: {jobName: ok2, quotaShareName: s, instanceType: t, durationSeconds: 50}}\n";
+    let r = simulate(text, Options::default()).expect("the run goes on");
+    let rejected: Vec<(f64, usize, &str, Option<&str>)> = r
+        .rejected
+        .iter()
+        .map(|x| (x.t, x.action, x.verb.as_str(), x.job_name.as_deref()))
+        .collect();
+    assert_eq!(
+        rejected,
+        [
+            (10.0, 1, "submit", Some("huge")),
+            (20.0, 2, "updateServiceJob", Some("huge"))
+        ]
+    );
+    assert!(r.rejected.iter().all(|x| x.error_code == "ClientException"));
+    assert!(
+        r.rejected[0].message.contains("MISCONFIGURATION"),
+        "{:?}",
+        r.rejected
+    );
+    assert!(
+        r.rejected[1].message.contains("no job named \"huge\""),
+        "{:?}",
+        r.rejected
+    );
+    assert_eq!(r.summary.rejected_actions, 2);
+    assert_eq!(r.summary.jobs_by_status.get("SUCCEEDED"), Some(&2));
+    let table = r.to_table();
+    assert!(
+        table.contains("rejected action 1 (at 10s, submit huge): ClientException"),
+        "{table}"
+    );
+    // Strict: the first refusal stops the run, naming it.
+    let e = simulate(
+        text,
+        Options {
+            strict: true,
+            ..Options::default()
+        },
+    )
+    .expect_err("strict");
+    assert!(e.to_string().starts_with("action 1 (at 10s)"), "{e}");
+}
+
+#[test]
 fn bad_scenarios_get_errors_that_name_the_problem() {
     let base = "fleet: {t: 1}\nqueue:\n  jobQueueName: q\n  quotaShares:\n    - {quotaShareName: s, capacityLimits: [{capacityUnit: t, maxCapacity: 1}]}\n";
+    let strict = Options {
+        strict: true,
+        ..Options::default()
+    };
     let err = |extra: &str| {
-        simulate(&format!("{base}{extra}"), Options::default())
+        simulate(&format!("{base}{extra}"), strict)
             .expect_err("invalid")
             .to_string()
     };
