@@ -373,6 +373,7 @@ fn simulate(
         record_timeline: !summary,
         check_invariants: check,
         record_inputs: false,
+        sample_every: None,
         strict,
     };
     let started = Instant::now();

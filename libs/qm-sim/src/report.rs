@@ -32,6 +32,15 @@ pub(crate) struct Recorder {
     integrals: Vec<Vec<[f64; 4]>>,
     /// Per type: fleet and in-use instance-seconds.
     fleet_integrals: Vec<[f64; 2]>,
+    /// Per job: whether its share was lending capacity of its type when it
+    /// was submitted (its owner's wait is then a reclaim wait).
+    lent_at_submit: Vec<bool>,
+    /// Sample each share's instances in use every this often (None: never).
+    sample_every: Option<u64>,
+    /// The next sample's time (ms).
+    next_sample: u64,
+    /// The samples taken.
+    samples: Vec<UsageSample>,
 }
 
 impl Recorder {
@@ -47,6 +56,18 @@ impl Recorder {
         self.submitted_at.push(at);
         self.first_started.push(None);
         self.stopped_at.push(None);
+        self.lent_at_submit.push(false);
+    }
+
+    /// Samples each share's use every `every` ms (None: never).
+    pub fn sampling(mut self, every: Option<u64>) -> Recorder {
+        self.sample_every = every;
+        self
+    }
+
+    /// Job `id`'s share was lending capacity when it was submitted.
+    pub fn lent_at_submit(&mut self, id: JobId) {
+        self.lent_at_submit[(id.0 - 1) as usize] = true;
     }
 
     pub fn started(&mut self, id: JobId, at: Time) {
@@ -94,6 +115,28 @@ impl Recorder {
             return;
         }
         let dt = to.millis_since(from) as f64 / 1000.0;
+        if let Some(every) = self.sample_every {
+            while self.next_sample < to.as_millis() {
+                if self.next_sample >= from.as_millis() {
+                    let mut used: BTreeMap<String, u32> = BTreeMap::new();
+                    for t in 0..cluster.type_count() {
+                        let t = qm_core::TypeIdx(t as u16);
+                        let acc = cluster.accounting(t);
+                        for (s, u) in cluster.share_usages(t, acc) {
+                            if u.used > 0 {
+                                *used.entry(cluster.share_config(s).name.clone()).or_default() +=
+                                    u.used;
+                            }
+                        }
+                    }
+                    self.samples.push(UsageSample {
+                        t: self.next_sample as f64 / 1000.0,
+                        used,
+                    });
+                }
+                self.next_sample += every.max(1);
+            }
+        }
         for t in 0..cluster.type_count() {
             let t = qm_core::TypeIdx(t as u16);
             let acc = cluster.accounting(t);
@@ -130,6 +173,15 @@ impl Recorder {
             }
         }
     }
+}
+
+/// Each share's instances in use at one instant (`Options::sample_every`).
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageSample {
+    pub t: f64,
+    /// Share -> instances in use (shares using none left out).
+    pub used: BTreeMap<String, u32>,
 }
 
 /// One status change.
@@ -173,6 +225,9 @@ pub struct JobOut {
     pub attempt_outcomes: Vec<String>,
     pub preempted_attempt_count: u32,
     pub recomputed_seconds: f64,
+    /// Its share was lending capacity of its type when it was submitted:
+    /// its wait is an owner waiting to get its capacity back.
+    pub capacity_lent_at_submit: bool,
 }
 
 /// Instance-seconds of one share and type.
@@ -293,6 +348,9 @@ pub struct Report {
     pub lost_work: Vec<LostWorkOut>,
     /// Actions refused, in order (the run went on without them).
     pub rejected: Vec<RejectedOut>,
+    /// Each share's instances in use over time (`Options::sample_every`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub usage_samples: Vec<UsageSample>,
     pub summary: Summary,
 }
 
@@ -418,6 +476,7 @@ pub(crate) fn build(sim: &Simulation, end: Time) -> Report {
                 .collect(),
             preempted_attempt_count: job.preempted_attempts,
             recomputed_seconds: sj.recomputed as f64 / 1000.0,
+            capacity_lent_at_submit: r.lent_at_submit[i],
         });
     }
     let mut shares = Vec::new();
@@ -483,6 +542,7 @@ pub(crate) fn build(sim: &Simulation, end: Time) -> Report {
         shares,
         lost_work,
         rejected: r.rejected_actions.clone(),
+        usage_samples: r.samples.clone(),
         summary: Summary {
             end_time: secs(end),
             passes: sim.passes(),

@@ -49,6 +49,9 @@ pub struct Options {
     /// Keep every input fed to the core and every pass (`trace`), to drive
     /// the live scheduler with the same sequence.
     pub record_inputs: bool,
+    /// Sample each share's instances in use this often (the report's
+    /// `usageSamples`); None: no samples.
+    pub sample_every: Option<Time>,
     /// Stop at the first action the core refuses (for scenario authors).
     /// Otherwise a refused action is recorded in the report (`rejected`)
     /// and the run goes on, as a real queue goes on after a refused request.
@@ -62,6 +65,7 @@ impl Default for Options {
             record_timeline: true,
             check_invariants: false,
             record_inputs: false,
+            sample_every: None,
             strict: false,
         }
     }
@@ -248,7 +252,8 @@ impl Simulation {
             seq: 0,
             now: Time::ZERO,
             options,
-            recorder: Recorder::new(options.record_timeline),
+            recorder: Recorder::new(options.record_timeline)
+                .sampling(options.sample_every.map(Time::as_millis)),
             passes: 0,
             wakes: BTreeSet::new(),
             trace: options.record_inputs.then(Vec::new),
@@ -985,6 +990,12 @@ impl Simulation {
         });
         self.names.insert(spec.job_name.clone(), id);
         self.recorder.submitted(id, self.now);
+        if let Some(job) = self.cluster.job(id) {
+            let (s, t) = (job.spec.share, job.spec.instance_type);
+            if self.cluster.share_usage(s, t).lent > 0 {
+                self.recorder.lent_at_submit(id);
+            }
+        }
         Ok(id)
     }
 
