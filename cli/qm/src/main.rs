@@ -2,6 +2,7 @@
 //! wires them to the libraries; all behaviour lives in the crates it calls.
 
 mod live;
+mod whatif;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -62,6 +63,15 @@ enum Command {
         #[arg(long)]
         strict: bool,
     },
+    /// Compare sharing policies on a real trace: the same jobs under hard
+    /// partitions, one pool and quota shares with several borrow limits and
+    /// protections, on the simulator (the scheduling core itself). Writes an
+    /// HTML report with plots, its JSON and a Markdown summary
+    /// (docs/evaluation.md).
+    #[command(
+        after_help = "Examples:\n  qm whatif --trace traces/itp-2021/ --out eval/\n  qm whatif --trace traces/itp-2021/ --mapping teams --quota cluster_gpu_number.csv --seed 7 --out eval-teams/\n  qm whatif --trace cluster03.csv --max-jobs 2000 --policies partitions,borrow-100 --out /tmp/w"
+    )]
+    Whatif(Box<whatif::WhatifArgs>),
     /// Create or update a job queue and all its quota shares from a YAML/JSON file.
     #[command(after_help = "Example:\n  qm apply -f examples/queues/three-shares.yaml")]
     Apply {
@@ -201,6 +211,7 @@ impl Command {
     fn name(&self) -> &'static str {
         match self {
             Command::Simulate { .. } => "simulate",
+            Command::Whatif(_) => "whatif",
             Command::Auth { .. } => "auth",
             Command::Audit { .. } => "audit",
             Command::Whoami => "whoami",
@@ -229,6 +240,13 @@ fn main() -> ExitCode {
             check,
             strict,
         } => match simulate(&scenario, output, until, summary, (check, strict)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(message) => {
+                eprintln!("qm: error: {message}");
+                ExitCode::from(2)
+            }
+        },
+        Command::Whatif(args) => match whatif::run(&args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(message) => {
                 eprintln!("qm: error: {message}");
@@ -315,7 +333,7 @@ async fn run_live(
     }
     let c = live::connect(nats, credentials).await?;
     match command {
-        Command::Simulate { .. } | Command::Auth { .. } => Ok(()),
+        Command::Simulate { .. } | Command::Whatif(_) | Command::Auth { .. } => Ok(()),
         Command::Audit { max, .. } => match audit {
             Some(req) => live::audit(&c, req, max, json).await,
             None => Ok(()),

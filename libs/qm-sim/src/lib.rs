@@ -7,7 +7,7 @@
 //! the scenario's text and returns a [`Report`].
 
 pub mod report;
-mod rng;
+pub mod rng;
 pub mod scenario;
 pub mod sim;
 pub mod trace;

@@ -124,8 +124,9 @@ impl Recorder {
                         let acc = cluster.accounting(t);
                         for (s, u) in cluster.share_usages(t, acc) {
                             if u.used > 0 {
-                                *used.entry(cluster.share_config(s).name.clone()).or_default() +=
-                                    u.used;
+                                *used
+                                    .entry(cluster.share_config(s).name.clone())
+                                    .or_default() += u.used;
                             }
                         }
                     }

@@ -1,0 +1,489 @@
+//! The same workload under several sharing policies, on the simulator (the
+//! scheduling core, unchanged), and the measures that decide between them,
+//! per policy and per share.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use qm_sim::scenario::{Action, JobDefaults, QueueSpec, SubmitSpec};
+use qm_sim::{Options, Scenario, Simulation};
+use qm_wire::messages as wire;
+use serde::Serialize;
+
+use crate::workload::Workload;
+
+/// How the shares share.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Sharing {
+    /// Every share RESERVE: hard partitions.
+    Partitions,
+    /// One share holding the whole fleet: one pool, first come first served.
+    Pool,
+    /// Every share LEND_AND_BORROW with this `borrowLimit` (percent of its
+    /// entitlement; -1 unlimited).
+    Borrow(i64),
+}
+
+/// One policy to compare.
+#[derive(Clone, Debug)]
+pub struct Policy {
+    pub name: String,
+    pub sharing: Sharing,
+    pub min_runtime_seconds: Option<u64>,
+    pub reborrow_cooldown_seconds: Option<u64>,
+    pub borrow_requires_checkpoint: bool,
+    /// Checkpoint-then-preempt: a checkpointing job is asked to checkpoint
+    /// and given this long before it is stopped (it commits after
+    /// `checkpoint_seconds`).
+    pub checkpoint_before_preempt: Option<(u64, f64)>,
+}
+
+impl Policy {
+    fn plain(name: &str, sharing: Sharing) -> Policy {
+        Policy {
+            name: name.into(),
+            sharing,
+            min_runtime_seconds: None,
+            reborrow_cooldown_seconds: None,
+            borrow_requires_checkpoint: false,
+            checkpoint_before_preempt: None,
+        }
+    }
+
+    /// In words, for the report.
+    pub fn describe(&self) -> String {
+        let mut s = match self.sharing {
+            Sharing::Partitions => "hard partitions: every share RESERVE".to_string(),
+            Sharing::Pool => "one pool: a single share with the whole fleet".to_string(),
+            Sharing::Borrow(-1) => "quota shares, LEND_AND_BORROW, unlimited borrowing".to_string(),
+            Sharing::Borrow(l) => format!("quota shares, LEND_AND_BORROW, borrowLimit {l}%"),
+        };
+        if let Some(m) = self.min_runtime_seconds {
+            s.push_str(&format!("; minRuntimeBeforePreemptionSeconds {m}"));
+        }
+        if let Some(c) = self.reborrow_cooldown_seconds {
+            s.push_str(&format!("; reborrowCooldownSeconds {c}"));
+        }
+        if self.borrow_requires_checkpoint {
+            s.push_str("; borrowRequiresCheckpoint");
+        }
+        if let Some((w, c)) = self.checkpoint_before_preempt {
+            s.push_str(&format!(
+                "; checkpoint-then-preempt ({w} s window, jobs commit {c:.0} s after the signal)"
+            ));
+        }
+        s
+    }
+}
+
+/// The default comparison: partitions, one pool, three borrow limits, and
+/// each protection on its own at borrowLimit 100.
+pub fn default_policies() -> Vec<Policy> {
+    let b = |name: &str| Policy::plain(name, Sharing::Borrow(100));
+    vec![
+        Policy::plain("partitions", Sharing::Partitions),
+        Policy::plain("pool", Sharing::Pool),
+        Policy::plain("borrow-50", Sharing::Borrow(50)),
+        b("borrow-100"),
+        Policy::plain("borrow-unlimited", Sharing::Borrow(-1)),
+        Policy {
+            min_runtime_seconds: Some(1800),
+            ..b("borrow-100+min-runtime")
+        },
+        Policy {
+            reborrow_cooldown_seconds: Some(1800),
+            ..b("borrow-100+cooldown")
+        },
+        Policy {
+            borrow_requires_checkpoint: true,
+            ..b("borrow-100+checkpointing-only")
+        },
+        Policy {
+            checkpoint_before_preempt: Some((300, 60.0)),
+            ..b("borrow-100+checkpoint-then-preempt")
+        },
+    ]
+}
+
+/// The scenario of `workload` under `policy`.
+pub fn scenario(workload: &Workload, policy: &Policy) -> Scenario {
+    let ty = &workload.instance_type;
+    let limit = |n: u32| {
+        Some(vec![wire::CapacityLimit {
+            capacity_unit: ty.clone(),
+            max_capacity: i64::from(n),
+        }])
+    };
+    let share = |name: &str, n: u32| {
+        let (strategy, borrow_limit) = match policy.sharing {
+            Sharing::Partitions | Sharing::Pool => ("RESERVE", None),
+            Sharing::Borrow(l) => ("LEND_AND_BORROW", Some(l)),
+        };
+        let protections = wire::Protections {
+            min_runtime_before_preemption_seconds: policy.min_runtime_seconds,
+            reborrow_cooldown_seconds: policy.reborrow_cooldown_seconds,
+            borrow_requires_checkpoint: policy.borrow_requires_checkpoint.then_some(true),
+        };
+        wire::QuotaShare {
+            quota_share_name: name.into(),
+            capacity_limits: limit(n),
+            resource_sharing_configuration: Some(wire::ResourceSharingConfiguration {
+                strategy: strategy.into(),
+                borrow_limit,
+            }),
+            preemption_configuration: Some(wire::SharePreemptionConfiguration {
+                in_share_preemption: "DISABLED".into(),
+            }),
+            protections: Some(protections),
+            ..Default::default()
+        }
+    };
+    let quota_shares = match policy.sharing {
+        Sharing::Pool => vec![share("pool", workload.fleet)],
+        _ => workload
+            .shares
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(name, n)| share(name, *n))
+            .collect(),
+    };
+    let actions = workload
+        .jobs
+        .iter()
+        .map(|j| Action {
+            at: j.submitted,
+            submit: Some(SubmitSpec {
+                job_name: j.name.clone(),
+                quota_share_name: if policy.sharing == Sharing::Pool {
+                    "pool".into()
+                } else {
+                    j.share.clone()
+                },
+                instance_type: ty.clone(),
+                instance_count: j.instances,
+                scheduling_priority: 0,
+                preemption_retries_before_termination: None,
+                retry_strategy: None,
+                timeout_config: None,
+                termination_grace_period_seconds: None,
+                duration_seconds: j.duration,
+                checkpoint_interval_seconds: j.checkpoint_interval,
+                startup_seconds: None,
+                stop_seconds: None,
+                checkpoint_on_stop: None,
+                checkpoint_before_preempt_seconds: policy
+                    .checkpoint_before_preempt
+                    .filter(|_| j.checkpoint_interval.is_some())
+                    .map(|(w, _)| w),
+                checkpoint_seconds: policy
+                    .checkpoint_before_preempt
+                    .filter(|_| j.checkpoint_interval.is_some())
+                    .map(|(_, c)| c),
+                failures: Vec::new(),
+            }),
+            update_service_job: None,
+            terminate_service_job: None,
+            create_quota_share: None,
+            update_quota_share: None,
+            delete_quota_share: None,
+            set_fleet: None,
+            add_nodes: None,
+            lose_node: None,
+        })
+        .collect();
+    Scenario {
+        fleet: [(ty.clone(), workload.fleet)].into(),
+        nodes: Vec::new(),
+        queue: QueueSpec {
+            job_queue_name: "whatif".into(),
+            state: None,
+            queueing_strategy: None,
+            capacity_limits: Vec::new(),
+            checkpoint_before_preempt_seconds: None,
+            quota_shares,
+        },
+        defaults: JobDefaults {
+            startup_seconds: Some(workload.mapping.startup_seconds),
+            stop_seconds: Some(workload.mapping.stop_seconds),
+            checkpoint_interval_seconds: None,
+            checkpoint_on_stop: Some(false),
+            checkpoint_seconds: None,
+        },
+        actions,
+        generate: None,
+    }
+}
+
+/// Percentiles (nearest rank), in seconds.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Pct {
+    pub n: usize,
+    pub p50: Option<f64>,
+    pub p90: Option<f64>,
+    pub p99: Option<f64>,
+    pub max: Option<f64>,
+}
+
+impl Pct {
+    fn of(mut v: Vec<f64>) -> Pct {
+        v.sort_by(f64::total_cmp);
+        let at = |p: f64| {
+            (!v.is_empty()).then(|| v[((p * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1])
+        };
+        Pct {
+            n: v.len(),
+            p50: at(0.5),
+            p90: at(0.9),
+            p99: at(0.99),
+            max: v.last().copied(),
+        }
+    }
+}
+
+/// The measures of one share (or of all, `*`) under one policy.
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Measures {
+    pub jobs: usize,
+    pub succeeded: usize,
+    /// Submissions the configuration refused (a job larger than its share
+    /// may ever hold).
+    pub rejected: usize,
+    /// Submit to SUCCEEDED.
+    pub completion_seconds: Pct,
+    /// Submit to first start (queueing delay).
+    pub wait_seconds: Pct,
+    /// The wait of jobs submitted while their share had capacity lent out:
+    /// an owner waiting to get its capacity back.
+    pub reclaim_wait_seconds: Pct,
+    pub useful_gpu_hours: f64,
+    pub recomputed_gpu_hours: f64,
+    /// Recomputed over all work done.
+    pub recomputed_fraction: f64,
+    /// Jobs by how many of their attempts were preempted (`0`, `1`, `2`,
+    /// `3+`).
+    pub preempted_attempts: BTreeMap<String, usize>,
+    /// Jobs preempted more than twice.
+    pub preempted_more_than_twice: usize,
+}
+
+/// One policy's results.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyResult {
+    pub name: String,
+    pub description: String,
+    /// Over all jobs (`*`) and per share of the workload (the pool's jobs
+    /// are counted in the share the mapping gave them).
+    pub measures: BTreeMap<String, Measures>,
+    /// In-use over available instance-seconds.
+    pub fleet_utilisation: f64,
+    pub preemptions: u64,
+    pub preemptions_per_hour: f64,
+    /// Virtual seconds the run covered.
+    pub end_seconds: f64,
+    /// Completion times (hours), sorted, at most 400 points: the CDF.
+    pub completion_cdf_hours: Vec<f64>,
+    /// Owners' reclaim waits (seconds), sorted, at most 400 points.
+    pub reclaim_wait_cdf_seconds: Vec<f64>,
+    /// Share -> instances in use, sampled over time (days, instances).
+    pub usage: BTreeMap<String, Vec<(f64, u32)>>,
+    /// The first refused submissions, with the error a client would get.
+    pub rejected_examples: Vec<String>,
+    pub wall_seconds: f64,
+}
+
+fn downsample(v: &[f64], points: usize) -> Vec<f64> {
+    if v.len() <= points {
+        return v.to_vec();
+    }
+    (0..points)
+        .map(|i| v[i * (v.len() - 1) / (points - 1)])
+        .collect()
+}
+
+/// Runs `workload` under `policy`; `progress` gets the fraction of the
+/// workload's span simulated.
+pub fn run(
+    workload: &Workload,
+    policy: &Policy,
+    progress: &dyn Fn(f64),
+) -> Result<PolicyResult, String> {
+    let started = std::time::Instant::now();
+    let scenario = scenario(workload, policy);
+    let span = workload.jobs.last().map_or(1.0, |j| j.submitted).max(1.0);
+    let options = Options {
+        record_timeline: false,
+        // About 400 samples over the run, at least an hour apart.
+        sample_every: Some(qm_sim::sim::Time::from_secs(
+            ((span / 400.0 / 3600.0).ceil().max(1.0) * 3600.0) as u64,
+        )),
+        ..Options::default()
+    };
+    let report = Simulation::new(scenario, options)
+        .map_err(|e| format!("{}: {e}", policy.name))?
+        .run(&mut |p| progress((p.now.as_secs_f64() / span).min(1.0)))
+        .map_err(|e| format!("{}: {e}", policy.name))?;
+    let gpi = f64::from(workload.mapping.gpus_per_instance);
+    let info: BTreeMap<&str, (&str, f64)> = workload
+        .jobs
+        .iter()
+        .map(|j| (j.name.as_str(), (j.share.as_str(), j.duration)))
+        .collect();
+    #[derive(Default)]
+    struct Acc {
+        m: Measures,
+        completion: Vec<f64>,
+        wait: Vec<f64>,
+        reclaim: Vec<f64>,
+    }
+    let mut acc: BTreeMap<String, Acc> = BTreeMap::new();
+    for j in &report.jobs {
+        let (share, duration) = info.get(j.job_name.as_str()).copied().unwrap_or(("?", 0.0));
+        let count = f64::from(j.instance_count) * gpi;
+        for key in [share, "*"] {
+            let a = acc.entry(key.to_string()).or_default();
+            a.m.jobs += 1;
+            if j.status == "SUCCEEDED" {
+                a.m.succeeded += 1;
+            }
+            if let Some(c) = j.completion_seconds {
+                a.completion.push(c);
+            }
+            if let Some(w) = j.wait_seconds {
+                a.wait.push(w);
+                if j.capacity_lent_at_submit {
+                    a.reclaim.push(w);
+                }
+            }
+            let useful = j.completion_seconds.map_or(0.0, |_| duration);
+            a.m.useful_gpu_hours += useful * count / 3600.0;
+            a.m.recomputed_gpu_hours += j.recomputed_seconds * count / 3600.0;
+            let bucket = match j.preempted_attempt_count {
+                0 => "0",
+                1 => "1",
+                2 => "2",
+                _ => "3+",
+            };
+            *a.m.preempted_attempts.entry(bucket.into()).or_default() += 1;
+            if j.preempted_attempt_count > 2 {
+                a.m.preempted_more_than_twice += 1;
+            }
+        }
+    }
+    for r in &report.rejected {
+        let share = r
+            .job_name
+            .as_deref()
+            .and_then(|n| info.get(n).map(|i| i.0))
+            .unwrap_or("?");
+        for key in [share, "*"] {
+            acc.entry(key.to_string()).or_default().m.rejected += 1;
+        }
+    }
+    let mut measures = BTreeMap::new();
+    let mut completion_all = Vec::new();
+    let mut reclaim_all = Vec::new();
+    for (k, a) in acc {
+        let mut m = a.m;
+        let done = m.useful_gpu_hours + m.recomputed_gpu_hours;
+        m.recomputed_fraction = if done > 0.0 {
+            m.recomputed_gpu_hours / done
+        } else {
+            0.0
+        };
+        if k == "*" {
+            completion_all = a.completion.clone();
+            reclaim_all = a.reclaim.clone();
+        }
+        m.completion_seconds = Pct::of(a.completion);
+        m.wait_seconds = Pct::of(a.wait);
+        m.reclaim_wait_seconds = Pct::of(a.reclaim);
+        measures.insert(k, m);
+    }
+    completion_all.sort_by(f64::total_cmp);
+    reclaim_all.sort_by(f64::total_cmp);
+    let hours = |v: Vec<f64>| downsample(&v.iter().map(|x| x / 3600.0).collect::<Vec<_>>(), 400);
+    let mut usage: BTreeMap<String, Vec<(f64, u32)>> = BTreeMap::new();
+    let names: Vec<String> = match policy.sharing {
+        Sharing::Pool => vec!["pool".into()],
+        _ => workload.shares.iter().map(|(n, _)| n.clone()).collect(),
+    };
+    for s in &report.usage_samples {
+        for n in &names {
+            usage
+                .entry(n.clone())
+                .or_default()
+                .push((s.t / 86400.0, s.used.get(n).copied().unwrap_or(0)));
+        }
+    }
+    let preemptions = report
+        .summary
+        .preemptions
+        .get("total")
+        .copied()
+        .unwrap_or(0);
+    let end = report.summary.end_time.max(1.0);
+    Ok(PolicyResult {
+        name: policy.name.clone(),
+        description: policy.describe(),
+        measures,
+        fleet_utilisation: report.summary.fleet_utilisation,
+        preemptions,
+        preemptions_per_hour: preemptions as f64 / (end / 3600.0),
+        end_seconds: end,
+        completion_cdf_hours: hours(completion_all),
+        reclaim_wait_cdf_seconds: downsample(&reclaim_all, 400),
+        usage,
+        rejected_examples: report
+            .rejected
+            .iter()
+            .take(5)
+            .map(|r| {
+                format!(
+                    "{} at {:.0}s: {}: {}",
+                    r.job_name.as_deref().unwrap_or("?"),
+                    r.t,
+                    r.error_code,
+                    r.message
+                )
+            })
+            .collect(),
+        wall_seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// Runs every policy, `threads` at a time; `progress(policy, fraction)`
+/// as each advances. The results come back in `policies`' order.
+pub fn run_all(
+    workload: &Workload,
+    policies: &[Policy],
+    threads: usize,
+    progress: &(dyn Fn(&str, f64) + Sync),
+) -> Result<Vec<PolicyResult>, String> {
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<Result<PolicyResult, String>>>> =
+        Mutex::new(vec![None; policies.len()]);
+    std::thread::scope(|s| {
+        for _ in 0..threads.clamp(1, policies.len().max(1)) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                let Some(policy) = policies.get(i) else {
+                    return;
+                };
+                let r = run(workload, policy, &|f| progress(&policy.name, f));
+                progress(&policy.name, 1.0);
+                if let Ok(mut all) = results.lock() {
+                    all[i] = Some(r);
+                }
+            });
+        }
+    });
+    results
+        .into_inner()
+        .map_err(|_| "a policy's run panicked".to_string())?
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err("a policy did not run".into())))
+        .collect()
+}

@@ -1,0 +1,391 @@
+//! The report: a self-contained HTML page with SVG plots (plotters), the
+//! same figures as JSON, and a Markdown summary table.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use plotters::prelude::*;
+use serde::Serialize;
+
+use crate::compare::{Measures, PolicyResult};
+use crate::trace::BadLine;
+use crate::workload::MappingOut;
+
+/// Everything the report holds.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Evaluation {
+    pub citation: String,
+    pub trace_files: Vec<String>,
+    pub mapping: MappingOut,
+    /// Lines of the trace that could not be read (skipped).
+    pub bad_lines: Vec<BadLine>,
+    pub policies: Vec<PolicyResult>,
+    pub wall_seconds: f64,
+}
+
+fn hours(s: Option<f64>) -> String {
+    s.map_or_else(|| "-".into(), |v| format!("{:.2}", v / 3600.0))
+}
+
+fn seconds(s: Option<f64>) -> String {
+    s.map_or_else(|| "-".into(), |v| format!("{v:.0}"))
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+const W: u32 = 760;
+const H: u32 = 420;
+
+fn svg_error(e: impl std::fmt::Display) -> String {
+    format!(
+        "<p class=\"error\">plot failed: {}</p>",
+        esc(&e.to_string())
+    )
+}
+
+/// Empirical CDFs on a logarithmic axis, values floored at `floor` so
+/// that zeros show.
+fn cdf_svg(title: &str, x_label: &str, floor: f64, series: &[(&str, &[f64])]) -> String {
+    let max = series
+        .iter()
+        .flat_map(|(_, v)| v.iter().copied())
+        .fold(1.0_f64, f64::max)
+        * 1.2;
+    let mut out = String::new();
+    let r = (|| -> Result<(), Box<dyn std::error::Error>> {
+        let root = SVGBackend::with_string(&mut out, (W, H)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(50)
+            .build_cartesian_2d((floor..max).log_scale(), 0.0..1.0)?;
+        chart
+            .configure_mesh()
+            .x_desc(x_label)
+            .y_desc("fraction of jobs")
+            .draw()?;
+        for (i, (name, values)) in series.iter().enumerate() {
+            if values.is_empty() {
+                continue;
+            }
+            let n = values.len() as f64;
+            let color = Palette99::pick(i).to_rgba();
+            chart
+                .draw_series(LineSeries::new(
+                    values
+                        .iter()
+                        .enumerate()
+                        .map(|(k, v)| (v.max(floor), (k + 1) as f64 / n)),
+                    color.stroke_width(2),
+                ))?
+                .label(*name)
+                .legend(move |(x, y)| {
+                    PathElement::new([(x, y), (x + 16, y)], color.stroke_width(2))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::LowerRight)
+            .draw()?;
+        root.present()?;
+        Ok(())
+    })();
+    match r {
+        Ok(()) => out,
+        Err(e) => svg_error(e),
+    }
+}
+
+/// Horizontal bars, one per name.
+fn bars_svg(title: &str, x_label: &str, bars: &[(String, f64)]) -> String {
+    let max = bars.iter().map(|b| b.1).fold(0.0_f64, f64::max).max(1e-9) * 1.15;
+    let n = bars.len().max(1);
+    let mut out = String::new();
+    let r = (|| -> Result<(), Box<dyn std::error::Error>> {
+        let root = SVGBackend::with_string(&mut out, (W, 60 + 34 * n as u32)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let names: Vec<String> = bars.iter().map(|b| b.0.clone()).collect();
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(250)
+            .build_cartesian_2d(0.0..max, 0.0..n as f64)?;
+        chart
+            .configure_mesh()
+            .x_desc(x_label)
+            .y_labels(n)
+            .y_label_formatter(&|y| {
+                let i = (*y - 0.5).round();
+                if (y - (i + 0.5)).abs() < 0.01 && i >= 0.0 {
+                    names.get(i as usize).cloned().unwrap_or_default()
+                } else {
+                    String::new()
+                }
+            })
+            .disable_y_mesh()
+            .draw()?;
+        chart.draw_series(bars.iter().enumerate().map(|(i, (_, v))| {
+            Rectangle::new(
+                [(0.0, i as f64 + 0.15), (*v, i as f64 + 0.85)],
+                Palette99::pick(i).filled(),
+            )
+        }))?;
+        root.present()?;
+        Ok(())
+    })();
+    match r {
+        Ok(()) => out,
+        Err(e) => svg_error(e),
+    }
+}
+
+/// Instances in use per share over time.
+fn usage_svg(title: &str, usage: &BTreeMap<String, Vec<(f64, u32)>>, fleet: u32) -> String {
+    let days = usage
+        .values()
+        .flat_map(|v| v.iter().map(|p| p.0))
+        .fold(1.0_f64, f64::max);
+    let top = usage
+        .values()
+        .flat_map(|v| v.iter().map(|p| p.1))
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let mut out = String::new();
+    let r = (|| -> Result<(), Box<dyn std::error::Error>> {
+        let root = SVGBackend::with_string(&mut out, (W, H)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(50)
+            .build_cartesian_2d(0.0..days, 0.0..f64::from(top) * 1.1)?;
+        chart
+            .configure_mesh()
+            .x_desc("day")
+            .y_desc(format!("instances in use (fleet {fleet})"))
+            .draw()?;
+        for (i, (share, points)) in usage.iter().enumerate() {
+            let color = Palette99::pick(i).to_rgba();
+            chart
+                .draw_series(LineSeries::new(
+                    points.iter().map(|(d, n)| (*d, f64::from(*n))),
+                    color.stroke_width(1),
+                ))?
+                .label(share.as_str())
+                .legend(move |(x, y)| {
+                    PathElement::new([(x, y), (x + 16, y)], color.stroke_width(2))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperRight)
+            .draw()?;
+        root.present()?;
+        Ok(())
+    })();
+    match r {
+        Ok(()) => out,
+        Err(e) => svg_error(e),
+    }
+}
+
+fn all(p: &PolicyResult) -> Measures {
+    p.measures.get("*").cloned().unwrap_or_default()
+}
+
+/// The summary table, in Markdown.
+pub fn markdown(e: &Evaluation) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "| policy | jobs done | rejected | completion p50 / p90 (h) | wait p50 / p90 (h) | owners' reclaim wait p50 / p90 (s, jobs) | recomputed GPU-h (fraction) | preemptions / h | jobs preempted > 2 | utilisation |"
+    );
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|");
+    for p in &e.policies {
+        let m = all(p);
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} / {} | {} / {} | {} / {} ({}) | {:.0} ({:.2}%) | {:.2} | {} | {:.1}% |",
+            p.name,
+            m.succeeded,
+            m.rejected,
+            hours(m.completion_seconds.p50),
+            hours(m.completion_seconds.p90),
+            hours(m.wait_seconds.p50),
+            hours(m.wait_seconds.p90),
+            seconds(m.reclaim_wait_seconds.p50),
+            seconds(m.reclaim_wait_seconds.p90),
+            m.reclaim_wait_seconds.n,
+            m.recomputed_gpu_hours,
+            m.recomputed_fraction * 100.0,
+            p.preemptions_per_hour,
+            m.preempted_more_than_twice,
+            p.fleet_utilisation * 100.0
+        );
+    }
+    s
+}
+
+/// The HTML report (self-contained: styles and SVG plots inline).
+pub fn html(e: &Evaluation) -> String {
+    let mut h = String::new();
+    let _ = write!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Quartermaster what-if: sharing policies on a real trace</title>\n<style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}}table{{border-collapse:collapse;font-size:13px;margin:1em 0}}td,th{{border:1px solid #ccc;padding:3px 6px;text-align:right}}th{{background:#f3f3f3}}td:first-child,th:first-child{{text-align:left}}figure{{margin:1.5em 0}}.note{{color:#555;font-size:13px}}</style></head><body>\n<h1>Sharing policies compared on a real trace</h1>\n"
+    );
+    let _ = write!(
+        h,
+        "<p class=\"note\">{}</p><h2>The workload</h2><p>{} jobs from {}, {:.0} GPU-hours over {:.1} days (mean demand {:.0} GPUs). {}</p><p>Seed {}. Shares: {}.</p>",
+        esc(&e.citation),
+        e.mapping.jobs,
+        esc(&e.trace_files.join(", ")),
+        e.mapping.gpu_hours,
+        e.mapping.span_days,
+        e.mapping.mean_gpu_demand,
+        esc(&e.mapping.description),
+        e.mapping.seed,
+        esc(&e
+            .mapping
+            .shares
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", "))
+    );
+    if !e.bad_lines.is_empty() {
+        let _ = write!(
+            h,
+            "<p>{} malformed trace lines were skipped, e.g. {}.</p>",
+            e.bad_lines.len(),
+            esc(&e.bad_lines[0].to_string())
+        );
+    }
+    let _ = write!(h, "<h2>Summary</h2><table><tr><th>policy</th><th>what it is</th><th>jobs done</th><th>rejected</th><th>completion p50 / p90 / p99 (h)</th><th>wait p50 / p90 (h)</th><th>owners' reclaim wait p50 / p90 / max (s)</th><th>recomputed GPU-h</th><th>recomputed</th><th>preemptions / h</th><th>preempted &gt; 2</th><th>utilisation</th><th>wall (s)</th></tr>");
+    for p in &e.policies {
+        let m = all(p);
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td style=\"text-align:left\">{}</td><td>{}</td><td>{}</td><td>{} / {} / {}</td><td>{} / {}</td><td>{} / {} / {} ({} jobs)</td><td>{:.0}</td><td>{:.2}%</td><td>{:.2}</td><td>{}</td><td>{:.1}%</td><td>{:.1}</td></tr>",
+            esc(&p.name),
+            esc(&p.description),
+            m.succeeded,
+            m.rejected,
+            hours(m.completion_seconds.p50),
+            hours(m.completion_seconds.p90),
+            hours(m.completion_seconds.p99),
+            hours(m.wait_seconds.p50),
+            hours(m.wait_seconds.p90),
+            seconds(m.reclaim_wait_seconds.p50),
+            seconds(m.reclaim_wait_seconds.p90),
+            seconds(m.reclaim_wait_seconds.max),
+            m.reclaim_wait_seconds.n,
+            m.recomputed_gpu_hours,
+            m.recomputed_fraction * 100.0,
+            p.preemptions_per_hour,
+            m.preempted_more_than_twice,
+            p.fleet_utilisation * 100.0,
+            p.wall_seconds
+        );
+    }
+    h.push_str("</table>");
+    let completion: Vec<(&str, &[f64])> = e
+        .policies
+        .iter()
+        .map(|p| (p.name.as_str(), p.completion_cdf_hours.as_slice()))
+        .collect();
+    let reclaim: Vec<(&str, &[f64])> = e
+        .policies
+        .iter()
+        .filter(|p| !p.reclaim_wait_cdf_seconds.is_empty())
+        .map(|p| (p.name.as_str(), p.reclaim_wait_cdf_seconds.as_slice()))
+        .collect();
+    let recomputed: Vec<(String, f64)> = e
+        .policies
+        .iter()
+        .map(|p| (p.name.clone(), all(p).recomputed_gpu_hours))
+        .collect();
+    let _ = write!(
+        h,
+        "<h2>Plots</h2><figure id=\"completion\">{}<figcaption>Job completion time (submit to success), every job, per policy.</figcaption></figure>",
+        cdf_svg("Job completion time", "hours (log)", 1.0 / 60.0, &completion)
+    );
+    let _ = write!(
+        h,
+        "<figure id=\"reclaim\">{}<figcaption>Owners' reclaim wait: submit to start of the jobs submitted while their share had capacity of their type lent out (policies that lend). It includes the borrower's stop and, with checkpoint-then-preempt, its checkpoint window.</figcaption></figure>",
+        cdf_svg("Owners' wait for lent capacity", "seconds (log; under 1 s shown at 1 s)", 1.0, &reclaim)
+    );
+    let _ = write!(
+        h,
+        "<figure id=\"recomputed\">{}<figcaption>GPU-hours recomputed: work lost to preemptions (from the last checkpoint, or the start) and done again.</figcaption></figure>",
+        bars_svg("Recomputed GPU-hours", "GPU-hours", &recomputed)
+    );
+    for name in ["partitions", "borrow-100"] {
+        if let Some(p) = e.policies.iter().find(|p| p.name == name) {
+            let _ = write!(
+                h,
+                "<figure id=\"usage-{name}\">{}<figcaption>Instances in use per share, hourly samples, under {}.</figcaption></figure>",
+                usage_svg(&format!("Share usage over time: {name}"), &p.usage, e.mapping.fleet_instances),
+                esc(name)
+            );
+        }
+    }
+    h.push_str("<h2>Per share</h2>");
+    for p in &e.policies {
+        let _ = write!(
+            h,
+            "<h3>{}</h3><table><tr><th>share</th><th>jobs</th><th>rejected</th><th>completion p50 / p90 (h)</th><th>wait p50 / p90 (h)</th><th>reclaim wait p50 / p90 (s, jobs)</th><th>recomputed GPU-h</th><th>preempted 0 / 1 / 2 / 3+</th></tr>",
+            esc(&p.name)
+        );
+        for (share, m) in &p.measures {
+            let b = |k: &str| m.preempted_attempts.get(k).copied().unwrap_or(0);
+            let _ = write!(
+                h,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} / {}</td><td>{} / {}</td><td>{} / {} ({})</td><td>{:.0}</td><td>{} / {} / {} / {}</td></tr>",
+                esc(share),
+                m.jobs,
+                m.rejected,
+                hours(m.completion_seconds.p50),
+                hours(m.completion_seconds.p90),
+                hours(m.wait_seconds.p50),
+                hours(m.wait_seconds.p90),
+                seconds(m.reclaim_wait_seconds.p50),
+                seconds(m.reclaim_wait_seconds.p90),
+                m.reclaim_wait_seconds.n,
+                m.recomputed_gpu_hours,
+                b("0"),
+                b("1"),
+                b("2"),
+                b("3+")
+            );
+        }
+        h.push_str("</table>");
+        if !p.rejected_examples.is_empty() {
+            let _ = write!(
+                h,
+                "<p class=\"note\">Refused submissions, e.g.: {}</p>",
+                esc(&p.rejected_examples.join("; "))
+            );
+        }
+    }
+    let _ = writeln!(
+        h,
+        "<p class=\"note\">Made by <code>qm whatif</code> in {:.0} s. Every run is the scheduling core itself on virtual time (<code>qm simulate</code>).</p></body></html>",
+        e.wall_seconds
+    );
+    h
+}
