@@ -2,7 +2,7 @@
 CARGO ?= cargo
 QM := target/release/qm
 
-.PHONY: aws-clients up down check-deploy demo simulate bins bench-services bench-fleet bench-checkpoint bench-peers test lint check-core-deps unit integration images images-infra bench bench-pass bench-sim build clean
+.PHONY: aws-clients chromium evaluate up down check-deploy demo simulate bins bench-services bench-fleet bench-checkpoint bench-peers test lint check-core-deps unit integration images images-infra bench bench-pass bench-sim build clean
 
 ## demo: the three-share story on a real Quartermaster (NATS + Garage in
 ## containers, the four services, the example trainer), live, with a summary
@@ -68,8 +68,19 @@ images-infra:
 ## integration: end-to-end tests against real servers in containers, the
 ## services as processes and, for the story, the rolling upgrade and the
 ## compose file, in containers from their images (so it builds them)
-integration: images bins aws-clients
+integration: images bins aws-clients chromium
 	$(CARGO) test --locked -p qm-integration-tests
+
+## chromium: headless Chromium, which renders the what-if report in the tests
+chromium:
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || { echo "chromium: needed by the what-if report test (Debian's package chromium)" >&2; exit 2; }
+
+## evaluate: the what-if report on the full ITP-2021 trace (../shared/traces,
+## or QM_TRACES), both mappings, into docs/evaluation/ (docs/evaluation.md)
+QM_TRACES ?= ../shared/traces
+evaluate:
+	$(CARGO) build --release --locked -p qm
+	bench/evaluate.sh "$(QM_TRACES)"
 
 ## aws-clients: the pinned boto3 and AWS CLI the gateway tests drive, in a
 ## virtual environment of their own under ~/.cache/quartermaster

@@ -201,13 +201,18 @@ pub fn run(a: &WhatifArgs) -> Result<(), String> {
 
 fn write_report(dir: &Path, e: &Evaluation) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|err| format!("{}: {err}", dir.display()))?;
-    let json = serde_json::to_string_pretty(e).map_err(|err| err.to_string())?;
-    for (name, text) in [
-        ("report.html", render::html(e)),
-        ("report.json", json),
-        ("summary.md", render::markdown(e)),
-    ] {
-        let path = dir.join(name);
+    let json = serde_json::to_string(e).map_err(|err| err.to_string())?;
+    let mut files = vec![
+        ("report.html".to_string(), render::html(e)),
+        ("report.json".to_string(), json),
+        ("summary.md".to_string(), render::markdown(e)),
+    ];
+    // Each plot on its own too, for documents that embed them.
+    for (id, svg, _) in render::plots(e) {
+        files.push((format!("{id}.svg"), svg));
+    }
+    for (name, text) in files {
+        let path = dir.join(&name);
         std::fs::write(&path, text).map_err(|err| format!("{}: {err}", path.display()))?;
     }
     Ok(())

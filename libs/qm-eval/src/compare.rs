@@ -254,8 +254,8 @@ pub struct Measures {
     pub completion_seconds: Pct,
     /// Submit to first start (queueing delay).
     pub wait_seconds: Pct,
-    /// The wait of jobs submitted while their share had capacity lent out:
-    /// an owner waiting to get its capacity back.
+    /// The wait of jobs another share's job was preempted for (across
+    /// shares): an owner waiting to get its lent capacity back.
     pub reclaim_wait_seconds: Pct,
     pub useful_gpu_hours: f64,
     pub recomputed_gpu_hours: f64,
@@ -353,7 +353,7 @@ pub fn run(
             }
             if let Some(w) = j.wait_seconds {
                 a.wait.push(w);
-                if j.capacity_lent_at_submit {
+                if j.started_by_reclaim {
                     a.reclaim.push(w);
                 }
             }
@@ -404,7 +404,15 @@ pub fn run(
     }
     completion_all.sort_by(f64::total_cmp);
     reclaim_all.sort_by(f64::total_cmp);
-    let hours = |v: Vec<f64>| downsample(&v.iter().map(|x| x / 3600.0).collect::<Vec<_>>(), 400);
+    let round = |x: f64, unit: f64| (x / unit).round() * unit;
+    let hours = |v: Vec<f64>| {
+        downsample(
+            &v.iter()
+                .map(|x| round(x / 3600.0, 1e-4))
+                .collect::<Vec<_>>(),
+            400,
+        )
+    };
     let mut usage: BTreeMap<String, Vec<(f64, u32)>> = BTreeMap::new();
     let names: Vec<String> = match policy.sharing {
         Sharing::Pool => vec!["pool".into()],
@@ -412,10 +420,10 @@ pub fn run(
     };
     for s in &report.usage_samples {
         for n in &names {
-            usage
-                .entry(n.clone())
-                .or_default()
-                .push((s.t / 86400.0, s.used.get(n).copied().unwrap_or(0)));
+            usage.entry(n.clone()).or_default().push((
+                round(s.t / 86400.0, 1e-3),
+                s.used.get(n).copied().unwrap_or(0),
+            ));
         }
     }
     let preemptions = report
@@ -434,7 +442,13 @@ pub fn run(
         preemptions_per_hour: preemptions as f64 / (end / 3600.0),
         end_seconds: end,
         completion_cdf_hours: hours(completion_all),
-        reclaim_wait_cdf_seconds: downsample(&reclaim_all, 400),
+        reclaim_wait_cdf_seconds: downsample(
+            &reclaim_all
+                .iter()
+                .map(|x| round(*x, 0.1))
+                .collect::<Vec<_>>(),
+            400,
+        ),
         usage,
         rejected_examples: report
             .rejected

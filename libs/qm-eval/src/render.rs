@@ -150,8 +150,35 @@ fn bars_svg(title: &str, x_label: &str, bars: &[(String, f64)]) -> String {
     }
 }
 
+/// The six shares using the most, and the others summed as one line.
+fn top_usage(usage: &BTreeMap<String, Vec<(f64, u32)>>) -> BTreeMap<String, Vec<(f64, u32)>> {
+    const SHOWN: usize = 6;
+    if usage.len() <= SHOWN + 1 {
+        return usage.clone();
+    }
+    let mut by_total: Vec<(&String, u64)> = usage
+        .iter()
+        .map(|(n, v)| (n, v.iter().map(|p| u64::from(p.1)).sum()))
+        .collect();
+    by_total.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let mut out: BTreeMap<String, Vec<(f64, u32)>> = by_total[..SHOWN]
+        .iter()
+        .map(|(n, _)| ((*n).clone(), usage[*n].clone()))
+        .collect();
+    let rest = &by_total[SHOWN..];
+    let mut others: Vec<(f64, u32)> = usage[rest[0].0].iter().map(|p| (p.0, 0)).collect();
+    for (n, _) in rest {
+        for (o, p) in others.iter_mut().zip(&usage[*n]) {
+            o.1 += p.1;
+        }
+    }
+    out.insert(format!("{} other shares", rest.len()), others);
+    out
+}
+
 /// Instances in use per share over time.
 fn usage_svg(title: &str, usage: &BTreeMap<String, Vec<(f64, u32)>>, fleet: u32) -> String {
+    let usage = &top_usage(usage);
     let days = usage
         .values()
         .flat_map(|v| v.iter().map(|p| p.0))
@@ -206,6 +233,62 @@ fn usage_svg(title: &str, usage: &BTreeMap<String, Vec<(f64, u32)>>, fleet: u32)
 
 fn all(p: &PolicyResult) -> Measures {
     p.measures.get("*").cloned().unwrap_or_default()
+}
+
+/// Every plot: its id, the SVG, and its caption.
+pub fn plots(e: &Evaluation) -> Vec<(String, String, String)> {
+    let completion: Vec<(&str, &[f64])> = e
+        .policies
+        .iter()
+        .map(|p| (p.name.as_str(), p.completion_cdf_hours.as_slice()))
+        .collect();
+    let reclaim: Vec<(&str, &[f64])> = e
+        .policies
+        .iter()
+        .filter(|p| !p.reclaim_wait_cdf_seconds.is_empty())
+        .map(|p| (p.name.as_str(), p.reclaim_wait_cdf_seconds.as_slice()))
+        .collect();
+    let recomputed: Vec<(String, f64)> = e
+        .policies
+        .iter()
+        .map(|p| (p.name.clone(), all(p).recomputed_gpu_hours))
+        .collect();
+    let mut out = vec![
+        (
+            "completion".to_string(),
+            cdf_svg("Job completion time", "hours (log)", 1.0 / 60.0, &completion),
+            "Job completion time (submit to success), every job, per policy.".to_string(),
+        ),
+        (
+            "reclaim".to_string(),
+            cdf_svg(
+                "Owners' wait for lent capacity",
+                "seconds (log; under 1 s shown at 1 s)",
+                1.0,
+                &reclaim,
+            ),
+            "Owners' reclaim wait: submit to start of the jobs for which a borrower was preempted (policies that lend). It includes the borrower's stop and, with checkpoint-then-preempt, its checkpoint window.".to_string(),
+        ),
+        (
+            "recomputed".to_string(),
+            bars_svg("Recomputed GPU-hours", "GPU-hours", &recomputed),
+            "GPU-hours recomputed: work lost to preemptions (from the last checkpoint, or the start) and done again.".to_string(),
+        ),
+    ];
+    for name in ["partitions", "borrow-100"] {
+        if let Some(p) = e.policies.iter().find(|p| p.name == name) {
+            out.push((
+                format!("usage-{name}"),
+                usage_svg(
+                    &format!("Share usage over time: {name}"),
+                    &p.usage,
+                    e.mapping.fleet_instances,
+                ),
+                format!("Instances in use per share over time (samples at least an hour apart; the six shares using the most, the others summed), under {name}."),
+            ));
+        }
+    }
+    out
 }
 
 /// The summary table, in Markdown.
@@ -303,46 +386,13 @@ pub fn html(e: &Evaluation) -> String {
         );
     }
     h.push_str("</table>");
-    let completion: Vec<(&str, &[f64])> = e
-        .policies
-        .iter()
-        .map(|p| (p.name.as_str(), p.completion_cdf_hours.as_slice()))
-        .collect();
-    let reclaim: Vec<(&str, &[f64])> = e
-        .policies
-        .iter()
-        .filter(|p| !p.reclaim_wait_cdf_seconds.is_empty())
-        .map(|p| (p.name.as_str(), p.reclaim_wait_cdf_seconds.as_slice()))
-        .collect();
-    let recomputed: Vec<(String, f64)> = e
-        .policies
-        .iter()
-        .map(|p| (p.name.clone(), all(p).recomputed_gpu_hours))
-        .collect();
-    let _ = write!(
-        h,
-        "<h2>Plots</h2><figure id=\"completion\">{}<figcaption>Job completion time (submit to success), every job, per policy.</figcaption></figure>",
-        cdf_svg("Job completion time", "hours (log)", 1.0 / 60.0, &completion)
-    );
-    let _ = write!(
-        h,
-        "<figure id=\"reclaim\">{}<figcaption>Owners' reclaim wait: submit to start of the jobs submitted while their share had capacity of their type lent out (policies that lend). It includes the borrower's stop and, with checkpoint-then-preempt, its checkpoint window.</figcaption></figure>",
-        cdf_svg("Owners' wait for lent capacity", "seconds (log; under 1 s shown at 1 s)", 1.0, &reclaim)
-    );
-    let _ = write!(
-        h,
-        "<figure id=\"recomputed\">{}<figcaption>GPU-hours recomputed: work lost to preemptions (from the last checkpoint, or the start) and done again.</figcaption></figure>",
-        bars_svg("Recomputed GPU-hours", "GPU-hours", &recomputed)
-    );
-    for name in ["partitions", "borrow-100"] {
-        if let Some(p) = e.policies.iter().find(|p| p.name == name) {
-            let _ = write!(
-                h,
-                "<figure id=\"usage-{name}\">{}<figcaption>Instances in use per share, hourly samples, under {}.</figcaption></figure>",
-                usage_svg(&format!("Share usage over time: {name}"), &p.usage, e.mapping.fleet_instances),
-                esc(name)
-            );
-        }
+    h.push_str("<h2>Plots</h2>");
+    for (id, svg, caption) in plots(e) {
+        let _ = write!(
+            h,
+            "<figure id=\"{id}\">{svg}<figcaption>{}</figcaption></figure>",
+            esc(&caption)
+        );
     }
     h.push_str("<h2>Per share</h2>");
     for p in &e.policies {

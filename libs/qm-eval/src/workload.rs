@@ -11,6 +11,9 @@ use serde::Serialize;
 
 use crate::trace::TraceJob;
 
+/// The most quota shares a queue holds (the core's rule).
+const MAX_SHARES: usize = qm_core::config::MAX_SHARES_PER_QUEUE;
+
 /// How jobs are grouped into quota shares.
 #[derive(Clone, Debug)]
 pub enum Grouping {
@@ -205,11 +208,22 @@ pub fn build(mut trace: Vec<TraceJob>, m: &Mapping) -> Result<Workload, String> 
             if quota.is_empty() {
                 return Err("the quota table has no cluster with a quota".into());
             }
+            // A queue holds at most MAX_SHARES quota shares: the smallest
+            // teams beyond that are merged into one.
+            let mut quota = quota.clone();
+            if quota.len() > MAX_SHARES {
+                quota.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+                let rest: f64 = quota[MAX_SHARES - 1..].iter().map(|q| q.1).sum();
+                let merged = quota.len() - (MAX_SHARES - 1);
+                quota.truncate(MAX_SHARES - 1);
+                quota.push((format!("other-{merged}-teams"), rest));
+            }
+            let quota = &quota;
             (
                 quota.iter().map(|(n, _)| n.clone()).collect(),
                 quota.iter().map(|(_, q)| *q).collect(),
                 format!(
-                    "{} synthetic teams, one per virtual cluster of the Helios quota table with a quota, entitlements in proportion to their mean daily quota; each job is assigned to a team drawn in proportion to those sizes (seed {})",
+                    "{} synthetic teams, one per virtual cluster of the Helios quota table with a quota (beyond {MAX_SHARES}, the smallest merged into one: a queue holds at most {MAX_SHARES} shares), entitlements in proportion to their mean daily quota; each job is assigned to a team drawn in proportion to those sizes (seed {})",
                     quota.len(),
                     m.seed
                 ),
@@ -372,6 +386,25 @@ mod tests {
         assert!((big / 4000.0 - 0.75).abs() < 0.03, "{big}");
         let sizes: BTreeMap<_, _> = w.shares.iter().cloned().collect();
         assert!(sizes["big"] >= 2 * sizes["small"], "{sizes:?}");
+    }
+
+    #[test]
+    fn beyond_twenty_teams_the_smallest_are_merged() {
+        let trace: Vec<TraceJob> = (0..100)
+            .map(|i| job("c1", &i.to_string(), f64::from(i), 600.0, 1))
+            .collect();
+        let quota: Vec<(String, f64)> = (0..24)
+            .map(|i| (format!("vc{i:02}"), f64::from(100 - i)))
+            .collect();
+        let m = Mapping {
+            grouping: Grouping::Teams { quota },
+            ..Mapping::default()
+        };
+        let w = build(trace, &m).expect("built");
+        assert_eq!(w.shares.len(), 20);
+        assert_eq!(w.shares[19].0, "other-5-teams");
+        assert!(w.shares.iter().all(|(n, _)| n != "vc23"));
+        assert!(w.mapping.description.contains("smallest merged"));
     }
 
     #[test]

@@ -35,6 +35,9 @@ pub(crate) struct Recorder {
     /// Per job: whether its share was lending capacity of its type when it
     /// was submitted (its owner's wait is then a reclaim wait).
     lent_at_submit: Vec<bool>,
+    /// Per job: another share's job was preempted (across shares) so that
+    /// it could start: it was an owner taking its lent capacity back.
+    reclaimed_for: Vec<bool>,
     /// Sample each share's instances in use every this often (None: never).
     sample_every: Option<u64>,
     /// The next sample's time (ms).
@@ -57,6 +60,7 @@ impl Recorder {
         self.first_started.push(None);
         self.stopped_at.push(None);
         self.lent_at_submit.push(false);
+        self.reclaimed_for.push(false);
     }
 
     /// Samples each share's use every `every` ms (None: never).
@@ -87,6 +91,14 @@ impl Recorder {
 
     pub fn preemption(&mut self, at: Time, job: JobId, kind: PreemptionKind, for_job: JobId) {
         *self.kinds.entry(kind).or_default() += 1;
+        if kind == PreemptionKind::CrossShare {
+            if let Some(f) = self
+                .reclaimed_for
+                .get_mut((for_job.0 as usize).wrapping_sub(1))
+            {
+                *f = true;
+            }
+        }
         if self.record_timeline {
             self.preemptions.push((at, job, kind, for_job));
         }
@@ -226,9 +238,11 @@ pub struct JobOut {
     pub attempt_outcomes: Vec<String>,
     pub preempted_attempt_count: u32,
     pub recomputed_seconds: f64,
-    /// Its share was lending capacity of its type when it was submitted:
-    /// its wait is an owner waiting to get its capacity back.
+    /// Its share was lending capacity of its type when it was submitted.
     pub capacity_lent_at_submit: bool,
+    /// Another share's job was preempted so that it could start: its wait
+    /// is an owner's wait to get lent capacity back.
+    pub started_by_reclaim: bool,
 }
 
 /// Instance-seconds of one share and type.
@@ -478,6 +492,7 @@ pub(crate) fn build(sim: &Simulation, end: Time) -> Report {
             preempted_attempt_count: job.preempted_attempts,
             recomputed_seconds: sj.recomputed as f64 / 1000.0,
             capacity_lent_at_submit: r.lent_at_submit[i],
+            started_by_reclaim: r.reclaimed_for[i],
         });
     }
     let mut shares = Vec::new();
