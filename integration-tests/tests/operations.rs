@@ -645,3 +645,134 @@ async fn a_restore_asked_again_or_after_a_restart_answers_the_same() {
     assert_eq!(std::fs::read_dir(&records).expect("records").count(), 0);
     stack.stop_all();
 }
+
+/// `qm submit --dry-run` against the live state, then the real submit: the
+/// scheduler does what the dry run said (the three-share story's moves).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dry_run_says_what_the_scheduler_then_does() {
+    use qm_integration_tests::story::QUEUE_YAML;
+    use qm_wire::messages::{JobOutlook, JobRef};
+    use qm_wire::subjects::Operation;
+    let (_nats, _s3, mut stack) = running("dry-run", QUEUE_YAML).await;
+    stack.executor("node-1", "training", "ml.g5.xlarge", 3);
+    let long = [
+        "--steps",
+        "2000",
+        "--checkpoint-every",
+        "50",
+        "--step-delay-ms",
+        "20",
+    ];
+    let dry = |job: SubmitServiceJob| {
+        let c = stack.client.clone();
+        async move {
+            c.call::<_, JobOutlook>(Operation::DryRunServiceJob, &job)
+                .await
+                .expect("a dry run answers")
+        }
+    };
+    let p3 = stack
+        .submit(&stack.trainer_job("p3", "training", "QS1", 3, &long))
+        .await;
+    stack
+        .wait_for(&p3, 60, "RUNNING", |j| j.status == "RUNNING")
+        .await;
+    let list = serde_json::json!({"jobQueue": "training"});
+    let count = || {
+        let (c, list) = (stack.client.clone(), list.clone());
+        async move {
+            let v: serde_json::Value = c
+                .call(Operation::ListServiceJobs, &list)
+                .await
+                .expect("list");
+            v["jobSummaryList"].as_array().map_or(0, Vec::len)
+        }
+    };
+    let before = count().await;
+
+    // p2 would borrow QS2's idle instance: it does.
+    let p2_job = stack.trainer_job("p2", "training", "QS1", 2, &long);
+    let o = dry(p2_job.clone()).await;
+    assert_eq!(
+        (o.outcome.as_str(), o.own_instances, o.borrowed_instances),
+        ("STARTS", 0, 1),
+        "{o:?}"
+    );
+    assert!(o.lending_shares.contains(&"QS2".to_string()), "{o:?}");
+    assert_eq!(count().await, before, "a dry run stores nothing");
+    let p2 = stack.submit(&p2_job).await;
+    let j = stack
+        .wait_for(&p2, 60, "RUNNING", |j| j.status == "RUNNING")
+        .await;
+    assert!(j.on_borrowed_capacity, "{j:#?}");
+
+    // QS2's owner would preempt p2: it does.
+    let q2_job = stack.trainer_job("qs2_job", "training", "QS2", 1, &long);
+    let o = dry(q2_job.clone()).await;
+    assert_eq!(o.outcome, "PREEMPTS", "{o:?}");
+    assert_eq!(o.victims.len(), 1, "{o:?}");
+    assert_eq!(o.victims[0].job_id, p2);
+    assert_eq!(o.victims[0].kind, "CROSS_SHARE");
+    assert_eq!(o.victims[0].quota_share_name, "QS1");
+    let q2 = stack.submit(&q2_job).await;
+    let j = stack
+        .wait_for(&p2, 60, "preempted", |j| {
+            j.attempts.first().is_some_and(|a| a.outcome.is_some())
+        })
+        .await;
+    assert_eq!(
+        j.attempts[0].outcome.as_deref(),
+        Some("PREEMPTED_CROSS_SHARE"),
+        "{j:#?}"
+    );
+    stack
+        .wait_for(&q2, 60, "RUNNING", |j| j.status == "RUNNING")
+        .await;
+
+    // p1 would wait behind the requeued p2; explained the same once there.
+    let p1_job = stack.trainer_job("p1", "training", "QS1", 1, &long);
+    let o = dry(p1_job.clone()).await;
+    assert_eq!(o.outcome, "WAITS", "{o:?}");
+    assert_eq!(o.ahead, vec![p2.clone()], "{o:?}");
+    let p1 = stack.submit(&p1_job).await;
+    let explained: JobOutlook = stack
+        .client
+        .call(Operation::ExplainServiceJob, &JobRef { job_id: p1.clone() })
+        .await
+        .expect("explained");
+    assert_eq!(explained.outcome, "WAITS", "{explained:?}");
+    assert_eq!(explained.job_id.as_deref(), Some(p1.as_str()));
+    assert_eq!(explained.status_reason, o.status_reason, "the same reason");
+
+    // A job that can never fit is refused as a submit is; another team
+    // may not dry-run into QS1.
+    let mut huge = stack.trainer_job("huge", "training", "QS1", 1, &long);
+    huge.instance_count = Some(9);
+    let e = stack
+        .client
+        .call::<_, JobOutlook>(Operation::DryRunServiceJob, &huge)
+        .await
+        .expect_err("never fits");
+    assert!(e.to_string().contains("MISCONFIGURATION"), "{e}");
+    let bob = stack.auth.client(&stack.nats_url, "bob").await;
+    let e = bob
+        .call::<_, JobOutlook>(Operation::DryRunServiceJob, &p1_job)
+        .await
+        .expect_err("not bob's share");
+    assert_eq!(
+        e.code(),
+        Some(qm_wire::messages::ErrorCode::AccessDenied),
+        "{e}"
+    );
+    for id in [&p1, &p2, &p3, &q2] {
+        stack
+            .client
+            .call::<_, serde_json::Value>(
+                Operation::TerminateServiceJob,
+                &serde_json::json!({"jobId": id, "reason": "test over"}),
+            )
+            .await
+            .expect("terminated");
+    }
+    stack.stop_all();
+}

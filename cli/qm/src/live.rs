@@ -6,7 +6,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use qm_service::client::{CallError, Client};
 use qm_wire::messages::{
-    Caller, GetServiceJobLogs, JobPreemptionConfiguration, JobQueueSnapshot, JobRef,
+    Caller, GetServiceJobLogs, JobOutlook, JobPreemptionConfiguration, JobQueueSnapshot, JobRef,
     ListAuditEvents, ListAuditEventsResponse, ListServiceJobs, ListServiceJobsResponse, QueueRef,
     RetryStrategy, ServiceJob, ShareLostWork, SubmitServiceJob, SubmitServiceJobResponse,
     TerminateServiceJob, TimeoutConfig, UpdateServiceJob,
@@ -154,6 +154,12 @@ pub struct SubmitArgs {
     /// clientToken: a retried submit with the same token makes no second job.
     #[arg(long)]
     pub token: Option<String>,
+    /// Submit nothing: say what would happen now (start on own or borrowed
+    /// capacity, preempt which jobs and their work at risk, or why it would
+    /// wait and behind whom), from the scheduler's own pass on the live
+    /// state. Checked exactly as a submit.
+    #[arg(long)]
+    pub dry_run: bool,
     #[arg(last = true)]
     pub command: Vec<String>,
 }
@@ -272,6 +278,72 @@ pub async fn submit(c: &Client, job: &SubmitServiceJob, json: bool) -> Result<()
         println!("{}", r.job_id);
     }
     Ok(())
+}
+
+/// `qm submit --dry-run`.
+pub async fn dry_run(c: &Client, job: &SubmitServiceJob, json: bool) -> Result<(), Failure> {
+    let o: JobOutlook = c.call(Operation::DryRunServiceJob, job).await?;
+    print_outlook(&o, json);
+    Ok(())
+}
+
+/// `qm explain JOB`.
+pub async fn explain(c: &Client, job_id: &str, json: bool) -> Result<(), Failure> {
+    let o: JobOutlook = c
+        .call(
+            Operation::ExplainServiceJob,
+            &JobRef {
+                job_id: job_id.into(),
+            },
+        )
+        .await?;
+    print_outlook(&o, json);
+    Ok(())
+}
+
+fn print_outlook(o: &JobOutlook, json: bool) {
+    if json {
+        print_json(o);
+        return;
+    }
+    match o.outcome.as_str() {
+        "STARTS" if o.borrowed_instances > 0 => println!(
+            "would start now: {} instance(s) of its share's own, {} borrowed from the idle capacity of {}",
+            o.own_instances,
+            o.borrowed_instances,
+            o.lending_shares.join(", ")
+        ),
+        "STARTS" => println!(
+            "would start now on its share's own capacity ({} instance(s))",
+            o.own_instances
+        ),
+        "PREEMPTS" => {
+            println!("would start once these jobs are stopped for it:");
+            for v in &o.victims {
+                println!(
+                    "  {} {}(share {}, {}): {:.0} s of work at risk",
+                    v.job_id,
+                    v.job_name.as_deref().map(|n| format!("{n} ")).unwrap_or_default(),
+                    v.quota_share_name,
+                    v.kind,
+                    v.work_at_risk_seconds
+                );
+            }
+        }
+        "WAITS" => {
+            println!(
+                "would wait: {}",
+                o.status_reason.as_deref().unwrap_or("(no reason given)")
+            );
+            if !o.ahead.is_empty() {
+                println!("  behind: {}", o.ahead.join(", "));
+            }
+        }
+        _ => println!(
+            "not waiting: {}",
+            o.status.as_deref().unwrap_or(o.outcome.as_str())
+        ),
+    }
 }
 
 pub async fn describe(c: &Client, job_id: &str, json: bool) -> Result<(), Failure> {

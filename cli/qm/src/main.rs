@@ -86,6 +86,10 @@ enum Command {
     Submit(Box<live::SubmitArgs>),
     /// Show one job: status, reason, every attempt.
     Describe { job_id: String },
+    /// What the next scheduling pass would do for a waiting job: start it
+    /// (on whose capacity), preempt which jobs for it (their work at risk),
+    /// or why it waits and behind whom.
+    Explain { job_id: String },
     /// List a queue's jobs.
     List {
         #[arg(long)]
@@ -218,6 +222,7 @@ impl Command {
             Command::Apply { .. } => "apply",
             Command::Submit(_) => "submit",
             Command::Describe { .. } => "describe",
+            Command::Explain { .. } => "explain",
             Command::List { .. } => "list",
             Command::Watch { .. } => "watch",
             Command::Update { .. } => "update",
@@ -340,10 +345,12 @@ async fn run_live(
         },
         Command::Whoami => live::whoami(&c, json).await,
         Command::Apply { file } => live::apply(&c, &file, json).await,
-        Command::Submit(_) => match submit {
+        Command::Submit(ref args) => match submit {
+            Some(job) if args.dry_run => live::dry_run(&c, &job, json).await,
             Some(job) => live::submit(&c, &job, json).await,
             None => Ok(()),
         },
+        Command::Explain { job_id } => live::explain(&c, &job_id, json).await,
         Command::Describe { job_id } => live::describe(&c, &job_id, json).await,
         Command::List {
             queue,

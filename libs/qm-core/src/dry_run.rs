@@ -76,3 +76,121 @@ impl Cluster {
         Ok(report)
     }
 }
+
+/// A running job a placement would stop, and what it would lose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Victim {
+    pub job: JobId,
+    pub kind: crate::job::PreemptionKind,
+    /// Milliseconds of its work (per instance) since its last committed
+    /// checkpoint, or since it began running: what it would recompute.
+    pub work_at_risk_ms: u64,
+}
+
+/// What the next pass would do for one job: the core's own pass on a copy
+/// of the cluster, never a second implementation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JobOutlook {
+    /// It starts at once: `borrowed` of its instances on capacity other
+    /// shares lend (the others its share's own), `lenders` the shares with
+    /// idle capacity of its type they lend from.
+    Starts {
+        borrowed: u32,
+        own: u32,
+        lenders: Vec<crate::ids::ShareIdx>,
+    },
+    /// It starts once these jobs have stopped, preempted for it.
+    Preempts { victims: Vec<Victim> },
+    /// It waits: why, and the RUNNABLE jobs of its share and type ahead of
+    /// it in line (first few).
+    Waits {
+        reason: crate::reason::WaitReason,
+        ahead: Vec<JobId>,
+    },
+    /// It is not RUNNABLE (running, finished): nothing to foresee.
+    NotWaiting(crate::job::JobStatus),
+}
+
+/// How many jobs ahead in line a [`JobOutlook::Waits`] names at most.
+pub const AHEAD_SHOWN: usize = 5;
+
+impl Cluster {
+    /// What submitting `spec` at `now` would do, changing nothing: its
+    /// validation (the error a submit would get) and the next pass's
+    /// decision for it.
+    pub fn dry_run_submit(
+        &self,
+        spec: crate::job::JobSpec,
+        now: Time,
+    ) -> Result<JobOutlook, crate::cluster::JobError> {
+        let mut after = self.clone();
+        let id = after.submit(spec, now)?;
+        Ok(after.outlook_after_pass(id, now))
+    }
+
+    /// What the next pass would do for job `id` (`qm explain`), changing
+    /// nothing.
+    pub fn outlook(&self, id: JobId, now: Time) -> Option<JobOutlook> {
+        self.job(id)?;
+        Some(self.clone().outlook_after_pass(id, now))
+    }
+
+    fn outlook_after_pass(&self, id: JobId, now: Time) -> JobOutlook {
+        let Some(job) = self.job(id) else {
+            return JobOutlook::NotWaiting(crate::job::JobStatus::Failed);
+        };
+        if job.status != crate::job::JobStatus::Runnable
+            && job.status != crate::job::JobStatus::Submitted
+        {
+            return JobOutlook::NotWaiting(job.status);
+        }
+        let (s, t) = (job.spec.share, job.spec.instance_type);
+        let plan = self.schedule(now);
+        if let Some(start) = plan.starts.iter().find(|st| st.job == id) {
+            let lenders = self
+                .usage_snapshot(t)
+                .into_iter()
+                .filter(|(share, u)| {
+                    *share != s && u.idle > 0 && self.share_config(*share).strategy.lends()
+                })
+                .map(|(share, _)| share)
+                .collect();
+            return JobOutlook::Starts {
+                borrowed: start.borrowed,
+                own: start.count - start.borrowed,
+                lenders: if start.borrowed > 0 {
+                    lenders
+                } else {
+                    Vec::new()
+                },
+            };
+        }
+        let victims: Vec<Victim> = plan
+            .preemptions
+            .iter()
+            .filter(|p| p.for_job == id)
+            .map(|p| Victim {
+                job: p.job,
+                kind: p.kind,
+                work_at_risk_ms: self.job(p.job).map_or(0, |j| j.work_at_risk(now)),
+            })
+            .collect();
+        if !victims.is_empty() {
+            return JobOutlook::Preempts { victims };
+        }
+        let reason = plan
+            .reasons
+            .iter()
+            .find(|(j, _)| *j == id)
+            .map(|(_, r)| *r)
+            .or_else(|| self.explain(id, now))
+            .unwrap_or(crate::reason::WaitReason::Queued);
+        let ahead = self
+            .runnable_in_order(s, t)
+            .into_iter()
+            .take_while(|j| *j != id)
+            .take(AHEAD_SHOWN)
+            .collect();
+        JobOutlook::Waits { reason, ahead }
+    }
+}

@@ -1194,3 +1194,80 @@ fn a_checkpoint_lag_keeps_its_first_moment_and_the_next_commit_ends_it() {
     w.at(100).checkpoint("a", 9);
     assert_eq!(lag(&w), None);
 }
+
+#[test]
+fn a_dry_run_submit_foresees_what_the_pass_then_does() {
+    use qm_core::dry_run::{JobOutlook, Victim};
+    // B lends 2; A (lab: entitlement 1, unlimited borrowing) runs on its own
+    // instance and borrows one of B's.
+    let mut w = World::new(3, vec![lab("A", 1, -1), share("B", Strategy::Lend, 2)]);
+    w.submit("a_own", "A", 1, 0);
+    w.submit("a_borrow", "A", 1, 0);
+    w.step();
+    // Another A job would borrow B's last idle instance.
+    let spec = w.spec("a_more", "A", 1, 0);
+    let b = w.c.share_idx("B").expect("B");
+    assert_eq!(
+        w.c.dry_run_submit(spec.clone(), w.now).expect("valid"),
+        JobOutlook::Starts {
+            borrowed: 1,
+            own: 0,
+            lenders: vec![b]
+        }
+    );
+    // B's owner would start on its own idle instance...
+    let b1 = w.spec("b1", "B", 1, 0);
+    assert_eq!(
+        w.c.dry_run_submit(b1, w.now).expect("valid"),
+        JobOutlook::Starts {
+            borrowed: 0,
+            own: 1,
+            lenders: vec![]
+        }
+    );
+    // ...and a 2-instance one would reclaim the borrowed instance.
+    let b2 = w.spec("b2", "B", 2, 0);
+    let outlook = w.c.dry_run_submit(b2.clone(), w.now).expect("valid");
+    let JobOutlook::Preempts { victims } = &outlook else {
+        panic!("{outlook:?}");
+    };
+    assert_eq!(
+        victims
+            .iter()
+            .map(|v| (w.name(v.job), v.kind))
+            .collect::<Vec<_>>(),
+        [("a_borrow".to_string(), CrossShare)]
+    );
+    assert!(matches!(
+        victims[0],
+        Victim {
+            work_at_risk_ms: _,
+            ..
+        }
+    ));
+    // Nothing changed; submitting it really does what the dry run said.
+    assert!(w.c.job(w.id("a_borrow")).expect("job").stopping.is_none());
+    w.submit_spec(b2);
+    let plan = w.step();
+    assert_eq!(
+        w.preempted(&plan),
+        [("a_borrow".to_string(), CrossShare, "b2".to_string())]
+    );
+    // A job that can never fit is refused as a submit would be.
+    let huge = w.spec("huge", "B", 9, 0);
+    assert!(w.c.dry_run_submit(huge, w.now).is_err());
+    // A waiting job's outlook (`qm explain`): why, and who is ahead.
+    w.submit("a_wait1", "A", 3, 0);
+    w.submit("a_wait2", "A", 1, 0);
+    w.step();
+    match w.c.outlook(w.id("a_wait2"), w.now).expect("known") {
+        JobOutlook::Waits { ahead, .. } => {
+            assert_eq!(ahead, vec![w.id("a_wait1")], "a_wait1 is ahead in line");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        w.c.outlook(w.id("a_own"), w.now),
+        Some(JobOutlook::NotWaiting(JobStatus::Running))
+    ));
+}

@@ -503,6 +503,57 @@ pub struct ShareLostWork {
     pub restored_bytes: u64,
 }
 
+/// A job another would stop (`DryRunServiceJob`, `ExplainServiceJob`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OutlookVictim {
+    pub job_id: String,
+    /// Only when the caller may read the job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_name: Option<String>,
+    pub quota_share_name: String,
+    /// CROSS_SHARE | IN_SHARE | LIMIT_REDUCED
+    pub kind: String,
+    /// Its work since its last committed checkpoint (or since it began
+    /// running), per instance: what it would compute again.
+    pub work_at_risk_seconds: f64,
+}
+
+/// `DryRunServiceJob` (a submit that changes nothing) and
+/// `ExplainServiceJob` (a waiting job): what the next scheduling pass
+/// would do for the job, from the scheduling core's own pass on a copy of
+/// the live state.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobOutlook {
+    /// STARTS | PREEMPTS | WAITS | NOT_WAITING
+    pub outcome: String,
+    /// `ExplainServiceJob`: the job explained.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_id: Option<String>,
+    /// NOT_WAITING: its status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// STARTS: instances on its share's own capacity, and borrowed.
+    #[serde(default)]
+    pub own_instances: u32,
+    #[serde(default)]
+    pub borrowed_instances: u32,
+    /// STARTS with borrowing: the shares with idle capacity of its type
+    /// that they lend.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lending_shares: Vec<String>,
+    /// PREEMPTS: the jobs that would be stopped for it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub victims: Vec<OutlookVictim>,
+    /// WAITS: why, as `DescribeServiceJob` would say it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_reason: Option<String>,
+    /// WAITS: the jobs of its share and type ahead of it in line (first 5).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ahead: Vec<String>,
+}
+
 // ----- executors -------------------------------------------------------------
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

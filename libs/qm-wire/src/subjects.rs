@@ -133,10 +133,12 @@ pub enum Operation {
     GetServiceJobLogs,
     ListAuditEvents,
     WhoAmI,
+    DryRunServiceJob,
+    ExplainServiceJob,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 20] = [
+    pub const ALL: [Operation; 22] = [
         Operation::SubmitServiceJob,
         Operation::DescribeServiceJob,
         Operation::ListServiceJobs,
@@ -157,6 +159,8 @@ impl Operation {
         Operation::GetServiceJobLogs,
         Operation::ListAuditEvents,
         Operation::WhoAmI,
+        Operation::DryRunServiceJob,
+        Operation::ExplainServiceJob,
     ];
 
     pub fn name(self) -> &'static str {
@@ -181,6 +185,8 @@ impl Operation {
             Operation::GetServiceJobLogs => "GetServiceJobLogs",
             Operation::ListAuditEvents => "ListAuditEvents",
             Operation::WhoAmI => "WhoAmI",
+            Operation::DryRunServiceJob => "DryRunServiceJob",
+            Operation::ExplainServiceJob => "ExplainServiceJob",
         }
     }
 

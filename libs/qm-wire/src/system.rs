@@ -471,6 +471,9 @@ pub enum SchedOperation {
     GetJobQueueSnapshot(crate::messages::QueueRef),
     UpdateServiceJob(crate::messages::UpdateServiceJob),
     TerminateServiceJob(crate::messages::TerminateServiceJob),
+    /// A submit admission validated, to foresee and not to store.
+    DryRunServiceJob(Box<crate::messages::SubmitServiceJob>),
+    ExplainServiceJob(crate::messages::JobRef),
 }
 
 impl SchedOperation {
@@ -482,6 +485,8 @@ impl SchedOperation {
             SchedOperation::GetJobQueueSnapshot(_) => "GetJobQueueSnapshot",
             SchedOperation::UpdateServiceJob(_) => "UpdateServiceJob",
             SchedOperation::TerminateServiceJob(_) => "TerminateServiceJob",
+            SchedOperation::DryRunServiceJob(_) => "DryRunServiceJob",
+            SchedOperation::ExplainServiceJob(_) => "ExplainServiceJob",
         }
     }
 

@@ -290,7 +290,19 @@ impl Admission {
                     Err(e) => respond::<()>(c, &msg, &Err(e)).await,
                 }
             }
+            Operation::DryRunServiceJob => {
+                // Checked as a submit is, then foreseen by the scheduler
+                // (which checks the caller again); nothing is stored.
+                match decode::<SubmitServiceJob>(p) {
+                    Ok(job) => match self.validate_submit(caller, &job).await {
+                        Ok(()) => self.relay_reply(caller, op, &msg).await,
+                        Err(e) => respond::<()>(c, &msg, &Err(e)).await,
+                    },
+                    Err(e) => respond::<()>(c, &msg, &Err(e)).await,
+                }
+            }
             Operation::DescribeServiceJob
+            | Operation::ExplainServiceJob
             | Operation::UpdateServiceJob
             | Operation::TerminateServiceJob => self.relay_reply(caller, op, &msg).await,
         }

@@ -13,54 +13,7 @@ impl Admission {
         job: SubmitServiceJob,
     ) -> Result<SubmitServiceJobResponse> {
         let share = job.quota_share_name.clone().unwrap_or_default();
-        authorize(
-            caller,
-            Action::Submit {
-                queue: &job.job_queue,
-                share: &share,
-            },
-        )
-        .map_err(denied)?;
-        let (doc, revision) = self.existing(&job.job_queue).await?;
-        self.check_checkpoint_uri(&doc, &job)?;
-        let mut cluster = {
-            let cached = self
-                .scratch
-                .lock()
-                .map_err(|_| api::error(ErrorCode::Internal, "admission state is poisoned"))?;
-            match cached.get(&job.job_queue) {
-                Some((rev, c)) if *rev == revision => Some(c.clone()),
-                _ => None,
-            }
-        };
-        if cluster.is_none() {
-            let config = convert::queue(&doc).map_err(|p| {
-                invalid(
-                    "the stored queue configuration is invalid",
-                    api::problems(&p),
-                )
-            })?;
-            let c = Cluster::new(config, &[]).map_err(|e| {
-                invalid(
-                    "the stored queue configuration is invalid",
-                    api::problems(&e.0),
-                )
-            })?;
-            if let Ok(mut cache) = self.scratch.lock() {
-                cache.insert(job.job_queue.clone(), (revision, c.clone()));
-            }
-            cluster = Some(c);
-        }
-        let mut cluster = cluster.ok_or_else(|| api::error(ErrorCode::Internal, "no cluster"))?;
-        let spec = convert::job_spec(&job, &mut cluster)
-            .map_err(|p| invalid("invalid job", api::problems(&p)))?;
-        if let Err(e) = cluster.submit(spec, Time(now_ms())) {
-            let problems = match &e {
-                qm_core::JobError::Invalid(p) => api::problems(p),
-                _ => Vec::new(),
-            };
-            return Err(invalid(format!("job rejected: {e}"), problems));
-        }
+        self.validate_submit(caller, &job).await?;
         let mut entry = LogEntry::Submit {
             job_id: new_job_id(),
             job: job.clone(),
@@ -132,6 +85,67 @@ impl Admission {
             job_id: job_id.clone(),
             job_name: job.job_name.clone(),
         })
+    }
+
+    /// Everything a submit checks before it is stored: the caller's right
+    /// to submit to the share, the checkpoint location, and the job against
+    /// the queue's configuration with the core's own rules. A dry run
+    /// checks the same.
+    pub(crate) async fn validate_submit(
+        &self,
+        caller: &Caller,
+        job: &SubmitServiceJob,
+    ) -> Result<()> {
+        let share = job.quota_share_name.clone().unwrap_or_default();
+        authorize(
+            caller,
+            Action::Submit {
+                queue: &job.job_queue,
+                share: &share,
+            },
+        )
+        .map_err(denied)?;
+        let (doc, revision) = self.existing(&job.job_queue).await?;
+        self.check_checkpoint_uri(&doc, job)?;
+        let mut cluster = {
+            let cached = self
+                .scratch
+                .lock()
+                .map_err(|_| api::error(ErrorCode::Internal, "admission state is poisoned"))?;
+            match cached.get(&job.job_queue) {
+                Some((rev, c)) if *rev == revision => Some(c.clone()),
+                _ => None,
+            }
+        };
+        if cluster.is_none() {
+            let config = convert::queue(&doc).map_err(|p| {
+                invalid(
+                    "the stored queue configuration is invalid",
+                    api::problems(&p),
+                )
+            })?;
+            let c = Cluster::new(config, &[]).map_err(|e| {
+                invalid(
+                    "the stored queue configuration is invalid",
+                    api::problems(&e.0),
+                )
+            })?;
+            if let Ok(mut cache) = self.scratch.lock() {
+                cache.insert(job.job_queue.clone(), (revision, c.clone()));
+            }
+            cluster = Some(c);
+        }
+        let mut cluster = cluster.ok_or_else(|| api::error(ErrorCode::Internal, "no cluster"))?;
+        let spec = convert::job_spec(job, &mut cluster)
+            .map_err(|p| invalid("invalid job", api::problems(&p)))?;
+        if let Err(e) = cluster.submit(spec, Time(now_ms())) {
+            let problems = match &e {
+                qm_core::JobError::Invalid(p) => api::problems(p),
+                _ => Vec::new(),
+            };
+            return Err(invalid(format!("job rejected: {e}"), problems));
+        }
+        Ok(())
     }
 
     /// `checkpointConfig.s3Uri` must lie where the job's share may keep
@@ -230,6 +244,8 @@ impl Admission {
             Operation::GetJobQueueSnapshot => SchedOperation::GetJobQueueSnapshot(decode(payload)?),
             Operation::UpdateServiceJob => SchedOperation::UpdateServiceJob(decode(payload)?),
             Operation::TerminateServiceJob => SchedOperation::TerminateServiceJob(decode(payload)?),
+            Operation::DryRunServiceJob => SchedOperation::DryRunServiceJob(decode(payload)?),
+            Operation::ExplainServiceJob => SchedOperation::ExplainServiceJob(decode(payload)?),
             other => {
                 return Err(api::error(
                     ErrorCode::Internal,

@@ -979,6 +979,53 @@ impl Runner<'_> {
                 .and_then(|()| self.snapshot(caller, &q.job_queue, now));
                 self.reply(msg.reply, r).await
             }
+            SchedOperation::DryRunServiceJob(job) => {
+                let share = job.quota_share_name.clone().unwrap_or_default();
+                let may_read = |s: &str| readable(caller, &job.job_queue, s);
+                let r = allowed(
+                    caller,
+                    Action::Submit {
+                        queue: &job.job_queue,
+                        share: &share,
+                    },
+                )
+                .and_then(|()| {
+                    self.state
+                        .dry_run(job, &may_read, now)
+                        .map_err(|e| api::error(ErrorCode::Invalid, e))
+                });
+                self.reply(msg.reply, r).await
+            }
+            SchedOperation::ExplainServiceJob(j) => {
+                let queue = self.state.locate(&j.job_id).map(|(q, _)| q);
+                let r = match queue {
+                    None => Err(api::error(
+                        ErrorCode::NotFound,
+                        format!(
+                            "no waiting or running job {:?} (a finished job has nothing to explain: describe it)",
+                            j.job_id
+                        ),
+                    )),
+                    Some(q) => {
+                        let may_read = |s: &str| readable(caller, &q, s);
+                        match self.state.explain_job(&j.job_id, &may_read, now) {
+                            Some((share, view)) => allowed(
+                                caller,
+                                Action::ReadJob {
+                                    queue: &q,
+                                    share: &share,
+                                },
+                            )
+                            .map(|()| view),
+                            None => Err(api::error(
+                                ErrorCode::NotFound,
+                                format!("no job {:?}", j.job_id),
+                            )),
+                        }
+                    }
+                };
+                self.reply(msg.reply, r).await
+            }
             SchedOperation::UpdateServiceJob(_) | SchedOperation::TerminateServiceJob(_) => {
                 unreachable!("writes are queued above")
             }

@@ -96,3 +96,118 @@ impl State {
         }
     }
 }
+
+/// `DryRunServiceJob` and `ExplainServiceJob`: what the next pass would do
+/// for a job, from the core's own pass on a copy of the state.
+impl State {
+    /// Foresees a submit (validated by admission); the job is not stored.
+    pub fn dry_run(
+        &self,
+        job: &qm_wire::messages::SubmitServiceJob,
+        may_read: &dyn Fn(&str) -> bool,
+        now: u64,
+    ) -> Result<qm_wire::messages::JobOutlook, String> {
+        let qs = self
+            .queues
+            .get(&job.job_queue)
+            .ok_or_else(|| format!("no job queue {:?}", job.job_queue))?;
+        let mut cluster = qs.cluster.clone();
+        let spec = qm_service::convert::job_spec(job, &mut cluster).map_err(|problems| {
+            problems
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
+        })?;
+        let outlook = cluster
+            .dry_run_submit(spec, Time(now))
+            .map_err(|e| format!("job rejected: {e}"))?;
+        Ok(self.outlook_view(&job.job_queue, &cluster, outlook, may_read))
+    }
+
+    /// Explains a known job (None: not in the state).
+    pub fn explain_job(
+        &self,
+        job_id: &str,
+        may_read: &dyn Fn(&str) -> bool,
+        now: u64,
+    ) -> Option<(String, qm_wire::messages::JobOutlook)> {
+        let (q, id) = self.locate(job_id)?;
+        let qs = &self.queues[&q];
+        let outlook = qs.cluster.outlook(id, Time(now))?;
+        let share = qs
+            .cluster
+            .job(id)
+            .map(|j| qs.cluster.share_config(j.spec.share).name.clone())
+            .unwrap_or_default();
+        let mut view = self.outlook_view(&q, &qs.cluster, outlook, may_read);
+        view.job_id = Some(job_id.to_string());
+        Some((share, view))
+    }
+
+    fn outlook_view(
+        &self,
+        q: &str,
+        cluster: &qm_core::Cluster,
+        outlook: qm_core::dry_run::JobOutlook,
+        may_read: &dyn Fn(&str) -> bool,
+    ) -> qm_wire::messages::JobOutlook {
+        use qm_core::dry_run::JobOutlook as O;
+        let qs = &self.queues[q];
+        let public = |j: JobId| {
+            qs.meta
+                .get(&j)
+                .map_or_else(|| j.to_string(), |m| m.public_id.clone())
+        };
+        let share_of = |j: JobId| {
+            cluster
+                .job(j)
+                .map(|job| cluster.share_config(job.spec.share).name.clone())
+                .unwrap_or_default()
+        };
+        let mut view = qm_wire::messages::JobOutlook::default();
+        match outlook {
+            O::Starts {
+                borrowed,
+                own,
+                lenders,
+            } => {
+                view.outcome = "STARTS".into();
+                view.own_instances = own;
+                view.borrowed_instances = borrowed;
+                view.lending_shares = lenders
+                    .into_iter()
+                    .map(|s| cluster.share_config(s).name.clone())
+                    .collect();
+            }
+            O::Preempts { victims } => {
+                view.outcome = "PREEMPTS".into();
+                view.victims = victims
+                    .into_iter()
+                    .map(|v| {
+                        let share = share_of(v.job);
+                        qm_wire::messages::OutlookVictim {
+                            job_id: public(v.job),
+                            job_name: may_read(&share)
+                                .then(|| qs.meta.get(&v.job).map(|m| m.submit.job_name.clone()))
+                                .flatten(),
+                            quota_share_name: share,
+                            kind: v.kind.as_str().into(),
+                            work_at_risk_seconds: v.work_at_risk_ms as f64 / 1000.0,
+                        }
+                    })
+                    .collect();
+            }
+            O::Waits { reason, ahead } => {
+                view.outcome = "WAITS".into();
+                view.status_reason = Some(StatusReason::Waiting(reason).render(&public));
+                view.ahead = ahead.into_iter().map(public).collect();
+            }
+            O::NotWaiting(status) => {
+                view.outcome = "NOT_WAITING".into();
+                view.status = Some(status.as_str().into());
+            }
+        }
+        view
+    }
+}
