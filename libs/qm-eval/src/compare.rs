@@ -266,6 +266,10 @@ pub struct Measures {
     pub preempted_attempts: BTreeMap<String, usize>,
     /// Jobs preempted more than twice.
     pub preempted_more_than_twice: usize,
+    /// A share's instance-seconds in use over its entitlement's (above 1:
+    /// it borrowed more than it lent); None for `*` and the pool.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub utilisation_of_entitlement: Option<f64>,
 }
 
 /// One policy's results.
@@ -401,6 +405,16 @@ pub fn run(
         m.wait_seconds = Pct::of(a.wait);
         m.reclaim_wait_seconds = Pct::of(a.reclaim);
         measures.insert(k, m);
+    }
+    if policy.sharing != Sharing::Pool {
+        for s in &report.shares {
+            if let Some(m) = measures.get_mut(&s.quota_share_name) {
+                if s.entitled_instance_seconds > 0.0 {
+                    m.utilisation_of_entitlement =
+                        Some(s.used_instance_seconds / s.entitled_instance_seconds);
+                }
+            }
+        }
     }
     completion_all.sort_by(f64::total_cmp);
     reclaim_all.sort_by(f64::total_cmp);

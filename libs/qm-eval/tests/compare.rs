@@ -99,6 +99,14 @@ fn lending_finishes_the_busy_teams_jobs_sooner_than_its_partition() {
     // checkpoint (600 s) each.
     assert!(borrow.measures["*"].recomputed_gpu_hours <= 4.0 * 600.0 / 3600.0 + 1e-9);
     assert_eq!(borrow.measures["*"].succeeded, 24);
+    // A partition never uses more than its entitlement; the busy team,
+    // borrowing, does.
+    let used = |r: &compare::PolicyResult, s: &str| {
+        r.measures[s].utilisation_of_entitlement.expect("a share")
+    };
+    assert!(used(&part, "busy") <= 1.0 + 1e-9, "{}", used(&part, "busy"));
+    assert!(used(&borrow, "busy") > 1.0, "{}", used(&borrow, "busy"));
+    assert!(used(&borrow, "quiet") < used(&part, "busy"));
 }
 
 #[test]
