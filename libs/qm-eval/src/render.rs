@@ -49,6 +49,26 @@ fn svg_error(e: impl std::fmt::Display) -> String {
     )
 }
 
+type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+type Drawn = Result<(), Box<dyn std::error::Error>>;
+
+/// An SVG of `size` drawn by `draw` on a white background (or the error,
+/// as a line of HTML).
+fn svg(size: (u32, u32), draw: impl FnOnce(&Area<'_>) -> Drawn) -> String {
+    let mut out = String::new();
+    let drawn = {
+        let root = SVGBackend::with_string(&mut out, size).into_drawing_area();
+        root.fill(&WHITE)
+            .map_err(Into::into)
+            .and_then(|()| draw(&root))
+            .and_then(|()| root.present().map_err(Into::into))
+    };
+    match drawn {
+        Ok(()) => out,
+        Err(e) => svg_error(e),
+    }
+}
+
 /// Empirical CDFs on a logarithmic axis, values floored at `floor` so
 /// that zeros show.
 fn cdf_svg(title: &str, x_label: &str, floor: f64, series: &[(&str, &[f64])]) -> String {
@@ -57,11 +77,8 @@ fn cdf_svg(title: &str, x_label: &str, floor: f64, series: &[(&str, &[f64])]) ->
         .flat_map(|(_, v)| v.iter().copied())
         .fold(1.0_f64, f64::max)
         * 1.2;
-    let mut out = String::new();
-    let r = (|| -> Result<(), Box<dyn std::error::Error>> {
-        let root = SVGBackend::with_string(&mut out, (W, H)).into_drawing_area();
-        root.fill(&WHITE)?;
-        let mut chart = ChartBuilder::on(&root)
+    svg((W, H), |root| {
+        let mut chart = ChartBuilder::on(root)
             .caption(title, ("sans-serif", 18))
             .margin(12)
             .x_label_area_size(40)
@@ -97,25 +114,17 @@ fn cdf_svg(title: &str, x_label: &str, floor: f64, series: &[(&str, &[f64])]) ->
             .border_style(BLACK)
             .position(SeriesLabelPosition::LowerRight)
             .draw()?;
-        root.present()?;
         Ok(())
-    })();
-    match r {
-        Ok(()) => out,
-        Err(e) => svg_error(e),
-    }
+    })
 }
 
 /// Horizontal bars, one per name.
 fn bars_svg(title: &str, x_label: &str, bars: &[(String, f64)]) -> String {
     let max = bars.iter().map(|b| b.1).fold(0.0_f64, f64::max).max(1e-9) * 1.15;
     let n = bars.len().max(1);
-    let mut out = String::new();
-    let r = (|| -> Result<(), Box<dyn std::error::Error>> {
-        let root = SVGBackend::with_string(&mut out, (W, 60 + 34 * n as u32)).into_drawing_area();
-        root.fill(&WHITE)?;
+    svg((W, 60 + 34 * n as u32), |root| {
         let names: Vec<String> = bars.iter().map(|b| b.0.clone()).collect();
-        let mut chart = ChartBuilder::on(&root)
+        let mut chart = ChartBuilder::on(root)
             .caption(title, ("sans-serif", 18))
             .margin(12)
             .x_label_area_size(36)
@@ -141,13 +150,8 @@ fn bars_svg(title: &str, x_label: &str, bars: &[(String, f64)]) -> String {
                 Palette99::pick(i).filled(),
             )
         }))?;
-        root.present()?;
         Ok(())
-    })();
-    match r {
-        Ok(()) => out,
-        Err(e) => svg_error(e),
-    }
+    })
 }
 
 /// The six shares using the most, and the others summed as one line.
@@ -189,11 +193,8 @@ fn usage_svg(title: &str, usage: &BTreeMap<String, Vec<(f64, u32)>>, fleet: u32)
         .max()
         .unwrap_or(1)
         .max(1);
-    let mut out = String::new();
-    let r = (|| -> Result<(), Box<dyn std::error::Error>> {
-        let root = SVGBackend::with_string(&mut out, (W, H)).into_drawing_area();
-        root.fill(&WHITE)?;
-        let mut chart = ChartBuilder::on(&root)
+    svg((W, H), |root| {
+        let mut chart = ChartBuilder::on(root)
             .caption(title, ("sans-serif", 18))
             .margin(12)
             .x_label_area_size(40)
@@ -222,13 +223,8 @@ fn usage_svg(title: &str, usage: &BTreeMap<String, Vec<(f64, u32)>>, fleet: u32)
             .border_style(BLACK)
             .position(SeriesLabelPosition::UpperRight)
             .draw()?;
-        root.present()?;
         Ok(())
-    })();
-    match r {
-        Ok(()) => out,
-        Err(e) => svg_error(e),
-    }
+    })
 }
 
 fn all(p: &PolicyResult) -> Measures {

@@ -677,20 +677,7 @@ impl Gateway {
                 "service environment {name:?} is ENABLED: disable it with UpdateServiceEnvironment first"
             )));
         }
-        for queue in self
-            .store
-            .config
-            .names("queue.")
-            .await
-            .map_err(store_failed)?
-        {
-            let q: Option<QueueRecord> = self
-                .store
-                .config
-                .get(&store::queue_key(&queue))
-                .await
-                .map_err(store_failed)?;
-            let Some(q) = q else { continue };
+        for (queue, q) in self.queue_records().await? {
             let uses = if policy {
                 q.scheduling_policy_arn
                     .as_deref()
@@ -708,6 +695,29 @@ impl Gateway {
         }
         self.store.config.delete(&key).await.map_err(store_failed)?;
         Ok(json!({}))
+    }
+
+    /// Every job queue's AWS-only record.
+    async fn queue_records(&self) -> Result<Vec<(String, QueueRecord)>, AwsError> {
+        let mut out = Vec::new();
+        for queue in self
+            .store
+            .config
+            .names("queue.")
+            .await
+            .map_err(store_failed)?
+        {
+            let record: Option<QueueRecord> = self
+                .store
+                .config
+                .get(&store::queue_key(&queue))
+                .await
+                .map_err(store_failed)?;
+            if let Some(r) = record {
+                out.push((queue, r));
+            }
+        }
+        Ok(out)
     }
 
     async fn job(&self, caller: &Caller, id: &str) -> Result<ServiceJob, AwsError> {
@@ -1356,20 +1366,8 @@ impl Gateway {
             if let Some(limits) = e.capacity_limits {
                 record.capacity_limits = limits;
                 // The queues drawing on it take its new limits.
-                for queue in self
-                    .store
-                    .config
-                    .names("queue.")
-                    .await
-                    .map_err(store_failed)?
-                {
-                    let q: Option<QueueRecord> = self
-                        .store
-                        .config
-                        .get(&store::queue_key(&queue))
-                        .await
-                        .map_err(store_failed)?;
-                    if q.and_then(|q| q.service_environment).as_deref() == Some(name.as_str()) {
+                for (queue, q) in self.queue_records().await? {
+                    if q.service_environment.as_deref() == Some(name.as_str()) {
                         let doc: QueueDocument = self
                             .call(
                                 caller,
