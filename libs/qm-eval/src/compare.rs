@@ -266,6 +266,8 @@ pub struct Measures {
     pub preempted_attempts: BTreeMap<String, usize>,
     /// Jobs preempted more than twice.
     pub preempted_more_than_twice: usize,
+    /// Preemptions of this share's jobs per hour of the run.
+    pub preemptions_per_hour: f64,
     /// A share's instance-seconds in use over its entitlement's (above 1:
     /// it borrowed more than it lent); None for `*` and the pool.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -374,6 +376,7 @@ pub fn run(
             if j.preempted_attempt_count > 2 {
                 a.m.preempted_more_than_twice += 1;
             }
+            a.m.preemptions_per_hour += f64::from(j.preempted_attempt_count);
         }
     }
     for r in &report.rejected {
@@ -386,11 +389,13 @@ pub fn run(
             acc.entry(key.to_string()).or_default().m.rejected += 1;
         }
     }
+    let run_hours = report.summary.end_time.max(1.0) / 3600.0;
     let mut measures = BTreeMap::new();
     let mut completion_all = Vec::new();
     let mut reclaim_all = Vec::new();
     for (k, a) in acc {
         let mut m = a.m;
+        m.preemptions_per_hour /= run_hours;
         let done = m.useful_gpu_hours + m.recomputed_gpu_hours;
         m.recomputed_fraction = if done > 0.0 {
             m.recomputed_gpu_hours / done

@@ -394,14 +394,14 @@ pub fn html(e: &Evaluation) -> String {
     for p in &e.policies {
         let _ = write!(
             h,
-            "<h3>{}</h3><table><tr><th>share</th><th>jobs</th><th>rejected</th><th>completion p50 / p90 (h)</th><th>wait p50 / p90 (h)</th><th>reclaim wait p50 / p90 (s, jobs)</th><th>recomputed GPU-h</th><th>preempted 0 / 1 / 2 / 3+</th><th>use of its entitlement</th></tr>",
+            "<h3>{}</h3><table><tr><th>share</th><th>jobs</th><th>rejected</th><th>completion p50 / p90 (h)</th><th>wait p50 / p90 (h)</th><th>reclaim wait p50 / p90 (s, jobs)</th><th>recomputed GPU-h</th><th>preempted 0 / 1 / 2 / 3+</th><th>preemptions / h</th><th>use of its entitlement</th></tr>",
             esc(&p.name)
         );
         for (share, m) in &p.measures {
             let b = |k: &str| m.preempted_attempts.get(k).copied().unwrap_or(0);
             let _ = write!(
                 h,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} / {}</td><td>{} / {}</td><td>{} / {} ({})</td><td>{:.0}</td><td>{} / {} / {} / {}</td><td>{}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} / {}</td><td>{} / {}</td><td>{} / {} ({})</td><td>{:.0}</td><td>{} / {} / {} / {}</td><td>{:.2}</td><td>{}</td></tr>",
                 esc(share),
                 m.jobs,
                 m.rejected,
@@ -417,6 +417,7 @@ pub fn html(e: &Evaluation) -> String {
                 b("1"),
                 b("2"),
                 b("3+"),
+                m.preemptions_per_hour,
                 m.utilisation_of_entitlement
                     .map_or_else(|| "-".into(), |u| format!("{:.0}%", u * 100.0))
             );

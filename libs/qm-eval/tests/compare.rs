@@ -84,6 +84,11 @@ fn lending_finishes_the_busy_teams_jobs_sooner_than_its_partition() {
     assert!(busy(&borrow).p50 < busy(&part).p50);
     // Hard partitions never preempt and never lend.
     assert_eq!(part.preemptions, 0);
+    assert!(part
+        .measures
+        .values()
+        .all(|m| m.preemptions_per_hour == 0.0));
+    assert!(borrow.measures["busy"].preemptions_per_hour > 0.0);
     assert_eq!(part.measures["*"].reclaim_wait_seconds.n, 0);
     assert_eq!(part.measures["*"].recomputed_gpu_hours, 0.0);
     // The quiet team came back while its capacity was lent: it waited only
