@@ -304,6 +304,16 @@ def story(out):
     expect_error("AccessDeniedException", bob.tag_resource,
                  resourceArn=f"arn:aws:batch:{REGION}:000000000000:service-job/{p1}", tags={"x": "y"})
 
+    # How long a signed round trip through the gateway takes (printed, not
+    # asserted: a shared machine's speed is no verdict).
+    took = []
+    for _ in range(30):
+        t = time.perf_counter()
+        alice.describe_service_job(jobId=p1)
+        took.append((time.perf_counter() - t) * 1000)
+    took.sort()
+    log(f"describe_service_job through the gateway: p50 {took[15]:.1f} ms, max {took[-1]:.1f} ms (30 calls)")
+
     # RUNNING only by default; a paginator walks every page.
     default = alice.list_service_jobs(jobQueue="training")["jobSummaryList"]
     assert default and all(s["status"] == "RUNNING" for s in default), default
