@@ -203,6 +203,22 @@ async fn aws_clients_drive_quartermaster_unchanged() {
         assert_eq!(hps["learning-rate"], "0.1", "{name}");
     }
 
+    // The baseline of the story's timed round trip: the same describe on
+    // NATS directly (printed, not asserted).
+    if let Some(id) = ids.get("p1") {
+        let mut took: Vec<f64> = Vec::new();
+        for _ in 0..30 {
+            let t = std::time::Instant::now();
+            stack.describe(id).await.expect("described");
+            took.push(t.elapsed().as_secs_f64() * 1000.0);
+        }
+        took.sort_by(f64::total_cmp);
+        println!(
+            "describe on NATS directly: p50 {:.1} ms, max {:.1} ms (30 calls)",
+            took[15], took[29]
+        );
+    }
+
     story_phase(&venv, &stack, &gw, "attacks", &ids_file);
 
     // The AWS CLI: a submit and a describe, output read as JSON.
