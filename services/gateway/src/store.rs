@@ -24,9 +24,10 @@ pub struct JobRecord {
     pub tags: Tags,
 }
 
-/// A job queue's AWS-only settings.
+/// A job queue's AWS-only settings (a queue made on NATS, or only tagged
+/// here, has just some of them).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 pub struct QueueRecord {
     pub priority: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -175,5 +176,19 @@ impl Store {
             config: Bucket(config),
             jobs: Bucket(jobs),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_queue_tagged_before_any_aws_setting_reads_back() {
+        let r: QueueRecord = serde_json::from_str(r#"{"tags": {"team": "ml"}}"#).expect("reads");
+        assert_eq!(r.priority, 0);
+        assert_eq!(r.tags["team"], "ml");
+        let j: JobRecord = serde_json::from_str(r#"{"request": {}, "tags": {}}"#).expect("reads");
+        assert!(j.tags.is_empty());
     }
 }
