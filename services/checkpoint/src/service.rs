@@ -74,7 +74,7 @@ impl Service {
             // Unless a request made it anew meanwhile.
             if jobs.get(&job_id).is_some_and(|k| Arc::ptr_eq(k, &job)) {
                 jobs.remove(&job_id);
-                self.forget_restores(&job_id);
+                self.forget_restores(&job_id, None);
                 swept += 1;
             }
             crate::observe::METRICS.jobs.set(jobs.len() as i64);
@@ -387,20 +387,38 @@ impl Service {
         }
     }
 
-    /// Forgets the job's restores (its attempt ended: flushed or swept).
-    fn forget_restores(&self, job_id: &str) {
+    /// Forgets the job's restores of attempts up to `through` (all: None):
+    /// those attempts ended (flushed or swept). A later attempt's restore
+    /// stays: an old attempt's final flush can end after the next attempt
+    /// restored, and forgetting that restore made its executor's retried
+    /// request restore again into the directory already in use.
+    fn forget_restores(&self, job_id: &str, through: Option<u32>) {
         if let Ok(mut r) = self.restores.lock() {
-            r.retain(|(job, _), _| job != job_id);
+            r.retain(|(job, attempt), _| !forgotten(job_id, through, job, *attempt));
         }
         let dir = self.work_dir.join(".qm-checkpoint").join("restores");
-        let prefix = format!("{job_id}.");
         if let Ok(entries) = std::fs::read_dir(&dir) {
             for e in entries.flatten() {
-                if e.file_name().to_string_lossy().starts_with(&prefix) {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let Some((job, attempt)) = name
+                    .strip_suffix(".json")
+                    .and_then(|n| n.rsplit_once('.'))
+                    .and_then(|(j, a)| Some((j.to_string(), a.parse::<u32>().ok()?)))
+                else {
+                    continue;
+                };
+                if forgotten(job_id, through, &job, attempt) {
                     let _ = std::fs::remove_file(e.path());
                 }
             }
         }
+    }
+
+    /// Whether a later attempt of the job has a restore in hand.
+    fn later_restore(&self, job_id: &str, attempt: u32) -> bool {
+        self.restores
+            .lock()
+            .is_ok_and(|r| r.keys().any(|(j, a)| j == job_id && *a > attempt))
     }
 
     /// Restore records older than a day (their attempts ended while this
@@ -661,9 +679,13 @@ impl Service {
             ..CheckpointReply::default()
         };
         drop(j);
-        self.forget_restores(&req.job_id);
+        self.forget_restores(&req.job_id, Some(req.attempt));
         let mut jobs = self.jobs.lock().await;
-        jobs.remove(&req.job_id);
+        // The next attempt may already have restored (its entry holds what
+        // it restored): then the job stays.
+        if !self.later_restore(&req.job_id, req.attempt) {
+            jobs.remove(&req.job_id);
+        }
         crate::observe::METRICS.jobs.set(jobs.len() as i64);
         Ok(reply)
     }
@@ -707,9 +729,29 @@ impl Lag {
     }
 }
 
+/// Whether forgetting `job_id`'s restores through attempt `through` (all:
+/// None) forgets the restore of `job`'s attempt `attempt`.
+fn forgotten(job_id: &str, through: Option<u32>, job: &str, attempt: u32) -> bool {
+    job == job_id && through.is_none_or(|t| attempt <= t)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_flush_forgets_its_own_attempts_restores_not_a_later_ones() {
+        assert!(forgotten("j-1", Some(1), "j-1", 1));
+        assert!(
+            !forgotten("j-1", Some(1), "j-1", 2),
+            "the next attempt's restore stays"
+        );
+        assert!(!forgotten("j-1", Some(1), "j-10", 1), "another job");
+        assert!(
+            forgotten("j-1", None, "j-1", 7),
+            "a sweep forgets every attempt"
+        );
+    }
 
     #[test]
     fn a_lag_is_reported_at_once_then_only_for_a_new_error_a_minute_later() {
