@@ -32,9 +32,6 @@ pub(crate) struct Recorder {
     integrals: Vec<Vec<[f64; 4]>>,
     /// Per type: fleet and in-use instance-seconds.
     fleet_integrals: Vec<[f64; 2]>,
-    /// Per job: whether its share was lending capacity of its type when it
-    /// was submitted (its owner's wait is then a reclaim wait).
-    lent_at_submit: Vec<bool>,
     /// Per job: another share's job was preempted (across shares) so that
     /// it could start: it was an owner taking its lent capacity back.
     reclaimed_for: Vec<bool>,
@@ -59,7 +56,6 @@ impl Recorder {
         self.submitted_at.push(at);
         self.first_started.push(None);
         self.stopped_at.push(None);
-        self.lent_at_submit.push(false);
         self.reclaimed_for.push(false);
     }
 
@@ -67,11 +63,6 @@ impl Recorder {
     pub fn sampling(mut self, every: Option<u64>) -> Recorder {
         self.sample_every = every;
         self
-    }
-
-    /// Job `id`'s share was lending capacity when it was submitted.
-    pub fn lent_at_submit(&mut self, id: JobId) {
-        self.lent_at_submit[(id.0 - 1) as usize] = true;
     }
 
     pub fn started(&mut self, id: JobId, at: Time) {
@@ -238,8 +229,6 @@ pub struct JobOut {
     pub attempt_outcomes: Vec<String>,
     pub preempted_attempt_count: u32,
     pub recomputed_seconds: f64,
-    /// Its share was lending capacity of its type when it was submitted.
-    pub capacity_lent_at_submit: bool,
     /// Another share's job was preempted so that it could start: its wait
     /// is an owner's wait to get lent capacity back.
     pub started_by_reclaim: bool,
@@ -491,7 +480,6 @@ pub(crate) fn build(sim: &Simulation, end: Time) -> Report {
                 .collect(),
             preempted_attempt_count: job.preempted_attempts,
             recomputed_seconds: sj.recomputed as f64 / 1000.0,
-            capacity_lent_at_submit: r.lent_at_submit[i],
             started_by_reclaim: r.reclaimed_for[i],
         });
     }

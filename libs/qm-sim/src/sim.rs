@@ -990,12 +990,6 @@ impl Simulation {
         });
         self.names.insert(spec.job_name.clone(), id);
         self.recorder.submitted(id, self.now);
-        if let Some(job) = self.cluster.job(id) {
-            let (s, t) = (job.spec.share, job.spec.instance_type);
-            if self.cluster.share_usage(s, t).lent > 0 {
-                self.recorder.lent_at_submit(id);
-            }
-        }
         Ok(id)
     }
 
