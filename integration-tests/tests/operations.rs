@@ -764,6 +764,17 @@ async fn a_dry_run_says_what_the_scheduler_then_does() {
         Some(qm_wire::messages::ErrorCode::AccessDenied),
         "{e}"
     );
+    // ...nor have another team's job explained (it names the victims and
+    // the jobs ahead in line).
+    let e = bob
+        .call::<_, JobOutlook>(Operation::ExplainServiceJob, &JobRef { job_id: p1.clone() })
+        .await
+        .expect_err("not bob's job");
+    assert_eq!(
+        e.code(),
+        Some(qm_wire::messages::ErrorCode::AccessDenied),
+        "{e}"
+    );
     for id in [&p1, &p2, &p3, &q2] {
         stack
             .client

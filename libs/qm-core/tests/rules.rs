@@ -1197,13 +1197,15 @@ fn a_checkpoint_lag_keeps_its_first_moment_and_the_next_commit_ends_it() {
 
 #[test]
 fn a_dry_run_submit_foresees_what_the_pass_then_does() {
-    use qm_core::dry_run::{JobOutlook, Victim};
+    use qm_core::dry_run::JobOutlook;
     // B lends 2; A (lab: entitlement 1, unlimited borrowing) runs on its own
     // instance and borrows one of B's.
     let mut w = World::new(3, vec![lab("A", 1, -1), share("B", Strategy::Lend, 2)]);
     w.submit("a_own", "A", 1, 0);
     w.submit("a_borrow", "A", 1, 0);
     w.step();
+    // 100 s later, with no checkpoint committed: all of it is at risk.
+    w.at(100);
     // Another A job would borrow B's last idle instance.
     let spec = w.spec("a_more", "A", 1, 0);
     let b = w.c.share_idx("B").expect("B");
@@ -1238,13 +1240,7 @@ fn a_dry_run_submit_foresees_what_the_pass_then_does() {
             .collect::<Vec<_>>(),
         [("a_borrow".to_string(), CrossShare)]
     );
-    assert!(matches!(
-        victims[0],
-        Victim {
-            work_at_risk_ms: _,
-            ..
-        }
-    ));
+    assert_eq!(victims[0].work_at_risk_ms, 100_000, "{victims:?}");
     // Nothing changed; submitting it really does what the dry run said.
     assert!(w.c.job(w.id("a_borrow")).expect("job").stopping.is_none());
     w.submit_spec(b2);

@@ -997,8 +997,8 @@ impl Runner<'_> {
                 self.reply(msg.reply, r).await
             }
             SchedOperation::ExplainServiceJob(j) => {
-                let queue = self.state.locate(&j.job_id).map(|(q, _)| q);
-                let r = match queue {
+                // Who may read it is checked before anything is computed.
+                let r = match self.state.share_of(&j.job_id) {
                     None => Err(api::error(
                         ErrorCode::NotFound,
                         format!(
@@ -1006,23 +1006,21 @@ impl Runner<'_> {
                             j.job_id
                         ),
                     )),
-                    Some(q) => {
+                    Some((q, share)) => allowed(
+                        caller,
+                        Action::ReadJob {
+                            queue: &q,
+                            share: &share,
+                        },
+                    )
+                    .and_then(|()| {
                         let may_read = |s: &str| readable(caller, &q, s);
-                        match self.state.explain_job(&j.job_id, &may_read, now) {
-                            Some((share, view)) => allowed(
-                                caller,
-                                Action::ReadJob {
-                                    queue: &q,
-                                    share: &share,
-                                },
-                            )
-                            .map(|()| view),
-                            None => Err(api::error(
-                                ErrorCode::NotFound,
-                                format!("no job {:?}", j.job_id),
-                            )),
-                        }
-                    }
+                        self.state
+                            .explain_job(&j.job_id, &may_read, now)
+                            .ok_or_else(|| {
+                                api::error(ErrorCode::NotFound, format!("no job {:?}", j.job_id))
+                            })
+                    }),
                 };
                 self.reply(msg.reply, r).await
             }

@@ -125,24 +125,27 @@ impl State {
         Ok(self.outlook_view(&job.job_queue, &cluster, outlook, may_read))
     }
 
+    /// A known job's queue and share.
+    pub fn share_of(&self, job_id: &str) -> Option<(String, String)> {
+        let (q, id) = self.locate(job_id)?;
+        let c = &self.queues[&q].cluster;
+        let share = c.share_config(c.job(id)?.spec.share).name.clone();
+        Some((q, share))
+    }
+
     /// Explains a known job (None: not in the state).
     pub fn explain_job(
         &self,
         job_id: &str,
         may_read: &dyn Fn(&str) -> bool,
         now: u64,
-    ) -> Option<(String, qm_wire::messages::JobOutlook)> {
+    ) -> Option<qm_wire::messages::JobOutlook> {
         let (q, id) = self.locate(job_id)?;
         let qs = &self.queues[&q];
         let outlook = qs.cluster.outlook(id, Time(now))?;
-        let share = qs
-            .cluster
-            .job(id)
-            .map(|j| qs.cluster.share_config(j.spec.share).name.clone())
-            .unwrap_or_default();
         let mut view = self.outlook_view(&q, &qs.cluster, outlook, may_read);
         view.job_id = Some(job_id.to_string());
-        Some((share, view))
+        Some(view)
     }
 
     fn outlook_view(
