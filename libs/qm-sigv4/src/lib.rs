@@ -357,22 +357,39 @@ fn encode(text: &str, path: bool) -> String {
 
 /// Decodes `%XX` escapes (and `+` as itself); invalid escapes stay as they are.
 fn decode(text: &str) -> String {
+    String::from_utf8_lossy(&unescape(text, false).unwrap_or_default()).into_owned()
+}
+
+/// Decodes `%XX` escapes (`+` is itself), as a path or query value a
+/// signed request carries; None when an escape is malformed or the result
+/// is not UTF-8.
+pub fn percent_decode(text: &str) -> Option<String> {
+    String::from_utf8(unescape(text, true)?).ok()
+}
+
+/// `%XX` escapes decoded; a malformed one is kept as it is, or (`strict`)
+/// makes the whole None.
+fn unescape(text: &str, strict: bool) -> Option<Vec<u8>> {
     let b = text.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
         let hexval = |c: u8| (c as char).to_digit(16);
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let (Some(h), Some(l)) = (hexval(b[i + 1]), hexval(b[i + 2])) {
+        if b[i] == b'%' {
+            let pair = (b.get(i + 1).copied(), b.get(i + 2).copied());
+            if let (Some(Some(h)), Some(Some(l))) = (pair.0.map(hexval), pair.1.map(hexval)) {
                 out.push((h * 16 + l) as u8);
                 i += 3;
                 continue;
+            }
+            if strict {
+                return None;
             }
         }
         out.push(b[i]);
         i += 1;
     }
-    String::from_utf8_lossy(&out).into_owned()
+    Some(out)
 }
 
 fn hmac(key: &[u8], data: &[u8]) -> Vec<u8> {
@@ -408,6 +425,18 @@ mod tests {
             let e = parse_amz_date(bad).expect_err(bad);
             assert!(e.to_string().contains("X-Amz-Date"), "{e}");
         }
+    }
+
+    #[test]
+    fn strict_decoding_refuses_malformed_escapes_lenient_keeps_them() {
+        assert_eq!(
+            percent_decode("arn%3Aaws%3Abatch%2Fq+x").as_deref(),
+            Some("arn:aws:batch/q+x")
+        );
+        for bad in ["%ZZ", "%4", "a%", "%FF"] {
+            assert_eq!(percent_decode(bad), None, "{bad}");
+        }
+        assert_eq!(decode("a%ZZb%4"), "a%ZZb%4");
     }
 
     #[test]

@@ -114,7 +114,7 @@ impl Op {
 /// tag routes (percent-decoded).
 pub fn route(method: &Method, path: &str) -> Option<(Op, Option<String>)> {
     if let Some(arn) = path.strip_prefix("/v1/tags/") {
-        let arn = percent_decode(arn)?;
+        let arn = qm_sigv4::percent_decode(arn)?;
         let op = match *method {
             Method::POST => Op::TagResource,
             Method::DELETE => Op::UntagResource,
@@ -133,31 +133,14 @@ pub fn route(method: &Method, path: &str) -> Option<(Op, Option<String>)> {
         .map(|op| (op, None))
 }
 
-/// `%XX` decoded; None when malformed or not UTF-8.
-pub fn percent_decode(s: &str) -> Option<String> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
-}
-
-/// The values of query parameter `name` (decoded; `+` is a space).
+/// The values of query parameter `name`, decoded as the signature was
+/// computed over them (`+` is itself, as AWS clients send `%20`).
 pub fn query_values(query: &str, name: &str) -> Vec<String> {
     query
         .split('&')
         .filter_map(|pair| {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            (percent_decode(k)? == name).then(|| percent_decode(&v.replace('+', " ")))?
+            (qm_sigv4::percent_decode(k)? == name).then(|| qm_sigv4::percent_decode(v))?
         })
         .collect()
 }
@@ -469,7 +452,7 @@ mod tests {
     fn query_values_are_decoded_and_repeated() {
         assert_eq!(
             query_values("tagKeys=a&tagKeys=b%20c&x=1&tagKeys=d+e", "tagKeys"),
-            ["a", "b c", "d e"].map(String::from)
+            ["a", "b c", "d+e"].map(String::from)
         );
         assert!(query_values("", "tagKeys").is_empty());
     }
