@@ -148,6 +148,7 @@ async fn a_large_checkpoint_moves_in_parts_streamed_and_a_crash_mid_upload_leave
     let config = qm_checkpoint::s3::S3Config {
         transfer: qm_checkpoint::store::Transfer {
             part_size: 8 << 20,
+            multipart_threshold: 8 << 20,
             parallel: 4,
             ..Default::default()
         },

@@ -11,8 +11,13 @@
 //! transfer goes to a fresh destination. Reported: MiB/s of each, the
 //! ratio, and peak memory (rclone's VmHWM sampled every 20 ms;
 //! Quartermaster's, this process's VmHWM reset before each transfer).
-//! `QM_BENCH_CKPT_ONLY=8` or `=1000` runs one set; `QM_BENCH_CKPT_PARALLEL`
-//! and `QM_BENCH_CKPT_PART_MIB` try other transfer settings.
+//! Also the CPU time each transfer took, in the client (rclone's process,
+//! or this one) and in the S3 server's container (from its cgroup, when
+//! the server is a local container): on one machine both compete for the
+//! same cores. `QM_BENCH_CKPT_SETS` lists the sets by their number of
+//! files (default `8,1000`; `1` is one file of the whole size);
+//! `QM_BENCH_CKPT_PARALLEL`, `QM_BENCH_CKPT_PART_MIB` and
+//! `QM_BENCH_CKPT_THRESHOLD_MIB` try other transfer settings.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -33,13 +38,25 @@ struct Row {
     rclone_peak: u64,
     qm_peak_up: u64,
     qm_peak_down: u64,
+    /// CPU seconds (client, server) of each transfer, in the table's order.
+    cpu: [Vec<(f64, f64)>; 4],
 }
 
 #[tokio::main]
 async fn main() {
     let mib = env_or("QM_BENCH_CKPT_MIB", 1024);
     let rounds = env_or("QM_BENCH_CKPT_ROUNDS", 2).max(1);
-    let only = std::env::var("QM_BENCH_CKPT_ONLY").ok();
+    let sets: Vec<usize> = std::env::var("QM_BENCH_CKPT_SETS")
+        .unwrap_or_else(|_| "8,1000".into())
+        .split(',')
+        .map(|n| {
+            n.trim()
+                .parse()
+                .ok()
+                .filter(|n| *n > 0)
+                .unwrap_or_else(|| panic!("QM_BENCH_CKPT_SETS: {n:?} is not a number of files"))
+        })
+        .collect();
     if std::process::Command::new("rclone")
         .arg("version")
         .output()
@@ -50,14 +67,21 @@ async fn main() {
     }
     let s3 = qm_integration_tests::start_s3().await;
     let mut config = s3.config.clone();
-    // The service's settings, to try others: transferParallelism, partSizeMiB.
+    // The service's settings, to try others: transferParallelism,
+    // partSizeMiB, multipartThresholdMiB.
     config.transfer.parallel = env_or("QM_BENCH_CKPT_PARALLEL", config.transfer.parallel);
     let part_mib = env_or(
         "QM_BENCH_CKPT_PART_MIB",
         (config.transfer.part_size >> 20) as usize,
     );
     config.transfer.part_size = (part_mib as u64) << 20;
+    let threshold_mib = env_or(
+        "QM_BENCH_CKPT_THRESHOLD_MIB",
+        (config.transfer.multipart_threshold >> 20) as usize,
+    );
+    config.transfer.multipart_threshold = (threshold_mib as u64) << 20;
     let store = S3Store::new(&config);
+    let server_cgroup = server_cpu_file(s3.container.id());
     let root = std::env::temp_dir().join(format!("qm-bench-ckpt-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     std::fs::create_dir_all(&root).expect("bench directory");
@@ -86,10 +110,7 @@ async fn main() {
     );
     println!("   Quartermaster: the checkpoint library with the service's defaults ({transfer:?})");
     let mut results = Vec::new();
-    for files in [8usize, 1000] {
-        if only.as_deref().is_some_and(|o| o != files.to_string()) {
-            continue;
-        }
+    for files in sets {
         let src = root.join(format!("src-{files}"));
         eprintln!("bench: generating {mib} MiB as {files} files");
         generate(&src, files, mib << 20);
@@ -99,7 +120,9 @@ async fn main() {
         for round in 0..rounds {
             let remote = format!("qm:{}/rclone-{files}-{round}", config.bucket);
             eprintln!("bench: {files} files, round {}: rclone up", round + 1);
+            let cpu = Cpu::start(&server_cgroup);
             let (secs, peak) = rclone(&rclone_env, &[src.to_str().expect("utf-8"), &remote]);
+            row.cpu[0].push(cpu.children());
             row.rclone_up.push(bytes / MIB / secs);
             row.rclone_peak = row.rclone_peak.max(peak);
 
@@ -111,11 +134,13 @@ async fn main() {
             let mut uploaded = Uploaded::default();
             seq += 1;
             reset_peak();
+            let cpu = Cpu::start(&server_cgroup);
             let t = Instant::now();
             commit(&store, &prefix, &src, info(seq), &mut uploaded)
                 .await
                 .expect("commit");
             row.qm_up.push(bytes / MIB / t.elapsed().as_secs_f64());
+            row.cpu[1].push(cpu.this_process());
             row.qm_peak_up = row.qm_peak_up.max(peak_rss());
             seq += 1;
             let t = Instant::now();
@@ -127,7 +152,9 @@ async fn main() {
             eprintln!("bench: {files} files, round {}: rclone down", round + 1);
             let dst = root.join("dst");
             let _ = std::fs::remove_dir_all(&dst);
+            let cpu = Cpu::start(&server_cgroup);
             let (secs, peak) = rclone(&rclone_env, &[&remote, dst.to_str().expect("utf-8")]);
+            row.cpu[2].push(cpu.children());
             row.rclone_down.push(bytes / MIB / secs);
             row.rclone_peak = row.rclone_peak.max(peak);
             same_tree(&src, &dst);
@@ -139,11 +166,13 @@ async fn main() {
             );
             std::fs::create_dir_all(&dst).expect("restore target");
             reset_peak();
+            let cpu = Cpu::start(&server_cgroup);
             let t = Instant::now();
             let restored = restore(&store, &prefix, &dst, &Progress::default())
                 .await
                 .expect("restore");
             row.qm_down.push(bytes / MIB / t.elapsed().as_secs_f64());
+            row.cpu[3].push(cpu.this_process());
             row.qm_peak_down = row.qm_peak_down.max(peak_rss());
             assert_eq!(restored.manifest.map(|m| m.seq), Some(seq));
             same_tree(&src, &dst);
@@ -194,6 +223,33 @@ async fn main() {
         );
     }
     println!("(medians of {rounds} rounds; ratio = Quartermaster / rclone)");
+    println!();
+    println!("CPU seconds per GiB moved, client + S3 server (medians):");
+    println!(
+        "{:<12} {:>16} {:>16} {:>16} {:>16}",
+        "set", "rclone up", "qm up", "rclone dn", "qm dn"
+    );
+    let gib = mib as f64 / 1024.0;
+    for (files, r) in &results {
+        let cell = |v: &[(f64, f64)]| {
+            let c = median(&v.iter().map(|x| x.0).collect::<Vec<_>>()) / gib;
+            match server_cgroup {
+                Some(_) => {
+                    let s = median(&v.iter().map(|x| x.1).collect::<Vec<_>>()) / gib;
+                    format!("{c:.2} + {s:.2}")
+                }
+                None => format!("{c:.2} + ?"),
+            }
+        };
+        println!(
+            "{:<12} {:>16} {:>16} {:>16} {:>16}",
+            format!("{files} files"),
+            cell(&r.cpu[0]),
+            cell(&r.cpu[1]),
+            cell(&r.cpu[2]),
+            cell(&r.cpu[3]),
+        );
+    }
     let _ = std::fs::remove_dir_all(&root);
 }
 
@@ -245,6 +301,86 @@ fn rclone(env: &[(&str, String)], args: &[&str]) -> (f64, u64) {
             return (t.elapsed().as_secs_f64(), peak);
         }
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The S3 server container's CPU-time counter (cgroup v1 `cpuacct.usage`
+/// or v2 `cpu.stat`), when it can be found.
+fn server_cpu_file(id: &str) -> Option<PathBuf> {
+    [
+        format!("/sys/fs/cgroup/cpuacct/docker/{id}/cpuacct.usage"),
+        format!("/sys/fs/cgroup/cpu,cpuacct/docker/{id}/cpuacct.usage"),
+        format!("/sys/fs/cgroup/system.slice/docker-{id}.scope/cpu.stat"),
+        format!("/sys/fs/cgroup/docker/{id}/cpu.stat"),
+    ]
+    .into_iter()
+    .map(PathBuf::from)
+    .find(|p| p.exists())
+}
+
+/// Seconds of CPU the server's cgroup has used.
+fn server_seconds(file: &Path) -> f64 {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    match text.lines().find_map(|l| l.strip_prefix("usage_usec ")) {
+        Some(us) => us.trim().parse::<f64>().unwrap_or(0.0) / 1e6,
+        None => text.trim().parse::<f64>().unwrap_or(0.0) / 1e9,
+    }
+}
+
+/// Seconds of CPU this process has used (`own`), or the children it has
+/// waited for, from /proc/self/stat (utime, stime; cutime, cstime), in the
+/// kernel's USER_HZ ticks of 10 ms.
+fn cpu_seconds(own: bool) -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the command name, which is in parentheses.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let tick = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime is field 14 of the whole line, the 12th after the name.
+    let first = if own { 11 } else { 13 };
+    (tick(first) + tick(first + 1)) / 100.0
+}
+
+/// CPU time from now on: the client's (this process, or the children it
+/// has waited for) and the S3 server's.
+struct Cpu<'a> {
+    server_file: &'a Option<PathBuf>,
+    server: f64,
+    this: f64,
+    children: f64,
+}
+
+impl<'a> Cpu<'a> {
+    fn start(server_file: &'a Option<PathBuf>) -> Cpu<'a> {
+        Cpu {
+            server_file,
+            server: server_file.as_deref().map(server_seconds).unwrap_or(0.0),
+            this: cpu_seconds(true),
+            children: cpu_seconds(false),
+        }
+    }
+
+    fn server(&self) -> f64 {
+        self.server_file
+            .as_deref()
+            .map(server_seconds)
+            .unwrap_or(0.0)
+            - self.server
+    }
+
+    fn this_process(&self) -> (f64, f64) {
+        (cpu_seconds(true) - self.this, self.server())
+    }
+
+    fn children(&self) -> (f64, f64) {
+        (cpu_seconds(false) - self.children, self.server())
     }
 }
 

@@ -616,7 +616,7 @@ impl ObjectStore for S3Store {
     }
 
     async fn put_file(&self, key: &str, path: &Path, size: u64) -> Result<(), StoreError> {
-        if size > self.transfer.part_size_for(size) {
+        if self.transfer.multipart(size) {
             return self.put_parts(key, path, size).await;
         }
         let _slot = self.slot().await?;

@@ -31,13 +31,21 @@ impl StoreError {
     }
 }
 
-/// How large objects move: a file larger than `part_size` goes up as a
-/// multipart upload and comes down as ranged reads, `parallel` parts at a
-/// time, each streamed from or to the file (memory stays at a few buffers
-/// a part, whatever the file's size).
+/// How large objects move: a file larger than `multipart_threshold` goes
+/// up as a multipart upload in parts of `part_size`, a file larger than
+/// `part_size` comes down as ranged reads, `parallel` requests at a time
+/// over all files, each streamed from or to the file (memory stays at a
+/// few buffers a request, whatever the file's size).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Transfer {
     pub part_size: u64,
+    /// Files up to this size go up in one request. A multipart upload
+    /// costs the server more per byte (Garage: about a tenth more CPU),
+    /// and a checkpoint of several files keeps the requests in flight
+    /// busy without splitting them; a larger file is split so that its
+    /// parts move in parallel and a failure resends one part, not all.
+    /// Above [`MAX_SINGLE_PUT`] a file is always split (S3's limit).
+    pub multipart_threshold: u64,
     pub parallel: usize,
     /// How long a request waits for the first byte of S3's answer once it
     /// is sent (and for a connection), before it fails as transient: an S3
@@ -49,11 +57,14 @@ pub struct Transfer {
 /// S3 allows at most 10,000 parts an upload, and parts of at least 5 MiB.
 pub const MAX_PARTS: u64 = 10_000;
 pub const MIN_PART_SIZE: u64 = 5 << 20;
+/// S3's largest object in a single PUT.
+pub const MAX_SINGLE_PUT: u64 = 5 << 30;
 
 impl Default for Transfer {
     fn default() -> Transfer {
         Transfer {
             part_size: 64 << 20,
+            multipart_threshold: 256 << 20,
             parallel: 8,
             response_timeout_secs: 30,
         }
@@ -61,6 +72,11 @@ impl Default for Transfer {
 }
 
 impl Transfer {
+    /// Whether a file of `size` bytes goes up as a multipart upload.
+    pub fn multipart(&self, size: u64) -> bool {
+        size > self.multipart_threshold.min(MAX_SINGLE_PUT)
+    }
+
     /// The part size for a file of `size` bytes: the configured one, or
     /// larger where the file would need more than [`MAX_PARTS`] parts.
     pub fn part_size_for(&self, size: u64) -> u64 {
@@ -319,6 +335,23 @@ impl ObjectStore for MemoryStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn files_above_the_threshold_go_up_in_parts_and_above_s3s_single_put_limit_always() {
+        let t = Transfer::default();
+        assert!(!t.multipart(0));
+        assert!(!t.multipart(256 << 20), "at the threshold: one request");
+        assert!(t.multipart((256 << 20) + 1));
+        let never = Transfer {
+            multipart_threshold: u64::MAX,
+            ..Transfer::default()
+        };
+        assert!(!never.multipart(MAX_SINGLE_PUT));
+        assert!(
+            never.multipart(MAX_SINGLE_PUT + 1),
+            "S3 refuses a single PUT over 5 GiB"
+        );
+    }
 
     #[test]
     fn parts_cover_the_file_once_and_respect_s3s_limits() {

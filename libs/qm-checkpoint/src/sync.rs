@@ -302,7 +302,10 @@ pub async fn commit<S: ObjectStore>(
     //
     // Each file is hashed and, if its blob is to be sent, sent at once,
     // several files at a time (the store bounds the requests in flight):
-    // hashing one file overlaps sending another. Each is sent from the file
+    // hashing one file overlaps sending another. Files are hashed in order,
+    // no more at once than there are cores: hashing them all together would
+    // finish none until all were nearly done, and the first request would
+    // wait for the whole checkpoint's hashing. Each is sent from the file
     // as it is now: a file changed since it was hashed changes its
     // fingerprint, and the commit fails below. (Owned items: a stream over
     // borrowed ones is not Send for every lifetime, which the services'
@@ -310,10 +313,23 @@ pub async fn commit<S: ObjectStore>(
     let known = &uploaded.blobs;
     let sent = std::sync::Mutex::new(BTreeSet::new());
     let sent = &sent;
+    let hashers = tokio::sync::Semaphore::new(
+        std::thread::available_parallelism()
+            .map(usize::from)
+            .unwrap_or(1)
+            .min(store.concurrency().max(1)),
+    );
+    let hashers = &hashers;
     let mut files: Vec<(FileEntry, PathBuf)> = futures::stream::iter(listed)
         .map(|(rel, path)| async move {
             let hashed = path.clone();
-            let (size, sha256) = blocking(path.clone(), move || hash_file(&hashed)).await?;
+            let (size, sha256) = {
+                // Fair: permits go in the order the files were listed.
+                let _hasher = hashers.acquire().await.map_err(|_| {
+                    SyncError::Store(StoreError::Transient("a commit's hashing stopped".into()))
+                })?;
+                blocking(path.clone(), move || hash_file(&hashed)).await?
+            };
             let first = !known.contains(&sha256)
                 && sent
                     .lock()

@@ -26,9 +26,11 @@ pub trait Validate {
     fn problems(&self) -> Vec<String>;
 }
 
+/// A file key's environment-variable form: `partSizeMiB` is `PART_SIZE_MIB`
+/// (a unit such as `MiB` is one word).
 fn screaming(field: &str) -> String {
     let mut out = String::new();
-    for c in field.chars() {
+    for c in field.replace("MiB", "Mib").chars() {
         if c.is_ascii_uppercase() {
             out.push('_');
         }
@@ -452,6 +454,12 @@ mod tests {
         );
         assert_eq!(s.work_dir, "/w");
         assert_eq!(s.heartbeat_seconds, 3);
+    }
+
+    #[test]
+    fn a_unit_in_a_key_is_one_word_in_its_variable() {
+        assert_eq!(screaming("partSizeMiB"), "PART_SIZE_MIB");
+        assert_eq!(screaming("heartbeatSeconds"), "HEARTBEAT_SECONDS");
     }
 
     #[test]

@@ -162,6 +162,7 @@ async fn run(
         force_path_style: true,
         transfer: qm_checkpoint::store::Transfer {
             part_size: settings.part_size_mib << 20,
+            multipart_threshold: settings.multipart_threshold_mib << 20,
             parallel: settings.transfer_parallelism,
             response_timeout_secs: settings.s3_response_timeout_seconds,
         },

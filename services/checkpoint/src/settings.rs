@@ -21,9 +21,14 @@ QM_CHECKPOINT_<KEY>):
                                                        metadata)
   scanIntervalMs   QM_CHECKPOINT_SCAN_INTERVAL_MS      default 1000
   keep             QM_CHECKPOINT_KEEP                  manifests kept per job, default 5
-  partSizeMiB      QM_CHECKPOINT_PART_SIZE_MIB         files larger than this move in parts
-                                                       (multipart upload, ranged reads);
+  partSizeMiB      QM_CHECKPOINT_PART_SIZE_MIB         the size of the parts large files move
+                                                       in (multipart upload, ranged reads);
                                                        default 64, at least 5 (S3's minimum)
+  multipartThresholdMiB QM_CHECKPOINT_MULTIPART_THRESHOLD_MIB files larger than this go up
+                                                       in parts (smaller ones in one request,
+                                                       cheaper for the server); default 256,
+                                                       5 to 5120 (S3's single-PUT limit);
+                                                       downloads split above partSizeMiB
   transferParallelism QM_CHECKPOINT_TRANSFER_PARALLELISM requests moving file bytes in flight
                                                        (parts and whole small files, over all
                                                        files), default 8 (1 to 64); memory
@@ -61,7 +66,10 @@ pub(crate) struct Settings {
     pub(crate) scan_interval_ms: u64,
     pub(crate) keep: usize,
     pub(crate) track_lease_seconds: u64,
+    #[serde(rename = "partSizeMiB")]
     pub(crate) part_size_mib: u64,
+    #[serde(rename = "multipartThresholdMiB")]
+    pub(crate) multipart_threshold_mib: u64,
     pub(crate) transfer_parallelism: usize,
     pub(crate) s3_response_timeout_seconds: u64,
 }
@@ -80,6 +88,7 @@ impl Default for Settings {
             keep: 5,
             track_lease_seconds: 300,
             part_size_mib: 64,
+            multipart_threshold_mib: 256,
             transfer_parallelism: 8,
             s3_response_timeout_seconds: 30,
         }
@@ -122,6 +131,12 @@ impl qm_service::settings::Validate for Settings {
                 self.part_size_mib
             ));
         }
+        if !(5..=5 * 1024).contains(&self.multipart_threshold_mib) {
+            p.push(format!(
+                "multipartThresholdMiB: {} is outside 5 to 5120 (S3's smallest part and largest single PUT)",
+                self.multipart_threshold_mib
+            ));
+        }
         if !(1..=3600).contains(&self.s3_response_timeout_seconds) {
             p.push(format!(
                 "s3ResponseTimeoutSeconds: {} is outside 1 to 3600",
@@ -135,5 +150,54 @@ impl qm_service::settings::Validate for Settings {
             ));
         }
         p
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn transfer_sizes_load_from_the_documented_keys_and_variables() {
+        let dir = std::env::temp_dir().join(format!("qm-ckpt-settings-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let file = dir.join("checkpoint.yaml");
+        std::fs::write(
+            &file,
+            "node: node-1\ns3Bucket: b\npartSizeMiB: 32\nmultipartThresholdMiB: 128\n",
+        )
+        .expect("write");
+        let (s, _): (Settings, _) =
+            qm_service::settings::load("checkpoint", Some(&file), env(&[])).expect("valid");
+        assert_eq!((s.part_size_mib, s.multipart_threshold_mib), (32, 128));
+        let (s, _): (Settings, _) = qm_service::settings::load(
+            "checkpoint",
+            Some(&file),
+            env(&[
+                ("QM_CHECKPOINT_PART_SIZE_MIB", "16"),
+                ("QM_CHECKPOINT_MULTIPART_THRESHOLD_MIB", "5120"),
+            ]),
+        )
+        .expect("valid");
+        assert_eq!((s.part_size_mib, s.multipart_threshold_mib), (16, 5120));
+        let e = qm_service::settings::load::<Settings>(
+            "checkpoint",
+            Some(&file),
+            env(&[
+                ("QM_CHECKPOINT_PART_SIZE_MIB", "4"),
+                ("QM_CHECKPOINT_MULTIPART_THRESHOLD_MIB", "6000"),
+            ]),
+        )
+        .expect_err("out of S3's limits");
+        assert!(e.to_string().contains("partSizeMiB: 4"), "{e}");
+        assert!(e.to_string().contains("multipartThresholdMiB: 6000"), "{e}");
+        let _ = std::fs::remove_dir_all(dir);
     }
 }
