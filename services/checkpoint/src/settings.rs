@@ -157,11 +157,15 @@ impl qm_service::settings::Validate for Settings {
 mod tests {
     use super::*;
 
-    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+    /// Environment variables for the transfer sizes.
+    fn sizes(part: &str, threshold: &str) -> Vec<(String, String)> {
+        vec![
+            ("QM_CHECKPOINT_PART_SIZE_MIB".into(), part.into()),
+            (
+                "QM_CHECKPOINT_MULTIPART_THRESHOLD_MIB".into(),
+                threshold.into(),
+            ),
+        ]
     }
 
     #[test]
@@ -175,27 +179,15 @@ mod tests {
         )
         .expect("write");
         let (s, _): (Settings, _) =
-            qm_service::settings::load("checkpoint", Some(&file), env(&[])).expect("valid");
+            qm_service::settings::load("checkpoint", Some(&file), Vec::new()).expect("valid");
         assert_eq!((s.part_size_mib, s.multipart_threshold_mib), (32, 128));
-        let (s, _): (Settings, _) = qm_service::settings::load(
-            "checkpoint",
-            Some(&file),
-            env(&[
-                ("QM_CHECKPOINT_PART_SIZE_MIB", "16"),
-                ("QM_CHECKPOINT_MULTIPART_THRESHOLD_MIB", "5120"),
-            ]),
-        )
-        .expect("valid");
+        let (s, _): (Settings, _) =
+            qm_service::settings::load("checkpoint", Some(&file), sizes("16", "5120"))
+                .expect("valid");
         assert_eq!((s.part_size_mib, s.multipart_threshold_mib), (16, 5120));
-        let e = qm_service::settings::load::<Settings>(
-            "checkpoint",
-            Some(&file),
-            env(&[
-                ("QM_CHECKPOINT_PART_SIZE_MIB", "4"),
-                ("QM_CHECKPOINT_MULTIPART_THRESHOLD_MIB", "6000"),
-            ]),
-        )
-        .expect_err("out of S3's limits");
+        let e =
+            qm_service::settings::load::<Settings>("checkpoint", Some(&file), sizes("4", "6000"))
+                .expect_err("out of S3's limits");
         assert!(e.to_string().contains("partSizeMiB: 4"), "{e}");
         assert!(e.to_string().contains("multipartThresholdMiB: 6000"), "{e}");
         let _ = std::fs::remove_dir_all(dir);
