@@ -140,6 +140,85 @@ fn generate(path: &std::path::Path, size: usize, seed: u64) {
     out.flush().expect("flush");
 }
 
+/// Files up to the multipart threshold go up in one PUT, larger ones as a
+/// multipart upload: S3 gives a multipart object an ETag ending in `-<parts>`.
+#[tokio::test(flavor = "multi_thread")]
+async fn files_up_to_the_threshold_go_up_in_one_request_larger_ones_in_parts() {
+    let s3 = start_s3().await;
+    let config = qm_checkpoint::s3::S3Config {
+        transfer: qm_checkpoint::store::Transfer {
+            part_size: 5 << 20,
+            multipart_threshold: 12 << 20,
+            ..Default::default()
+        },
+        ..s3.config.clone()
+    };
+    let store = qm_checkpoint::s3::S3Store::new(&config);
+    let src = dir("s3-threshold-src");
+    generate(&src.join("at-threshold.bin"), 12 << 20, 3);
+    generate(&src.join("above.bin"), (12 << 20) + 1, 4);
+    let prefix = "training/threshold-job";
+    let m = commit(&store, prefix, &src, info(1), &mut Uploaded::default())
+        .await
+        .expect("committed");
+    let client = {
+        let c = &s3.config;
+        let mut b = aws_sdk_s3::config::Builder::new()
+            .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
+            .region(aws_sdk_s3::config::Region::new(c.region.clone()))
+            .force_path_style(true)
+            .credentials_provider(aws_sdk_s3::config::Credentials::new(
+                &c.access_key_id,
+                &c.secret_access_key,
+                None,
+                None,
+                "test",
+            ));
+        if let Some(e) = &c.endpoint {
+            b = b.endpoint_url(e);
+        }
+        aws_sdk_s3::Client::from_conf(b.build())
+    };
+    let mut etags = std::collections::BTreeMap::new();
+    for f in &m.files {
+        let head = client
+            .head_object()
+            .bucket(&s3.config.bucket)
+            .key(blob_key(prefix, &f.sha256))
+            .send()
+            .await
+            .expect("the blob is there");
+        assert_eq!(head.content_length(), Some(f.size as i64), "{}", f.path);
+        let etag = head
+            .e_tag()
+            .unwrap_or_default()
+            .trim_matches('"')
+            .to_string();
+        etags.insert(f.path.clone(), etag);
+    }
+    assert!(
+        !etags["at-threshold.bin"].contains('-'),
+        "12 MiB, at the threshold: one PUT ({etags:?})"
+    );
+    assert!(
+        etags["above.bin"].ends_with("-3"),
+        "one byte over: three parts of 5 MiB ({etags:?})"
+    );
+    let dst = dir("s3-threshold-dst");
+    restore(&store, prefix, &dst, &Progress::default())
+        .await
+        .expect("restored");
+    for name in ["at-threshold.bin", "above.bin"] {
+        assert!(
+            fs::read(src.join(name)).expect("source")
+                == fs::read(dst.join(name)).expect("restored"),
+            "{name} restored byte for byte"
+        );
+    }
+    let _ = fs::remove_dir_all(src);
+    let _ = fs::remove_dir_all(dst);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_large_checkpoint_moves_in_parts_streamed_and_a_crash_mid_upload_leaves_no_part() {
     let s3 = start_s3().await;
