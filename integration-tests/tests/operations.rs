@@ -754,27 +754,26 @@ async fn a_dry_run_says_what_the_scheduler_then_does() {
         .await
         .expect_err("never fits");
     assert!(e.to_string().contains("MISCONFIGURATION"), "{e}");
-    let bob = stack.auth.client(&stack.nats_url, "bob").await;
-    let e = bob
-        .call::<_, JobOutlook>(Operation::DryRunServiceJob, &p1_job)
-        .await
-        .expect_err("not bob's share");
-    assert_eq!(
-        e.code(),
-        Some(qm_wire::messages::ErrorCode::AccessDenied),
-        "{e}"
-    );
     // ...nor have another team's job explained (it names the victims and
     // the jobs ahead in line).
-    let e = bob
-        .call::<_, JobOutlook>(Operation::ExplainServiceJob, &JobRef { job_id: p1.clone() })
-        .await
-        .expect_err("not bob's job");
-    assert_eq!(
-        e.code(),
-        Some(qm_wire::messages::ErrorCode::AccessDenied),
-        "{e}"
-    );
+    let bob = stack.auth.client(&stack.nats_url, "bob").await;
+    for (op, request) in [
+        (Operation::DryRunServiceJob, serde_json::json!(p1_job)),
+        (
+            Operation::ExplainServiceJob,
+            serde_json::json!(JobRef { job_id: p1.clone() }),
+        ),
+    ] {
+        let e = bob
+            .call::<_, JobOutlook>(op, &request)
+            .await
+            .expect_err("not bob's");
+        assert_eq!(
+            e.code(),
+            Some(qm_wire::messages::ErrorCode::AccessDenied),
+            "{op:?}: {e}"
+        );
+    }
     for id in [&p1, &p2, &p3, &q2] {
         stack
             .client
