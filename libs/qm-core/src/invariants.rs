@@ -120,6 +120,17 @@ pub fn check_nodes(c: &Cluster) -> Result<(), Violation> {
             );
         }
         for r in &a.placement {
+            if !c.nodes[r.node.index()].runtimes.contains(job.spec.runtime) {
+                return violation(
+                    "a job runs only on nodes offering its runtime",
+                    format!(
+                        "{} ({}) on node {}",
+                        job.id,
+                        job.spec.runtime,
+                        c.nodes[r.node.index()].name
+                    ),
+                );
+            }
             let held = r.slots.iter().all(|i| {
                 c.nodes[r.node.index()]
                     .slots
@@ -516,11 +527,22 @@ fn check_reclaim_complete(
         for (i, &s) in shares.iter().enumerate() {
             let st = after.st(s, t);
             let own_usage = st.running_usage + promised_usage[i];
+            // A job waiting for executors of its runtime is owed nothing by
+            // reclaim (`runtime.rs`); the next in line is.
+            let waits_for_runtime = |id: &JobId| {
+                matches!(
+                    after.jobs[id].status_reason.wait(),
+                    Some(
+                        WaitReason::NoExecutorOffersRuntime { .. }
+                            | WaitReason::RuntimeInstancesBusy { .. }
+                    )
+                )
+            };
             let Some((key, count)) = st.runnable.next_candidate(
                 None,
                 1..=st.entitlement.saturating_sub(own_usage),
                 false,
-                &|id| admitted.contains(&id),
+                &|id| admitted.contains(&id) || waits_for_runtime(&id),
             ) else {
                 continue;
             };

@@ -232,6 +232,10 @@ pub struct JobSpec {
     /// stopped at once). None: the queue's default.
     #[serde(default)]
     pub checkpoint_before_preempt_secs: Option<u64>,
+    /// How it is launched: `container` when it names an image. Placed only
+    /// on nodes offering it (`runtime.rs`).
+    #[serde(default)]
+    pub runtime: crate::Runtime,
 }
 
 impl JobSpec {
@@ -255,6 +259,7 @@ impl JobSpec {
             grace_period_secs: DEFAULT_GRACE_PERIOD_SECS,
             checkpoints: false,
             checkpoint_before_preempt_secs: None,
+            runtime: crate::Runtime::Process,
         }
     }
 }

@@ -21,6 +21,7 @@ pub mod ledger;
 pub mod nodes;
 pub mod pass;
 pub mod reason;
+pub mod runtime;
 mod table;
 pub mod time;
 
@@ -43,4 +44,5 @@ pub use nodes::{
 };
 pub use pass::{schedule, schedule_exhaustive, Plan, Preemption, Start};
 pub use reason::{NeverFits, StatusReason, WaitReason};
+pub use runtime::{Runtime, Runtimes};
 pub use time::Time;

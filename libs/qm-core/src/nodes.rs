@@ -62,6 +62,9 @@ pub struct Node {
     /// Changes when the executor restarts: what ran before is gone.
     pub incarnation: String,
     pub live: bool,
+    /// How it can launch attempts (`runtime.rs`).
+    #[serde(default)]
+    pub runtimes: crate::Runtimes,
     /// Per type: each slot's holder.
     pub(crate) slots: BTreeMap<TypeIdx, Vec<Option<JobId>>>,
     /// Per type: the free slots (kept with `slots`, so placement never
@@ -227,42 +230,53 @@ impl FreeCursor<'_> {
     }
 }
 
-/// Chooses how many instances each node gives a job of `count`: on one node
-/// (best fit: the fewest free that holds it, ties by node name) if any
-/// holds it, else spread over the nodes with the most free first (ties by
-/// name). Takes them from `free`. None if they do not suffice.
+/// Chooses how many instances each node gives a job of `count`, among the
+/// nodes `fit` accepts (its value: how many runtimes the node offers beyond
+/// the job's, fewest preferred, see `runtime.rs`): on one node (best fit:
+/// the fewest free that holds it, ties by node name) if any holds it, else
+/// spread over the nodes with the most free first (ties by name). Takes
+/// them from `free`. None if they do not suffice.
 pub(crate) fn place<'n>(
     free: &mut BTreeMap<NodeId, FreeCursor<'_>>,
     names: &dyn Fn(NodeId) -> &'n str,
+    fit: &dyn Fn(NodeId) -> Option<u32>,
     count: u32,
 ) -> Option<smallvec::SmallVec<[(NodeId, u32); 2]>> {
-    let total: u64 = free.values().map(|f| u64::from(f.left)).sum();
+    let total: u64 = free
+        .iter()
+        .filter(|(n, _)| fit(**n).is_some())
+        .map(|(_, f)| u64::from(f.left))
+        .sum();
     if total < u64::from(count) || count == 0 {
         return None;
     }
     let best_fit = free
         .iter()
-        .filter(|(_, f)| f.left >= count)
-        .min_by(|a, b| a.1.left.cmp(&b.1.left).then(names(*a.0).cmp(names(*b.0))))
-        .map(|(n, _)| *n);
+        .filter_map(|(n, f)| Some((n, f, fit(*n)?)))
+        .filter(|(_, f, _)| f.left >= count)
+        .min_by(|a, b| {
+            (a.2.cmp(&b.2))
+                .then(a.1.left.cmp(&b.1.left))
+                .then(names(*a.0).cmp(names(*b.0)))
+        })
+        .map(|(n, _, _)| *n);
     if let Some(node) = best_fit {
         free.get_mut(&node).expect("chosen node").left -= count;
         return Some(smallvec::smallvec![(node, count)]);
     }
-    let mut order: Vec<NodeId> = free
+    let mut order: Vec<(NodeId, u32)> = free
         .iter()
         .filter(|(_, f)| f.left > 0)
-        .map(|(n, _)| *n)
+        .filter_map(|(n, _)| Some((*n, fit(*n)?)))
         .collect();
-    order.sort_by(|a, b| {
-        free[b]
-            .left
-            .cmp(&free[a].left)
+    order.sort_by(|(a, fa), (b, fb)| {
+        fa.cmp(fb)
+            .then(free[b].left.cmp(&free[a].left))
             .then(names(*a).cmp(names(*b)))
     });
     let mut left = count;
     let mut ranks = smallvec::SmallVec::new();
-    for node in order {
+    for (node, _) in order {
         if left == 0 {
             break;
         }
@@ -338,15 +352,17 @@ impl Cluster {
         }
     }
 
-    /// A node (executor) registers, offering `offers` (instances per type).
-    /// The same incarnation with the same offer changes nothing (a repeated
-    /// registration); a new incarnation (the executor restarted) or another
-    /// offer ends what ran there `HOST_LOST` first. Returns those attempts.
+    /// A node (executor) registers, offering `offers` (instances per type)
+    /// and launching attempts with `runtimes`. The same incarnation with the
+    /// same offer changes nothing (a repeated registration); a new
+    /// incarnation (the executor restarted) or another offer ends what ran
+    /// there `HOST_LOST` first. Returns those attempts.
     pub fn register_node(
         &mut self,
         name: &str,
         incarnation: &str,
         offers: &[(&str, u32)],
+        runtimes: crate::Runtimes,
         now: Time,
     ) -> Vec<LostAttempt> {
         let mut wanted: BTreeMap<TypeIdx, u32> = BTreeMap::new();
@@ -358,7 +374,8 @@ impl Cluster {
         if let Some(n) = self.node_id(name) {
             let node = &self.nodes[n.index()];
             let same_offer = node.slots.len() == wanted.len()
-                && wanted.iter().all(|(t, c)| node.offered(*t) == *c);
+                && wanted.iter().all(|(t, c)| node.offered(*t) == *c)
+                && node.runtimes == runtimes;
             if node.live && node.incarnation == incarnation && same_offer {
                 return Vec::new();
             }
@@ -372,6 +389,7 @@ impl Cluster {
                     name: name.to_string(),
                     incarnation: String::new(),
                     live: false,
+                    runtimes,
                     slots: BTreeMap::new(),
                     free: BTreeMap::new(),
                 });
@@ -385,6 +403,7 @@ impl Cluster {
         let node = &mut self.nodes[n.index()];
         node.incarnation = incarnation.to_string();
         node.live = true;
+        node.runtimes = runtimes;
         node.slots = wanted
             .iter()
             .map(|(t, c)| (*t, vec![None; *c as usize]))
@@ -448,7 +467,7 @@ impl Cluster {
         let n = match self.node_id(&name) {
             Some(n) => n,
             None => {
-                self.register_node(&name, "", &[], now);
+                self.register_node(&name, "", &[], crate::Runtimes::all(), now);
                 self.node_id(&name).expect("just registered")
             }
         };

@@ -7,6 +7,7 @@
 use crate::ids::JobId;
 use crate::job::{AttemptOutcome, PreemptionKind};
 use crate::time::Time;
+use crate::Runtime;
 
 /// A limit that makes a job unable to run under the current configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -94,6 +95,13 @@ pub enum WaitReason {
     StrictFifoBehind(JobId),
     /// Running jobs of its share have equal or higher priority.
     InSharePreemptionNotPossible,
+    /// Live executors that offer the job's runtime offer `offered`
+    /// instances of its type, fewer than it asks for (`runtime.rs`).
+    NoExecutorOffersRuntime { runtime: Runtime, offered: u32 },
+    /// Only some executors of its type offer the job's runtime, and they
+    /// have `free` instances free now: it starts on those without
+    /// preempting anyone (`runtime.rs`).
+    RuntimeInstancesBusy { runtime: Runtime, free: u32 },
 }
 
 /// A job's statusReason.
@@ -205,5 +213,14 @@ fn render_wait(wait: WaitReason, name: &dyn Fn(JobId) -> String) -> String {
         WaitReason::InSharePreemptionNotPossible => {
             "WAITING_FOR_SHARE_CAPACITY: running jobs of its share have equal or higher priority".into()
         }
+        WaitReason::NoExecutorOffersRuntime { runtime, offered: 0 } => format!(
+            "NO_EXECUTOR_FOR_RUNTIME: no live executor offers the {runtime} runtime for this instance type; it starts once one registers (executor setting runtimes)"
+        ),
+        WaitReason::NoExecutorOffersRuntime { runtime, offered } => format!(
+            "NO_EXECUTOR_FOR_RUNTIME: live executors that offer the {runtime} runtime have only {offered} instance(s) of this type, fewer than the job asks for"
+        ),
+        WaitReason::RuntimeInstancesBusy { runtime, free } => format!(
+            "WAITING_FOR_RUNTIME_CAPACITY: only some executors of this type offer the {runtime} runtime and they have {free} instance(s) free; it starts there without preempting"
+        ),
     }
 }

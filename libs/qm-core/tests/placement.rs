@@ -202,10 +202,22 @@ fn a_lost_node_ends_its_attempts_host_lost_and_names_the_other_ranks() {
 fn a_node_that_registers_again_keeps_its_attempts_only_in_the_same_incarnation() {
     let mut w = gang();
     let id = w.id("g");
-    let lost = w.c.register_node("n1", "1", &[(T, 1)], Time::ZERO);
+    let lost = w.c.register_node(
+        "n1",
+        "1",
+        &[(T, 1)],
+        qm_core::Runtimes::default(),
+        Time::ZERO,
+    );
     assert!(lost.is_empty(), "a repeated registration changes nothing");
     assert_eq!(w.status("g"), JobStatus::Scheduled);
-    let lost = w.c.register_node("n1", "2", &[(T, 1)], Time::ZERO);
+    let lost = w.c.register_node(
+        "n1",
+        "2",
+        &[(T, 1)],
+        qm_core::Runtimes::default(),
+        Time::ZERO,
+    );
     assert_eq!(lost.iter().map(|l| l.job).collect::<Vec<_>>(), vec![id]);
     assert_eq!(
         w.status("g"),

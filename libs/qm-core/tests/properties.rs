@@ -156,7 +156,13 @@ fn build_fleet(c: &mut Cluster, pooled: [u32; 2], nodes: &[[u32; 2]]) {
     }
     for (i, counts) in nodes.iter().enumerate() {
         let offers = [(TYPES[0], counts[0]), (TYPES[1], counts[1])];
-        c.register_node(&node_name(i), "1", &offers, Time::ZERO);
+        c.register_node(
+            &node_name(i),
+            "1",
+            &offers,
+            qm_core::Runtimes::default(),
+            Time::ZERO,
+        );
     }
 }
 
@@ -329,7 +335,13 @@ fn apply_event(c: &mut Cluster, now: &mut Time, event: &Event) {
         Event::RegisterNode { node, counts } => {
             let incarnation = now.as_millis().to_string();
             let offers = [(TYPES[0], counts[0]), (TYPES[1], counts[1])];
-            c.register_node(&node_name(node), &incarnation, &offers, *now);
+            c.register_node(
+                &node_name(node),
+                &incarnation,
+                &offers,
+                qm_core::Runtimes::default(),
+                *now,
+            );
         }
         Event::Advance { secs } => *now = now.plus_secs(secs),
     }

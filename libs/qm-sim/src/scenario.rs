@@ -46,9 +46,21 @@ pub struct NodeGroup {
     pub instances: u32,
     #[serde(default)]
     pub name: Option<String>,
+    /// The runtimes each node offers (`process`, `container`); default
+    /// `[process]`, as an executor that does not say.
+    #[serde(default)]
+    pub runtimes: Option<Vec<String>>,
 }
 
 impl NodeGroup {
+    /// The runtimes its nodes offer, or the unknown name.
+    pub fn runtimes(&self) -> Result<qm_core::Runtimes, String> {
+        match &self.runtimes {
+            None => Ok(qm_core::Runtimes::default()),
+            Some(names) => qm_wire::to_core::runtimes(names).map_err(|e| format!("runtimes: {e}")),
+        }
+    }
+
     /// The names of the group's nodes.
     pub fn node_names(&self) -> Vec<String> {
         let prefix = self.name.as_deref().unwrap_or(&self.instance_type);

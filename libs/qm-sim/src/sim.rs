@@ -222,9 +222,14 @@ impl Simulation {
                     message: "nodes: each group needs count >= 1 and instances >= 1".into(),
                 });
             }
+            let runtimes = group.runtimes().map_err(|message| SimError::Action {
+                index: 0,
+                at: 0.0,
+                message: format!("nodes: {message}"),
+            })?;
             for name in group.node_names() {
                 let offer = [(group.instance_type.as_str(), group.instances)];
-                cluster.register_node(&name, "1", &offer, Time::ZERO);
+                cluster.register_node(&name, "1", &offer, runtimes, Time::ZERO);
             }
         }
         let mut actions = scenario.actions;
@@ -785,9 +790,15 @@ impl Simulation {
                 return Err(fail("addNodes: count must be >= 1".into()));
             }
             let incarnation = now.as_millis().to_string();
+            let runtimes = group
+                .runtimes()
+                .map_err(|e| fail(format!("addNodes: {e}")))?;
             for name in group.node_names() {
                 let offer = [(group.instance_type.as_str(), group.instances)];
-                for lost in self.cluster.register_node(&name, &incarnation, &offer, now) {
+                for lost in self
+                    .cluster
+                    .register_node(&name, &incarnation, &offer, runtimes, now)
+                {
                     self.lose(lost.job);
                 }
                 self.record(Recorded::Node {

@@ -269,6 +269,83 @@ pub fn check_local_path(path: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Checks an image reference as the container engine reads one:
+/// `[host[:port]/]path[:tag][@sha256:<64 hex>]`, path components of
+/// lowercase letters, digits and `.`, `_`, `-` separators, a tag of at most
+/// 128 word characters, `.` and `-`, 255 characters in all.
+pub fn check_image_reference(image: &str) -> Result<(), String> {
+    let bad = |why: &str| Err(format!("{image:?} is not an image reference: {why}"));
+    if image.is_empty() || image.len() > 255 {
+        return bad("it must be 1-255 characters");
+    }
+    let (name, digest) = match image.split_once('@') {
+        Some((n, d)) => (n, Some(d)),
+        None => (image, None),
+    };
+    if let Some(d) = digest {
+        let hex = d.strip_prefix("sha256:").unwrap_or("");
+        if hex.len() != 64
+            || !hex
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        {
+            return bad("a digest is sha256: and 64 lowercase hex digits");
+        }
+    }
+    // A tag follows the last ':' after the last '/' (a ':' before it is a
+    // registry's port).
+    let last_slash = name.rfind('/').map_or(0, |i| i + 1);
+    let (path, tag) = match name[last_slash..].rfind(':') {
+        Some(i) => (&name[..last_slash + i], Some(&name[last_slash + i + 1..])),
+        None => (name, None),
+    };
+    if let Some(tag) = tag {
+        let ok = !tag.is_empty()
+            && tag.len() <= 128
+            && !tag.starts_with(['.', '-'])
+            && tag
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+        if !ok {
+            return bad(
+                "a tag is 1-128 letters, digits, '_', '.' and '-', not starting with '.' or '-'",
+            );
+        }
+    }
+    let mut parts: Vec<&str> = path.split('/').collect();
+    // The first component is a registry host when it has a '.' or ':' or
+    // is localhost; it may hold uppercase letters and a port.
+    if parts.len() > 1 && (parts[0].contains(['.', ':']) || parts[0] == "localhost") {
+        let host = parts.remove(0);
+        let (h, port) = match host.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (host, None),
+        };
+        let host_ok = !h.is_empty()
+            && h.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-'));
+        let port_ok = port
+            .is_none_or(|p| !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()));
+        if !host_ok || !port_ok {
+            return bad("the registry is a host name with an optional :port");
+        }
+    }
+    for part in &parts {
+        let ok = !part.is_empty()
+            && part.bytes().all(|b| {
+                b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-')
+            })
+            && part.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && part.ends_with(|c: char| c.is_ascii_alphanumeric());
+        if !ok {
+            return bad(
+                "each path component is lowercase letters and digits, separated by '.', '_' or '-'",
+            );
+        }
+    }
+    Ok(())
+}
+
 /// `SubmitServiceJob`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -292,8 +369,18 @@ pub struct SubmitServiceJob {
     pub termination_grace_period_seconds: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint_config: Option<CheckpointConfig>,
-    /// The program and its arguments (never a shell string).
+    /// The program and its arguments (never a shell string). With a
+    /// `containerImage`: the container's argv, replacing the image's
+    /// entrypoint; empty: the image's entrypoint with the argument `train`,
+    /// as SageMaker starts a training image.
+    #[serde(default)]
     pub command: Vec<String>,
+    /// An OCI image to run the job in (`registry/repository:tag` or
+    /// `@sha256:...`): the job runs in the `container` runtime, with the
+    /// SageMaker training-container contract (`/opt/ml`). Only images under
+    /// the share's `imagePrefixes` in the tenancy are accepted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_image: Option<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub environment: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -591,6 +678,11 @@ pub struct RegisterExecutor {
     /// and a margin (ADR 0007). Absent: an executor that does not fence.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fence_after_seconds: Option<u64>,
+    /// How it launches attempts: `process` (host commands) and/or
+    /// `container` (images). Absent: `process` only, as every executor
+    /// before runtimes existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runtimes: Vec<String>,
 }
 
 // ----- events ----------------------------------------------------------------

@@ -8,7 +8,7 @@ use crate::messages as wire;
 use crate::system::QueueDocument;
 use qm_core::{
     CapacityLimit, Cluster, ConfigProblem, ExitRule, JobSpec, Protections, QueueConfig,
-    QueueingStrategy, QuotaShare, RetryAction, State, Strategy,
+    QueueingStrategy, QuotaShare, RetryAction, Runtime, Runtimes, State, Strategy,
 };
 
 fn problem(field: impl Into<String>, message: impl Into<String>) -> ConfigProblem {
@@ -193,11 +193,27 @@ pub fn job_spec(
     if job.job_name.is_empty() || job.job_name.len() > 128 {
         problems.push(problem("jobName", "must be 1-128 characters"));
     }
-    if job.command.is_empty() || job.command[0].is_empty() {
-        problems.push(problem(
-            "command",
-            "must name the program to run (a list: program, then arguments)",
-        ));
+    match &job.container_image {
+        Some(image) => {
+            if let Err(e) = wire::check_image_reference(image) {
+                problems.push(problem("containerImage", e));
+            }
+            // Empty: the image's entrypoint with `train`, as SageMaker does.
+            if job.command.first().is_some_and(String::is_empty) {
+                problems.push(problem(
+                    "command",
+                    "its first element, the program, must not be empty (leave command out to run the image's entrypoint with `train`)",
+                ));
+            }
+        }
+        None => {
+            if job.command.is_empty() || job.command[0].is_empty() {
+                problems.push(problem(
+                    "command",
+                    "must name the program to run (a list: program, then arguments), or give a containerImage",
+                ));
+            }
+        }
     }
     if job.instance_type.is_empty() {
         problems.push(problem("instanceType", "is required"));
@@ -304,7 +320,43 @@ pub fn job_spec(
         .checkpoint_config
         .as_ref()
         .and_then(|c| c.checkpoint_before_preempt_seconds);
+    if job.container_image.is_some() {
+        spec.runtime = Runtime::Container;
+    }
     Ok(spec)
+}
+
+/// Runtime names (an executor's `runtimes` setting, a scenario's nodes) ->
+/// the core's set; an unknown name is an error that lists the known ones.
+pub fn runtimes(names: &[String]) -> Result<Runtimes, String> {
+    let mut set = Runtimes::NONE;
+    for name in names {
+        match Runtime::from_name(name) {
+            Some(r) => set.insert(r),
+            None => {
+                return Err(format!(
+                    "{name:?} is not a runtime (known: {})",
+                    Runtime::ALL.map(Runtime::name).join(", ")
+                ))
+            }
+        }
+    }
+    if set.is_empty() {
+        return Err("at least one runtime is required (process, container)".into());
+    }
+    Ok(set)
+}
+
+/// What a registration's runtime names offer, as far as this build knows
+/// them: unknown names are left out, and none at all is `process` (an
+/// executor from before runtimes existed).
+pub fn known_runtimes(names: &[String]) -> Runtimes {
+    let set: Runtimes = names.iter().filter_map(|n| Runtime::from_name(n)).collect();
+    if names.is_empty() {
+        Runtimes::default()
+    } else {
+        set
+    }
 }
 
 #[cfg(test)]

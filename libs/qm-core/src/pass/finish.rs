@@ -27,6 +27,7 @@ impl Pass<'_> {
                     self.barred.insert(v.key.job);
                 }
                 self.removed.remove(&v.key.job);
+                self.promise_runtime(v.key.job, true);
                 self.admitted_order.retain(|(j, _)| *j != v.key.job);
                 if let Some(keys) = self.added.get_mut(&(v.share, t)) {
                     keys.retain(|k| k.job != v.key.job);
@@ -41,6 +42,7 @@ impl Pass<'_> {
             self.committed.insert(id);
         }
         self.admissions += 1;
+        self.promise_runtime(id, false);
         self.views[t.index()].used[s.index()] += count;
         self.admitted.insert(id);
         self.admitted_order.push((id, count));
@@ -137,7 +139,12 @@ impl Pass<'_> {
             }
             let node_free = free[t.index()].get_or_insert_with(|| self.c.free_cursors(t));
             let names = |n: NodeId| self.c.nodes[n.index()].name.as_str();
-            let placement = place(node_free, &names, count).map(|ranks| {
+            let runtime = job.spec.runtime;
+            let fit = |n: NodeId| {
+                let runtimes = self.c.nodes[n.index()].runtimes;
+                runtimes.contains(runtime).then(|| runtimes.len() - 1)
+            };
+            let placement = place(node_free, &names, &fit, count).map(|ranks| {
                 ranks
                     .into_iter()
                     .map(|(node, k)| {
@@ -150,11 +157,29 @@ impl Pass<'_> {
                     .collect::<Ranks>()
             });
             let Some(placement) = placement else {
-                // Cannot happen while every holder holds slots on live nodes
-                // (the fleet is their sum); waiting is the safe answer.
-                debug_assert!(false, "{id} fits the fleet but not its nodes");
+                // A job whose runtime only some nodes offer, whose free
+                // instances there a job that may run anywhere took first:
+                // it tries again next pass. For any other job this cannot
+                // happen while every holder holds slots on live nodes (the
+                // fleet is their sum); waiting is the safe answer.
+                let free_there: u32 = node_free
+                    .iter()
+                    .filter(|(n, _)| fit(**n).is_some())
+                    .map(|(_, f)| f.left)
+                    .sum();
+                let reason = WaitReason::RuntimeInstancesBusy {
+                    runtime,
+                    free: free_there,
+                };
+                debug_assert!(
+                    self.c.nodes_of_type[t.index()].iter().any(|n| {
+                        let node = &self.c.nodes[n.index()];
+                        node.live && !node.runtimes.contains(runtime)
+                    }),
+                    "{id} fits the fleet but not its nodes"
+                );
                 plan.waiting_for_release.push(id);
-                plan.reasons.push((id, WaitReason::WaitingForRelease));
+                plan.reasons.push((id, reason));
                 continue;
             };
             if !job.spec.checkpoints {

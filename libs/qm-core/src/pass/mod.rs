@@ -27,6 +27,7 @@
 //! | `fit.rs` | fitting one job (within quota, or borrowing) |
 //! | `reclaim.rs` | cross-share victims |
 //! | `in_share.rs` | in-share victims |
+//! | `runtime.rs` | the runtime rule: only where the job's runtime is offered |
 //! | `finish.rs` | admissions to starts, placement, settled types |
 
 use std::collections::{BTreeMap, HashSet};
@@ -35,6 +36,7 @@ mod finish;
 mod fit;
 mod in_share;
 mod reclaim;
+mod runtime;
 mod sweep;
 mod view;
 
@@ -179,6 +181,11 @@ struct Pass<'a> {
     wake_at: Option<Time>,
     /// Per type: whether this pass looks at it (see `Cluster::settled`).
     active: Vec<bool>,
+    /// What live nodes offer per (type, runtime), computed once a pass.
+    runtime_offers: BTreeMap<(TypeIdx, crate::Runtime), runtime::RuntimeOffer>,
+    /// Free instances promised to restricted admitted jobs, per (type,
+    /// runtime) (`runtime.rs`).
+    runtime_promised: BTreeMap<(TypeIdx, crate::Runtime), u32>,
 }
 
 impl<'a> Pass<'a> {
@@ -246,6 +253,8 @@ impl<'a> Pass<'a> {
             reasons: BTreeMap::new(),
             wake_at,
             active,
+            runtime_offers: BTreeMap::new(),
+            runtime_promised: BTreeMap::new(),
         }
     }
 

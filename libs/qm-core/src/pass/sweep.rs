@@ -11,6 +11,7 @@
 //! a reason; jobs that failed for a count are not tried again at a larger
 //! count in the same sweep (constraints are monotone in the count).
 
+use super::runtime;
 use super::*;
 
 impl Pass<'_> {
@@ -85,7 +86,11 @@ impl Pass<'_> {
                 return WaitReason::StrictFifoBehind(head.job);
             }
         }
-        match self.fit(id, try_reclaim) {
+        let restricted = match self.runtime_gate(id) {
+            Ok(restricted) => restricted,
+            Err(reason) => return reason,
+        };
+        match self.fit(id, try_reclaim && !restricted) {
             Err(reason) => reason,
             Ok(_)
                 if job.spec.priority > 0 && self.c.shares[s.index()].config.in_share_preemption =>
@@ -167,7 +172,9 @@ impl Pass<'_> {
                     self.reasons.entry(key.job).or_insert(reason);
                     if self.c.queueing == QueueingStrategy::StrictFifo {
                         done[s.index()] = true;
-                    } else if !matches!(reason, WaitReason::BorrowRequiresCheckpoint) {
+                    } else if !matches!(reason, WaitReason::BorrowRequiresCheckpoint)
+                        && !runtime::is_runtime_reason(&reason)
+                    {
                         fails_from[s.index()] = fails_from[s.index()].min(count);
                         // Borrowing `count` more instances raises `B - L` by
                         // `count` and `sum(U)` by `count` whichever
@@ -284,12 +291,15 @@ impl Pass<'_> {
         if let Some(limit) = self.c.never_fits(s, t, count, job.spec.checkpoints) {
             return Err(WaitReason::Misconfiguration(limit));
         }
+        // A restricted job (its runtime only on some nodes) never preempts.
+        let restricted = self.runtime_gate(id)?;
         match step {
             Step::WithinQuota | Step::Borrow => {
-                let victims = self.fit(id, step == Step::WithinQuota)?;
+                let victims = self.fit(id, step == Step::WithinQuota && !restricted)?;
                 self.admit(id, &victims, &[]);
                 Ok(())
             }
+            Step::InShare if restricted => self.fit(id, false).map(|_| ()),
             Step::InShare => self.try_in_share(id),
         }
     }

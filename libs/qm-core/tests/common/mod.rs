@@ -41,7 +41,26 @@ impl World {
     pub fn with_nodes(nodes: &[(&str, u32)], shares: Vec<QuotaShare>) -> World {
         let mut w = World::new(0, shares);
         for (name, count) in nodes {
-            w.c.register_node(name, "1", &[(T, *count)], Time::ZERO);
+            w.c.register_node(
+                name,
+                "1",
+                &[(T, *count)],
+                qm_core::Runtimes::default(),
+                Time::ZERO,
+            );
+        }
+        w
+    }
+
+    /// A world whose fleet is the given nodes (name, instances of `T`, the
+    /// runtimes they offer).
+    pub fn with_runtime_nodes(
+        nodes: &[(&str, u32, qm_core::Runtimes)],
+        shares: Vec<QuotaShare>,
+    ) -> World {
+        let mut w = World::new(0, shares);
+        for (name, count, runtimes) in nodes {
+            w.c.register_node(name, "1", &[(T, *count)], *runtimes, Time::ZERO);
         }
         w
     }

@@ -16,7 +16,10 @@ pub(super) fn add_node(cluster: &mut Cluster, r: &RegisterExecutor, now: u64) ->
         .iter()
         .map(|i| (i.instance_type.as_str(), i.count))
         .collect();
-    cluster.register_node(&r.executor_id, &r.incarnation, &offers, Time(now))
+    // Names a newer executor offers that this scheduler does not know are
+    // left out: it never places a job on a runtime it cannot name.
+    let runtimes = qm_wire::to_core::known_runtimes(&r.runtimes);
+    cluster.register_node(&r.executor_id, &r.incarnation, &offers, runtimes, Time(now))
 }
 
 impl State {

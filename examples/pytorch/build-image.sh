@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Builds the PyTorch training image the container tests and the demo run,
+# without a registry: a Debian root file system made with mmdebstrap from
+# this host's own Debian package sources, with Debian's CPU build of
+# PyTorch (python3-torch), imported as a base image; then this folder's
+# SageMaker-contract training script on top, as `train` on the PATH (so
+# the engine runs it as SageMaker does: the image with the argument
+# `train`).
+#
+#   $QM_TORCH_IMAGE       the image built (default quartermaster/pytorch-trainer:local)
+#   $QM_DEBIAN_SOURCES    the package sources mmdebstrap reads (default: this
+#                         host's, /etc/apt/sources.list.d/*.sources or
+#                         /etc/apt/sources.list)
+#   $QM_DEBIAN_SUITE      default bookworm
+#   $QM_CACHE             where the root file system is cached (default
+#                         ~/.cache/quartermaster): only the first build is slow
+# Prints the time each step took.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+cache=${QM_CACHE:-$HOME/.cache/quartermaster}
+image=${QM_TORCH_IMAGE:-quartermaster/pytorch-trainer:local}
+suite=${QM_DEBIAN_SUITE:-bookworm}
+packages=python3-torch,python3-numpy,ca-certificates,tini
+base_image=quartermaster/pytorch-base:$suite
+say() { printf 'torch image: %s\n' "$*" >&2; }
+started=$(date +%s)
+
+sources=${QM_DEBIAN_SOURCES:-}
+if [ -z "$sources" ]; then
+  for f in /etc/apt/sources.list.d/*.sources /etc/apt/sources.list; do
+    if [ -s "$f" ] && grep -qE '^(deb |Types: *deb)' "$f"; then sources=$f; break; fi
+  done
+fi
+[ -n "$sources" ] || { say "no Debian package sources found; set QM_DEBIAN_SOURCES"; exit 2; }
+
+# The base: rebuilt only when the recipe (suite, packages) changes.
+recipe=$(printf '%s %s' "$suite" "$packages" | sha256sum | cut -c1-16)
+rootfs="$cache/pytorch-rootfs/$recipe.tar"
+if [ "$(docker image inspect -f '{{ index .Config.Labels "qm.recipe" }}' "$base_image" 2>/dev/null || true)" != "$recipe" ]; then
+  if [ ! -s "$rootfs" ]; then
+    command -v mmdebstrap >/dev/null || {
+      [ "$(id -u)" = 0 ] && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mmdebstrap >/dev/null
+    } || { say "mmdebstrap is needed (Debian's package mmdebstrap)"; exit 2; }
+    say "making a Debian $suite root file system with $packages (first time only; a few minutes)"
+    mkdir -p "$(dirname "$rootfs")"
+    mmdebstrap --quiet --format=tar --variant=minbase --include="$packages" \
+      --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
+      --dpkgopt='path-exclude=/usr/share/locale/*' \
+      --customize-hook='chroot "$1" useradd --uid 1000 --create-home trainer' \
+      "$suite" "$rootfs.partial" "$sources" >&2
+    mv "$rootfs.partial" "$rootfs"
+    say "root file system ready ($(du -h "$rootfs" | cut -f1 | tail -1)) after $(( $(date +%s) - started )) s"
+  fi
+  docker import --change "LABEL qm.recipe=$recipe" --change 'ENV PYTHONUNBUFFERED=1' \
+    "$rootfs" "$base_image" >/dev/null
+  say "imported $base_image"
+fi
+
+# The script on top: rebuilt only when it or this recipe changes.
+sum=$(cat "$here/train.py" "$0" | sha256sum | cut -c1-16)
+if [ "$(docker image inspect -f '{{ index .Config.Labels "qm.script.sha256" }}' "$image" 2>/dev/null || true)" = "$sum" ]; then
+  say "$image is up to date ($(( $(date +%s) - started )) s)"
+  exit 0
+fi
+ctx=$(mktemp -d)
+trap 'rm -rf "$ctx"' EXIT
+cp "$here/train.py" "$ctx/train"
+cat >"$ctx/Dockerfile" <<DOCKERFILE
+FROM $base_image
+COPY --chmod=0755 train /usr/local/bin/train
+LABEL qm.script.sha256="$sum"
+WORKDIR /opt/ml
+USER trainer
+ENTRYPOINT ["/usr/bin/tini", "--"]
+DOCKERFILE
+DOCKER_BUILDKIT=1 docker build -q -t "$image" "$ctx" >/dev/null
+say "built $image in $(( $(date +%s) - started )) s"

@@ -1,0 +1,107 @@
+//! The runtime rule during a pass (`crate::runtime` states it): a job
+//! starts only where its runtime is offered.
+//!
+//! Decides: whether a job may be tried at all for want of nodes offering
+//! its runtime, and whether it is *restricted* (only some live nodes of
+//! its type offer its runtime): a restricted job starts only on instances
+//! free now on those nodes, and never preempts.
+//!
+//! Guarantees afterwards: two restricted jobs of a pass are never promised
+//! the same free instances (what is promised is counted until the job is
+//! taken back), so every restricted job admitted can be placed unless a job
+//! that may run anywhere was placed there first (it then waits one pass).
+
+use super::*;
+use crate::runtime::Runtime;
+
+/// What the live nodes of a type offer in one runtime.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct RuntimeOffer {
+    /// Instances offered by live nodes that offer the runtime.
+    offered: u32,
+    /// Of those, free now (jobs being stopped still hold theirs).
+    free: u32,
+    /// Every live node of the type offers the runtime.
+    everywhere: bool,
+}
+
+impl Pass<'_> {
+    fn runtime_offer(&mut self, t: TypeIdx, runtime: Runtime) -> RuntimeOffer {
+        if let Some(o) = self.runtime_offers.get(&(t, runtime)) {
+            return *o;
+        }
+        let mut offer = RuntimeOffer {
+            offered: 0,
+            free: 0,
+            everywhere: true,
+        };
+        for n in &self.c.nodes_of_type[t.index()] {
+            let node = &self.c.nodes[n.index()];
+            if !node.live || node.offered(t) == 0 {
+                continue;
+            }
+            if node.runtimes.contains(runtime) {
+                offer.offered += node.offered(t);
+                offer.free += node.free_count(t);
+            } else {
+                offer.everywhere = false;
+            }
+        }
+        self.runtime_offers.insert((t, runtime), offer);
+        offer
+    }
+
+    /// Whether `id` is restricted (`Ok(true)`), may use any instance of its
+    /// type (`Ok(false)`), or cannot start in this pass for its runtime.
+    pub(super) fn runtime_gate(&mut self, id: JobId) -> Result<bool, WaitReason> {
+        let job = self.job(id);
+        let (t, runtime, count) = (job.spec.instance_type, job.spec.runtime, job.spec.count);
+        if self.views[t.index()].fleet == 0 {
+            return Ok(false); // FLEET_LACKS_TYPE says more
+        }
+        let offer = self.runtime_offer(t, runtime);
+        if offer.offered < count {
+            return Err(WaitReason::NoExecutorOffersRuntime {
+                runtime,
+                offered: offer.offered,
+            });
+        }
+        if offer.everywhere {
+            return Ok(false);
+        }
+        let promised = self
+            .runtime_promised
+            .get(&(t, runtime))
+            .copied()
+            .unwrap_or(0);
+        let free = offer.free.saturating_sub(promised);
+        if free < count {
+            return Err(WaitReason::RuntimeInstancesBusy { runtime, free });
+        }
+        Ok(true)
+    }
+
+    /// Counts (or, taken back, uncounts) what a restricted job was promised.
+    pub(super) fn promise_runtime(&mut self, id: JobId, taken_back: bool) {
+        let job = self.job(id);
+        let (t, runtime, count) = (job.spec.instance_type, job.spec.runtime, job.spec.count);
+        if self.runtime_offer(t, runtime).everywhere {
+            return;
+        }
+        let promised = self.runtime_promised.entry((t, runtime)).or_default();
+        *promised = if taken_back {
+            promised.saturating_sub(count)
+        } else {
+            *promised + count
+        };
+    }
+}
+
+/// Whether a failure is the runtime rule's (it says nothing about jobs of
+/// other runtimes, so it must not end a sweep for larger counts).
+pub(super) fn is_runtime_reason(reason: &WaitReason) -> bool {
+    matches!(
+        reason,
+        WaitReason::NoExecutorOffersRuntime { .. } | WaitReason::RuntimeInstancesBusy { .. }
+    )
+}
