@@ -65,13 +65,14 @@ fi
 ctx=$(mktemp -d)
 trap 'rm -rf "$ctx"' EXIT
 cp "$here/train.py" "$ctx/train"
+chmod 0755 "$ctx/train"
 cat >"$ctx/Dockerfile" <<DOCKERFILE
 FROM $base_image
-COPY --chmod=0755 train /usr/local/bin/train
+COPY train /usr/local/bin/train
 LABEL qm.script.sha256="$sum"
 WORKDIR /opt/ml
 USER trainer
-ENTRYPOINT ["/usr/bin/tini", "--"]
+ENTRYPOINT ["/usr/bin/tini", "-s", "--"]
 DOCKERFILE
-DOCKER_BUILDKIT=1 docker build -q -t "$image" "$ctx" >/dev/null
+docker build -q -t "$image" "$ctx" >"$ctx/build.log" 2>&1 || { cat "$ctx/build.log" >&2; exit 1; }
 say "built $image in $(( $(date +%s) - started )) s"

@@ -305,6 +305,7 @@ pub fn start_command(
         checkpoint_config: None,
         rank: 0,
         grace_seconds: None,
+        container_image: None,
         hosts: vec![],
     }
 }

@@ -147,6 +147,12 @@ pub struct Report {
     /// process ended, or could not be launched).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cause: Option<EndCause>,
+    /// Ended: why the run failed, in the job's words (the first 1,024
+    /// characters of a container's `/opt/ml/output/failure`) or the
+    /// runtime's (killed for its memory limit). Shown as the attempt's
+    /// `statusReason`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// Why an executor ended an attempt itself.
@@ -289,6 +295,10 @@ pub enum ExecCommand {
         /// older schedulers: the contract's default, 120.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         grace_seconds: Option<u64>,
+        /// The job's `containerImage`: run it in the `container` runtime
+        /// (an executor placed it only if it offers that runtime).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        container_image: Option<String>,
     },
     /// SIGTERM, then SIGKILL after `grace_seconds`.
     #[serde(rename_all = "camelCase")]

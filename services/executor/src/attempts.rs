@@ -64,6 +64,7 @@ impl Executor {
                 rank,
                 hosts,
                 grace_seconds,
+                container_image,
                 ..
             } => {
                 let grace_seconds = grace_seconds.unwrap_or(qm_core::DEFAULT_GRACE_PERIOD_SECS);
@@ -115,6 +116,10 @@ impl Executor {
                     rank,
                     hosts,
                     run_as: self.settings.run_as_user.zip(self.settings.run_as_group),
+                    image: container_image,
+                    local_path: config.local_path.clone(),
+                    instances: slots.len() as u32,
+                    instance_type: instance_type.clone(),
                 };
                 let span = tracing::info_span!(
                     "attempt",
@@ -149,7 +154,7 @@ impl Executor {
                             grace_seconds,
                             sync: launch.syncs_checkpoints().cloned(),
                             fenced: false,
-                            pid: None,
+                            target: None,
                             asked_to_checkpoint: false,
                             span: span.clone(),
                         },
@@ -240,10 +245,10 @@ impl Executor {
         if running.asked_to_checkpoint || running.stop.borrow().is_some() {
             return;
         }
-        if let Some(pid) = running.pid {
+        if let Some(target) = &running.target {
             running.asked_to_checkpoint = true;
             tracing::info!(job = %job_id, attempt, signal, "asked to checkpoint before it is preempted");
-            process::signal_pid_group(pid, number);
+            target.send(number, signal);
         }
     }
 
@@ -285,11 +290,25 @@ impl Executor {
         if stopped {
             return self.finish(ended); // stopped before it launched
         }
-        let mut child = match process::spawn(&launch, &dir, &ckpt_dir) {
-            Ok(c) => c,
+        let progress = {
+            let (job_id, attempt) = (job_id.clone(), attempt);
+            move |text: String| tracing::info!(job = %job_id, attempt, "{text}")
+        };
+        let launching = self.launch(&launch, &dir, &ckpt_dir, &progress);
+        let launched = tokio::select! {
+            launched = launching => launched,
+            () = stop_requested(stop.clone()) => {
+                tracing::info!(job = %job_id, attempt, "stopped before it launched (while its image or container was being prepared)");
+                Err(LaunchError::Stopped)
+            }
+        };
+        let launched = match launched {
+            Ok(l) => l,
             Err(e) => {
-                tracing::warn!(job = %job_id, attempt, error = %e, "launch failed");
-                ended.error = Some(e.to_string());
+                if !matches!(e, LaunchError::Stopped) {
+                    tracing::warn!(job = %job_id, attempt, error = %e, "launch failed");
+                    ended.error = Some(e.to_string());
+                }
                 if let Some(request) = launch.syncs_checkpoints() {
                     let _ = self.checkpoint("flush", request, 3).await;
                 }
@@ -299,10 +318,11 @@ impl Executor {
         let launched_at_ms = qm_service::now_ms();
         if let Ok(mut a) = self.attempts.lock() {
             if let Some(r) = a.get_mut(&AttemptKey::new(job_id.clone(), attempt)) {
-                r.pid = child.id();
+                r.target = launched.target();
             }
         }
-        tracing::info!(job = %job_id, attempt, pid = child.id(), restored = ?restored.checkpoint.as_ref().map(|c| c.seq), "launched");
+        let what = launched.describe();
+        tracing::info!(job = %job_id, attempt, launched = %what, restored = ?restored.checkpoint.as_ref().map(|c| c.seq), "launched");
         self.send(self.report(&job_id, attempt, ReportPhase::Running));
         // Tracking is asked for beside the process, never before watching
         // for stops: a slow checkpoint service must not delay a SIGTERM
@@ -321,13 +341,15 @@ impl Executor {
         let running = tracing::info_span!(
             "process",
             otel.name = "process",
-            process.pid = child.id(),
+            qm.launched = %what,
             process.exit.code = tracing::field::Empty,
             process.exit.signal = tracing::field::Empty,
         );
-        let status = process::wait_or_stop(&mut child, &mut stop)
+        let end = launched
+            .wait_or_stop(&mut stop)
             .instrument(running.clone())
             .await;
+        let status = (end.exit_code, end.signal);
         if let Some(code) = status.0 {
             running.record("process.exit.code", code);
             tracing::Span::current().record("process.exit.code", code);
@@ -335,6 +357,7 @@ impl Executor {
         if let Some(signal) = status.1 {
             running.record("process.exit.signal", signal);
         }
+        ended.reason = end.reason;
         drop(running);
         if let Some(job_dir) = dir.parent() {
             process::record_run(job_dir, attempt, launched_at_ms, qm_service::now_ms());

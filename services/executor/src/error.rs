@@ -40,6 +40,23 @@ pub enum LaunchError {
         program: String,
         source: std::io::Error,
     },
+    /// The job's request cannot be given as the container contract says.
+    #[error("{0}")]
+    Contract(String),
+    /// The container engine refused or failed (its own words follow).
+    #[error("container runtime: {0}")]
+    Container(String),
+    /// The image could not be had: a missing image or a pull the registry
+    /// refused (not retried: the same pull fails again).
+    #[error("image {image}: {reason}")]
+    Image { image: String, reason: String },
+    /// The job needs a runtime this executor does not offer (the scheduler
+    /// places it only where it is offered; a command that bypassed it).
+    #[error("this executor does not offer the {0} runtime")]
+    NoRuntime(&'static str),
+    /// A stop arrived while it was being launched: nothing ran.
+    #[error("stopped before it launched")]
+    Stopped,
 }
 
 #[derive(Debug, thiserror::Error)]

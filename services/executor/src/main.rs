@@ -14,10 +14,14 @@
 //! | `settings.rs` | settings and their checks |
 //! | `node.rs` | registration, heartbeats, lease epoch, reports, drain |
 //! | `attempts.rs` | start and stop commands, running a process, logs |
-//! | `process.rs` | spawning and signalling a process |
+//! | `runtime.rs` | one launch interface over the two runtimes |
+//! | `process.rs` | the `process` runtime: spawning and signalling a process |
+//! | `container.rs` | the `container` runtime: images through the Docker Engine API, guards, reconciling |
+//! | `sagemaker.rs` | the `/opt/ml` contract and what ranks need to find each other |
 //! | `gpus.rs` | GPU discovery and assignment |
 
 mod attempts;
+mod container;
 mod error;
 mod gpus;
 mod node;
@@ -25,6 +29,8 @@ mod observe;
 mod outbox;
 mod process;
 mod record;
+mod runtime;
+mod sagemaker;
 mod settings;
 mod sweep;
 
@@ -42,9 +48,23 @@ use tracing::Instrument;
 use node::{reporter, Executor};
 use settings::{Settings, USAGE};
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
-    qm_service::main::<Settings, _, _>("executor", USAGE, run).await
+fn main() -> std::process::ExitCode {
+    // `qm-executor guard ...`: a container's guard (container.rs), started by
+    // the executor itself; it needs no settings and no NATS.
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("guard") {
+        return container::guard(&args[2..]);
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build();
+    match runtime {
+        Ok(rt) => rt.block_on(qm_service::main::<Settings, _, _>("executor", USAGE, run)),
+        Err(e) => {
+            eprintln!("qm-executor: cannot start the async runtime: {e}");
+            std::process::ExitCode::from(1)
+        }
+    }
 }
 
 async fn run(
@@ -105,9 +125,35 @@ async fn run(
         nats::append_batch_durably(&js, node::appends(&report_subject, kept)).await;
         outbox.clear_saved();
     }
+    let incarnation = qm_service::random_id();
+    let engine = if settings.offers(qm_core::Runtime::Container) {
+        match container::Engine::connect(&settings.container, &settings.executor_id, &incarnation)
+            .await
+        {
+            Ok(engine) => {
+                // What an earlier incarnation left running: its attempts
+                // are ended HOST_LOST when this one registers.
+                let removed = engine.reconcile(&Default::default()).await;
+                if removed > 0 {
+                    tracing::warn!(
+                        removed,
+                        "containers of an earlier run of this executor stopped and removed"
+                    );
+                }
+                Some(Arc::new(engine))
+            }
+            Err(e) => {
+                eprintln!("qm-executor: runtimes lists container, but {e}");
+                return std::process::ExitCode::from(2);
+            }
+        }
+    } else {
+        None
+    };
     let reporter = tokio::spawn(reporter(js, report_subject, rx, Arc::clone(&outbox)));
     let executor = Arc::new(Executor {
-        incarnation: qm_service::random_id(),
+        incarnation,
+        engine,
         gpus,
         client: client.clone(),
         principal,

@@ -31,8 +31,9 @@ pub(crate) struct Running {
     pub(crate) sync: Option<CheckpointRequest>,
     /// Stopped by self-fencing: its end is reported as such (HOST_LOST).
     pub(crate) fenced: bool,
-    /// The process (group leader), once launched.
-    pub(crate) pid: Option<u32>,
+    /// Where its signals go (a process group or a container), once
+    /// launched.
+    pub(crate) target: Option<crate::runtime::SignalTarget>,
     /// Checkpoint-then-preempt: the process was sent its checkpoint signal
     /// (once per attempt; a resent command is not sent again).
     pub(crate) asked_to_checkpoint: bool,
@@ -49,6 +50,8 @@ pub struct Executor {
     pub(crate) incarnation: String,
     /// GPU indices per instance slot, per type.
     pub(crate) gpus: BTreeMap<String, Vec<Vec<u32>>>,
+    /// The container engine, when this executor offers that runtime.
+    pub(crate) engine: crate::runtime::SharedEngine,
     pub(crate) attempts: Mutex<HashMap<AttemptKey, Running>>,
     /// Attempts that ran here and ended, with the end reported (None: it
     /// ended while draining and was not reported), for
@@ -101,6 +104,15 @@ impl Executor {
                     "directories of attempts that ended long ago removed"
                 );
             }
+            if let Some(engine) = &self.engine {
+                // Containers no attempt of this incarnation accounts for
+                // (a launch interrupted between create and record).
+                let allowed: std::collections::HashSet<(String, u32)> = match self.attempts.lock() {
+                    Ok(a) => a.keys().map(|k| (k.job_id.clone(), k.attempt)).collect(),
+                    Err(_) => return,
+                };
+                engine.reconcile(&allowed).await;
+            }
         }
     }
     pub(crate) fn registration(&self, draining: bool) -> RegisterExecutor {
@@ -125,6 +137,7 @@ impl Executor {
             checkpoint_node: Some(self.settings.checkpoint_node.clone()),
             address: Some(self.settings.advertise_address.clone()),
             fence_after_seconds: Some(self.settings.fence_after_seconds),
+            runtimes: self.settings.runtimes.clone(),
         }
     }
 
@@ -165,6 +178,7 @@ impl Executor {
             restore_skipped: Vec::new(),
             error: None,
             cause: None,
+            reason: None,
         }
     }
 

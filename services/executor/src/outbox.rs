@@ -141,6 +141,7 @@ mod tests {
             restore_skipped: Vec::new(),
             error: None,
             cause: None,
+            reason: None,
         }
     }
 

@@ -27,6 +27,15 @@ pub struct Launch {
     pub hosts: Vec<String>,
     /// Run as this uid/gid (the executor's `runAsUser`/`runAsGroup`).
     pub run_as: Option<(u32, u32)>,
+    /// The job's image: it runs in the container runtime.
+    pub image: Option<String>,
+    /// The job's `checkpointConfig.localPath`, if it gave one (inside a
+    /// container, the checkpoint directory is `/` + it; else
+    /// `/opt/ml/checkpoints`).
+    pub local_path: Option<String>,
+    pub instance_type: String,
+    /// How many instances this rank holds (its share of the limits).
+    pub instances: u32,
 }
 
 /// The only variables of the executor's own environment a job inherits:
@@ -78,6 +87,15 @@ pub fn spawn(launch: &Launch, dir: &Path, checkpoint_dir: &Path) -> Result<Child
     }
     cmd.args(&launch.command[1..])
         .current_dir(dir)
+        // The job's own environment may override what the ranks are told.
+        .envs(crate::sagemaker::rank_environment(
+            &launch.job_id,
+            launch.attempt,
+            launch.rank,
+            launch.hosts.len(),
+            launch.hosts.first().map_or("127.0.0.1", String::as_str),
+            launch.gpus.len(),
+        ))
         .envs(&launch.environment)
         .env("QM_JOB_ID", &launch.job_id)
         .env("QM_ATTEMPT", launch.attempt.to_string())
@@ -129,13 +147,20 @@ pub fn run_record(job_dir: &Path, attempt: u32) -> PathBuf {
 
 /// The child gets SIGKILL when the executor dies, so a killed executor never
 /// leaves a training process running that the scheduler believes is gone.
-#[allow(unsafe_code)]
 fn die_with_parent(cmd: &mut Command) {
+    on_parent_death(cmd, libc::SIGKILL);
+}
+
+/// The kernel sends the child `signal` when the executor (the thread that
+/// spawned it: always a runtime worker, which lives as long as the
+/// executor) dies, whatever killed it.
+#[allow(unsafe_code)]
+pub fn on_parent_death(cmd: &mut Command, signal: i32) {
     // SAFETY: the closure runs in the forked child before exec and only calls
     // prctl(2), which is async-signal-safe; it touches no memory of the parent.
     unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, signal) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())

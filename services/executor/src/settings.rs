@@ -46,8 +46,24 @@ or environment variables QM_EXECUTOR_<KEY>):
                                                     restore made no progress, or the
                                                     checkpoint service did not answer,
                                                     for this long; default 600, at least 30
-  runAsUser          QM_EXECUTOR_RUN_AS_USER        run every attempt as this uid (and
-  runAsGroup         QM_EXECUTOR_RUN_AS_GROUP       gid); default: the executor's own
+  runAsUser          QM_EXECUTOR_RUN_AS_USER        run every host-process attempt as this
+  runAsGroup         QM_EXECUTOR_RUN_AS_GROUP       uid (and gid); default: the executor's own
+  runtimes           QM_EXECUTOR_RUNTIMES           how attempts are launched: [\"process\"]
+                                                    (host commands, the default),
+                                                    [\"container\"] (images, through the
+                                                    Docker Engine API), or both; a job with
+                                                    a containerImage is placed only on
+                                                    executors offering \"container\"
+  container          QM_EXECUTOR_CONTAINER          the container runtime, e.g.
+                     {\"dockerHost\":\"unix:///var/run/docker.sock\",\"pullPolicy\":\"IfNotPresent\",
+                      \"registryAuthFile\":\"/etc/qm/registry-auth.json\",\"network\":\"host\",
+                      \"shmSizeMiB\":1024,\"networkInterfaceName\":\"eth0\"}
+                     pullPolicy IfNotPresent (default) or Always; registryAuthFile: a
+                     Docker config.json ({\"auths\":{\"host\":{\"auth\":\"base64(user:pass)\"}}})
+                     read by the executor, never given to a job; network: host (the
+                     default; multi-node jobs need it) or a Docker network's name
+Per instance type, \"cpus\" and \"memoryMiB\" in instances limit each container's CPU
+and memory (times the instances it holds).
 NATS connection (QM_NATS_<KEY> or QM_EXECUTOR_NATS_<KEY>):
   natsUrl natsPrincipal natsNkeyFile natsCreds natsUser natsPassword
   natsCaFile natsCertFile natsKeyFile
@@ -64,6 +80,45 @@ pub struct InstanceSpec {
     pub count: u32,
     #[serde(default)]
     pub gpus_per_instance: u32,
+    /// CPUs per instance a container may use (its limit: this times the
+    /// instances it holds); absent: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<f64>,
+    /// Memory per instance a container may use, in MiB; absent: no limit.
+    #[serde(default, rename = "memoryMiB", skip_serializing_if = "Option::is_none")]
+    pub memory_mib: Option<u64>,
+}
+
+/// The container runtime's settings.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ContainerSettings {
+    /// The engine's socket (`unix:///path`).
+    pub docker_host: String,
+    /// `IfNotPresent` or `Always`.
+    pub pull_policy: String,
+    /// A Docker `config.json` with registry credentials (`auths`).
+    pub registry_auth_file: Option<String>,
+    /// `host`, or the name of a Docker network.
+    pub network: String,
+    /// `/dev/shm` of each container (NCCL and data loaders use it).
+    #[serde(rename = "shmSizeMiB")]
+    pub shm_size_mib: u64,
+    /// What `resourceconfig.json` names as the network interface.
+    pub network_interface_name: String,
+}
+
+impl Default for ContainerSettings {
+    fn default() -> Self {
+        ContainerSettings {
+            docker_host: "unix:///var/run/docker.sock".into(),
+            pull_policy: "IfNotPresent".into(),
+            registry_auth_file: None,
+            network: "host".into(),
+            shm_size_mib: 1024,
+            network_interface_name: "eth0".into(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -82,6 +137,15 @@ pub struct Settings {
     pub restore_stall_seconds: u64,
     pub run_as_user: Option<u32>,
     pub run_as_group: Option<u32>,
+    pub runtimes: Vec<String>,
+    pub container: ContainerSettings,
+}
+
+impl Settings {
+    /// Whether this executor launches attempts with `runtime`.
+    pub fn offers(&self, runtime: qm_core::Runtime) -> bool {
+        self.runtimes.iter().any(|r| r == runtime.name())
+    }
 }
 
 impl Default for Settings {
@@ -100,6 +164,8 @@ impl Default for Settings {
             restore_stall_seconds: 600,
             run_as_user: None,
             run_as_group: None,
+            runtimes: vec!["process".into()],
+            container: ContainerSettings::default(),
         }
     }
 }
@@ -149,6 +215,36 @@ impl settings::Validate for Settings {
         }
         if self.run_as_user.is_some() != self.run_as_group.is_some() {
             p.push("runAsUser and runAsGroup: give both or neither".into());
+        }
+        if let Err(e) = qm_wire::to_core::runtimes(&self.runtimes) {
+            p.push(format!("runtimes: {e}"));
+        }
+        for (i, inst) in self.instances.iter().enumerate() {
+            if inst.cpus.is_some_and(|c| !(c.is_finite() && c > 0.0)) {
+                p.push(format!("instances[{i}].cpus: must be a number above 0"));
+            }
+            if inst.memory_mib == Some(0) {
+                p.push(format!("instances[{i}].memoryMiB: must be >= 1"));
+            }
+        }
+        let c = &self.container;
+        if !c.docker_host.starts_with("unix://") {
+            p.push(format!(
+                "container.dockerHost: {:?} must be a unix:// socket (the engine's API is never reached over TCP)",
+                c.docker_host
+            ));
+        }
+        if !matches!(c.pull_policy.as_str(), "IfNotPresent" | "Always") {
+            p.push(format!(
+                "container.pullPolicy: {:?} is not IfNotPresent or Always",
+                c.pull_policy
+            ));
+        }
+        if c.network.is_empty() {
+            p.push("container.network: give host or a Docker network's name".into());
+        }
+        if c.shm_size_mib == 0 {
+            p.push("container.shmSizeMiB: must be >= 1".into());
         }
         p
     }

@@ -62,6 +62,7 @@ impl State {
                         rank: rank as u32,
                         hosts: hosts.clone(),
                         grace_seconds: Some(job.spec.grace_period_secs),
+                        container_image: meta.submit.container_image.clone(),
                     },
                 )
             })

@@ -1,0 +1,899 @@
+//! The `container` runtime: an attempt as an OCI image run through the
+//! Docker Engine API (bollard, over the engine's unix socket; no `docker`
+//! CLI).
+//!
+//! Every container is labelled with its job, attempt, executor and the
+//! executor's incarnation, so that the executor can always tell its own
+//! from anyone else's and stop those no current attempt allows
+//! ([`Engine::reconcile`], at start and every sweep). A container never
+//! outlives the executor that started it: beside each one runs a guard (this
+//! binary, `qm-executor guard`), a child that the kernel signals when the
+//! executor dies, even by `kill -9`, and that then kills the container, as
+//! the kernel kills a host process of a dead executor.
+//!
+//! The job container gets its attempt's `/opt/ml` folders and checkpoint
+//! directory (bind mounts, nothing else of the node), its GPUs through a
+//! device request for the NVIDIA runtime, the instance type's CPU and
+//! memory limits, a shared-memory size and memlock limit fit for NCCL, no
+//! added capabilities, `no-new-privileges`, an init process that forwards
+//! signals, and no Docker socket, NATS or S3 credentials.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bollard::models::{ContainerCreateBody, DeviceRequest, HostConfig, ResourcesUlimits};
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, CreateImageOptionsBuilder, InspectContainerOptions,
+    KillContainerOptionsBuilder, ListContainersOptionsBuilder, LogsOptionsBuilder,
+    RemoveContainerOptionsBuilder, WaitContainerOptionsBuilder,
+};
+use bollard::Docker;
+use futures::StreamExt;
+use tokio::sync::watch;
+
+use crate::error::LaunchError;
+use crate::settings::ContainerSettings;
+
+/// Labels every container of this runtime carries.
+pub const LABEL_JOB: &str = "qm.job";
+pub const LABEL_ATTEMPT: &str = "qm.attempt";
+pub const LABEL_EXECUTOR: &str = "qm.executor";
+pub const LABEL_INCARNATION: &str = "qm.incarnation";
+
+/// How long one call to the engine may take (a pull streams: no limit).
+const ENGINE_TIMEOUT_SECS: u64 = 120;
+
+/// The container engine, as this executor uses it.
+pub struct Engine {
+    docker: Docker,
+    settings: ContainerSettings,
+    executor_id: String,
+    incarnation: String,
+    /// Registry credentials per registry host, from `registryAuthFile`.
+    credentials: BTreeMap<String, bollard::auth::DockerCredentials>,
+}
+
+/// What an attempt's container is made of.
+pub struct ContainerSpec {
+    pub job_id: String,
+    pub attempt: u32,
+    pub image: String,
+    /// The argv replacing the image's entrypoint; empty: the image's
+    /// entrypoint with `train`, as SageMaker starts a training image.
+    pub command: Vec<String>,
+    pub environment: BTreeMap<String, String>,
+    /// (host path, container path, writable).
+    pub mounts: Vec<(PathBuf, String, bool)>,
+    /// `algo-N` -> address of rank N-1's executor.
+    pub hosts: Vec<(String, String)>,
+    /// GPU indices on this node.
+    pub gpus: Vec<u32>,
+    pub cpus: Option<f64>,
+    pub memory_mib: Option<u64>,
+    /// Run as this user instead of the image's (`uid[:gid]`).
+    pub user: Option<String>,
+}
+
+/// How a container ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exit {
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    /// The kernel killed it for its memory limit.
+    pub oom_killed: bool,
+}
+
+/// A running attempt's container.
+pub struct Running {
+    engine: Arc<Engine>,
+    pub id: String,
+    pub name: String,
+    guard: Option<tokio::process::Child>,
+    logs: tokio::task::JoinHandle<()>,
+}
+
+fn engine_error(e: bollard::errors::Error) -> String {
+    match e {
+        bollard::errors::Error::DockerResponseServerError {
+            status_code,
+            message,
+        } => format!("{message} (engine status {status_code})"),
+        other => other.to_string(),
+    }
+}
+
+impl Engine {
+    /// Connects to the engine and checks that it answers.
+    pub async fn connect(
+        settings: &ContainerSettings,
+        executor_id: &str,
+        incarnation: &str,
+    ) -> Result<Engine, String> {
+        let docker = Docker::connect_with_unix(
+            &settings.docker_host,
+            ENGINE_TIMEOUT_SECS,
+            bollard::API_DEFAULT_VERSION,
+        )
+        .map_err(|e| format!("container.dockerHost {}: {e}", settings.docker_host))?;
+        docker.ping().await.map_err(|e| {
+            format!(
+                "container.dockerHost {}: the engine does not answer: {}",
+                settings.docker_host,
+                engine_error(e)
+            )
+        })?;
+        let credentials = match &settings.registry_auth_file {
+            Some(path) => read_credentials(Path::new(path))?,
+            None => BTreeMap::new(),
+        };
+        Ok(Engine {
+            docker,
+            settings: settings.clone(),
+            executor_id: executor_id.to_string(),
+            incarnation: incarnation.to_string(),
+            credentials,
+        })
+    }
+
+    /// Makes sure the image is here (pull policy `IfNotPresent` or
+    /// `Always`), reporting pull progress lines to `progress`. A missing
+    /// image or a refused pull is [`LaunchError::Image`] with the
+    /// registry's reason.
+    pub async fn ensure_image(
+        &self,
+        image: &str,
+        progress: &(dyn Fn(String) + Send + Sync),
+    ) -> Result<(), LaunchError> {
+        let present = self.docker.inspect_image(image).await.is_ok();
+        if present && self.settings.pull_policy == "IfNotPresent" {
+            return Ok(());
+        }
+        let fail = |reason: String| LaunchError::Image {
+            image: image.to_string(),
+            reason,
+        };
+        progress(format!("pulling image {image}"));
+        let options = CreateImageOptionsBuilder::default()
+            .from_image(image)
+            .build();
+        let credentials = self.credentials.get(registry_of(image)).cloned();
+        let mut pull = self.docker.create_image(Some(options), None, credentials);
+        let mut last_report = std::time::Instant::now();
+        while let Some(item) = pull.next().await {
+            match item {
+                Ok(info) => {
+                    if let Some(detail) = info.error_detail.and_then(|d| d.message) {
+                        return Err(fail(detail));
+                    }
+                    if last_report.elapsed() >= Duration::from_secs(2) {
+                        last_report = std::time::Instant::now();
+                        let status = info.status.unwrap_or_default();
+                        let layer = info.id.unwrap_or_default();
+                        let how_far = info
+                            .progress_detail
+                            .and_then(|d| Some(format!("{} of {} bytes", d.current?, d.total?)))
+                            .unwrap_or_default();
+                        progress(format!("pulling image {image}: {layer} {status} {how_far}"));
+                    }
+                }
+                Err(e) => {
+                    let reason = engine_error(e);
+                    // `Always` with an image already here: a registry that
+                    // cannot be reached leaves the local copy usable.
+                    if present {
+                        tracing::warn!(image, reason, "pull failed; running the local copy");
+                        return Ok(());
+                    }
+                    return Err(fail(reason));
+                }
+            }
+        }
+        if self.docker.inspect_image(image).await.is_err() {
+            return Err(fail("not present after the pull".into()));
+        }
+        progress(format!("pulled image {image}"));
+        Ok(())
+    }
+
+    /// The name of an attempt's container (unique per executor, job and
+    /// attempt: a resent start finds the one it made).
+    pub fn container_name(&self, job_id: &str, attempt: u32) -> String {
+        format!("qm-{}-{job_id}-{attempt}", self.executor_id)
+    }
+
+    /// Creates and starts the attempt's container, with its guard and its
+    /// output copied to `stdout.log` / `stderr.log` in `dir`. Between the
+    /// two, `hand_over` is given the uid and gid the container runs as (None:
+    /// unknown), to hand it the folders it writes.
+    pub async fn launch(
+        self: &Arc<Self>,
+        spec: ContainerSpec,
+        dir: &Path,
+        hand_over: &(dyn Fn(Option<(u32, u32)>) -> Result<(), LaunchError> + Send + Sync),
+    ) -> Result<Running, LaunchError> {
+        let name = self.container_name(&spec.job_id, spec.attempt);
+        // A container of this name is left from a launch interrupted
+        // before it was recorded: it never ran for anyone, so it goes.
+        let _ = self
+            .docker
+            .remove_container(
+                &name,
+                Some(RemoveContainerOptionsBuilder::default().force(true).build()),
+            )
+            .await;
+        let body = self.create_body(&spec)?;
+        let created = self
+            .docker
+            .create_container(
+                Some(CreateContainerOptionsBuilder::default().name(&name).build()),
+                body,
+            )
+            .await
+            .map_err(|e| {
+                LaunchError::Container(format!("cannot create {name}: {}", engine_error(e)))
+            })?;
+        let id = created.id;
+        // The guard first: from here on the container dies with the
+        // executor.
+        let guard = match spawn_guard(&id, &self.settings.docker_host) {
+            Ok(g) => Some(g),
+            Err(e) => {
+                self.remove(&id).await;
+                return Err(LaunchError::Container(format!(
+                    "cannot start the container's guard: {e}"
+                )));
+            }
+        };
+        let ids = self.user_ids(&id).await;
+        if let Err(e) = hand_over(ids) {
+            self.remove(&id).await;
+            return Err(e);
+        }
+        if let Err(e) = self.docker.start_container(&id, None).await {
+            self.remove(&id).await;
+            let reason = engine_error(e);
+            let hint = if reason.contains("nvidia") || reason.contains("device driver") {
+                " (this node's engine has no NVIDIA container runtime: install the NVIDIA Container Toolkit, or do not give this executor gpusPerInstance)"
+            } else {
+                ""
+            };
+            return Err(LaunchError::Container(format!(
+                "cannot start {name}: {reason}{hint}"
+            )));
+        }
+        let logs = tokio::spawn(copy_logs(
+            self.docker.clone(),
+            id.clone(),
+            dir.to_path_buf(),
+        ));
+        Ok(Running {
+            engine: Arc::clone(self),
+            id,
+            name,
+            guard,
+            logs,
+        })
+    }
+
+    fn create_body(&self, spec: &ContainerSpec) -> Result<ContainerCreateBody, LaunchError> {
+        let mut labels = HashMap::new();
+        labels.insert(LABEL_JOB.to_string(), spec.job_id.clone());
+        labels.insert(LABEL_ATTEMPT.to_string(), spec.attempt.to_string());
+        labels.insert(LABEL_EXECUTOR.to_string(), self.executor_id.clone());
+        labels.insert(LABEL_INCARNATION.to_string(), self.incarnation.clone());
+        let binds = spec
+            .mounts
+            .iter()
+            .map(|(host, inside, writable)| {
+                let host = host.to_str().ok_or_else(|| {
+                    LaunchError::Contract(format!("{} is not UTF-8", host.display()))
+                })?;
+                if host.contains(':') || inside.contains(':') {
+                    return Err(LaunchError::Contract(format!(
+                        "cannot mount {host} at {inside}: a ':' in a path"
+                    )));
+                }
+                Ok(format!(
+                    "{host}:{inside}:{}",
+                    if *writable { "rw" } else { "ro" }
+                ))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let device_requests = (!spec.gpus.is_empty()).then(|| {
+            vec![DeviceRequest {
+                driver: Some("nvidia".into()),
+                device_ids: Some(spec.gpus.iter().map(ToString::to_string).collect()),
+                capabilities: Some(vec![vec!["gpu".into()]]),
+                ..Default::default()
+            }]
+        });
+        let (entrypoint, cmd) = match spec.command.split_first() {
+            Some((program, args)) => (Some(vec![program.clone()]), Some(args.to_vec())),
+            None => (None, Some(vec!["train".to_string()])),
+        };
+        let host_config = HostConfig {
+            binds: Some(binds),
+            network_mode: Some(self.settings.network.clone()),
+            extra_hosts: Some(
+                spec.hosts
+                    .iter()
+                    .map(|(name, addr)| format!("{name}:{addr}"))
+                    .collect(),
+            ),
+            security_opt: Some(vec!["no-new-privileges:true".into()]),
+            cap_drop: Some(vec!["NET_RAW".into(), "MKNOD".into(), "AUDIT_WRITE".into()]),
+            privileged: Some(false),
+            init: Some(true),
+            shm_size: Some((self.settings.shm_size_mib as i64) << 20),
+            ulimits: Some(vec![ResourcesUlimits {
+                name: Some("memlock".into()),
+                soft: Some(-1),
+                hard: Some(-1),
+            }]),
+            memory: spec.memory_mib.map(|m| (m as i64) << 20),
+            nano_cpus: spec.cpus.map(|c| (c * 1e9) as i64),
+            device_requests,
+            auto_remove: Some(false),
+            ..Default::default()
+        };
+        Ok(ContainerCreateBody {
+            image: Some(spec.image.clone()),
+            entrypoint,
+            cmd,
+            env: Some(
+                spec.environment
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect(),
+            ),
+            labels: Some(labels),
+            user: spec.user.clone(),
+            host_config: Some(host_config),
+            ..Default::default()
+        })
+    }
+
+    /// The uid and gid the container's main process runs as: its `user`
+    /// (or the image's), numeric or a name looked up in the container's own
+    /// `/etc/passwd` (read through the engine before it starts). None when
+    /// it cannot be told.
+    pub async fn user_ids(&self, id: &str) -> Option<(u32, u32)> {
+        let inspect = self
+            .docker
+            .inspect_container(id, None::<InspectContainerOptions>)
+            .await
+            .ok()?;
+        let user = inspect.config.and_then(|c| c.user).unwrap_or_default();
+        let (name, group) = match user.split_once(':') {
+            Some((u, g)) => (u.to_string(), Some(g.to_string())),
+            None => (user.clone(), None),
+        };
+        if name.is_empty() || name == "root" {
+            return Some((0, group.and_then(|g| g.parse().ok()).unwrap_or(0)));
+        }
+        let numeric_group = group.as_deref().and_then(|g| g.parse::<u32>().ok());
+        if let Ok(uid) = name.parse::<u32>() {
+            return Some((uid, numeric_group.unwrap_or(uid)));
+        }
+        let options = bollard::query_parameters::DownloadFromContainerOptionsBuilder::default()
+            .path("/etc/passwd")
+            .build();
+        let mut archive = Vec::new();
+        let mut stream = self.docker.download_from_container(id, Some(options));
+        while let Some(chunk) = stream.next().await {
+            archive.extend_from_slice(&chunk.ok()?);
+            if archive.len() > 4 << 20 {
+                return None;
+            }
+        }
+        let passwd = first_tar_entry(&archive)?;
+        let (uid, gid) = passwd_lookup(&passwd, &name)?;
+        Some((uid, numeric_group.unwrap_or(gid)))
+    }
+
+    async fn remove(&self, id: &str) {
+        if let Err(e) = self
+            .docker
+            .remove_container(
+                id,
+                Some(RemoveContainerOptionsBuilder::default().force(true).build()),
+            )
+            .await
+        {
+            let e = engine_error(e);
+            if !e.contains("No such container") {
+                tracing::warn!(container = id, error = %e, "cannot remove a container");
+            }
+        }
+    }
+
+    /// Stops and removes every container of this executor that no attempt
+    /// in `allowed` (job, attempt) of this incarnation accounts for; returns
+    /// how many. At start, `allowed` is empty: what a killed incarnation
+    /// left goes (the scheduler has ended those attempts).
+    pub async fn reconcile(&self, allowed: &std::collections::HashSet<(String, u32)>) -> usize {
+        let mut filters = HashMap::new();
+        filters.insert(
+            "label".to_string(),
+            vec![format!("{LABEL_EXECUTOR}={}", self.executor_id)],
+        );
+        let listed = match self
+            .docker
+            .list_containers(Some(
+                ListContainersOptionsBuilder::default()
+                    .all(true)
+                    .filters(&filters)
+                    .build(),
+            ))
+            .await
+        {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(error = %engine_error(e), "cannot list this executor's containers");
+                return 0;
+            }
+        };
+        let mut removed = 0;
+        for c in listed {
+            let labels = c.labels.unwrap_or_default();
+            let key = (
+                labels.get(LABEL_JOB).cloned().unwrap_or_default(),
+                labels
+                    .get(LABEL_ATTEMPT)
+                    .and_then(|a| a.parse().ok())
+                    .unwrap_or(0),
+            );
+            let ours_now = labels.get(LABEL_INCARNATION) == Some(&self.incarnation);
+            if ours_now && allowed.contains(&key) {
+                continue;
+            }
+            let Some(id) = c.id else { continue };
+            tracing::warn!(
+                container = %id,
+                job = %key.0,
+                attempt = key.1,
+                state = ?c.state,
+                "a container no current attempt allows: stopped and removed"
+            );
+            self.remove(&id).await;
+            removed += 1;
+        }
+        removed
+    }
+}
+
+/// Sends a running container's main process signals (the init process
+/// forwards them), from code that does not hold the container.
+#[derive(Clone)]
+pub struct Signaller {
+    docker: Docker,
+    id: String,
+}
+
+impl Signaller {
+    pub fn send(&self, signal: &str) {
+        let (docker, id, signal) = (self.docker.clone(), self.id.clone(), signal.to_string());
+        tokio::spawn(async move {
+            let options = KillContainerOptionsBuilder::default()
+                .signal(&signal)
+                .build();
+            if let Err(e) = docker.kill_container(&id, Some(options)).await {
+                tracing::warn!(container = %id, signal, error = %engine_error(e), "cannot signal the container");
+            }
+        });
+    }
+}
+
+impl Running {
+    pub fn signaller(&self) -> Signaller {
+        Signaller {
+            docker: self.engine.docker.clone(),
+            id: self.id.clone(),
+        }
+    }
+
+    async fn wait(&self) -> Result<(), String> {
+        let mut waiting = self.engine.docker.wait_container(
+            &self.id,
+            Some(
+                WaitContainerOptionsBuilder::default()
+                    .condition("not-running")
+                    .build(),
+            ),
+        );
+        match waiting.next().await {
+            // A non-zero exit is an "error" to bollard; the state says more.
+            Some(Ok(_)) | Some(Err(bollard::errors::Error::DockerContainerWaitError { .. })) => {
+                Ok(())
+            }
+            Some(Err(e)) => Err(engine_error(e)),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits for the container to exit; when a stop arrives (with its grace
+    /// period), sends SIGTERM, then SIGKILL after the grace. Then reads how
+    /// it ended and removes it (its output is in the attempt's logs).
+    pub async fn wait_or_stop(mut self, stop: &mut watch::Receiver<Option<u64>>) -> Exit {
+        let mut stopped = false;
+        loop {
+            let requested = *stop.borrow();
+            if let Some(grace) = requested {
+                stopped = true;
+                let signalled = std::time::Instant::now();
+                self.kill("SIGTERM").await;
+                let killed = match tokio::time::timeout(Duration::from_secs(grace), self.wait())
+                    .await
+                {
+                    Ok(_) => "false",
+                    Err(_) => {
+                        tracing::warn!(grace, container = %self.name, "grace period over; SIGKILL");
+                        self.kill("SIGKILL").await;
+                        let _ = self.wait().await;
+                        "true"
+                    }
+                };
+                crate::observe::METRICS
+                    .stop
+                    .with_label_values(&[killed])
+                    .observe(signalled.elapsed().as_secs_f64());
+                break;
+            }
+            tokio::select! {
+                waited = self.wait() => {
+                    if let Err(e) = waited {
+                        // The engine went away: poll the state instead.
+                        tracing::warn!(container = %self.name, error = %e, "waiting on the container failed; polling");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        if self.state().await.is_some_and(|s| s.running == Some(true)) {
+                            continue;
+                        }
+                    }
+                    break;
+                }
+                changed = stop.changed() => {
+                    if changed.is_err() {
+                        let _ = self.wait().await;
+                        break;
+                    }
+                }
+            }
+        }
+        let state = self.state().await.unwrap_or_default();
+        let code = state.exit_code.map(|c| c as i32);
+        let oom_killed = state.oom_killed == Some(true);
+        // The init process exits 128+N when the job was killed by signal N;
+        // a job stopped here reads as the host runtime's (signal, no code).
+        let exit = match code {
+            Some(c) if stopped && (129..=128 + 64).contains(&c) => Exit {
+                exit_code: None,
+                signal: Some(c - 128),
+                oom_killed,
+            },
+            _ => Exit {
+                exit_code: code,
+                signal: None,
+                oom_killed,
+            },
+        };
+        let _ = (&mut self.logs).await;
+        self.engine.remove(&self.id).await;
+        if let Some(mut guard) = self.guard.take() {
+            let _ = guard.start_kill();
+            let _ = guard.wait().await;
+        }
+        exit
+    }
+
+    async fn kill(&self, signal: &str) {
+        let options = KillContainerOptionsBuilder::default()
+            .signal(signal)
+            .build();
+        if let Err(e) = self
+            .engine
+            .docker
+            .kill_container(&self.id, Some(options))
+            .await
+        {
+            let e = engine_error(e);
+            if !e.contains("is not running") {
+                tracing::warn!(container = %self.name, signal, error = %e, "cannot signal the container");
+            }
+        }
+    }
+
+    async fn state(&self) -> Option<bollard::models::ContainerState> {
+        self.engine
+            .docker
+            .inspect_container(&self.id, None::<InspectContainerOptions>)
+            .await
+            .ok()?
+            .state
+    }
+}
+
+/// Appends the container's output to `stdout.log` and `stderr.log` until
+/// it ends.
+async fn copy_logs(docker: Docker, id: String, dir: PathBuf) {
+    use tokio::io::AsyncWriteExt;
+    let open = |name: &str| {
+        let path = dir.join(name);
+        async move {
+            tokio::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .await
+        }
+    };
+    let (Ok(mut out), Ok(mut err)) = (open("stdout.log").await, open("stderr.log").await) else {
+        tracing::warn!(container = %id, dir = %dir.display(), "cannot open the attempt's log files");
+        return;
+    };
+    let options = LogsOptionsBuilder::default()
+        .follow(true)
+        .stdout(true)
+        .stderr(true)
+        .build();
+    let mut logs = docker.logs(&id, Some(options));
+    while let Some(item) = logs.next().await {
+        match item {
+            Ok(bollard::container::LogOutput::StdErr { message }) => {
+                let _ = err.write_all(&message).await;
+            }
+            Ok(output) => {
+                let _ = out.write_all(&output.into_bytes()).await;
+            }
+            Err(_) => break,
+        }
+    }
+    let _ = out.flush().await;
+    let _ = err.flush().await;
+}
+
+/// Starts the guard of container `id`: this executable's `guard` mode, a
+/// child the kernel sends SIGTERM when the executor dies.
+fn spawn_guard(id: &str, docker_host: &str) -> std::io::Result<tokio::process::Child> {
+    let exe = std::env::current_exe()?;
+    let mut cmd = tokio::process::Command::new(exe);
+    cmd.arg("guard")
+        .arg(id)
+        .arg(std::process::id().to_string())
+        .arg(docker_host)
+        .env_clear()
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true);
+    crate::process::on_parent_death(&mut cmd, libc::SIGTERM);
+    cmd.spawn()
+}
+
+/// `qm-executor guard CONTAINER EXECUTOR_PID DOCKER_HOST`: waits until its
+/// parent, the executor, is gone (the kernel's SIGTERM on its death, or a
+/// parent already gone), then kills and removes the container. Killed
+/// with SIGKILL by the executor when the attempt ends normally.
+pub fn guard(args: &[String]) -> std::process::ExitCode {
+    let [container, parent, docker_host] = args else {
+        eprintln!("usage: qm-executor guard CONTAINER EXECUTOR_PID DOCKER_HOST");
+        return std::process::ExitCode::from(2);
+    };
+    let Ok(parent) = parent.parse::<u32>() else {
+        eprintln!("qm-executor guard: {parent:?} is not a process id");
+        return std::process::ExitCode::from(2);
+    };
+    let signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGHUP,
+    ]);
+    let mut signals = match signals {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("qm-executor guard: cannot wait for signals: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    // The executor may have died before the kernel was told to signal us.
+    while std::os::unix::process::parent_id() == parent {
+        // A signal from anyone else (a terminal's ^C) is not the executor's
+        // death: keep guarding.
+        if signals.forever().next().is_none() {
+            break;
+        }
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build();
+    let Ok(runtime) = runtime else {
+        return std::process::ExitCode::from(1);
+    };
+    runtime.block_on(async {
+        let Ok(docker) = Docker::connect_with_unix(
+            docker_host,
+            ENGINE_TIMEOUT_SECS,
+            bollard::API_DEFAULT_VERSION,
+        ) else {
+            eprintln!(
+                "qm-executor guard: cannot reach {docker_host} to stop container {container}"
+            );
+            return;
+        };
+        eprintln!("qm-executor guard: the executor is gone; killing container {container}");
+        let _ = docker
+            .remove_container(
+                container,
+                Some(RemoveContainerOptionsBuilder::default().force(true).build()),
+            )
+            .await;
+    });
+    std::process::ExitCode::SUCCESS
+}
+
+/// The content of the first file in a tar archive (what the engine sends
+/// for one path).
+fn first_tar_entry(archive: &[u8]) -> Option<String> {
+    let header = archive.get(..512)?;
+    let size_field = std::str::from_utf8(&header[124..136]).ok()?;
+    let size =
+        usize::from_str_radix(size_field.trim_matches(|c: char| c == '\0' || c == ' '), 8).ok()?;
+    let body = archive.get(512..512 + size)?;
+    Some(String::from_utf8_lossy(body).into_owned())
+}
+
+/// A user's uid and gid in a passwd file.
+fn passwd_lookup(passwd: &str, name: &str) -> Option<(u32, u32)> {
+    passwd.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(':').collect();
+        (fields.len() >= 4 && fields[0] == name)
+            .then(|| Some((fields[2].parse().ok()?, fields[3].parse().ok()?)))
+            .flatten()
+    })
+}
+
+/// The registry host of an image reference (`docker.io` for names without
+/// one).
+pub fn registry_of(image: &str) -> &str {
+    match image.split_once('/') {
+        Some((first, _)) if first.contains(['.', ':']) || first == "localhost" => first,
+        _ => "docker.io",
+    }
+}
+
+/// Registry credentials from a Docker `config.json` (`auths`: per host,
+/// `auth` = base64 of `user:password`, or `username`/`password`).
+pub fn read_credentials(
+    path: &Path,
+) -> Result<BTreeMap<String, bollard::auth::DockerCredentials>, String> {
+    #[derive(serde::Deserialize)]
+    struct Config {
+        #[serde(default)]
+        auths: BTreeMap<String, Entry>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Entry {
+        auth: Option<String>,
+        username: Option<String>,
+        password: Option<String>,
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("container.registryAuthFile {}: {e}", path.display()))?;
+    let config: Config = serde_json::from_str(&text).map_err(|e| {
+        format!(
+            "container.registryAuthFile {}: not a Docker config.json: {e}",
+            path.display()
+        )
+    })?;
+    let mut out = BTreeMap::new();
+    for (host, entry) in config.auths {
+        let host = host
+            .trim_start_matches("https://")
+            .trim_start_matches("http://")
+            .split('/')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        let (username, password) = match (&entry.auth, entry.username, entry.password) {
+            (Some(auth), _, _) => {
+                let decoded = base64_decode(auth).ok_or_else(|| {
+                    format!(
+                        "container.registryAuthFile {}: auths.{host}.auth is not base64 of user:password",
+                        path.display()
+                    )
+                })?;
+                match decoded.split_once(':') {
+                    Some((u, p)) => (Some(u.to_string()), Some(p.to_string())),
+                    None => {
+                        return Err(format!(
+                            "container.registryAuthFile {}: auths.{host}.auth is not base64 of user:password",
+                            path.display()
+                        ))
+                    }
+                }
+            }
+            (None, u, p) => (u, p),
+        };
+        out.insert(
+            host.clone(),
+            bollard::auth::DockerCredentials {
+                username,
+                password,
+                serveraddress: Some(host),
+                ..Default::default()
+            },
+        );
+    }
+    Ok(out)
+}
+
+fn base64_decode(text: &str) -> Option<String> {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut bits: u32 = 0;
+    let mut count = 0;
+    let mut out = Vec::new();
+    for b in text.trim().bytes().filter(|b| *b != b'=') {
+        let v = ALPHABET.iter().position(|a| *a == b)? as u32;
+        bits = (bits << 6) | v;
+        count += 6;
+        if count >= 8 {
+            count -= 8;
+            out.push((bits >> count) as u8);
+            bits &= (1 << count) - 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_user_name_is_found_in_the_images_passwd() {
+        let passwd =
+            "root:x:0:0:root:/root:/bin/bash\ntrainer:x:1000:1001::/home/trainer:/bin/sh\n";
+        assert_eq!(passwd_lookup(passwd, "trainer"), Some((1000, 1001)));
+        assert_eq!(passwd_lookup(passwd, "nobody"), None);
+        let mut archive = vec![0u8; 512];
+        archive[124..135].copy_from_slice(format!("{:011o}", passwd.len()).as_bytes());
+        archive.extend_from_slice(passwd.as_bytes());
+        archive.resize(2048, 0);
+        assert_eq!(first_tar_entry(&archive).as_deref(), Some(passwd));
+    }
+
+    #[test]
+    fn registries_and_credentials_are_read_as_docker_writes_them() {
+        assert_eq!(
+            registry_of("registry.local:5000/team/trainer:1"),
+            "registry.local:5000"
+        );
+        assert_eq!(registry_of("localhost/trainer"), "localhost");
+        assert_eq!(
+            registry_of("quartermaster/pytorch-trainer:local"),
+            "docker.io"
+        );
+        assert_eq!(registry_of("ubuntu"), "docker.io");
+        let dir = std::env::temp_dir().join(format!("qm-auth-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("config.json");
+        // base64("robot:s3cret")
+        std::fs::write(
+            &path,
+            r#"{"auths":{"https://registry.local:5000/v2/":{"auth":"cm9ib3Q6czNjcmV0"},"other.io":{"username":"u","password":"p"}}}"#,
+        )
+        .expect("write");
+        let creds = read_credentials(&path).expect("read");
+        let c = &creds["registry.local:5000"];
+        assert_eq!(
+            (c.username.as_deref(), c.password.as_deref()),
+            (Some("robot"), Some("s3cret"))
+        );
+        assert_eq!(creds["other.io"].username.as_deref(), Some("u"));
+        std::fs::write(&path, r#"{"auths":{"x.io":{"auth":"bm9jb2xvbg=="}}}"#).expect("write");
+        let err = read_credentials(&path).expect_err("no colon");
+        assert!(err.contains("auths.x.io.auth"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

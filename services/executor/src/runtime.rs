@@ -1,0 +1,313 @@
+//! One interface for launching an attempt, two runtimes behind it: `process`
+//! (a host command, `process.rs`) and `container` (an OCI image through
+//! the Docker Engine API, `container.rs`, with the SageMaker contract,
+//! `sagemaker.rs`). `attempts.rs` runs every attempt through this, and
+//! never asks which runtime it has.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio::process::Child;
+use tokio::sync::watch;
+
+use crate::container::{self, ContainerSpec};
+use crate::error::LaunchError;
+use crate::node::Executor;
+use crate::process::{self, Launch};
+use crate::sagemaker::{self, ConfigFiles, Layout};
+
+/// A launched attempt.
+pub(crate) enum Launched {
+    Process(Child),
+    Container {
+        running: container::Running,
+        layout: Layout,
+        memory_mib: Option<u64>,
+    },
+}
+
+/// Where signals for a running attempt go.
+#[derive(Clone)]
+pub(crate) enum SignalTarget {
+    /// The process group this pid leads.
+    Group(u32),
+    Container(container::Signaller),
+}
+
+impl SignalTarget {
+    pub(crate) fn send(&self, number: i32, name: &str) {
+        match self {
+            SignalTarget::Group(pid) => process::signal_pid_group(*pid, number),
+            SignalTarget::Container(c) => c.send(name),
+        }
+    }
+}
+
+/// How an attempt's run ended.
+#[derive(Debug, Default)]
+pub(crate) struct RunEnd {
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    /// Why it failed, in its own words (`/opt/ml/output/failure`) or the
+    /// runtime's (killed for its memory limit).
+    pub reason: Option<String>,
+}
+
+impl Launched {
+    pub(crate) fn target(&self) -> Option<SignalTarget> {
+        match self {
+            Launched::Process(child) => child.id().map(SignalTarget::Group),
+            Launched::Container { running, .. } => {
+                Some(SignalTarget::Container(running.signaller()))
+            }
+        }
+    }
+
+    /// What the logs name it by: a pid or a container.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Launched::Process(child) => format!("pid {}", child.id().unwrap_or(0)),
+            Launched::Container { running, .. } => {
+                format!(
+                    "container {} ({})",
+                    running.name,
+                    &running.id[..12.min(running.id.len())]
+                )
+            }
+        }
+    }
+
+    /// Waits for the attempt to end, stopping it (SIGTERM, its grace,
+    /// SIGKILL) when a stop arrives.
+    pub(crate) async fn wait_or_stop(self, stop: &mut watch::Receiver<Option<u64>>) -> RunEnd {
+        match self {
+            Launched::Process(mut child) => {
+                let (exit_code, signal) = process::wait_or_stop(&mut child, stop).await;
+                RunEnd {
+                    exit_code,
+                    signal,
+                    reason: None,
+                }
+            }
+            Launched::Container {
+                running,
+                layout,
+                memory_mib,
+            } => {
+                let exit = running.wait_or_stop(stop).await;
+                let failed = exit.exit_code.is_some_and(|c| c != 0);
+                let reason = if exit.oom_killed {
+                    Some(match memory_mib {
+                        Some(m) => format!("OutOfMemory: the container was killed for exceeding its memory limit ({m} MiB)"),
+                        None => "OutOfMemory: the container was killed for lack of memory".into(),
+                    })
+                } else if failed {
+                    layout.failure_reason()
+                } else {
+                    None
+                };
+                RunEnd {
+                    exit_code: exit.exit_code,
+                    signal: exit.signal,
+                    reason,
+                }
+            }
+        }
+    }
+}
+
+impl Executor {
+    /// Launches the attempt in its runtime: `dir` is its directory,
+    /// `ckpt_dir` its (restored) checkpoint directory.
+    pub(crate) async fn launch(
+        &self,
+        launch: &Launch,
+        dir: &Path,
+        ckpt_dir: &Path,
+        progress: &(dyn Fn(String) + Send + Sync),
+    ) -> Result<Launched, LaunchError> {
+        let Some(image) = &launch.image else {
+            if !self.settings.offers(qm_core::Runtime::Process) {
+                return Err(LaunchError::NoRuntime("process"));
+            }
+            return process::spawn(launch, dir, ckpt_dir).map(Launched::Process);
+        };
+        let Some(engine) = &self.engine else {
+            return Err(LaunchError::NoRuntime("container"));
+        };
+        engine.ensure_image(image, progress).await?;
+        let layout = Layout::new(dir);
+        let config = ConfigFiles::new(
+            launch.environment.get("SM_HPS").map(String::as_str),
+            launch.rank,
+            launch.hosts.len(),
+            &self.settings.container.network_interface_name,
+            &[],
+        )?;
+        layout.prepare(&config)?;
+        let inside_checkpoints = match &launch.local_path {
+            Some(p) => format!("/{}", p.trim_start_matches('/').trim_end_matches('/')),
+            None => sagemaker::CONTAINER_CHECKPOINTS.to_string(),
+        };
+        let nodes = launch.hosts.len().max(1);
+        let hosts = resolve_hosts(&launch.hosts).await?;
+        let mut environment = sagemaker::rank_environment(
+            &launch.job_id,
+            launch.attempt,
+            launch.rank,
+            nodes,
+            &sagemaker::host_name(0),
+            launch.gpus.len(),
+        );
+        environment.extend(launch.environment.clone());
+        environment.insert("QM_JOB_ID".into(), launch.job_id.clone());
+        environment.insert("QM_ATTEMPT".into(), launch.attempt.to_string());
+        environment.insert("QM_JOB_QUEUE".into(), launch.job_queue.clone());
+        environment.insert("QM_CHECKPOINT_DIR".into(), inside_checkpoints.clone());
+        environment.insert("QM_NODE_RANK".into(), launch.rank.to_string());
+        environment.insert("QM_NUM_NODES".into(), nodes.to_string());
+        environment.insert("SM_MODEL_DIR".into(), "/opt/ml/model".into());
+        environment.insert("SM_OUTPUT_DATA_DIR".into(), "/opt/ml/output/data".into());
+        environment.insert("SM_INPUT_DIR".into(), "/opt/ml/input".into());
+        environment.insert("SM_INPUT_CONFIG_DIR".into(), "/opt/ml/input/config".into());
+        environment.insert("SM_CHANNELS".into(), "[]".into());
+        // The GPUs are the device request's; inside, they count from 0.
+        environment.insert(
+            "CUDA_VISIBLE_DEVICES".into(),
+            (0..launch.gpus.len())
+                .map(|i| i.to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+        );
+        let spec = self
+            .settings
+            .instances
+            .iter()
+            .find(|i| i.instance_type == launch.instance_type);
+        let instances = f64::from(launch.instances.max(1));
+        let cpus = spec.and_then(|s| s.cpus).map(|c| c * instances);
+        let memory_mib = spec
+            .and_then(|s| s.memory_mib)
+            .map(|m| m * u64::from(launch.instances.max(1)));
+        let spec = ContainerSpec {
+            job_id: launch.job_id.clone(),
+            attempt: launch.attempt,
+            image: image.clone(),
+            command: launch.command.clone(),
+            environment,
+            mounts: vec![
+                (layout.input.clone(), "/opt/ml/input".into(), false),
+                (layout.model.clone(), "/opt/ml/model".into(), true),
+                (layout.output.clone(), "/opt/ml/output".into(), true),
+                (ckpt_dir.to_path_buf(), inside_checkpoints, true),
+            ],
+            hosts,
+            gpus: launch.gpus.clone(),
+            cpus,
+            memory_mib,
+            user: None,
+        };
+        let writable: Vec<PathBuf> = vec![
+            layout.model.clone(),
+            layout.output.clone(),
+            layout.output.join("data"),
+            ckpt_dir.to_path_buf(),
+        ];
+        let hand_over = move |ids: Option<(u32, u32)>| hand_over(&writable, ids);
+        let running = engine.launch(spec, dir, &hand_over).await?;
+        Ok(Launched::Container {
+            running,
+            layout,
+            memory_mib,
+        })
+    }
+}
+
+/// Gives the folders a container writes to the user it runs as (and
+/// everything already in them: a restored checkpoint). Where that user is
+/// not known, or this executor may not change owners, they are opened to
+/// every user instead: the attempt's directory above them is the
+/// executor's, so only this attempt's container reaches them.
+fn hand_over(folders: &[PathBuf], ids: Option<(u32, u32)>) -> Result<(), LaunchError> {
+    use std::os::unix::fs::PermissionsExt;
+    let open_to_all = |d: &Path| {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o777)).map_err(|source| {
+            LaunchError::CreateDir {
+                path: d.to_path_buf(),
+                source,
+            }
+        })
+    };
+    for folder in folders {
+        let Some((uid, gid)) = ids else {
+            open_to_all(folder)?;
+            continue;
+        };
+        let mut stack = vec![folder.clone()];
+        let mut ok = true;
+        while let Some(current) = stack.pop() {
+            if std::os::unix::fs::lchown(&current, Some(uid), Some(gid)).is_err() {
+                ok = false;
+                break;
+            }
+            let meta =
+                std::fs::symlink_metadata(&current).map_err(|source| LaunchError::CreateDir {
+                    path: current.clone(),
+                    source,
+                })?;
+            if meta.is_dir() {
+                for entry in
+                    std::fs::read_dir(&current).map_err(|source| LaunchError::CreateDir {
+                        path: current.clone(),
+                        source,
+                    })?
+                {
+                    if let Ok(entry) = entry {
+                        stack.push(entry.path());
+                    }
+                }
+            }
+        }
+        if ok {
+            std::fs::set_permissions(folder, std::fs::Permissions::from_mode(0o750)).map_err(
+                |source| LaunchError::CreateDir {
+                    path: folder.clone(),
+                    source,
+                },
+            )?;
+        } else {
+            tracing::debug!(folder = %folder.display(), uid, "cannot hand the folder over; opening it to every user");
+            open_to_all(folder)?;
+        }
+    }
+    Ok(())
+}
+
+/// `algo-N` -> the address of rank N-1's executor, as the engine's
+/// `extraHosts` needs it (an IP address: names are resolved here).
+async fn resolve_hosts(hosts: &[String]) -> Result<Vec<(String, String)>, LaunchError> {
+    let mut out = Vec::new();
+    for (rank, host) in hosts.iter().enumerate() {
+        let address = match host.parse::<std::net::IpAddr>() {
+            Ok(ip) => ip,
+            Err(_) => tokio::net::lookup_host((host.as_str(), 0))
+                .await
+                .ok()
+                .and_then(|mut addrs| addrs.find(|a| a.is_ipv4()).or(None))
+                .map(|a| a.ip())
+                .ok_or_else(|| {
+                    LaunchError::Contract(format!(
+                        "rank {rank}'s executor address {host:?} does not resolve (its advertiseAddress)"
+                    ))
+                })?,
+        };
+        out.push((sagemaker::host_name(rank), address.to_string()));
+    }
+    if out.is_empty() {
+        out.push((sagemaker::host_name(0), "127.0.0.1".into()));
+    }
+    Ok(out)
+}
+
+/// The executor's engine, when it offers the container runtime.
+pub(crate) type SharedEngine = Option<Arc<container::Engine>>;
