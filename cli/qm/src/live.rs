@@ -148,6 +148,17 @@ pub struct SubmitArgs {
     /// SIGUSR2, SIGHUP or SIGINT (implies --checkpoint).
     #[arg(long, value_name = "SIGNAL")]
     pub checkpoint_signal: Option<String>,
+    /// Run the job in this image (the container runtime, with the SageMaker
+    /// /opt/ml contract); the command after `--` replaces the image's
+    /// entrypoint, and without one the image's entrypoint runs with
+    /// `train`. The share's imagePrefixes must allow it.
+    #[arg(long, value_name = "IMAGE")]
+    pub image: Option<String>,
+    /// Hyperparameter NAME=VALUE (repeatable): in
+    /// /opt/ml/input/config/hyperparameters.json, as SageMaker writes them
+    /// (values as strings), and SM_HPS.
+    #[arg(long = "hp", value_name = "NAME=VALUE")]
+    pub hyperparameters: Vec<String>,
     /// Environment variable NAME=VALUE (repeatable).
     #[arg(long = "env")]
     pub env: Vec<String>,
@@ -237,6 +248,29 @@ pub fn submit_request(a: &SubmitArgs) -> Result<SubmitServiceJob, Failure> {
             .ok_or_else(|| usage(format!("--env {kv:?}: expected NAME=VALUE")))?;
         job.environment.insert(k.into(), v.into());
     }
+    if a.image.is_some() {
+        job.container_image.clone_from(&a.image);
+    }
+    if !a.hyperparameters.is_empty() {
+        let mut hps: std::collections::BTreeMap<String, String> =
+            match job.environment.get("SM_HPS") {
+                Some(text) => serde_json::from_str(text).map_err(|e| {
+                    usage(format!(
+                        "environment SM_HPS: not a JSON object of strings: {e}"
+                    ))
+                })?,
+                None => Default::default(),
+            };
+        for kv in &a.hyperparameters {
+            let (k, v) = kv
+                .split_once('=')
+                .filter(|(k, _)| !k.is_empty())
+                .ok_or_else(|| usage(format!("--hp {kv:?}: expected NAME=VALUE")))?;
+            hps.insert(k.into(), v.into());
+        }
+        let text = serde_json::to_string(&hps).map_err(|e| usage(format!("--hp: {e}")))?;
+        job.environment.insert("SM_HPS".into(), text);
+    }
     if a.token.is_some() {
         job.client_token.clone_from(&a.token);
     }
@@ -244,10 +278,17 @@ pub fn submit_request(a: &SubmitArgs) -> Result<SubmitServiceJob, Failure> {
         job.command.clone_from(&a.command);
     }
     if job.job_name.is_empty() {
+        // The program's name, or the image's repository name.
+        let image_name = job.container_image.as_deref().map(|i| {
+            let name = i.split('@').next().unwrap_or(i);
+            let last = name.rsplit('/').next().unwrap_or(name);
+            last.split(':').next().unwrap_or(last)
+        });
         job.job_name = job
             .command
             .first()
             .and_then(|c| c.rsplit('/').next())
+            .or(image_name)
             .unwrap_or("job")
             .to_string();
     }
@@ -261,8 +302,8 @@ pub fn submit_request(a: &SubmitArgs) -> Result<SubmitServiceJob, Failure> {
     if job.instance_type.is_empty() {
         missing.push("--type");
     }
-    if job.command.is_empty() {
-        missing.push("the command (after --)");
+    if job.command.is_empty() && job.container_image.is_none() {
+        missing.push("the command (after --) or --image");
     }
     if !missing.is_empty() {
         return Err(usage(format!("submit needs {}", missing.join(", "))));

@@ -573,9 +573,99 @@ pub fn checkpoint_uri_allowed(
     }
 }
 
+/// May a job of `queue/share` run `image`? Only when one of the share's
+/// `imagePrefixes` covers it: an entry ending in `/` covers every image
+/// under it; any other entry is a repository and covers that repository
+/// with any tag or digest (`team/trainer` covers `team/trainer:1` and
+/// `team/trainer@sha256:...`, not `team/trainer-2`).
+pub fn image_allowed(
+    image: &str,
+    allowed: Option<&[String]>,
+    queue: &str,
+    share: &str,
+) -> Result<(), String> {
+    let list = allowed.unwrap_or_default();
+    let covers = |entry: &str| {
+        if entry.is_empty() {
+            return false;
+        }
+        if entry.ends_with('/') {
+            return image.starts_with(entry);
+        }
+        match image.strip_prefix(entry) {
+            Some("") => true,
+            Some(rest) => rest.starts_with(':') || rest.starts_with('@'),
+            None => false,
+        }
+    };
+    if list.iter().any(|e| covers(e)) {
+        return Ok(());
+    }
+    if list.is_empty() {
+        return Err(format!(
+            "share {queue}/{share} may not run images (an admin allows them with the share's imagePrefixes)"
+        ));
+    }
+    Err(format!(
+        "{image:?} is not an image share {queue}/{share} may run (its imagePrefixes: {})",
+        list.join(", ")
+    ))
+}
+
+/// Checks an `imagePrefixes` entry: a repository or a prefix ending in
+/// `/`, as an image reference's name part.
+pub fn check_image_prefix(entry: &str) -> Result<(), String> {
+    let name = entry.trim_end_matches('/');
+    if name.is_empty() {
+        return Err("an entry must name a registry or repository".into());
+    }
+    if name.contains(['@', ' '])
+        || name
+            .rsplit('/')
+            .next()
+            .is_some_and(|last| last.contains(':') && entry.ends_with('/'))
+    {
+        return Err(format!(
+            "{entry:?} must be a repository or a prefix ending in '/', without a tag or digest"
+        ));
+    }
+    qm_wire::messages::check_image_reference(name).map_err(|e| format!("{entry:?}: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn images_are_allowed_only_under_the_shares_prefixes() {
+        let list = vec![
+            "registry.local/team-a/".to_string(),
+            "quartermaster/pytorch-trainer".to_string(),
+        ];
+        let ok = |image: &str| image_allowed(image, Some(&list), "q", "s");
+        assert!(ok("registry.local/team-a/trainer:1").is_ok());
+        assert!(ok("quartermaster/pytorch-trainer:local").is_ok());
+        assert!(ok("quartermaster/pytorch-trainer").is_ok());
+        assert!(ok(&format!(
+            "quartermaster/pytorch-trainer@sha256:{}",
+            "a".repeat(64)
+        ))
+        .is_ok());
+        let err = ok("quartermaster/pytorch-trainer-evil:1").expect_err("a longer name");
+        assert!(err.contains("imagePrefixes"), "{err}");
+        assert!(ok("registry.local/team-b/trainer:1").is_err());
+        assert!(
+            ok("registry.local/team-a").is_err(),
+            "the prefix is a folder"
+        );
+        let none = image_allowed("x/y:1", None, "q", "s").expect_err("no list");
+        assert!(none.contains("may not run images"), "{none}");
+        assert!(check_image_prefix("registry.local:5000/team-a/").is_ok());
+        assert!(check_image_prefix("quartermaster/pytorch-trainer").is_ok());
+        assert!(check_image_prefix("").is_err());
+        assert!(check_image_prefix("Team/X").is_err());
+        assert!(check_image_prefix("team/x@sha256:abc").is_err());
+    }
 
     #[test]
     fn checkpoint_uris_stay_under_the_share_prefix() {

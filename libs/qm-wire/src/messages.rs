@@ -112,6 +112,13 @@ pub struct QuotaShare {
     /// `<queue>/shares/<share>/`, so no share can reach another's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint_s3_prefixes: Option<Vec<String>>,
+    /// The images jobs of this share may run (`containerImage`): each entry
+    /// a repository (`registry.local/team-a/trainer`, any tag or digest of
+    /// it) or a prefix ending in `/` (`registry.local/team-a/`, every
+    /// repository under it). Default (absent or empty): no image; such a
+    /// share runs host commands only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_prefixes: Option<Vec<String>>,
 }
 
 /// `CreateJobQueue` / `UpdateJobQueue`.
@@ -482,6 +489,11 @@ pub struct AttemptDetail {
     pub checkpoint_upload_failing_since: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint_upload_error: Option<String>,
+    /// Why the attempt failed, in the job's words (a container's
+    /// `/opt/ml/output/failure`, first 1,024 characters) or the runtime's
+    /// (killed for its memory limit; an image that could not be pulled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_reason: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -521,6 +533,9 @@ pub struct ServiceJob {
     /// The tags it was submitted with.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tags: BTreeMap<String, String>,
+    /// The image it runs in (the `container` runtime), if it names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_image: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -734,6 +749,38 @@ pub struct CheckpointCommitted {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn image_references_are_checked_as_the_engine_reads_them() {
+        for ok in [
+            "ubuntu",
+            "quartermaster/pytorch-trainer:local",
+            "registry.local:5000/team-a/trainer:1.2-rc_3",
+            "localhost/x",
+            "Registry.Example.com/a/b",
+        ] {
+            assert!(
+                check_image_reference(ok).is_ok(),
+                "{ok}: {:?}",
+                check_image_reference(ok)
+            );
+        }
+        let digest = format!("team/trainer@sha256:{}", "0123456789abcdef".repeat(4));
+        assert!(check_image_reference(&digest).is_ok());
+        for (bad, says) in [
+            ("", "1-255"),
+            ("Team/X", "lowercase"),
+            ("team/x:", "a tag"),
+            ("team/x:-1", "a tag"),
+            ("team/x@sha256:abc", "digest"),
+            ("team//x", "lowercase"),
+            ("team/x y", "lowercase"),
+            ("host:99999/x", "registry"),
+        ] {
+            let e = check_image_reference(bad).expect_err(bad);
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn s3_uris_are_parsed_or_refused_with_the_reason() {

@@ -68,6 +68,7 @@ fn every_v1_fixture_decodes_with_fields_from_a_newer_version() {
         "error_reply_access_denied.json" => Reply<Value>,
         "exec_command_start.json" => ExecCommand,
         "exec_command_start_rank.json" => ExecCommand,
+        "exec_command_start_container.json" => ExecCommand,
         "heartbeat.json" => Heartbeat,
         "job_state_change.json" => JobStateChange,
         "list_audit_events_response.json" => ListAuditEventsResponse,

@@ -124,6 +124,33 @@ fn queue_documents_jobs_events_commands_and_log_entries_v1_decode() {
     let config = checkpoint_config.expect("checkpointConfig");
     assert_eq!(config.s3_uri.as_deref(), Some("s3://team-a-ckpt/llm/run-7"));
     assert_eq!(config.local_path.as_deref(), Some("ckpt"));
+    // A rank of a container job: the image, no command (the image's
+    // entrypoint with `train`).
+    let c: ExecCommand =
+        serde_json::from_str(&fixture("exec_command_start_container.json")).expect("decodes");
+    let ExecCommand::Start {
+        container_image,
+        command,
+        ..
+    } = c
+    else {
+        panic!("a start")
+    };
+    assert_eq!(
+        container_image.as_deref(),
+        Some("registry.local/team-a/trainer:3")
+    );
+    assert!(command.is_empty());
+    // An older start, with no image: a host command, as before.
+    let c: ExecCommand =
+        serde_json::from_str(&fixture("exec_command_start.json")).expect("decodes");
+    assert!(matches!(
+        c,
+        ExecCommand::Start {
+            container_image: None,
+            ..
+        }
+    ));
     let l: LogEntry = serde_json::from_str(&fixture("log_entry_pass.json")).expect("decodes");
     let LogEntry::Pass(p) = l else {
         panic!("a pass entry")

@@ -107,6 +107,7 @@ impl Admission {
         .map_err(denied)?;
         let (doc, revision) = self.existing(&job.job_queue).await?;
         self.check_checkpoint_uri(&doc, job)?;
+        check_image(&doc, job)?;
         let mut cluster = {
             let cached = self
                 .scratch
@@ -369,4 +370,26 @@ impl Admission {
                 ),
             })
     }
+}
+
+/// A `containerImage` must be one the job's share may run (`imagePrefixes`).
+fn check_image(doc: &QueueDocument, job: &SubmitServiceJob) -> Result<()> {
+    let Some(image) = &job.container_image else {
+        return Ok(());
+    };
+    let share = job.quota_share_name.as_deref().unwrap_or("");
+    let allowed = doc
+        .quota_shares
+        .iter()
+        .find(|s| s.quota_share_name == share)
+        .and_then(|s| s.image_prefixes.as_deref());
+    qm_tenancy::image_allowed(image, allowed, &job.job_queue, share).map_err(|e| {
+        invalid(
+            "invalid job",
+            vec![qm_wire::messages::Problem {
+                field: "containerImage".into(),
+                message: e,
+            }],
+        )
+    })
 }

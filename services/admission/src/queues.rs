@@ -85,6 +85,17 @@ impl Admission {
                     &format!("quotaShares[{i}].quotaShareName"),
                     &s.quota_share_name,
                 )?;
+                for (j, prefix) in s.image_prefixes.iter().flatten().enumerate() {
+                    qm_tenancy::check_image_prefix(prefix).map_err(|e| {
+                        invalid(
+                            "invalid queue configuration",
+                            vec![qm_wire::messages::Problem {
+                                field: format!("quotaShares[{i}].imagePrefixes[{j}]"),
+                                message: e,
+                            }],
+                        )
+                    })?;
+                }
                 for (j, prefix) in s.checkpoint_s3_prefixes.iter().flatten().enumerate() {
                     qm_wire::messages::parse_s3_uri(prefix).map_err(|e| {
                         invalid(

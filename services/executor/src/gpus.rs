@@ -62,6 +62,7 @@ mod tests {
             instance_type: t.into(),
             count,
             gpus_per_instance: gpus,
+            ..Default::default()
         }
     }
 

@@ -552,8 +552,11 @@ impl Gateway {
             Some(p) => Some(range("schedulingPriority", p, 0, 9999)? as u32),
             None => None,
         };
-        let t = crate::payload::parse(&s.service_request_payload, &self.settings.training_images)
-            .map_err(|e| self.bad(e))?;
+        let t = crate::payload::parse(
+            &s.service_request_payload,
+            &self.settings.host_command_images,
+        )
+        .map_err(|e| self.bad(e))?;
         let mut tags = t.tags.clone();
         tags.extend(s.tags.clone().unwrap_or_default());
         check_tags(&tags)?;
@@ -578,6 +581,7 @@ impl Gateway {
             termination_grace_period_seconds: None,
             checkpoint_config: t.checkpoint,
             command: t.command,
+            container_image: t.container_image,
             environment: t.environment,
             tags: tags.clone(),
             client_token: s.client_token.clone(),
@@ -1029,6 +1033,7 @@ impl Gateway {
             preemption_configuration: s.preemption_configuration.clone(),
             protections: None,
             checkpoint_s3_prefixes: None,
+            image_prefixes: None,
         };
         let op = if create {
             Operation::CreateQuotaShare

@@ -20,6 +20,10 @@ pub struct Training {
     /// `StoppingCondition.MaxRuntimeInSeconds`.
     pub max_runtime_seconds: Option<u64>,
     pub training_image: String,
+    /// The image the job runs in (`TrainingImage`), unless the gateway's
+    /// `hostCommandImages` name it: then its entrypoint runs as a host
+    /// command.
+    pub container_image: Option<String>,
     /// The training job's own `Tags`.
     pub tags: BTreeMap<String, String>,
 }
@@ -120,9 +124,11 @@ fn only(map: &Map<String, Value>, field: &str, known: &[&str]) -> Result<(), Str
     }
 }
 
-/// Reads `payload` (a JSON `CreateTrainingJob` request). `images`: the
-/// training images the executors run (empty: any, recorded only).
-pub fn parse(payload: &str, images: &[String]) -> Result<Training, String> {
+/// Reads `payload` (a JSON `CreateTrainingJob` request). `host_images`:
+/// `TrainingImage` values that stand for the host runtime (the job's
+/// `ContainerEntrypoint` runs as a host command); any other image is run
+/// in the container runtime (its share's `imagePrefixes` must allow it).
+pub fn parse(payload: &str, host_images: &[String]) -> Result<Training, String> {
     let v: Value = serde_json::from_str(payload)
         .map_err(|e| format!("serviceRequestPayload: not a JSON CreateTrainingJob request: {e}"))?;
     let top = v
@@ -244,31 +250,35 @@ pub fn parse(payload: &str, images: &[String]) -> Result<Training, String> {
         Some(i) => string(i, "AlgorithmSpecification.TrainingImage")?,
         None => return Err(bad("AlgorithmSpecification.TrainingImage", "is required")),
     };
-    if !images.is_empty() && !images.contains(&t.training_image) {
-        return Err(bad(
-            "AlgorithmSpecification.TrainingImage",
-            format!(
-                "{:?} is not an image this installation's executors run (they run: {})",
-                t.training_image,
-                images.join(", ")
-            ),
-        ));
+    let on_host = host_images.contains(&t.training_image);
+    if !on_host {
+        qm_wire::messages::check_image_reference(&t.training_image)
+            .map_err(|e| bad("AlgorithmSpecification.TrainingImage", e))?;
+        t.container_image = Some(t.training_image.clone());
     }
     let entrypoint = match spec.get("ContainerEntrypoint") {
         Some(e) => strings(e, "AlgorithmSpecification.ContainerEntrypoint")?,
         None => Vec::new(),
     };
-    if entrypoint.is_empty() {
+    let arguments = match spec.get("ContainerArguments") {
+        Some(a) => strings(a, "AlgorithmSpecification.ContainerArguments")?,
+        None => Vec::new(),
+    };
+    if entrypoint.is_empty() && on_host {
         return Err(bad(
             "AlgorithmSpecification.ContainerEntrypoint",
-            "is required: executors run a command, not an image's default entrypoint",
+            "is required: this gateway runs this TrainingImage as a host command (hostCommandImages)",
         ));
     }
-    t.command = entrypoint;
-    if let Some(args) = spec.get("ContainerArguments") {
-        t.command
-            .extend(strings(args, "AlgorithmSpecification.ContainerArguments")?);
+    if entrypoint.is_empty() && !arguments.is_empty() {
+        return Err(bad(
+            "AlgorithmSpecification.ContainerArguments",
+            "needs a ContainerEntrypoint here (without one, the image's entrypoint runs with `train`, as SageMaker does)",
+        ));
     }
+    // No entrypoint: the image's own, with `train` (an empty command).
+    t.command = entrypoint;
+    t.command.extend(arguments);
 
     // StoppingCondition: the longest an attempt may run.
     if let Some(stop) = top.get("StoppingCondition") {
@@ -431,6 +441,37 @@ mod tests {
             "registry.local/trainer:1"
         );
         assert_eq!(t.tags["project"], "llm");
+        assert_eq!(
+            t.container_image.as_deref(),
+            Some("registry.local/trainer:1"),
+            "the image is run, not only recorded"
+        );
+    }
+
+    #[test]
+    fn without_an_entrypoint_the_image_runs_its_own_with_train() {
+        let t = parse(
+            &serde_json::json!({
+                "AlgorithmSpecification": {"TrainingImage": "quartermaster/pytorch-trainer:local"},
+                "ResourceConfig": {"InstanceType": "ml.g5.xlarge", "InstanceCount": 2},
+            })
+            .to_string(),
+            &[],
+        )
+        .expect("valid");
+        assert!(t.command.is_empty(), "{:?}", t.command);
+        assert_eq!(
+            t.container_image.as_deref(),
+            Some("quartermaster/pytorch-trainer:local")
+        );
+        // An image the gateway runs on the host keeps today's behaviour.
+        let host = parse(
+            &payload(serde_json::json!({})),
+            &["registry.local/trainer:1".to_string()],
+        )
+        .expect("valid");
+        assert_eq!(host.container_image, None);
+        assert_eq!(host.command[0], "/usr/bin/python3");
     }
 
     #[test]
@@ -471,18 +512,23 @@ mod tests {
         );
         refused(
             serde_json::json!({"AlgorithmSpecification": {"TrainingImage": "x"}}),
-            &[],
+            &["x".to_string()],
             "AlgorithmSpecification.ContainerEntrypoint: is required",
+        );
+        refused(
+            serde_json::json!({"AlgorithmSpecification": {"TrainingImage": "x", "ContainerArguments": ["a"]}}),
+            &[],
+            "AlgorithmSpecification.ContainerArguments: needs a ContainerEntrypoint",
+        );
+        refused(
+            serde_json::json!({"AlgorithmSpecification": {"TrainingImage": "Not An Image", "ContainerEntrypoint": ["a"]}}),
+            &[],
+            "AlgorithmSpecification.TrainingImage: \"Not An Image\" is not an image reference",
         );
         refused(
             serde_json::json!({"AlgorithmSpecification": {"AlgorithmName": "xgboost"}}),
             &[],
             "AlgorithmSpecification.AlgorithmName",
-        );
-        refused(
-            serde_json::json!({}),
-            &["registry.local/other:2".to_string()],
-            "AlgorithmSpecification.TrainingImage: \"registry.local/trainer:1\" is not an image this installation's executors run (they run: registry.local/other:2)",
         );
         refused(
             serde_json::json!({"CheckpointConfig": {"S3Uri": "https://x/y"}}),
@@ -502,10 +548,5 @@ mod tests {
         assert!(parse("not json", &[])
             .expect_err("junk")
             .starts_with("serviceRequestPayload: not a JSON CreateTrainingJob request"));
-        assert!(parse(
-            &payload(serde_json::json!({})),
-            &["registry.local/trainer:1".to_string()]
-        )
-        .is_ok());
     }
 }

@@ -29,9 +29,14 @@ variables):
   region           QM_GATEWAY_REGION           default us-east-1: the region
                                                clients sign for and ARNs carry
   accountId        QM_GATEWAY_ACCOUNT_ID       default 000000000000 (12 digits)
-  trainingImages   QM_GATEWAY_TRAINING_IMAGES  the TrainingImage values the executors
-                                               run (JSON list); default []: any
-                                               image is accepted and recorded
+  hostCommandImages QM_GATEWAY_HOST_COMMAND_IMAGES  TrainingImage values that stand
+                                               for the host runtime (JSON list): a job
+                                               naming one runs its ContainerEntrypoint
+                                               as a host command; every other image
+                                               runs in the container runtime, if its
+                                               share's imagePrefixes allow it; default []
+                                               (trainingImages is gone: which images a
+                                               share may run is the share's imagePrefixes)
   maxBodyBytes     QM_GATEWAY_MAX_BODY_BYTES   default 1048576
   requestTimeoutMs QM_GATEWAY_REQUEST_TIMEOUT_MS  default 10000
   streamReplicas   QM_GATEWAY_STREAM_REPLICAS  copies of its buckets: default 1
@@ -52,7 +57,11 @@ pub(crate) struct Settings {
     pub(crate) insecure_plain_http: bool,
     pub(crate) region: String,
     pub(crate) account_id: String,
+    /// No longer a setting (the share's `imagePrefixes` are): kept only to
+    /// refuse it by name, so an installation that restricted images here
+    /// is not silently opened.
     pub(crate) training_images: Vec<String>,
+    pub(crate) host_command_images: Vec<String>,
     pub(crate) max_body_bytes: usize,
     pub(crate) request_timeout_ms: u64,
     pub(crate) stream_replicas: usize,
@@ -71,6 +80,7 @@ impl Default for Settings {
             region: "us-east-1".into(),
             account_id: "000000000000".into(),
             training_images: Vec::new(),
+            host_command_images: Vec::new(),
             max_body_bytes: 1 << 20,
             request_timeout_ms: 10_000,
             stream_replicas: 1,
@@ -93,6 +103,9 @@ impl qm_service::settings::Validate for Settings {
         }
         if self.keys_file.is_empty() {
             p.push("keysFile: is required (<access key id>: {secret: ...}, mode 0600)".into());
+        }
+        if !self.training_images.is_empty() {
+            p.push("trainingImages: is no longer a gateway setting; list the images each share may run in its imagePrefixes (qm apply), and remove this".into());
         }
         match self.listen_address.parse::<std::net::SocketAddr>() {
             Err(e) => p.push(format!(

@@ -117,6 +117,20 @@ impl State {
                 .rank_running(id, r.attempt, node, t)
                 .map(|()| RankEnd::Waiting),
             ReportPhase::Ended => {
+                // Why it failed, kept once per attempt (the first failing
+                // rank's words), for describe.
+                let why = r.reason.clone().or_else(|| r.error.clone());
+                let current = cluster
+                    .job(id)
+                    .and_then(|j| j.attempts.last())
+                    .is_some_and(|a| a.number == r.attempt && a.outcome.is_none());
+                if let (Some(why), true) = (why, current) {
+                    if let Some(meta) = self.queues.get_mut(&q).and_then(|qs| qs.meta.get_mut(&id))
+                    {
+                        meta.attempt_reasons.entry(r.attempt).or_insert(why);
+                    }
+                }
+                let cluster = &mut self.queues.get_mut(&q).expect("located").cluster;
                 let exit = match (r.cause, &r.error) {
                     (Some(EndCause::Fenced), _) => RankExit::Fenced,
                     (Some(EndCause::NotStarted), _) => RankExit::NotStarted,

@@ -65,6 +65,11 @@ impl Effect {
 pub struct JobMeta {
     pub public_id: String,
     pub submit: SubmitServiceJob,
+    /// Per attempt: why it failed, as its first failing rank reported it
+    /// (the job's `/opt/ml/output/failure`, an out-of-memory kill, or why it
+    /// could not be launched: a refused image pull).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub attempt_reasons: BTreeMap<u32, String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -245,6 +250,7 @@ impl State {
                     JobMeta {
                         public_id: job_id.clone(),
                         submit: job.clone(),
+                        attempt_reasons: BTreeMap::new(),
                     },
                 );
                 self.job_queue.insert(job_id, job.job_queue);

@@ -47,6 +47,7 @@ fn report(job: &str, attempt: u32, phase: ReportPhase, exit: Option<i32>) -> Log
         restore_skipped: Vec::new(),
         error: None,
         cause: None,
+        reason: None,
     })
 }
 
@@ -151,6 +152,7 @@ fn node_1_with_three() -> LogEntry {
         checkpoint_node: None,
         address: None,
         fence_after_seconds: None,
+        runtimes: Vec::new(),
     })
 }
 
@@ -255,6 +257,7 @@ fn a_lost_or_restarted_executor_ends_its_attempts_host_lost() {
             checkpoint_node: None,
             address: None,
             fence_after_seconds: None,
+            runtimes: Vec::new(),
         })
     };
     let Live { state: mut s, .. } = live(vec![
@@ -317,6 +320,7 @@ fn a_job_spread_over_executors_runs_as_one_gang() {
             checkpoint_node: None,
             address: Some(format!("{id}.cluster.local")),
             fence_after_seconds: None,
+            runtimes: Vec::new(),
         })
     };
     let rank = |executor: &str, phase: ReportPhase, exit: Option<i32>| {
@@ -332,6 +336,7 @@ fn a_job_spread_over_executors_runs_as_one_gang() {
             restore_skipped: Vec::new(),
             error: None,
             cause: None,
+            reason: None,
         })
     };
     let mut job = submit("gang", "QS1", 1);
@@ -480,6 +485,7 @@ fn entry_of(r: &qm_sim::trace::Recorded, s: &State) -> (u64, LogEntry) {
                 checkpoint_node: None,
                 address: None,
                 fence_after_seconds: None,
+                runtimes: Vec::new(),
             }),
         ),
         Recorded::NodeLost { at, name } => (
@@ -549,6 +555,7 @@ fn entry_of(r: &qm_sim::trace::Recorded, s: &State) -> (u64, LogEntry) {
                     restore_skipped: Vec::new(),
                     error: None,
                     cause: None,
+                    reason: None,
                 }),
             )
         }

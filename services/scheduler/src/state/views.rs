@@ -66,6 +66,7 @@ impl State {
             restore_skipped: a.restore_skipped.clone(),
             checkpoint_upload_failing_since: a.checkpoint_lag.as_ref().map(|(t, _)| t.as_millis()),
             checkpoint_upload_error: a.checkpoint_lag.as_ref().map(|(_, e)| e.clone()),
+            status_reason: meta.attempt_reasons.get(&a.number).cloned(),
         };
         let preempted: Vec<AttemptDetail> = job
             .attempts
@@ -93,6 +94,7 @@ impl State {
             runnable_since: (job.status == JobStatus::Runnable)
                 .then(|| job.runnable_since.as_millis()),
             tags: meta.submit.tags.clone(),
+            container_image: meta.submit.container_image.clone(),
         }
     }
 }
