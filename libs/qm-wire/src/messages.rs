@@ -331,8 +331,9 @@ pub fn check_image_reference(image: &str) -> Result<(), String> {
         let host_ok = !h.is_empty()
             && h.bytes()
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-'));
-        let port_ok = port
-            .is_none_or(|p| !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()));
+        let port_ok = port.is_none_or(|p| {
+            p.bytes().all(|b| b.is_ascii_digit()) && p.parse::<u16>().is_ok_and(|n| n > 0)
+        });
         if !host_ok || !port_ok {
             return bad("the registry is a host name with an optional :port");
         }
