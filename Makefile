@@ -2,7 +2,7 @@
 CARGO ?= cargo
 QM := target/release/qm
 
-.PHONY: aws-clients chromium evaluate up down check-deploy demo simulate bins bench-services bench-fleet bench-checkpoint bench-peers test lint check-core-deps unit integration images images-infra bench bench-pass bench-sim build clean
+.PHONY: images-torch aws-clients chromium evaluate up down check-deploy demo simulate bins bench-services bench-fleet bench-checkpoint bench-peers test lint check-core-deps unit integration images images-infra bench bench-pass bench-sim build clean
 
 ## demo: the three-share story on a real Quartermaster (NATS + Garage in
 ## containers, the four services, the example trainer), live, with a summary
@@ -61,6 +61,13 @@ up: images
 down:
 	deploy/compose/down.sh
 
+## images-torch: the PyTorch training image the container tests run
+## (quartermaster/pytorch-trainer:local, or $QM_TORCH_IMAGE): a Debian root
+## file system from this host's package sources with python3-torch, made
+## once with mmdebstrap and cached in ~/.cache/quartermaster
+images-torch:
+	examples/pytorch/build-image.sh
+
 ## images-infra: the NATS and Garage images the integration tests and the demo run
 images-infra:
 	deploy/images/build.sh
@@ -68,7 +75,7 @@ images-infra:
 ## integration: end-to-end tests against real servers in containers, the
 ## services as processes and, for the story, the rolling upgrade and the
 ## compose file, in containers from their images (so it builds them)
-integration: images bins aws-clients chromium
+integration: images images-torch bins aws-clients chromium
 	$(CARGO) test --locked -p qm-integration-tests
 
 ## chromium: headless Chromium, which renders the what-if report in the tests

@@ -1044,6 +1044,16 @@ impl Stack {
         }
     }
 
+    /// Submits as the stack's admin, expecting a refusal: its text (or the
+    /// job id, if it was accepted).
+    pub async fn try_submit(&self, job: &SubmitServiceJob) -> Result<String, String> {
+        self.client
+            .call::<_, SubmitServiceJobResponse>(Operation::SubmitServiceJob, job)
+            .await
+            .map(|r| r.job_id)
+            .map_err(|e| e.to_string())
+    }
+
     /// Sets the job's scheduling priority as `client`'s principal.
     pub async fn update_priority_as(&self, client: &Client, job_id: &str, priority: u32) {
         let _: ServiceJob = client

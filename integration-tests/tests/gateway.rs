@@ -124,6 +124,12 @@ async fn started(
             format!("127.0.0.1:{port}"),
         ),
         ("QM_GATEWAY_REGION".to_string(), REGION.to_string()),
+        // The example trainer's "image" is this host's binary: run as a
+        // host command (container jobs: tests/containers.rs).
+        (
+            "QM_GATEWAY_HOST_COMMAND_IMAGES".to_string(),
+            r#"["quartermaster/qm-trainer:local"]"#.to_string(),
+        ),
     ];
     let env: Vec<_> = env.into_iter().chain(extra.iter().cloned()).collect();
     stack.spawn_as("gateway", "qm-gateway", "gateway", &env);

@@ -220,7 +220,7 @@ fn render_wait(wait: WaitReason, name: &dyn Fn(JobId) -> String) -> String {
             "NO_EXECUTOR_FOR_RUNTIME: live executors that offer the {runtime} runtime have only {offered} instance(s) of this type, fewer than the job asks for"
         ),
         WaitReason::RuntimeInstancesBusy { runtime, free } => format!(
-            "WAITING_FOR_RUNTIME_CAPACITY: only some executors of this type offer the {runtime} runtime and they have {free} instance(s) free; it starts there without preempting"
+            "WAITING_FOR_RUNTIME_CAPACITY: only some executors of this type offer the {runtime} runtime and they have {free} instance(s) free; it starts once they have room (no job is preempted to make it)"
         ),
     }
 }

@@ -12,9 +12,12 @@
 //! the job's runtime (the usual deployment: one kind of executor per type),
 //! nothing else changes. Where only some do (a *mixed* type), the quota
 //! arithmetic, which counts a type's instances as interchangeable, does not
-//! hold for that job, so it starts only on instances that are free now on
-//! nodes offering its runtime, and never preempts: a preemption could free
-//! instances it cannot use (`docs/semantics-decisions.md`).
+//! hold for that job's room on the nodes: it is tried only while nodes
+//! offering its runtime have enough instances free now, and then fitted as
+//! any job (a reclaim for it restores the quota; the room is already
+//! there). It never preempts to free a particular node's instances: it
+//! waits for them with [`crate::WaitReason::RuntimeInstancesBusy`]
+//! (`docs/semantics-decisions.md`).
 //!
 //! Placement prefers, for every job, the nodes that offer the fewest
 //! runtimes beyond the job's own, so that jobs that may run anywhere leave

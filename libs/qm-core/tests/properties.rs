@@ -147,6 +147,16 @@ fn event() -> impl Strategy<Value = Event> {
     ]
 }
 
+/// The runtimes node `i` offers: both, host processes only, or images
+/// only, in turn (a pooled fleet offers both).
+fn node_runtimes(i: usize) -> qm_core::Runtimes {
+    match i % 3 {
+        0 => qm_core::Runtimes::all(),
+        1 => qm_core::Runtimes::only(qm_core::Runtime::Process),
+        _ => qm_core::Runtimes::only(qm_core::Runtime::Container),
+    }
+}
+
 /// A fleet: a pooled count per type, or nodes with instances of each type.
 fn build_fleet(c: &mut Cluster, pooled: [u32; 2], nodes: &[[u32; 2]]) {
     if nodes.is_empty() {
@@ -156,13 +166,7 @@ fn build_fleet(c: &mut Cluster, pooled: [u32; 2], nodes: &[[u32; 2]]) {
     }
     for (i, counts) in nodes.iter().enumerate() {
         let offers = [(TYPES[0], counts[0]), (TYPES[1], counts[1])];
-        c.register_node(
-            &node_name(i),
-            "1",
-            &offers,
-            qm_core::Runtimes::default(),
-            Time::ZERO,
-        );
+        c.register_node(&node_name(i), "1", &offers, node_runtimes(i), Time::ZERO);
     }
 }
 
@@ -224,6 +228,10 @@ fn apply_event(c: &mut Cluster, now: &mut Time, event: &Event) {
             let mut spec = JobSpec::new("j", s, t, count);
             spec.priority = priority;
             spec.checkpoints = checkpoints;
+            // A third of the jobs run in images (only some nodes run them).
+            if priority % 3 == 1 {
+                spec.runtime = qm_core::Runtime::Container;
+            }
             // Half the checkpointing jobs ask to checkpoint before a
             // preemption (a window of 20 s that commits or time close).
             spec.checkpoint_before_preempt_secs = (priority % 2 == 0).then_some(20);
@@ -339,7 +347,7 @@ fn apply_event(c: &mut Cluster, now: &mut Time, event: &Event) {
                 &node_name(node),
                 &incarnation,
                 &offers,
-                qm_core::Runtimes::default(),
+                node_runtimes(node),
                 *now,
             );
         }

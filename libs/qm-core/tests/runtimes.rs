@@ -112,7 +112,7 @@ fn jobs_that_may_run_anywhere_leave_the_rarer_runtime_free() {
 }
 
 #[test]
-fn in_a_mixed_type_a_container_job_never_preempts_and_waits_for_free_instances_there() {
+fn in_a_mixed_type_a_container_job_waits_for_room_on_its_nodes_and_preempts_nobody_for_it() {
     // L lends its one instance; B borrows it, on the only container node.
     let mut w = World::with_runtime_nodes(
         &[("c1", 1, both()), ("p1", 1, process())],
@@ -192,4 +192,33 @@ fn two_container_jobs_are_never_promised_the_same_free_instance() {
             free: 0
         })
     );
+}
+
+#[test]
+fn in_a_mixed_type_a_job_with_room_on_its_nodes_still_reclaims_its_shares_lent_capacity() {
+    // The container-only node holds B's borrowed job; L's host job has room
+    // on the node that runs both, but the quota says B borrowed L's share:
+    // B's job is reclaimed for it, and it starts on its own node once the
+    // victim stops.
+    let mut w = World::with_runtime_nodes(
+        &[("both", 1, both()), ("images", 1, container())],
+        vec![
+            lab("B", 0, -1),
+            share("L", Strategy::Lend, 1),
+            share("R", Strategy::Reserve, 1),
+        ],
+    );
+    submit_container(&mut w, "b", "B", 1, 0);
+    w.step();
+    assert_eq!(w.placed("b"), vec![("images".to_string(), vec![0])]);
+    w.at(5).submit("l", "L", 1, 0);
+    let plan = w.step();
+    assert_eq!(
+        w.preempted(&plan),
+        vec![("b".into(), CrossShare, "l".into())]
+    );
+    w.exit("b", 0);
+    let plan = w.step();
+    assert_eq!(w.started(&plan), names(&["l"]));
+    assert_eq!(w.placed("l"), vec![("both".to_string(), vec![0])]);
 }

@@ -181,6 +181,7 @@ pub fn scenario(workload: &Workload, policy: &Policy) -> Scenario {
                     .filter(|_| j.checkpoint_interval.is_some())
                     .map(|(_, c)| c),
                 failures: Vec::new(),
+                container_image: None,
             }),
             update_service_job: None,
             terminate_service_job: None,

@@ -142,6 +142,10 @@ pub struct SubmitSpec {
     pub checkpoint_seconds: Option<f64>,
     #[serde(default)]
     pub failures: Vec<FailureSpec>,
+    /// The job runs in this image: placed only on nodes offering the
+    /// `container` runtime (`nodes[].runtimes`).
+    #[serde(default)]
+    pub container_image: Option<String>,
 }
 
 fn one() -> u32 {

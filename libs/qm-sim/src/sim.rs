@@ -911,6 +911,7 @@ impl Simulation {
                 ..Default::default()
             }),
             command: vec!["simulated".into()],
+            container_image: spec.container_image.clone(),
             ..Default::default()
         };
         let mut core = to_core::job_spec(&job, &mut self.cluster)
@@ -1045,6 +1046,7 @@ impl Simulation {
             checkpoint_before_preempt_seconds: None,
             checkpoint_seconds: None,
             failures: Vec::new(),
+            container_image: None,
         };
         if self.submit(&spec).is_err() {
             // A generated job that the configuration forbids is counted, not fatal.

@@ -630,3 +630,26 @@ fn checkpoint_then_preempt_trades_the_owners_wait_for_the_victims_work() {
         r.to_table()
     );
 }
+
+#[test]
+fn image_jobs_run_only_where_images_run_and_wait_for_it_without_preempting() {
+    let r = run("runtimes.yaml");
+    assert!(
+        r.jobs.iter().all(|j| j.status == "SUCCEEDED"),
+        "{:#?}",
+        r.jobs
+    );
+    assert!(r.jobs.iter().all(|j| j.preempted_attempt_count == 0));
+    let started = |name: &str| job(&r, name).first_started_at.expect("started");
+    assert_eq!(started("host-1"), 0.0);
+    assert_eq!(
+        started("image-1"),
+        0.0,
+        "the host job left the image node free"
+    );
+    // image-2 waits for image-1's node although a host-only node is idle.
+    let image_1_ended = job(&r, "image-1").stopped_at.expect("ended");
+    assert!(started("image-2") >= image_1_ended, "{:#?}", r.jobs);
+    // Two instances of nodes that run images exist only after t=1000.
+    assert!(started("image-wide") >= 1000.0, "{:#?}", r.jobs);
+}

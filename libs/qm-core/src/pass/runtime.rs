@@ -2,9 +2,12 @@
 //! starts only where its runtime is offered.
 //!
 //! Decides: whether a job may be tried at all for want of nodes offering
-//! its runtime, and whether it is *restricted* (only some live nodes of
-//! its type offer its runtime): a restricted job starts only on instances
-//! free now on those nodes, and never preempts.
+//! its runtime. A *restricted* job (only some live nodes of its type offer
+//! its runtime) is tried only while those nodes have enough instances free
+//! now; then it is fitted like any job, reclaim included: its victims are
+//! only ever needed for the quota arithmetic (which counts a type's
+//! instances as interchangeable), never for room on a node. It never waits
+//! for, nor preempts to free, the instances of a particular node.
 //!
 //! Guarantees afterwards: two restricted jobs of a pass are never promised
 //! the same free instances (what is promised is counted until the job is
@@ -51,8 +54,9 @@ impl Pass<'_> {
         offer
     }
 
-    /// Whether `id` is restricted (`Ok(true)`), may use any instance of its
-    /// type (`Ok(false)`), or cannot start in this pass for its runtime.
+    /// Whether `id` may be tried in this pass: `Ok(true)` when it is
+    /// restricted (and its nodes have room now), `Ok(false)` when it may use
+    /// any instance of its type; the reason it cannot start otherwise.
     pub(super) fn runtime_gate(&mut self, id: JobId) -> Result<bool, WaitReason> {
         let job = self.job(id);
         let (t, runtime, count) = (job.spec.instance_type, job.spec.runtime, job.spec.count);

@@ -86,11 +86,10 @@ impl Pass<'_> {
                 return WaitReason::StrictFifoBehind(head.job);
             }
         }
-        let restricted = match self.runtime_gate(id) {
-            Ok(restricted) => restricted,
-            Err(reason) => return reason,
-        };
-        match self.fit(id, try_reclaim && !restricted) {
+        if let Err(reason) = self.runtime_gate(id) {
+            return reason;
+        }
+        match self.fit(id, try_reclaim) {
             Err(reason) => reason,
             Ok(_)
                 if job.spec.priority > 0 && self.c.shares[s.index()].config.in_share_preemption =>
@@ -291,15 +290,15 @@ impl Pass<'_> {
         if let Some(limit) = self.c.never_fits(s, t, count, job.spec.checkpoints) {
             return Err(WaitReason::Misconfiguration(limit));
         }
-        // A restricted job (its runtime only on some nodes) never preempts.
-        let restricted = self.runtime_gate(id)?;
+        // Where its runtime is offered by only some nodes, a job is tried
+        // only while they have room for it now (`runtime.rs`).
+        self.runtime_gate(id)?;
         match step {
             Step::WithinQuota | Step::Borrow => {
-                let victims = self.fit(id, step == Step::WithinQuota && !restricted)?;
+                let victims = self.fit(id, step == Step::WithinQuota)?;
                 self.admit(id, &victims, &[]);
                 Ok(())
             }
-            Step::InShare if restricted => self.fit(id, false).map(|_| ()),
             Step::InShare => self.try_in_share(id),
         }
     }

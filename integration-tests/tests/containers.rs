@@ -1,0 +1,393 @@
+//! Training containers end to end (issue 27): the `container` runtime runs
+//! a real PyTorch image (`examples/pytorch/build-image.sh`, Debian's CPU
+//! build of PyTorch and a SageMaker-contract script under torchrun) on
+//! executors that talk to the Docker engine; the `/opt/ml` contract, the
+//! failure file, the runtime placement rule, a container that dies with its
+//! executor, and a job trying what it must not.
+
+use std::time::{Duration, Instant};
+
+use qm_integration_tests::stack::{start_nats, Stack};
+use qm_integration_tests::{start_s3, S3Server};
+use qm_wire::messages::{CheckpointConfig, SubmitServiceJob};
+
+/// The image the tests run (`make images-torch` builds it).
+fn torch_image() -> String {
+    std::env::var("QM_TORCH_IMAGE").unwrap_or_else(|_| "quartermaster/pytorch-trainer:local".into())
+}
+
+fn queue_yaml() -> String {
+    let image = torch_image();
+    let repository = image.rsplit_once(':').map_or(image.as_str(), |(r, _)| r);
+    format!(
+        r#"
+jobQueue:
+  jobQueueName: training
+  queueingStrategy: BEST_EFFORT_FIFO
+quotaShares:
+  - quotaShareName: QS1
+    capacityLimits: [{{capacityUnit: ml.g5.xlarge, maxCapacity: 2}}]
+    resourceSharingConfiguration: {{strategy: LEND_AND_BORROW, borrowLimit: 100}}
+    imagePrefixes: ["{repository}"]
+  - quotaShareName: QS2
+    capacityLimits: [{{capacityUnit: ml.g5.xlarge, maxCapacity: 2}}]
+    resourceSharingConfiguration: {{strategy: LEND}}
+    imagePrefixes: ["{repository}"]
+  - quotaShareName: QS3
+    capacityLimits: [{{capacityUnit: ml.g5.xlarge, maxCapacity: 0}}]
+    resourceSharingConfiguration: {{strategy: LEND_AND_BORROW, borrowLimit: -1}}
+"#
+    )
+}
+
+fn docker(args: &[&str]) -> String {
+    let out = std::process::Command::new("docker")
+        .args(args)
+        .output()
+        .expect("docker runs");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn assert_image_built() {
+    let image = torch_image();
+    assert!(
+        !docker(&["image", "ls", "-q", &image]).is_empty(),
+        "{image} is missing: run `make images-torch` (examples/pytorch/build-image.sh)"
+    );
+}
+
+/// Containers an executor labelled, running or not.
+fn containers_of(executor: &str) -> Vec<String> {
+    docker(&[
+        "ps",
+        "-a",
+        "-q",
+        "--filter",
+        &format!("label=qm.executor={executor}"),
+    ])
+    .lines()
+    .map(str::to_string)
+    .collect()
+}
+
+/// A stack whose executors `ids` offer the container runtime (and the
+/// process runtime when `process` too).
+async fn stack(
+    name: &str,
+    ids: &[&str],
+    process: bool,
+) -> (qm_integration_tests::stack::Nats, S3Server, Stack) {
+    assert_image_built();
+    let nats = start_nats().await;
+    let s3 = start_s3().await;
+    let mut stack = Stack::new(&nats, &s3, name).await;
+    stack.scheduler_env = vec![("QM_SCHEDULER_EXECUTOR_TIMEOUT_SECONDS".into(), "3".into())];
+    let runtimes = if process {
+        r#"["process","container"]"#
+    } else {
+        r#"["container"]"#
+    };
+    stack.executor_env = vec![
+        ("QM_EXECUTOR_RUNTIMES".into(), runtimes.into()),
+        ("QM_EXECUTOR_FENCE_AFTER_SECONDS".into(), "6".into()),
+        ("QM_EXECUTOR_ADVERTISE_ADDRESS".into(), "127.0.0.1".into()),
+    ];
+    stack.admission();
+    stack.scheduler("scheduler-1");
+    stack.apply(&queue_yaml()).await;
+    stack.wait_leader("scheduler-1").await;
+    for id in ids {
+        stack.executor(id, "training", "ml.g5.xlarge", 1);
+    }
+    (nats, s3, stack)
+}
+
+fn container_job(name: &str, share: &str, count: u32, hps: &[(&str, &str)]) -> SubmitServiceJob {
+    let hps: std::collections::BTreeMap<&str, &str> = hps.iter().copied().collect();
+    SubmitServiceJob {
+        job_name: name.into(),
+        job_queue: "training".into(),
+        quota_share_name: Some(share.into()),
+        instance_type: "ml.g5.xlarge".into(),
+        instance_count: Some(count),
+        container_image: Some(torch_image()),
+        checkpoint_config: Some(CheckpointConfig::default()),
+        environment: [(
+            "SM_HPS".to_string(),
+            serde_json::to_string(&hps).expect("json"),
+        )]
+        .into(),
+        ..Default::default()
+    }
+}
+
+/// What the job's rank 0 wrote to `/opt/ml/model/params.json`.
+fn params(stack: &Stack, executor: &str, job_id: &str, attempt: u32) -> serde_json::Value {
+    let path = stack
+        .path()
+        .join(executor)
+        .join(job_id)
+        .join(format!("attempt-{attempt}"))
+        .join("ml/model/params.json");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}\n{}", path.display(), stack.logs()));
+    serde_json::from_str(&text).expect("params.json is JSON")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pytorch_image_trains_with_the_sagemaker_contract_and_its_failure_reaches_describe() {
+    let (_nats, _s3, mut stack) = stack("containers-contract", &["node-1"], false).await;
+
+    // Hyperparameters arrive as strings; the run checkpoints and succeeds.
+    let job = stack
+        .submit(&container_job(
+            "contract",
+            "QS1",
+            1,
+            &[("steps", "30"), ("checkpoint_every", "10"), ("lr", "0.05")],
+        ))
+        .await;
+    let done = stack.wait_final(&job, 180).await;
+    assert_eq!(done.status, "SUCCEEDED", "{done:#?}\n{}", stack.logs());
+    assert_eq!(
+        done.container_image.as_deref(),
+        Some(torch_image().as_str())
+    );
+    let p = params(&stack, "node-1", &job, 1);
+    assert_eq!(p["hyperparameters"]["steps"], "30");
+    assert_eq!(p["hyperparameters"]["lr"], "0.05");
+    assert_eq!(p["world"], 1);
+    let out = stack.attempt_stdout("node-1", &job, 1);
+    assert!(
+        out.contains("torch.distributed.run"),
+        "started under torchrun: {out}"
+    );
+    assert!(out.contains("final digest"), "{out}");
+    let detail = &done.attempts[0];
+    assert_eq!(detail.last_checkpoint_step, Some(30), "{done:#?}");
+    assert!(
+        containers_of("node-1").is_empty(),
+        "no container of an ended attempt is left behind"
+    );
+
+    // A failing script: the first 1,024 characters of its failure file
+    // become the attempt's reason.
+    let job = stack
+        .submit(&container_job(
+            "fails",
+            "QS1",
+            1,
+            &[("steps", "30"), ("fail_at_step", "3")],
+        ))
+        .await;
+    let failed = stack.wait_final(&job, 180).await;
+    assert_eq!(failed.status, "FAILED", "{failed:#?}");
+    let reason = failed.attempts[0].status_reason.clone().unwrap_or_default();
+    assert!(
+        reason.starts_with("diverged at step 3"),
+        "the job's own words: {failed:#?}"
+    );
+    assert_eq!(failed.attempts[0].exit_code, Some(3));
+    stack.stop_all();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_container_job_waits_for_an_executor_that_runs_images_and_an_image_outside_the_share_is_refused(
+) {
+    assert_image_built();
+    let nats = start_nats().await;
+    let s3 = start_s3().await;
+    let mut stack = Stack::new(&nats, &s3, "containers-placement").await;
+    stack.admission();
+    stack.scheduler("scheduler-1");
+    stack.apply(&queue_yaml()).await;
+    stack.wait_leader("scheduler-1").await;
+    // An executor of host processes only.
+    stack.executor("node-1", "training", "ml.g5.xlarge", 1);
+    let job = stack
+        .submit(&container_job("waits", "QS1", 1, &[("steps", "5")]))
+        .await;
+    let waiting = stack
+        .wait_for(&job, 30, "a reason", |j| {
+            j.status_reason.starts_with("NO_EXECUTOR_FOR_RUNTIME")
+        })
+        .await;
+    assert_eq!(waiting.status, "RUNNABLE");
+    assert!(
+        waiting.status_reason.contains("container runtime"),
+        "{waiting:#?}"
+    );
+    // One that runs images registers: the job starts there, not on node-1.
+    stack.executor_env = vec![("QM_EXECUTOR_RUNTIMES".into(), r#"["container"]"#.into())];
+    stack.executor("node-2", "training", "ml.g5.xlarge", 1);
+    let done = stack.wait_final(&job, 180).await;
+    assert_eq!(done.status, "SUCCEEDED", "{done:#?}\n{}", stack.logs());
+    assert_eq!(done.attempts[0].executor_id.as_deref(), Some("node-2"));
+
+    // As an attacker: an image the share does not allow, or any image for
+    // a share without imagePrefixes, is refused by name; nothing is stored.
+    let mut evil = container_job("evil", "QS1", 1, &[]);
+    evil.container_image = Some(format!(
+        "{}-evil:1",
+        torch_image().split(':').next().unwrap_or_default()
+    ));
+    let e = stack.try_submit(&evil).await.expect_err("refused");
+    assert!(
+        e.contains("containerImage") && e.contains("imagePrefixes"),
+        "{e}"
+    );
+    let mut elsewhere = container_job("elsewhere", "QS3", 1, &[]);
+    elsewhere.container_image = Some(torch_image());
+    let e = stack.try_submit(&elsewhere).await.expect_err("refused");
+    assert!(e.contains("may not run images"), "{e}");
+    stack.stop_all();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_container_sees_no_docker_socket_no_credentials_and_no_other_job() {
+    let (_nats, _s3, mut stack) = stack("containers-attacker", &["node-1"], false).await;
+    let secret_dir = stack.path().to_path_buf();
+    let probe = format!(
+        "import os, sys\n\
+         found = [p for p in ['/var/run/docker.sock', '/run/docker.sock', {secret:?}, {creds:?}] if os.path.exists(p)]\n\
+         env = [k for k in os.environ if k.startswith(('QM_NATS', 'QM_EXECUTOR', 'AWS_', 'QM_CHECKPOINT_S3'))]\n\
+         caps = open('/proc/self/status').read().split('CapEff:')[1].split()[0]\n\
+         nnp = open('/proc/self/status').read().split('NoNewPrivs:')[1].split()[0]\n\
+         print('found', found, 'env', env, 'caps', caps, 'nnp', nnp)\n\
+         sys.exit(1 if found or env or nnp != '1' else 0)\n",
+        secret = secret_dir.display().to_string(),
+        creds = stack.auth.key("node-1").display().to_string(),
+    );
+    let mut job = container_job("probe", "QS1", 1, &[]);
+    job.command = vec!["python3".into(), "-c".into(), probe];
+    job.checkpoint_config = None;
+    let id = stack.submit(&job).await;
+    let done = stack.wait_final(&id, 120).await;
+    let out = stack.attempt_stdout("node-1", &id, 1);
+    assert_eq!(done.status, "SUCCEEDED", "{out}\n{done:#?}");
+    assert!(out.contains("found [] env []"), "{out}");
+    stack.stop_all();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_container_dies_with_its_executor_and_a_restart_reconciles() {
+    let (_nats, _s3, mut stack) = stack("containers-kill9", &["node-1"], false).await;
+    let job = stack
+        .submit(&container_job(
+            "long",
+            "QS1",
+            1,
+            &[("steps", "100000"), ("step_seconds", "0.05")],
+        ))
+        .await;
+    stack
+        .wait_for(&job, 120, "RUNNING", |j| j.status == "RUNNING")
+        .await;
+    let running: Vec<String> = containers_of("node-1");
+    assert_eq!(running.len(), 1, "one container for the attempt");
+    // kill -9: no drain, no clean-up by the executor itself.
+    stack.signal("node-1", "KILL");
+    let killed_at = Instant::now();
+    // The guard kills the container at once; the fencing bound (6 s
+    // fenceAfterSeconds + the job's grace) is the most it may take.
+    let bound = Duration::from_secs(6 + 120);
+    loop {
+        let alive = docker(&["ps", "-q", "--filter", "label=qm.executor=node-1"]);
+        if alive.is_empty() {
+            break;
+        }
+        assert!(
+            killed_at.elapsed() < bound,
+            "a container outlived its executor past the fencing bound"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let gone_after = killed_at.elapsed();
+    eprintln!("container gone {gone_after:?} after kill -9 of its executor");
+    // A container the executor could not clean up (as if its guard had
+    // died too) is stopped by the next start of the executor.
+    let leftover = docker(&[
+        "run",
+        "-d",
+        "--label",
+        "qm.executor=node-1",
+        "--label",
+        "qm.job=stale",
+        "--label",
+        "qm.attempt=1",
+        "--entrypoint",
+        "sleep",
+        &torch_image(),
+        "600",
+    ]);
+    assert!(!leftover.is_empty());
+    stack.restart("node-1");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !containers_of("node-1").is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the restarted executor left a stale container\n{}",
+            stack.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The job was requeued (HOST_LOST) and runs again on the restarted node.
+    let again = stack
+        .wait_for(&job, 120, "a second attempt", |j| j.attempts.len() >= 2)
+        .await;
+    assert_eq!(
+        again.attempts[0].outcome.as_deref(),
+        Some("HOST_LOST"),
+        "{again:#?}"
+    );
+    stack.stop_all();
+    let _ = docker(&["rm", "-f", &leftover]);
+}
+
+/// On a machine with an NVIDIA GPU and the NVIDIA Container Toolkit
+/// (`examples/pytorch/gpu-check.sh` runs it; skipped elsewhere): an
+/// executor with one GPU per instance runs a container job on one
+/// instance, and the job sees exactly one GPU, numbered 0.
+#[tokio::test(flavor = "multi_thread")]
+async fn on_a_gpu_node_a_container_job_sees_exactly_its_gpus() {
+    if std::env::var("QM_GPU_TEST").as_deref() != Ok("1") {
+        eprintln!(
+            "skipped: set QM_GPU_TEST=1 on a machine with an NVIDIA GPU and its container toolkit"
+        );
+        return;
+    }
+    assert_image_built();
+    let nats = start_nats().await;
+    let s3 = start_s3().await;
+    let mut stack = Stack::new(&nats, &s3, "containers-gpu").await;
+    stack.executor_env = vec![("QM_EXECUTOR_RUNTIMES".into(), r#"["container"]"#.into())];
+    stack.admission();
+    stack.scheduler("scheduler-1");
+    stack.apply(&queue_yaml()).await;
+    stack.wait_leader("scheduler-1").await;
+    stack.checkpoint("gpu-1");
+    let instances = r#"[{"instanceType":"ml.g5.xlarge","count":1,"gpusPerInstance":1}]"#;
+    stack
+        .executor_env
+        .push(("QM_EXECUTOR_INSTANCES".into(), instances.into()));
+    stack.executor_alone("gpu-1", "training", "ml.g5.xlarge", 1);
+    let mut job = container_job("gpus", "QS1", 1, &[]);
+    job.checkpoint_config = None;
+    job.command = vec![
+        "sh".into(),
+        "-c".into(),
+        "nvidia-smi -L; echo visible=$CUDA_VISIBLE_DEVICES count=$(nvidia-smi -L | wc -l)".into(),
+    ];
+    let id = stack.submit(&job).await;
+    let done = stack.wait_final(&id, 300).await;
+    let out = stack.attempt_stdout("gpu-1", &id, 1);
+    eprintln!("{out}");
+    assert_eq!(
+        done.status,
+        "SUCCEEDED",
+        "{out}\n{done:#?}\n{}",
+        stack.logs()
+    );
+    assert!(out.contains("visible=0 count=1"), "{out}");
+    stack.stop_all();
+}
