@@ -306,6 +306,7 @@ pub fn start_command(
         rank: 0,
         grace_seconds: None,
         container_image: None,
+        output_s3_uri: None,
         hosts: vec![],
     }
 }

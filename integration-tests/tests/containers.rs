@@ -136,17 +136,21 @@ fn params(stack: &Stack, executor: &str, job_id: &str, attempt: u32) -> serde_js
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_pytorch_image_trains_with_the_sagemaker_contract_and_its_failure_reaches_describe() {
-    let (_nats, _s3, mut stack) = stack("containers-contract", &["node-1"], false).await;
+    let (_nats, s3, mut stack) = stack("containers-contract", &["node-1"], false).await;
 
-    // Hyperparameters arrive as strings; the run checkpoints and succeeds.
-    let job = stack
-        .submit(&container_job(
-            "contract",
-            "QS1",
-            1,
-            &[("steps", "30"), ("checkpoint_every", "10"), ("lr", "0.05")],
-        ))
-        .await;
+    // Hyperparameters arrive as strings; the run checkpoints and succeeds;
+    // its model is delivered where OutputDataConfig says.
+    let mut contract = container_job(
+        "contract",
+        "QS1",
+        1,
+        &[("steps", "30"), ("checkpoint_every", "10"), ("lr", "0.05")],
+    );
+    let output = format!("s3://{}/training/shares/QS1/models", s3.config.bucket);
+    contract.output_data_config = Some(qm_wire::messages::OutputDataConfig {
+        s3_output_path: output.clone(),
+    });
+    let job = stack.submit(&contract).await;
     let done = stack.wait_final(&job, 180).await;
     assert_eq!(done.status, "SUCCEEDED", "{done:#?}\n{}", stack.logs());
     assert_eq!(
@@ -169,6 +173,38 @@ async fn a_pytorch_image_trains_with_the_sagemaker_contract_and_its_failure_reac
         containers_of("node-1").is_empty(),
         "no container of an ended attempt is left behind"
     );
+    let model = qm_checkpoint::ObjectStore::get(
+        &s3.store(),
+        &format!("training/shares/QS1/models/{job}/output/model.tar.gz"),
+    )
+    .await
+    .expect("S3 answers")
+    .expect("model.tar.gz was uploaded");
+    let mut names = Vec::new();
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(&model[..]));
+    for entry in archive.entries().expect("a tar.gz") {
+        let entry = entry.expect("an entry");
+        names.push(entry.path().expect("path").display().to_string());
+    }
+    names.sort();
+    assert_eq!(
+        names,
+        ["losses.json", "model.pt", "params.json"],
+        "{names:?}"
+    );
+    assert!(qm_checkpoint::ObjectStore::exists(
+        &s3.store(),
+        &format!("training/shares/QS1/models/{job}/output/output.tar.gz"),
+    )
+    .await
+    .expect("S3 answers"));
+    // An output path outside what the share may write is refused at submit.
+    let mut elsewhere = container_job("elsewhere", "QS1", 1, &[]);
+    elsewhere.output_data_config = Some(qm_wire::messages::OutputDataConfig {
+        s3_output_path: format!("s3://{}/training/shares/QS2/models", s3.config.bucket),
+    });
+    let e = stack.try_submit(&elsewhere).await.expect_err("refused");
+    assert!(e.contains("outputDataConfig.s3OutputPath"), "{e}");
 
     // A failing script: the first 1,024 characters of its failure file
     // become the attempt's reason.
@@ -187,7 +223,9 @@ async fn a_pytorch_image_trains_with_the_sagemaker_contract_and_its_failure_reac
         reason.starts_with("diverged at step 3"),
         "the job's own words: {failed:#?}"
     );
-    assert_eq!(failed.attempts[0].exit_code, Some(3));
+    // The script exits 3 under torchrun, which reports a failed worker
+    // by exiting 1 itself: the container's exit code is torchrun's.
+    assert_eq!(failed.attempts[0].exit_code, Some(1));
     stack.stop_all();
 }
 

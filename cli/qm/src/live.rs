@@ -154,6 +154,12 @@ pub struct SubmitArgs {
     /// `train`. The share's imagePrefixes must allow it.
     #[arg(long, value_name = "IMAGE")]
     pub image: Option<String>,
+    /// Where a successful container job's /opt/ml/model and
+    /// /opt/ml/output/data go: s3://bucket/prefix gets
+    /// <prefix>/<jobId>/output/model.tar.gz and output.tar.gz (within the
+    /// share's checkpointS3Prefixes).
+    #[arg(long, value_name = "S3_URI")]
+    pub output_s3_uri: Option<String>,
     /// Hyperparameter NAME=VALUE (repeatable): in
     /// /opt/ml/input/config/hyperparameters.json, as SageMaker writes them
     /// (values as strings), and SM_HPS.
@@ -250,6 +256,12 @@ pub fn submit_request(a: &SubmitArgs) -> Result<SubmitServiceJob, Failure> {
     }
     if a.image.is_some() {
         job.container_image.clone_from(&a.image);
+    }
+    if let Some(uri) = &a.output_s3_uri {
+        qm_wire::messages::parse_s3_uri(uri).map_err(|e| usage(format!("--output-s3-uri: {e}")))?;
+        job.output_data_config = Some(qm_wire::messages::OutputDataConfig {
+            s3_output_path: uri.clone(),
+        });
     }
     if !a.hyperparameters.is_empty() {
         let mut hps: std::collections::BTreeMap<String, String> =

@@ -6,6 +6,7 @@
 //! the checkpoint service supplies the S3 implementation.
 
 pub mod manifest;
+pub mod output;
 pub mod s3;
 pub mod store;
 pub mod sync;

@@ -354,6 +354,17 @@ pub fn check_image_reference(image: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Where a job's outputs are uploaded when it succeeds.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OutputDataConfig {
+    /// `s3://bucket/prefix`: `/opt/ml/model` becomes
+    /// `<prefix>/<jobId>/output/model.tar.gz` and `/opt/ml/output/data`
+    /// `output.tar.gz`. It must lie where the job's share may write (its
+    /// `checkpointS3Prefixes`, as for checkpoints).
+    pub s3_output_path: String,
+}
+
 /// `SubmitServiceJob`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -389,6 +400,10 @@ pub struct SubmitServiceJob {
     /// the share's `imagePrefixes` in the tenancy are accepted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container_image: Option<String>,
+    /// Where a successful container job's `/opt/ml/model` and
+    /// `/opt/ml/output/data` go (SageMaker's `OutputDataConfig`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_data_config: Option<OutputDataConfig>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub environment: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]

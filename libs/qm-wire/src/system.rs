@@ -299,6 +299,10 @@ pub enum ExecCommand {
         /// (an executor placed it only if it offers that runtime).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         container_image: Option<String>,
+        /// The job's `outputDataConfig.s3OutputPath`: rank 0 has the node's
+        /// checkpoint service upload its outputs there when it succeeds.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output_s3_uri: Option<String>,
     },
     /// SIGTERM, then SIGKILL after `grace_seconds`.
     #[serde(rename_all = "camelCase")]

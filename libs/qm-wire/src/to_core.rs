@@ -226,6 +226,17 @@ pub fn job_spec(
             ));
         }
     }
+    if let Some(o) = &job.output_data_config {
+        if job.container_image.is_none() {
+            problems.push(problem(
+                "outputDataConfig",
+                "needs a containerImage (outputs are the container's /opt/ml/model and /opt/ml/output/data)",
+            ));
+        }
+        if let Err(e) = wire::parse_s3_uri(&o.s3_output_path) {
+            problems.push(problem("outputDataConfig.s3OutputPath", e));
+        }
+    }
     if let Some(c) = &job.checkpoint_config {
         if let Some(uri) = &c.s3_uri {
             if let Err(e) = wire::parse_s3_uri(uri) {

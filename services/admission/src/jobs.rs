@@ -107,6 +107,7 @@ impl Admission {
         .map_err(denied)?;
         let (doc, revision) = self.existing(&job.job_queue).await?;
         self.check_checkpoint_uri(&doc, job)?;
+        self.check_output_uri(&doc, job)?;
         check_image(&doc, job)?;
         let mut cluster = {
             let cached = self
@@ -176,6 +177,41 @@ impl Admission {
                     "invalid job",
                     vec![qm_wire::messages::Problem {
                         field: "checkpointConfig.s3Uri".into(),
+                        message: e,
+                    }],
+                )
+            },
+        )
+    }
+
+    /// `outputDataConfig.s3OutputPath` must lie where the job's share may
+    /// write (the same rule as checkpoints; the checkpoint service checks
+    /// it again).
+    pub(crate) fn check_output_uri(
+        &self,
+        doc: &QueueDocument,
+        job: &SubmitServiceJob,
+    ) -> Result<()> {
+        let Some(uri) = job
+            .output_data_config
+            .as_ref()
+            .map(|o| o.s3_output_path.as_str())
+        else {
+            return Ok(());
+        };
+        let share = job.quota_share_name.as_deref().unwrap_or("");
+        let allowed = doc
+            .quota_shares
+            .iter()
+            .find(|s| s.quota_share_name == share)
+            .and_then(|s| s.checkpoint_s3_prefixes.as_deref());
+        let bucket = Some(self.settings.checkpoint_bucket.as_str()).filter(|b| !b.is_empty());
+        qm_tenancy::checkpoint_uri_allowed(uri, allowed, bucket, &job.job_queue, share).map_err(
+            |e| {
+                invalid(
+                    "invalid job",
+                    vec![qm_wire::messages::Problem {
+                        field: "outputDataConfig.s3OutputPath".into(),
                         message: e,
                     }],
                 )

@@ -258,6 +258,7 @@ async fn run(
                             "restore" => svc.restore(&req).await,
                             "track" => svc.track(req).await,
                             "flush" => svc.flush(req).await,
+                            "output" => svc.output(req).await,
                             other => Err(api::invalid(format!("unknown checkpoint operation {other:?}"), vec![])),
                         },
                     };

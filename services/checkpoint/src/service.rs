@@ -660,6 +660,48 @@ impl Service {
         }
     }
 
+    /// Uploads a succeeded container attempt's outputs: `dir` is its `ml`
+    /// folder, `s3Uri` its `outputDataConfig.s3OutputPath` (where the
+    /// share may write, as checkpoints): `model/` becomes
+    /// `<prefix>/<jobId>/output/model.tar.gz`, `output/data/`
+    /// `output.tar.gz` (`qm_checkpoint::output`).
+    pub(crate) async fn output(&self, req: CheckpointRequest) -> Result<CheckpointReply, ApiError> {
+        if req.s3_uri.is_none() {
+            return Err(api::invalid("s3Uri: the output path is required", vec![]));
+        }
+        let target = self.target(&req).await?;
+        let mut folders = Vec::new();
+        for (folder, object) in [("model", "model.tar.gz"), ("output/data", "output.tar.gz")] {
+            let path = target.dir.join(folder);
+            // The job wrote these folders: one swapped for a link is not
+            // followed out of the attempt's directory.
+            if let Ok(meta) = std::fs::symlink_metadata(&path) {
+                if !meta.is_dir() {
+                    return Err(api::invalid(
+                        format!("{folder}: is not a directory (a link is never followed)"),
+                        vec![],
+                    ));
+                }
+            }
+            folders.push((path, object));
+        }
+        let scratch = target.dir.parent().unwrap_or(&target.dir).to_path_buf();
+        let started = std::time::Instant::now();
+        let uploaded = qm_checkpoint::output::upload(
+            &target.store,
+            &target.prefix,
+            &req.job_id,
+            &folders,
+            &scratch,
+        )
+        .await
+        .map_err(|e| failed("output upload failed", e))?;
+        for (key, bytes) in &uploaded {
+            tracing::info!(job = %req.job_id, attempt = req.attempt, key, bytes, seconds = started.elapsed().as_secs_f64(), "output uploaded");
+        }
+        Ok(CheckpointReply::default())
+    }
+
     pub(crate) async fn flush(&self, req: CheckpointRequest) -> Result<CheckpointReply, ApiError> {
         self.target(&req).await?;
         if let Ok(mut f) = self.flushed.lock() {

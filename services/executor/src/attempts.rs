@@ -65,6 +65,7 @@ impl Executor {
                 hosts,
                 grace_seconds,
                 container_image,
+                output_s3_uri,
                 ..
             } => {
                 let grace_seconds = grace_seconds.unwrap_or(qm_core::DEFAULT_GRACE_PERIOD_SECS);
@@ -120,6 +121,8 @@ impl Executor {
                     local_path: config.local_path.clone(),
                     instances: slots.len() as u32,
                     instance_type: instance_type.clone(),
+                    output_s3_uri,
+                    quota_share_name: quota_share_name.clone(),
                 };
                 let span = tracing::info_span!(
                     "attempt",
@@ -365,6 +368,14 @@ impl Executor {
         ended.exit_code = status.0;
         ended.signal = status.1;
         tracing::info!(job = %job_id, attempt, exit_code = ?status.0, signal = ?status.1, "process ended");
+        if status.0 == Some(0) && stop.borrow().is_none() {
+            if let Err(e) = self.upload_outputs(&launch, &dir).await {
+                // SageMaker fails a job whose model cannot be delivered.
+                tracing::error!(job = %job_id, attempt, error = %e, "outputs not uploaded: the attempt fails");
+                ended.exit_code = None;
+                ended.error = Some(format!("the outputs could not be uploaded: {e}"));
+            }
+        }
         let Some(request) = launch.syncs_checkpoints() else {
             return self.finish(ended);
         };
@@ -378,6 +389,38 @@ impl Executor {
             tracing::error!(job = %job_id, attempt, error = %e, "final checkpoint flush failed; the next attempt restores the last committed one");
         }
         self.finish(ended);
+    }
+
+    /// Rank 0 of a succeeded container job with an output path: the node's
+    /// checkpoint service (which holds the S3 credentials) uploads its
+    /// `/opt/ml/model` and `/opt/ml/output/data`.
+    async fn upload_outputs(
+        &self,
+        launch: &process::Launch,
+        dir: &Path,
+    ) -> Result<(), crate::error::CheckpointCallError> {
+        let (Some(uri), true, true) = (
+            &launch.output_s3_uri,
+            launch.image.is_some(),
+            launch.rank == 0,
+        ) else {
+            return Ok(());
+        };
+        let request = CheckpointRequest {
+            job_queue: launch.job_queue.clone(),
+            quota_share_name: launch
+                .checkpoint
+                .as_ref()
+                .map(|c| c.quota_share_name.clone())
+                .unwrap_or_else(|| launch.quota_share_name.clone()),
+            job_id: launch.job_id.clone(),
+            attempt: launch.attempt,
+            dir: dir.join("ml").display().to_string(),
+            s3_uri: Some(uri.clone()),
+            epoch: None,
+            answer_within_ms: None,
+        };
+        self.checkpoint("output", &request, 3).await.map(|_| ())
     }
 
     /// The attempt's checkpoint directory, created (and handed to the

@@ -329,8 +329,8 @@ impl Engine {
             shm_size: Some((self.settings.shm_size_mib as i64) << 20),
             ulimits: Some(vec![ResourcesUlimits {
                 name: Some("memlock".into()),
-                soft: Some(-1),
-                hard: Some(-1),
+                soft: Some(memlock_limit()),
+                hard: Some(memlock_limit()),
             }]),
             memory: spec.memory_mib.map(|m| (m as i64) << 20),
             nano_cpus: spec.cpus.map(|c| (c * 1e9) as i64),
@@ -753,6 +753,29 @@ fn passwd_lookup(passwd: &str, name: &str) -> Option<(u32, u32)> {
     })
 }
 
+/// The locked-memory limit a job container gets: as much as this node
+/// allows (the executor's own hard limit, read from `/proc/self/limits`;
+/// unlimited, as NCCL wants, where the node does not limit it). The engine
+/// cannot raise a container's limit above the node's.
+fn memlock_limit() -> i64 {
+    let limits = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
+    parse_memlock(&limits)
+}
+
+fn parse_memlock(limits: &str) -> i64 {
+    limits
+        .lines()
+        .find(|l| l.starts_with("Max locked memory"))
+        .and_then(|l| l.split_whitespace().nth(4))
+        .map_or(-1, |hard| {
+            if hard == "unlimited" {
+                -1
+            } else {
+                hard.parse().unwrap_or(-1)
+            }
+        })
+}
+
 /// The registry host of an image reference (`docker.io` for names without
 /// one).
 pub fn registry_of(image: &str) -> &str {
@@ -849,6 +872,14 @@ fn base64_decode(text: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_memlock_limit_is_the_nodes_hard_limit() {
+        let limited = "Limit                     Soft Limit           Hard Limit           Units\nMax locked memory         8388608              8388608              bytes\n";
+        assert_eq!(parse_memlock(limited), 8_388_608);
+        let open = "Max locked memory         unlimited            unlimited            bytes\n";
+        assert_eq!(parse_memlock(open), -1);
+    }
 
     #[test]
     fn a_user_name_is_found_in_the_images_passwd() {

@@ -36,6 +36,9 @@ pub struct Launch {
     pub instance_type: String,
     /// How many instances this rank holds (its share of the limits).
     pub instances: u32,
+    /// Where rank 0 uploads a succeeded container job's outputs.
+    pub output_s3_uri: Option<String>,
+    pub quota_share_name: String,
 }
 
 /// The only variables of the executor's own environment a job inherits:

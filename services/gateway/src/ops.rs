@@ -582,6 +582,9 @@ impl Gateway {
             checkpoint_config: t.checkpoint,
             command: t.command,
             container_image: t.container_image,
+            output_data_config: t
+                .output_path
+                .map(|p| wire::OutputDataConfig { s3_output_path: p }),
             environment: t.environment,
             tags: tags.clone(),
             client_token: s.client_token.clone(),

@@ -24,16 +24,17 @@ pub struct Training {
     /// `hostCommandImages` name it: then its entrypoint runs as a host
     /// command.
     pub container_image: Option<String>,
+    /// `OutputDataConfig.S3OutputPath` (container jobs).
+    pub output_path: Option<String>,
     /// The training job's own `Tags`.
     pub tags: BTreeMap<String, String>,
 }
 
 /// Fields accepted and recorded but with no effect here (README: "Using
 /// your AWS Batch code").
-const NO_EFFECT: [&str; 5] = [
+const NO_EFFECT: [&str; 4] = [
     "TrainingJobName",
     "RoleArn",
-    "OutputDataConfig",
     "ExperimentConfig",
     "EnableInterContainerTrafficEncryption",
 ];
@@ -161,6 +162,7 @@ pub fn parse(payload: &str, host_images: &[String]) -> Result<Training, String> 
         "Environment",
         "HyperParameters",
         "Tags",
+        "OutputDataConfig",
     ]);
     only(top, "", &known)?;
 
@@ -330,6 +332,41 @@ pub fn parse(payload: &str, host_images: &[String]) -> Result<Training, String> 
             local_path: Some(local),
             ..Default::default()
         });
+    }
+
+    // OutputDataConfig: where a container job's model and output data go.
+    if let Some(o) = top.get("OutputDataConfig") {
+        let o = object(o, "OutputDataConfig")?;
+        only(
+            o,
+            "OutputDataConfig",
+            &["S3OutputPath", "KmsKeyId", "CompressionType"],
+        )?;
+        if o.get("KmsKeyId").is_some() {
+            return Err(bad(
+                "OutputDataConfig.KmsKeyId",
+                "is not supported (the bucket's own encryption applies)",
+            ));
+        }
+        if let Some(c) = o.get("CompressionType") {
+            if string(c, "OutputDataConfig.CompressionType")? != "GZIP" {
+                return Err(bad(
+                    "OutputDataConfig.CompressionType",
+                    "only GZIP is supported (model.tar.gz)",
+                ));
+            }
+        }
+        let path = string(
+            o.get("S3OutputPath")
+                .ok_or_else(|| bad("OutputDataConfig.S3OutputPath", "is required"))?,
+            "OutputDataConfig.S3OutputPath",
+        )?;
+        qm_wire::messages::parse_s3_uri(&path)
+            .map_err(|e| bad("OutputDataConfig.S3OutputPath", e))?;
+        // A host command has no /opt/ml/model to upload: recorded only.
+        if t.container_image.is_some() {
+            t.output_path = Some(path);
+        }
     }
 
     if let Some(env) = top.get("Environment") {

@@ -63,6 +63,11 @@ impl State {
                         hosts: hosts.clone(),
                         grace_seconds: Some(job.spec.grace_period_secs),
                         container_image: meta.submit.container_image.clone(),
+                        output_s3_uri: meta
+                            .submit
+                            .output_data_config
+                            .as_ref()
+                            .map(|o| o.s3_output_path.clone()),
                     },
                 )
             })
