@@ -584,3 +584,143 @@ async fn https_with_a_ca_made_at_test_time_and_no_plain_http_beyond_loopback() {
     stack.stop_all();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A SageMaker training image on two instances across two executors,
+/// submitted by boto3 through the gateway: preempted by a reclaim mid-run,
+/// resumed from its checkpoint, and finished with the same model as an
+/// uninterrupted run; the model lands in S3 as `model.tar.gz`, with the
+/// hyperparameters it was given.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn boto3_runs_a_training_image_on_two_nodes_that_resumes_after_a_reclaim() {
+    let image = std::env::var("QM_TORCH_IMAGE")
+        .unwrap_or_else(|_| "quartermaster/pytorch-trainer:local".into());
+    let listed = Command::new("docker")
+        .args(["image", "ls", "-q", &image])
+        .output()
+        .expect("docker runs");
+    assert!(
+        !listed.stdout.is_empty(),
+        "{image} is missing: run `make images-torch`"
+    );
+    let venv = clients();
+    let (mut stack, gw, servers) = started("gateway-containers", &[]).await;
+    let repository = image.rsplit_once(':').map_or(image.as_str(), |(r, _)| r);
+    stack
+        .apply(&format!(
+            r#"
+jobQueue: {{jobQueueName: training}}
+quotaShares:
+  - quotaShareName: QS1
+    capacityLimits: [{{capacityUnit: ml.g5.xlarge, maxCapacity: 0}}]
+    resourceSharingConfiguration: {{strategy: LEND_AND_BORROW, borrowLimit: -1}}
+    imagePrefixes: ["{repository}"]
+  - quotaShareName: QS2
+    capacityLimits: [{{capacityUnit: ml.g5.xlarge, maxCapacity: 2}}]
+    resourceSharingConfiguration: {{strategy: LEND}}
+    imagePrefixes: ["{repository}"]
+"#
+        ))
+        .await;
+    stack.executor_env = vec![
+        ("QM_EXECUTOR_RUNTIMES".into(), r#"["container"]"#.into()),
+        ("QM_EXECUTOR_ADVERTISE_ADDRESS".into(), "127.0.0.1".into()),
+    ];
+    stack.executor("node-1", "training", "ml.g5.xlarge", 1);
+    stack.executor("node-2", "training", "ml.g5.xlarge", 1);
+    let python = |args: &[&str]| {
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("aws/container_story.py");
+        let mut cmd = Command::new(venv.join("bin/python"));
+        client_env(&mut cmd, &stack.dir);
+        cmd.arg(&script)
+            .args(args)
+            .env("QM_GW_ENDPOINT", &gw.endpoint)
+            .env("QM_GW_REGION", REGION)
+            .env("QM_GW_KEYS", gw.keys.to_string())
+            .env("QM_GW_IMAGE", &image)
+            .env("QM_GW_BUCKET", &stack.s3.bucket);
+        run_ok(cmd, &format!("boto3: {}", args.join(" ")))
+            .trim()
+            .to_string()
+    };
+    // The uninterrupted run: the reference.
+    let reference = python(&["submit", "reference", "alice", "QS1", "120"]);
+    let done = stack.wait_final(&reference, 600).await;
+    assert_eq!(done.status, "SUCCEEDED", "{done:#?}\n{}", stack.logs());
+    let ranks: Vec<_> = ["node-1", "node-2"]
+        .into_iter()
+        .filter(|e| stack.attempt_dirs(e, &reference) > 0)
+        .collect();
+    assert_eq!(ranks.len(), 2, "one rank on each executor");
+    python(&["verify", &reference]);
+    let reference_model = model_files(&servers.1, &reference).await;
+    let params: serde_json::Value =
+        serde_json::from_str(&reference_model["params.json"]).expect("params.json");
+    assert_eq!(params["world"], 2, "{params}");
+    assert_eq!(params["hyperparameters"]["steps"], "120");
+    assert_eq!(params["hyperparameters"]["seed"], "11");
+
+    // The same job again; once it has committed a checkpoint, bob's team
+    // takes its two instances back.
+    let resumed = python(&["submit", "resumed", "alice", "QS1", "120"]);
+    stack
+        .wait_for(&resumed, 600, "a checkpoint at step 20", |j| {
+            j.attempts
+                .last()
+                .and_then(|a| a.last_checkpoint_step)
+                .is_some_and(|s| s >= 20)
+        })
+        .await;
+    let owner = python(&["submit", "owner", "bob", "QS2", "20"]);
+    let done = stack.wait_final(&owner, 600).await;
+    assert_eq!(done.status, "SUCCEEDED", "{done:#?}");
+    let done = stack.wait_final(&resumed, 600).await;
+    assert_eq!(done.status, "SUCCEEDED", "{done:#?}\n{}", stack.logs());
+    let first = &done.attempts[0];
+    assert_eq!(first.outcome.as_deref(), Some("PREEMPTED_CROSS_SHARE"), "{done:#?}");
+    let restored = done.attempts.last().and_then(|a| a.restored_checkpoint_step);
+    assert!(restored.is_some_and(|s| s >= 20), "resumed from its checkpoint: {done:#?}");
+    python(&["verify", &resumed, "preempted"]);
+    let resumed_model = model_files(&servers.1, &resumed).await;
+    let resumed_params: serde_json::Value =
+        serde_json::from_str(&resumed_model["params.json"]).expect("params.json");
+    // gloo's all-reduce of two ranks adds two numbers, which is exact in
+    // either order: the resumed run's weights are bitwise those of the
+    // uninterrupted one, and so is every step's loss.
+    assert_eq!(
+        resumed_params["digest"], params["digest"],
+        "the resumed model differs from the uninterrupted one"
+    );
+    assert_eq!(resumed_model["losses.json"], reference_model["losses.json"]);
+    println!(
+        "two-node resume: restored at step {}, digest {} (same as uninterrupted)",
+        restored.unwrap_or(0),
+        params["digest"]
+    );
+    stack.stop_all();
+}
+
+/// The JSON files of a job's `model.tar.gz` in S3 (QS1's models).
+async fn model_files(
+    s3: &qm_integration_tests::S3Server,
+    job: &str,
+) -> std::collections::BTreeMap<String, String> {
+    let bytes = qm_checkpoint::ObjectStore::get(
+        &s3.store(),
+        &format!("training/shares/QS1/models/{job}/output/model.tar.gz"),
+    )
+    .await
+    .expect("S3 answers")
+    .unwrap_or_else(|| panic!("model.tar.gz of {job} is in S3"));
+    let mut files = std::collections::BTreeMap::new();
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(&bytes[..]));
+    for entry in archive.entries().expect("a tar.gz") {
+        let mut entry = entry.expect("an entry");
+        let name = entry.path().expect("a path").display().to_string();
+        if name.ends_with(".json") {
+            let mut body = String::new();
+            std::io::Read::read_to_string(&mut entry, &mut body).expect("text");
+            files.insert(name, body);
+        }
+    }
+    files
+}
