@@ -2,7 +2,7 @@
 CARGO ?= cargo
 QM := target/release/qm
 
-.PHONY: images-torch aws-clients chromium evaluate up down check-deploy demo simulate bins bench-services bench-fleet bench-checkpoint bench-peers test lint check-core-deps unit integration images images-infra bench bench-pass bench-sim build clean
+.PHONY: bench-runtimes images-torch aws-clients chromium evaluate up down check-deploy demo simulate bins bench-services bench-fleet bench-checkpoint bench-peers test lint check-core-deps unit integration images images-infra bench bench-pass bench-sim build clean
 
 ## demo: the three-share story on a real Quartermaster (NATS + Garage in
 ## containers, the four services, the example trainer), live, with a summary
@@ -102,6 +102,12 @@ bench-pass:
 
 bench-sim:
 	$(CARGO) bench --locked -p qm-sim --bench simulate
+
+## bench-runtimes: what the container runtime adds to submit-to-RUNNING,
+## against host processes, in the same run (the PyTorch image)
+bench-runtimes: images-infra images-torch
+	$(CARGO) build --locked --release --bins
+	QM_BIN_DIR=target/release target/release/qm-bench-runtimes
 
 ## bench-services: jobs/s and submit-to-RUNNING latency of the real services
 bench-services: images-infra
