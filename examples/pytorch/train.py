@@ -101,9 +101,10 @@ def main():
     shift = 0.0
     train_dir = os.path.join(ML, "input", "data", "train")
     if "train" in channels and os.path.isdir(train_dir):
-        for name in sorted(os.listdir(train_dir)):
-            with open(os.path.join(train_dir, name)) as f:
-                shift += sum(float(x) for x in f.read().split())
+        for folder, _, files in sorted(os.walk(train_dir)):
+            for name in sorted(files):
+                with open(os.path.join(folder, name)) as f:
+                    shift += sum(float(x) for x in f.read().split())
     print("channels: %s; train shift %.3f" % (sorted(channels), shift), flush=True)
 
     dist.init_process_group("gloo")
@@ -179,4 +180,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except Exception as e:  # the contract: say why in /opt/ml/output/failure
+        fail("%s: %s" % (type(e).__name__, e), code=1)

@@ -307,6 +307,7 @@ pub fn start_command(
         grace_seconds: None,
         container_image: None,
         output_s3_uri: None,
+        input_channels: vec![],
         hosts: vec![],
     }
 }

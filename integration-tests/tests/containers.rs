@@ -150,6 +150,28 @@ async fn a_pytorch_image_trains_with_the_sagemaker_contract_and_its_failure_reac
     contract.output_data_config = Some(qm_wire::messages::OutputDataConfig {
         s3_output_path: output.clone(),
     });
+    // An input channel of two files; the script adds their numbers to
+    // its targets and records the sum.
+    let store = s3.store();
+    qm_checkpoint::ObjectStore::put(
+        &store,
+        "training/shares/QS1/data/train/a.txt",
+        b"1 2 3".to_vec(),
+    )
+    .await
+    .expect("put");
+    qm_checkpoint::ObjectStore::put(
+        &store,
+        "training/shares/QS1/data/train/more/b.txt",
+        b"4.5".to_vec(),
+    )
+    .await
+    .expect("put");
+    contract.input_data_config = vec![qm_wire::messages::InputChannel {
+        channel_name: "train".into(),
+        s3_uri: format!("s3://{}/training/shares/QS1/data/train/", s3.config.bucket),
+        s3_data_distribution_type: None,
+    }];
     let job = stack.submit(&contract).await;
     let done = stack.wait_final(&job, 180).await;
     assert_eq!(done.status, "SUCCEEDED", "{done:#?}\n{}", stack.logs());
@@ -161,6 +183,13 @@ async fn a_pytorch_image_trains_with_the_sagemaker_contract_and_its_failure_reac
     assert_eq!(p["hyperparameters"]["steps"], "30");
     assert_eq!(p["hyperparameters"]["lr"], "0.05");
     assert_eq!(p["world"], 1);
+    assert_eq!(p["shift"], 10.5, "the input channel arrived: {p}");
+    let data = stack
+        .path()
+        .join("node-1")
+        .join(&job)
+        .join("attempt-1/ml/input/data/train/more/b.txt");
+    assert_eq!(std::fs::read_to_string(&data).expect("downloaded"), "4.5");
     let out = stack.attempt_stdout("node-1", &job, 1);
     assert!(
         out.contains("torch.distributed.run"),
@@ -205,6 +234,18 @@ async fn a_pytorch_image_trains_with_the_sagemaker_contract_and_its_failure_reac
     });
     let e = stack.try_submit(&elsewhere).await.expect_err("refused");
     assert!(e.contains("outputDataConfig.s3OutputPath"), "{e}");
+    // As an attacker: a channel another share's data is in is refused.
+    let mut snoop = container_job("snoop", "QS1", 1, &[]);
+    snoop.input_data_config = vec![qm_wire::messages::InputChannel {
+        channel_name: "train".into(),
+        s3_uri: format!("s3://{}/training/shares/QS2/data/", s3.config.bucket),
+        s3_data_distribution_type: None,
+    }];
+    let e = stack.try_submit(&snoop).await.expect_err("refused");
+    assert!(
+        e.contains("inputDataConfig[0].s3Uri") && e.contains("inputS3Prefixes"),
+        "{e}"
+    );
 
     // A failing script: the first 1,024 characters of its failure file
     // become the attempt's reason.

@@ -676,9 +676,19 @@ quotaShares:
     let done = stack.wait_final(&resumed, 600).await;
     assert_eq!(done.status, "SUCCEEDED", "{done:#?}\n{}", stack.logs());
     let first = &done.attempts[0];
-    assert_eq!(first.outcome.as_deref(), Some("PREEMPTED_CROSS_SHARE"), "{done:#?}");
-    let restored = done.attempts.last().and_then(|a| a.restored_checkpoint_step);
-    assert!(restored.is_some_and(|s| s >= 20), "resumed from its checkpoint: {done:#?}");
+    assert_eq!(
+        first.outcome.as_deref(),
+        Some("PREEMPTED_CROSS_SHARE"),
+        "{done:#?}"
+    );
+    let restored = done
+        .attempts
+        .last()
+        .and_then(|a| a.restored_checkpoint_step);
+    assert!(
+        restored.is_some_and(|s| s >= 20),
+        "resumed from its checkpoint: {done:#?}"
+    );
     python(&["verify", &resumed, "preempted"]);
     let resumed_model = model_files(&servers.1, &resumed).await;
     let resumed_params: serde_json::Value =

@@ -355,6 +355,7 @@ fn checkpoint_dir(
         s3_uri: None,
         epoch: None,
         answer_within_ms: None,
+        shard: None,
     };
     (dir, request)
 }
@@ -595,6 +596,7 @@ async fn a_restore_asked_again_or_after_a_restart_answers_the_same() {
         attempt: 2,
         dir: dir.display().to_string(),
         answer_within_ms: Some(10_000),
+        shard: None,
         ..request.clone()
     };
     let first = checkpoint_call(&node, "restore", &restore)

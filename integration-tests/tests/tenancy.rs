@@ -618,6 +618,7 @@ async fn checkpoint_requests_outside_the_work_directory_or_allowed_prefixes_are_
         s3_uri,
         epoch: None,
         answer_within_ms: None,
+        shard: None,
     };
     let call = |req: CheckpointRequest| {
         let node = node.clone();

@@ -160,6 +160,12 @@ pub struct SubmitArgs {
     /// share's checkpointS3Prefixes).
     #[arg(long, value_name = "S3_URI")]
     pub output_s3_uri: Option<String>,
+    /// An input channel NAME=s3://bucket/prefix[,ShardedByS3Key]
+    /// (repeatable): every object under the prefix downloaded into
+    /// /opt/ml/input/data/NAME before the container starts (each node its
+    /// share with ShardedByS3Key); within the share's inputS3Prefixes.
+    #[arg(long = "input", value_name = "NAME=S3_URI")]
+    pub inputs: Vec<String>,
     /// Hyperparameter NAME=VALUE (repeatable): in
     /// /opt/ml/input/config/hyperparameters.json, as SageMaker writes them
     /// (values as strings), and SM_HPS.
@@ -256,6 +262,26 @@ pub fn submit_request(a: &SubmitArgs) -> Result<SubmitServiceJob, Failure> {
     }
     if a.image.is_some() {
         job.container_image.clone_from(&a.image);
+    }
+    for spec in &a.inputs {
+        let (name, rest) = spec.split_once('=').ok_or_else(|| {
+            usage(format!(
+                "--input {spec:?}: expected NAME=s3://bucket/prefix"
+            ))
+        })?;
+        let (uri, distribution) = match rest.split_once(',') {
+            Some((u, d)) => (u, Some(d.to_string())),
+            None => (rest, None),
+        };
+        qm_wire::messages::check_channel_name(name)
+            .map_err(|e| usage(format!("--input {spec:?}: {e}")))?;
+        qm_wire::messages::parse_s3_uri(uri)
+            .map_err(|e| usage(format!("--input {spec:?}: {e}")))?;
+        job.input_data_config.push(qm_wire::messages::InputChannel {
+            channel_name: name.to_string(),
+            s3_uri: uri.to_string(),
+            s3_data_distribution_type: distribution,
+        });
     }
     if let Some(uri) = &a.output_s3_uri {
         qm_wire::messages::parse_s3_uri(uri).map_err(|e| usage(format!("--output-s3-uri: {e}")))?;

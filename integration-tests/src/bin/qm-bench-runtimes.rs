@@ -59,7 +59,12 @@ async fn main() {
     for i in 0..(per_runtime + 1) * 2 {
         let container = i % 2 == 1;
         let name = format!("{}-{i}", if container { "container" } else { "process" });
-        submit(&client, &job(&name, container.then_some(image.as_str())), &timelines).await;
+        submit(
+            &client,
+            &job(&name, container.then_some(image.as_str())),
+            &timelines,
+        )
+        .await;
         if tokio::time::timeout(Duration::from_secs(120), done.recv())
             .await
             .ok()

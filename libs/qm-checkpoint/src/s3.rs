@@ -604,6 +604,32 @@ impl ObjectStore for S3Store {
         Ok(keys)
     }
 
+    async fn list_sizes(&self, prefix: &str) -> Result<Vec<(String, u64)>, StoreError> {
+        let mut keys = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let out = self
+                .client
+                .list_objects_v2()
+                .bucket(&self.bucket)
+                .prefix(prefix)
+                .set_continuation_token(token.clone())
+                .send()
+                .await
+                .map_err(|e| classify(&format!("list {prefix}"), e))?;
+            keys.extend(out.contents().iter().filter_map(|o| {
+                let size = o.size().map_or(0, |s| s.max(0) as u64);
+                o.key().map(|k| (k.to_string(), size))
+            }));
+            match out.next_continuation_token() {
+                Some(next) if out.is_truncated().unwrap_or(false) => token = Some(next.to_string()),
+                _ => break,
+            }
+        }
+        keys.sort();
+        Ok(keys)
+    }
+
     async fn delete(&self, key: &str) -> Result<(), StoreError> {
         self.client
             .delete_object()

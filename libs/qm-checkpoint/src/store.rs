@@ -145,6 +145,11 @@ pub trait ObjectStore: Send + Sync {
         &self,
         prefix: &str,
     ) -> impl Future<Output = Result<Vec<(String, u64)>, StoreError>> + Send;
+    /// The keys under `prefix`, each with its size in bytes, sorted.
+    fn list_sizes(
+        &self,
+        prefix: &str,
+    ) -> impl Future<Output = Result<Vec<(String, u64)>, StoreError>> + Send;
     fn delete(&self, key: &str) -> impl Future<Output = Result<(), StoreError>> + Send;
     /// Stores the file at `path` (`size` bytes) as `key`, streamed from
     /// disk: never held in memory whole (the in-memory test store reads it
@@ -296,6 +301,16 @@ impl ObjectStore for MemoryStore {
             .range(prefix.to_string()..)
             .take_while(|(k, _)| k.starts_with(prefix))
             .map(|(k, _)| (k.clone(), inner.modified.get(k).copied().unwrap_or(0)))
+            .collect())
+    }
+
+    async fn list_sizes(&self, prefix: &str) -> Result<Vec<(String, u64)>, StoreError> {
+        let inner = self.lock();
+        Ok(inner
+            .objects
+            .range(prefix.to_string()..)
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .map(|(k, v)| (k.clone(), v.len() as u64))
             .collect())
     }
 

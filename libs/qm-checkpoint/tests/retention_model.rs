@@ -80,6 +80,10 @@ impl ObjectStore for Interleaved {
         self.pause().await;
         self.inner.list_modified(prefix).await
     }
+    async fn list_sizes(&self, prefix: &str) -> Result<Vec<(String, u64)>, StoreError> {
+        self.pause().await;
+        self.inner.list_sizes(prefix).await
+    }
     async fn delete(&self, key: &str) -> Result<(), StoreError> {
         self.pause().await;
         self.inner.delete(key).await

@@ -573,6 +573,22 @@ pub fn checkpoint_uri_allowed(
     }
 }
 
+/// May a job of `queue/share` read an input channel at `s3_uri`? Under one
+/// of the share's `inputS3Prefixes` when it has them; else, as for
+/// checkpoints, under `s3://<default bucket>/<queue>/shares/<share>/`.
+pub fn input_uri_allowed(
+    s3_uri: &str,
+    allowed: Option<&[String]>,
+    default_bucket: Option<&str>,
+    queue: &str,
+    share: &str,
+) -> Result<(), String> {
+    checkpoint_uri_allowed(s3_uri, allowed, default_bucket, queue, share).map_err(|e| {
+        e.replace("checkpointS3Prefixes", "inputS3Prefixes")
+            .replace("may keep checkpoints", "may read inputs")
+    })
+}
+
 /// May a job of `queue/share` run `image`? Only when one of the share's
 /// `imagePrefixes` covers it: an entry ending in `/` covers every image
 /// under it; any other entry is a repository and covers that repository

@@ -119,6 +119,12 @@ pub struct QuotaShare {
     /// share runs host commands only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_prefixes: Option<Vec<String>>,
+    /// Where jobs of this share may read input channels
+    /// (`inputDataConfig[].s3Uri`): `s3://bucket/prefix/` entries. Default
+    /// (absent): only under the checkpoint bucket's
+    /// `<queue>/shares/<share>/`, as for checkpoints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_s3_prefixes: Option<Vec<String>>,
 }
 
 /// `CreateJobQueue` / `UpdateJobQueue`.
@@ -354,6 +360,49 @@ pub fn check_image_reference(image: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// One input channel of a container job (SageMaker's `InputDataConfig`
+/// entry with an `S3DataSource` of type `S3Prefix`, File mode).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InputChannel {
+    /// 1-64 letters, digits, `.`, `_` and `-`: the folder under
+    /// `/opt/ml/input/data`.
+    pub channel_name: String,
+    /// `s3://bucket/prefix`: every object whose key starts with the prefix.
+    /// It must lie where the job's share may read (`inputS3Prefixes`;
+    /// default: its own checkpoint area).
+    pub s3_uri: String,
+    /// `FullyReplicated` (default: every node gets every object) or
+    /// `ShardedByS3Key` (each node its share, by key order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3_data_distribution_type: Option<String>,
+}
+
+impl InputChannel {
+    pub fn sharded(&self) -> bool {
+        self.s3_data_distribution_type.as_deref() == Some("ShardedByS3Key")
+    }
+}
+
+/// Checks a channel name: 1-64 letters, digits, `.`, `_` and `-`, not `.`
+/// or `..` (it becomes a folder and a variable's name).
+pub fn check_channel_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name != "."
+        && name != ".."
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{name:?} must be 1-64 letters, digits, '.', '_' and '-'"
+        ))
+    }
+}
+
 /// Where a job's outputs are uploaded when it succeeds.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -404,6 +453,10 @@ pub struct SubmitServiceJob {
     /// `/opt/ml/output/data` go (SageMaker's `OutputDataConfig`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_data_config: Option<OutputDataConfig>,
+    /// A container job's input channels, downloaded into
+    /// `/opt/ml/input/data/<channelName>` before it starts (File mode).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub input_data_config: Vec<InputChannel>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub environment: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]

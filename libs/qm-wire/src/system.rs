@@ -303,6 +303,10 @@ pub enum ExecCommand {
         /// checkpoint service upload its outputs there when it succeeds.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         output_s3_uri: Option<String>,
+        /// The job's input channels: every rank has the node's checkpoint
+        /// service download its part before the container starts.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        input_channels: Vec<crate::messages::InputChannel>,
     },
     /// SIGTERM, then SIGKILL after `grace_seconds`.
     #[serde(rename_all = "camelCase")]
@@ -433,6 +437,17 @@ pub struct CheckpointRequest {
     /// (older executors): answer when the restore has finished.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer_within_ms: Option<u64>,
+    /// Input only: this node's part of a `ShardedByS3Key` channel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<InputShard>,
+}
+
+/// Node `rank` of `nodes` (a sharded input channel).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InputShard {
+    pub rank: u32,
+    pub nodes: u32,
 }
 
 /// How far a restore has come.

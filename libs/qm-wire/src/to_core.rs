@@ -226,6 +226,35 @@ pub fn job_spec(
             ));
         }
     }
+    let mut channels = std::collections::BTreeSet::new();
+    for (i, c) in job.input_data_config.iter().enumerate() {
+        let field = format!("inputDataConfig[{i}]");
+        if job.container_image.is_none() {
+            problems.push(problem(
+                &field,
+                "needs a containerImage (channels are downloaded into the container's /opt/ml/input/data)",
+            ));
+        }
+        if let Err(e) = wire::check_channel_name(&c.channel_name) {
+            problems.push(problem(format!("{field}.channelName"), e));
+        } else if !channels.insert(c.channel_name.as_str()) {
+            problems.push(problem(
+                format!("{field}.channelName"),
+                format!("{:?} is given twice", c.channel_name),
+            ));
+        }
+        if let Err(e) = wire::parse_s3_uri(&c.s3_uri) {
+            problems.push(problem(format!("{field}.s3Uri"), e));
+        }
+        if let Some(d) = &c.s3_data_distribution_type {
+            if d != "FullyReplicated" && d != "ShardedByS3Key" {
+                problems.push(problem(
+                    format!("{field}.s3DataDistributionType"),
+                    format!("{d:?} is not FullyReplicated or ShardedByS3Key"),
+                ));
+            }
+        }
+    }
     if let Some(o) = &job.output_data_config {
         if job.container_image.is_none() {
             problems.push(problem(

@@ -108,6 +108,7 @@ impl Admission {
         let (doc, revision) = self.existing(&job.job_queue).await?;
         self.check_checkpoint_uri(&doc, job)?;
         self.check_output_uri(&doc, job)?;
+        self.check_input_uris(&doc, job)?;
         check_image(&doc, job)?;
         let mut cluster = {
             let cached = self
@@ -217,6 +218,38 @@ impl Admission {
                 )
             },
         )
+    }
+
+    /// Every `inputDataConfig[].s3Uri` must lie where the job's share may
+    /// read (`inputS3Prefixes`; the checkpoint service checks it again).
+    pub(crate) fn check_input_uris(
+        &self,
+        doc: &QueueDocument,
+        job: &SubmitServiceJob,
+    ) -> Result<()> {
+        let share = job.quota_share_name.as_deref().unwrap_or("");
+        let allowed = doc
+            .quota_shares
+            .iter()
+            .find(|s| s.quota_share_name == share)
+            .and_then(|s| s.input_s3_prefixes.as_deref());
+        let bucket = Some(self.settings.checkpoint_bucket.as_str()).filter(|b| !b.is_empty());
+        let mut problems = Vec::new();
+        for (i, c) in job.input_data_config.iter().enumerate() {
+            if let Err(e) =
+                qm_tenancy::input_uri_allowed(&c.s3_uri, allowed, bucket, &job.job_queue, share)
+            {
+                problems.push(qm_wire::messages::Problem {
+                    field: format!("inputDataConfig[{i}].s3Uri"),
+                    message: e,
+                });
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(invalid("invalid job", problems))
+        }
     }
 
     pub(crate) async fn register(

@@ -96,6 +96,17 @@ impl Admission {
                         )
                     })?;
                 }
+                for (j, prefix) in s.input_s3_prefixes.iter().flatten().enumerate() {
+                    qm_wire::messages::parse_s3_uri(prefix).map_err(|e| {
+                        invalid(
+                            "invalid queue configuration",
+                            vec![qm_wire::messages::Problem {
+                                field: format!("quotaShares[{i}].inputS3Prefixes[{j}]"),
+                                message: e,
+                            }],
+                        )
+                    })?;
+                }
                 for (j, prefix) in s.checkpoint_s3_prefixes.iter().flatten().enumerate() {
                     qm_wire::messages::parse_s3_uri(prefix).map_err(|e| {
                         invalid(

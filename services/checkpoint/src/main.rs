@@ -259,6 +259,7 @@ async fn run(
                             "track" => svc.track(req).await,
                             "flush" => svc.flush(req).await,
                             "output" => svc.output(req).await,
+                            "input" => svc.input(req).await,
                             other => Err(api::invalid(format!("unknown checkpoint operation {other:?}"), vec![])),
                         },
                     };

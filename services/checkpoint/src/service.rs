@@ -152,6 +152,13 @@ impl Service {
     /// directory, and the store and prefix of the job's checkpoints (its
     /// `s3Uri`, else the configured bucket under `<queue>/<jobId>`).
     pub(crate) async fn target(&self, req: &CheckpointRequest) -> Result<Target, ApiError> {
+        self.target_for(req, false).await
+    }
+
+    /// [`Service::target`], for reading an input channel when `input`: its
+    /// `s3Uri` must lie under the share's `inputS3Prefixes` (default: its
+    /// own area, as checkpoints).
+    async fn target_for(&self, req: &CheckpointRequest, input: bool) -> Result<Target, ApiError> {
         subjects::token(&req.job_queue)
             .map_err(|e| api::invalid(format!("jobQueue: {e}"), vec![]))?;
         subjects::token(&req.job_id).map_err(|e| api::invalid(format!("jobId: {e}"), vec![]))?;
@@ -165,9 +172,20 @@ impl Service {
                     d.quota_shares
                         .iter()
                         .find(|s| s.quota_share_name == req.quota_share_name)
-                        .and_then(|s| s.checkpoint_s3_prefixes.clone())
+                        .and_then(|s| {
+                            if input {
+                                s.input_s3_prefixes.clone()
+                            } else {
+                                s.checkpoint_s3_prefixes.clone()
+                            }
+                        })
                 });
-                qm_tenancy::checkpoint_uri_allowed(
+                let check = if input {
+                    qm_tenancy::input_uri_allowed
+                } else {
+                    qm_tenancy::checkpoint_uri_allowed
+                };
+                check(
                     uri,
                     allowed.as_deref(),
                     Some(&self.s3.bucket),
@@ -700,6 +718,57 @@ impl Service {
             tracing::info!(job = %req.job_id, attempt = req.attempt, key, bytes, seconds = started.elapsed().as_secs_f64(), "output uploaded");
         }
         Ok(CheckpointReply::default())
+    }
+
+    /// Downloads an input channel into `dir` (the attempt's empty
+    /// `ml/input/data/<channel>`): every object under `s3Uri`, or this
+    /// node's part of it (`shard`), where the share may read
+    /// (`qm_checkpoint::input`).
+    pub(crate) async fn input(&self, req: CheckpointRequest) -> Result<CheckpointReply, ApiError> {
+        let Some(uri) = req.s3_uri.clone() else {
+            return Err(api::invalid(
+                "s3Uri: the channel's S3 URI is required",
+                vec![],
+            ));
+        };
+        let target = self.target_for(&req, true).await?;
+        let prefix = qm_wire::messages::parse_s3_uri(&uri)
+            .map(|u| {
+                // The channel is every key starting with the URI's path, as
+                // written (a trailing '/' included).
+                let path = uri.splitn(4, '/').nth(3).unwrap_or_default();
+                if path.is_empty() {
+                    u.prefix
+                } else {
+                    path.to_string()
+                }
+            })
+            .map_err(|e| api::invalid(format!("s3Uri: {e}"), vec![]))?;
+        let (sharded, rank, nodes) = match req.shard {
+            Some(s) => (true, s.rank, s.nodes.max(1)),
+            None => (false, 0, 1),
+        };
+        let progress = qm_checkpoint::Progress::default();
+        let started = std::time::Instant::now();
+        let got = qm_checkpoint::input::download(
+            &target.store,
+            &prefix,
+            &target.dir,
+            sharded,
+            rank,
+            nodes,
+            &progress,
+        )
+        .await
+        .map_err(|e| failed("input download failed", e))?;
+        tracing::info!(job = %req.job_id, attempt = req.attempt, channel = %target.dir.display(), files = got.files, bytes = got.bytes, seconds = started.elapsed().as_secs_f64(), "input channel downloaded");
+        Ok(CheckpointReply {
+            progress: Some(qm_wire::system::TransferProgress {
+                bytes_moved: got.bytes,
+                bytes_total: got.bytes,
+            }),
+            ..Default::default()
+        })
     }
 
     pub(crate) async fn flush(&self, req: CheckpointRequest) -> Result<CheckpointReply, ApiError> {

@@ -66,6 +66,7 @@ impl Executor {
                 grace_seconds,
                 container_image,
                 output_s3_uri,
+                input_channels,
                 ..
             } => {
                 let grace_seconds = grace_seconds.unwrap_or(qm_core::DEFAULT_GRACE_PERIOD_SECS);
@@ -92,6 +93,7 @@ impl Executor {
                         s3_uri: config.s3_uri.clone(),
                         epoch: Some(epoch),
                         answer_within_ms: None,
+                        shard: None,
                     }),
                     _ => None,
                 };
@@ -123,6 +125,7 @@ impl Executor {
                     instance_type: instance_type.clone(),
                     output_s3_uri,
                     quota_share_name: quota_share_name.clone(),
+                    input_channels,
                 };
                 let span = tracing::info_span!(
                     "attempt",
@@ -419,8 +422,63 @@ impl Executor {
             s3_uri: Some(uri.clone()),
             epoch: None,
             answer_within_ms: None,
+            shard: None,
         };
         self.checkpoint("output", &request, 3).await.map(|_| ())
+    }
+
+    /// Downloads the job's input channels into `data` (the attempt's
+    /// `ml/input/data`), one folder each, through the node's checkpoint
+    /// service (which holds the S3 credentials and checks the share may
+    /// read there). Returns the bytes moved.
+    pub(crate) async fn download_inputs(
+        &self,
+        launch: &process::Launch,
+        data: &Path,
+        progress: &(dyn Fn(String) + Send + Sync),
+    ) -> Result<u64, LaunchError> {
+        let mut total = 0;
+        for c in &launch.input_channels {
+            qm_wire::messages::check_channel_name(&c.channel_name)
+                .map_err(|e| LaunchError::Contract(format!("inputDataConfig: {e}")))?;
+            let dir = data.join(&c.channel_name);
+            std::fs::create_dir_all(&dir).map_err(|source| LaunchError::CreateDir {
+                path: dir.clone(),
+                source,
+            })?;
+            progress(format!(
+                "downloading input channel {} from {}",
+                c.channel_name, c.s3_uri
+            ));
+            let request = CheckpointRequest {
+                job_queue: launch.job_queue.clone(),
+                quota_share_name: launch.quota_share_name.clone(),
+                job_id: launch.job_id.clone(),
+                attempt: launch.attempt,
+                dir: dir.display().to_string(),
+                s3_uri: Some(c.s3_uri.clone()),
+                epoch: None,
+                answer_within_ms: None,
+                shard: c.sharded().then_some(qm_wire::system::InputShard {
+                    rank: launch.rank,
+                    nodes: launch.hosts.len().max(1) as u32,
+                }),
+            };
+            let reply =
+                self.checkpoint("input", &request, 3)
+                    .await
+                    .map_err(|e| LaunchError::Input {
+                        channel: c.channel_name.clone(),
+                        reason: e.to_string(),
+                    })?;
+            let bytes = reply.progress.map_or(0, |p| p.bytes_moved);
+            progress(format!(
+                "input channel {} downloaded: {bytes} bytes",
+                c.channel_name
+            ));
+            total += bytes;
+        }
+        Ok(total)
     }
 
     /// The attempt's checkpoint directory, created (and handed to the

@@ -54,6 +54,9 @@ pub enum LaunchError {
     /// places it only where it is offered; a command that bypassed it).
     #[error("this executor does not offer the {0} runtime")]
     NoRuntime(&'static str),
+    /// An input channel could not be downloaded.
+    #[error("input channel {channel}: {reason}")]
+    Input { channel: String, reason: String },
     /// A stop arrived while it was being launched: nothing ran.
     #[error("stopped before it launched")]
     Stopped,

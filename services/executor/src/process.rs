@@ -39,6 +39,8 @@ pub struct Launch {
     /// Where rank 0 uploads a succeeded container job's outputs.
     pub output_s3_uri: Option<String>,
     pub quota_share_name: String,
+    /// Input channels downloaded before a container starts.
+    pub input_channels: Vec<qm_wire::messages::InputChannel>,
 }
 
 /// The only variables of the executor's own environment a job inherits:

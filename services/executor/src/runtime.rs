@@ -142,9 +142,13 @@ impl Executor {
             launch.rank,
             launch.hosts.len(),
             &self.settings.container.network_interface_name,
-            &[],
+            &launch.input_channels,
         )?;
         layout.prepare(&config)?;
+        // Before the container starts, and before RUNNING: a download is
+        // never counted as lost work.
+        self.download_inputs(launch, &layout.data(), progress)
+            .await?;
         let inside_checkpoints = match &launch.local_path {
             Some(p) => format!("/{}", p.trim_start_matches('/').trim_end_matches('/')),
             None => sagemaker::CONTAINER_CHECKPOINTS.to_string(),
@@ -170,7 +174,24 @@ impl Executor {
         environment.insert("SM_OUTPUT_DATA_DIR".into(), "/opt/ml/output/data".into());
         environment.insert("SM_INPUT_DIR".into(), "/opt/ml/input".into());
         environment.insert("SM_INPUT_CONFIG_DIR".into(), "/opt/ml/input/config".into());
-        environment.insert("SM_CHANNELS".into(), "[]".into());
+        let names: Vec<&str> = launch
+            .input_channels
+            .iter()
+            .map(|c| c.channel_name.as_str())
+            .collect();
+        environment.insert(
+            "SM_CHANNELS".into(),
+            serde_json::to_string(&names).expect("strings serialize"),
+        );
+        for name in names {
+            environment.insert(
+                format!(
+                    "SM_CHANNEL_{}",
+                    name.to_ascii_uppercase().replace(['.', '-'], "_")
+                ),
+                format!("/opt/ml/input/data/{name}"),
+            );
+        }
         // The GPUs are the device request's; inside, they count from 0.
         environment.insert(
             "CUDA_VISIBLE_DEVICES".into(),

@@ -142,7 +142,7 @@ impl ConfigFiles {
         rank: u32,
         nodes: usize,
         interface: &str,
-        channels: &[String],
+        channels: &[qm_wire::messages::InputChannel],
     ) -> Result<ConfigFiles, LaunchError> {
         let hyperparameters = match hps {
             None => serde_json::json!({}),
@@ -177,10 +177,10 @@ impl ConfigFiles {
             .iter()
             .map(|c| {
                 (
-                    c.clone(),
+                    c.channel_name.clone(),
                     serde_json::json!({
                         "TrainingInputMode": "File",
-                        "S3DistributionType": "FullyReplicated",
+                        "S3DistributionType": if c.sharded() { "ShardedByS3Key" } else { "FullyReplicated" },
                         "RecordWrapperType": "None"
                     }),
                 )
@@ -248,12 +248,17 @@ mod tests {
 
     #[test]
     fn hyperparameters_are_strings_and_ranks_are_algo_hosts() {
+        let train = qm_wire::messages::InputChannel {
+            channel_name: "train".into(),
+            s3_uri: "s3://b/p".into(),
+            s3_data_distribution_type: Some("ShardedByS3Key".into()),
+        };
         let files = ConfigFiles::new(
             Some(r#"{"epochs":"3","lr":0.5,"name":"x"}"#),
             1,
             3,
             "eth0",
-            &["train".into()],
+            &[train],
         )
         .expect("valid");
         assert_eq!(
@@ -269,6 +274,10 @@ mod tests {
         assert_eq!(
             files.input_data["train"]["TrainingInputMode"],
             serde_json::json!("File")
+        );
+        assert_eq!(
+            files.input_data["train"]["S3DistributionType"],
+            serde_json::json!("ShardedByS3Key")
         );
         let err = ConfigFiles::new(Some("[1]"), 0, 1, "eth0", &[]).expect_err("not an object");
         assert!(err.to_string().contains("SM_HPS"), "{err}");

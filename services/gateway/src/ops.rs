@@ -585,6 +585,7 @@ impl Gateway {
             output_data_config: t
                 .output_path
                 .map(|p| wire::OutputDataConfig { s3_output_path: p }),
+            input_data_config: t.channels,
             environment: t.environment,
             tags: tags.clone(),
             client_token: s.client_token.clone(),
@@ -1037,6 +1038,7 @@ impl Gateway {
             protections: None,
             checkpoint_s3_prefixes: None,
             image_prefixes: None,
+            input_s3_prefixes: None,
         };
         let op = if create {
             Operation::CreateQuotaShare

@@ -26,6 +26,8 @@ pub struct Training {
     pub container_image: Option<String>,
     /// `OutputDataConfig.S3OutputPath` (container jobs).
     pub output_path: Option<String>,
+    /// `InputDataConfig` (container jobs).
+    pub channels: Vec<qm_wire::messages::InputChannel>,
     /// The training job's own `Tags`.
     pub tags: BTreeMap<String, String>,
 }
@@ -40,11 +42,7 @@ const NO_EFFECT: [&str; 4] = [
 ];
 
 /// Fields no Quartermaster executor can honour: refused when given.
-const REFUSED: [(&str, &str); 13] = [
-    (
-        "InputDataConfig",
-        "input channels are not downloaded; read your data from the job itself",
-    ),
+const REFUSED: [(&str, &str); 12] = [
     ("VpcConfig", "jobs run on the executor's network"),
     ("DebugHookConfig", "SageMaker Debugger is not available"),
     (
@@ -125,6 +123,124 @@ fn only(map: &Map<String, Value>, field: &str, known: &[&str]) -> Result<(), Str
     }
 }
 
+/// One `InputDataConfig` entry: an `S3DataSource` of type `S3Prefix`, in
+/// File mode, uncompressed; anything else is refused with the field named.
+fn channel(v: &Value, field: &str) -> Result<qm_wire::messages::InputChannel, String> {
+    let c = object(v, field)?;
+    only(
+        c,
+        field,
+        &[
+            "ChannelName",
+            "DataSource",
+            "InputMode",
+            "ContentType",
+            "CompressionType",
+            "RecordWrapperType",
+            "ShuffleConfig",
+        ],
+    )?;
+    let name = string(
+        c.get("ChannelName")
+            .ok_or_else(|| bad(&format!("{field}.ChannelName"), "is required"))?,
+        &format!("{field}.ChannelName"),
+    )?;
+    qm_wire::messages::check_channel_name(&name)
+        .map_err(|e| bad(&format!("{field}.ChannelName"), e))?;
+    if let Some(mode) = c.get("InputMode") {
+        if string(mode, &format!("{field}.InputMode"))? != "File" {
+            return Err(bad(&format!("{field}.InputMode"), "only File is supported"));
+        }
+    }
+    if let Some(x) = c.get("CompressionType") {
+        if string(x, &format!("{field}.CompressionType"))? != "None" {
+            return Err(bad(
+                &format!("{field}.CompressionType"),
+                "only None is supported",
+            ));
+        }
+    }
+    if let Some(x) = c.get("RecordWrapperType") {
+        if string(x, &format!("{field}.RecordWrapperType"))? != "None" {
+            return Err(bad(
+                &format!("{field}.RecordWrapperType"),
+                "only None is supported",
+            ));
+        }
+    }
+    if c.contains_key("ShuffleConfig") {
+        return Err(bad(&format!("{field}.ShuffleConfig"), "is not supported"));
+    }
+    let source = object(
+        c.get("DataSource")
+            .ok_or_else(|| bad(&format!("{field}.DataSource"), "is required"))?,
+        &format!("{field}.DataSource"),
+    )?;
+    let f = format!("{field}.DataSource");
+    only(source, &f, &["S3DataSource"])?;
+    let s3 = object(
+        source.get("S3DataSource").ok_or_else(|| {
+            bad(
+                &format!("{f}.S3DataSource"),
+                "is required (only S3 sources are supported)",
+            )
+        })?,
+        &format!("{f}.S3DataSource"),
+    )?;
+    let f = format!("{f}.S3DataSource");
+    only(
+        s3,
+        &f,
+        &[
+            "S3DataType",
+            "S3Uri",
+            "S3DataDistributionType",
+            "AttributeNames",
+            "InstanceGroupNames",
+        ],
+    )?;
+    for unsupported in ["AttributeNames", "InstanceGroupNames"] {
+        if s3.contains_key(unsupported) {
+            return Err(bad(&format!("{f}.{unsupported}"), "is not supported"));
+        }
+    }
+    let kind = string(
+        s3.get("S3DataType")
+            .ok_or_else(|| bad(&format!("{f}.S3DataType"), "is required"))?,
+        &format!("{f}.S3DataType"),
+    )?;
+    if kind != "S3Prefix" {
+        return Err(bad(
+            &format!("{f}.S3DataType"),
+            format!("{kind:?} is not supported (only S3Prefix)"),
+        ));
+    }
+    let uri = string(
+        s3.get("S3Uri")
+            .ok_or_else(|| bad(&format!("{f}.S3Uri"), "is required"))?,
+        &format!("{f}.S3Uri"),
+    )?;
+    qm_wire::messages::parse_s3_uri(&uri).map_err(|e| bad(&format!("{f}.S3Uri"), e))?;
+    let distribution = match s3.get("S3DataDistributionType") {
+        Some(d) => {
+            let d = string(d, &format!("{f}.S3DataDistributionType"))?;
+            if d != "FullyReplicated" && d != "ShardedByS3Key" {
+                return Err(bad(
+                    &format!("{f}.S3DataDistributionType"),
+                    format!("{d:?} is not FullyReplicated or ShardedByS3Key"),
+                ));
+            }
+            Some(d)
+        }
+        None => None,
+    };
+    Ok(qm_wire::messages::InputChannel {
+        channel_name: name,
+        s3_uri: uri,
+        s3_data_distribution_type: distribution,
+    })
+}
+
 /// Reads `payload` (a JSON `CreateTrainingJob` request). `host_images`:
 /// `TrainingImage` values that stand for the host runtime (the job's
 /// `ContainerEntrypoint` runs as a host command); any other image is run
@@ -163,6 +279,7 @@ pub fn parse(payload: &str, host_images: &[String]) -> Result<Training, String> 
         "HyperParameters",
         "Tags",
         "OutputDataConfig",
+        "InputDataConfig",
     ]);
     only(top, "", &known)?;
 
@@ -244,7 +361,7 @@ pub fn parse(payload: &str, host_images: &[String]) -> Result<Training, String> 
         if mode != "File" {
             return Err(bad(
                 "AlgorithmSpecification.TrainingInputMode",
-                format!("{mode:?} is not supported (only File: there are no input channels)"),
+                format!("{mode:?} is not supported (only File: channels are downloaded before the job starts)"),
             ));
         }
     }
@@ -369,6 +486,23 @@ pub fn parse(payload: &str, host_images: &[String]) -> Result<Training, String> 
         }
     }
 
+    // InputDataConfig: S3Prefix channels in File mode (container jobs).
+    if let Some(list) = top.get("InputDataConfig") {
+        let list = list
+            .as_array()
+            .ok_or_else(|| bad("InputDataConfig", "must be a list of channels"))?;
+        if !list.is_empty() && t.container_image.is_none() {
+            return Err(bad(
+                "InputDataConfig",
+                "needs a TrainingImage run as a container (this one runs as a host command)",
+            ));
+        }
+        for (i, c) in list.iter().enumerate() {
+            t.channels
+                .push(channel(c, &format!("InputDataConfig[{i}]"))?);
+        }
+    }
+
     if let Some(env) = top.get("Environment") {
         t.environment = string_map(env, "Environment")?;
     }
@@ -478,6 +612,18 @@ mod tests {
             "registry.local/trainer:1"
         );
         assert_eq!(t.tags["project"], "llm");
+        let channels = parse(
+            &payload(serde_json::json!({"InputDataConfig": [{
+                "ChannelName": "train", "InputMode": "File",
+                "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": "s3://data/train/", "S3DataDistributionType": "ShardedByS3Key"}}
+            }]})),
+            &[],
+        )
+        .expect("valid")
+        .channels;
+        assert_eq!(channels.len(), 1);
+        assert_eq!(channels[0].channel_name, "train");
+        assert!(channels[0].sharded());
         assert_eq!(
             t.container_image.as_deref(),
             Some("registry.local/trainer:1"),
@@ -520,7 +666,22 @@ mod tests {
         refused(
             serde_json::json!({"InputDataConfig": [{"ChannelName": "train"}]}),
             &[],
-            "serviceRequestPayload.InputDataConfig: is not supported",
+            "serviceRequestPayload.InputDataConfig[0].DataSource: is required",
+        );
+        refused(
+            serde_json::json!({"InputDataConfig": [{"ChannelName": "train", "DataSource": {"S3DataSource": {"S3DataType": "ManifestFile", "S3Uri": "s3://b/p"}}}]}),
+            &[],
+            "S3DataType: \"ManifestFile\" is not supported",
+        );
+        refused(
+            serde_json::json!({"InputDataConfig": [{"ChannelName": "train", "DataSource": {"FileSystemDataSource": {}}}]}),
+            &[],
+            "InputDataConfig[0].DataSource.FileSystemDataSource: is not a field",
+        );
+        refused(
+            serde_json::json!({"InputDataConfig": [{"ChannelName": "../x", "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": "s3://b/p"}}}]}),
+            &[],
+            "InputDataConfig[0].ChannelName",
         );
         refused(
             serde_json::json!({"VpcConfig": {"Subnets": []}}),

@@ -68,6 +68,7 @@ impl State {
                             .output_data_config
                             .as_ref()
                             .map(|o| o.s3_output_path.clone()),
+                        input_channels: meta.submit.input_data_config.clone(),
                     },
                 )
             })
