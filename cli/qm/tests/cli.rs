@@ -87,7 +87,7 @@ fn live_commands_report_bad_usage_and_an_absent_server_in_one_line() {
     assert_eq!(code, 2, "{err}");
     assert_eq!(
         err.trim(),
-        "qm: error: submit needs --share, --type, the command (after --)"
+        "qm: error: submit needs --share, --type, the command (after --) or --image"
     );
     let (code, _, err) = qm(&[
         "--nats",

@@ -277,16 +277,12 @@ fn hand_over(folders: &[PathBuf], ids: Option<(u32, u32)>) -> Result<(), LaunchE
                     source,
                 })?;
             if meta.is_dir() {
-                for entry in
+                let entries =
                     std::fs::read_dir(&current).map_err(|source| LaunchError::CreateDir {
                         path: current.clone(),
                         source,
-                    })?
-                {
-                    if let Ok(entry) = entry {
-                        stack.push(entry.path());
-                    }
-                }
+                    })?;
+                stack.extend(entries.flatten().map(|entry| entry.path()));
             }
         }
         if ok {

@@ -554,7 +554,7 @@ impl Runner<'_> {
                     // that holds the lease sends its own.
                     return;
                 }
-                let (job, attempt, start) = match cmd {
+                let (job, attempt, start) = match &**cmd {
                     ExecCommand::Start {
                         job_id, attempt, ..
                     } => (job_id, *attempt, true),
@@ -733,7 +733,7 @@ impl Runner<'_> {
                     grace_seconds: qm_core::UNPLACED_STOP_GRACE_SECS,
                     reason: "its executor no longer holds it".into(),
                 };
-                self.send(Effect::Command(hb.executor_id.clone(), cmd), true)
+                self.send(Effect::Command(hb.executor_id.clone(), Box::new(cmd)), true)
                     .await;
             }
             // Attempts the executor holds that are not placed there: stop them.
@@ -747,7 +747,7 @@ impl Runner<'_> {
                         grace_seconds: qm_core::UNPLACED_STOP_GRACE_SECS,
                         reason: "not placed on this executor".into(),
                     };
-                    self.send(Effect::Command(hb.executor_id.clone(), cmd), true)
+                    self.send(Effect::Command(hb.executor_id.clone(), Box::new(cmd)), true)
                         .await;
                 }
             }

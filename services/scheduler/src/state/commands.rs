@@ -47,7 +47,7 @@ impl State {
             .map(|(rank, (r, _))| {
                 Effect::Command(
                     node(r),
-                    ExecCommand::Start {
+                    Box::new(ExecCommand::Start {
                         epoch: self.epoch,
                         job_id: meta.public_id.clone(),
                         attempt: attempt.number,
@@ -69,7 +69,7 @@ impl State {
                             .as_ref()
                             .map(|o| o.s3_output_path.clone()),
                         input_channels: meta.submit.input_data_config.clone(),
-                    },
+                    }),
                 )
             })
             .collect()
@@ -112,7 +112,7 @@ impl State {
                         reason: reason.clone(),
                     },
                 };
-                Effect::Command(qs.cluster.node(r.node).name.clone(), command)
+                Effect::Command(qs.cluster.node(r.node).name.clone(), Box::new(command))
             })
             .collect()
     }

@@ -74,13 +74,13 @@ impl State {
             for n in l.other_nodes {
                 fx.push(Effect::Command(
                     qs.cluster.node(n).name.clone(),
-                    ExecCommand::Stop {
+                    Box::new(ExecCommand::Stop {
                         epoch: self.epoch,
                         job_id: meta.public_id.clone(),
                         attempt: l.attempt,
                         grace_seconds: job.spec.grace_period_secs,
                         reason: reason.clone(),
-                    },
+                    }),
                 ));
             }
         }

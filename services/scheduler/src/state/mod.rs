@@ -48,7 +48,7 @@ pub use positions::{Cut, Logged, Position, Positions, Replay};
 pub enum Effect {
     Job(JobStateChange, String),
     Preemption(PreemptionEvent, String),
-    Command(String, ExecCommand),
+    Command(String, Box<ExecCommand>),
 }
 
 pub type Effects = Vec<Effect>;

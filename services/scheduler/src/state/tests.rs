@@ -299,7 +299,9 @@ fn a_lost_or_restarted_executor_ends_its_attempts_host_lost() {
 fn stopped(fx: &Effects) -> Vec<&str> {
     fx.iter()
         .filter_map(|e| match e {
-            Effect::Command(executor, ExecCommand::Stop { .. }) => Some(executor.as_str()),
+            Effect::Command(executor, c) if matches!(**c, ExecCommand::Stop { .. }) => {
+                Some(executor.as_str())
+            }
             _ => None,
         })
         .collect()
@@ -361,9 +363,10 @@ fn a_job_spread_over_executors_runs_as_one_gang() {
         .map(|(_, e)| e.clone())
         .chain(s.unstarted())
         .filter_map(|e| match e {
-            Effect::Command(executor, ExecCommand::Start { rank, hosts, .. }) => {
-                Some((executor, rank, hosts))
-            }
+            Effect::Command(executor, c) => match *c {
+                ExecCommand::Start { rank, hosts, .. } => Some((executor, rank, hosts)),
+                _ => None,
+            },
             _ => None,
         })
         .collect();
@@ -1085,9 +1088,12 @@ fn pass_at(s: &mut State, t: u64) -> (Effects, Vec<qm_wire::system::PassRecord>)
 fn asked(fx: &Effects) -> Vec<(&str, &str)> {
     fx.iter()
         .filter_map(|e| match e {
-            Effect::Command(executor, ExecCommand::Checkpoint { signal, .. }) => {
-                Some((executor.as_str(), signal.as_str()))
-            }
+            Effect::Command(executor, c) => match &**c {
+                ExecCommand::Checkpoint { signal, .. } => {
+                    Some((executor.as_str(), signal.as_str()))
+                }
+                _ => None,
+            },
             _ => None,
         })
         .collect()
