@@ -308,6 +308,7 @@ pub fn start_command(
         container_image: None,
         output_s3_uri: None,
         input_channels: vec![],
+        run_as_non_root: false,
         hosts: vec![],
     }
 }

@@ -36,6 +36,11 @@ quotaShares:
   - quotaShareName: QS3
     capacityLimits: [{{capacityUnit: ml.g5.xlarge, maxCapacity: 0}}]
     resourceSharingConfiguration: {{strategy: LEND_AND_BORROW, borrowLimit: -1}}
+  - quotaShareName: QS4
+    capacityLimits: [{{capacityUnit: ml.g5.xlarge, maxCapacity: 0}}]
+    resourceSharingConfiguration: {{strategy: LEND_AND_BORROW, borrowLimit: -1}}
+    imagePrefixes: ["{repository}", "quartermaster/pytorch-base"]
+    runAsNonRoot: true
 "#
     )
 }
@@ -345,6 +350,26 @@ async fn a_job_container_sees_no_docker_socket_no_credentials_and_no_other_job()
     let out = stack.attempt_stdout("node-1", &id, 1);
     assert_eq!(done.status, "SUCCEEDED", "{out}\n{done:#?}");
     assert!(out.contains("found [] env []"), "{out}");
+
+    // The image's own user by default (the trainer image runs as uid
+    // 1000); a share that forbids root runs an image without a user (its
+    // base, root) as nobody instead.
+    let whoami = |share: &str, image: &str| {
+        let mut job = container_job("whoami", share, 1, &[]);
+        job.container_image = Some(image.to_string());
+        job.checkpoint_config = None;
+        job.command = vec!["id".into(), "-u".into()];
+        job
+    };
+    let id = stack.submit(&whoami("QS1", &torch_image())).await;
+    assert_eq!(stack.wait_final(&id, 120).await.status, "SUCCEEDED");
+    assert_eq!(stack.attempt_stdout("node-1", &id, 1).trim(), "1000");
+    let id = stack
+        .submit(&whoami("QS4", "quartermaster/pytorch-base:bookworm"))
+        .await;
+    let done = stack.wait_final(&id, 120).await;
+    assert_eq!(done.status, "SUCCEEDED", "{done:#?}");
+    assert_eq!(stack.attempt_stdout("node-1", &id, 1).trim(), "65534");
     stack.stop_all();
 }
 
@@ -468,5 +493,59 @@ async fn on_a_gpu_node_a_container_job_sees_exactly_its_gpus() {
         stack.logs()
     );
     assert!(out.contains("visible=0 count=1"), "{out}");
+    stack.stop_all();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_out_of_memory_kill_and_an_image_that_cannot_be_pulled_fail_the_attempt_saying_so() {
+    assert_image_built();
+    let nats = start_nats().await;
+    let s3 = start_s3().await;
+    let mut stack = Stack::new(&nats, &s3, "containers-oom").await;
+    stack.admission();
+    stack.scheduler("scheduler-1");
+    stack.apply(&queue_yaml()).await;
+    stack.wait_leader("scheduler-1").await;
+    stack.executor_env = vec![
+        ("QM_EXECUTOR_RUNTIMES".into(), r#"["container"]"#.into()),
+        (
+            "QM_EXECUTOR_INSTANCES".into(),
+            r#"[{"instanceType":"ml.g5.xlarge","count":1,"memoryMiB":128}]"#.into(),
+        ),
+    ];
+    stack.executor("node-1", "training", "ml.g5.xlarge", 1);
+    // 1 GiB in a container limited to 128 MiB.
+    let mut hog = container_job("hog", "QS1", 1, &[]);
+    hog.checkpoint_config = None;
+    hog.command = vec![
+        "python3".into(),
+        "-c".into(),
+        "b = bytearray(1 << 30); b[::4096] = b'x' * len(b[::4096]); print('survived')".into(),
+    ];
+    let id = stack.submit(&hog).await;
+    let done = stack.wait_final(&id, 120).await;
+    assert_eq!(done.status, "FAILED", "{done:#?}");
+    let reason = done.attempts[0].status_reason.clone().unwrap_or_default();
+    assert!(
+        reason.starts_with("OutOfMemory") && reason.contains("128 MiB"),
+        "{done:#?}"
+    );
+
+    // An image the share may run but that is nowhere to be had: the pull's
+    // own reason, once (no retry loop: the job allows one attempt).
+    let mut missing = container_job("missing", "QS1", 1, &[]);
+    missing.container_image = Some(format!(
+        "{}:no-such-tag",
+        torch_image()
+            .rsplit_once(':')
+            .map_or(torch_image(), |(r, _)| r.to_string())
+    ));
+    let id = stack.submit(&missing).await;
+    let done = stack.wait_final(&id, 180).await;
+    assert_eq!(done.status, "FAILED", "{done:#?}");
+    assert_eq!(done.attempts.len(), 1, "not retried: {done:#?}");
+    let reason = done.attempts[0].status_reason.clone().unwrap_or_default();
+    assert!(reason.contains("no-such-tag"), "{done:#?}");
+    assert_eq!(done.attempts[0].exit_code, Some(127));
     stack.stop_all();
 }

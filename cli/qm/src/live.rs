@@ -442,6 +442,9 @@ pub async fn describe(c: &Client, job_id: &str, json: bool) -> Result<(), Failur
     println!("queue      {} / share {}", j.job_queue, j.quota_share_name);
     println!("status     {}", j.status);
     println!("reason     {}", j.status_reason);
+    if let Some(image) = &j.container_image {
+        println!("image      {image}");
+    }
     println!(
         "asks for   {} x {}, priority {}{}",
         j.instance_count,
@@ -497,6 +500,16 @@ pub async fn describe(c: &Client, job_id: &str, json: bool) -> Result<(), Failur
                 a.attempt,
                 a.restore_skipped.join("; ")
             );
+        }
+        // Why an attempt failed, in the job's words (or the runtime's),
+        // and what a starting attempt is doing (pulling, downloading).
+        for a in &j.attempts {
+            if let Some(why) = &a.status_reason {
+                println!("attempt {}: {why}", a.attempt);
+            }
+            if let (Some(doing), None) = (&a.progress, &a.outcome) {
+                println!("attempt {}: {doing}", a.attempt);
+            }
         }
         // Checkpoints written but not uploaded: what a preemption now
         // would lose grows until the next commit.

@@ -1,7 +1,9 @@
 //! A training job's input channels, as SageMaker delivers them in File
 //! mode: every object under a channel's `S3Prefix` downloaded into
 //! `/opt/ml/input/data/<channel>/` before the job starts, named by its key
-//! after the prefix's last `/`. `FullyReplicated`: every node gets every
+//! after the prefix's last `/`. (The checkpoint service always passes a
+//! folder, `<prefix>/`: the share's read rule is checked at a `/`
+//! boundary, so a channel never reaches a sibling `<prefix>-other/`.) `FullyReplicated`: every node gets every
 //! object; `ShardedByS3Key`: node `rank` of `nodes` gets the objects whose
 //! position in key order is `rank` modulo `nodes`.
 //!
@@ -14,6 +16,18 @@ use std::path::Path;
 
 use crate::store::{ObjectStore, Progress};
 use crate::sync::SyncError;
+
+/// The key prefix a channel of S3 prefix `prefix` (as `parse_s3_uri`
+/// gives it: no trailing `/`) lists: the folder `prefix/`, or the whole
+/// bucket for an empty prefix.
+pub fn channel_folder(prefix: &str) -> String {
+    let prefix = prefix.trim_end_matches('/');
+    if prefix.is_empty() {
+        String::new()
+    } else {
+        format!("{prefix}/")
+    }
+}
 
 /// What a channel's download moved.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -112,6 +126,17 @@ mod tests {
         let got = assign(&listed, "data/train", false, 0, 1).expect("valid");
         let names: Vec<&str> = got.iter().map(|(_, r, _)| r.as_str()).collect();
         assert_eq!(names, ["train-1.csv", "train-2.csv"]);
+    }
+
+    #[test]
+    fn a_channel_is_a_folder_so_a_sibling_with_a_longer_name_is_never_listed() {
+        assert_eq!(channel_folder("q/shares/a"), "q/shares/a/");
+        assert_eq!(channel_folder("q/shares/a/"), "q/shares/a/");
+        assert_eq!(channel_folder(""), "");
+        let listed = objects(&["q/shares/a/x", "q/shares/ab/secret"]);
+        let folder = channel_folder("q/shares/a");
+        let got = assign(&listed, &folder, false, 0, 1).expect("valid");
+        assert_eq!(got.len(), 1, "{got:?}");
     }
 
     #[test]

@@ -112,8 +112,12 @@ pub async fn upload<S: ObjectStore>(
                 format!("{}/", prefix.trim_end_matches('/'))
             }
         );
-        let file = scratch.join(format!(".qm-output-{job_id}-{object}"));
-        let _ = fs::remove_file(&file);
+        // Its own name: a second request for the same job (a retry while
+        // the first still runs) never writes into this one's file.
+        let unique = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let file = scratch.join(format!(".qm-output-{job_id}-{object}-{unique}"));
         let (dir, dest) = (folder.clone(), file.clone());
         let size = tokio::task::spawn_blocking(move || {
             if !dir.exists() {

@@ -610,7 +610,9 @@ pub fn image_allowed(
         }
         match image.strip_prefix(entry) {
             Some("") => true,
-            Some(rest) => rest.starts_with(':') || rest.starts_with('@'),
+            // A tag (no '/': `ubuntu:5000/x` is registry `ubuntu`'s image)
+            // or a digest.
+            Some(rest) => (rest.starts_with(':') && !rest.contains('/')) || rest.starts_with('@'),
             None => false,
         }
     };
@@ -673,6 +675,12 @@ mod tests {
         assert!(
             ok("registry.local/team-a").is_err(),
             "the prefix is a folder"
+        );
+        let single = vec!["ubuntu".to_string()];
+        assert!(image_allowed("ubuntu:22.04", Some(&single), "q", "s").is_ok());
+        assert!(
+            image_allowed("ubuntu:5000/evil", Some(&single), "q", "s").is_err(),
+            "a registry named like the repository"
         );
         let none = image_allowed("x/y:1", None, "q", "s").expect_err("no list");
         assert!(none.contains("may not run images"), "{none}");

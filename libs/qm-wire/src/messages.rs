@@ -125,6 +125,11 @@ pub struct QuotaShare {
     /// `<queue>/shares/<share>/`, as for checkpoints.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_s3_prefixes: Option<Vec<String>>,
+    /// The share's containers may not run as root: an image whose user is
+    /// root (or none) runs as the executor's `runAsUser` (default 65534,
+    /// nobody) instead. Default (absent): the image's user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_as_non_root: Option<bool>,
 }
 
 /// `CreateJobQueue` / `UpdateJobQueue`.
@@ -368,7 +373,8 @@ pub struct InputChannel {
     /// 1-64 letters, digits, `.`, `_` and `-`: the folder under
     /// `/opt/ml/input/data`.
     pub channel_name: String,
-    /// `s3://bucket/prefix`: every object whose key starts with the prefix.
+    /// `s3://bucket/prefix`: every object under the folder `prefix/` (not a
+    /// sibling `prefix-other/`: the share's read rule has a folder boundary).
     /// It must lie where the job's share may read (`inputS3Prefixes`;
     /// default: its own checkpoint area).
     pub s3_uri: String,
@@ -563,6 +569,10 @@ pub struct AttemptDetail {
     /// (killed for its memory limit; an image that could not be pulled).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status_reason: Option<String>,
+    /// What a starting attempt is doing before its job runs: pulling its
+    /// image, downloading an input channel (the last step reported).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

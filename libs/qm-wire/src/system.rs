@@ -153,6 +153,12 @@ pub struct Report {
     /// `statusReason`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Starting, sent again while the executor prepares the attempt: what
+    /// it is doing (pulling the image, downloading an input channel). A
+    /// reader that does not know it sees a repeated STARTING, which changes
+    /// nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<String>,
 }
 
 /// Why an executor ended an attempt itself.
@@ -307,6 +313,9 @@ pub enum ExecCommand {
         /// service download its part before the container starts.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         input_channels: Vec<crate::messages::InputChannel>,
+        /// The job's share forbids root in containers (`runAsNonRoot`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        run_as_non_root: bool,
     },
     /// SIGTERM, then SIGKILL after `grace_seconds`.
     #[serde(rename_all = "camelCase")]

@@ -235,12 +235,17 @@ pub fn job_spec(
                 "needs a containerImage (channels are downloaded into the container's /opt/ml/input/data)",
             ));
         }
+        // Two names that make the same SM_CHANNEL_<NAME> are one too many.
+        let variable = c.channel_name.to_ascii_uppercase().replace(['.', '-'], "_");
         if let Err(e) = wire::check_channel_name(&c.channel_name) {
             problems.push(problem(format!("{field}.channelName"), e));
-        } else if !channels.insert(c.channel_name.as_str()) {
+        } else if !channels.insert(variable) {
             problems.push(problem(
                 format!("{field}.channelName"),
-                format!("{:?} is given twice", c.channel_name),
+                format!(
+                    "{:?} is given twice (names differing only in case, '.' or '-' are one channel)",
+                    c.channel_name
+                ),
             ));
         }
         if let Err(e) = wire::parse_s3_uri(&c.s3_uri) {
@@ -275,6 +280,21 @@ pub fn job_spec(
         if let Some(path) = &c.local_path {
             if let Err(e) = wire::check_local_path(path) {
                 problems.push(problem("checkpointConfig.localPath", e));
+            }
+            // In a container it is /<localPath>, beside the contract's folders.
+            let inside = format!("/{}", path.trim_matches('/'));
+            let overlaps = ["/opt/ml/input", "/opt/ml/model", "/opt/ml/output"]
+                .iter()
+                .any(|f| {
+                    inside == *f
+                        || f.starts_with(&format!("{inside}/"))
+                        || inside.starts_with(&format!("{f}/"))
+                });
+            if job.container_image.is_some() && overlaps {
+                problems.push(problem(
+                    "checkpointConfig.localPath",
+                    format!("{inside} overlaps the container's /opt/ml/input, model or output (use /opt/ml/checkpoints)"),
+                ));
             }
         }
         if c.checkpoint_before_preempt_seconds
@@ -402,6 +422,55 @@ pub fn known_runtimes(names: &[String]) -> Runtimes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn container_jobs_keep_their_checkpoints_and_channels_apart_from_the_contract() {
+        let doc = doc();
+        let mut cluster = Cluster::new(queue(&doc).expect("valid"), &[]).expect("cluster");
+        let base = wire::SubmitServiceJob {
+            job_name: "j".into(),
+            job_queue: "training".into(),
+            quota_share_name: Some("QS1".into()),
+            instance_type: "ml.g5.xlarge".into(),
+            container_image: Some("team/trainer:1".into()),
+            ..Default::default()
+        };
+        let problems = |job: &wire::SubmitServiceJob, c: &mut Cluster| {
+            job_spec(job, c)
+                .err()
+                .unwrap_or_default()
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        for (local, ok) in [
+            ("opt/ml/checkpoints", true),
+            ("opt/ml/model", false),
+            ("opt/ml", false),
+            ("opt/ml/input/data/x", false),
+            ("ckpt", true),
+        ] {
+            let mut job = base.clone();
+            job.checkpoint_config = Some(wire::CheckpointConfig {
+                local_path: Some(local.into()),
+                ..Default::default()
+            });
+            let p = problems(&job, &mut cluster);
+            assert_eq!(p.is_empty(), ok, "{local}: {p}");
+        }
+        let channel = |name: &str| wire::InputChannel {
+            channel_name: name.into(),
+            s3_uri: "s3://data-bucket/p".into(),
+            s3_data_distribution_type: None,
+        };
+        let mut job = base.clone();
+        job.input_data_config = vec![channel("train.a"), channel("TRAIN-A")];
+        assert!(problems(&job, &mut cluster).contains("given twice"));
+        job.input_data_config = vec![channel("train"), channel("test")];
+        let p = problems(&job, &mut cluster);
+        assert!(p.is_empty(), "{p}");
+    }
 
     fn doc() -> QueueDocument {
         serde_json::from_value(serde_json::json!({

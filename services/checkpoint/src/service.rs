@@ -732,17 +732,12 @@ impl Service {
             ));
         };
         let target = self.target_for(&req, true).await?;
+        // The channel is the folder the URI names: every key under
+        // `<prefix>/`, the very prefix the share's rule was checked
+        // against (a listing of the raw path would also match a sibling
+        // `<prefix>-other/` the share may not read).
         let prefix = qm_wire::messages::parse_s3_uri(&uri)
-            .map(|u| {
-                // The channel is every key starting with the URI's path, as
-                // written (a trailing '/' included).
-                let path = uri.splitn(4, '/').nth(3).unwrap_or_default();
-                if path.is_empty() {
-                    u.prefix
-                } else {
-                    path.to_string()
-                }
-            })
+            .map(|u| qm_checkpoint::input::channel_folder(&u.prefix))
             .map_err(|e| api::invalid(format!("s3Uri: {e}"), vec![]))?;
         let (sharded, rank, nodes) = match req.shard {
             Some(s) => (true, s.rank, s.nodes.max(1)),

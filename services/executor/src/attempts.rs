@@ -67,6 +67,7 @@ impl Executor {
                 container_image,
                 output_s3_uri,
                 input_channels,
+                run_as_non_root,
                 ..
             } => {
                 let grace_seconds = grace_seconds.unwrap_or(qm_core::DEFAULT_GRACE_PERIOD_SECS);
@@ -81,8 +82,16 @@ impl Executor {
                 let local = config.local_path.as_deref().unwrap_or("checkpoint");
                 // Admission checks localPath; a command that bypassed it
                 // must still not write outside the attempt's directory.
+                // A container's checkpoint directory is mounted at
+                // /<localPath>; on the host it is always `checkpoint`, never
+                // inside the `ml` folders the host reads after the run.
+                let host_local = if container_image.is_some() {
+                    "checkpoint"
+                } else {
+                    local
+                };
                 let checkpoint_dir = qm_wire::messages::check_local_path(local)
-                    .map(|()| self.attempt_dir(&job_id, attempt).join(local));
+                    .map(|()| self.attempt_dir(&job_id, attempt).join(host_local));
                 let checkpoint = match &checkpoint_dir {
                     Ok(dir) if checkpoints => Some(CheckpointRequest {
                         job_queue: job_queue.clone(),
@@ -126,6 +135,7 @@ impl Executor {
                     output_s3_uri,
                     quota_share_name: quota_share_name.clone(),
                     input_channels,
+                    run_as_non_root,
                 };
                 let span = tracing::info_span!(
                     "attempt",
@@ -296,9 +306,13 @@ impl Executor {
         if stopped {
             return self.finish(ended); // stopped before it launched
         }
-        let progress = {
-            let (job_id, attempt) = (job_id.clone(), attempt);
-            move |text: String| tracing::info!(job = %job_id, attempt, "{text}")
+        // Each step of the preparation (pulling the image, downloading an
+        // input channel) is logged and reported, for describe.
+        let progress = |text: String| {
+            tracing::info!(job = %job_id, attempt, "{text}");
+            let mut step = self.report(&job_id, attempt, ReportPhase::Starting);
+            step.progress = Some(text);
+            self.send(step);
         };
         let launching = self.launch(&launch, &dir, &ckpt_dir, &progress);
         let launched = tokio::select! {
@@ -424,7 +438,9 @@ impl Executor {
             answer_within_ms: None,
             shard: None,
         };
-        self.checkpoint("output", &request, 3).await.map(|_| ())
+        self.checkpoint_within("output", &request, 2, TRANSFER_CALL)
+            .await
+            .map(|_| ())
     }
 
     /// Downloads the job's input channels into `data` (the attempt's
@@ -464,13 +480,13 @@ impl Executor {
                     nodes: launch.hosts.len().max(1) as u32,
                 }),
             };
-            let reply =
-                self.checkpoint("input", &request, 3)
-                    .await
-                    .map_err(|e| LaunchError::Input {
-                        channel: c.channel_name.clone(),
-                        reason: e.to_string(),
-                    })?;
+            let reply = self
+                .checkpoint_within("input", &request, 2, TRANSFER_CALL)
+                .await
+                .map_err(|e| LaunchError::Input {
+                    channel: c.channel_name.clone(),
+                    reason: e.to_string(),
+                })?;
             let bytes = reply.progress.map_or(0, |p| p.bytes_moved);
             progress(format!(
                 "input channel {} downloaded: {bytes} bytes",
@@ -496,7 +512,18 @@ impl Executor {
             path: ckpt_dir.clone(),
             source,
         })?;
-        if let Some((uid, gid)) = launch.run_as {
+        if launch.image.is_some() {
+            // A container reaches only its mounts; nobody else on the node
+            // reaches what it writes (it may run as root and leave set-uid
+            // files, or be another tenant's process job's user).
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(
+                |source| LaunchError::CreateDir {
+                    path: dir.to_path_buf(),
+                    source,
+                },
+            )?;
+        } else if let Some((uid, gid)) = launch.run_as {
             // The unprivileged process writes its output and checkpoints.
             for d in [dir, &ckpt_dir] {
                 std::os::unix::fs::chown(d, Some(uid), Some(gid)).map_err(|source| {
@@ -633,8 +660,21 @@ impl Executor {
         req: &CheckpointRequest,
         tries: usize,
     ) -> Result<CheckpointReply, CheckpointCallError> {
+        self.checkpoint_within(op, req, tries, CHECKPOINT_CALL)
+            .await
+    }
+
+    /// [`Executor::checkpoint`], each try answered within `timeout` (an
+    /// input download or an output upload moves the whole data set).
+    pub(crate) async fn checkpoint_within(
+        &self,
+        op: &str,
+        req: &CheckpointRequest,
+        tries: usize,
+        timeout: Duration,
+    ) -> Result<CheckpointReply, CheckpointCallError> {
         let call = || async {
-            match self.call(op, req, CHECKPOINT_CALL).await {
+            match self.call(op, req, timeout).await {
                 Ok(answer) => answer,
                 Err(e) => Err(CallError::Transport(e.to_string())),
             }
@@ -686,6 +726,10 @@ const RESTORE_POLL: Duration = Duration::from_secs(10);
 
 /// How long a track or flush call may go unanswered before it is sent again.
 const CHECKPOINT_CALL: Duration = Duration::from_secs(120);
+
+/// How long an input download or an output upload may take before it is
+/// asked for again (once): the whole data set moves in one call.
+const TRANSFER_CALL: Duration = Duration::from_secs(3600);
 
 /// A refusal: the same request fails again, so it is not retried.
 fn refused(e: &CallError) -> bool {

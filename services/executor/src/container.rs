@@ -74,6 +74,9 @@ pub struct ContainerSpec {
     pub memory_mib: Option<u64>,
     /// Run as this user instead of the image's (`uid[:gid]`).
     pub user: Option<String>,
+    /// The share forbids root: the user (`uid:gid`) to run as when the
+    /// image's user is root or none.
+    pub non_root: Option<String>,
 }
 
 /// How a container ended.
@@ -92,6 +95,31 @@ pub struct Running {
     pub name: String,
     guard: Option<tokio::process::Child>,
     logs: tokio::task::JoinHandle<()>,
+    /// Waited for and removed (`wait_or_stop`): dropping it does nothing.
+    done: bool,
+}
+
+impl Drop for Running {
+    /// A running container whose attempt is dropped without waiting for it
+    /// (a panic, an attempt task cut short) is killed and removed, not left
+    /// behind without its guard.
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let (docker, id) = (self.engine.docker.clone(), self.id.clone());
+        tracing::warn!(container = %self.name, "an attempt's container dropped unwaited: removing it");
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(async move {
+                let _ = docker
+                    .remove_container(
+                        &id,
+                        Some(RemoveContainerOptionsBuilder::default().force(true).build()),
+                    )
+                    .await;
+            });
+        }
+    }
 }
 
 fn engine_error(e: bollard::errors::Error) -> String {
@@ -223,6 +251,21 @@ impl Engine {
                 Some(RemoveContainerOptionsBuilder::default().force(true).build()),
             )
             .await;
+        let mut spec = spec;
+        if let (Some(instead), None) = (&spec.non_root, &spec.user) {
+            let image_user = self
+                .docker
+                .inspect_image(&spec.image)
+                .await
+                .ok()
+                .and_then(|i| i.config)
+                .and_then(|c| c.user)
+                .unwrap_or_default();
+            let name = image_user.split(':').next().unwrap_or_default();
+            if name.is_empty() || name == "root" || name == "0" {
+                spec.user = Some(instead.clone());
+            }
+        }
         let body = self.create_body(&spec)?;
         let created = self
             .docker
@@ -247,6 +290,15 @@ impl Engine {
             }
         };
         let ids = self.user_ids(&id).await;
+        if spec.non_root.is_some() && ids.is_none_or(|(uid, _)| uid == 0) {
+            // A named user that is root in the image's own passwd, or one
+            // that cannot be told.
+            self.remove(&id).await;
+            return Err(LaunchError::Contract(format!(
+                "the share forbids root (runAsNonRoot) and image {}'s user is root or cannot be told",
+                spec.image
+            )));
+        }
         if let Err(e) = hand_over(ids) {
             self.remove(&id).await;
             return Err(e);
@@ -274,6 +326,7 @@ impl Engine {
             name,
             guard,
             logs,
+            done: false,
         })
     }
 
@@ -323,7 +376,10 @@ impl Engine {
                     .collect(),
             ),
             security_opt: Some(vec!["no-new-privileges:true".into()]),
-            cap_drop: Some(vec!["NET_RAW".into(), "MKNOD".into(), "AUDIT_WRITE".into()]),
+            // No capability at all: a job that runs as root is root in its
+            // own files only (no chown to others, no overriding file modes,
+            // no raw sockets).
+            cap_drop: Some(vec!["ALL".into()]),
             privileged: Some(false),
             init: Some(true),
             shm_size: Some((self.settings.shm_size_mib as i64) << 20),
@@ -410,10 +466,14 @@ impl Engine {
     }
 
     /// Stops and removes every container of this executor that no attempt
-    /// in `allowed` (job, attempt) of this incarnation accounts for; returns
+    /// `allowed` lists (job, attempt) of this incarnation accounts for
+    /// (`allowed` None: it cannot be told now, nothing is removed); returns
     /// how many. At start, `allowed` is empty: what a killed incarnation
     /// left goes (the scheduler has ended those attempts).
-    pub async fn reconcile(&self, allowed: &std::collections::HashSet<(String, u32)>) -> usize {
+    pub async fn reconcile(
+        &self,
+        allowed: &(dyn Fn() -> Option<std::collections::HashSet<(String, u32)>> + Sync),
+    ) -> usize {
         let mut filters = HashMap::new();
         filters.insert(
             "label".to_string(),
@@ -434,6 +494,11 @@ impl Engine {
                 tracing::warn!(error = %engine_error(e), "cannot list this executor's containers");
                 return 0;
             }
+        };
+        // What may run is read after the listing: a container created in
+        // between belongs to an attempt already recorded.
+        let Some(allowed) = allowed() else {
+            return 0;
         };
         let mut removed = 0;
         for c in listed {
@@ -580,6 +645,7 @@ impl Running {
         };
         let _ = (&mut self.logs).await;
         self.engine.remove(&self.id).await;
+        self.done = true;
         if let Some(mut guard) = self.guard.take() {
             let _ = guard.start_kill();
             let _ = guard.wait().await;
@@ -621,9 +687,11 @@ async fn copy_logs(docker: Docker, id: String, dir: PathBuf) {
     let open = |name: &str| {
         let path = dir.join(name);
         async move {
+            // A link planted in place of a log file is not written through.
             tokio::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
+                .custom_flags(libc::O_NOFOLLOW)
                 .open(path)
                 .await
         }
@@ -818,6 +886,11 @@ pub fn read_credentials(
             .next()
             .unwrap_or_default()
             .to_string();
+        // Docker writes Docker Hub's entry under its index host.
+        let host = match host.as_str() {
+            "index.docker.io" | "registry-1.docker.io" => "docker.io".to_string(),
+            _ => host,
+        };
         let (username, password) = match (&entry.auth, entry.username, entry.password) {
             (Some(auth), _, _) => {
                 let decoded = base64_decode(auth).ok_or_else(|| {

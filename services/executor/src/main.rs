@@ -133,7 +133,7 @@ async fn run(
             Ok(engine) => {
                 // What an earlier incarnation left running: its attempts
                 // are ended HOST_LOST when this one registers.
-                let removed = engine.reconcile(&Default::default()).await;
+                let removed = engine.reconcile(&|| Some(Default::default())).await;
                 if removed > 0 {
                     tracing::warn!(
                         removed,

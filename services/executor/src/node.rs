@@ -107,9 +107,14 @@ impl Executor {
             if let Some(engine) = &self.engine {
                 // Containers no attempt of this incarnation accounts for
                 // (a launch interrupted between create and record).
-                let allowed: std::collections::HashSet<(String, u32)> = match self.attempts.lock() {
-                    Ok(a) => a.keys().map(|k| (k.job_id.clone(), k.attempt)).collect(),
-                    Err(_) => return,
+                let allowed = || {
+                    let attempts = self.attempts.lock().ok()?;
+                    Some(
+                        attempts
+                            .keys()
+                            .map(|k| (k.job_id.clone(), k.attempt))
+                            .collect(),
+                    )
                 };
                 engine.reconcile(&allowed).await;
             }
@@ -179,6 +184,7 @@ impl Executor {
             error: None,
             cause: None,
             reason: None,
+            progress: None,
         }
     }
 

@@ -25,7 +25,19 @@ pub(crate) struct Outbox {
 /// The message id a report is appended with (JetStream drops a second
 /// append with the same id within the log's de-duplication window).
 pub(crate) fn report_id(r: &Report) -> String {
-    format!("{}-{}-{}-{:?}", r.executor_id, r.job_id, r.attempt, r.phase)
+    let base = format!("{}-{}-{}-{:?}", r.executor_id, r.job_id, r.attempt, r.phase);
+    match &r.progress {
+        // A progress step is its own message (the same step twice is one).
+        Some(text) => {
+            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+            for b in text.bytes() {
+                h ^= u64::from(b);
+                h = h.wrapping_mul(0x0100_0000_01b3);
+            }
+            format!("{base}-progress-{h:016x}")
+        }
+        None => base,
+    }
 }
 
 impl Outbox {
@@ -125,6 +137,20 @@ impl Outbox {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_progress_step_is_a_message_of_its_own() {
+        let mut start = report("j", ReportPhase::Starting);
+        let plain = report_id(&start);
+        start.progress = Some("pulling image x".into());
+        let step = report_id(&start);
+        assert_ne!(
+            plain, step,
+            "a step must not be taken for the STARTING report"
+        );
+        start.progress = Some("pulling image y".into());
+        assert_ne!(step, report_id(&start));
+    }
+
     use super::*;
     use qm_wire::system::ReportPhase;
 
@@ -142,6 +168,7 @@ mod tests {
             error: None,
             cause: None,
             reason: None,
+            progress: None,
         }
     }
 

@@ -41,6 +41,8 @@ pub struct Launch {
     pub quota_share_name: String,
     /// Input channels downloaded before a container starts.
     pub input_channels: Vec<qm_wire::messages::InputChannel>,
+    /// The share forbids root in containers.
+    pub run_as_non_root: bool,
 }
 
 /// The only variables of the executor's own environment a job inherits:

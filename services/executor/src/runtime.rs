@@ -96,7 +96,7 @@ impl Launched {
             } => {
                 let exit = running.wait_or_stop(stop).await;
                 let failed = exit.exit_code.is_some_and(|c| c != 0);
-                let reason = if exit.oom_killed {
+                let reason = if exit.oom_killed && exit.exit_code != Some(0) {
                     Some(match memory_mib {
                         Some(m) => format!("OutOfMemory: the container was killed for exceeding its memory limit ({m} MiB)"),
                         None => "OutOfMemory: the container was killed for lack of memory".into(),
@@ -192,7 +192,24 @@ impl Executor {
                 format!("/opt/ml/input/data/{name}"),
             );
         }
-        // The GPUs are the device request's; inside, they count from 0.
+        // The GPUs are the device request's, and only those: a CUDA image's
+        // own NVIDIA_VISIBLE_DEVICES=all (or the job's) must not widen it
+        // on an engine whose default runtime is NVIDIA's.
+        environment.retain(|k, _| !k.starts_with("NVIDIA_VISIBLE_DEVICES"));
+        environment.insert(
+            "NVIDIA_VISIBLE_DEVICES".into(),
+            if launch.gpus.is_empty() {
+                "void".into()
+            } else {
+                launch
+                    .gpus
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            },
+        );
+        // Inside, they count from 0.
         environment.insert(
             "CUDA_VISIBLE_DEVICES".into(),
             (0..launch.gpus.len())
@@ -227,6 +244,16 @@ impl Executor {
             cpus,
             memory_mib,
             user: None,
+            // The share's policy: never root (the executor's runAsUser, or
+            // nobody, when the image would run as root).
+            non_root: launch.run_as_non_root.then(|| {
+                let (uid, gid) = self
+                    .settings
+                    .run_as_user
+                    .zip(self.settings.run_as_group)
+                    .unwrap_or((65_534, 65_534));
+                format!("{uid}:{gid}")
+            }),
         };
         let writable: Vec<PathBuf> = vec![
             layout.model.clone(),
@@ -234,8 +261,17 @@ impl Executor {
             layout.output.join("data"),
             ckpt_dir.to_path_buf(),
         ];
-        let hand_over = move |ids: Option<(u32, u32)>| hand_over(&writable, ids);
-        let running = engine.launch(spec, dir, &hand_over).await?;
+        // Creating and starting the container is never cut short: a stop
+        // that arrives meanwhile is obeyed once it runs (by wait_or_stop),
+        // and should the attempt be dropped anyway, dropping its Running
+        // removes the container.
+        let (engine, dir) = (Arc::clone(engine), dir.to_path_buf());
+        let running = tokio::spawn(async move {
+            let hand_over = move |ids: Option<(u32, u32)>| hand_over(&writable, ids);
+            engine.launch(spec, &dir, &hand_over).await
+        })
+        .await
+        .map_err(|e| LaunchError::Container(format!("the launch ended early: {e}")))??;
         Ok(Launched::Container {
             running,
             layout,

@@ -63,12 +63,10 @@ impl Layout {
         self.output.join("failure")
     }
 
-    /// Creates the tree and writes the config files. The folders the job
-    /// writes are open to any user (the image's user is not known on the
-    /// host); the attempt's directory above them is the executor's alone,
-    /// so only this attempt's container reaches them, through its mounts.
+    /// Creates the tree and writes the config files (the folders the job
+    /// writes are handed to its user later, `runtime.rs`; the attempt's
+    /// directory above them is the executor's alone, mode 0700).
     pub fn prepare(&self, config: &ConfigFiles) -> Result<(), LaunchError> {
-        use std::os::unix::fs::PermissionsExt;
         let dirs = [
             self.config(),
             self.data(),
@@ -80,14 +78,6 @@ impl Layout {
                 path: d.clone(),
                 source,
             })?;
-        }
-        for d in [&self.model, &self.output, &self.output.join("data")] {
-            std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o777)).map_err(
-                |source| LaunchError::CreateDir {
-                    path: d.clone(),
-                    source,
-                },
-            )?;
         }
         let write = |name: &str, body: &serde_json::Value| {
             let path = self.config().join(name);

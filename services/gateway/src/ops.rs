@@ -1039,6 +1039,7 @@ impl Gateway {
             checkpoint_s3_prefixes: None,
             image_prefixes: None,
             input_s3_prefixes: None,
+            run_as_non_root: None,
         };
         let op = if create {
             Operation::CreateQuotaShare

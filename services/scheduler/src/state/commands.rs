@@ -69,6 +69,11 @@ impl State {
                             .as_ref()
                             .map(|o| o.s3_output_path.clone()),
                         input_channels: meta.submit.input_data_config.clone(),
+                        run_as_non_root: meta
+                            .submit
+                            .quota_share_name
+                            .as_ref()
+                            .is_some_and(|s| qs.non_root_shares.contains(s)),
                     }),
                 )
             })

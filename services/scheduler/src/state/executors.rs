@@ -93,6 +93,20 @@ impl State {
             return;
         };
         let t = Time(now);
+        if let (ReportPhase::Starting, Some(doing)) = (r.phase, &r.progress) {
+            // A step of the attempt's preparation: kept for describe; the
+            // attempt's state does not change.
+            let qs = self.queues.get_mut(&q).expect("located");
+            let current = qs
+                .cluster
+                .job(id)
+                .and_then(|j| j.attempts.last())
+                .is_some_and(|a| a.number == r.attempt && a.outcome.is_none());
+            if let (true, Some(meta)) = (current, qs.meta.get_mut(&id)) {
+                meta.start_progress = Some((r.attempt, doing.chars().take(512).collect()));
+            }
+            return;
+        }
         let cluster = &mut self.queues.get_mut(&q).expect("located").cluster;
         let stopping = cluster.job(id).and_then(|j| j.stopping);
         let Some(node) = cluster.node_id(&r.executor_id) else {

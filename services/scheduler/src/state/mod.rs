@@ -70,6 +70,10 @@ pub struct JobMeta {
     /// could not be launched: a refused image pull).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub attempt_reasons: BTreeMap<u32, String>,
+    /// The current attempt's start, as its executor last reported it
+    /// (pulling its image, downloading an input channel).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_progress: Option<(u32, String)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -78,6 +82,9 @@ pub struct QueueState {
     pub ids: HashMap<String, JobId>,
     pub meta: BTreeMap<JobId, JobMeta>,
     pub config_revision: u64,
+    /// Shares whose containers may not run as root (`runAsNonRoot`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub non_root_shares: std::collections::BTreeSet<String>,
 }
 
 impl QueueState {
@@ -251,6 +258,7 @@ impl State {
                         public_id: job_id.clone(),
                         submit: job.clone(),
                         attempt_reasons: BTreeMap::new(),
+                        start_progress: None,
                     },
                 );
                 self.job_queue.insert(job_id, job.job_queue);
@@ -320,10 +328,17 @@ impl State {
                 return;
             }
         };
+        let non_root_shares: std::collections::BTreeSet<String> = doc
+            .quota_shares
+            .iter()
+            .filter(|s| s.run_as_non_root == Some(true))
+            .map(|s| s.quota_share_name.clone())
+            .collect();
         match self.queues.get_mut(&name) {
             Some(qs) => match qs.cluster.update_queue(config, Time(now)) {
                 Ok(stops) => {
                     qs.config_revision = revision;
+                    qs.non_root_shares = non_root_shares;
                     for id in stops {
                         self.stopping.insert(QueueJob::new(&name, id));
                         self.stop_command(&name, id, fx);
@@ -348,6 +363,7 @@ impl State {
                             ids: HashMap::new(),
                             meta: BTreeMap::new(),
                             config_revision: revision,
+                            non_root_shares,
                         },
                     );
                 }

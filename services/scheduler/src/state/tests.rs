@@ -48,6 +48,7 @@ fn report(job: &str, attempt: u32, phase: ReportPhase, exit: Option<i32>) -> Log
         error: None,
         cause: None,
         reason: None,
+        progress: None,
     })
 }
 
@@ -339,6 +340,7 @@ fn a_job_spread_over_executors_runs_as_one_gang() {
             error: None,
             cause: None,
             reason: None,
+            progress: None,
         })
     };
     let mut job = submit("gang", "QS1", 1);
@@ -559,6 +561,7 @@ fn entry_of(r: &qm_sim::trace::Recorded, s: &State) -> (u64, LogEntry) {
                     error: None,
                     cause: None,
                     reason: None,
+                    progress: None,
                 }),
             )
         }

@@ -67,6 +67,11 @@ impl State {
             checkpoint_upload_failing_since: a.checkpoint_lag.as_ref().map(|(t, _)| t.as_millis()),
             checkpoint_upload_error: a.checkpoint_lag.as_ref().map(|(_, e)| e.clone()),
             status_reason: meta.attempt_reasons.get(&a.number).cloned(),
+            progress: meta
+                .start_progress
+                .as_ref()
+                .filter(|(n, _)| *n == a.number && a.running_at.is_none())
+                .map(|(_, doing)| doing.clone()),
         };
         let preempted: Vec<AttemptDetail> = job
             .attempts
