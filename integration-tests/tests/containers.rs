@@ -61,18 +61,28 @@ fn assert_image_built() {
     );
 }
 
-/// Containers an executor labelled, running or not.
-fn containers_of(executor: &str) -> Vec<String> {
-    docker(&[
-        "ps",
-        "-a",
-        "-q",
-        "--filter",
-        &format!("label=qm.executor={executor}"),
-    ])
-    .lines()
-    .map(str::to_string)
-    .collect()
+/// Containers an executor of `stack` labelled (running or not, or only
+/// running): other tests' executors of the same id share the engine.
+fn containers_of(stack: &Stack, executor: &str) -> Vec<String> {
+    listed(stack, executor, "-a")
+}
+
+fn running_of(stack: &Stack, executor: &str) -> Vec<String> {
+    listed(stack, executor, "")
+}
+
+fn listed(stack: &Stack, executor: &str, all: &str) -> Vec<String> {
+    let work_dir = format!(
+        "label=qm.work-dir={}",
+        stack.path().join(executor).display()
+    );
+    let mut args = vec!["ps", "-q", "--filter", &work_dir];
+    let by_id = format!("label=qm.executor={executor}");
+    args.extend(["--filter", &by_id]);
+    if !all.is_empty() {
+        args.push(all);
+    }
+    docker(&args).lines().map(str::to_string).collect()
 }
 
 /// A stack whose executors `ids` offer the container runtime (and the
@@ -204,7 +214,7 @@ async fn a_pytorch_image_trains_with_the_sagemaker_contract_and_its_failure_reac
     let detail = &done.attempts[0];
     assert_eq!(detail.last_checkpoint_step, Some(30), "{done:#?}");
     assert!(
-        containers_of("node-1").is_empty(),
+        containers_of(&stack, "node-1").is_empty(),
         "no container of an ended attempt is left behind"
     );
     let model = qm_checkpoint::ObjectStore::get(
@@ -387,7 +397,7 @@ async fn a_container_dies_with_its_executor_and_a_restart_reconciles() {
     stack
         .wait_for(&job, 120, "RUNNING", |j| j.status == "RUNNING")
         .await;
-    let running: Vec<String> = containers_of("node-1");
+    let running: Vec<String> = containers_of(&stack, "node-1");
     assert_eq!(running.len(), 1, "one container for the attempt");
     // kill -9: no drain, no clean-up by the executor itself.
     stack.signal("node-1", "KILL");
@@ -396,8 +406,7 @@ async fn a_container_dies_with_its_executor_and_a_restart_reconciles() {
     // fenceAfterSeconds + the job's grace) is the most it may take.
     let bound = Duration::from_secs(6 + 120);
     loop {
-        let alive = docker(&["ps", "-q", "--filter", "label=qm.executor=node-1"]);
-        if alive.is_empty() {
+        if running_of(&stack, "node-1").is_empty() {
             break;
         }
         assert!(
@@ -410,9 +419,12 @@ async fn a_container_dies_with_its_executor_and_a_restart_reconciles() {
     eprintln!("container gone {gone_after:?} after kill -9 of its executor");
     // A container the executor could not clean up (as if its guard had
     // died too) is stopped by the next start of the executor.
+    let work_dir = format!("qm.work-dir={}", stack.path().join("node-1").display());
     let leftover = docker(&[
         "run",
         "-d",
+        "--label",
+        &work_dir,
         "--label",
         "qm.executor=node-1",
         "--label",
@@ -427,7 +439,9 @@ async fn a_container_dies_with_its_executor_and_a_restart_reconciles() {
     assert!(!leftover.is_empty());
     stack.restart("node-1");
     let deadline = Instant::now() + Duration::from_secs(60);
-    while !containers_of("node-1").is_empty() {
+    // (The job's next attempt may already run there: only the stale one
+    // must go.)
+    while !docker(&["ps", "-a", "-q", "--filter", &format!("id={leftover}")]).is_empty() {
         assert!(
             Instant::now() < deadline,
             "the restarted executor left a stale container\n{}",
@@ -469,12 +483,12 @@ async fn on_a_gpu_node_a_container_job_sees_exactly_its_gpus() {
     stack.scheduler("scheduler-1");
     stack.apply(&queue_yaml()).await;
     stack.wait_leader("scheduler-1").await;
-    stack.checkpoint("gpu-1");
+    stack.checkpoint("node-b");
     let instances = r#"[{"instanceType":"ml.g5.xlarge","count":1,"gpusPerInstance":1}]"#;
     stack
         .executor_env
         .push(("QM_EXECUTOR_INSTANCES".into(), instances.into()));
-    stack.executor_alone("gpu-1", "training", "ml.g5.xlarge", 1);
+    stack.executor_alone("node-b", "training", "ml.g5.xlarge", 1);
     let mut job = container_job("gpus", "QS1", 1, &[]);
     job.checkpoint_config = None;
     job.command = vec![
@@ -484,7 +498,7 @@ async fn on_a_gpu_node_a_container_job_sees_exactly_its_gpus() {
     ];
     let id = stack.submit(&job).await;
     let done = stack.wait_final(&id, 300).await;
-    let out = stack.attempt_stdout("gpu-1", &id, 1);
+    let out = stack.attempt_stdout("node-b", &id, 1);
     eprintln!("{out}");
     assert_eq!(
         done.status,

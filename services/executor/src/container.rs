@@ -41,6 +41,9 @@ pub const LABEL_JOB: &str = "qm.job";
 pub const LABEL_ATTEMPT: &str = "qm.attempt";
 pub const LABEL_EXECUTOR: &str = "qm.executor";
 pub const LABEL_INCARNATION: &str = "qm.incarnation";
+/// The executor's work directory: with its id, what tells this executor
+/// (any incarnation) from another of the same id sharing the engine.
+pub const LABEL_WORK_DIR: &str = "qm.work-dir";
 
 /// How long one call to the engine may take (a pull streams: no limit).
 const ENGINE_TIMEOUT_SECS: u64 = 120;
@@ -51,6 +54,7 @@ pub struct Engine {
     settings: ContainerSettings,
     executor_id: String,
     incarnation: String,
+    work_dir: String,
     /// Registry credentials per registry host, from `registryAuthFile`.
     credentials: BTreeMap<String, bollard::auth::DockerCredentials>,
 }
@@ -138,6 +142,7 @@ impl Engine {
         settings: &ContainerSettings,
         executor_id: &str,
         incarnation: &str,
+        work_dir: &str,
     ) -> Result<Engine, String> {
         let docker = Docker::connect_with_unix(
             &settings.docker_host,
@@ -161,6 +166,7 @@ impl Engine {
             settings: settings.clone(),
             executor_id: executor_id.to_string(),
             incarnation: incarnation.to_string(),
+            work_dir: work_dir.to_string(),
             credentials,
         })
     }
@@ -336,6 +342,7 @@ impl Engine {
         labels.insert(LABEL_ATTEMPT.to_string(), spec.attempt.to_string());
         labels.insert(LABEL_EXECUTOR.to_string(), self.executor_id.clone());
         labels.insert(LABEL_INCARNATION.to_string(), self.incarnation.clone());
+        labels.insert(LABEL_WORK_DIR.to_string(), self.work_dir.clone());
         let binds = spec
             .mounts
             .iter()
@@ -477,7 +484,10 @@ impl Engine {
         let mut filters = HashMap::new();
         filters.insert(
             "label".to_string(),
-            vec![format!("{LABEL_EXECUTOR}={}", self.executor_id)],
+            vec![
+                format!("{LABEL_EXECUTOR}={}", self.executor_id),
+                format!("{LABEL_WORK_DIR}={}", self.work_dir),
+            ],
         );
         let listed = match self
             .docker

@@ -127,8 +127,13 @@ async fn run(
     }
     let incarnation = qm_service::random_id();
     let engine = if settings.offers(qm_core::Runtime::Container) {
-        match container::Engine::connect(&settings.container, &settings.executor_id, &incarnation)
-            .await
+        match container::Engine::connect(
+            &settings.container,
+            &settings.executor_id,
+            &incarnation,
+            &settings.work_dir,
+        )
+        .await
         {
             Ok(engine) => {
                 // What an earlier incarnation left running: its attempts
