@@ -487,6 +487,41 @@ impl S3Store {
     }
 }
 
+impl S3Store {
+    /// Every key under `prefix`, each with what `value` reads off its
+    /// listing entry, sorted (all pages).
+    async fn list_with(
+        &self,
+        prefix: &str,
+        value: impl Fn(&aws_sdk_s3::types::Object) -> u64,
+    ) -> Result<Vec<(String, u64)>, StoreError> {
+        let mut keys = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let out = self
+                .client
+                .list_objects_v2()
+                .bucket(&self.bucket)
+                .prefix(prefix)
+                .set_continuation_token(token.clone())
+                .send()
+                .await
+                .map_err(|e| classify(&format!("list {prefix}"), e))?;
+            keys.extend(
+                out.contents()
+                    .iter()
+                    .filter_map(|o| o.key().map(|k| (k.to_string(), value(o)))),
+            );
+            match out.next_continuation_token() {
+                Some(next) if out.is_truncated().unwrap_or(false) => token = Some(next.to_string()),
+                _ => break,
+            }
+        }
+        keys.sort();
+        Ok(keys)
+    }
+}
+
 impl ObjectStore for S3Store {
     async fn put(&self, key: &str, body: Vec<u8>) -> Result<(), StoreError> {
         self.client
@@ -576,58 +611,17 @@ impl ObjectStore for S3Store {
     }
 
     async fn list_modified(&self, prefix: &str) -> Result<Vec<(String, u64)>, StoreError> {
-        let mut keys = Vec::new();
-        let mut token: Option<String> = None;
-        loop {
-            let out = self
-                .client
-                .list_objects_v2()
-                .bucket(&self.bucket)
-                .prefix(prefix)
-                .set_continuation_token(token.clone())
-                .send()
-                .await
-                .map_err(|e| classify(&format!("list {prefix}"), e))?;
-            keys.extend(out.contents().iter().filter_map(|o| {
-                let modified = o
-                    .last_modified()
-                    .and_then(|t| t.to_millis().ok())
-                    .map_or(0, |ms| ms.max(0) as u64);
-                o.key().map(|k| (k.to_string(), modified))
-            }));
-            match out.next_continuation_token() {
-                Some(next) if out.is_truncated().unwrap_or(false) => token = Some(next.to_string()),
-                _ => break,
-            }
-        }
-        keys.sort();
-        Ok(keys)
+        self.list_with(prefix, |o| {
+            o.last_modified()
+                .and_then(|t| t.to_millis().ok())
+                .map_or(0, |ms| ms.max(0) as u64)
+        })
+        .await
     }
 
     async fn list_sizes(&self, prefix: &str) -> Result<Vec<(String, u64)>, StoreError> {
-        let mut keys = Vec::new();
-        let mut token: Option<String> = None;
-        loop {
-            let out = self
-                .client
-                .list_objects_v2()
-                .bucket(&self.bucket)
-                .prefix(prefix)
-                .set_continuation_token(token.clone())
-                .send()
-                .await
-                .map_err(|e| classify(&format!("list {prefix}"), e))?;
-            keys.extend(out.contents().iter().filter_map(|o| {
-                let size = o.size().map_or(0, |s| s.max(0) as u64);
-                o.key().map(|k| (k.to_string(), size))
-            }));
-            match out.next_continuation_token() {
-                Some(next) if out.is_truncated().unwrap_or(false) => token = Some(next.to_string()),
-                _ => break,
-            }
-        }
-        keys.sort();
-        Ok(keys)
+        self.list_with(prefix, |o| o.size().map_or(0, |s| s.max(0) as u64))
+            .await
     }
 
     async fn delete(&self, key: &str) -> Result<(), StoreError> {

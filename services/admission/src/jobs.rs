@@ -106,9 +106,7 @@ impl Admission {
         )
         .map_err(denied)?;
         let (doc, revision) = self.existing(&job.job_queue).await?;
-        self.check_checkpoint_uri(&doc, job)?;
-        self.check_output_uri(&doc, job)?;
-        self.check_input_uris(&doc, job)?;
+        self.check_s3_locations(&doc, job)?;
         check_image(&doc, job)?;
         let mut cluster = {
             let cached = self
@@ -151,100 +149,68 @@ impl Admission {
         Ok(())
     }
 
-    /// `checkpointConfig.s3Uri` must lie where the job's share may keep
-    /// checkpoints (the checkpoint service checks it again).
-    pub(crate) fn check_checkpoint_uri(
+    /// Every S3 location a job names must lie where its share may use
+    /// it (the checkpoint service checks again before it moves a byte):
+    /// `checkpointConfig.s3Uri` and `outputDataConfig.s3OutputPath` where
+    /// it may write (`checkpointS3Prefixes`), each `inputDataConfig[].s3Uri`
+    /// where it may read (`inputS3Prefixes`); every problem at once.
+    pub(crate) fn check_s3_locations(
         &self,
         doc: &QueueDocument,
         job: &SubmitServiceJob,
     ) -> Result<()> {
-        let Some(uri) = job
+        let share_name = job.quota_share_name.as_deref().unwrap_or("");
+        let share = doc
+            .quota_shares
+            .iter()
+            .find(|s| s.quota_share_name == share_name);
+        let writes = share.and_then(|s| s.checkpoint_s3_prefixes.as_deref());
+        let reads = share.and_then(|s| s.input_s3_prefixes.as_deref());
+        let bucket = Some(self.settings.checkpoint_bucket.as_str()).filter(|b| !b.is_empty());
+        type Rule = fn(
+            &str,
+            Option<&[String]>,
+            Option<&str>,
+            &str,
+            &str,
+        ) -> std::result::Result<(), String>;
+        let mut places: Vec<(String, &str, Option<&[String]>, Rule)> = Vec::new();
+        if let Some(uri) = job
             .checkpoint_config
             .as_ref()
             .and_then(|c| c.s3_uri.as_deref())
-        else {
-            return Ok(());
-        };
-        let share = job.quota_share_name.as_deref().unwrap_or("");
-        let allowed = doc
-            .quota_shares
-            .iter()
-            .find(|s| s.quota_share_name == share)
-            .and_then(|s| s.checkpoint_s3_prefixes.as_deref());
-        let bucket = Some(self.settings.checkpoint_bucket.as_str()).filter(|b| !b.is_empty());
-        qm_tenancy::checkpoint_uri_allowed(uri, allowed, bucket, &job.job_queue, share).map_err(
-            |e| {
-                invalid(
-                    "invalid job",
-                    vec![qm_wire::messages::Problem {
-                        field: "checkpointConfig.s3Uri".into(),
-                        message: e,
-                    }],
-                )
-            },
-        )
-    }
-
-    /// `outputDataConfig.s3OutputPath` must lie where the job's share may
-    /// write (the same rule as checkpoints; the checkpoint service checks
-    /// it again).
-    pub(crate) fn check_output_uri(
-        &self,
-        doc: &QueueDocument,
-        job: &SubmitServiceJob,
-    ) -> Result<()> {
-        let Some(uri) = job
-            .output_data_config
-            .as_ref()
-            .map(|o| o.s3_output_path.as_str())
-        else {
-            return Ok(());
-        };
-        let share = job.quota_share_name.as_deref().unwrap_or("");
-        let allowed = doc
-            .quota_shares
-            .iter()
-            .find(|s| s.quota_share_name == share)
-            .and_then(|s| s.checkpoint_s3_prefixes.as_deref());
-        let bucket = Some(self.settings.checkpoint_bucket.as_str()).filter(|b| !b.is_empty());
-        qm_tenancy::checkpoint_uri_allowed(uri, allowed, bucket, &job.job_queue, share).map_err(
-            |e| {
-                invalid(
-                    "invalid job",
-                    vec![qm_wire::messages::Problem {
-                        field: "outputDataConfig.s3OutputPath".into(),
-                        message: e,
-                    }],
-                )
-            },
-        )
-    }
-
-    /// Every `inputDataConfig[].s3Uri` must lie where the job's share may
-    /// read (`inputS3Prefixes`; the checkpoint service checks it again).
-    pub(crate) fn check_input_uris(
-        &self,
-        doc: &QueueDocument,
-        job: &SubmitServiceJob,
-    ) -> Result<()> {
-        let share = job.quota_share_name.as_deref().unwrap_or("");
-        let allowed = doc
-            .quota_shares
-            .iter()
-            .find(|s| s.quota_share_name == share)
-            .and_then(|s| s.input_s3_prefixes.as_deref());
-        let bucket = Some(self.settings.checkpoint_bucket.as_str()).filter(|b| !b.is_empty());
-        let mut problems = Vec::new();
-        for (i, c) in job.input_data_config.iter().enumerate() {
-            if let Err(e) =
-                qm_tenancy::input_uri_allowed(&c.s3_uri, allowed, bucket, &job.job_queue, share)
-            {
-                problems.push(qm_wire::messages::Problem {
-                    field: format!("inputDataConfig[{i}].s3Uri"),
-                    message: e,
-                });
-            }
+        {
+            places.push((
+                "checkpointConfig.s3Uri".into(),
+                uri,
+                writes,
+                qm_tenancy::checkpoint_uri_allowed,
+            ));
         }
+        if let Some(o) = &job.output_data_config {
+            places.push((
+                "outputDataConfig.s3OutputPath".into(),
+                &o.s3_output_path,
+                writes,
+                qm_tenancy::checkpoint_uri_allowed,
+            ));
+        }
+        for (i, c) in job.input_data_config.iter().enumerate() {
+            places.push((
+                format!("inputDataConfig[{i}].s3Uri"),
+                &c.s3_uri,
+                reads,
+                qm_tenancy::input_uri_allowed,
+            ));
+        }
+        let problems: Vec<qm_wire::messages::Problem> = places
+            .into_iter()
+            .filter_map(|(field, uri, allowed, rule)| {
+                rule(uri, allowed, bucket, &job.job_queue, share_name)
+                    .err()
+                    .map(|message| qm_wire::messages::Problem { field, message })
+            })
+            .collect();
         if problems.is_empty() {
             Ok(())
         } else {

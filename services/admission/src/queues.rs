@@ -85,38 +85,29 @@ impl Admission {
                     &format!("quotaShares[{i}].quotaShareName"),
                     &s.quota_share_name,
                 )?;
-                for (j, prefix) in s.image_prefixes.iter().flatten().enumerate() {
-                    qm_tenancy::check_image_prefix(prefix).map_err(|e| {
-                        invalid(
-                            "invalid queue configuration",
-                            vec![qm_wire::messages::Problem {
-                                field: format!("quotaShares[{i}].imagePrefixes[{j}]"),
-                                message: e,
-                            }],
-                        )
-                    })?;
-                }
-                for (j, prefix) in s.input_s3_prefixes.iter().flatten().enumerate() {
-                    qm_wire::messages::parse_s3_uri(prefix).map_err(|e| {
-                        invalid(
-                            "invalid queue configuration",
-                            vec![qm_wire::messages::Problem {
-                                field: format!("quotaShares[{i}].inputS3Prefixes[{j}]"),
-                                message: e,
-                            }],
-                        )
-                    })?;
-                }
-                for (j, prefix) in s.checkpoint_s3_prefixes.iter().flatten().enumerate() {
-                    qm_wire::messages::parse_s3_uri(prefix).map_err(|e| {
-                        invalid(
-                            "invalid queue configuration",
-                            vec![qm_wire::messages::Problem {
-                                field: format!("quotaShares[{i}].checkpointS3Prefixes[{j}]"),
-                                message: e,
-                            }],
-                        )
-                    })?;
+                type Check = fn(&str) -> std::result::Result<(), String>;
+                let s3: Check = |p| qm_wire::messages::parse_s3_uri(p).map(|_| ());
+                let lists: [(&str, &Option<Vec<String>>, Check); 3] = [
+                    (
+                        "imagePrefixes",
+                        &s.image_prefixes,
+                        qm_tenancy::check_image_prefix,
+                    ),
+                    ("inputS3Prefixes", &s.input_s3_prefixes, s3),
+                    ("checkpointS3Prefixes", &s.checkpoint_s3_prefixes, s3),
+                ];
+                for (key, list, check) in lists {
+                    for (j, entry) in list.iter().flatten().enumerate() {
+                        check(entry).map_err(|e| {
+                            invalid(
+                                "invalid queue configuration",
+                                vec![qm_wire::messages::Problem {
+                                    field: format!("quotaShares[{i}].{key}[{j}]"),
+                                    message: e,
+                                }],
+                            )
+                        })?;
+                    }
                 }
             }
             let config = convert::queue(&new)
