@@ -1206,3 +1206,54 @@ fn checkpoint_then_preempt_asks_first_and_stops_after_the_commit_or_the_window()
     }
     assert_eq!(observable(&replayed), observable(&s));
 }
+
+#[test]
+fn a_starting_attempts_progress_and_a_failed_ones_reason_reach_describe() {
+    let sub = LogEntry::Submit {
+        job_id: "j1".into(),
+        job: submit("j1", "QS1", 1),
+        principal: None,
+    };
+    let step = |text: &str| {
+        let LogEntry::Report(mut r) = report("j1", 1, ReportPhase::Starting, None) else {
+            unreachable!("a report")
+        };
+        r.progress = Some(text.into());
+        LogEntry::Report(r)
+    };
+    let mut ended = report("j1", 1, ReportPhase::Ended, Some(1));
+    if let LogEntry::Report(r) = &mut ended {
+        r.reason = Some("diverged at step 3".into());
+    }
+    let Live { state, .. } = live(vec![
+        config(),
+        node_1_with_three(),
+        sub.clone(),
+        report("j1", 1, ReportPhase::Starting, None),
+        step("pulling image team/trainer:1"),
+        step("downloading input channel train"),
+    ]);
+    let j = state.describe("j1", 100_000).expect("j1");
+    assert_eq!(j.status, "STARTING");
+    assert_eq!(
+        j.attempts[0].progress.as_deref(),
+        Some("downloading input channel train"),
+        "the last step"
+    );
+    let Live { state, .. } = live(vec![
+        config(),
+        node_1_with_three(),
+        sub,
+        report("j1", 1, ReportPhase::Starting, None),
+        step("pulling image team/trainer:1"),
+        report("j1", 1, ReportPhase::Running, None),
+        ended,
+    ]);
+    let j = state.describe("j1", 100_000).expect("j1");
+    assert_eq!(j.status, "FAILED");
+    assert_eq!(j.attempts[0].progress, None, "shown only while it starts");
+    assert_eq!(
+        j.attempts[0].status_reason.as_deref(),
+        Some("diverged at step 3")
+    );
+}
