@@ -11,5 +11,5 @@ docker info --format '{{json .Runtimes}}' | grep -q nvidia \
   || { echo "gpu-check: this Docker engine has no nvidia runtime (install the NVIDIA Container Toolkit)" >&2; exit 2; }
 make images-infra images-torch
 cargo build --locked --bins
-QM_GPU_TEST=1 cargo test --locked -p qm-integration-tests --test containers \
-  on_a_gpu_node_a_container_job_sees_exactly_its_gpus -- --nocapture
+cargo test --locked -p qm-integration-tests --test containers \
+  on_a_gpu_node_a_container_job_sees_exactly_its_gpus -- --ignored --nocapture

@@ -83,6 +83,10 @@ pub struct ContainerSpec {
     pub non_root: Option<String>,
 }
 
+/// Gives the folders a container writes to the uid and gid it runs as
+/// (None: unknown); blocking work, run off the async threads.
+pub type HandOver = Arc<dyn Fn(Option<(u32, u32)>) -> Result<(), LaunchError> + Send + Sync>;
+
 /// How a container ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Exit {
@@ -245,7 +249,7 @@ impl Engine {
         self: &Arc<Self>,
         spec: ContainerSpec,
         dir: &Path,
-        hand_over: &(dyn Fn(Option<(u32, u32)>) -> Result<(), LaunchError> + Send + Sync),
+        hand_over: HandOver,
     ) -> Result<Running, LaunchError> {
         let name = self.container_name(&spec.job_id, spec.attempt);
         // A container of this name is left from a launch interrupted
@@ -305,7 +309,16 @@ impl Engine {
                 spec.image
             )));
         }
-        if let Err(e) = hand_over(ids) {
+        // A restored checkpoint may hold many files: changing their owner
+        // is blocking work, off the async threads.
+        let handed = tokio::task::spawn_blocking(move || hand_over(ids))
+            .await
+            .unwrap_or_else(|e| {
+                Err(LaunchError::Container(format!(
+                    "handing the folders over failed: {e}"
+                )))
+            });
+        if let Err(e) = handed {
             self.remove(&id).await;
             return Err(e);
         }

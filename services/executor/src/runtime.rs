@@ -267,8 +267,8 @@ impl Executor {
         // removes the container.
         let (engine, dir) = (Arc::clone(engine), dir.to_path_buf());
         let running = tokio::spawn(async move {
-            let hand_over = move |ids: Option<(u32, u32)>| hand_over(&writable, ids);
-            engine.launch(spec, &dir, &hand_over).await
+            let hand_over = Arc::new(move |ids: Option<(u32, u32)>| hand_over(&writable, ids));
+            engine.launch(spec, &dir, hand_over).await
         })
         .await
         .map_err(|e| LaunchError::Container(format!("the launch ended early: {e}")))??;
@@ -343,10 +343,14 @@ async fn resolve_hosts(hosts: &[String]) -> Result<Vec<(String, String)>, Launch
     for (rank, host) in hosts.iter().enumerate() {
         let address = match host.parse::<std::net::IpAddr>() {
             Ok(ip) => ip,
+            // An IPv4 address if it has one, else whatever it resolves to.
             Err(_) => tokio::net::lookup_host((host.as_str(), 0))
                 .await
                 .ok()
-                .and_then(|mut addrs| addrs.find(|a| a.is_ipv4()).or(None))
+                .and_then(|addrs| {
+                    let all: Vec<std::net::SocketAddr> = addrs.collect();
+                    all.iter().find(|a| a.is_ipv4()).or(all.first()).copied()
+                })
                 .map(|a| a.ip())
                 .ok_or_else(|| {
                     LaunchError::Contract(format!(
