@@ -81,15 +81,22 @@ pub fn spawn(launch: &Launch, dir: &Path, checkpoint_dir: &Path) -> Result<Child
     }
     if let Some(hps) = launch.environment.get("SM_HPS") {
         // SageMaker compatibility (the AWS Batch gateway sets SM_HPS from
-        // a job's HyperParameters): the same JSON as the file SageMaker
-        // gives a training container, at input/config/hyperparameters.json.
+        // a job's HyperParameters): the config files SageMaker gives a
+        // training container, as a container job gets them, at
+        // input/config.
         let config = dir.join("input").join("config");
         std::fs::create_dir_all(&config).map_err(|source| LaunchError::CreateDir {
             path: config.clone(),
             source,
         })?;
-        let path = config.join("hyperparameters.json");
-        std::fs::write(&path, hps).map_err(|source| LaunchError::Output { path, source })?;
+        crate::sagemaker::ConfigFiles::new(
+            Some(hps),
+            launch.rank,
+            launch.hosts.len(),
+            "eth0",
+            &launch.input_channels,
+        )?
+        .write_into(&config)?;
         cmd.env("SM_INPUT_CONFIG_DIR", &config);
     }
     cmd.args(&launch.command[1..])

@@ -79,15 +79,7 @@ impl Layout {
                 source,
             })?;
         }
-        let write = |name: &str, body: &serde_json::Value| {
-            let path = self.config().join(name);
-            std::fs::write(&path, body.to_string())
-                .map_err(|source| LaunchError::Output { path, source })
-        };
-        write("hyperparameters.json", &config.hyperparameters)?;
-        write("resourceconfig.json", &config.resource)?;
-        write("inputdataconfig.json", &config.input_data)?;
-        Ok(())
+        config.write_into(&self.config())
     }
 
     /// The first [`FAILURE_CHARS`] characters of `/opt/ml/output/failure`,
@@ -124,6 +116,20 @@ pub struct ConfigFiles {
 }
 
 impl ConfigFiles {
+    /// Writes the three files into `dir` (which exists).
+    pub fn write_into(&self, dir: &Path) -> Result<(), LaunchError> {
+        for (name, body) in [
+            ("hyperparameters.json", &self.hyperparameters),
+            ("resourceconfig.json", &self.resource),
+            ("inputdataconfig.json", &self.input_data),
+        ] {
+            let path = dir.join(name);
+            std::fs::write(&path, body.to_string())
+                .map_err(|source| LaunchError::Output { path, source })?;
+        }
+        Ok(())
+    }
+
     /// `hps`: the job's `SM_HPS` (a JSON object of strings, as the gateway
     /// sets it from `HyperParameters`); a value that is not a string is
     /// written as its JSON text, as SageMaker stringifies them.
