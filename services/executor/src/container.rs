@@ -115,6 +115,12 @@ impl Drop for Running {
         if self.done {
             return;
         }
+        // Its guard stays armed (not killed with its handle): should the
+        // removal below never run (the executor is shutting down), the
+        // guard removes the container when the executor exits.
+        if let Some(guard) = self.guard.take() {
+            std::mem::forget(guard);
+        }
         let (docker, id) = (self.engine.docker.clone(), self.id.clone());
         tracing::warn!(container = %self.name, "an attempt's container dropped unwaited: removing it");
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
