@@ -28,7 +28,7 @@ quotaShares:
   - quotaShareName: QS1
     capacityLimits: [{{capacityUnit: ml.g5.xlarge, maxCapacity: 2}}]
     resourceSharingConfiguration: {{strategy: LEND_AND_BORROW, borrowLimit: 100}}
-    imagePrefixes: ["{repository}"]
+    imagePrefixes: ["{repository}", "quartermaster/pytorch-base"]
   - quotaShareName: QS2
     capacityLimits: [{{capacityUnit: ml.g5.xlarge, maxCapacity: 2}}]
     resourceSharingConfiguration: {{strategy: LEND}}
@@ -348,11 +348,15 @@ async fn a_job_container_sees_no_docker_socket_no_credentials_and_no_other_job()
          caps = open('/proc/self/status').read().split('CapEff:')[1].split()[0]\n\
          nnp = open('/proc/self/status').read().split('NoNewPrivs:')[1].split()[0]\n\
          print('found', found, 'env', env, 'caps', caps, 'nnp', nnp)\n\
-         sys.exit(1 if found or env or nnp != '1' else 0)\n",
+         uid = os.getuid()\n\
+         sys.exit(1 if found or env or nnp != '1' or uid != 0 or int(caps, 16) != 0 else 0)\n",
         secret = secret_dir.display().to_string(),
         creds = stack.auth.key("node-1").display().to_string(),
     );
+    // As root (the base image has no user): root without a single
+    // capability, or the probe fails.
     let mut job = container_job("probe", "QS1", 1, &[]);
+    job.container_image = Some("quartermaster/pytorch-base:bookworm".into());
     job.command = vec!["python3".into(), "-c".into(), probe];
     job.checkpoint_config = None;
     let id = stack.submit(&job).await;
