@@ -528,11 +528,11 @@ pub fn authorize(caller: &Caller, action: Action<'_>) -> Result<(), Denied> {
     Err(Denied(format!("{who} may not {}", action.describe())))
 }
 
-/// May a job of `queue/share` keep its checkpoints at `s3_uri`? Under one
-/// of the share's `checkpointS3Prefixes` when it has them; else under
-/// `s3://<default bucket>/<queue>/shares/<share>/` (when the default bucket
-/// is not known, only the path is checked; the checkpoint service, which
-/// knows it, checks the bucket too).
+/// May a job of `queue/share` keep its checkpoints (or outputs) at
+/// `s3_uri`? Under one of the share's `checkpointS3Prefixes` when it has
+/// them; else under `s3://<default bucket>/<queue>/shares/<share>/` (when
+/// the default bucket is not known, only the path is checked; the
+/// checkpoint service, which knows it, checks the bucket too).
 pub fn checkpoint_uri_allowed(
     s3_uri: &str,
     allowed: Option<&[String]>,
@@ -540,37 +540,13 @@ pub fn checkpoint_uri_allowed(
     queue: &str,
     share: &str,
 ) -> Result<(), String> {
-    let uri = qm_wire::messages::parse_s3_uri(s3_uri)?;
-    let under = |bucket: Option<&str>, prefix: &str| {
-        bucket.is_none_or(|b| b == uri.bucket)
-            && (uri.prefix == prefix || uri.prefix.starts_with(&format!("{prefix}/")))
+    let place = SharePlace {
+        queue,
+        share,
+        key: "checkpointS3Prefixes",
+        doing: "keep checkpoints",
     };
-    match allowed {
-        Some(list) => {
-            for entry in list {
-                let e = qm_wire::messages::parse_s3_uri(entry)
-                    .map_err(|err| format!("checkpointS3Prefixes entry {entry:?}: {err}"))?;
-                if under(Some(&e.bucket), &e.prefix) {
-                    return Ok(());
-                }
-            }
-            Err(format!(
-                "{s3_uri:?} is outside the prefixes share {queue}/{share} allows ({})",
-                list.join(", ")
-            ))
-        }
-        None => {
-            let prefix = format!("{queue}/shares/{share}");
-            if under(default_bucket, &prefix) {
-                Ok(())
-            } else {
-                let bucket = default_bucket.unwrap_or("<checkpoint bucket>");
-                Err(format!(
-                    "{s3_uri:?} is outside s3://{bucket}/{prefix}/, the only place share {queue}/{share} may keep checkpoints (an admin can allow more with the share's checkpointS3Prefixes)"
-                ))
-            }
-        }
-    }
+    place.allows(s3_uri, allowed, default_bucket)
 }
 
 /// May a job of `queue/share` read an input channel at `s3_uri`? Under one
@@ -583,10 +559,66 @@ pub fn input_uri_allowed(
     queue: &str,
     share: &str,
 ) -> Result<(), String> {
-    checkpoint_uri_allowed(s3_uri, allowed, default_bucket, queue, share).map_err(|e| {
-        e.replace("checkpointS3Prefixes", "inputS3Prefixes")
-            .replace("may keep checkpoints", "may read inputs")
-    })
+    let place = SharePlace {
+        queue,
+        share,
+        key: "inputS3Prefixes",
+        doing: "read inputs",
+    };
+    place.allows(s3_uri, allowed, default_bucket)
+}
+
+/// One share's S3 places of one kind: the rule both checks share, with the
+/// setting's name and what the share does there for the refusals.
+struct SharePlace<'a> {
+    queue: &'a str,
+    share: &'a str,
+    key: &'a str,
+    doing: &'a str,
+}
+
+impl SharePlace<'_> {
+    /// Under one of `allowed` (a `/` boundary), else under the share's own
+    /// area of the default bucket.
+    fn allows(
+        &self,
+        s3_uri: &str,
+        allowed: Option<&[String]>,
+        default_bucket: Option<&str>,
+    ) -> Result<(), String> {
+        let (queue, share, key, doing) = (self.queue, self.share, self.key, self.doing);
+        let uri = qm_wire::messages::parse_s3_uri(s3_uri)?;
+        let under = |bucket: Option<&str>, prefix: &str| {
+            bucket.is_none_or(|b| b == uri.bucket)
+                && (uri.prefix == prefix || uri.prefix.starts_with(&format!("{prefix}/")))
+        };
+        match allowed {
+            Some(list) => {
+                for entry in list {
+                    let e = qm_wire::messages::parse_s3_uri(entry)
+                        .map_err(|err| format!("{key} entry {entry:?}: {err}"))?;
+                    if under(Some(&e.bucket), &e.prefix) {
+                        return Ok(());
+                    }
+                }
+                Err(format!(
+                    "{s3_uri:?} is outside the {key} share {queue}/{share} allows ({})",
+                    list.join(", ")
+                ))
+            }
+            None => {
+                let prefix = format!("{queue}/shares/{share}");
+                if under(default_bucket, &prefix) {
+                    Ok(())
+                } else {
+                    let bucket = default_bucket.unwrap_or("<checkpoint bucket>");
+                    Err(format!(
+                        "{s3_uri:?} is outside s3://{bucket}/{prefix}/, the only place share {queue}/{share} may {doing} (an admin can allow more with the share's {key})"
+                    ))
+                }
+            }
+        }
+    }
 }
 
 /// May a job of `queue/share` run `image`? Only when one of the share's
@@ -720,7 +752,7 @@ mod tests {
         );
         let err = ok("s3://team-bucket/speech/x", Some(&list)).expect_err("outside");
         assert!(
-            err.contains("outside the prefixes share training/QS1 allows"),
+            err.contains("outside the checkpointS3Prefixes share training/QS1 allows"),
             "{err}"
         );
     }
