@@ -111,9 +111,9 @@ fn jobs_that_may_run_anywhere_leave_the_rarer_runtime_free() {
     assert_eq!(w.placed("img"), vec![("gpu-a".to_string(), vec![0])]);
 }
 
-#[test]
-fn in_a_mixed_type_a_container_job_waits_for_room_on_its_nodes_and_preempts_nobody_for_it() {
-    // L lends its one instance; B borrows it, on the only container node.
+/// A mixed type: `c1` runs images and host commands, `p1` host commands
+/// only. L lends its one instance; B runs two jobs, one of them on it.
+fn b_borrows_l_s_instance() -> World {
     let mut w = World::with_runtime_nodes(
         &[("c1", 1, both()), ("p1", 1, process())],
         vec![lab("B", 1, -1), share("L", Strategy::Lend, 1)],
@@ -121,6 +121,12 @@ fn in_a_mixed_type_a_container_job_waits_for_room_on_its_nodes_and_preempts_nobo
     w.submit("b1", "B", 1, 0);
     w.submit("b2", "B", 1, 0);
     w.step();
+    w
+}
+
+#[test]
+fn in_a_mixed_type_a_container_job_waits_for_room_on_its_nodes_and_preempts_nobody_for_it() {
+    let mut w = b_borrows_l_s_instance();
     let on_c1: Vec<String> = ["b1", "b2"]
         .into_iter()
         .filter(|j| w.placed(j)[0].0 == "c1")
@@ -152,13 +158,7 @@ fn in_a_mixed_type_a_container_job_waits_for_room_on_its_nodes_and_preempts_nobo
 
 #[test]
 fn a_job_behind_one_waiting_for_its_runtime_still_reclaims() {
-    let mut w = World::with_runtime_nodes(
-        &[("c1", 1, both()), ("p1", 1, process())],
-        vec![lab("B", 1, -1), share("L", Strategy::Lend, 1)],
-    );
-    w.submit("b1", "B", 1, 0);
-    w.submit("b2", "B", 1, 0);
-    w.step();
+    let mut w = b_borrows_l_s_instance();
     w.at(5);
     submit_container(&mut w, "img", "L", 1, 0);
     w.submit("cmd", "L", 1, 0);
