@@ -385,6 +385,131 @@ async fn a_partitioned_executor_fences_itself_so_its_job_never_runs_twice() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_frozen_executor_is_fenced_by_its_attempts_watchdog_so_its_job_never_runs_twice() {
+    // Issue 28: with only the executor stopped (SIGSTOP: a stuck runtime, a
+    // blocking call or a frozen cgroup behave the same), its own watchdog
+    // never runs; the attempt's supervisor must fence the job on time.
+    let (_n, _s, mut stack) = stack("frozen-executor").await;
+    stack
+        .executor_env
+        .push(("QM_EXECUTOR_FENCE_AFTER_SECONDS".into(), "5".into()));
+    stack.executor("node-1", "training", "ml.g5.xlarge", 1);
+    stack.executor_env.clear();
+    let args = [
+        "--steps",
+        "800",
+        "--checkpoint-every",
+        "10",
+        "--step-delay-ms",
+        "25",
+    ];
+    let expected = reference_digest(&args[..4]);
+    let job = stack
+        .submit(&trainer_job("frozen", "training", "QS1", 1, &args))
+        .await;
+    stack.wait_committed(&job, 50).await;
+    stack.send_signal("node-1", "STOP");
+    stack.executor("node-2", "training", "ml.g5.xlarge", 1);
+    let j = stack.wait_final(&job, 180).await;
+    assert_eq!(j.status, "SUCCEEDED", "{j:#?}\n{}", stack.logs());
+    assert_eq!(j.attempts.len(), 2, "{j:#?}");
+    assert_eq!(j.attempts[0].outcome.as_deref(), Some("HOST_LOST"));
+    assert_eq!(j.attempts[1].executor_id.as_deref(), Some("node-2"));
+    // node-1 runs again: it records attempt 1's run, with the end its
+    // supervisor saw.
+    stack.send_signal("node-1", "CONT");
+    let mut first = None;
+    for _ in 0..300 {
+        first = stack.attempt_run("node-1", &job, 1);
+        if first.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let logs = stack.logs();
+    let (_, first_ended) =
+        first.unwrap_or_else(|| panic!("node-1 never recorded attempt 1\n{logs}"));
+    let (second_launched, _) = stack
+        .attempt_run("node-2", &job, 2)
+        .expect("node-2 recorded its attempt's run");
+    assert!(
+        first_ended < second_launched,
+        "attempt 1 ended at {first_ended} ms, attempt 2 launched at {second_launched} ms: they overlapped\n{logs}"
+    );
+    let node_1 = stack.log_of("node-1");
+    assert!(
+        node_1.contains("qm-executor supervise: the executor has not renewed its fence deadline"),
+        "the supervisor, not the frozen executor, fenced the job:\n{node_1}"
+    );
+    let out = stack.attempt_stdout("node-2", &job, 2);
+    assert_eq!(digest_in(&out).as_deref(), Some(expected.as_str()), "{out}");
+    stack.stop_all();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_that_ends_during_a_nats_outage_on_an_executor_then_stopped_is_not_run_again() {
+    // Issue 28: the job exits 0 while NATS is unreachable; its final
+    // checkpoint flush waits on the outage; the executor is then stopped (a
+    // node restart). The end must survive, and the job end SUCCEEDED once.
+    let (nats, _s, mut stack) = stack("end-in-outage").await;
+    let proxy = Proxy::start(nats.url.trim_start_matches("nats://")).await;
+    let via_proxy = vec![("QM_NATS_URL".to_string(), proxy.url.clone())];
+    stack.executor_env = via_proxy.clone();
+    // Not fenced, nor declared lost, during the outage.
+    stack
+        .executor_env
+        .push(("QM_EXECUTOR_FENCE_AFTER_SECONDS".into(), "120".into()));
+    stack.checkpoint_env = via_proxy;
+    stack.executor("node-1", "training", "ml.g5.xlarge", 1);
+    let args = [
+        "--steps",
+        "240",
+        "--checkpoint-every",
+        "20",
+        "--step-delay-ms",
+        "25",
+    ];
+    let expected = reference_digest(&args[..4]);
+    let job = stack
+        .submit(&trainer_job("outage", "training", "QS1", 1, &args))
+        .await;
+    stack.wait_committed(&job, 20).await;
+    proxy.cut();
+    let mut out = String::new();
+    for _ in 0..600 {
+        out = stack.attempt_stdout("node-1", &job, 1);
+        if digest_in(&out).is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        digest_in(&out).as_deref(),
+        Some(expected.as_str()),
+        "the job finished during the outage: {out}"
+    );
+    // The node restarts while NATS is still unreachable.
+    assert!(
+        stack.stop_within("node-1", "TERM", 120).is_some(),
+        "node-1 stopped\n{}",
+        stack.log_of("node-1")
+    );
+    proxy.heal();
+    stack.restart("node-1");
+    let j = stack.wait_final(&job, 120).await;
+    let logs = stack.logs();
+    assert_eq!(j.status, "SUCCEEDED", "{j:#?}\n{logs}");
+    assert_eq!(j.attempts.len(), 1, "it ran once: {j:#?}\n{logs}");
+    assert_eq!(j.attempts[0].exit_code, Some(0), "{j:#?}");
+    assert_eq!(
+        stack.attempt_dirs("node-1", &job),
+        1,
+        "never launched again"
+    );
+    stack.stop_all();
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_leader_paused_past_its_lease_changes_nothing_when_it_resumes() {
     let (_n, _s, mut stack) = stack("paused-leader").await;
     stack.scheduler("scheduler-2");

@@ -109,6 +109,60 @@ pub enum LogEntry {
     },
 }
 
+impl LogEntry {
+    /// Checks that this entry may be stored on log `subject`: each subject
+    /// carries one kind of entry, and the identity the entry claims is the
+    /// one the subject names (NATS lets a principal publish only to its
+    /// own subjects, so the subject, not the body, says who wrote it). An
+    /// executor's identity cannot report for another executor, nor write a
+    /// submit, a configuration or a decision on its own subject.
+    ///
+    /// A checkpoint entry's node is set from the subject.
+    pub fn bind_to_subject(&mut self, subject: &str) -> Result<(), String> {
+        use crate::subjects::{LOG_PREFIX, LOG_SCHED};
+        let wrong = |what: &str| Err(format!("{what} on {subject}"));
+        if subject == LOG_SCHED {
+            return match self {
+                LogEntry::Leader { .. }
+                | LogEntry::Pass(_)
+                | LogEntry::Priority { .. }
+                | LogEntry::Terminate { .. }
+                | LogEntry::ExecutorLost { .. }
+                | LogEntry::Archive { .. } => Ok(()),
+                _ => wrong("an entry only admission, executors or checkpoint services write"),
+            };
+        }
+        let rest = subject
+            .strip_prefix(LOG_PREFIX)
+            .and_then(|r| r.strip_prefix('.'))
+            .unwrap_or_default();
+        let (family, name) = rest.split_once('.').unwrap_or((rest, ""));
+        if name.is_empty() || name.contains('.') {
+            return wrong("an entry");
+        }
+        match (family, self) {
+            ("submit", LogEntry::Submit { job, .. }) if job.job_queue == name => Ok(()),
+            ("config", LogEntry::Config { queue, .. })
+                if queue.job_queue.job_queue_name == name =>
+            {
+                Ok(())
+            }
+            ("register", LogEntry::Register(r)) if r.executor_id == name => Ok(()),
+            ("exec", LogEntry::Report(r)) if r.executor_id == name => Ok(()),
+            ("checkpoint", LogEntry::Checkpoint(c)) => {
+                c.node = Some(name.to_string());
+                Ok(())
+            }
+            ("checkpoint", LogEntry::CheckpointLagging(_)) => Ok(()),
+            (_, LogEntry::Submit { .. }) => wrong("a submit for another queue, or"),
+            (_, LogEntry::Config { .. }) => wrong("a configuration of another queue, or"),
+            (_, LogEntry::Register(_)) => wrong("another executor's registration, or"),
+            (_, LogEntry::Report(_)) => wrong("another executor's report, or"),
+            _ => wrong("an entry of another kind"),
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ReportPhase {
@@ -185,6 +239,11 @@ pub struct CheckpointCommit {
     pub step: Option<u64>,
     /// Milliseconds since the Unix epoch.
     pub created_at: u64,
+    /// The checkpoint node that stored it: set by the scheduler from the
+    /// log subject it was stored on (which only that node's checkpoint
+    /// service may publish to), never taken from the body.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 /// An attempt whose checkpoints are not being uploaded.

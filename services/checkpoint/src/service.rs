@@ -336,6 +336,7 @@ impl Service {
             seq: m.seq,
             step: m.step,
             created_at: m.created_at_ms,
+            node: None,
         });
         let reply = CheckpointReply {
             checkpoint: checkpoint.clone(),
@@ -557,6 +558,8 @@ impl Service {
             seq: manifest.seq,
             step: manifest.step,
             created_at: manifest.created_at_ms,
+            // The scheduler takes it from the subject this is stored on.
+            node: None,
         };
         let bytes: u64 = manifest.files.iter().map(|f| f.size).sum();
         let current = tracing::Span::current();

@@ -136,6 +136,7 @@ impl Executor {
                     quota_share_name: quota_share_name.clone(),
                     input_channels,
                     run_as_non_root,
+                    grace_seconds,
                 };
                 let span = tracing::info_span!(
                     "attempt",
@@ -379,18 +380,37 @@ impl Executor {
         }
         ended.reason = end.reason;
         drop(running);
-        if let Some(job_dir) = dir.parent() {
-            process::record_run(job_dir, attempt, launched_at_ms, qm_service::now_ms());
+        // Its watcher fenced it (this executor did not renew the deadline
+        // in time: it was frozen or stuck): the end is a lost host's.
+        let job_dir = dir.parent().unwrap_or(&dir);
+        let watcher_fenced = crate::fence::read_exit(&crate::fence::exit_record(job_dir, attempt))
+            .is_some_and(|(_, fenced)| fenced);
+        if watcher_fenced {
+            tracing::warn!(job = %job_id, attempt, "the attempt's watcher fenced it");
+            if let Ok(mut a) = self.attempts.lock() {
+                if let Some(r) = a.get_mut(&AttemptKey::new(job_id.clone(), attempt)) {
+                    r.fenced = true;
+                }
+            }
         }
+        process::record_run(job_dir, attempt, launched_at_ms, qm_service::now_ms());
         ended.exit_code = status.0;
         ended.signal = status.1;
         tracing::info!(job = %job_id, attempt, exit_code = ?status.0, signal = ?status.1, "process ended");
-        if status.0 == Some(0) && stop.borrow().is_none() {
+        let on_its_own = stop.borrow().is_none() && !watcher_fenced;
+        if on_its_own {
+            // Kept on disk before anything else (the uploads and the flush
+            // below may wait through an outage): should this executor stop
+            // or die meanwhile, the next one reports it.
+            self.outbox.keep_end(&ended);
+        }
+        if status.0 == Some(0) && on_its_own {
             if let Err(e) = self.upload_outputs(&launch, &dir).await {
                 // SageMaker fails a job whose model cannot be delivered.
                 tracing::error!(job = %job_id, attempt, error = %e, "outputs not uploaded: the attempt fails");
                 ended.exit_code = None;
                 ended.error = Some(format!("the outputs could not be uploaded: {e}"));
+                self.outbox.keep_end(&ended);
             }
         }
         let Some(request) = launch.syncs_checkpoints() else {
@@ -544,8 +564,12 @@ impl Executor {
 
     pub(crate) fn finish(&self, mut ended: Report) {
         let key = AttemptKey::new(ended.job_id.clone(), ended.attempt);
+        // Its process ended on its own (its end is kept on disk): that end
+        // is reported as it was, even if this executor fenced or began to
+        // drain while its outputs and checkpoint were being saved.
+        let kept = self.outbox.is_kept(&ended.job_id, ended.attempt);
         if let Ok(mut a) = self.attempts.lock() {
-            if a.remove(&key).is_some_and(|r| r.fenced) {
+            if a.remove(&key).is_some_and(|r| r.fenced) && !kept {
                 ended.cause = Some(EndCause::Fenced);
             }
         }
@@ -557,7 +581,7 @@ impl Executor {
         if !matches!(result, "succeeded" | "not_started") {
             tracing::Span::current().record("otel.status_code", "ERROR");
         }
-        let reported = !self.draining.load(std::sync::atomic::Ordering::SeqCst);
+        let reported = kept || !self.draining.load(std::sync::atomic::Ordering::SeqCst);
         if let Ok(mut f) = self.finished.lock() {
             f.insert(
                 std::time::Instant::now(),

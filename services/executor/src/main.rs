@@ -19,10 +19,14 @@
 //! | `container.rs` | the `container` runtime: images through the Docker Engine API, guards, reconciling |
 //! | `sagemaker.rs` | the `/opt/ml` contract and what ranks need to find each other |
 //! | `gpus.rs` | GPU discovery and assignment |
+//! | `fence.rs` | the fence deadline every attempt's watcher enforces |
+//! | `supervise.rs` | `qm-executor supervise`: a host process's parent and watchdog |
+//! | `outbox.rs` | reports (and ends) kept until the log stores them |
 
 mod attempts;
 mod container;
 mod error;
+mod fence;
 mod gpus;
 mod node;
 mod observe;
@@ -32,6 +36,7 @@ mod record;
 mod runtime;
 mod sagemaker;
 mod settings;
+mod supervise;
 mod sweep;
 
 use std::collections::HashMap;
@@ -52,8 +57,12 @@ fn main() -> std::process::ExitCode {
     // `qm-executor guard ...`: a container's guard (container.rs), started by
     // the executor itself; it needs no settings and no NATS.
     let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some("guard") {
-        return container::guard(&args[2..]);
+    match args.get(1).map(String::as_str) {
+        Some("guard") => return container::guard(&args[2..]),
+        // `qm-executor supervise ...`: a host process's supervisor
+        // (supervise.rs), started by the executor for every attempt.
+        Some("supervise") => return supervise::main(&args[2..]),
+        _ => {}
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -155,6 +164,16 @@ async fn run(
     } else {
         None
     };
+    // The deadline every attempt's watcher enforces starts as the
+    // executor's own watchdog's does: fenceAfterSeconds from now.
+    let fence = fence::Fence::new(&settings.work_dir, settings.fence_after_seconds);
+    if let Err(e) = fence.renew(fence::boot_now_ns()) {
+        eprintln!(
+            "qm-executor: cannot write the fence deadline {}: {e}",
+            fence.path().display()
+        );
+        return std::process::ExitCode::from(2);
+    }
     let reporter = tokio::spawn(reporter(js, report_subject, rx, Arc::clone(&outbox)));
     let executor = Arc::new(Executor {
         incarnation,
@@ -174,6 +193,7 @@ async fn run(
         draining: std::sync::atomic::AtomicBool::new(false),
         contact: Mutex::new(tokio::time::Instant::now()),
         fenced: std::sync::atomic::AtomicBool::new(false),
+        fence,
         settings,
     });
     let (Ok(mut commands), Ok(mut logs)) = (
@@ -261,7 +281,7 @@ async fn run(
     qm_service::within("delivering reports", Duration::from_secs(10), delivered).await;
     reporter.abort();
     if !outbox.is_empty() {
-        match outbox.save() {
+        match outbox.persist() {
             Ok(n) => {
                 tracing::warn!(reports = n, path = %outbox.path().display(), "NATS unreachable: reports kept on disk; they are delivered when this executor next starts")
             }

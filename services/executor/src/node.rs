@@ -76,6 +76,10 @@ pub struct Executor {
     /// Fenced: no acknowledged heartbeat for `fenceAfterSeconds`; every
     /// attempt was stopped and starts are refused until contact returns.
     pub(crate) fenced: std::sync::atomic::AtomicBool,
+    /// The same deadline as `contact` gives, in the file every attempt's
+    /// watcher reads (`fence.rs`): it holds when this executor's own loop
+    /// does not run.
+    pub(crate) fence: crate::fence::Fence,
 }
 
 impl Executor {
@@ -245,6 +249,7 @@ impl Executor {
                 continue;
             };
             let sent = tokio::time::Instant::now();
+            let sent_boot = crate::fence::boot_now_ns();
             let request = self.client.request(subject.clone(), body.into());
             let answered = tokio::time::timeout(Duration::from_secs(2), request).await;
             crate::observe::METRICS
@@ -259,6 +264,11 @@ impl Executor {
                     if ack.known {
                         if let Ok(mut c) = self.contact.lock() {
                             *c = (*c).max(sent);
+                        }
+                        if let Err(e) = self.fence.renew(sent_boot) {
+                            // The watchers keep the last deadline they read:
+                            // they fence when it passes.
+                            tracing::error!(path = %self.fence.path().display(), error = %e, "cannot renew the fence deadline");
                         }
                     } else {
                         tracing::info!("the scheduler does not know this executor; registering");

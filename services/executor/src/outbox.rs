@@ -6,16 +6,34 @@
 //! before it registers, so an attempt that ended during the outage is
 //! recorded as it ended (not as a lost host). Appends carry the report's
 //! message id, so one stored twice is stored once.
+//!
+//! An attempt's end is kept on disk before anything else happens to it
+//! ([`Outbox::keep_end`]): the moment its process ends on its own, before
+//! outputs are uploaded or the final checkpoint flushed (which wait for the
+//! checkpoint service, and through an outage for a long time), the end is
+//! written to the same file, and written again whenever an end is queued
+//! or stored. Whatever happens next (the executor is stopped, killed, or
+//! its host restarts), the next executor on that work directory reports the
+//! end, and the job is not run again.
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use qm_wire::system::Report;
+use qm_wire::system::{Report, ReportPhase};
+
+fn same_attempt(a: &Report, b: &Report) -> bool {
+    a.job_id == b.job_id && a.attempt == b.attempt
+}
 
 pub(crate) struct Outbox {
     unsent: Mutex<Vec<(String, Report)>>,
+    /// Ends of attempts whose processes ended on their own, not yet queued
+    /// (their outputs and final checkpoint are still being saved).
+    kept: Mutex<Vec<Report>>,
+    /// One writer of the file at a time.
+    writing: Mutex<()>,
     path: PathBuf,
     /// Whose reports these are: a saved report of any other executor is
     /// dropped (this executor may only report as itself).
@@ -44,6 +62,8 @@ impl Outbox {
     pub(crate) fn new(work_dir: &str, executor_id: &str) -> Outbox {
         Outbox {
             unsent: Mutex::new(Vec::new()),
+            kept: Mutex::new(Vec::new()),
+            writing: Mutex::new(()),
             path: PathBuf::from(work_dir).join("undelivered-reports.json"),
             executor_id: executor_id.to_string(),
         }
@@ -53,35 +73,76 @@ impl Outbox {
         &self.path
     }
 
-    /// A report was queued for the log.
+    /// A report was queued for the log (an end is written to disk first).
     pub(crate) fn hold(&self, r: &Report) {
+        let end = r.phase == ReportPhase::Ended;
         if let Ok(mut u) = self.unsent.lock() {
             u.push((report_id(r), r.clone()));
         }
+        if end {
+            if let Ok(mut k) = self.kept.lock() {
+                k.retain(|e| !same_attempt(e, r));
+            }
+            self.persist_or_warn();
+        }
+    }
+
+    /// The process of `r`'s attempt ended on its own: its end is kept on
+    /// disk now (replacing an earlier version of it), before it is queued.
+    pub(crate) fn keep_end(&self, r: &Report) {
+        if let Ok(mut k) = self.kept.lock() {
+            k.retain(|e| !same_attempt(e, r));
+            k.push(r.clone());
+        }
+        self.persist_or_warn();
+    }
+
+    /// Whether the attempt's end is kept (it ended on its own).
+    pub(crate) fn is_kept(&self, job_id: &str, attempt: u32) -> bool {
+        self.kept
+            .lock()
+            .is_ok_and(|k| k.iter().any(|e| e.job_id == job_id && e.attempt == attempt))
     }
 
     /// The log stored these.
     pub(crate) fn delivered(&self, ids: &[String]) {
+        let mut ended = false;
         if let Ok(mut u) = self.unsent.lock() {
-            u.retain(|(id, _)| !ids.contains(id));
+            u.retain(|(id, r)| {
+                let stored = ids.contains(id);
+                ended |= stored && r.phase == ReportPhase::Ended;
+                !stored
+            });
+        }
+        if ended {
+            self.persist_or_warn();
         }
     }
 
     pub(crate) fn is_empty(&self) -> bool {
         self.unsent.lock().map_or(true, |u| u.is_empty())
+            && self.kept.lock().map_or(true, |k| k.is_empty())
     }
 
-    /// Writes what is still held to disk (atomically: a temporary file
-    /// renamed over the old one). Returns how many reports it kept.
-    pub(crate) fn save(&self) -> std::io::Result<usize> {
-        let reports: Vec<Report> = self
+    fn persist_or_warn(&self) {
+        if let Err(e) = self.persist() {
+            tracing::error!(path = %self.path.display(), error = %e, "cannot keep the undelivered reports on disk");
+        }
+    }
+
+    /// Writes what is held and kept to disk (atomically: a temporary file
+    /// renamed over the old one; no file when there is nothing). Returns
+    /// how many reports it wrote.
+    pub(crate) fn persist(&self) -> std::io::Result<usize> {
+        let _one_writer = self.writing.lock();
+        let mut all: Vec<Report> = self
             .unsent
             .lock()
             .map(|u| u.iter().map(|(_, r)| r.clone()).collect())
             .unwrap_or_default();
-        let mut all = self.load();
-        all.extend(reports);
+        all.extend(self.kept.lock().map(|k| k.clone()).unwrap_or_default());
         if all.is_empty() {
+            self.clear_saved();
             return Ok(0);
         }
         let tmp = self.path.with_extension("json.tmp");
@@ -93,7 +154,10 @@ impl Outbox {
             .create_new(true)
             .mode(0o600)
             .open(&tmp)
-            .and_then(|mut f| f.write_all(&body))?;
+            .and_then(|mut f| {
+                f.write_all(&body)?;
+                f.sync_all()
+            })?;
         std::fs::rename(&tmp, &self.path)?;
         Ok(all.len())
     }
@@ -173,6 +237,35 @@ mod tests {
     }
 
     #[test]
+    fn an_end_is_on_disk_from_the_moment_its_process_ends_until_the_log_stores_it() {
+        let dir = std::env::temp_dir().join(format!("qm-outbox-end-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let work = dir.to_str().expect("utf-8");
+        let outbox = Outbox::new(work, "node-1");
+        let mut ended = report("j-1", ReportPhase::Ended);
+        outbox.keep_end(&ended);
+        assert!(outbox.is_kept("j-1", 1));
+        assert!(!outbox.is_empty());
+        // The executor dies here (before the flush, before queuing it): the
+        // next one finds the end.
+        assert_eq!(Outbox::new(work, "node-1").load(), vec![ended.clone()]);
+        // Its outputs failed to upload: the kept end is replaced.
+        ended.exit_code = None;
+        ended.error = Some("the outputs could not be uploaded".into());
+        outbox.keep_end(&ended);
+        assert_eq!(Outbox::new(work, "node-1").load(), vec![ended.clone()]);
+        // Queued: held once (not kept and held), still on disk.
+        outbox.hold(&ended);
+        assert!(!outbox.is_kept("j-1", 1));
+        assert_eq!(Outbox::new(work, "node-1").load(), vec![ended.clone()]);
+        // Stored by the log: nothing left on disk.
+        outbox.delivered(&[report_id(&ended)]);
+        assert!(outbox.is_empty());
+        assert!(!outbox.path().exists(), "nothing to deliver, no file");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn held_reports_survive_a_restart_until_delivered() {
         let dir = std::env::temp_dir().join(format!("qm-outbox-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
@@ -185,7 +278,7 @@ mod tests {
         first.hold(&ended);
         first.delivered(&[report_id(&running)]);
         assert!(!first.is_empty());
-        assert_eq!(first.save().expect("saved"), 1);
+        assert_eq!(first.persist().expect("saved"), 1);
 
         let next = Outbox::new(dir.to_str().expect("utf-8"), "node-1");
         assert_eq!(next.load(), vec![ended.clone()], "only the undelivered one");

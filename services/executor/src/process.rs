@@ -43,6 +43,8 @@ pub struct Launch {
     pub input_channels: Vec<qm_wire::messages::InputChannel>,
     /// The share forbids root in containers.
     pub run_as_non_root: bool,
+    /// Between SIGTERM and SIGKILL when it is stopped.
+    pub grace_seconds: u64,
 }
 
 /// The only variables of the executor's own environment a job inherits:
@@ -56,28 +58,44 @@ impl Launch {
     }
 }
 
-/// Starts the process: argv (no shell), its own process group, output to
-/// `stdout.log` / `stderr.log` in `dir`, killed if the executor dies.
-pub fn spawn(launch: &Launch, dir: &Path, checkpoint_dir: &Path) -> Result<Child, LaunchError> {
-    let open = |name: &str| {
-        let path = dir.join(name);
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(|source| LaunchError::Output { path, source })
-    };
-    let (out, err) = (open("stdout.log")?, open("stderr.log")?);
+/// A job's process, started under its supervisor (`supervise.rs`).
+pub struct Supervised {
+    /// The supervisor: it exits as the job did.
+    pub child: Child,
+    /// The job's process, leader of its process group (where signals go).
+    pub pid: u32,
+}
+
+/// How long a supervisor may take to say whether the job started.
+const HANDSHAKE: Duration = Duration::from_secs(30);
+
+/// Starts the process under its supervisor: argv (no shell), its own
+/// process group, output to `stdout.log` / `stderr.log` in `dir`, killed if
+/// the executor dies, and stopped by the supervisor once the fence deadline
+/// (`fence`) has passed, whatever the executor is doing then.
+pub async fn spawn(
+    launch: &Launch,
+    dir: &Path,
+    checkpoint_dir: &Path,
+    fence: &crate::fence::Terms,
+) -> Result<Supervised, LaunchError> {
     let program = launch.command.first().ok_or(LaunchError::EmptyCommand)?;
-    let mut cmd = Command::new(program);
+    // The supervisor is this very executable (/proc/self/exe: the same
+    // binary even if the file was replaced by an upgrade since).
+    let mut cmd = Command::new("/proc/self/exe");
+    cmd.arg("supervise").args(fence.args());
+    for (flag, name) in [("--stdout", "stdout.log"), ("--stderr", "stderr.log")] {
+        cmd.arg(flag).arg(dir.join(name));
+    }
+    if let Some((uid, gid)) = launch.run_as {
+        cmd.args(["--uid", &uid.to_string(), "--gid", &gid.to_string()]);
+    }
+    cmd.arg("--").args(&launch.command);
     cmd.env_clear();
     for name in INHERITED {
         if let Some(v) = std::env::var_os(name) {
             cmd.env(name, v);
         }
-    }
-    if let Some((uid, gid)) = launch.run_as {
-        cmd.uid(uid).gid(gid);
     }
     if let Some(hps) = launch.environment.get("SM_HPS") {
         // SageMaker compatibility (the AWS Batch gateway sets SM_HPS from
@@ -99,8 +117,7 @@ pub fn spawn(launch: &Launch, dir: &Path, checkpoint_dir: &Path) -> Result<Child
         .write_into(&config)?;
         cmd.env("SM_INPUT_CONFIG_DIR", &config);
     }
-    cmd.args(&launch.command[1..])
-        .current_dir(dir)
+    cmd.current_dir(dir)
         // The job's own environment may override what the ranks are told.
         .envs(crate::sagemaker::rank_environment(
             &launch.job_id,
@@ -128,15 +145,42 @@ pub fn spawn(launch: &Launch, dir: &Path, checkpoint_dir: &Path) -> Result<Child
                 .join(","),
         )
         .stdin(std::process::Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        .process_group(0)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
         .kill_on_drop(false);
     die_with_parent(&mut cmd);
-    cmd.spawn().map_err(|source| LaunchError::Spawn {
+    let spawn_error = |source| LaunchError::Spawn {
         program: program.clone(),
         source,
-    })
+    };
+    let mut child = cmd.spawn().map_err(spawn_error)?;
+    let said = match child.stdout.take() {
+        Some(out) => {
+            use tokio::io::AsyncBufReadExt;
+            let mut line = String::new();
+            let mut reader = tokio::io::BufReader::new(out);
+            match tokio::time::timeout(HANDSHAKE, reader.read_line(&mut line)).await {
+                Ok(Ok(_)) => line,
+                _ => String::new(),
+            }
+        }
+        None => String::new(),
+    };
+    let said = said.trim_end();
+    if let Some(pid) = said
+        .strip_prefix("started ")
+        .and_then(|p| p.parse::<u32>().ok())
+    {
+        return Ok(Supervised { child, pid });
+    }
+    let _ = child.start_kill();
+    let _ = child.wait().await;
+    Err(spawn_error(std::io::Error::other(
+        match said.strip_prefix("failed ") {
+            Some(why) => why.to_string(),
+            None => format!("its supervisor said {said:?}"),
+        },
+    )))
 }
 
 /// Records when attempt `attempt`'s process was launched and when it was
@@ -146,7 +190,13 @@ pub fn spawn(launch: &Launch, dir: &Path, checkpoint_dir: &Path) -> Result<Child
 /// the attempt's directory, not in it: the job (possibly another user) may
 /// write its own directory, and could plant a link there for the executor
 /// to write through.
+///
+/// The end is when the attempt's watcher (its supervisor or container
+/// guard) saw it end, where it recorded that: an executor that was frozen
+/// sees the end only when it runs again.
 pub fn record_run(job_dir: &Path, attempt: u32, launched_at_ms: u64, ended_at_ms: u64) {
+    let ended_at_ms = crate::fence::read_exit(&crate::fence::exit_record(job_dir, attempt))
+        .map_or(ended_at_ms, |(at, _)| at.min(ended_at_ms));
     let body = serde_json::json!({"launchedAtMs": launched_at_ms, "endedAtMs": ended_at_ms});
     let path = run_record(job_dir, attempt);
     if let Err(e) = std::fs::write(&path, body.to_string()) {
@@ -182,9 +232,18 @@ pub fn on_parent_death(cmd: &mut Command, signal: i32) {
     }
 }
 
-fn signal_group(child: &Child, signal: i32) {
-    if let Some(pid) = child.id() {
-        signal_pid_group(pid, signal);
+/// [`on_parent_death`] for a `std` command (the supervisor's job).
+#[allow(unsafe_code)]
+pub fn on_parent_death_std(cmd: &mut std::process::Command, signal: i32) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: as in `on_parent_death`: only prctl(2) runs in the child.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, signal) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
     }
 }
 
@@ -214,9 +273,11 @@ pub fn checkpoint_signal(name: &str) -> Option<i32> {
 /// period), sends SIGTERM, then SIGKILL after the grace. Returns (exit code,
 /// signal).
 pub async fn wait_or_stop(
-    child: &mut Child,
+    job: &mut Supervised,
     stop: &mut watch::Receiver<Option<u64>>,
 ) -> (Option<i32>, Option<i32>) {
+    let Supervised { child, pid } = job;
+    let pid = *pid;
     use std::os::unix::process::ExitStatusExt;
     let decode = |s: std::io::Result<std::process::ExitStatus>| match s {
         Ok(s) => (s.code(), s.signal()),
@@ -225,14 +286,14 @@ pub async fn wait_or_stop(
     loop {
         let requested = *stop.borrow();
         if let Some(grace) = requested {
-            signal_group(child, libc::SIGTERM);
+            signal_pid_group(pid, libc::SIGTERM);
             let signalled = std::time::Instant::now();
             let (status, killed) =
                 match tokio::time::timeout(Duration::from_secs(grace), child.wait()).await {
                     Ok(s) => (decode(s), "false"),
                     Err(_) => {
                         tracing::warn!(grace, "grace period over; SIGKILL");
-                        signal_group(child, libc::SIGKILL);
+                        signal_pid_group(pid, libc::SIGKILL);
                         (decode(child.wait().await), "true")
                     }
                 };

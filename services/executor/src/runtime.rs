@@ -7,7 +7,6 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use tokio::process::Child;
 use tokio::sync::watch;
 
 use crate::container::{self, ContainerSpec};
@@ -18,7 +17,7 @@ use crate::sagemaker::{self, ConfigFiles, Layout};
 
 /// A launched attempt.
 pub(crate) enum Launched {
-    Process(Child),
+    Process(process::Supervised),
     Container {
         running: container::Running,
         layout: Layout,
@@ -56,7 +55,7 @@ pub(crate) struct RunEnd {
 impl Launched {
     pub(crate) fn target(&self) -> Option<SignalTarget> {
         match self {
-            Launched::Process(child) => child.id().map(SignalTarget::Group),
+            Launched::Process(job) => Some(SignalTarget::Group(job.pid)),
             Launched::Container { running, .. } => {
                 Some(SignalTarget::Container(running.signaller()))
             }
@@ -66,7 +65,11 @@ impl Launched {
     /// What the logs name it by: a pid or a container.
     pub(crate) fn describe(&self) -> String {
         match self {
-            Launched::Process(child) => format!("pid {}", child.id().unwrap_or(0)),
+            Launched::Process(job) => format!(
+                "pid {} (supervisor {})",
+                job.pid,
+                job.child.id().unwrap_or(0)
+            ),
             Launched::Container { running, .. } => {
                 format!(
                     "container {} ({})",
@@ -81,8 +84,8 @@ impl Launched {
     /// SIGKILL) when a stop arrives.
     pub(crate) async fn wait_or_stop(self, stop: &mut watch::Receiver<Option<u64>>) -> RunEnd {
         match self {
-            Launched::Process(mut child) => {
-                let (exit_code, signal) = process::wait_or_stop(&mut child, stop).await;
+            Launched::Process(mut job) => {
+                let (exit_code, signal) = process::wait_or_stop(&mut job, stop).await;
                 RunEnd {
                     exit_code,
                     signal,
@@ -117,6 +120,17 @@ impl Launched {
 }
 
 impl Executor {
+    /// What the attempt's watcher enforces: the fence deadline now in
+    /// force, the attempt's grace, where it records the end.
+    pub(crate) fn fence_terms(&self, launch: &Launch, dir: &Path) -> crate::fence::Terms {
+        crate::fence::Terms {
+            deadline_file: self.fence.path().to_path_buf(),
+            floor_ns: self.fence.deadline(),
+            grace_seconds: launch.grace_seconds,
+            record: crate::fence::exit_record(dir.parent().unwrap_or(dir), launch.attempt),
+        }
+    }
+
     /// Launches the attempt in its runtime: `dir` is its directory,
     /// `ckpt_dir` its (restored) checkpoint directory.
     pub(crate) async fn launch(
@@ -130,7 +144,9 @@ impl Executor {
             if !self.settings.offers(qm_core::Runtime::Process) {
                 return Err(LaunchError::NoRuntime("process"));
             }
-            return process::spawn(launch, dir, ckpt_dir).map(Launched::Process);
+            return process::spawn(launch, dir, ckpt_dir, &self.fence_terms(launch, dir))
+                .await
+                .map(Launched::Process);
         };
         let Some(engine) = &self.engine else {
             return Err(LaunchError::NoRuntime("container"));
@@ -228,6 +244,7 @@ impl Executor {
             .and_then(|s| s.memory_mib)
             .map(|m| m * u64::from(launch.instances.max(1)));
         let spec = ContainerSpec {
+            fence: self.fence_terms(launch, dir),
             job_id: launch.job_id.clone(),
             attempt: launch.attempt,
             image: image.clone(),

@@ -185,6 +185,11 @@ impl Follower {
                 return None;
             }
         };
+        let mut entry = entry;
+        if let Err(e) = entry.bind_to_subject(msg.subject.as_str()) {
+            tracing::warn!(seq, subject = %msg.subject, error = %e, "log entry refused: its subject does not allow it");
+            return None;
+        }
         self.traces.entry(&entry, msg.headers.as_ref());
         let after = decision.then(|| {
             msg.headers

@@ -460,7 +460,13 @@ impl Runner<'_> {
         self.after = self.after.max(seq);
         self.positions.input(seq);
         self.upkeep.applied(1);
-        match serde_json::from_slice::<LogEntry>(&msg.payload) {
+        let entry = serde_json::from_slice::<LogEntry>(&msg.payload)
+            .map_err(|e| e.to_string())
+            .and_then(|mut entry| {
+                entry.bind_to_subject(msg.subject.as_str())?;
+                Ok(entry)
+            });
+        match entry {
             Ok(entry) => {
                 self.traces.entry(&entry, msg.headers.as_ref());
                 let registrations = matches!(
@@ -477,7 +483,7 @@ impl Runner<'_> {
                 }
             }
             Err(e) => {
-                tracing::warn!(seq, subject = %msg.subject, error = %e, "unreadable log entry skipped")
+                tracing::warn!(seq, subject = %msg.subject, error = %e, "log entry skipped: unreadable, or not allowed on its subject")
             }
         }
         true

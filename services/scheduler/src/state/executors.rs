@@ -189,8 +189,33 @@ impl State {
         }
     }
 
+    /// A checkpoint commit, accepted only from the checkpoint service of
+    /// the node that syncs the attempt's checkpoints (its rank 0's): a
+    /// commit stored by any other node's checkpoint identity is refused.
     pub(super) fn checkpoint(&mut self, c: CheckpointCommit, fx: &mut Effects) {
         if let Some((q, id)) = self.locate(&c.job_id) {
+            let syncing = self.queues[&q]
+                .cluster
+                .job(id)
+                .and_then(|j| j.attempts.iter().find(|a| a.number == c.attempt))
+                .and_then(|a| a.placement.first())
+                .map(|rank| {
+                    let executor = &self.queues[&q].cluster.node(rank.node).name;
+                    self.executors
+                        .get(executor)
+                        .and_then(|e| e.registration.checkpoint_node.clone())
+                        .unwrap_or_else(|| executor.clone())
+                });
+            if syncing.is_none() || syncing != c.node {
+                tracing::warn!(
+                    job = %c.job_id,
+                    attempt = c.attempt,
+                    from = ?c.node,
+                    expected = ?syncing,
+                    "checkpoint commit refused: not from the node that syncs the attempt's checkpoints"
+                );
+                return;
+            }
             let mark = CheckpointMark {
                 at: Time(c.created_at),
                 step: c.step.unwrap_or(0),

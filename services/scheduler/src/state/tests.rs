@@ -459,6 +459,8 @@ fn entry_of(r: &qm_sim::trace::Recorded, s: &State) -> (u64, LogEntry) {
         CheckpointConfig, JobPreemptionConfiguration, RetryStrategy, TimeoutConfig,
     };
     use qm_wire::system::CheckpointCommit;
+    // Stored by the checkpoint service of the attempt's rank 0 (the
+    // subject's node; no node registers another checkpoint node here).
     let commit = |job: &str, attempt: u32, at: Time, step: u64| CheckpointCommit {
         job_queue: "training".into(),
         job_id: job.into(),
@@ -466,6 +468,15 @@ fn entry_of(r: &qm_sim::trace::Recorded, s: &State) -> (u64, LogEntry) {
         seq: 0,
         step: Some(step),
         created_at: at.as_millis(),
+        node: s.locate(job).and_then(|(q, id)| {
+            let cluster = &s.queues[&q].cluster;
+            let a = cluster
+                .job(id)?
+                .attempts
+                .iter()
+                .find(|a| a.number == attempt)?;
+            Some(cluster.node(a.placement.first()?.node).name.clone())
+        }),
     };
     match r {
         Recorded::Node {
@@ -1160,11 +1171,23 @@ fn checkpoint_then_preempt_asks_first_and_stops_after_the_commit_or_the_window()
             seq: 1,
             step: Some(7),
             created_at: at,
+            node: Some("node-1".into()),
         })
     };
     // A checkpoint committed before the request does not count...
     let (fx, _) = step(&mut s, Some(commit("ckpt", t - 1)), t + 1_000);
     assert!(stopped(&fx).is_empty(), "{fx:?}");
+    // One stored by another node's checkpoint identity is refused: it is
+    // not the attempt's (issue 28).
+    let forged = match commit("ckpt", t + 1_500) {
+        LogEntry::Checkpoint(c) => LogEntry::Checkpoint(qm_wire::system::CheckpointCommit {
+            node: Some("node-2".into()),
+            ..c
+        }),
+        _ => unreachable!(),
+    };
+    let (fx, _) = step(&mut s, Some(forged), t + 1_500);
+    assert!(stopped(&fx).is_empty(), "a forged commit counted: {fx:?}");
     // ...one committed after it lets the stop go ahead at once.
     let (fx, _) = step(&mut s, Some(commit("ckpt", t + 2_000)), t + 2_000);
     assert_eq!(stopped(&fx), ["node-1"], "{fx:?}");

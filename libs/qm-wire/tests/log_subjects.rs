@@ -1,0 +1,87 @@
+//! Each log subject carries one kind of entry, for the identity it names
+//! (issue 28): what a principal may publish is what the subject allows, so
+//! an entry that claims another identity, or another kind, is refused.
+
+use qm_wire::subjects;
+use qm_wire::system::{CheckpointCommit, LogEntry, Report, ReportPhase};
+
+fn report(executor: &str) -> LogEntry {
+    LogEntry::Report(Report {
+        executor_id: executor.into(),
+        job_id: "j-1".into(),
+        attempt: 1,
+        phase: ReportPhase::Ended,
+        exit_code: Some(0),
+        signal: None,
+        restored: None,
+        restored_bytes: None,
+        restore_skipped: Vec::new(),
+        error: None,
+        cause: None,
+        reason: None,
+        progress: None,
+    })
+}
+
+fn commit(node: Option<&str>) -> LogEntry {
+    LogEntry::Checkpoint(CheckpointCommit {
+        job_queue: "training".into(),
+        job_id: "j-1".into(),
+        attempt: 1,
+        seq: 3,
+        step: Some(30),
+        created_at: 1,
+        node: node.map(Into::into),
+    })
+}
+
+#[test]
+fn an_executor_reports_only_as_itself_and_only_reports() {
+    let own = subjects::log_executor("node-1").expect("subject");
+    assert!(report("node-1").bind_to_subject(&own).is_ok());
+    let forged = report("node-2").bind_to_subject(&own).expect_err("refused");
+    assert!(forged.contains("another executor's report"), "{forged}");
+    // Another kind of entry on its own subject: refused.
+    let decision = LogEntry::Archive {
+        job_ids: vec!["j-1".into()],
+        at: 1,
+    };
+    assert!(decision.clone().bind_to_subject(&own).is_err());
+    assert!(decision
+        .clone()
+        .bind_to_subject(subjects::LOG_SCHED)
+        .is_ok());
+    assert!(report("node-1")
+        .bind_to_subject(subjects::LOG_SCHED)
+        .is_err());
+    assert!(commit(None).bind_to_subject(&own).is_err());
+}
+
+#[test]
+fn a_commit_names_the_node_of_its_subject_whatever_its_body_says() {
+    let subject = subjects::log_checkpoint("node-2").expect("subject");
+    let mut entry = commit(Some("node-1"));
+    entry
+        .bind_to_subject(&subject)
+        .expect("a commit on a checkpoint subject");
+    let LogEntry::Checkpoint(c) = entry else {
+        unreachable!()
+    };
+    assert_eq!(c.node.as_deref(), Some("node-2"));
+}
+
+#[test]
+fn subjects_outside_the_log_families_or_with_extra_tokens_are_refused() {
+    for subject in [
+        "qm.v1.log",
+        "qm.v1.log.exec",
+        "qm.v1.log.exec.node-1.more",
+        "qm.v1.log.other.node-1",
+        "elsewhere.exec.node-1",
+    ] {
+        assert!(
+            report("node-1").bind_to_subject(subject).is_err(),
+            "{subject}"
+        );
+    }
+}
