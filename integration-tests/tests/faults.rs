@@ -510,6 +510,73 @@ async fn a_job_that_ends_during_a_nats_outage_on_an_executor_then_stopped_is_not
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_job_swapping_its_checkpoint_for_links_in_a_loop_gets_nothing_outside_it_uploaded() {
+    // Issue 28: the checkpoint service listed a directory, then read each
+    // file by path; a job that swaps a directory or a file for a symbolic
+    // link between the two had the service upload what the link points to.
+    let (_n, s3, mut stack) =
+        stack_with("link-race", 2, &[("QM_CHECKPOINT_SCAN_INTERVAL_MS", "50")]).await;
+    stack.executor("node-1", "training", "ml.g5.xlarge", 1);
+    let marker = format!("TOP-SECRET-{}", std::process::id());
+    let secret = stack.path().join("secret");
+    std::fs::create_dir_all(&secret).expect("secret dir");
+    // Named as the files the job swaps out: a link in their place points
+    // at it.
+    std::fs::write(secret.join("f"), &marker).expect("secret");
+    // Big files first in the listing: hashing them is the time between the
+    // listing and the reads of the `zz-` files, which flip all along.
+    let script = format!(
+        r#"cd "$QM_CHECKPOINT_DIR"
+for k in 1 2 3 4 5 6 7 8; do head -c 2097152 /dev/urandom > "big-$k"; done
+end=$(( $(date +%s) + 12 ))
+i=0
+while [ "$(date +%s)" -lt "$end" ]; do
+  i=$((i+1))
+  mkdir -p zz-d && echo "inner $i" > zz-d/f
+  echo "plain $i" > zz-f.new && mv -T zz-f.new zz-f
+  ln -sfn {secret}/f zz-f.link && mv -T zz-f.link zz-f
+  mv -T zz-d zz-d.old && ln -sfn {secret} zz-d
+  sleep 0.02
+  rm zz-d && mv -T zz-d.old zz-d
+done
+echo "plain final" > zz-f.new && mv -T zz-f.new zz-f
+echo '{{"step": 1}}' > qm-checkpoint.json
+sleep 3
+echo swapped "$i" times
+"#,
+        secret = secret.display()
+    );
+    let job = stack.submit(&script_job("link-race", &script)).await;
+    let j = stack.wait_final(&job, 120).await;
+    let logs = stack.logs();
+    assert_eq!(j.status, "SUCCEEDED", "{j:#?}\n{logs}");
+    let out = stack.attempt_stdout("node-1", &job, 1);
+    assert!(out.contains("swapped"), "{out}");
+    // Every object the service stored, committed or not (blobs go up before
+    // the manifest that would reference them).
+    use qm_checkpoint::ObjectStore;
+    let store = s3.store();
+    let keys = store.list("").await.expect("list");
+    assert!(
+        keys.iter().any(|k| k.contains("/manifests/")),
+        "the job's checkpoint was committed once it stopped swapping: {keys:?}\n{logs}"
+    );
+    for key in &keys {
+        let body = store.get(key).await.expect("get").unwrap_or_default();
+        assert!(
+            !String::from_utf8_lossy(&body).contains(&marker),
+            "{key} holds the file a link pointed to\n{logs}"
+        );
+    }
+    let refused = stack.log_of("checkpoint-node-1");
+    assert!(
+        refused.contains("symbolic link"),
+        "the race was run (the service saw links in the way):\n{refused}"
+    );
+    stack.stop_all();
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_leader_paused_past_its_lease_changes_nothing_when_it_resumes() {
     let (_n, _s, mut stack) = stack("paused-leader").await;
     stack.scheduler("scheduler-2");

@@ -5,6 +5,7 @@
 //! Must not depend on a specific object store: it talks to [`ObjectStore`];
 //! the checkpoint service supplies the S3 implementation.
 
+pub mod confined;
 pub mod input;
 pub mod manifest;
 pub mod output;

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use futures::{StreamExt, TryStreamExt};
 use sha2::{Digest, Sha256};
 
+use crate::confined::Tree;
 use crate::manifest::{self, FileEntry, Manifest};
 use crate::store::{ObjectStore, Progress, StoreError};
 
@@ -100,8 +101,7 @@ async fn blocking<T: Send + 'static>(
 }
 
 /// A file's size and SHA-256, read in 1 MiB blocks.
-fn hash_file(path: &Path) -> Result<(u64, String), SyncError> {
-    let mut file = fs::File::open(path).map_err(local(path))?;
+fn hash_open(file: &mut fs::File, path: &Path) -> Result<(u64, String), SyncError> {
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     let mut size = 0u64;
@@ -116,17 +116,33 @@ fn hash_file(path: &Path) -> Result<(u64, String), SyncError> {
     Ok((size, hex(&hasher.finalize())))
 }
 
-/// The files of a checkpoint directory, sorted by path. Hidden files (a name
-/// starting with `.`, such as a trainer's `.state.tmp` before its rename) are
-/// work in progress and left out.
+/// A file this service wrote (a restore's staging copy): size and SHA-256.
+fn hash_file(path: &Path) -> Result<(u64, String), SyncError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(local(path))?;
+    hash_open(&mut file, path)
+}
+
+/// The files of a checkpoint directory, sorted by path, each hashed. Hidden
+/// files (a name starting with `.`, such as a trainer's `.state.tmp` before
+/// its rename) are work in progress and left out; nothing is read through a
+/// symbolic link ([`crate::confined`]).
 pub fn scan(dir: &Path) -> Result<Vec<(FileEntry, PathBuf)>, SyncError> {
-    walk(dir)?
+    let tree = Tree::open(dir).map_err(local(dir))?;
+    tree.files()
+        .map_err(local(dir))?
         .into_iter()
-        .map(|(rel, path)| {
-            let (size, sha256) = hash_file(&path)?;
+        .map(|v| {
+            let path = dir.join(&v.rel);
+            let mut file = tree.open_file(&v.rel).map_err(local(&path))?;
+            let (size, sha256) = hash_open(&mut file, &path)?;
             Ok((
                 FileEntry {
-                    path: rel,
+                    path: v.rel,
                     size,
                     sha256,
                 },
@@ -134,37 +150,6 @@ pub fn scan(dir: &Path) -> Result<Vec<(FileEntry, PathBuf)>, SyncError> {
             ))
         })
         .collect()
-}
-
-/// The visible files of a checkpoint directory (relative path, full path),
-/// sorted by relative path; nothing is read.
-fn walk(dir: &Path) -> Result<Vec<(String, PathBuf)>, SyncError> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(current) = stack.pop() {
-        for entry in fs::read_dir(&current).map_err(local(&current))? {
-            let entry = entry.map_err(local(&current))?;
-            let path = entry.path();
-            if entry.file_name().to_string_lossy().starts_with('.') {
-                continue;
-            }
-            let kind = entry.file_type().map_err(local(&path))?;
-            if kind.is_dir() {
-                stack.push(path);
-            } else if kind.is_file() {
-                let rel = path
-                    .strip_prefix(dir)
-                    .expect("walked below dir")
-                    .components()
-                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
-                    .collect::<Vec<_>>()
-                    .join("/");
-                out.push((rel, path));
-            }
-        }
-    }
-    out.sort();
-    Ok(out)
 }
 
 /// The blobs this writer knows are in the store, so unchanged files are not
@@ -222,38 +207,35 @@ pub const ORPHAN_GRACE: std::time::Duration = std::time::Duration::from_secs(2 *
 /// the step is recorded in the manifest (informational).
 pub const STEP_FILE: &str = "qm-checkpoint.json";
 
+/// The most of [`STEP_FILE`] that is read.
+const STEP_FILE_MAX: u64 = 64 * 1024;
+
 /// Each visible file's path, inode, size and modification time (s, ns).
 pub type Fingerprint = Vec<(PathBuf, u64, u64, i64, i64)>;
 
 /// What identifies each visible (non-dot) file's current version: a rename
-/// over a file or a rewrite changes it. Cheap: no file is read.
+/// over a file or a rewrite changes it. Cheap: no file is read (and no link
+/// followed).
 pub fn fingerprint(dir: &Path) -> Result<Fingerprint, SyncError> {
-    use std::os::unix::fs::MetadataExt;
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(current) = stack.pop() {
-        for entry in fs::read_dir(&current).map_err(local(&current))? {
-            let entry = entry.map_err(local(&current))?;
-            if entry.file_name().to_string_lossy().starts_with('.') {
-                continue;
-            }
-            let path = entry.path();
-            let meta = entry.metadata().map_err(local(&path))?;
-            if meta.is_dir() {
-                stack.push(path);
-            } else if meta.is_file() {
-                out.push((
-                    path,
-                    meta.ino(),
-                    meta.len(),
-                    meta.mtime(),
-                    meta.mtime_nsec(),
-                ));
-            }
-        }
-    }
-    out.sort();
-    Ok(out)
+    let tree = Tree::open(dir).map_err(local(dir))?;
+    fingerprint_of(&tree)
+}
+
+fn fingerprint_of(tree: &Tree) -> Result<Fingerprint, SyncError> {
+    Ok(tree
+        .files()
+        .map_err(local(tree.path()))?
+        .into_iter()
+        .map(|v| {
+            (
+                tree.path().join(&v.rel),
+                v.ino,
+                v.size,
+                v.mtime,
+                v.mtime_nsec,
+            )
+        })
+        .collect())
 }
 
 /// Commits the directory as checkpoint `info.seq`: uploads every blob the
@@ -276,10 +258,29 @@ pub async fn commit<S: ObjectStore>(
         step,
         created_at_ms,
     } = info;
-    let (before, listed) = {
+    // The directory is the job's: it is opened once, without following a
+    // link, and every file is opened below that handle the same way
+    // (`confined.rs`), so swapping a directory or a file for a link between
+    // the listing and the read uploads nothing it should not.
+    let (tree, before) = {
         let dir = dir.to_path_buf();
-        blocking(dir.clone(), move || Ok((fingerprint(&dir)?, walk(&dir)?))).await?
+        blocking(dir.clone(), move || {
+            let tree = Tree::open(&dir).map_err(local(&dir))?;
+            let before = fingerprint_of(&tree)?;
+            Ok((std::sync::Arc::new(tree), before))
+        })
+        .await?
     };
+    let listed: Vec<String> = before
+        .iter()
+        .filter_map(|(path, ..)| path.strip_prefix(dir).ok())
+        .map(|rel| {
+            rel.components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join("/")
+        })
+        .collect();
     // Known blobs count only while the checkpoint they are those of exists
     // (see [`Uploaded`]); a writer that knows none (a restarted service, or
     // its checkpoint was retired by another writer) starts from the newest
@@ -320,16 +321,23 @@ pub async fn commit<S: ObjectStore>(
             .min(store.concurrency().max(1)),
     );
     let hashers = &hashers;
+    let tree = &tree;
     let mut files: Vec<(FileEntry, PathBuf)> = futures::stream::iter(listed)
-        .map(|(rel, path)| async move {
-            let hashed = path.clone();
-            let (size, sha256) = {
+        .map(|rel| async move {
+            let path = dir.join(&rel);
+            let (size, sha256, file) = {
                 // Fair: permits go in the order the files were listed.
                 let _hasher = hashers
                     .acquire()
                     .await
                     .expect("the commit's own semaphore is never closed");
-                blocking(path.clone(), move || hash_file(&hashed)).await?
+                let (tree, rel, at) = (std::sync::Arc::clone(tree), rel.clone(), path.clone());
+                blocking(path.clone(), move || {
+                    let mut file = tree.open_file(&rel).map_err(local(&at))?;
+                    let (size, sha256) = hash_open(&mut file, &at)?;
+                    Ok((size, sha256, file))
+                })
+                .await?
             };
             let first = !known.contains(&sha256)
                 && sent
@@ -341,10 +349,17 @@ pub async fn commit<S: ObjectStore>(
                     })?
                     .insert(sha256.clone());
             if first {
+                // Sent from the file opened above (whatever its path is
+                // now), which stays open until it is sent.
                 store
-                    .put_file(&manifest::blob_key(prefix, &sha256), &path, size)
+                    .put_file(
+                        &manifest::blob_key(prefix, &sha256),
+                        &crate::confined::path_of(&file),
+                        size,
+                    )
                     .await?;
             }
+            drop(file);
             Ok::<_, SyncError>((
                 FileEntry {
                     path: rel,
@@ -360,14 +375,19 @@ pub async fn commit<S: ObjectStore>(
     files.sort_by(|a, b| a.0.path.cmp(&b.0.path));
     let step = match step {
         Some(s) => Some(s),
-        None => fs::read_to_string(dir.join(STEP_FILE))
-            .ok()
-            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-            .and_then(|v| v.get("step").and_then(serde_json::Value::as_u64)),
+        // A regular file, not through a link, and at most 64 KiB of it.
+        None => tree.open_file(STEP_FILE).ok().and_then(|f| {
+            let mut text = String::new();
+            f.take(STEP_FILE_MAX).read_to_string(&mut text).ok()?;
+            serde_json::from_str::<serde_json::Value>(&text)
+                .ok()?
+                .get("step")
+                .and_then(serde_json::Value::as_u64)
+        }),
     };
     let after = {
-        let dir = dir.to_path_buf();
-        blocking(dir.clone(), move || fingerprint(&dir)).await?
+        let tree = std::sync::Arc::clone(tree);
+        blocking(dir.to_path_buf(), move || fingerprint_of(&tree)).await?
     };
     if after != before {
         return Err(SyncError::Changed(dir.to_path_buf()));

@@ -112,6 +112,57 @@ pub struct Scope {
     pub service: String,
 }
 
+/// What [`verify_before_body`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BeforeBody {
+    /// Signed over its `x-amz-content-sha256` header, and that signature
+    /// holds: the caller is who it says; the body must still hash to what
+    /// it declared ([`verify`] checks both once it is read).
+    Signed { key: String },
+    /// The signature covers the body, whose hash is not declared: all the
+    /// rest holds (the header reads, the scope, the date, a known key), and
+    /// only [`verify`], once the body is read, can tell the signature.
+    KeyKnown { key: String },
+}
+
+/// Checks what can be checked of `req` before its body is read (pass an
+/// empty body): a server reads no body of a request that fails here, so an
+/// unsigned client, or one with an unknown key or a stale date, costs it
+/// no memory. When the request declares its body's hash in a signed
+/// `x-amz-content-sha256`, the whole signature is verified here.
+pub fn verify_before_body(
+    req: &Request<'_>,
+    scope: &Scope,
+    secret_of: impl Fn(&str) -> Option<String>,
+    now: i64,
+) -> Result<BeforeBody, SigError> {
+    let checked = check_header(req, scope, secret_of, now)?;
+    let declared = header(req.headers, "x-amz-content-sha256")
+        .filter(|h| is_hex_sha256(h))
+        .filter(|_| {
+            checked
+                .auth
+                .signed_headers
+                .iter()
+                .any(|h| h == "x-amz-content-sha256")
+        });
+    match declared {
+        Some(hash) => {
+            signature_matches(req, &checked, &hash)?;
+            Ok(BeforeBody::Signed {
+                key: checked.key_id,
+            })
+        }
+        None => Ok(BeforeBody::KeyKnown {
+            key: checked.key_id,
+        }),
+    }
+}
+
+fn is_hex_sha256(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 /// Verifies `req`, signed at most [`MAX_SKEW_SECS`] from `now` (seconds
 /// since the Unix epoch) for `scope`, with a secret `secret_of` knows.
 /// Returns the access key id it was signed with.
@@ -121,6 +172,35 @@ pub fn verify(
     secret_of: impl Fn(&str) -> Option<String>,
     now: i64,
 ) -> Result<String, SigError> {
+    let checked = check_header(req, scope, secret_of, now)?;
+    let body_hash = hex(&Sha256::digest(req.body));
+    if let Some(claimed) = header(req.headers, "x-amz-content-sha256") {
+        if claimed != body_hash {
+            return Err(SigError::Mismatch);
+        }
+    }
+    signature_matches(req, &checked, &body_hash)?;
+    Ok(checked.key_id)
+}
+
+/// A request whose `Authorization` header reads, for the right scope and
+/// time, with a known key.
+struct Checked {
+    auth: Authorization,
+    amz_date: String,
+    date: String,
+    region: String,
+    service: String,
+    key_id: String,
+    secret: String,
+}
+
+fn check_header(
+    req: &Request<'_>,
+    scope: &Scope,
+    secret_of: impl Fn(&str) -> Option<String>,
+    now: i64,
+) -> Result<Checked, SigError> {
     if query_params(req.query).any(|(k, _)| k.eq_ignore_ascii_case("X-Amz-Signature")) {
         return Err(SigError::Missing(
             "signatures in the query string (presigned URLs) are not accepted".into(),
@@ -179,27 +259,42 @@ pub fn verify(
         }
     }
     let secret = secret_of(key_id).ok_or(SigError::UnknownKey)?;
-    let body_hash = hex(&Sha256::digest(req.body));
-    if let Some(claimed) = header(req.headers, "x-amz-content-sha256") {
-        if claimed != body_hash {
-            return Err(SigError::Mismatch);
-        }
-    }
-    let canonical = canonical_request(req, &auth.signed_headers, &body_hash)?;
-    let scope_text = format!("{date}/{region}/{service}/aws4_request");
+    let (key_id, date, region, service) = (
+        key_id.to_string(),
+        date.to_string(),
+        region.to_string(),
+        service.to_string(),
+    );
+    Ok(Checked {
+        auth,
+        amz_date,
+        date,
+        region,
+        service,
+        key_id,
+        secret,
+    })
+}
+
+/// Whether the signature is the one `checked`'s secret makes of `req` with
+/// a body hashing to `body_hash`.
+fn signature_matches(req: &Request<'_>, c: &Checked, body_hash: &str) -> Result<(), SigError> {
+    let canonical = canonical_request(req, &c.auth.signed_headers, body_hash)?;
+    let scope_text = format!("{}/{}/{}/aws4_request", c.date, c.region, c.service);
     let to_sign = format!(
-        "AWS4-HMAC-SHA256\n{amz_date}\n{scope_text}\n{}",
+        "AWS4-HMAC-SHA256\n{}\n{scope_text}\n{}",
+        c.amz_date,
         hex(&Sha256::digest(canonical.as_bytes()))
     );
-    let k_date = hmac(format!("AWS4{secret}").as_bytes(), date.as_bytes());
-    let k_region = hmac(&k_date, region.as_bytes());
-    let k_service = hmac(&k_region, service.as_bytes());
+    let k_date = hmac(format!("AWS4{}", c.secret).as_bytes(), c.date.as_bytes());
+    let k_region = hmac(&k_date, c.region.as_bytes());
+    let k_service = hmac(&k_region, c.service.as_bytes());
     let k_signing = hmac(&k_service, b"aws4_request");
     let expected = hex(&hmac(&k_signing, to_sign.as_bytes()));
-    if !equal_in_constant_time(expected.as_bytes(), auth.signature.as_bytes()) {
+    if !equal_in_constant_time(expected.as_bytes(), c.auth.signature.as_bytes()) {
         return Err(SigError::Mismatch);
     }
-    Ok(key_id.to_string())
+    Ok(())
 }
 
 /// The parts of an `Authorization: AWS4-HMAC-SHA256 ...` header.

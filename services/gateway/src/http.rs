@@ -14,9 +14,6 @@ use hyper::{Method, Request, Response, StatusCode};
 use crate::settings::Settings;
 use crate::Gateway;
 
-/// Connections served at once; more wait to be accepted.
-const MAX_CONNECTIONS: usize = 512;
-
 /// An error as AWS answers it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AwsError {
@@ -241,23 +238,19 @@ impl Gateway {
         if declared.is_some_and(|n| n > max as u64) {
             return (unauthenticated, Err(too_large()));
         }
-        let body = match Limited::new(body, max).collect().await {
-            Ok(b) => b.to_bytes(),
-            Err(e)
-                if e.downcast_ref::<http_body_util::LengthLimitError>()
-                    .is_some() =>
-            {
-                return (unauthenticated, Err(too_large()))
-            }
-            Err(e) => {
-                return (
-                    unauthenticated,
-                    Err(AwsError::client(format!(
-                        "the request body could not be read: {e}"
-                    ))),
-                )
-            }
-        };
+        let chunked = parts.headers.contains_key(hyper::header::TRANSFER_ENCODING);
+        if chunked && declared.is_none() {
+            // AWS clients send Content-Length; a body of unknown size
+            // cannot be budgeted before it is read.
+            return (
+                unauthenticated,
+                Err(AwsError {
+                    status: 411,
+                    code: "ClientException",
+                    message: "a request body needs a Content-Length".into(),
+                }),
+            );
+        }
         let headers: Vec<(String, String)> = parts
             .headers
             .iter()
@@ -270,31 +263,85 @@ impl Gateway {
             .collect();
         let path = parts.uri.path();
         let query = parts.uri.query().unwrap_or("");
-        let signed = qm_sigv4::Request {
-            method: parts.method.as_str(),
-            path,
-            query,
-            headers: &headers,
-            body: &body,
-        };
         let scope = qm_sigv4::Scope {
             region: self.settings.region.clone(),
             service: "batch".into(),
         };
-        let key = match qm_sigv4::verify(&signed, &scope, |k| self.secret(k), now_secs()) {
-            Ok(k) => k,
-            Err(e) => {
-                let code = e.code();
-                tracing::info!(path, error = %e, "request refused: signature");
+        let refused = |e: qm_sigv4::SigError| {
+            tracing::info!(path, error = %e, "request refused: signature");
+            AwsError {
+                status: e.status(),
+                code: e.code(),
+                message: e.to_string(),
+            }
+        };
+        // Everything the signature allows to be checked without the body is
+        // checked first: an unsigned request, an unknown key or a stale date
+        // is refused before a byte of its body is read.
+        let head = qm_sigv4::Request {
+            method: parts.method.as_str(),
+            path,
+            query,
+            headers: &headers,
+            body: b"",
+        };
+        if let Err(e) = qm_sigv4::verify_before_body(&head, &scope, |k| self.secret(k), now_secs())
+        {
+            return (unauthenticated, Err(refused(e)));
+        }
+        // The bodies being read together stay within their budget: past
+        // it, a request is turned away before its body is read (clients
+        // retry throttling with backoff).
+        let length = declared.unwrap_or(0).min(max as u64) as u32;
+        let Ok(_budget) = self.bodies.try_acquire_many(length) else {
+            return (
+                unauthenticated,
+                Err(AwsError {
+                    status: 429,
+                    code: "TooManyRequestsException",
+                    message: "too many request bodies are being read: retry later".into(),
+                }),
+            );
+        };
+        let deadline = Duration::from_secs(self.settings.body_read_timeout_seconds);
+        let read = tokio::time::timeout(deadline, Limited::new(body, max).collect()).await;
+        let body = match read {
+            Err(_) => {
                 return (
                     unauthenticated,
                     Err(AwsError {
-                        status: e.status(),
-                        code,
-                        message: e.to_string(),
+                        status: 408,
+                        code: "ClientException",
+                        message: format!(
+                            "the request body did not arrive within {} s",
+                            deadline.as_secs()
+                        ),
                     }),
-                );
+                )
             }
+            Ok(Ok(b)) => b.to_bytes(),
+            Ok(Err(e))
+                if e.downcast_ref::<http_body_util::LengthLimitError>()
+                    .is_some() =>
+            {
+                return (unauthenticated, Err(too_large()))
+            }
+            Ok(Err(e)) => {
+                return (
+                    unauthenticated,
+                    Err(AwsError::client(format!(
+                        "the request body could not be read: {e}"
+                    ))),
+                )
+            }
+        };
+        let signed = qm_sigv4::Request {
+            body: &body,
+            ..head
+        };
+        let key = match qm_sigv4::verify(&signed, &scope, |k| self.secret(k), now_secs()) {
+            Ok(k) => k,
+            Err(e) => return (unauthenticated, Err(refused(e))),
         };
         let principal = self.tenancy.access_key_principal(&key).unwrap_or_default();
         let caller = match self.tenancy.spoken_for(principal) {
@@ -360,27 +407,87 @@ pub fn tls_config(settings: &Settings) -> Result<Option<Arc<rustls::ServerConfig
     Ok(Some(Arc::new(config)))
 }
 
+/// Connections open per client address.
+#[derive(Default)]
+struct PerClient(std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>);
+
+/// One connection of a client, counted while it lives.
+struct ClientSlot {
+    clients: Arc<PerClient>,
+    ip: std::net::IpAddr,
+}
+
+impl PerClient {
+    /// A slot for one more connection from `ip`, unless it has `most`.
+    fn take(self: &Arc<Self>, ip: std::net::IpAddr, most: usize) -> Option<ClientSlot> {
+        let mut open = self.0.lock().ok()?;
+        let n = open.entry(ip).or_insert(0);
+        if *n >= most {
+            return None;
+        }
+        *n += 1;
+        Some(ClientSlot {
+            clients: Arc::clone(self),
+            ip,
+        })
+    }
+}
+
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        if let Ok(mut open) = self.clients.0.lock() {
+            if let Some(n) = open.get_mut(&self.ip) {
+                *n -= 1;
+                if *n == 0 {
+                    open.remove(&self.ip);
+                }
+            }
+        }
+    }
+}
+
 /// Accepts connections until the listener fails; each served by hyper
-/// (HTTP/1.1), behind TLS when configured.
+/// (HTTP/1.1), behind TLS when configured. Limits (settings.rs): at most
+/// `maxConnections` at once and `maxConnectionsPerClient` from one
+/// address (more are closed as they arrive, so one client cannot take
+/// every slot); a TLS handshake and a request's headers within
+/// `headerReadTimeoutSeconds`, its body within `bodyReadTimeoutSeconds`;
+/// a connection closed after 5 minutes whatever it does.
 pub async fn serve(
     gateway: Arc<Gateway>,
     listener: tokio::net::TcpListener,
     tls: Option<Arc<rustls::ServerConfig>>,
 ) {
     let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let slots = Arc::new(tokio::sync::Semaphore::new(
+        gateway.settings.max_connections,
+    ));
+    let clients = Arc::new(PerClient::default());
+    let per_client = gateway.settings.max_connections_per_client;
+    let header_deadline = Duration::from_secs(gateway.settings.header_read_timeout_seconds);
     loop {
         let Ok(permit) = Arc::clone(&slots).acquire_owned().await else {
             return;
         };
-        let Ok((stream, _)) = listener.accept().await else {
+        let Ok((stream, peer)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        let Some(client) = clients.take(peer.ip(), per_client) else {
+            tracing::debug!(client = %peer.ip(), "connection closed: the client has maxConnectionsPerClient open");
+            gateway
+                .metrics
+                .refused_connections
+                .with_label_values(&["per_client"])
+                .inc();
+            drop(stream);
             continue;
         };
         let gateway = Arc::clone(&gateway);
         let acceptor = acceptor.clone();
         tokio::spawn(async move {
             let _permit = permit;
+            let _client = client;
             let service = hyper::service::service_fn(move |req| {
                 let gateway = Arc::clone(&gateway);
                 async move { Ok::<_, Infallible>(gateway.answer(req).await) }
@@ -388,7 +495,7 @@ pub async fn serve(
             let builder = {
                 let mut b = hyper::server::conn::http1::Builder::new();
                 b.timer(hyper_util::rt::TokioTimer::new())
-                    .header_read_timeout(Duration::from_secs(10))
+                    .header_read_timeout(header_deadline)
                     .max_buf_size(64 * 1024);
                 b
             };
@@ -397,8 +504,7 @@ pub async fn serve(
             match acceptor {
                 Some(acceptor) => {
                     let Ok(Ok(tls)) =
-                        tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream))
-                            .await
+                        tokio::time::timeout(header_deadline, acceptor.accept(stream)).await
                     else {
                         return;
                     };

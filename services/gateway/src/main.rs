@@ -29,6 +29,7 @@ use settings::{Settings, USAGE};
 pub(crate) struct Metrics {
     requests: prometheus::IntCounterVec,
     duration: prometheus::HistogramVec,
+    refused_connections: prometheus::IntCounterVec,
 }
 
 impl Metrics {
@@ -46,6 +47,11 @@ impl Metrics {
                 &["operation"],
                 FAST_SECONDS,
             ),
+            refused_connections: counter(
+                "qm_gateway_refused_connections_total",
+                "Connections closed as they arrived, by why (per_client: the client had maxConnectionsPerClient open).",
+                &["reason"],
+            ),
         }
     }
 }
@@ -60,6 +66,9 @@ pub(crate) struct Gateway {
     client: qm_service::client::Client,
     store: store::Store,
     metrics: Metrics,
+    /// The bytes of request bodies being read at once
+    /// (`maxBodiesInFlightBytes`).
+    bodies: tokio::sync::Semaphore,
 }
 
 #[tokio::main]
@@ -135,7 +144,9 @@ async fn run(
             ))
         }
     };
+    let bodies = tokio::sync::Semaphore::new(settings.max_bodies_in_flight_bytes);
     let gateway = Arc::new(Gateway {
+        bodies,
         arns: arn::Arns {
             region: settings.region.clone(),
             account: settings.account_id.clone(),

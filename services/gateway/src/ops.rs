@@ -55,6 +55,12 @@ fn store_failed(e: store::StoreError) -> AwsError {
     AwsError::server(e.to_string())
 }
 
+impl From<store::StoreError> for AwsError {
+    fn from(e: store::StoreError) -> AwsError {
+        store_failed(e)
+    }
+}
+
 /// A NATS API failure, as AWS answers it.
 fn api_failed(e: CallError) -> AwsError {
     match &e {
@@ -1240,11 +1246,17 @@ impl Gateway {
             .map_err(store_failed)?
             .ok_or_else(|| self.bad(format!("arn: no scheduling policy {name:?}")))?;
         record.quota_share_policy = policy;
+        // On the record as stored (a concurrent tag change is kept).
         self.store
             .config
-            .put(&key, &record)
-            .await
-            .map_err(store_failed)?;
+            .update(&key, |stored: Option<PolicyRecord>| {
+                let mut stored = stored.unwrap_or_else(|| record.clone());
+                stored
+                    .quota_share_policy
+                    .clone_from(&record.quota_share_policy);
+                Ok::<_, AwsError>(stored)
+            })
+            .await?;
         Ok(json!({}))
     }
 
@@ -1394,11 +1406,17 @@ impl Gateway {
                     }
                 }
             }
+            // The fields it changes, on the record as stored (a concurrent
+            // tag change is kept).
             self.store
                 .config
-                .put(&key, &record)
-                .await
-                .map_err(store_failed)?;
+                .update(&key, |stored: Option<EnvironmentRecord>| {
+                    let mut stored = stored.unwrap_or_else(|| record.clone());
+                    stored.state.clone_from(&record.state);
+                    stored.capacity_limits.clone_from(&record.capacity_limits);
+                    Ok::<_, AwsError>(stored)
+                })
+                .await?;
         }
         Ok(json!({
             "serviceEnvironmentName": name,
@@ -1532,13 +1550,10 @@ impl Gateway {
             check_tags(t)?;
         }
         let key = store::queue_key(&name);
-        let mut record: QueueRecord = self
-            .store
-            .config
-            .get(&key)
-            .await
-            .map_err(store_failed)?
-            .unwrap_or_default();
+        // What admission holds (state, capacity limits) is sent only when
+        // this request changes it: resending what was read would undo a
+        // concurrent change of the other.
+        let to_admission = create || q.state.is_some() || environment.is_some();
         let mut jq = if create {
             wire::JobQueue {
                 job_queue_name: name.clone(),
@@ -1564,28 +1579,36 @@ impl Gateway {
                 Some((n, e)) => self.queue_limits(n, &e.capacity_limits)?,
                 None => Vec::new(),
             };
-            record.service_environment = env.as_ref().map(|(n, _)| n.clone());
         }
         let op = if create {
             Operation::CreateJobQueue
         } else {
             Operation::UpdateJobQueue
         };
-        let _: Value = self.call(caller, op, &jq).await?;
-        if let Some(p) = q.priority {
-            record.priority = p;
+        if to_admission {
+            let _: Value = self.call(caller, op, &jq).await?;
         }
-        if q.scheduling_policy_arn.is_some() {
-            record.scheduling_policy_arn = q.scheduling_policy_arn.clone();
-        }
-        if create {
-            record.tags = q.tags.clone().unwrap_or_default();
-        }
+        // Only the fields this request gives change, on the record as
+        // stored (under its revision: a concurrent update is never lost).
         self.store
             .config
-            .put(&key, &record)
-            .await
-            .map_err(store_failed)?;
+            .update(&key, |record: Option<QueueRecord>| {
+                let mut record = record.unwrap_or_default();
+                if let Some(env) = &environment {
+                    record.service_environment = env.as_ref().map(|(n, _)| n.clone());
+                }
+                if let Some(p) = q.priority {
+                    record.priority = p;
+                }
+                if q.scheduling_policy_arn.is_some() {
+                    record.scheduling_policy_arn = q.scheduling_policy_arn.clone();
+                }
+                if create {
+                    record.tags = q.tags.clone().unwrap_or_default();
+                }
+                Ok::<_, AwsError>(record)
+            })
+            .await?;
         Ok(json!({
             "jobQueueName": name,
             "jobQueueArn": self.arns.queue(&name),
@@ -1763,29 +1786,53 @@ impl Gateway {
                 record = json!({"request": {}, "tags": j.tags});
             }
         }
-        let mut tags: Tags = serde_json::from_value(record["tags"].clone()).unwrap_or_default();
-        match op {
-            Op::ListTagsForResource => return Ok(json!({ "tags": tags })),
+        let tags_of = |record: &Value| -> Tags {
+            serde_json::from_value(record["tags"].clone()).unwrap_or_default()
+        };
+        enum Change {
+            Add(Tags),
+            Remove(Vec<String>),
+        }
+        let change = match op {
+            Op::ListTagsForResource => return Ok(json!({ "tags": tags_of(&record) })),
             Op::TagResource => {
                 let t: TagIn = input(c.body)?;
                 if t.tags.is_empty() {
                     return Err(self.bad("tags: give at least one tag".into()));
                 }
-                tags.extend(t.tags);
+                Change::Add(t.tags)
             }
             _ => {
                 let keys = crate::http::query_values(c.query, "tagKeys");
                 if keys.is_empty() {
                     return Err(self.bad("tagKeys: give at least one key".into()));
                 }
-                for k in keys {
-                    tags.remove(&k);
-                }
+                Change::Remove(keys)
             }
-        }
-        check_tags(&tags)?;
-        record["tags"] = json!(tags);
-        bucket.put(&key, &record).await.map_err(store_failed)?;
+        };
+        // Applied to the record as stored, under its revision: two
+        // concurrent tag changes both land.
+        let first = record;
+        bucket
+            .update(&key, |stored: Option<Value>| {
+                let mut record = match stored {
+                    Some(r) if r.get("tags").is_some() => r,
+                    _ => first.clone(),
+                };
+                let mut tags = tags_of(&record);
+                match &change {
+                    Change::Add(t) => tags.extend(t.clone()),
+                    Change::Remove(keys) => {
+                        for k in keys {
+                            tags.remove(k);
+                        }
+                    }
+                }
+                check_tags(&tags)?;
+                record["tags"] = json!(tags);
+                Ok::<_, AwsError>(record)
+            })
+            .await?;
         Ok(json!({}))
     }
 }

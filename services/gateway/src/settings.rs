@@ -38,6 +38,19 @@ variables):
                                                (trainingImages is gone: which images a
                                                share may run is the share's imagePrefixes)
   maxBodyBytes     QM_GATEWAY_MAX_BODY_BYTES   default 1048576
+  maxBodiesInFlightBytes QM_GATEWAY_MAX_BODIES_IN_FLIGHT_BYTES  default 67108864:
+                                               the bytes of all request bodies being
+                                               read at once; a request beyond it is
+                                               answered 429 before its body is read
+  maxConnections   QM_GATEWAY_MAX_CONNECTIONS  default 512: served at once
+  maxConnectionsPerClient QM_GATEWAY_MAX_CONNECTIONS_PER_CLIENT  default 64: from
+                                               one IP address at once; more are closed
+                                               as they arrive
+  headerReadTimeoutSeconds QM_GATEWAY_HEADER_READ_TIMEOUT_SECONDS  default 10: a
+                                               request's headers (and an idle
+                                               connection's next request) within it
+  bodyReadTimeoutSeconds QM_GATEWAY_BODY_READ_TIMEOUT_SECONDS  default 10: a
+                                               request's body within it (else 408)
   requestTimeoutMs QM_GATEWAY_REQUEST_TIMEOUT_MS  default 10000
   streamReplicas   QM_GATEWAY_STREAM_REPLICAS  copies of its buckets: default 1
   jobRecordDays    QM_GATEWAY_JOB_RECORD_DAYS  how long a job's AWS request and tags
@@ -63,6 +76,11 @@ pub(crate) struct Settings {
     pub(crate) training_images: Vec<String>,
     pub(crate) host_command_images: Vec<String>,
     pub(crate) max_body_bytes: usize,
+    pub(crate) max_bodies_in_flight_bytes: usize,
+    pub(crate) max_connections: usize,
+    pub(crate) max_connections_per_client: usize,
+    pub(crate) header_read_timeout_seconds: u64,
+    pub(crate) body_read_timeout_seconds: u64,
     pub(crate) request_timeout_ms: u64,
     pub(crate) stream_replicas: usize,
     pub(crate) job_record_days: u64,
@@ -82,6 +100,11 @@ impl Default for Settings {
             training_images: Vec::new(),
             host_command_images: Vec::new(),
             max_body_bytes: 1 << 20,
+            max_bodies_in_flight_bytes: 64 << 20,
+            max_connections: 512,
+            max_connections_per_client: 64,
+            header_read_timeout_seconds: 10,
+            body_read_timeout_seconds: 10,
             request_timeout_ms: 10_000,
             stream_replicas: 1,
             job_record_days: 30,
@@ -141,6 +164,32 @@ impl qm_service::settings::Validate for Settings {
                 "maxBodyBytes: {} is not 1024 to 67108864",
                 self.max_body_bytes
             ));
+        }
+        if self.max_bodies_in_flight_bytes < self.max_body_bytes {
+            p.push(format!(
+                "maxBodiesInFlightBytes: {} is less than maxBodyBytes ({}): no largest request could ever be read",
+                self.max_bodies_in_flight_bytes, self.max_body_bytes
+            ));
+        }
+        if !(1..=65_536).contains(&self.max_connections) {
+            p.push(format!(
+                "maxConnections: {} is not 1 to 65536",
+                self.max_connections
+            ));
+        }
+        if !(1..=self.max_connections.max(1)).contains(&self.max_connections_per_client) {
+            p.push(format!(
+                "maxConnectionsPerClient: {} is not 1 to maxConnections ({})",
+                self.max_connections_per_client, self.max_connections
+            ));
+        }
+        for (name, v) in [
+            ("headerReadTimeoutSeconds", self.header_read_timeout_seconds),
+            ("bodyReadTimeoutSeconds", self.body_read_timeout_seconds),
+        ] {
+            if !(1..=300).contains(&v) {
+                p.push(format!("{name}: {v} is not 1 to 300"));
+            }
         }
         if self.request_timeout_ms == 0 {
             p.push("requestTimeoutMs: must be >= 1".into());

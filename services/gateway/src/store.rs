@@ -90,6 +90,9 @@ fn failed(e: impl std::fmt::Display) -> StoreError {
     StoreError(e.to_string())
 }
 
+/// How many times [`Bucket::update`] tries before it gives up.
+pub const UPDATE_TRIES: usize = 16;
+
 /// One bucket of JSON records.
 #[derive(Clone)]
 pub struct Bucket(kv::Store);
@@ -107,6 +110,53 @@ impl Bucket {
     pub async fn put<T: Serialize>(&self, key: &str, value: &T) -> Result<(), StoreError> {
         let raw = serde_json::to_vec(value).map_err(failed)?;
         self.0.put(key, raw.into()).await.map(drop).map_err(failed)
+    }
+
+    /// Read-modify-write under the record's revision: `change` gets the
+    /// record as stored (None: there is none) and returns the one to store;
+    /// if another writer stored the record in between, `change` runs again
+    /// on what that writer stored, so no concurrent change is lost (up to
+    /// [`UPDATE_TRIES`] times, then a storage error).
+    pub async fn update<T, E, F>(&self, key: &str, mut change: F) -> Result<T, E>
+    where
+        T: Serialize + DeserializeOwned,
+        E: From<StoreError>,
+        F: FnMut(Option<T>) -> Result<T, E>,
+    {
+        for _ in 0..UPDATE_TRIES {
+            let entry = self.0.entry(key).await.map_err(failed)?;
+            let (current, revision) =
+                match entry {
+                    Some(e) if e.operation == kv::Operation::Put => (
+                        Some(serde_json::from_slice(&e.value).map_err(|err| {
+                            StoreError(format!("record {key} is unreadable: {err}"))
+                        })?),
+                        Some(e.revision),
+                    ),
+                    _ => (None, None),
+                };
+            let next = change(current)?;
+            let raw = serde_json::to_vec(&next).map_err(failed)?;
+            let stored = match revision {
+                Some(r) => match self.0.update(key, raw.into(), r).await {
+                    Ok(_) => true,
+                    Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => false,
+                    Err(e) => return Err(failed(e).into()),
+                },
+                None => match self.0.create(key, raw.into()).await {
+                    Ok(_) => true,
+                    Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => false,
+                    Err(e) => return Err(failed(e).into()),
+                },
+            };
+            if stored {
+                return Ok(next);
+            }
+        }
+        Err(StoreError(format!(
+            "record {key} changed under every one of {UPDATE_TRIES} tries: retry"
+        ))
+        .into())
     }
 
     /// Stores `value` only if `key` holds nothing: false when it does.
