@@ -397,7 +397,7 @@ async fn a_frozen_executor_is_fenced_by_its_attempts_watchdog_so_its_job_never_r
     stack.executor_env.clear();
     let args = [
         "--steps",
-        "800",
+        "2400",
         "--checkpoint-every",
         "10",
         "--step-delay-ms",
@@ -408,6 +408,8 @@ async fn a_frozen_executor_is_fenced_by_its_attempts_watchdog_so_its_job_never_r
         .submit(&trainer_job("frozen", "training", "QS1", 1, &args))
         .await;
     stack.wait_committed(&job, 50).await;
+    // Frozen with about a minute of work left: unfenced, its copy would
+    // run on beside the next attempt (placed some 20 s after the freeze).
     stack.send_signal("node-1", "STOP");
     stack.executor("node-2", "training", "ml.g5.xlarge", 1);
     let j = stack.wait_final(&job, 180).await;
