@@ -31,6 +31,9 @@ import botocore.credentials
 import botocore.exceptions
 import urllib3
 
+# One run of the story: client tokens are unique to it.
+RUN = os.environ.get("QM_GW_RUN", str(os.getpid()))
+
 ENDPOINT = os.environ["QM_GW_ENDPOINT"]
 REGION = os.environ["QM_GW_REGION"]
 KEYS = json.loads(os.environ["QM_GW_KEYS"])
@@ -96,6 +99,9 @@ def payload(name, share, checkpoint=True, extra=None):
 
 
 def submit(client, name, share, priority, **kwargs):
+    # A clientToken per job: a retried submit (a lost answer) returns the
+    # same job instead of making a second one.
+    kwargs.setdefault("clientToken", f"{name}-{RUN}")
     r = client.submit_service_job(
         jobName=name,
         jobQueue="training",

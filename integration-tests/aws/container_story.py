@@ -66,6 +66,8 @@ def submit(name, who, share, steps):
         serviceJobType="SAGEMAKER_TRAINING",
         quotaShareName=share,
         serviceRequestPayload=json.dumps(payload),
+        # A retried submit returns this job instead of making another.
+        clientToken="%s-%d" % (name, os.getpid()),
     )
     print(r["jobId"])
 

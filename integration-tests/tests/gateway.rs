@@ -734,3 +734,260 @@ async fn model_files(
     }
     files
 }
+
+/// `X-Amz-Date` now (`YYYYMMDDTHHMMSSZ`), from the system clock.
+fn amz_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs() as i64;
+    let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Days since 1970-01-01 -> the civil date (proleptic Gregorian).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
+}
+
+/// The head of a request an attacker can make: a real access key id (key
+/// ids are not secret), the right scope and date, a made-up signature.
+fn forged_head(port: u16, length: usize) -> String {
+    let now = amz_now();
+    format!(
+        "POST /v1/listservicejobs HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nX-Amz-Date: {now}\r\nAuthorization: AWS4-HMAC-SHA256 Credential={}/{}/{REGION}/batch/aws4_request, SignedHeaders=content-type;host;x-amz-date, Signature={}\r\nContent-Length: {length}\r\n\r\n",
+        KEYS[1].1,
+        &now[..8],
+        "0".repeat(64)
+    )
+}
+
+/// A connection from loopback address 127.0.0.`host` (a client of its own).
+async fn connect_from(host: u8, port: u16) -> std::io::Result<tokio::net::TcpStream> {
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.bind(std::net::SocketAddr::from(([127, 0, 0, host], 0)))?;
+    socket
+        .connect(std::net::SocketAddr::from(([127, 0, 0, 1], port)))
+        .await
+}
+
+fn rss_kib(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn slow_and_unauthenticated_clients_neither_lock_others_out_nor_exhaust_the_gateway() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (stack, gw, _servers) = started("gw-hostile", &[]).await;
+    let port: u16 = gw
+        .endpoint
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("port");
+    let admin = {
+        let conf = aws_sdk_batch::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new(REGION))
+            .endpoint_url(&gw.endpoint)
+            .credentials_provider(Credentials::new(
+                KEYS[0].1,
+                secret_of("platform"),
+                None,
+                None,
+                "test",
+            ))
+            .build();
+        aws_sdk_batch::Client::from_conf(conf)
+    };
+
+    let pid = stack.pid("gateway").expect("the gateway runs as a process");
+    let before = rss_kib(pid, "VmRSS:");
+
+    // 1. 520 slow clients on 8 addresses: each sends its head, then one
+    // body byte a second for 40 s. Before issue 28 they held every slot.
+    let attack = Duration::from_secs(40);
+    let started_at = std::time::Instant::now();
+    let mut slow = Vec::new();
+    for i in 0..520u32 {
+        slow.push(tokio::spawn(async move {
+            let Ok(mut c) = connect_from(2 + (i % 8) as u8, port).await else {
+                return (Duration::ZERO, String::new());
+            };
+            let begun = std::time::Instant::now();
+            if c.write_all(forged_head(port, 1 << 20).as_bytes()).await.is_err() {
+                return (begun.elapsed(), String::new());
+            }
+            let mut answer = vec![0u8; 512];
+            while begun.elapsed() < attack {
+                tokio::select! {
+                    n = c.read(&mut answer) => {
+                        let n = n.unwrap_or(0);
+                        return (begun.elapsed(), String::from_utf8_lossy(&answer[..n]).into_owned());
+                    }
+                    () = tokio::time::sleep(Duration::from_secs(1)) => {
+                        if c.write_all(b"x").await.is_err() {
+                            return (begun.elapsed(), String::new());
+                        }
+                    }
+                }
+            }
+            (begun.elapsed(), "held".into())
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // A client with a key is answered while the attack goes on.
+    let answered = tokio::time::timeout(
+        attack - started_at.elapsed(),
+        admin.describe_job_queues().send(),
+    )
+    .await;
+    assert!(
+        matches!(answered, Ok(Ok(_))),
+        "no answer while slow clients held connections: {answered:?}\n{}",
+        stack.log_of("gateway")
+    );
+    let mut held = 0;
+    let mut timed_out = 0;
+    for s in slow {
+        let (_, said) = s.await.expect("task");
+        held += usize::from(said == "held");
+        timed_out += usize::from(said.starts_with("HTTP/1.1 408"));
+    }
+    assert_eq!(
+        held, 0,
+        "no slow client keeps its connection for the whole attack"
+    );
+    assert!(timed_out > 0, "slow bodies are answered 408");
+
+    // 2. 400 clients each sending a 1 MiB body fast with a forged
+    // signature. Before issue 28 every body was read (360 MiB more).
+    let mut floods = Vec::new();
+    for i in 0..400u32 {
+        floods.push(tokio::spawn(async move {
+            let Ok(mut c) = connect_from(10 + (i % 8) as u8, port).await else {
+                return String::new();
+            };
+            let mut request = forged_head(port, 1 << 20).into_bytes();
+            request.extend(std::iter::repeat_n(b'{', 1 << 20));
+            let _ = c.write_all(&request).await;
+            let mut answer = vec![0u8; 256];
+            let n = c.read(&mut answer).await.unwrap_or(0);
+            String::from_utf8_lossy(&answer[..n]).into_owned()
+        }));
+    }
+    let mut statuses = BTreeMap::new();
+    for f in floods {
+        let said = f.await.expect("task");
+        let status = said.get(9..12).unwrap_or("closed").to_string();
+        *statuses.entry(status).or_insert(0) += 1;
+    }
+    let peak = rss_kib(pid, "VmHWM:");
+    assert!(
+        !statuses.contains_key("200"),
+        "a forged signature was answered: {statuses:?}"
+    );
+    assert!(
+        statuses.contains_key("429"),
+        "bodies past the in-flight budget are turned away unread: {statuses:?}"
+    );
+    let grew_mib = peak.saturating_sub(before) / 1024;
+    // The bodies' budget (32 MiB by default), twice over for the
+    // allocator, and the connections' own buffers: well under the 256 MiB
+    // that deploy/kubernetes/gateway.yaml gives the gateway.
+    assert!(
+        grew_mib < 128,
+        "the gateway grew {grew_mib} MiB under 400 MiB of forged bodies (budget 32 MiB): {statuses:?}"
+    );
+    // Still serving.
+    admin
+        .describe_job_queues()
+        .send()
+        .await
+        .expect("answered after the flood");
+    println!("slow clients answered 408: {timed_out}; flood: {statuses:?}; grew {grew_mib} MiB");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_changes_of_one_queue_through_the_gateway_all_land() {
+    let (stack, gw, _servers) = started("gw-concurrent", &[]).await;
+    stack
+        .apply(include_str!("../../examples/queues/three-shares.yaml"))
+        .await;
+    let admin = {
+        let conf = aws_sdk_batch::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new(REGION))
+            .endpoint_url(&gw.endpoint)
+            .credentials_provider(Credentials::new(
+                KEYS[0].1,
+                secret_of("platform"),
+                None,
+                None,
+                "test",
+            ))
+            .build();
+        aws_sdk_batch::Client::from_conf(conf)
+    };
+    let arn = format!("arn:aws:batch:{REGION}:000000000000:job-queue/training");
+    use aws_sdk_batch::types::JqState;
+    for round in 1..=20 {
+        let state = if round % 2 == 0 {
+            JqState::Disabled
+        } else {
+            JqState::Enabled
+        };
+        // Three changes of one queue at once: its priority, its state, a
+        // tag. Each is answered 200 only if it is kept.
+        let (p, s, t) = tokio::join!(
+            admin
+                .update_job_queue()
+                .job_queue("training")
+                .priority(round)
+                .send(),
+            admin
+                .update_job_queue()
+                .job_queue("training")
+                .state(state.clone())
+                .send(),
+            admin
+                .tag_resource()
+                .resource_arn(&arn)
+                .tags("round", round.to_string())
+                .send(),
+        );
+        p.expect("priority updated");
+        s.expect("state updated");
+        t.expect("tagged");
+        let d = admin
+            .describe_job_queues()
+            .job_queues("training")
+            .send()
+            .await
+            .expect("described");
+        let q = d.job_queues().first().expect("the queue");
+        assert_eq!(q.priority(), Some(round), "round {round}: priority lost");
+        assert_eq!(q.state(), Some(&state), "round {round}: state lost");
+        assert_eq!(
+            q.tags().and_then(|t| t.get("round")).map(String::as_str),
+            Some(round.to_string().as_str()),
+            "round {round}: tag lost"
+        );
+    }
+}

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::{Method, Request, Response, StatusCode};
 
 use crate::settings::Settings;
@@ -218,6 +218,60 @@ impl Gateway {
         response
     }
 
+    /// Reads a body of at most `max` bytes, each frame paid for from the
+    /// bodies' budget as it arrives; the permits are held as long as the
+    /// body is.
+    async fn read_body(
+        &self,
+        mut body: hyper::body::Incoming,
+        max: usize,
+    ) -> Result<(Bytes, Option<tokio::sync::SemaphorePermit<'_>>), AwsError> {
+        // The frames as they came (no copy while reading), joined once whole.
+        let mut frames: Vec<Bytes> = Vec::new();
+        let mut length = 0usize;
+        let mut budget: Option<tokio::sync::SemaphorePermit<'_>> = None;
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| {
+                AwsError::client(format!("the request body could not be read: {e}"))
+            })?;
+            let Ok(data) = frame.into_data() else {
+                continue; // trailers
+            };
+            if length + data.len() > max {
+                return Err(AwsError {
+                    status: 413,
+                    code: "ClientException",
+                    message: format!("the request body is larger than {max} bytes"),
+                });
+            }
+            let Ok(paid) = self.bodies.try_acquire_many(data.len() as u32) else {
+                return Err(AwsError {
+                    status: 429,
+                    code: "TooManyRequestsException",
+                    message: "too many request bodies are being read: retry later".into(),
+                });
+            };
+            match &mut budget {
+                Some(b) => b.merge(paid),
+                None => budget = Some(paid),
+            }
+            length += data.len();
+            frames.push(data);
+        }
+        let body = match frames.len() {
+            0 => Bytes::new(),
+            1 => frames.pop().unwrap_or_default(),
+            _ => {
+                let mut whole = Vec::with_capacity(length);
+                for f in frames {
+                    whole.extend_from_slice(&f);
+                }
+                Bytes::from(whole)
+            }
+        };
+        Ok((body, budget))
+    }
+
     async fn checked(
         &self,
         req: Request<hyper::body::Incoming>,
@@ -289,23 +343,13 @@ impl Gateway {
         {
             return (unauthenticated, Err(refused(e)));
         }
-        // The bodies being read together stay within their budget: past
-        // it, a request is turned away before its body is read (clients
-        // retry throttling with backoff).
-        let length = declared.unwrap_or(0).min(max as u64) as u32;
-        let Ok(_budget) = self.bodies.try_acquire_many(length) else {
-            return (
-                unauthenticated,
-                Err(AwsError {
-                    status: 429,
-                    code: "TooManyRequestsException",
-                    message: "too many request bodies are being read: retry later".into(),
-                }),
-            );
-        };
+        // The bodies being read together stay within their budget, counted
+        // as their bytes arrive (a slow client holds only what it sent):
+        // past it, the request is turned away and the rest of its body is
+        // not read (clients retry throttling with backoff).
         let deadline = Duration::from_secs(self.settings.body_read_timeout_seconds);
-        let read = tokio::time::timeout(deadline, Limited::new(body, max).collect()).await;
-        let body = match read {
+        let read = tokio::time::timeout(deadline, self.read_body(body, max)).await;
+        let (body, _budget) = match read {
             Err(_) => {
                 return (
                     unauthenticated,
@@ -319,21 +363,8 @@ impl Gateway {
                     }),
                 )
             }
-            Ok(Ok(b)) => b.to_bytes(),
-            Ok(Err(e))
-                if e.downcast_ref::<http_body_util::LengthLimitError>()
-                    .is_some() =>
-            {
-                return (unauthenticated, Err(too_large()))
-            }
-            Ok(Err(e)) => {
-                return (
-                    unauthenticated,
-                    Err(AwsError::client(format!(
-                        "the request body could not be read: {e}"
-                    ))),
-                )
-            }
+            Ok(Ok(read)) => read,
+            Ok(Err(e)) => return (unauthenticated, Err(e)),
         };
         let signed = qm_sigv4::Request {
             body: &body,

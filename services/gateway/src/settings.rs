@@ -38,10 +38,11 @@ variables):
                                                (trainingImages is gone: which images a
                                                share may run is the share's imagePrefixes)
   maxBodyBytes     QM_GATEWAY_MAX_BODY_BYTES   default 1048576
-  maxBodiesInFlightBytes QM_GATEWAY_MAX_BODIES_IN_FLIGHT_BYTES  default 67108864:
-                                               the bytes of all request bodies being
-                                               read at once; a request beyond it is
-                                               answered 429 before its body is read
+  maxBodiesInFlightBytes QM_GATEWAY_MAX_BODIES_IN_FLIGHT_BYTES  default 33554432:
+                                               the bytes of request bodies held at once,
+                                               counted as they arrive; a request whose
+                                               bytes would pass it is answered 429 and
+                                               the rest of its body is not read
   maxConnections   QM_GATEWAY_MAX_CONNECTIONS  default 512: served at once
   maxConnectionsPerClient QM_GATEWAY_MAX_CONNECTIONS_PER_CLIENT  default 64: from
                                                one IP address at once; more are closed
@@ -100,7 +101,7 @@ impl Default for Settings {
             training_images: Vec::new(),
             host_command_images: Vec::new(),
             max_body_bytes: 1 << 20,
-            max_bodies_in_flight_bytes: 64 << 20,
+            max_bodies_in_flight_bytes: 32 << 20,
             max_connections: 512,
             max_connections_per_client: 64,
             header_read_timeout_seconds: 10,
