@@ -430,6 +430,19 @@ impl Tenancy {
             ))),
         }
     }
+
+    /// An executor identity registers an executor whose checkpoints the
+    /// checkpoint service of `node` syncs: only a node of its own
+    /// (`checkpointNodes`, default its executor ids). Another identity's
+    /// node would have its commits count for this executor's attempts.
+    pub fn may_use_checkpoint_node(&self, principal: &str, node: &str) -> Result<(), Denied> {
+        match self.role(principal) {
+            Some(Role::Executor(e)) if e.nodes().iter().any(|n| n == node) => Ok(()),
+            _ => Err(Denied(format!(
+                "principal {principal:?} may not name checkpoint node {node:?} (only the checkpointNodes the tenancy file gives it, or its executor ids)"
+            ))),
+        }
+    }
 }
 
 /// An AWS access key id: 16 to 128 uppercase letters and digits (AWS's
@@ -935,6 +948,14 @@ services:
         assert!(t.may_register("node-1", "gpu-1").is_err());
         assert!(t.may_register("gpu-pool", "gpu-2").is_ok());
         assert!(t.may_register("alice", "node-1").is_err());
+        // The checkpoint node an executor names is one of its own.
+        assert!(t.may_use_checkpoint_node("node-1", "node-1").is_ok());
+        assert!(t.may_use_checkpoint_node("gpu-pool", "gpu-pool").is_ok());
+        assert!(t.may_use_checkpoint_node("gpu-pool", "gpu-1").is_err());
+        assert!(
+            t.may_use_checkpoint_node("node-1", "gpu-pool").is_err(),
+            "node-1 cannot have gpu-pool's commits count for its attempts"
+        );
         let unknown = Caller {
             principal: "mallory".into(),
             ..Caller::default()

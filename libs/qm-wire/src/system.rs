@@ -153,7 +153,10 @@ impl LogEntry {
                 c.node = Some(name.to_string());
                 Ok(())
             }
-            ("checkpoint", LogEntry::CheckpointLagging(_)) => Ok(()),
+            ("checkpoint", LogEntry::CheckpointLagging(lag)) => {
+                lag.node = Some(name.to_string());
+                Ok(())
+            }
             (_, LogEntry::Submit { .. }) => wrong("a submit for another queue, or"),
             (_, LogEntry::Config { .. }) => wrong("a configuration of another queue, or"),
             (_, LogEntry::Register(_)) => wrong("another executor's registration, or"),
@@ -257,6 +260,10 @@ pub struct CheckpointLag {
     pub since: u64,
     /// The last failure, as the checkpoint service saw it.
     pub error: String,
+    /// The checkpoint node that stored it: set by the scheduler from the
+    /// log subject, never taken from the body.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 /// Where an attempt runs: instance slots on one executor.

@@ -230,6 +230,10 @@ impl Admission {
         if let Some(node) = &r.checkpoint_node {
             token_field("checkpointNode", node)?;
         }
+        let node = r.checkpoint_node.as_deref().unwrap_or(&r.executor_id);
+        self.tenancy
+            .may_use_checkpoint_node(principal, node)
+            .map_err(denied)?;
         self.existing(&r.job_queue).await?;
         let mut problems = Vec::new();
         for (i, inst) in r.instances.iter().enumerate() {

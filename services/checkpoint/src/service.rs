@@ -672,6 +672,8 @@ impl Service {
             attempt: req.attempt,
             since,
             error: error.to_string(),
+            // The scheduler takes it from the subject.
+            node: None,
         });
         if let (Ok(body), Ok(subject)) = (
             serde_json::to_vec(&entry),

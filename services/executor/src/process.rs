@@ -315,11 +315,26 @@ pub async fn wait_or_stop(
 }
 
 /// The last `max` bytes of a file (lossy UTF-8) and whether it was cut.
+/// The attempt's directory may be the job's user's: the file is opened
+/// without following a link (and non-blocking, so a FIFO in its place
+/// cannot hold the executor), and read only if it is a regular file, so a
+/// job cannot make `qm logs` show another file of the node.
 pub fn tail(path: &Path, max: u64) -> (String, bool) {
-    let Ok(mut f) = std::fs::File::open(path) else {
+    use std::os::unix::fs::OpenOptionsExt;
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path);
+    let Ok(mut f) = opened else {
         return (String::new(), false);
     };
-    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let Ok(meta) = f.metadata() else {
+        return (String::new(), false);
+    };
+    if !meta.is_file() {
+        return (String::new(), false);
+    }
+    let len = meta.len();
     let cut = len > max;
     if cut {
         let _ = f.seek(SeekFrom::Start(len - max));
@@ -327,4 +342,30 @@ pub fn tail(path: &Path, max: u64) -> (String, bool) {
     let mut buf = Vec::new();
     let _ = f.read_to_end(&mut buf);
     (String::from_utf8_lossy(&buf).into_owned(), cut)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_log_swapped_for_a_link_or_a_fifo_shows_nothing() {
+        let dir = std::env::temp_dir().join(format!("qm-tail-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        std::fs::write(dir.join("secret"), "SECRET").expect("secret");
+        std::fs::write(dir.join("stdout.log"), "0123456789").expect("log");
+        assert_eq!(tail(&dir.join("stdout.log"), 4), ("6789".into(), true));
+        std::fs::remove_file(dir.join("stdout.log")).expect("rm");
+        std::os::unix::fs::symlink(dir.join("secret"), dir.join("stdout.log")).expect("link");
+        assert_eq!(tail(&dir.join("stdout.log"), 64), (String::new(), false));
+        let fifo = std::ffi::CString::new(dir.join("stderr.log").to_string_lossy().as_bytes())
+            .expect("path");
+        // SAFETY: mkfifo(3) with a NUL-terminated path.
+        #[allow(unsafe_code)]
+        let made = unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) };
+        assert_eq!(made, 0);
+        assert_eq!(tail(&dir.join("stderr.log"), 64), (String::new(), false));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

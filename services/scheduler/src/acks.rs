@@ -59,6 +59,13 @@ pub async fn answer(
         let Ok(hb) = serde_json::from_slice::<Heartbeat>(&msg.payload) else {
             continue;
         };
+        // Only an executor's own subject speaks for it (NATS lets each
+        // executor publish only there): a heartbeat naming another
+        // executor is dropped, unanswered.
+        if !heartbeat_fits(msg.subject.as_str(), &hb) {
+            tracing::warn!(subject = %msg.subject, executor = %hb.executor_id, "heartbeat for another executor dropped");
+            continue;
+        }
         let (known, epoch) = match view.read() {
             Ok(v) => (v.knows(&hb), v.epoch),
             Err(_) => continue,
@@ -71,5 +78,31 @@ pub async fn answer(
         if to_loop.send((hb, known)).is_err() {
             return;
         }
+    }
+}
+
+/// Whether `hb` came on its own executor's heartbeat subject.
+fn heartbeat_fits(subject: &str, hb: &Heartbeat) -> bool {
+    qm_wire::subjects::executor_heartbeat(&hb.executor_id).is_ok_and(|own| own == subject)
+}
+
+#[cfg(test)]
+mod subject_tests {
+    use super::*;
+
+    #[test]
+    fn a_heartbeat_counts_only_on_its_own_executors_subject() {
+        let hb = Heartbeat {
+            executor_id: "node-2".into(),
+            incarnation: "i".into(),
+            attempts: Vec::new(),
+        };
+        let own = qm_wire::subjects::executor_heartbeat("node-2").expect("subject");
+        let other = qm_wire::subjects::executor_heartbeat("node-1").expect("subject");
+        assert!(heartbeat_fits(&own, &hb));
+        assert!(
+            !heartbeat_fits(&other, &hb),
+            "node-1 cannot keep node-2 alive"
+        );
     }
 }

@@ -194,18 +194,7 @@ impl State {
     /// commit stored by any other node's checkpoint identity is refused.
     pub(super) fn checkpoint(&mut self, c: CheckpointCommit, fx: &mut Effects) {
         if let Some((q, id)) = self.locate(&c.job_id) {
-            let syncing = self.queues[&q]
-                .cluster
-                .job(id)
-                .and_then(|j| j.attempts.iter().find(|a| a.number == c.attempt))
-                .and_then(|a| a.placement.first())
-                .map(|rank| {
-                    let executor = &self.queues[&q].cluster.node(rank.node).name;
-                    self.executors
-                        .get(executor)
-                        .and_then(|e| e.registration.checkpoint_node.clone())
-                        .unwrap_or_else(|| executor.clone())
-                });
+            let syncing = self.syncing_node(&q, id, c.attempt);
             if syncing.is_none() || syncing != c.node {
                 tracing::warn!(
                     job = %c.job_id,
@@ -230,6 +219,25 @@ impl State {
                 self.stop_command(&q, id, fx);
             }
         }
+    }
+
+    /// The checkpoint node that syncs attempt `attempt` of job `id`: its
+    /// rank 0's executor's (that executor's own name unless it registered
+    /// another checkpoint node).
+    pub(super) fn syncing_node(&self, q: &str, id: qm_core::JobId, attempt: u32) -> Option<String> {
+        let cluster = &self.queues.get(q)?.cluster;
+        let a = cluster
+            .job(id)?
+            .attempts
+            .iter()
+            .find(|a| a.number == attempt)?;
+        let executor = &cluster.node(a.placement.first()?.node).name;
+        Some(
+            self.executors
+                .get(executor)
+                .and_then(|e| e.registration.checkpoint_node.clone())
+                .unwrap_or_else(|| executor.clone()),
+        )
     }
 
     /// How long the executor may be silent before it is declared lost:

@@ -170,7 +170,11 @@ impl State {
             LogEntry::Report(r) => self.report(r, now, &mut fx),
             LogEntry::Checkpoint(c) => self.checkpoint(c, &mut fx),
             LogEntry::CheckpointLagging(lag) => {
-                if let Some((q, id)) = self.locate(&lag.job_id) {
+                // Only the attempt's own checkpoint node says it lags.
+                let located = self
+                    .locate(&lag.job_id)
+                    .filter(|(q, id)| self.syncing_node(q, *id, lag.attempt) == lag.node);
+                if let Some((q, id)) = located {
                     let _ = self.queue_mut(&q).cluster.checkpoint_lagging(
                         id,
                         lag.attempt,
