@@ -6,7 +6,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 creds=$(mktemp -d)
 trap 'rm -rf "$creds"' EXIT
-touch "$creds/s3.env" "$creds/checkpoint-s3.env"
+touch "$creds/s3.env" "$creds/checkpoint-s3.env" "$creds/nats-routes.conf"
 export QM_COMPOSE_CREDENTIALS=$creds
 # shellcheck source=compose.sh
 . "$here/compose.sh"

@@ -2,8 +2,9 @@
 # Starts Quartermaster on this host with deploy/compose/docker-compose.yml:
 #  1. credentials (first run only, kept afterwards) in deploy/compose/credentials/
 #     (QM_COMPOSE_CREDENTIALS): every principal's NATS key and the servers'
-#     authorization from the tenancy (`qm auth`, run from the qm image), a
-#     metrics token, Garage's secrets and the checkpoint service's S3 key;
+#     authorization from the tenancy (`qm auth`, run from the qm image), the
+#     NATS cluster's route credentials, a metrics token, Garage's secrets and
+#     the checkpoint service's S3 key;
 #  2. `up -d` (docker compose plugin if present, else docker-compose);
 #  3. waits until every container reports healthy, showing progress.
 #
@@ -50,6 +51,21 @@ docker run --rm --network none --user "$(id -u):$(id -g)" \
 # Each container mounts only its own key file, and runs as user 65532: the
 # files are readable, the directory (0700) keeps them from other host users.
 chmod 0644 "$creds"/*.nk "$creds/nats-auth.conf"
+# The NATS cluster's routes: their own user and password (first run only),
+# so that no server without them joins the cluster.
+if [ ! -s "$creds/nats-routes.conf" ]; then
+  route_password=$(hex 24)
+  cat >"$creds/nats-routes.conf" <<CONF
+# The NATS cluster's route credentials, made by up.sh: keep them secret.
+authorization { user: "qm-route", password: "$route_password" }
+routes: [
+  "nats-route://qm-route:$route_password@nats-1:6222"
+  "nats-route://qm-route:$route_password@nats-2:6222"
+  "nats-route://qm-route:$route_password@nats-3:6222"
+]
+CONF
+  chmod 0644 "$creds/nats-routes.conf"
+fi
 if [ ! -s "$creds/metrics-token" ]; then
   hex 24 >"$creds/metrics-token"
   chmod 0644 "$creds/metrics-token"

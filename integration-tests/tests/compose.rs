@@ -2,7 +2,8 @@
 //! system up (three NATS servers, S3, two admission replicas, two
 //! schedulers, an executor and its checkpoint service, each container from
 //! its image with its own credential), every container becomes healthy,
-//! and the demo's three-share story runs against it. Then a scheduler
+//! and the demo's three-share story runs against it; a NATS server without
+//! the cluster's route credentials cannot join it. Then a scheduler
 //! container is killed and restarted by its restart policy.
 //!
 //! Uses `docker compose` when the plugin is installed, else
@@ -143,6 +144,50 @@ async fn compose_up_starts_every_service_healthy_and_the_demo_story_runs_against
             assert_eq!(user.trim(), "65532:65532", "{service} runs as nonroot");
         }
     }
+    // The cluster's routes need its credentials (issue 28): a NATS server
+    // on the compose network without them is refused, never joins.
+    let network = format!("{}_quartermaster", project.name);
+    let nats_image =
+        std::env::var("QM_NATS_IMAGE").unwrap_or_else(|_| "quartermaster/nats:local".into());
+    let rogue = docker(&[
+        "run",
+        "-d",
+        "--network",
+        &network,
+        &nats_image,
+        "--server_name",
+        "rogue",
+        "--cluster_name",
+        "quartermaster",
+        "--cluster",
+        "nats://0.0.0.0:6222",
+        "--routes",
+        "nats-route://nats-1:6222",
+    ])
+    .expect("a rogue NATS server starts");
+    let rogue = rogue.trim().to_string();
+    let mut said = String::new();
+    for _ in 0..60 {
+        let out = Command::new("docker")
+            .args(["logs", &rogue])
+            .output()
+            .expect("docker logs");
+        said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if said.contains("Authorization Violation") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let _ = docker(&["rm", "-f", &rogue]);
+    assert!(
+        said.contains("Authorization Violation") && !said.contains("Route connection created"),
+        "a server without the route credentials joined (or was not refused):\n{said}"
+    );
+
     // Each service holds only its own credential.
     let mounts = docker(&[
         "inspect",
