@@ -530,3 +530,95 @@ async fn a_start_sent_again_never_runs_an_attempt_twice() {
     );
     stack.stop_all();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn audit_records_outlive_the_log_truncated_behind_snapshots() {
+    // Issue 28: `qm audit` read the log, and the log is truncated behind the
+    // scheduler's snapshots: the audit trail went with it.
+    let (_nats, _s3, mut stack) = running("audit-retention", QUEUE).await;
+    stack.signal("scheduler-1", "TERM");
+    stack.scheduler_env = vec![
+        ("QM_SCHEDULER_SNAPSHOT_EVERY_ENTRIES".into(), "10".into()),
+        ("QM_SCHEDULER_SNAPSHOT_INTERVAL_SECONDS".into(), "1".into()),
+        ("QM_SCHEDULER_LOG_RETENTION_HOURS".into(), "0".into()),
+    ];
+    stack.scheduler("scheduler-1");
+    stack.executor("node-1", "ops", "cpu.small", 4);
+    let scheduler = stack.auth.client(&stack.nats_url, "scheduler").await;
+    let js = async_nats::jetstream::new(scheduler.nats.clone());
+    let log = js.get_stream(subjects::LOG_STREAM).await.expect("the log");
+    let state = || {
+        let log = log.clone();
+        async move {
+            let mut log = log;
+            let s = &log.info().await.expect("log info").state;
+            (s.first_sequence, s.last_sequence)
+        }
+    };
+    let first = stack.submit(&quick("the-first")).await;
+    let (_, stored_by) = state().await;
+    assert_eq!(stack.wait_final(&first, 60).await.status, "SUCCEEDED");
+    // More work until the log no longer holds the first submit.
+    let mut wave = 0;
+    while state().await.0 <= stored_by {
+        assert!(
+            wave < 20,
+            "no truncation after {wave} waves\n{}",
+            stack.logs()
+        );
+        let mut ids = Vec::new();
+        for i in 0..4 {
+            ids.push(stack.submit(&quick(&format!("w{wave}-{i}"))).await);
+        }
+        for id in ids {
+            assert_eq!(stack.wait_final(&id, 60).await.status, "SUCCEEDED");
+        }
+        wave += 1;
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+    }
+    let audited = |stack: &Stack| {
+        let client = stack.client.clone();
+        async move {
+            let mut all = Vec::new();
+            let mut token = None;
+            loop {
+                let page: qm_wire::messages::ListAuditEventsResponse = client
+                    .call(
+                        Operation::ListAuditEvents,
+                        &qm_wire::messages::ListAuditEvents {
+                            next_token: token,
+                            ..Default::default()
+                        },
+                    )
+                    .await
+                    .expect("audit listed");
+                all.extend(page.audit_events);
+                token = page.next_token;
+                if token.is_none() {
+                    return all;
+                }
+            }
+        }
+    };
+    let events = audited(&stack).await;
+    assert!(
+        events
+            .iter()
+            .any(|e| e.operation == "SubmitServiceJob"
+                && e.job_id.as_deref() == Some(first.as_str())),
+        "the first submit's audit record is gone with the log it was truncated from: {events:#?}"
+    );
+    // A new leader, from a snapshot: still there, once and only once.
+    stack.signal("scheduler-1", "TERM");
+    stack.scheduler("scheduler-2");
+    stack.wait_leader("scheduler-2").await;
+    let events = audited(&stack).await;
+    let firsts = events
+        .iter()
+        .filter(|e| {
+            e.operation == "SubmitServiceJob" && e.job_id.as_deref() == Some(first.as_str())
+        })
+        .count();
+    assert_eq!(firsts, 1, "{events:#?}");
+    stack.stop_all();
+}

@@ -309,6 +309,8 @@ pub struct Retention {
     pub client_tokens: Duration,
     /// Finished jobs' records, once the scheduler let them go.
     pub archive: Duration,
+    /// Audit records (every accepted write).
+    pub audit: Duration,
 }
 
 impl Default for Retention {
@@ -317,6 +319,7 @@ impl Default for Retention {
             events: Duration::from_secs(7 * 24 * 3600),
             client_tokens: Duration::from_secs(24 * 3600),
             archive: Duration::from_secs(7 * 24 * 3600),
+            audit: Duration::from_secs(400 * 24 * 3600),
         }
     }
 }
@@ -399,6 +402,20 @@ pub async fn create_storage(
         },
     )
     .await?;
+    create_stream(
+        &js,
+        stream::Config {
+            name: subjects::AUDIT_STREAM.into(),
+            subjects: vec![subjects::all_audit()],
+            storage: stream::StorageType::File,
+            max_age: retention.audit,
+            // A record copied twice (a redelivery) is stored once.
+            duplicate_window: Duration::from_secs(120),
+            num_replicas: replicas,
+            ..Default::default()
+        },
+    )
+    .await?;
     if js
         .get_object_store(subjects::SNAPSHOT_BUCKET)
         .await
@@ -452,6 +469,7 @@ pub async fn create_storage(
             retention.client_tokens,
         ),
         (subjects::ARCHIVE_STREAM.to_string(), retention.archive),
+        (subjects::AUDIT_STREAM.to_string(), retention.audit),
     ] {
         if let Err(e) = retain(&js, &name, age).await {
             tracing::warn!(stream = %name, error = %e, "retention not changed (rerun `qm auth` and reload the NATS servers if it was refused)");

@@ -119,6 +119,7 @@ pub fn permissions(tenancy: &Tenancy, principal: &str) -> Option<Permissions> {
                 format!("KV_{}", subjects::TOKENS_BUCKET),
                 format!("KV_{}", subjects::LEADER_BUCKET),
                 subjects::ARCHIVE_STREAM.to_string(),
+                subjects::AUDIT_STREAM.to_string(),
                 format!("OBJ_{}", subjects::SNAPSHOT_BUCKET),
             ] {
                 p.push(format!("$JS.API.STREAM.CREATE.{stream}"));
@@ -129,10 +130,20 @@ pub fn permissions(tenancy: &Tenancy, principal: &str) -> Option<Permissions> {
                 subjects::EVENTS_STREAM.to_string(),
                 format!("KV_{}", subjects::TOKENS_BUCKET),
                 subjects::ARCHIVE_STREAM.to_string(),
+                subjects::AUDIT_STREAM.to_string(),
             ] {
                 p.push(format!("$JS.API.STREAM.UPDATE.{stream}"));
             }
-            stream_reader(subjects::LOG_STREAM, p); // the audit log
+            // It copies every accepted write from the log (a durable
+            // consumer) to the audit stream, which `qm audit` reads.
+            stream_reader(subjects::LOG_STREAM, p);
+            p.push(format!(
+                "$JS.API.CONSUMER.DURABLE.CREATE.{}.{}",
+                subjects::LOG_STREAM,
+                subjects::AUDIT_COPIER
+            ));
+            p.push(format!("{}.>", subjects::AUDIT_PREFIX));
+            stream_reader(subjects::AUDIT_STREAM, p);
             kv_writer(subjects::CONFIG_BUCKET, p);
             kv_writer(subjects::TOKENS_BUCKET, p);
         }

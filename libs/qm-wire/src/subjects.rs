@@ -65,6 +65,15 @@ pub const LEADER_BUCKET: &str = "qm_leader";
 /// one per job, kept for the archive's retention.
 pub const ARCHIVE_STREAM: &str = "QM_ARCHIVE";
 pub const ARCHIVE_PREFIX: &str = "qm.v1.archive";
+/// The JetStream stream of audit records (`qm.v1.audit.<queue>`): every
+/// accepted write, copied from the log by admission and kept for
+/// `auditRetentionDays`, however the log is truncated.
+pub const AUDIT_STREAM: &str = "QM_AUDIT";
+pub const AUDIT_PREFIX: &str = "qm.v1.audit";
+/// The durable consumer of the log through which admission copies
+/// accepted writes to the audit stream; the scheduler truncates the log
+/// only behind what it has copied.
+pub const AUDIT_COPIER: &str = "qm-audit-copier";
 /// KV bucket of the AWS Batch gateway: what AWS Batch keeps and
 /// Quartermaster's API does not (tags, scheduling policies, service
 /// environments, the payload a job was submitted with).
@@ -338,6 +347,16 @@ pub fn archive_of(queue: &str, share: &str) -> Result<String, BadToken> {
 /// The archive stream's subjects.
 pub fn all_archived() -> String {
     format!("{ARCHIVE_PREFIX}.>")
+}
+
+/// Where the audit record of a write to `queue` is stored.
+pub fn audit_record(queue: &str) -> Result<String, BadToken> {
+    Ok(format!("{AUDIT_PREFIX}.{}", token(queue)?))
+}
+
+/// Every audit record (the `QM_AUDIT` stream's subjects).
+pub fn all_audit() -> String {
+    format!("{AUDIT_PREFIX}.>")
 }
 
 /// Every event (the `QM_EVENTS` stream's subjects).

@@ -1,6 +1,11 @@
 //! `ListAuditEvents`: every accepted write (submits, configuration changes,
-//! priority updates, terminates) with its principal and time, read from the
-//! log itself, so the audit trail is exactly what the scheduler acted on.
+//! priority updates, terminates) with its principal and time. The records
+//! come from the log itself, so the audit trail is exactly what the
+//! scheduler acted on, but are kept in a stream of their own (`QM_AUDIT`,
+//! `auditRetentionDays`, default 400): admission copies each accepted write
+//! from the log there ([`copy`], through the durable consumer
+//! `qm-audit-copier`), and the scheduler truncates the log only behind
+//! what that consumer has copied, so no record is lost to a truncation.
 //! A team sees the writes to its own shares and the configuration changes
 //! of the queues it has a share in; admins and readers see everything.
 
@@ -128,8 +133,89 @@ fn matches(req: &ListAuditEvents, e: &AuditEvent) -> bool {
         && req.until.is_none_or(|t| e.at < t)
 }
 
+/// Copies every accepted write from the log to the audit stream, for as
+/// long as admission runs (again after any failure). Replicas share the
+/// work through one durable consumer; a record copied twice is stored once
+/// (its message id is the log's sequence).
+pub async fn copy(js: async_nats::jetstream::Context, log: Stream) {
+    loop {
+        if let Err(e) = copy_from(&js, &log).await {
+            tracing::warn!(error = %e, "copying audit records paused; retrying");
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+async fn copy_from(
+    js: &async_nats::jetstream::Context,
+    log: &Stream,
+) -> Result<(), async_nats::Error> {
+    let consumer = log
+        .get_or_create_consumer(
+            subjects::AUDIT_COPIER,
+            pull::Config {
+                durable_name: Some(subjects::AUDIT_COPIER.into()),
+                description: Some(
+                    "admission copies accepted writes to QM_AUDIT; the log is truncated only behind it"
+                        .into(),
+                ),
+                filter_subjects: audited_subjects(),
+                deliver_policy: DeliverPolicy::All,
+                ack_policy: async_nats::jetstream::consumer::AckPolicy::Explicit,
+                ..Default::default()
+            },
+        )
+        .await?;
+    let mut messages = consumer.messages().await?;
+    while let Some(msg) = messages.next().await {
+        let msg = msg?;
+        let info = msg.info()?;
+        let (seq, at) = (
+            info.stream_sequence,
+            (info.published.unix_timestamp_nanos() / 1_000_000).max(0) as u64,
+        );
+        let record = serde_json::from_slice::<LogEntry>(&msg.payload)
+            .ok()
+            .and_then(|entry| event(entry, at, seq));
+        if let Some(record) = record {
+            let subject = subjects::audit_record(&record.job_queue)
+                .unwrap_or_else(|_| format!("{}._", subjects::AUDIT_PREFIX));
+            let mut headers = async_nats::HeaderMap::new();
+            headers.insert("Nats-Msg-Id", format!("audit-{seq}").as_str());
+            let body = serde_json::to_vec(&record)?;
+            js.publish_with_headers(subject, headers, body.into())
+                .await?
+                .await?;
+        }
+        msg.ack().await?;
+    }
+    Ok(())
+}
+
+/// The log subjects whose entries are audited.
+fn audited_subjects() -> Vec<String> {
+    let mut s = subjects::log_submits_and_configs().to_vec();
+    s.push(subjects::LOG_SCHED.to_string());
+    s
+}
+
+/// Waits (at most 2 s) until the copier has copied everything the log held
+/// when this was called: a caller sees its own writes in `qm audit`.
+async fn caught_up(log: &Stream) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+    while tokio::time::Instant::now() < deadline {
+        match log.consumer_info(subjects::AUDIT_COPIER).await {
+            Ok(i) if i.num_pending == 0 && i.num_ack_pending == 0 => return,
+            Ok(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            Err(_) => return,
+        }
+    }
+}
+
+/// The audit records, oldest first, from the audit stream.
 pub async fn list(
     log: &Stream,
+    audit: &Stream,
     caller: &Caller,
     req: ListAuditEvents,
 ) -> Result<ListAuditEventsResponse, ApiError> {
@@ -143,35 +229,31 @@ pub async fn list(
         })?,
         None => 1,
     };
-    let mut log = log.clone();
-    let last = log
+    caught_up(log).await;
+    let mut audit = audit.clone();
+    let last = audit
         .info()
         .await
-        .map_err(|e| transient("log unavailable", e))?
+        .map_err(|e| transient("audit records unavailable", e))?
         .state
         .last_sequence;
     let mut out = ListAuditEventsResponse::default();
     if last < from {
         return Ok(out);
     }
-    let consumer = log
+    let consumer = audit
         .create_consumer(pull::OrderedConfig {
             deliver_policy: DeliverPolicy::ByStartSequence {
                 start_sequence: from,
             },
-            filter_subjects: {
-                let mut s = subjects::log_submits_and_configs().to_vec();
-                s.push(subjects::LOG_SCHED.to_string());
-                s
-            },
             ..Default::default()
         })
         .await
-        .map_err(|e| transient("log unavailable", e))?;
+        .map_err(|e| transient("audit records unavailable", e))?;
     let mut messages = consumer
         .messages()
         .await
-        .map_err(|e| transient("log unavailable", e))?;
+        .map_err(|e| transient("audit records unavailable", e))?;
     loop {
         let next = tokio::time::timeout(Duration::from_secs(2), messages.next()).await;
         let Ok(Some(Ok(msg))) = next else {
@@ -179,11 +261,7 @@ pub async fn list(
         };
         let Ok(info) = msg.info() else { break };
         let (seq, pending) = (info.stream_sequence, info.pending);
-        let at = (info.published.unix_timestamp_nanos() / 1_000_000).max(0) as u64;
-        if let Some(e) = serde_json::from_slice::<LogEntry>(&msg.payload)
-            .ok()
-            .and_then(|entry| event(entry, at, seq))
-        {
+        if let Ok(e) = serde_json::from_slice::<AuditEvent>(&msg.payload) {
             if visible(caller, &e) && matches(&req, &e) {
                 out.audit_events.push(e);
                 if out.audit_events.len() == max && pending > 0 {

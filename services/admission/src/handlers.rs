@@ -248,7 +248,7 @@ impl Admission {
             }
             Operation::ListAuditEvents => {
                 let r = match decode(p) {
-                    Ok(req) => audit::list(&self.log, caller, req).await,
+                    Ok(req) => audit::list(&self.log, &self.audit, caller, req).await,
                     Err(e) => Err(e),
                 };
                 respond(c, &msg, &r).await

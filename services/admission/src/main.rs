@@ -78,7 +78,9 @@ struct Admission {
     metrics: Metrics,
     client: async_nats::Client,
     js: async_nats::jetstream::Context,
+    /// The log, and the audit records (`QM_AUDIT`) `qm audit` reads.
     log: async_nats::jetstream::stream::Stream,
+    audit: async_nats::jetstream::stream::Stream,
     config: async_nats::jetstream::kv::Store,
     tokens: async_nats::jetstream::kv::Store,
     settings: Settings,
@@ -167,10 +169,14 @@ async fn run(
         events: Duration::from_secs(settings.events_retention_days * 24 * 3600),
         client_tokens: Duration::from_secs(settings.client_token_hours * 3600),
         archive: Duration::from_secs(settings.archive_retention_seconds),
+        audit: Duration::from_secs(settings.audit_retention_days * 24 * 3600),
     };
     nats::create_storage_with_retry(&client, settings.stream_replicas, retention).await;
     let js = async_nats::jetstream::new(client.clone());
     let log = nats::open_stream(&js, subjects::LOG_STREAM).await;
+    let audit = nats::open_stream(&js, subjects::AUDIT_STREAM).await;
+    // Every accepted write is copied to the audit stream (audit.rs).
+    let copier = tokio::spawn(audit::copy(js.clone(), log.clone()));
     let config = nats::open_bucket(&js, subjects::CONFIG_BUCKET).await;
     let tokens = nats::open_bucket(&js, subjects::TOKENS_BUCKET).await;
     let mut requests = match client
@@ -188,6 +194,7 @@ async fn run(
         client: client.clone(),
         js,
         log,
+        audit,
         config,
         tokens,
         settings,
@@ -222,6 +229,9 @@ async fn run(
     .await;
     let in_hand = async { while tasks.join_next().await.is_some() {} };
     qm_service::within("requests in hand", Duration::from_secs(10), in_hand).await;
+    // A record being copied is copied again by the next admission (the
+    // consumer redelivers what was not acknowledged).
+    copier.abort();
     qm_service::within("NATS flush", Duration::from_secs(2), client.flush()).await;
     tracing::info!("admission stopped");
     std::process::ExitCode::SUCCESS

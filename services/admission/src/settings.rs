@@ -26,6 +26,9 @@ variables):
                                                      job's record stays in the archive after
                                                      the scheduler lets it go (describe and
                                                      list still answer): default 604800 (7 days)
+  auditRetentionDays QM_ADMISSION_AUDIT_RETENTION_DAYS  how long every accepted write's
+                                                     audit record is kept (qm audit),
+                                                     whatever the log keeps: default 400
   insecureAllowUnauthenticatedNats  QM_ADMISSION_INSECURE_ALLOW_UNAUTHENTICATED_NATS
                      default false: refuse to serve when the NATS server lets
                      anyone connect (then any client could claim any principal)
@@ -44,6 +47,7 @@ pub(crate) struct Settings {
     pub(crate) client_token_hours: u64,
     pub(crate) events_retention_days: u64,
     pub(crate) archive_retention_seconds: u64,
+    pub(crate) audit_retention_days: u64,
 }
 
 impl Default for Settings {
@@ -57,6 +61,7 @@ impl Default for Settings {
             client_token_hours: 24,
             events_retention_days: 7,
             archive_retention_seconds: 7 * 24 * 3600,
+            audit_retention_days: 400,
         }
     }
 }
@@ -79,6 +84,12 @@ impl qm_service::settings::Validate for Settings {
             p.push(format!(
                 "clientTokenHours: {} is not 8 to 8760 (a retried submit must find its job for at least 8 hours)",
                 self.client_token_hours
+            ));
+        }
+        if !(1..=3650).contains(&self.audit_retention_days) {
+            p.push(format!(
+                "auditRetentionDays: {} is not 1 to 3650",
+                self.audit_retention_days
             ));
         }
         if !(1..=3650).contains(&self.events_retention_days) {

@@ -87,7 +87,6 @@ pub fn main(args: &[String]) -> ExitCode {
             return ExitCode::from(127);
         }
     };
-    drop(handshake);
     let pid = child.id() as i32;
     let mut watch = terms.watch();
     let grace = Duration::from_secs(terms.grace_seconds);

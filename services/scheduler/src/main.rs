@@ -37,7 +37,8 @@ stand by. Settings (file keys, or environment variables):
   snapshotsKept           QM_SCHEDULER_SNAPSHOTS_KEPT              default 2 (a damaged newest one
                           falls back to the one before); the log is truncated behind the oldest
   logRetentionHours       QM_SCHEDULER_LOG_RETENTION_HOURS         default 24: log entries younger
-                          than this are never truncated (`qm audit` reads them)
+                          than this are never truncated (nor any accepted write admission has
+                          not yet copied to the audit stream, QM_AUDIT)
 NATS connection (QM_NATS_<KEY> or QM_SCHEDULER_NATS_<KEY>):
   natsUrl natsPrincipal natsNkeyFile natsCreds natsUser natsPassword
   natsCaFile natsCertFile natsKeyFile

@@ -179,13 +179,33 @@ async fn truncate(
     let Some(needed) = snapshot::prune(store, keep, damaged).await? else {
         return Ok(None);
     };
-    let floor = needed.min(first_since(log, retention).await?);
+    let floor = needed
+        .min(first_since(log, retention).await?)
+        .min(audit_floor(log).await);
     let first = log.clone().info().await?.state.first_sequence;
     if floor <= first {
         return Ok(None);
     }
     log.purge().sequence(floor).await?;
     Ok(Some(floor))
+}
+
+/// The first log sequence admission has not yet copied to the audit stream
+/// (`u64::MAX`: it has copied everything, or this is a deployment without
+/// the copier, whose audit reads the log as before): the log is never
+/// truncated past an accepted write whose audit record is not stored.
+async fn audit_floor(log: &Stream) -> u64 {
+    let info = match log.consumer_info(qm_wire::subjects::AUDIT_COPIER).await {
+        Ok(i) => i,
+        Err(e) => {
+            tracing::debug!(error = %e, "no audit copier on the log");
+            return u64::MAX;
+        }
+    };
+    if info.num_pending == 0 && info.num_ack_pending == 0 {
+        return u64::MAX;
+    }
+    info.ack_floor.stream_sequence + 1
 }
 
 /// The sequence of the first log entry stored less than `age` ago (the
