@@ -14,6 +14,7 @@ pub mod observe;
 pub mod proxy;
 pub mod stack;
 pub mod story;
+pub mod tls;
 
 use qm_checkpoint::s3::{S3Config, S3Store};
 use testcontainers::core::{ExecCommand, IntoContainerPort, WaitFor};

@@ -226,6 +226,20 @@ pub async fn raw(
     let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
         .map_err(|e| e.to_string())?;
+    request_over(stream, port, method, path, authorization).await
+}
+
+/// One request over an open connection (plain or TLS).
+pub async fn request_over<S>(
+    stream: S,
+    port: u16,
+    method: &str,
+    path: &str,
+    authorization: Option<&str>,
+) -> Result<(u16, String), String>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
     let (mut send, conn) =
         hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
             .await

@@ -504,25 +504,9 @@ async fn only_the_gateway_names_the_caller_and_only_for_key_holders() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn https_with_a_ca_made_at_test_time_and_no_plain_http_beyond_loopback() {
     let venv = clients();
-    let ca_key = rcgen::KeyPair::generate().expect("key");
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "quartermaster gateway test CA");
-    let ca_cert = ca_params.self_signed(&ca_key).expect("CA");
-    let issuer = rcgen::Issuer::new(ca_params, ca_key);
-    let key = rcgen::KeyPair::generate().expect("key");
-    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
-        .expect("params")
-        .signed_by(&key, &issuer)
-        .expect("cert");
     let dir = std::env::temp_dir().join(format!("qm-gw-tls-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let (ca, crt, pem) = (dir.join("ca.pem"), dir.join("gw.crt"), dir.join("gw.key"));
-    std::fs::write(&ca, ca_cert.pem()).expect("ca");
-    std::fs::write(&crt, cert.pem()).expect("cert");
-    std::fs::write(&pem, key.serialize_pem()).expect("key");
+    let certs = qm_integration_tests::tls::make(&dir, "gateway");
+    let (ca, crt, pem) = (certs.ca.clone(), certs.cert.clone(), certs.key.clone());
     let tls = [
         (
             "QM_GATEWAY_TLS_CERT_FILE".to_string(),

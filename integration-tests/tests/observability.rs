@@ -96,34 +96,120 @@ async fn readiness_follows_nats_and_metrics_off_loopback_need_the_token() {
             .expect("answers");
         assert_eq!(status, expected, "{method} {path}");
     }
-    // The endpoint serves at most 64 connections at once, and idle ones
-    // that never send a request are dropped after 5 s: they hold a new
-    // client off only until then.
+    // The endpoint serves at most 16 connections from one address at once
+    // (64 in all), and drops idle ones that never send a request after 5 s:
+    // one client cannot hold it from the others (issue 28).
+    let limits = qm_service::http::Limits::endpoint();
     let opened = std::time::Instant::now();
     let mut idle = Vec::new();
-    for _ in 0..qm_service::observe::MAX_CONNECTIONS {
+    for _ in 0..limits.max_connections_per_client {
         idle.push(
             tokio::net::TcpStream::connect(("127.0.0.1", exposed))
                 .await
                 .expect("connects"),
         );
     }
-    let probe = tokio::spawn(async move { get(exposed, "/healthz", None).await });
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut extra = tokio::net::TcpStream::connect(("127.0.0.1", exposed))
+        .await
+        .expect("connects");
+    let closed = tokio::time::timeout(Duration::from_secs(3), async {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let _ = extra
+            .write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await;
+        let mut buf = [0u8; 64];
+        extra.read(&mut buf).await.unwrap_or(0)
+    })
+    .await;
     // (Unless this machine took 4 s to open them: then they may be gone.)
     if opened.elapsed() < Duration::from_secs(4) {
-        assert!(
-            !probe.is_finished(),
-            "a 65th connection is not served while 64 are held"
+        assert_eq!(
+            closed.ok(),
+            Some(0),
+            "a 17th connection from one address is closed as it arrives"
         );
     }
-    let answered = tokio::time::timeout(Duration::from_secs(20), probe).await;
+    // Another client is answered at once.
+    let other = {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket
+            .bind(std::net::SocketAddr::from(([127, 0, 0, 2], 0)))
+            .expect("bind 127.0.0.2");
+        socket
+            .connect(std::net::SocketAddr::from(([127, 0, 0, 1], exposed)))
+            .await
+            .expect("connects")
+    };
+    let answered = tokio::time::timeout(
+        Duration::from_secs(10),
+        qm_integration_tests::observe::request_over(other, exposed, "GET", "/healthz", None),
+    )
+    .await;
     assert_eq!(
-        answered.ok().and_then(Result::ok).and_then(Result::ok),
+        answered.ok().and_then(Result::ok),
         Some((200, "ok\n".into())),
-        "served once the idle connections were dropped"
+        "another client is served while one holds its 16"
     );
     drop(idle);
+
+    // Over HTTPS when a certificate is given (issue 28): the token never
+    // travels in clear; plain HTTP gets no answer.
+    let certs = qm_integration_tests::tls::make(&stack.path().join("metrics-tls"), "metrics");
+    let secure = free_port();
+    stack.spawn_as(
+        "scheduler-3",
+        "qm-scheduler",
+        "scheduler",
+        &[
+            (
+                "QM_SCHEDULER_METRICS_ADDRESS".into(),
+                format!("0.0.0.0:{secure}"),
+            ),
+            (
+                "QM_METRICS_TOKEN_FILE".into(),
+                token_file.display().to_string(),
+            ),
+            (
+                "QM_METRICS_TLS_CERT_FILE".into(),
+                certs.cert.display().to_string(),
+            ),
+            (
+                "QM_METRICS_TLS_KEY_FILE".into(),
+                certs.key.display().to_string(),
+            ),
+            ("QM_SCHEDULER_HOLDER".into(), "scheduler-3".into()),
+        ],
+    );
+    let mut scraped = Err(String::new());
+    for _ in 0..100 {
+        scraped = qm_integration_tests::tls::https_get(
+            secure,
+            "/metrics",
+            &certs.ca_pem,
+            Some(&format!("Bearer {token}")),
+        )
+        .await;
+        if scraped.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (status, body) = scraped.expect("scraped over HTTPS");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("qm_nats_connected"), "{body}");
+    assert!(
+        matches!(get(secure, "/healthz", None).await, Err(_)),
+        "plain HTTP is not answered on the HTTPS endpoint"
+    );
+    let (status, _) = qm_integration_tests::tls::https_get(secure, "/metrics", &certs.ca_pem, None)
+        .await
+        .expect("answers");
+    assert_eq!(status, 401, "over HTTPS too, the token is required");
+    assert!(
+        stack.log_of("scheduler-3").contains("metrics at https://"),
+        "{}",
+        stack.log_of("scheduler-3")
+    );
 
     // `qm top` refreshes the queue's view from the API.
     let top = |queue: &str| {

@@ -7,6 +7,7 @@
 pub mod api;
 pub mod client;
 pub mod convert;
+pub mod http;
 pub mod memory;
 pub mod nats;
 pub mod observe;
@@ -68,6 +69,8 @@ fn observe_usage(service: &str) -> String {
   metricsAddress    QM_{upper}_METRICS_ADDRESS  default 127.0.0.1:{port} (off: none)
   metricsTokenFile  QM_METRICS_TOKEN_FILE  bearer token /metrics requires
                     (required when metricsAddress is not loopback)
+  metricsTlsCertFile, metricsTlsKeyFile  QM_METRICS_TLS_CERT_FILE, QM_METRICS_TLS_KEY_FILE
+                    PEM certificate chain and key: serve over HTTPS
 Traces: OTEL_EXPORTER_OTLP_ENDPOINT (OTLP over HTTP, e.g. http://collector:4318)
 and the other OTEL_* variables; not exported when unset. See docs/metrics.md."
     )

@@ -8,14 +8,14 @@
 //!
 //! Nothing else is served: other paths get 404, other methods 405. The
 //! probes say only whether the service is alive or ready and, if not
-//! ready, which dependency is missing; no names, ids or counts. The
-//! endpoint keeps no more than [`MAX_CONNECTIONS`] connections and drops a
-//! client that does not send its request head within 5 s.
+//! ready, which dependency is missing; no names, ids or counts. It is
+//! served by `http.rs` with [`crate::http::Limits::endpoint`]: at most 64
+//! connections (16 from one address), a request head within 5 s and 16 KiB,
+//! a connection closed after a minute; over HTTPS when
+//! `metricsTlsCertFile` and `metricsTlsKeyFile` are set.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -23,9 +23,6 @@ use hyper::{Method, Request, Response, StatusCode};
 use prometheus::{Encoder, IntGauge, Opts, TextEncoder};
 
 use crate::settings::ObserveSettings;
-
-/// Connections served at once; more wait to be accepted.
-pub const MAX_CONNECTIONS: usize = 64;
 
 /// Whether a service is ready beyond its NATS connection (which
 /// [`Endpoint::for_service`] checks first), and if not, what it lacks (a
@@ -246,35 +243,22 @@ pub async fn serve(
         )
     })?;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    let tls = settings.tls()?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    if tls.is_none() && !bound.ip().is_loopback() {
+        tracing::warn!(address = %bound, "metrics served over plain HTTP beyond loopback: the bearer token travels in clear (set metricsTlsCertFile and metricsTlsKeyFile)");
+    }
     let endpoint = Arc::new(endpoint);
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-    tokio::spawn(async move {
-        loop {
-            let Ok(permit) = Arc::clone(&slots).acquire_owned().await else {
-                return;
-            };
-            let Ok((stream, _)) = listener.accept().await else {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            };
-            let endpoint = Arc::clone(&endpoint);
-            tokio::spawn(async move {
-                let _permit = permit;
-                let io = hyper_util::rt::TokioIo::new(stream);
-                let service = hyper::service::service_fn(move |req| {
-                    let r = endpoint.answer(&req);
-                    async move { Ok::<_, Infallible>(r) }
-                });
-                let conn = hyper::server::conn::http1::Builder::new()
-                    .timer(hyper_util::rt::TokioTimer::new())
-                    .header_read_timeout(Duration::from_secs(5))
-                    .max_buf_size(16 * 1024)
-                    .serve_connection(io, service);
-                // A connection lives at most a minute (a scraper reconnects).
-                let _ = tokio::time::timeout(Duration::from_secs(60), conn).await;
-            });
-        }
-    });
-    tracing::info!(address = %bound, "metrics at http://{bound}/metrics, health at /healthz and /readyz");
+    tokio::spawn(crate::http::serve(
+        listener,
+        tls,
+        crate::http::Limits::endpoint(),
+        move |req| {
+            let r = endpoint.answer(&req);
+            async move { r }
+        },
+        |ip| tracing::debug!(client = %ip, "metrics connection refused: too many from one client"),
+    ));
+    tracing::info!(address = %bound, "metrics at {scheme}://{bound}/metrics, health at /healthz and /readyz");
     Ok(Some(bound))
 }

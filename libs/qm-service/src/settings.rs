@@ -182,6 +182,10 @@ pub struct ObserveSettings {
     /// `authorization: {credentials_file: ...}`). Required when the
     /// address is reachable from other hosts.
     pub metrics_token_file: String,
+    /// A PEM certificate chain and its key: serve the endpoint over HTTPS
+    /// (both or neither).
+    pub metrics_tls_cert_file: String,
+    pub metrics_tls_key_file: String,
 }
 
 /// The default metrics port of each service.
@@ -201,6 +205,8 @@ impl ObserveSettings {
         ObserveSettings {
             metrics_address: format!("127.0.0.1:{}", default_metrics_port(service)),
             metrics_token_file: String::new(),
+            metrics_tls_cert_file: String::new(),
+            metrics_tls_key_file: String::new(),
         }
     }
 
@@ -217,6 +223,16 @@ impl ObserveSettings {
             return None;
         }
         self.metrics_address.parse().ok()
+    }
+
+    /// The TLS configuration, when a certificate is set.
+    pub fn tls(&self) -> Result<Option<std::sync::Arc<rustls::ServerConfig>>, String> {
+        if self.metrics_tls_cert_file.is_empty() {
+            return Ok(None);
+        }
+        crate::http::tls_config(&self.metrics_tls_cert_file, &self.metrics_tls_key_file)
+            .map(Some)
+            .map_err(|e| format!("metricsTlsCertFile/metricsTlsKeyFile: {e}"))
     }
 
     /// The bearer token, read from its file (surrounding whitespace
@@ -257,6 +273,11 @@ impl Validate for ObserveSettings {
             ));
             return p;
         };
+        if self.metrics_tls_cert_file.is_empty() != self.metrics_tls_key_file.is_empty() {
+            p.push("metricsTlsCertFile, metricsTlsKeyFile: give both or neither".into());
+        } else if let Err(e) = self.tls() {
+            p.push(e);
+        }
         match self.token() {
             Err(e) => p.push(e),
             Ok(None) if !addr.ip().is_loopback() => p.push(format!(

@@ -3,7 +3,6 @@
 //! key -> principal), the routes of the restJson1 protocol, and AWS's
 //! error shape (`x-amzn-ErrorType` and `{"__type", "message"}`).
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -413,144 +412,55 @@ impl Gateway {
 
 /// The TLS configuration, when `tlsCertFile` is set.
 pub fn tls_config(settings: &Settings) -> Result<Option<Arc<rustls::ServerConfig>>, String> {
-    use rustls_pki_types::pem::PemObject;
-    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
     if !settings.tls() {
         return Ok(None);
     }
-    let certs: Vec<CertificateDer<'static>> =
-        CertificateDer::pem_file_iter(&settings.tls_cert_file)
-            .and_then(|i| i.collect::<Result<_, _>>())
-            .map_err(|e| format!("tlsCertFile {}: {e}", settings.tls_cert_file))?;
-    if certs.is_empty() {
-        return Err(format!(
-            "tlsCertFile {}: no certificate in it",
-            settings.tls_cert_file
-        ));
-    }
-    let key = PrivateKeyDer::from_pem_file(&settings.tls_key_file)
-        .map_err(|e| format!("tlsKeyFile {}: {e}", settings.tls_key_file))?;
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let config = rustls::ServerConfig::builder()
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .map_err(|e| format!("tlsCertFile/tlsKeyFile: {e}"))?;
-    Ok(Some(Arc::new(config)))
+    qm_service::http::tls_config(&settings.tls_cert_file, &settings.tls_key_file)
+        .map(Some)
+        .map_err(|e| format!("tlsCertFile/tlsKeyFile: {e}"))
 }
 
-/// Connections open per client address.
-#[derive(Default)]
-struct PerClient(std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>);
-
-/// One connection of a client, counted while it lives.
-struct ClientSlot {
-    clients: Arc<PerClient>,
-    ip: std::net::IpAddr,
-}
-
-impl PerClient {
-    /// A slot for one more connection from `ip`, unless it has `most`.
-    fn take(self: &Arc<Self>, ip: std::net::IpAddr, most: usize) -> Option<ClientSlot> {
-        let mut open = self.0.lock().ok()?;
-        let n = open.entry(ip).or_insert(0);
-        if *n >= most {
-            return None;
-        }
-        *n += 1;
-        Some(ClientSlot {
-            clients: Arc::clone(self),
-            ip,
-        })
-    }
-}
-
-impl Drop for ClientSlot {
-    fn drop(&mut self) {
-        if let Ok(mut open) = self.clients.0.lock() {
-            if let Some(n) = open.get_mut(&self.ip) {
-                *n -= 1;
-                if *n == 0 {
-                    open.remove(&self.ip);
-                }
-            }
-        }
-    }
-}
-
-/// Accepts connections until the listener fails; each served by hyper
-/// (HTTP/1.1), behind TLS when configured. Limits (settings.rs): at most
-/// `maxConnections` at once and `maxConnectionsPerClient` from one
-/// address (more are closed as they arrive, so one client cannot take
-/// every slot); a TLS handshake and a request's headers within
-/// `headerReadTimeoutSeconds`, its body within `bodyReadTimeoutSeconds`;
-/// a connection closed after 5 minutes whatever it does.
+/// Accepts connections until the listener fails, through the HTTP module
+/// every surface shares (`qm_service::http`), with the gateway's limits:
+/// `maxConnections`, `maxConnectionsPerClient` (more are closed as they
+/// arrive), a TLS handshake and each request's headers within
+/// `headerReadTimeoutSeconds`, 64 KiB of headers, a connection closed after
+/// 5 minutes; a body within `bodyReadTimeoutSeconds` and the budget of
+/// `maxBodiesInFlightBytes` (read by [`Gateway::answer`]).
 pub async fn serve(
     gateway: Arc<Gateway>,
     listener: tokio::net::TcpListener,
     tls: Option<Arc<rustls::ServerConfig>>,
 ) {
-    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
-    let slots = Arc::new(tokio::sync::Semaphore::new(
-        gateway.settings.max_connections,
-    ));
-    let clients = Arc::new(PerClient::default());
-    let per_client = gateway.settings.max_connections_per_client;
-    let header_deadline = Duration::from_secs(gateway.settings.header_read_timeout_seconds);
-    loop {
-        let Ok(permit) = Arc::clone(&slots).acquire_owned().await else {
-            return;
-        };
-        let Ok((stream, peer)) = listener.accept().await else {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            continue;
-        };
-        let Some(client) = clients.take(peer.ip(), per_client) else {
-            tracing::debug!(client = %peer.ip(), "connection closed: the client has maxConnectionsPerClient open");
+    let limits = qm_service::http::Limits {
+        max_connections: gateway.settings.max_connections,
+        max_connections_per_client: gateway.settings.max_connections_per_client,
+        header_read_timeout: Duration::from_secs(gateway.settings.header_read_timeout_seconds),
+        max_header_bytes: 64 * 1024,
+        connection_lifetime: Duration::from_secs(300),
+    };
+    let refused = {
+        let gateway = Arc::clone(&gateway);
+        move |ip: std::net::IpAddr| {
+            tracing::debug!(client = %ip, "connection closed: the client has maxConnectionsPerClient open");
             gateway
                 .metrics
                 .refused_connections
                 .with_label_values(&["per_client"])
                 .inc();
-            drop(stream);
-            continue;
-        };
-        let gateway = Arc::clone(&gateway);
-        let acceptor = acceptor.clone();
-        tokio::spawn(async move {
-            let _permit = permit;
-            let _client = client;
-            let service = hyper::service::service_fn(move |req| {
-                let gateway = Arc::clone(&gateway);
-                async move { Ok::<_, Infallible>(gateway.answer(req).await) }
-            });
-            let builder = {
-                let mut b = hyper::server::conn::http1::Builder::new();
-                b.timer(hyper_util::rt::TokioTimer::new())
-                    .header_read_timeout(header_deadline)
-                    .max_buf_size(64 * 1024);
-                b
-            };
-            // An idle or slow connection is closed after 5 minutes.
-            let limit = Duration::from_secs(300);
-            match acceptor {
-                Some(acceptor) => {
-                    let Ok(Ok(tls)) =
-                        tokio::time::timeout(header_deadline, acceptor.accept(stream)).await
-                    else {
-                        return;
-                    };
-                    let io = hyper_util::rt::TokioIo::new(tls);
-                    let _ =
-                        tokio::time::timeout(limit, builder.serve_connection(io, service)).await;
-                }
-                None => {
-                    let io = hyper_util::rt::TokioIo::new(stream);
-                    let _ =
-                        tokio::time::timeout(limit, builder.serve_connection(io, service)).await;
-                }
-            }
-        });
-    }
+        }
+    };
+    qm_service::http::serve(
+        listener,
+        tls,
+        limits,
+        move |req| {
+            let gateway = Arc::clone(&gateway);
+            async move { gateway.answer(req).await }
+        },
+        refused,
+    )
+    .await;
 }
 
 #[cfg(test)]
