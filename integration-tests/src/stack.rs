@@ -1183,6 +1183,27 @@ impl Stack {
     /// When the attempt's process was launched and seen to end (the
     /// executor's `attempt-<N>.run.json` beside the attempt's directory), in
     /// milliseconds since the Unix epoch.
+    /// What the attempt's watcher (its supervisor) recorded in
+    /// `attempt-<N>.exit.json`: when its process was launched and, if the
+    /// supervisor saw it, when it ended (a supervisor killed with its
+    /// executor records no end: the process died with it).
+    pub fn attempt_watch(
+        &self,
+        executor: &str,
+        job_id: &str,
+        attempt: u32,
+    ) -> Option<(u64, Option<u64>)> {
+        let text = std::fs::read_to_string(
+            self.dir
+                .join(executor)
+                .join(job_id)
+                .join(format!("attempt-{attempt}.exit.json")),
+        )
+        .ok()?;
+        let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+        Some((v["launchedAtMs"].as_u64()?, v["endedAtMs"].as_u64()))
+    }
+
     pub fn attempt_run(&self, executor: &str, job_id: &str, attempt: u32) -> Option<(u64, u64)> {
         let text = std::fs::read_to_string(
             self.dir

@@ -2,13 +2,17 @@
 //! (reclaim and in-share preemption happen), while the harness kills
 //! (SIGKILL) and restarts, at times drawn from the seed: the scheduler
 //! leader or its standby, admission, an executor, a checkpoint service, and
-//! one server of the three-server NATS cluster. Afterwards every job has
-//! succeeded once per attempt, no two attempts of a job overlapped, every
-//! job's digest equals the uninterrupted run's, no instance is held, and the
-//! events stream holds every job's transitions in order.
+//! one server of the three-server NATS cluster; and freezes (SIGSTOP, then
+//! SIGCONT after up to 20 s: longer than an executor's fencing deadline and
+//! the scheduler's wait) any one of those services, executors included.
+//! Afterwards every job has succeeded once per attempt, no two attempts of a
+//! job overlapped (checked for every attempt whose process was launched, by
+//! the records of its supervisor and executor), every job's digest equals
+//! the uninterrupted run's, no instance is held, and the events stream
+//! holds every job's transitions in order.
 //!
 //! `QM_CHAOS_SEED` replays a run (the seed is printed); `QM_CHAOS_JOBS`
-//! (default 24) and `QM_CHAOS_FAULTS` (default 6) make a longer soak.
+//! (default 24) and `QM_CHAOS_FAULTS` (default 8) make a longer soak.
 
 use std::time::{Duration, Instant};
 
@@ -74,7 +78,7 @@ async fn seeded_chaos_loses_no_job_runs_none_twice_and_keeps_every_event() {
             .map_or(1, |d| d.as_secs()),
     );
     let jobs_wanted = env_or("QM_CHAOS_JOBS", 24) as usize;
-    let faults_wanted = env_or("QM_CHAOS_FAULTS", 6) as usize;
+    let faults_wanted = env_or("QM_CHAOS_FAULTS", 8) as usize;
     println!(
         "chaos: QM_CHAOS_SEED={seed} QM_CHAOS_JOBS={jobs_wanted} QM_CHAOS_FAULTS={faults_wanted}"
     );
@@ -103,6 +107,9 @@ async fn seeded_chaos_loses_no_job_runs_none_twice_and_keeps_every_event() {
     let expected = reference_digest(&ARGS[..4]);
     let mut jobs = Vec::new();
     let mut faults = Vec::new();
+    // When each executor was killed (ms since the Unix epoch): its jobs'
+    // processes died then (the kernel kills them with it).
+    let mut killed: Vec<(String, u64)> = Vec::new();
     let started = Instant::now();
     let mut next_fault = Duration::from_secs(3 + rng.below(4));
     let mut submitted = 0;
@@ -123,7 +130,7 @@ async fn seeded_chaos_loses_no_job_runs_none_twice_and_keeps_every_event() {
             submitted += 1;
         }
         if faults.len() < faults_wanted && started.elapsed() >= next_fault {
-            let fault = inject(&mut stack, &cluster, &mut rng).await;
+            let fault = inject(&mut stack, &cluster, &mut rng, &mut killed).await;
             println!("chaos: t={:>5.1}s {fault}", started.elapsed().as_secs_f64());
             faults.push(fault);
             next_fault = started.elapsed() + Duration::from_secs(3 + rng.below(5));
@@ -154,11 +161,35 @@ async fn seeded_chaos_loses_no_job_runs_none_twice_and_keeps_every_event() {
             let restored = pair[1].restored_checkpoint_step.unwrap_or(0);
             recomputed_steps += saved.saturating_sub(restored);
         }
-        let mut runs: Vec<(u64, u64)> = j
-            .attempts
-            .iter()
-            .filter_map(|a| stack.attempt_run(a.executor_id.as_deref()?, id, a.attempt))
-            .collect();
+        // Every attempt whose process was launched (its supervisor recorded
+        // the launch) has a known run: the executor's record, else the
+        // supervisor's, else it ended when its executor was killed.
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        for a in &j.attempts {
+            let Some(node) = a.executor_id.as_deref() else {
+                continue;
+            };
+            let Some((launched, ended)) = stack.attempt_watch(node, id, a.attempt) else {
+                continue; // never launched (stopped while it was prepared)
+            };
+            let run = stack.attempt_run(node, id, a.attempt).or_else(|| {
+                let end = ended.or_else(|| {
+                    killed
+                        .iter()
+                        .filter(|(n, at)| n == node && *at >= launched)
+                        .map(|(_, at)| *at)
+                        .min()
+                })?;
+                Some((launched, end))
+            });
+            let run = run.unwrap_or_else(|| {
+                panic!(
+                    "seed {seed}: attempt {} of {id} on {node} was launched at {launched} ms and its end is unknown",
+                    a.attempt
+                )
+            });
+            runs.push(run);
+        }
         runs.sort_unstable();
         for pair in runs.windows(2) {
             assert!(
@@ -222,8 +253,38 @@ async fn inject(
     stack: &mut Stack,
     cluster: &qm_integration_tests::stack::NatsCluster,
     rng: &mut Rng,
+    killed: &mut Vec<(String, u64)>,
 ) -> String {
-    match rng.below(6) {
+    match rng.below(8) {
+        6 | 7 => {
+            // A frozen process (a stuck runtime, a blocking call, a frozen
+            // cgroup): SIGSTOP now, SIGCONT later, while the run goes on.
+            let node = NODES[rng.below(3) as usize];
+            let checkpoint = format!("checkpoint-{node}");
+            let candidates = [
+                "scheduler-1",
+                "scheduler-2",
+                "admission",
+                node,
+                node,
+                checkpoint.as_str(),
+            ];
+            let name = candidates[rng.below(candidates.len() as u64) as usize].to_string();
+            let frozen_for = Duration::from_secs(2 + rng.below(19));
+            let Some(pid) = stack.pid(&name) else {
+                return format!("{name} not running: not frozen");
+            };
+            stack.send_signal(&name, "STOP");
+            tokio::spawn(async move {
+                tokio::time::sleep(frozen_for).await;
+                // (Killed by another fault meanwhile: nothing to resume.)
+                let _ = std::process::Command::new("kill")
+                    .args(["-CONT", &pid.to_string()])
+                    .stderr(std::process::Stdio::null())
+                    .status();
+            });
+            format!("froze {name} (SIGSTOP) for {} s", frozen_for.as_secs())
+        }
         0 | 1 => {
             // Either scheduler: the leader (a standby takes over) or the standby.
             let name = ["scheduler-1", "scheduler-2"][rng.below(2) as usize];
@@ -241,6 +302,7 @@ async fn inject(
         3 => {
             let node = NODES[rng.below(3) as usize];
             stack.signal(node, "KILL");
+            killed.push((node.to_string(), qm_service::now_ms()));
             tokio::time::sleep(Duration::from_millis(500)).await;
             stack.executor(node, "training", "ml.g5.xlarge", 2);
             format!("killed and restarted executor {node}")

@@ -213,10 +213,29 @@ impl Watch {
     }
 }
 
+/// Records that the attempt's process was launched at `launched_at_ms`
+/// (ms since the Unix epoch), before anything else of it runs.
+pub fn record_launch(path: &Path, launched_at_ms: u64) {
+    let body = serde_json::json!({"launchedAtMs": launched_at_ms});
+    if let Err(e) = write_atomically(path, body.to_string().as_bytes()) {
+        eprintln!(
+            "qm-executor: cannot record the attempt's launch in {}: {e}",
+            path.display()
+        );
+    }
+}
+
 /// Records that the attempt ended at `ended_at_ms` (ms since the Unix
-/// epoch), and whether its watcher fenced it.
+/// epoch), and whether its watcher fenced it (keeping its launch).
 pub fn record_exit(path: &Path, ended_at_ms: u64, fenced: bool) {
-    let body = serde_json::json!({"endedAtMs": ended_at_ms, "fenced": fenced});
+    let launched = std::fs::read(path)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|v| v["launchedAtMs"].as_u64());
+    let mut body = serde_json::json!({"endedAtMs": ended_at_ms, "fenced": fenced});
+    if let Some(at) = launched {
+        body["launchedAtMs"] = at.into();
+    }
     if let Err(e) = write_atomically(path, body.to_string().as_bytes()) {
         eprintln!(
             "qm-executor: cannot record the attempt's end in {}: {e}",

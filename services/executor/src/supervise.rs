@@ -14,8 +14,8 @@
 //! dies). It tells the executor on its standard output, in one line, either
 //! `started <pid>` or `failed <why>`, then:
 //!
-//! - waits for the job, records when it ended (`--record`) and exits as the
-//!   job did (the same exit code, or the same signal), so the executor sees
+//! - records when the job was launched (`--record`), waits for it, records
+//!   when it ended and exits as the job did (the same exit code, or the same signal), so the executor sees
 //!   the job's own status;
 //! - four times a second, checks the fence deadline; once it has passed,
 //!   sends SIGTERM to the job's process group, and SIGKILL after `--grace`
@@ -77,6 +77,7 @@ pub fn main(args: &[String]) -> ExitCode {
     let mut handshake = std::io::stdout();
     let mut child = match started {
         Ok(child) => {
+            fence::record_launch(&terms.record, qm_service::now_ms());
             let _ = writeln!(handshake, "started {}", child.id());
             let _ = handshake.flush();
             child
