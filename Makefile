@@ -2,7 +2,7 @@
 CARGO ?= cargo
 QM := target/release/qm
 
-.PHONY: bench-runtimes images-torch aws-clients chromium evaluate up down check-deploy demo simulate bins bench-services bench-fleet bench-checkpoint bench-peers test lint check-core-deps unit integration images images-infra bench bench-pass bench-sim build clean
+.PHONY: fuzz bench-runtimes images-torch aws-clients chromium evaluate up down check-deploy demo simulate bins bench-services bench-fleet bench-checkpoint bench-peers test lint check-core-deps unit integration images images-infra bench bench-pass bench-sim build clean
 
 ## demo: the three-share story on a real Quartermaster (NATS + Garage in
 ## containers, the four services, the example trainer), live, with a summary
@@ -45,6 +45,15 @@ check-deploy:
 
 unit:
 	$(CARGO) test --locked --workspace --exclude qm-integration-tests
+
+## fuzz: every decoder of outside bytes (wire messages, SigV4, the gateway's
+## bodies, tenancy and settings files, scenarios, the ITP import) with
+## FUZZ_CASES (20,000) cases each; `make test` runs 256. A failure is kept in
+## proptest-regressions/ and replayed first: commit it with the fix.
+FUZZ_CASES ?= 20000
+fuzz:
+	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --locked --release -p qm-fuzz
+	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --locked --release -p qm-gateway fuzz
 
 ## images: every image, built locally: NATS and Garage (S3) for the tests, and
 ## one per service (quartermaster/qm-<service>:<version> and :local, from the

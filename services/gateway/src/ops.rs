@@ -1852,6 +1852,68 @@ fn decode_hex(s: &str) -> Option<Vec<u8>> {
 }
 
 #[cfg(test)]
+mod fuzz {
+    //! Every operation's body, and the SageMaker request inside a submit,
+    //! from random and mutated bytes: an AWS error or a value, never a
+    //! panic (`fuzz/tests/decoders.rs` has the other decoders; `make fuzz`
+    //! runs both long).
+    use super::*;
+    use proptest::prelude::*;
+
+    fn every_body(bytes: &[u8]) {
+        macro_rules! each {
+            ($($t:ty),* $(,)?) => { $( let _ = input::<$t>(bytes); )* };
+        }
+        each!(
+            SubmitIn,
+            JobIdIn,
+            UpdateJobIn,
+            TerminateManyIn,
+            TerminateIn,
+            ListJobsIn,
+            ShareIn,
+            QueueIn,
+            PolicyIn,
+            ArnsIn,
+            JobQueueIn,
+            DescribeQueuesIn,
+            EnvIn,
+            DescribeEnvsIn,
+            TagIn,
+        );
+        let text = String::from_utf8_lossy(bytes);
+        let _ = crate::payload::parse(&text, &["host/image:1".to_string()]);
+        let _ = crate::http::query_values(&text, "tagKeys");
+        let _ = crate::http::route(&hyper::Method::POST, &text);
+    }
+
+    const SUBMIT: &str = r#"{"jobName":"j","jobQueue":"training","serviceJobType":"SAGEMAKER_TRAINING","quotaShareName":"QS1","schedulingPriority":5,"tags":{"a":"b"},"serviceRequestPayload":"{\"AlgorithmSpecification\":{\"TrainingImage\":\"r/t:1\",\"ContainerEntrypoint\":[\"python\",\"t.py\"]},\"ResourceConfig\":{\"InstanceType\":\"ml.g5.xlarge\",\"InstanceCount\":2},\"HyperParameters\":{\"lr\":\"0.1\"},\"InputDataConfig\":[{\"ChannelName\":\"train\",\"DataSource\":{\"S3DataSource\":{\"S3Uri\":\"s3://b/x\",\"S3DataType\":\"S3Prefix\"}}}],\"CheckpointConfig\":{\"S3Uri\":\"s3://b/c\"}}"}"#;
+
+    proptest! {
+        #[test]
+        fn request_bodies_from_any_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            every_body(&bytes);
+        }
+
+        #[test]
+        fn request_bodies_from_a_mutated_submit(edits in qm_fuzz::edits()) {
+            every_body(&qm_fuzz::mutate(SUBMIT.as_bytes(), &edits));
+            let payload: Value = serde_json::from_str(SUBMIT).expect("valid");
+            let inner = payload["serviceRequestPayload"].as_str().unwrap_or_default();
+            let mutated = qm_fuzz::mutate(inner.as_bytes(), &edits);
+            let _ = crate::payload::parse(&String::from_utf8_lossy(&mutated), &[]);
+        }
+    }
+
+    #[test]
+    fn the_valid_submit_decodes_and_nesting_is_an_error() {
+        assert!(input::<SubmitIn>(SUBMIT.as_bytes()).is_ok());
+        every_body(qm_fuzz::nested("[", "]", 100_000).as_bytes());
+        every_body(qm_fuzz::nested("{\"a\":", "}", 100_000).as_bytes());
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
