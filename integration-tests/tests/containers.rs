@@ -3,7 +3,8 @@
 //! build of PyTorch and a SageMaker-contract script under torchrun) on
 //! executors that talk to the Docker engine; the `/opt/ml` contract, the
 //! failure file, the runtime placement rule, a container that dies with its
-//! executor, and a job trying what it must not.
+//! executor, one stopped by its guard when its executor is frozen, and a
+//! job trying what it must not.
 
 use std::time::{Duration, Instant};
 
@@ -464,6 +465,79 @@ async fn a_container_dies_with_its_executor_and_a_restart_reconciles() {
     );
     stack.stop_all();
     let _ = docker(&["rm", "-f", &leftover]);
+}
+
+/// Milliseconds since the Unix epoch of the engine's RFC 3339 time
+/// (`2026-12-05T11:30:01.123456789Z`).
+fn engine_ms(rfc3339: &str) -> u64 {
+    let (date, time) = rfc3339.trim().split_once('T').expect("a date and a time");
+    let mut d = date.split('-').map(|p| p.parse::<i64>().expect("a number"));
+    let (y, m, day) = (
+        d.next().expect("year"),
+        d.next().expect("month"),
+        d.next().expect("day"),
+    );
+    let time = time.trim_end_matches('Z');
+    let (hms, frac) = time.split_once('.').unwrap_or((time, "0"));
+    let mut t = hms.split(':').map(|p| p.parse::<i64>().expect("a number"));
+    let (h, mi, sec) = (t.next().expect("h"), t.next().expect("m"), t.next().expect("s"));
+    let ms: i64 = format!("{frac:0<3}")[..3].parse().expect("ms");
+    // Days from 1970-01-01 of the civil date.
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    (((days * 24 + h) * 60 + mi) * 60 + sec) as u64 * 1000 + ms as u64
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_frozen_executors_container_is_stopped_by_its_guard_before_the_job_runs_elsewhere() {
+    // Issue 28: the executor stopped (SIGSTOP) never runs its own fencing;
+    // the container's guard must stop the container on the deadline.
+    let (_nats, _s3, mut stack) = stack("containers-frozen", &["node-1"], false).await;
+    let mut long = container_job(
+        "long",
+        "QS1",
+        1,
+        &[("steps", "100000"), ("step_seconds", "0.05")],
+    );
+    long.termination_grace_period_seconds = Some(5);
+    let job = stack.submit(&long).await;
+    stack
+        .wait_for(&job, 120, "RUNNING", |j| j.status == "RUNNING")
+        .await;
+    let first = containers_of(&stack, "node-1");
+    assert_eq!(first.len(), 1, "one container for the attempt");
+    stack.send_signal("node-1", "STOP");
+    stack.executor("node-2", "training", "ml.g5.xlarge", 1);
+    let moved = stack
+        .wait_for(&job, 180, "a second attempt running on node-2", |j| {
+            j.attempts.len() >= 2 && j.status == "RUNNING"
+        })
+        .await;
+    assert_eq!(moved.attempts[0].outcome.as_deref(), Some("HOST_LOST"));
+    let second = running_of(&stack, "node-2");
+    assert_eq!(second.len(), 1, "{}", stack.logs());
+    // The frozen executor's container had stopped before the new one
+    // started (the engine's own clock for both).
+    let finished = engine_ms(&docker(&["inspect", "-f", "{{.State.FinishedAt}}", &first[0]]));
+    let started = engine_ms(&docker(&["inspect", "-f", "{{.State.StartedAt}}", &second[0]]));
+    assert!(
+        running_of(&stack, "node-1").is_empty() && finished > 0 && finished < started,
+        "node-1's container (finished at {finished} ms) overlapped node-2's (started at {started} ms)\n{}",
+        stack.logs()
+    );
+    assert!(
+        stack
+            .log_of("node-1")
+            .contains("qm-executor guard: the executor has not renewed its fence deadline"),
+        "the guard fenced it:\n{}",
+        stack.log_of("node-1")
+    );
+    stack.send_signal("node-1", "CONT");
+    stack.stop_all();
 }
 
 /// On a machine with an NVIDIA GPU and the NVIDIA Container Toolkit
