@@ -300,12 +300,30 @@ fn damaged(bytes: &[u8]) -> Vec<u8> {
     out
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_new_leader_starts_from_the_newest_snapshot_that_reads() {
-    let (_nats, _s3, mut stack) = running("snapshots", QUEUE).await;
+/// Wave `wave` of four quick jobs, each SUCCEEDED; their ids.
+async fn wave_of_jobs(stack: &Stack, wave: usize) -> Vec<String> {
+    let mut ids = Vec::new();
+    for i in 0..4 {
+        ids.push(stack.submit(&quick(&format!("w{wave}-{i}"))).await);
+    }
+    for id in &ids {
+        assert_eq!(stack.wait_final(id, 60).await.status, "SUCCEEDED");
+    }
+    ids
+}
+
+/// A stack named `name` whose scheduler snapshots every 10 entries (at
+/// most a second apart) and keeps no log for audits: the log is truncated
+/// behind the older of its two snapshots. With an executor of 4 `cpu.small`.
+async fn snapshotting(
+    name: &str,
+) -> (
+    qm_integration_tests::stack::Nats,
+    qm_integration_tests::S3Server,
+    Stack,
+) {
+    let (nats, s3, mut stack) = running(name, QUEUE).await;
     stack.signal("scheduler-1", "TERM");
-    // A snapshot every 10 entries (at most a second apart), and no log
-    // kept for audits: the log is truncated behind the older of the two.
     stack.scheduler_env = vec![
         ("QM_SCHEDULER_SNAPSHOT_EVERY_ENTRIES".into(), "10".into()),
         ("QM_SCHEDULER_SNAPSHOT_INTERVAL_SECONDS".into(), "1".into()),
@@ -313,6 +331,12 @@ async fn a_new_leader_starts_from_the_newest_snapshot_that_reads() {
     ];
     stack.scheduler("scheduler-1");
     stack.executor("node-1", "ops", "cpu.small", 4);
+    (nats, s3, stack)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_leader_starts_from_the_newest_snapshot_that_reads() {
+    let (_nats, _s3, mut stack) = snapshotting("snapshots").await;
     let scheduler = stack.auth.client(&stack.nats_url, "scheduler").await;
     let js = async_nats::jetstream::new(scheduler.nats.clone());
     let store = js
@@ -337,14 +361,7 @@ async fn a_new_leader_starts_from_the_newest_snapshot_that_reads() {
             "no truncation after {wave} waves\n{}",
             stack.logs()
         );
-        let mut ids = Vec::new();
-        for i in 0..4 {
-            ids.push(stack.submit(&quick(&format!("w{wave}-{i}"))).await);
-        }
-        for id in ids {
-            assert_eq!(stack.wait_final(&id, 60).await.status, "SUCCEEDED");
-            done.push(id);
-        }
+        done.extend(wave_of_jobs(&stack, wave).await);
         wave += 1;
         tokio::time::sleep(Duration::from_millis(1500)).await;
     }
@@ -535,15 +552,7 @@ async fn a_start_sent_again_never_runs_an_attempt_twice() {
 async fn audit_records_outlive_the_log_truncated_behind_snapshots() {
     // Issue 28: `qm audit` read the log, and the log is truncated behind the
     // scheduler's snapshots: the audit trail went with it.
-    let (_nats, _s3, mut stack) = running("audit-retention", QUEUE).await;
-    stack.signal("scheduler-1", "TERM");
-    stack.scheduler_env = vec![
-        ("QM_SCHEDULER_SNAPSHOT_EVERY_ENTRIES".into(), "10".into()),
-        ("QM_SCHEDULER_SNAPSHOT_INTERVAL_SECONDS".into(), "1".into()),
-        ("QM_SCHEDULER_LOG_RETENTION_HOURS".into(), "0".into()),
-    ];
-    stack.scheduler("scheduler-1");
-    stack.executor("node-1", "ops", "cpu.small", 4);
+    let (_nats, _s3, mut stack) = snapshotting("audit-retention").await;
     let scheduler = stack.auth.client(&stack.nats_url, "scheduler").await;
     let js = async_nats::jetstream::new(scheduler.nats.clone());
     let log = js.get_stream(subjects::LOG_STREAM).await.expect("the log");
@@ -566,13 +575,7 @@ async fn audit_records_outlive_the_log_truncated_behind_snapshots() {
             "no truncation after {wave} waves\n{}",
             stack.logs()
         );
-        let mut ids = Vec::new();
-        for i in 0..4 {
-            ids.push(stack.submit(&quick(&format!("w{wave}-{i}"))).await);
-        }
-        for id in ids {
-            assert_eq!(stack.wait_final(&id, 60).await.status, "SUCCEEDED");
-        }
+        wave_of_jobs(&stack, wave).await;
         wave += 1;
         tokio::time::sleep(Duration::from_millis(1500)).await;
     }

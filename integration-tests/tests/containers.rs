@@ -470,26 +470,12 @@ async fn a_container_dies_with_its_executor_and_a_restart_reconciles() {
 /// Milliseconds since the Unix epoch of the engine's RFC 3339 time
 /// (`2026-12-05T11:30:01.123456789Z`).
 fn engine_ms(rfc3339: &str) -> u64 {
-    let (date, time) = rfc3339.trim().split_once('T').expect("a date and a time");
-    let mut d = date.split('-').map(|p| p.parse::<i64>().expect("a number"));
-    let (y, m, day) = (
-        d.next().expect("year"),
-        d.next().expect("month"),
-        d.next().expect("day"),
-    );
-    let time = time.trim_end_matches('Z');
-    let (hms, frac) = time.split_once('.').unwrap_or((time, "0"));
-    let mut t = hms.split(':').map(|p| p.parse::<i64>().expect("a number"));
-    let (h, mi, sec) = (t.next().expect("h"), t.next().expect("m"), t.next().expect("s"));
-    let ms: i64 = format!("{frac:0<3}")[..3].parse().expect("ms");
-    // Days from 1970-01-01 of the civil date.
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    (((days * 24 + h) * 60 + mi) * 60 + sec) as u64 * 1000 + ms as u64
+    let t = time::OffsetDateTime::parse(
+        rfc3339.trim(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap_or_else(|e| panic!("{rfc3339:?}: {e}"));
+    (t.unix_timestamp_nanos() / 1_000_000) as u64
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -522,8 +508,18 @@ async fn a_frozen_executors_container_is_stopped_by_its_guard_before_the_job_run
     assert_eq!(second.len(), 1, "{}", stack.logs());
     // The frozen executor's container had stopped before the new one
     // started (the engine's own clock for both).
-    let finished = engine_ms(&docker(&["inspect", "-f", "{{.State.FinishedAt}}", &first[0]]));
-    let started = engine_ms(&docker(&["inspect", "-f", "{{.State.StartedAt}}", &second[0]]));
+    let finished = engine_ms(&docker(&[
+        "inspect",
+        "-f",
+        "{{.State.FinishedAt}}",
+        &first[0],
+    ]));
+    let started = engine_ms(&docker(&[
+        "inspect",
+        "-f",
+        "{{.State.StartedAt}}",
+        &second[0],
+    ]));
     assert!(
         running_of(&stack, "node-1").is_empty() && finished > 0 && finished < started,
         "node-1's container (finished at {finished} ms) overlapped node-2's (started at {started} ms)\n{}",

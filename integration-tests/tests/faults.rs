@@ -77,6 +77,63 @@ async fn long_job_running(stack: &Stack, steps: &str) -> (String, String) {
     (long, expected)
 }
 
+/// Starts node-1 (executor and checkpoint service) reaching NATS only
+/// through a proxy the test can cut, the executor fencing after
+/// `fence_after` seconds.
+async fn node_1_behind_a_proxy(
+    stack: &mut Stack,
+    nats: &qm_integration_tests::stack::Nats,
+    fence_after: &str,
+) -> Proxy {
+    let proxy = Proxy::start(nats.url.trim_start_matches("nats://")).await;
+    let via_proxy = vec![("QM_NATS_URL".to_string(), proxy.url.clone())];
+    stack.executor_env = via_proxy.clone();
+    stack
+        .executor_env
+        .push(("QM_EXECUTOR_FENCE_AFTER_SECONDS".into(), fence_after.into()));
+    stack.checkpoint_env = via_proxy;
+    stack.executor("node-1", "training", "ml.g5.xlarge", 1);
+    stack.executor_env.clear();
+    stack.checkpoint_env.clear();
+    proxy
+}
+
+/// A checkpointing trainer job of `steps` steps (25 ms each, a checkpoint
+/// every 10) submitted to QS1 as `name`, with a checkpoint committed at step
+/// 50 or later; returns its id and the digest an uninterrupted run ends with.
+async fn committed_job(stack: &Stack, name: &str, steps: &str) -> (String, String) {
+    let args = [
+        "--steps",
+        steps,
+        "--checkpoint-every",
+        "10",
+        "--step-delay-ms",
+        "25",
+    ];
+    let expected = reference_digest(&args[..4]);
+    let job = stack
+        .submit(&trainer_job(name, "training", "QS1", 1, &args))
+        .await;
+    stack.wait_committed(&job, 50).await;
+    (job, expected)
+}
+
+/// The job once final: SUCCEEDED on a second attempt, on node-2, after its
+/// first, on node-1, ended HOST_LOST.
+async fn resumed_on_node_2(stack: &Stack, job: &str) -> ServiceJob {
+    let j = stack.wait_final(job, 180).await;
+    assert_eq!(j.status, "SUCCEEDED", "{j:#?}\n{}", stack.logs());
+    assert_eq!(j.attempts.len(), 2, "{j:#?}");
+    assert_eq!(
+        j.attempts[0].outcome.as_deref(),
+        Some("HOST_LOST"),
+        "{j:#?}"
+    );
+    assert_eq!(j.attempts[0].executor_id.as_deref(), Some("node-1"));
+    assert_eq!(j.attempts[1].executor_id.as_deref(), Some("node-2"));
+    j
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn zero_preemption_retries_fail_the_job_at_its_first_preemption() {
     let (_n, _s, mut stack) = stack("retries").await;
@@ -260,29 +317,12 @@ async fn a_standby_takes_over_from_a_killed_leader_at_once_not_after_its_lease()
 async fn a_lost_executor_ends_its_attempts_host_lost_and_they_resume_elsewhere() {
     let (_n, _s, mut stack) = stack("lost-executor").await;
     stack.executor("node-1", "training", "ml.g5.xlarge", 1);
-    let args = [
-        "--steps",
-        "400",
-        "--checkpoint-every",
-        "10",
-        "--step-delay-ms",
-        "25",
-    ];
-    let expected = reference_digest(&args[..4]);
-    let job = stack
-        .submit(&trainer_job("survivor", "training", "QS1", 1, &args))
-        .await;
-    stack.wait_committed(&job, 50).await;
+    let (job, expected) = committed_job(&stack, "survivor", "400").await;
     // The node dies: executor and its checkpoint service, without warning.
     stack.signal("node-1", "KILL");
     stack.signal("checkpoint-node-1", "KILL");
     stack.executor("node-2", "training", "ml.g5.xlarge", 1);
-    let j = stack.wait_final(&job, 180).await;
-    assert_eq!(j.status, "SUCCEEDED", "{j:#?}\n{}", stack.logs());
-    assert_eq!(j.attempts.len(), 2, "{j:#?}");
-    assert_eq!(j.attempts[0].outcome.as_deref(), Some("HOST_LOST"));
-    assert_eq!(j.attempts[0].executor_id.as_deref(), Some("node-1"));
-    assert_eq!(j.attempts[1].executor_id.as_deref(), Some("node-2"));
+    let j = resumed_on_node_2(&stack, &job).await;
     let restored = j.attempts[1].restored_checkpoint_step.unwrap_or(0);
     assert!(
         restored >= 50,
@@ -300,45 +340,13 @@ async fn a_lost_executor_ends_its_attempts_host_lost_and_they_resume_elsewhere()
 #[tokio::test(flavor = "multi_thread")]
 async fn a_partitioned_executor_fences_itself_so_its_job_never_runs_twice() {
     let (nats, _s, mut stack) = stack("partition").await;
-    // node-1 (executor and checkpoint service) reaches NATS only through a
-    // proxy the test can cut.
-    let proxy = Proxy::start(nats.url.trim_start_matches("nats://")).await;
-    let via_proxy = vec![("QM_NATS_URL".to_string(), proxy.url.clone())];
-    stack.executor_env = via_proxy.clone();
-    stack
-        .executor_env
-        .push(("QM_EXECUTOR_FENCE_AFTER_SECONDS".into(), "5".into()));
-    stack.checkpoint_env = via_proxy;
-    stack.executor("node-1", "training", "ml.g5.xlarge", 1);
-    stack.executor_env.clear();
-    stack.checkpoint_env.clear();
-    let args = [
-        "--steps",
-        "800",
-        "--checkpoint-every",
-        "10",
-        "--step-delay-ms",
-        "25",
-    ];
-    let expected = reference_digest(&args[..4]);
-    let job = stack
-        .submit(&trainer_job("partitioned", "training", "QS1", 1, &args))
-        .await;
-    stack.wait_committed(&job, 50).await;
+    let proxy = node_1_behind_a_proxy(&mut stack, &nats, "5").await;
+    let (job, expected) = committed_job(&stack, "partitioned", "800").await;
     // The partition: node-1 is cut off from NATS but keeps running.
     proxy.cut();
     stack.executor("node-2", "training", "ml.g5.xlarge", 1);
-    let j = stack.wait_final(&job, 180).await;
+    let j = resumed_on_node_2(&stack, &job).await;
     let logs = stack.logs();
-    assert_eq!(j.status, "SUCCEEDED", "{j:#?}\n{logs}");
-    assert_eq!(j.attempts.len(), 2, "{j:#?}");
-    assert_eq!(
-        j.attempts[0].outcome.as_deref(),
-        Some("HOST_LOST"),
-        "{j:#?}"
-    );
-    assert_eq!(j.attempts[0].executor_id.as_deref(), Some("node-1"));
-    assert_eq!(j.attempts[1].executor_id.as_deref(), Some("node-2"));
     // The old copy was dead before the new one started.
     let (_, first_ended) = stack
         .attempt_run("node-1", &job, 1)
@@ -395,28 +403,12 @@ async fn a_frozen_executor_is_fenced_by_its_attempts_watchdog_so_its_job_never_r
         .push(("QM_EXECUTOR_FENCE_AFTER_SECONDS".into(), "5".into()));
     stack.executor("node-1", "training", "ml.g5.xlarge", 1);
     stack.executor_env.clear();
-    let args = [
-        "--steps",
-        "2400",
-        "--checkpoint-every",
-        "10",
-        "--step-delay-ms",
-        "25",
-    ];
-    let expected = reference_digest(&args[..4]);
-    let job = stack
-        .submit(&trainer_job("frozen", "training", "QS1", 1, &args))
-        .await;
-    stack.wait_committed(&job, 50).await;
+    let (job, expected) = committed_job(&stack, "frozen", "2400").await;
     // Frozen with about a minute of work left: unfenced, its copy would
     // run on beside the next attempt (placed some 20 s after the freeze).
     stack.send_signal("node-1", "STOP");
     stack.executor("node-2", "training", "ml.g5.xlarge", 1);
-    let j = stack.wait_final(&job, 180).await;
-    assert_eq!(j.status, "SUCCEEDED", "{j:#?}\n{}", stack.logs());
-    assert_eq!(j.attempts.len(), 2, "{j:#?}");
-    assert_eq!(j.attempts[0].outcome.as_deref(), Some("HOST_LOST"));
-    assert_eq!(j.attempts[1].executor_id.as_deref(), Some("node-2"));
+    resumed_on_node_2(&stack, &job).await;
     // node-1 runs again: it records attempt 1's run, with the end its
     // supervisor saw.
     stack.send_signal("node-1", "CONT");
@@ -454,15 +446,8 @@ async fn a_job_that_ends_during_a_nats_outage_on_an_executor_then_stopped_is_not
     // checkpoint flush waits on the outage; the executor is then stopped (a
     // node restart). The end must survive, and the job end SUCCEEDED once.
     let (nats, _s, mut stack) = stack("end-in-outage").await;
-    let proxy = Proxy::start(nats.url.trim_start_matches("nats://")).await;
-    let via_proxy = vec![("QM_NATS_URL".to_string(), proxy.url.clone())];
-    stack.executor_env = via_proxy.clone();
     // Not fenced, nor declared lost, during the outage.
-    stack
-        .executor_env
-        .push(("QM_EXECUTOR_FENCE_AFTER_SECONDS".into(), "120".into()));
-    stack.checkpoint_env = via_proxy;
-    stack.executor("node-1", "training", "ml.g5.xlarge", 1);
+    let proxy = node_1_behind_a_proxy(&mut stack, &nats, "120").await;
     let args = [
         "--steps",
         "240",

@@ -286,17 +286,7 @@ async fn aws_clients_drive_quartermaster_unchanged() {
     );
 
     // The AWS SDK for Rust.
-    let sdk = |who: &str| {
-        let id = KEYS.iter().find(|(p, _)| *p == who).expect("key").1;
-        let conf = aws_sdk_batch::Config::builder()
-            .behavior_version(BehaviorVersion::latest())
-            .region(Region::new(REGION))
-            .endpoint_url(&gw.endpoint)
-            .credentials_provider(Credentials::new(id, secret_of(who), None, None, "test"))
-            .build();
-        aws_sdk_batch::Client::from_conf(conf)
-    };
-    let bob = sdk("bob");
+    let bob = sdk(&gw, "bob");
     let r = bob
         .submit_service_job()
         .job_name("from-rust")
@@ -719,28 +709,29 @@ async fn model_files(
     files
 }
 
+/// The AWS SDK for Rust, signing as `who` (a principal of [`KEYS`]).
+fn sdk(gw: &Gateway, who: &str) -> aws_sdk_batch::Client {
+    let id = KEYS.iter().find(|(p, _)| *p == who).expect("key").1;
+    let conf = aws_sdk_batch::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new(REGION))
+        .endpoint_url(&gw.endpoint)
+        .credentials_provider(Credentials::new(id, secret_of(who), None, None, "test"))
+        .build();
+    aws_sdk_batch::Client::from_conf(conf)
+}
+
 /// `X-Amz-Date` now (`YYYYMMDDTHHMMSSZ`), from the system clock.
 fn amz_now() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("after 1970")
-        .as_secs() as i64;
-    let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Days since 1970-01-01 -> the civil date (proleptic Gregorian).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let t = time::OffsetDateTime::now_utc();
     format!(
-        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60
+        "{:04}{:02}{:02}T{:02}{:02}{:02}Z",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
     )
 }
 
@@ -785,21 +776,7 @@ async fn slow_and_unauthenticated_clients_neither_lock_others_out_nor_exhaust_th
         .next()
         .and_then(|p| p.parse().ok())
         .expect("port");
-    let admin = {
-        let conf = aws_sdk_batch::Config::builder()
-            .behavior_version(BehaviorVersion::latest())
-            .region(Region::new(REGION))
-            .endpoint_url(&gw.endpoint)
-            .credentials_provider(Credentials::new(
-                KEYS[0].1,
-                secret_of("platform"),
-                None,
-                None,
-                "test",
-            ))
-            .build();
-        aws_sdk_batch::Client::from_conf(conf)
-    };
+    let admin = sdk(&gw, "platform");
 
     let pid = stack.pid("gateway").expect("the gateway runs as a process");
     let before = rss_kib(pid, "VmRSS:");
@@ -914,21 +891,7 @@ async fn concurrent_changes_of_one_queue_through_the_gateway_all_land() {
     stack
         .apply(include_str!("../../examples/queues/three-shares.yaml"))
         .await;
-    let admin = {
-        let conf = aws_sdk_batch::Config::builder()
-            .behavior_version(BehaviorVersion::latest())
-            .region(Region::new(REGION))
-            .endpoint_url(&gw.endpoint)
-            .credentials_provider(Credentials::new(
-                KEYS[0].1,
-                secret_of("platform"),
-                None,
-                None,
-                "test",
-            ))
-            .build();
-        aws_sdk_batch::Client::from_conf(conf)
-    };
+    let admin = sdk(&gw, "platform");
     let arn = format!("arn:aws:batch:{REGION}:000000000000:job-queue/training");
     use aws_sdk_batch::types::JqState;
     for round in 1..=20 {
