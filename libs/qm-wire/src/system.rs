@@ -469,7 +469,8 @@ pub struct HeartbeatAck {
 pub struct LogsRequest {
     pub job_id: String,
     pub attempt: u32,
-    /// Only the last this many bytes of each stream (default 64 KiB).
+    /// Only the last this many bytes of each stream (default 64 KiB, at
+    /// most 256 KiB, and less when the answer would not fit in one message).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tail_bytes: Option<u64>,
 }

@@ -734,14 +734,7 @@ impl Executor {
                 req.attempt, req.job_id, self.settings.executor_id, self.settings.finished_retention_seconds
             ));
         }
-        let tail = req.tail_bytes.unwrap_or(64 * 1024);
-        let (stdout, cut_out) = process::tail(&dir.join("stdout.log"), tail);
-        let (stderr, cut_err) = process::tail(&dir.join("stderr.log"), tail);
-        Ok(LogsResponse {
-            stdout,
-            stderr,
-            truncated: cut_out || cut_err,
-        })
+        Ok(process::logs_answer(&dir, req.tail_bytes))
     }
 }
 

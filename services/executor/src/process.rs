@@ -314,6 +314,35 @@ pub async fn wait_or_stop(
     }
 }
 
+/// The most of each stream `qm logs` gets from one attempt.
+pub const MAX_TAIL_BYTES: u64 = 256 * 1024;
+
+/// The largest logs answer sent (NATS's default message limit is 1 MiB).
+pub const MAX_LOGS_ANSWER: usize = 900 * 1024;
+
+/// The logs answer for the attempt directory `dir`: the last `requested`
+/// bytes of each stream (64 KiB by default), at most [`MAX_TAIL_BYTES`],
+/// and fewer while the answer would not fit in one NATS message (JSON
+/// escapes a control byte as six): asking for more never makes the
+/// executor read more.
+pub fn logs_answer(dir: &Path, requested: Option<u64>) -> qm_wire::system::LogsResponse {
+    let mut bytes = requested.unwrap_or(64 * 1024).min(MAX_TAIL_BYTES);
+    loop {
+        let (stdout, cut_out) = tail(&dir.join("stdout.log"), bytes);
+        let (stderr, cut_err) = tail(&dir.join("stderr.log"), bytes);
+        let response = qm_wire::system::LogsResponse {
+            stdout,
+            stderr,
+            truncated: cut_out || cut_err,
+        };
+        let size = serde_json::to_vec(&response).map_or(usize::MAX, |b| b.len());
+        if size <= MAX_LOGS_ANSWER || bytes <= 1024 {
+            return response;
+        }
+        bytes /= 2;
+    }
+}
+
 /// The last `max` bytes of a file (lossy UTF-8) and whether it was cut.
 /// The attempt's directory may be the job's user's: the file is opened
 /// without following a link (and non-blocking, so a FIFO in its place
@@ -347,6 +376,28 @@ pub fn tail(path: &Path, max: u64) -> (String, bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_logs_answer_is_bounded_whatever_is_asked() {
+        let dir = std::env::temp_dir().join(format!("qm-logs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        // 4 MiB of control bytes each: escaped six times over in JSON.
+        std::fs::write(dir.join("stdout.log"), vec![1u8; 4 << 20]).expect("out");
+        std::fs::write(dir.join("stderr.log"), vec![2u8; 4 << 20]).expect("err");
+        let answer = logs_answer(&dir, Some(u64::MAX));
+        let size = serde_json::to_vec(&answer).expect("json").len();
+        assert!(size <= MAX_LOGS_ANSWER, "{size} bytes");
+        assert!(answer.truncated);
+        assert!(answer.stdout.len() as u64 <= MAX_TAIL_BYTES);
+        // A plain log gets what it asks for, up to the cap.
+        std::fs::write(dir.join("stdout.log"), vec![b'a'; 4 << 20]).expect("out");
+        std::fs::write(dir.join("stderr.log"), b"e").expect("err");
+        let answer = logs_answer(&dir, Some(u64::MAX));
+        assert_eq!(answer.stdout.len() as u64, MAX_TAIL_BYTES);
+        assert_eq!(logs_answer(&dir, None).stdout.len(), 64 * 1024);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn a_log_swapped_for_a_link_or_a_fifo_shows_nothing() {
