@@ -183,9 +183,12 @@ async fn compose_up_starts_every_service_healthy_and_the_demo_story_runs_against
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     let _ = docker(&["rm", "-f", &rogue]);
+    // (Each route's TCP connection is "created" before the server checks
+    // it; without the credentials every one is then refused. A cluster
+    // whose routes need none accepts the rogue and says no such thing.)
     assert!(
-        said.contains("Authorization Violation") && !said.contains("Route connection created"),
-        "a server without the route credentials joined (or was not refused):\n{said}"
+        said.contains("Authorization Violation"),
+        "a server without the route credentials was not refused:\n{said}"
     );
 
     // Each service holds only its own credential.
