@@ -237,37 +237,51 @@ async fn start_nats_auth(
     }
     config.push_str(&auth.authorization);
     let store = StoreDir::new("server");
-    let mut image = GenericImage::new(name, tag)
-        .with_exposed_port(4222.tcp())
-        .with_wait_for(WaitFor::message_on_stderr("Server is ready"))
-        .with_copy_to("/etc/qm/nats.conf", config.into_bytes())
-        .with_mount(store.mount())
-        .with_cmd(["-c", "/etc/qm/nats.conf"]);
-    if let Some(t) = &tls {
-        image = image
-            .with_copy_to("/etc/qm/server.pem", t.cert_pem.clone().into_bytes())
-            .with_copy_to("/etc/qm/server-key.pem", t.key_pem.clone().into_bytes())
-            .with_copy_to("/etc/qm/ca.pem", t.ca_pem.clone().into_bytes());
-    }
-    let request = match host_port {
-        Some(p) => image.with_mapped_port(p, 4222.tcp()),
-        None => image,
-    };
-    let (request, inside_url) = match network {
-        Some(n) => {
-            let host = format!("qm-nats-{}", free_port());
-            let inside = format!("nats://{host}:4222");
-            (
-                request.with_network(n).with_container_name(host),
-                Some(inside),
-            )
+    // A fixed port (a free one the caller picked) may be taken by another
+    // process before Docker binds it: then another free one is tried.
+    let mut host_port = host_port;
+    let mut tries = 0;
+    let (container, inside_url) = loop {
+        tries += 1;
+        let mut image = GenericImage::new(name.clone(), tag.clone())
+            .with_exposed_port(4222.tcp())
+            .with_wait_for(WaitFor::message_on_stderr("Server is ready"))
+            .with_copy_to("/etc/qm/nats.conf", config.clone().into_bytes())
+            .with_mount(store.mount())
+            .with_cmd(["-c", "/etc/qm/nats.conf"]);
+        if let Some(t) = &tls {
+            image = image
+                .with_copy_to("/etc/qm/server.pem", t.cert_pem.clone().into_bytes())
+                .with_copy_to("/etc/qm/server-key.pem", t.key_pem.clone().into_bytes())
+                .with_copy_to("/etc/qm/ca.pem", t.ca_pem.clone().into_bytes());
         }
-        None => (request, None),
+        let request = match host_port {
+            Some(p) => image.with_mapped_port(p, 4222.tcp()),
+            None => image,
+        };
+        let (request, inside_url) = match network {
+            Some(n) => {
+                let host = format!("qm-nats-{}", free_port());
+                let inside = format!("nats://{host}:4222");
+                (
+                    request.with_network(n).with_container_name(host),
+                    Some(inside),
+                )
+            }
+            None => (request, None),
+        };
+        match request.start().await {
+            Ok(c) => break (c, inside_url),
+            Err(e)
+                if host_port.is_some()
+                    && tries < 5
+                    && e.to_string().contains("address already in use") =>
+            {
+                host_port = Some(free_port());
+            }
+            Err(e) => panic!("NATS starts (run deploy/images/build.sh first): {e}"),
+        }
     };
-    let container = request
-        .start()
-        .await
-        .expect("NATS starts (run deploy/images/build.sh first)");
     let port = container
         .get_host_port_ipv4(4222.tcp())
         .await

@@ -876,6 +876,45 @@ async fn slow_and_unauthenticated_clients_neither_lock_others_out_nor_exhaust_th
         grew_mib < 128,
         "the gateway grew {grew_mib} MiB under 400 MiB of forged bodies (budget 32 MiB): {statuses:?}"
     );
+    // 3. The other limits on a request's head, each tried once: a client
+    // that sends nothing is closed after the header deadline (10 s); a
+    // head over 64 KiB is refused; a body of unknown length (chunked) gets
+    // 411 before a byte of it is read.
+    let said = |request: Vec<u8>, host: u8| async move {
+        let Ok(mut c) = connect_from(host, port).await else {
+            return String::from("refused");
+        };
+        let _ = c.write_all(&request).await;
+        let mut answer = vec![0u8; 256];
+        let read = tokio::time::timeout(Duration::from_secs(30), c.read(&mut answer)).await;
+        match read {
+            Ok(Ok(n)) => String::from_utf8_lossy(&answer[..n]).into_owned(),
+            Ok(Err(_)) => String::from("reset"),
+            Err(_) => String::from("still open after 30 s"),
+        }
+    };
+    let silent = said(Vec::new(), 20).await;
+    assert!(
+        silent.is_empty() || silent.starts_with("HTTP/1.1 408") || silent == "reset",
+        "a silent client is closed after the header deadline: {silent:?}"
+    );
+    let huge = format!(
+        "POST /v1/listservicejobs HTTP/1.1\r\nHost: x\r\nX-Padding: {}\r\n\r\n",
+        "a".repeat(100 * 1024)
+    );
+    let refused = said(huge.into_bytes(), 21).await;
+    assert!(
+        refused.starts_with("HTTP/1.1 431") || refused.is_empty() || refused == "reset",
+        "a 100 KiB head is refused: {refused:?}"
+    );
+    let chunked = forged_head(port, 0)
+        .replace("Content-Length: 0\r\n", "Transfer-Encoding: chunked\r\n")
+        + "5\r\nhello\r\n";
+    let unknown_length = said(chunked.into_bytes(), 22).await;
+    assert!(
+        unknown_length.starts_with("HTTP/1.1 411"),
+        "a body of unknown length: {unknown_length:?}"
+    );
     // Still serving.
     admin
         .describe_job_queues()

@@ -9,8 +9,8 @@
 //!   every slot);
 //! - a TLS handshake, and each request's headers (and an idle connection's
 //!   next request), within `header_read_timeout`;
-//! - at most `max_header_bytes` of headers (hyper's read buffer: a larger
-//!   head is answered 431 and the connection closed);
+//! - at most `max_header_bytes` of request line and headers (a larger head
+//!   is answered 431 and the connection closed);
 //! - a connection closed after `connection_lifetime`, whatever it does.
 //!
 //! Request bodies are the handler's to read, with its own deadline and
@@ -151,7 +151,10 @@ pub async fn serve<H, F>(
             builder
                 .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(limits.header_read_timeout)
-                .max_buf_size(limits.max_header_bytes.max(8192));
+                // The head's own limit (431 past it): the read buffer's
+                // size alone is not one, a single read may fill more.
+                .max_header_size(limits.max_header_bytes)
+                .max_buf_size(limits.max_header_bytes.max(8192) * 2);
             match acceptor {
                 Some(acceptor) => {
                     let Ok(Ok(tls)) =

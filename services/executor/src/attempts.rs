@@ -316,11 +316,19 @@ impl Executor {
             self.send(step);
         };
         let launching = self.launch(&launch, &dir, &ckpt_dir, &progress);
-        let launched = tokio::select! {
-            launched = launching => launched,
-            () = stop_requested(stop.clone()) => {
-                tracing::info!(job = %job_id, attempt, "stopped before it launched (while its image or container was being prepared)");
-                Err(LaunchError::Stopped)
+        let launched = if launch.image.is_none() {
+            // A host process starts in a moment (its supervisor says so):
+            // never cut short, so a process that started is always waited
+            // for and recorded; a stop that came meanwhile is obeyed by
+            // wait_or_stop at once.
+            launching.await
+        } else {
+            tokio::select! {
+                launched = launching => launched,
+                () = stop_requested(stop.clone()) => {
+                    tracing::info!(job = %job_id, attempt, "stopped before it launched (while its image or container was being prepared)");
+                    Err(LaunchError::Stopped)
+                }
             }
         };
         let launched = match launched {

@@ -147,7 +147,9 @@ pub async fn spawn(
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::inherit())
-        .kill_on_drop(false);
+        // Dropped unwaited (an attempt cut short): the supervisor is killed,
+        // and the kernel kills the job with it.
+        .kill_on_drop(true);
     die_with_parent(&mut cmd);
     let spawn_error = |source| LaunchError::Spawn {
         program: program.clone(),
