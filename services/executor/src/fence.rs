@@ -16,7 +16,8 @@
 //! nothing of this executor may run. The executor moves it forward each
 //! time the scheduler acknowledges a heartbeat: it is the send instant of
 //! that heartbeat plus `fenceAfterSeconds`, exactly the instant its own
-//! watchdog fences at. A watcher reads the file four times a second; once
+//! watchdog fences at. A watcher reads the file at least four times a second
+//! (a supervisor every 50 ms, a container guard every 250 ms); once
 //! the instant has passed, it stops its attempt with the attempt's grace
 //! (SIGTERM, grace, SIGKILL), without asking the executor anything. An
 //! executor that stops renewing, for whatever reason, is thus fenced on

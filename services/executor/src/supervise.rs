@@ -17,7 +17,7 @@
 //! - records when the job was launched (`--record`), waits for it, records
 //!   when it ended and exits as the job did (the same exit code, or the same signal), so the executor sees
 //!   the job's own status;
-//! - four times a second, checks the fence deadline; once it has passed,
+//! - twenty times a second, checks the fence deadline; once it has passed,
 //!   sends SIGTERM to the job's process group, and SIGKILL after `--grace`
 //!   seconds if anything of it is left.
 //!
@@ -134,14 +134,19 @@ fn start(
     stderr: &str,
     run_as: Option<(u32, u32)>,
 ) -> Result<std::process::Child, String> {
-    // The attempt's directory may be the job's user's: never through a link.
+    // The attempt's directory may be the job's user's: never through a
+    // link, never waiting on a FIFO planted there, and only a regular file.
     let open = |path: &str| {
-        std::fs::OpenOptions::new()
+        let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .custom_flags(libc::O_NOFOLLOW)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
             .open(path)
-            .map_err(|e| format!("cannot open {path}: {e}"))
+            .map_err(|e| format!("cannot open {path}: {e}"))?;
+        match file.metadata() {
+            Ok(m) if m.is_file() => Ok(file),
+            _ => Err(format!("cannot open {path}: not a regular file")),
+        }
     };
     let (out, err) = (open(stdout)?, open(stderr)?);
     let mut cmd = Command::new(&argv[0]);
