@@ -126,46 +126,46 @@ impl RunnableQueue {
     }
 }
 
-/// First-fit in (priority desc, start asc) order: the jobs that fit within
-/// `entitlement` are within quota, the rest are on borrowed capacity. Returns
-/// the borrowed ones in that order.
+/// Which running jobs are on borrowed capacity (`semantics.md` section 3):
+/// walking them in (priority desc, start asc) order, jobs are within quota
+/// until the first one that no longer fits in what is left of `entitlement`;
+/// that job and every job after it are borrowed. A prefix, not first fit: a
+/// lower-priority or newer job is never kept within quota while a
+/// higher-priority or older one is borrowed (and so reclaimable). Returns the
+/// borrowed ones in that order.
 ///
 /// With `checkpointing_borrows` (a share with `borrowRequiresCheckpoint`),
-/// jobs that do not checkpoint are fitted first, so that whenever possible the
-/// jobs on borrowed capacity (the reclaim victims) are ones that can resume.
+/// the jobs that do not checkpoint are walked first, then the ones that do,
+/// each in that order: whenever possible the jobs on borrowed capacity (the
+/// reclaim victims) are ones that can resume.
 pub fn borrowed_jobs(
     running_in_order: &[RunKey],
     entitlement: u32,
     checkpointing_borrows: bool,
 ) -> Vec<RunKey> {
-    let mut within = 0u32;
-    let mut fits = |key: &RunKey| {
-        let fit = within + key.count <= entitlement;
-        if fit {
-            within += key.count;
+    let mut left = entitlement;
+    let mut full = false;
+    let mut borrowed = Vec::new();
+    let mut walk = |key: &RunKey| {
+        if !full && key.count <= left {
+            left -= key.count;
+        } else {
+            full = true;
+            borrowed.push(*key);
         }
-        fit
     };
     if !checkpointing_borrows {
-        return running_in_order
-            .iter()
-            .filter(|k| !fits(k))
-            .copied()
-            .collect();
+        running_in_order.iter().for_each(walk);
+        return borrowed;
     }
-    let mut borrowed: Vec<RunKey> = running_in_order
+    running_in_order
         .iter()
         .filter(|k| !k.checkpoints)
-        .filter(|k| !fits(k))
-        .copied()
-        .collect();
-    borrowed.extend(
-        running_in_order
-            .iter()
-            .filter(|k| k.checkpoints)
-            .filter(|k| !fits(k))
-            .copied(),
-    );
+        .for_each(&mut walk);
+    running_in_order
+        .iter()
+        .filter(|k| k.checkpoints)
+        .for_each(&mut walk);
     borrowed.sort_unstable();
     borrowed
 }
@@ -226,7 +226,7 @@ mod tests {
     }
 
     #[test]
-    fn borrowed_jobs_are_those_that_do_not_fit_first_fit() {
+    fn borrowed_jobs_are_a_prefix_of_the_order() {
         let run = |p: u32, s: u64, j: u64, c: u32| RunKey {
             priority: Reverse(p),
             started: Time(s),
@@ -236,11 +236,15 @@ mod tests {
         };
         let mut order = vec![run(5, 0, 1, 3), run(4, 0, 2, 2), run(3, 0, 3, 1)];
         order.sort();
+        // Entitlement 4: job 1 (3) fits, job 2 (2) does not; job 3 (1)
+        // would fit first fit, but comes after the first that does not.
         let borrowed = borrowed_jobs(&order, 4, false);
         assert_eq!(
             borrowed.iter().map(|k| k.job).collect::<Vec<_>>(),
-            vec![JobId(2)]
+            vec![JobId(2), JobId(3)]
         );
+        assert!(borrowed_jobs(&order, 6, false).is_empty());
+        assert_eq!(borrowed_jobs(&order, 0, false).len(), 3);
         // Job 1 does not checkpoint: with checkpointing_borrows it is fitted
         // first and stays within quota whatever its priority.
         let mut order = vec![run(1, 0, 1, 2), run(5, 0, 2, 3)];

@@ -566,11 +566,8 @@ fn check_reclaim_complete(
             {
                 continue;
             }
-            if matches!(
-                after.jobs[&key.job].status_reason.wait(),
-                Some(WaitReason::WaitingForRelease)
-            ) {
-                continue;
+            if plan.waiting_for_release.contains(&key.job) {
+                continue; // admitted: its room is being freed
             }
             // Would it fit with every eligible borrowed job of the others gone?
             let mut sum_u = 0u64;

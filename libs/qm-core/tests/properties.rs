@@ -8,7 +8,7 @@ use proptest::prelude::*;
 use qm_core::invariants::{check_indexes, check_plan};
 use qm_core::{
     Cluster, JobId, JobSpec, JobStatus, QueueConfig, QueueingStrategy, QuotaShare,
-    Strategy as Sharing, Time,
+    Strategy as Sharing, Time, WaitReason,
 };
 
 const TYPES: [&str; 2] = ["ml.g5.xlarge", "ml.p4d.24xlarge"];
@@ -368,6 +368,88 @@ fn launch(c: &mut Cluster, plan: &qm_core::Plan) {
     }
 }
 
+/// Room is served within-quota work first (`semantics.md` section 4, also
+/// room a preemption frees beyond its beneficiary's need): once the pass's
+/// stops complete, no job it started on borrowed capacity holds room that a
+/// waiting within-quota job of another share would fit in.
+fn within_quota_before_borrowing(
+    after: &Cluster,
+    plan: &qm_core::Plan,
+    strict: bool,
+) -> Result<(), String> {
+    if strict {
+        return Ok(()); // a share's head blocks the jobs behind it
+    }
+    for start in plan.starts.iter().filter(|s| s.borrowed > 0) {
+        let t = start.instance_type;
+        // Usage once the stops complete: running jobs and the jobs
+        // admitted to the room being freed.
+        let mut used: std::collections::BTreeMap<qm_core::ShareIdx, i64> =
+            after.share_indices().map(|s| (s, 0)).collect();
+        for job in after.jobs().filter(|j| j.spec.instance_type == t) {
+            let holds = job.status.holds_instances() && job.stopping.is_none();
+            if holds || plan.waiting_for_release.contains(&job.id) {
+                *used.entry(job.spec.share).or_default() += i64::from(job.spec.count);
+            }
+        }
+        *used.entry(start.share).or_default() -= i64::from(start.count);
+        let fleet = i64::from(after.effective_fleet(t));
+        let entitlement = |s: qm_core::ShareIdx| {
+            i64::from(
+                after
+                    .usage_snapshot(t)
+                    .iter()
+                    .find(|(o, _)| *o == s)
+                    .map_or(0, |(_, u)| u.entitlement),
+            )
+        };
+        let sum_e: i64 = used.keys().map(|s| entitlement(*s)).sum();
+        let totals = |extra: Option<(qm_core::ShareIdx, u32)>| {
+            let (mut sum_u, mut borrowed, mut idle_lent) = (0i64, 0i64, 0i64);
+            for (s, u) in &used {
+                let u = u + extra
+                    .filter(|(w, _)| w == s)
+                    .map_or(0, |(_, c)| i64::from(c));
+                let e = entitlement(*s);
+                sum_u += u;
+                borrowed += (u - e).max(0);
+                if after.share_config(*s).strategy.lends() {
+                    idle_lent += (e - u).max(0);
+                }
+            }
+            (sum_u, borrowed - ((fleet - sum_e).max(0) + idle_lent))
+        };
+        let (_, debt) = totals(None);
+        for job in after.jobs() {
+            let (s, count) = (job.spec.share, job.spec.count);
+            if job.status != JobStatus::Runnable
+                || job.spec.instance_type != t
+                // a share's own jobs go in its order (priority first)
+                || s == start.share
+                || plan.waiting_for_release.contains(&job.id)
+                || after.never_fits(s, t, count, job.spec.checkpoints).is_some()
+                || matches!(
+                    job.status_reason.wait(),
+                    Some(WaitReason::NoExecutorOffersRuntime { .. } | WaitReason::RuntimeInstancesBusy { .. })
+                )
+            {
+                continue;
+            }
+            if used[&s] + i64::from(count) > entitlement(s) {
+                continue; // not within quota
+            }
+            let (sum_u, debt_with) = totals(Some((s, count)));
+            if sum_u <= fleet && debt_with <= debt.max(0) {
+                return Err(format!(
+                    "{} started on borrowed capacity that {} (within quota) waits for",
+                    start.job, job.id
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 proptest! {
     // 256 cases by default; PROPTEST_CASES=20000 for a deeper search.
 
@@ -399,6 +481,29 @@ proptest! {
             prop_assert_eq!(&plan.waiting_for_release, &full.waiting_for_release);
             c.apply(&plan);
             launch(&mut c, &plan);
+            within_quota_before_borrowing(&c, &plan, strict).map_err(TestCaseError::fail)?;
+            // Only a preemption's beneficiary holds a claim and is told it
+            // waits for the room being freed (WAITING_FOR_RECLAIM), and that
+            // does not flicker: a pass at the same instant that decides
+            // nothing new tells each job it examines the same.
+            for (id, reason) in &plan.reasons {
+                if *reason == WaitReason::WaitingForRelease {
+                    prop_assert!(c.holds_claim(*id), "{} is told WAITING_FOR_RECLAIM without a claim", id);
+                }
+            }
+            let again = c.schedule(now);
+            if again.is_empty() {
+                for (id, reason) in &again.reasons {
+                    if let Ok(i) = plan.reasons.binary_search_by_key(id, |(j, _)| *j) {
+                        let before = &plan.reasons[i].1;
+                        prop_assert_eq!(
+                            *before == WaitReason::WaitingForRelease,
+                            *reason == WaitReason::WaitingForRelease,
+                            "{}'s reason changed at the same instant from {:?} to {:?} after {:?}", id, before, reason, event
+                        );
+                    }
+                }
+            }
             // Passes converge: repeated at the same time, with nothing else
             // happening, they soon decide nothing more (a later pass may
             // still use room an earlier one freed, but never flaps).

@@ -141,6 +141,13 @@ impl Cluster {
             .collect()
     }
 
+    /// Whether a job holds a claim on room being freed for it: it is the
+    /// beneficiary of preemptions that are under way, and is admitted
+    /// first by every pass until it starts (`WAITING_FOR_RECLAIM`).
+    pub fn holds_claim(&self, id: JobId) -> bool {
+        self.claims.contains(&id)
+    }
+
     pub fn runnable_count(&self) -> usize {
         self.shares
             .iter()

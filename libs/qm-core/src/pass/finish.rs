@@ -70,7 +70,7 @@ impl Pass<'_> {
             .any(|k| k.job == id)
     }
 
-    pub(super) fn finish(self) -> Plan {
+    pub(super) fn finish(mut self) -> Plan {
         let borrowed_at_start: HashSet<JobId> = self
             .admitted_order
             .iter()
@@ -100,109 +100,156 @@ impl Pass<'_> {
         // Free slots per node, per type a start needs (taken as starts are placed).
         let mut free: Vec<Option<BTreeMap<NodeId, FreeCursor<'_>>>> =
             (0..self.c.types.len()).map(|_| None).collect();
-        for (id, count) in self.admitted_order {
-            let job = &self.c.jobs[&id];
-            let (s, t) = (job.spec.share, job.spec.instance_type);
-            let view = &mut actual[t.index()];
-            let max_holding = self.c.shares[s.index()]
-                .config
-                .max_holding(view.entitlement[s.index()]);
-            let within_max = view.used[s.index()] + count <= max_holding;
-            // While jobs of its own share are still stopping, a job admitted
-            // within quota may for a moment exceed the entitlement: that moment
-            // is borrowing, and must pass the borrowing gates too.
-            let borrows_now = view.used[s.index()] + count > view.entitlement[s.index()];
-            let noncheckpointing = if self.c.shares[s.index()]
-                .config
-                .protections
-                .borrow_requires_checkpoint
-            {
-                let st = self.c.st(s, t);
-                let running: u32 = st
-                    .running
-                    .iter()
-                    .filter(|k| !k.checkpoints)
-                    .map(|k| k.count)
-                    .sum();
-                running
-                    + st.stopping_noncheckpointing
-                    + started_noncheckpointing.get(&(s, t)).copied().unwrap_or(0)
+        // Jobs that would borrow at this moment start after those that fit
+        // their share's entitlement now, whatever their admission order:
+        // within-quota work before borrowing, also in the room being freed
+        // (`semantics.md` section 4).
+        let mut deferred: Vec<(JobId, u32)> = Vec::new();
+        let order = std::mem::take(&mut self.admitted_order);
+        for (phase, list) in [(0, order), (1, Vec::new())] {
+            let list = if phase == 0 {
+                list
             } else {
-                0
+                std::mem::take(&mut deferred)
             };
-            let gates_ok =
-                !borrows_now || borrow_gates(self.c, job, self.now, noncheckpointing).is_ok();
-            if !within_max || !gates_ok || !fits_actual(view, &self.lends, s.index(), count) {
-                plan.waiting_for_release.push(id);
-                plan.reasons.push((id, WaitReason::WaitingForRelease));
-                continue;
-            }
-            let node_free = free[t.index()].get_or_insert_with(|| self.c.free_cursors(t));
-            let names = |n: NodeId| self.c.nodes[n.index()].name.as_str();
-            let runtime = job.spec.runtime;
-            let fit = |n: NodeId| {
-                let runtimes = self.c.nodes[n.index()].runtimes;
-                runtimes.contains(runtime).then(|| runtimes.len() - 1)
-            };
-            let placement = place(node_free, &names, &fit, count).map(|ranks| {
-                ranks
-                    .into_iter()
-                    .map(|(node, k)| {
-                        let cursor = node_free.get_mut(&node).expect("placed node");
-                        Rank {
-                            node,
-                            slots: cursor.take(k),
-                        }
-                    })
-                    .collect::<Ranks>()
-            });
-            let Some(placement) = placement else {
-                // A job whose runtime only some nodes offer, whose free
-                // instances there a job that may run anywhere took first:
-                // it tries again next pass. For any other job this cannot
-                // happen while every holder holds slots on live nodes (the
-                // fleet is their sum); waiting is the safe answer.
-                let free_there: u32 = node_free
-                    .iter()
-                    .filter(|(n, _)| fit(**n).is_some())
-                    .map(|(_, f)| f.left)
-                    .sum();
-                let reason = WaitReason::RuntimeInstancesBusy {
-                    runtime,
-                    free: free_there,
+            for (id, count) in list {
+                let job = &self.c.jobs[&id];
+                let (s, t) = (job.spec.share, job.spec.instance_type);
+                let view = &mut actual[t.index()];
+                let max_holding = self.c.shares[s.index()]
+                    .config
+                    .max_holding(view.entitlement[s.index()]);
+                let within_max = view.used[s.index()] + count <= max_holding;
+                // While jobs of its own share are still stopping, a job admitted
+                // within quota may for a moment exceed the entitlement: that moment
+                // is borrowing, and must pass the borrowing gates too.
+                let borrows_now = view.used[s.index()] + count > view.entitlement[s.index()];
+                if phase == 0 && borrows_now {
+                    deferred.push((id, count));
+                    continue;
+                }
+                let noncheckpointing = if self.c.shares[s.index()]
+                    .config
+                    .protections
+                    .borrow_requires_checkpoint
+                {
+                    let st = self.c.st(s, t);
+                    let running: u32 = st
+                        .running
+                        .iter()
+                        .filter(|k| !k.checkpoints)
+                        .map(|k| k.count)
+                        .sum();
+                    running
+                        + st.stopping_noncheckpointing
+                        + started_noncheckpointing.get(&(s, t)).copied().unwrap_or(0)
+                } else {
+                    0
                 };
-                debug_assert!(
-                    self.c.nodes_of_type[t.index()].iter().any(|n| {
-                        let node = &self.c.nodes[n.index()];
-                        node.live && !node.runtimes.contains(runtime)
-                    }),
-                    "{id} fits the fleet but not its nodes"
-                );
-                plan.waiting_for_release.push(id);
-                plan.reasons.push((id, reason));
-                continue;
-            };
-            if !job.spec.checkpoints {
-                *started_noncheckpointing.entry((s, t)).or_default() += count;
+                let blocked = if !within_max {
+                    Some(WaitReason::BorrowLimitReached {
+                        used: view.used[s.index()],
+                        max_holding,
+                    })
+                } else if let Err(reason) = borrows_now
+                    .then(|| borrow_gates(self.c, job, self.now, noncheckpointing))
+                    .unwrap_or(Ok(()))
+                {
+                    Some(reason)
+                } else {
+                    view.check(&self.lends, s.index(), count, 0).err()
+                };
+                // Only a preemption's beneficiary holds a claim on the room
+                // being freed and is told it waits for it; a job the pass
+                // fitted into room still held by stopping jobs is told what
+                // holds it now, and may be overtaken (`semantics.md` 4).
+                let beneficiary = self.committed.contains(&id) || self.c.claims.contains(&id);
+                if let Some(reason) = blocked {
+                    plan.waiting_for_release.push(id);
+                    plan.reasons.push((
+                        id,
+                        if beneficiary {
+                            WaitReason::WaitingForRelease
+                        } else {
+                            reason
+                        },
+                    ));
+                    continue;
+                }
+                let node_free = free[t.index()].get_or_insert_with(|| self.c.free_cursors(t));
+                let names = |n: NodeId| self.c.nodes[n.index()].name.as_str();
+                let runtime = job.spec.runtime;
+                let fit = |n: NodeId| {
+                    let runtimes = self.c.nodes[n.index()].runtimes;
+                    runtimes.contains(runtime).then(|| runtimes.len() - 1)
+                };
+                let placement = place(node_free, &names, &fit, count).map(|ranks| {
+                    ranks
+                        .into_iter()
+                        .map(|(node, k)| {
+                            let cursor = node_free.get_mut(&node).expect("placed node");
+                            Rank {
+                                node,
+                                slots: cursor.take(k),
+                            }
+                        })
+                        .collect::<Ranks>()
+                });
+                let Some(placement) = placement else {
+                    // A job whose runtime only some nodes offer, whose free
+                    // instances there a job that may run anywhere took first:
+                    // it tries again next pass. For any other job this cannot
+                    // happen while every holder holds slots on live nodes (the
+                    // fleet is their sum); waiting is the safe answer.
+                    let free_there: u32 = node_free
+                        .iter()
+                        .filter(|(n, _)| fit(**n).is_some())
+                        .map(|(_, f)| f.left)
+                        .sum();
+                    let reason = WaitReason::RuntimeInstancesBusy {
+                        runtime,
+                        free: free_there,
+                    };
+                    debug_assert!(
+                        self.c.nodes_of_type[t.index()].iter().any(|n| {
+                            let node = &self.c.nodes[n.index()];
+                            node.live && !node.runtimes.contains(runtime)
+                        }),
+                        "{id} fits the fleet but not its nodes"
+                    );
+                    plan.waiting_for_release.push(id);
+                    plan.reasons.push((
+                        id,
+                        if beneficiary {
+                            WaitReason::WaitingForRelease
+                        } else {
+                            reason
+                        },
+                    ));
+                    continue;
+                };
+                if !job.spec.checkpoints {
+                    *started_noncheckpointing.entry((s, t)).or_default() += count;
+                }
+                let borrowed = if borrowed_at_start.contains(&id) {
+                    count
+                } else {
+                    0
+                };
+                view.used[s.index()] += count;
+                if let Some(secs) = job.spec.attempt_timeout_secs {
+                    let deadline = self.now.plus_secs(secs);
+                    plan.wake_at = Some(plan.wake_at.map_or(deadline, |w| w.min(deadline)));
+                }
+                plan.starts.push(Start {
+                    job: id,
+                    share: s,
+                    instance_type: t,
+                    count,
+                    borrowed,
+                    placement,
+                });
             }
-            let borrowed = if borrowed_at_start.contains(&id) {
-                count
-            } else {
-                0
-            };
-            view.used[s.index()] += count;
-            if let Some(secs) = job.spec.attempt_timeout_secs {
-                let deadline = self.now.plus_secs(secs);
-                plan.wake_at = Some(plan.wake_at.map_or(deadline, |w| w.min(deadline)));
-            }
-            plan.starts.push(Start {
-                job: id,
-                share: s,
-                instance_type: t,
-                count,
-                borrowed,
-                placement,
-            });
         }
         // Types this pass looked at and decided nothing for.
         let mut decided = vec![false; self.c.types.len()];

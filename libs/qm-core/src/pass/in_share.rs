@@ -29,6 +29,17 @@ impl Pass<'_> {
     /// stops admits it first. That, not a restriction to the entitlement,
     /// is what prevents a preempt-restart livelock (ADR 0006).
     pub(super) fn try_in_share(&mut self, id: JobId) -> Result<(), WaitReason> {
+        // Where a limit reduction or a smaller fleet left a lending debt,
+        // taking the victims' place may keep it, not make it worse: the
+        // debt before the victims are removed is the floor of every check.
+        let t = self.job(id).spec.instance_type;
+        let outer = self.debt_floor.replace((t, self.debt(t)));
+        let result = self.try_in_share_trial(id);
+        self.debt_floor = outer;
+        result
+    }
+
+    fn try_in_share_trial(&mut self, id: JobId) -> Result<(), WaitReason> {
         let job = self.job(id);
         let (s, t, count) = (job.spec.share, job.spec.instance_type, job.spec.count);
         // Fast rejection: even stopping every lower-priority job of the share

@@ -10,6 +10,10 @@
 //! 3. in-share preemption: a job takes the place of strictly lower-priority
 //!    jobs of its own share, owned or borrowed, with the fewest victims.
 //!
+//! A sweep that preempts stops there and step 1 starts again from the
+//! front: room a preemption frees beyond its beneficiary's need goes to
+//! within-quota work before borrowing, whatever the order of submissions.
+//!
 //! Each step walks the shares' waiting jobs interleaved by the RUNNABLE-since
 //! time of each share's next job (FIFO across shares), each share in (priority
 //! desc, RUNNABLE-since asc, job id) order. See `README.md` beside this crate
@@ -41,7 +45,7 @@ mod sweep;
 mod view;
 
 use fit::borrow_gates;
-use view::{fits_actual, TypeView};
+use view::TypeView;
 
 use crate::cluster::Cluster;
 use crate::config::{QueueingStrategy, Strategy};
@@ -186,6 +190,9 @@ struct Pass<'a> {
     /// Free instances promised to restricted admitted jobs, per (type,
     /// runtime) (`runtime.rs`).
     runtime_promised: BTreeMap<(TypeIdx, crate::Runtime), u32>,
+    /// While an in-share trial has removed its own victims: the type and
+    /// the lending debt (`B - L`) before it did (`view.rs`, `check`).
+    debt_floor: Option<(TypeIdx, i64)>,
 }
 
 impl<'a> Pass<'a> {
@@ -255,6 +262,7 @@ impl<'a> Pass<'a> {
             active,
             runtime_offers: BTreeMap::new(),
             runtime_promised: BTreeMap::new(),
+            debt_floor: None,
         }
     }
 
@@ -308,16 +316,40 @@ impl<'a> Pass<'a> {
                 if !self.active[t] {
                     continue;
                 }
-                let t = TypeIdx(t as u16);
-                for step in [Step::WithinQuota, Step::Borrow, Step::InShare] {
-                    self.sweep(t, step);
-                }
+                self.sweep_type(TypeIdx(t as u16));
             }
             if self.admissions == before {
                 break;
             }
         }
         self.explain_new_arrivals();
+    }
+}
+
+impl Pass<'_> {
+    /// The steps for one type, in the contract's order. A preemption may
+    /// free more room than its beneficiary needs; that room is served by
+    /// the same order as always, within-quota work (step 1) before borrowing
+    /// (step 3), whatever the order of submissions: after a sweep that
+    /// preempted (which stops at its first preemption), step 1 runs again
+    /// from the front before any later step.
+    fn sweep_type(&mut self, t: TypeIdx) {
+        // Every preemption admits a job, and a job is taken back at most
+        // twice per pass: the bound only guards that.
+        let bound = 4 * (self.c.runnable_count() as u64 + 1);
+        for _ in 0..bound {
+            let before = self.preemptions.len();
+            self.sweep(t, Step::WithinQuota);
+            if self.preemptions.len() != before {
+                continue;
+            }
+            self.sweep(t, Step::Borrow);
+            self.sweep(t, Step::InShare);
+            if self.preemptions.len() == before {
+                return;
+            }
+        }
+        debug_assert!(false, "the steps for {t:?} did not settle");
     }
 }
 

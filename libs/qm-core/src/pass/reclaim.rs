@@ -2,10 +2,11 @@
 //! back from the shares borrowing it.
 //!
 //! Decides: the victims, in the contract's order: the share borrowing most
-//! relative to its entitlement first, then lowest priority, then least work
-//! at risk, then most recently started; only borrowed jobs, never one
-//! within its share's minimum runtime, never one whose admission in this
-//! pass preempted others.
+//! relative to its entitlement first (measured again after each victim;
+//! shares that tie go on to the next key), then lowest priority, then least
+//! work at risk, then most recently started, then fewest instances, then
+//! most recently submitted; only borrowed jobs, never one within its share's
+//! minimum runtime, never one whose admission in this pass preempted others.
 //!
 //! Guarantees afterwards: the projection is as it was; the victims returned
 //! are exactly those needed for the job to fit.
@@ -29,16 +30,18 @@ impl Pass<'_> {
         (until > self.now).then_some(until)
     }
 
-    /// Victim order within a share: lowest priority, least work at risk, most
-    /// recently started, highest job id.
-    pub(super) fn victim_order(
-        &self,
-        key: &RunKey,
-    ) -> (u32, u64, std::cmp::Reverse<Time>, std::cmp::Reverse<JobId>) {
+    /// Victim order (reclaim among the shares that tie, and in-share):
+    /// lowest priority, least work at risk, most recently started; victims
+    /// equal on all of those go fewest instances first, then most recently
+    /// submitted (`semantics.md` section 4), then highest job id.
+    pub(super) fn victim_order(&self, key: &RunKey) -> VictimOrder {
+        let job = self.job(key.job);
         (
             key.priority.0,
-            self.job(key.job).work_at_risk(self.now),
+            job.work_at_risk(self.now),
             std::cmp::Reverse(key.started),
+            key.count,
+            std::cmp::Reverse(job.submitted_at),
             std::cmp::Reverse(key.job),
         )
     }
@@ -80,9 +83,14 @@ impl Pass<'_> {
         Ok(self.drop_unneeded(victims, t, |pass| pass.check(s, t, count).is_ok()))
     }
 
-    /// The next reclaim victim for share `requester`: from the share borrowing
-    /// most relative to its entitlement, its borrowed job that is lowest
-    /// priority, then least work at risk, then most recently started.
+    /// The next reclaim victim for share `requester`: from the shares
+    /// borrowing most relative to their entitlement (measured in the
+    /// projection, so again after each victim; a share with entitlement 0
+    /// that borrows borrows the most), their borrowed job first in
+    /// [`Pass::victim_order`]. Shares that tie on that ratio are one group:
+    /// the next key decides between their jobs, never the order the shares
+    /// are listed in. A group with no eligible job (all protected or
+    /// committed) gives way to the next.
     pub(super) fn next_reclaim_victim(
         &self,
         requester: ShareIdx,
@@ -97,30 +105,39 @@ impl Pass<'_> {
                 (borrowed > 0).then_some((ShareIdx(i as u16), borrowed, view.entitlement[i]))
             })
             .collect();
-        // borrowed/entitlement descending (entitlement 0 = infinitely much), then share order.
-        sources.sort_by(|a, b| {
+        // borrowed/entitlement descending (entitlement 0 = infinitely much);
+        // the share index only makes the sort total, groups ignore it.
+        let ratio = |a: &(ShareIdx, u32, u32), b: &(ShareIdx, u32, u32)| {
             let lhs = u64::from(b.1) * u64::from(a.2);
             let rhs = u64::from(a.1) * u64::from(b.2);
-            lhs.cmp(&rhs).then(a.0.cmp(&b.0))
-        });
-        for (share, _, entitlement) in sources {
-            let running = self.projected_running(share, t);
-            let ckpt_first = self.c.shares[share.index()]
-                .config
-                .protections
-                .borrow_requires_checkpoint;
-            let candidates = borrowed_jobs(&running, entitlement, ckpt_first);
-            let eligible = candidates
-                .into_iter()
-                .filter(|k| self.committed.is_empty() || !self.committed.contains(&k.job))
-                .filter(|k| match self.protected_until(share, k) {
-                    Some(until) => {
-                        *protected = Some(protected.map_or(until, |p| p.min(until)));
-                        false
-                    }
-                    None => true,
-                });
-            if let Some(key) = eligible.min_by_key(|k| self.victim_order(k)) {
+            lhs.cmp(&rhs)
+        };
+        sources.sort_by(|a, b| ratio(a, b).then(a.0.cmp(&b.0)));
+        for group in sources.chunk_by(|a, b| ratio(a, b).is_eq()) {
+            let mut best: Option<(VictimOrder, Victim)> = None;
+            for &(share, _, entitlement) in group {
+                let running = self.projected_running(share, t);
+                let ckpt_first = self.c.shares[share.index()]
+                    .config
+                    .protections
+                    .borrow_requires_checkpoint;
+                let candidates = borrowed_jobs(&running, entitlement, ckpt_first);
+                let eligible = candidates
+                    .into_iter()
+                    .filter(|k| self.committed.is_empty() || !self.committed.contains(&k.job))
+                    .filter(|k| match self.protected_until(share, k) {
+                        Some(until) => {
+                            *protected = Some(protected.map_or(until, |p| p.min(until)));
+                            false
+                        }
+                        None => true,
+                    });
+                let Some((order, key)) = eligible.map(|k| (self.victim_order(&k), k)).min() else {
+                    continue;
+                };
+                if best.as_ref().is_some_and(|(b, _)| *b <= order) {
+                    continue;
+                }
                 let slot = &self.c.shares[share.index()].config;
                 let over_max = view.used[share.index()] > slot.max_holding(entitlement);
                 let kind = if over_max {
@@ -128,9 +145,22 @@ impl Pass<'_> {
                 } else {
                     PreemptionKind::CrossShare
                 };
-                return Some(Victim { key, share, kind });
+                best = Some((order, Victim { key, share, kind }));
+            }
+            if let Some((_, victim)) = best {
+                return Some(victim);
             }
         }
         None
     }
 }
+
+/// A victim's rank: the smallest goes first (see [`Pass::victim_order`]).
+pub(super) type VictimOrder = (
+    u32,
+    u64,
+    std::cmp::Reverse<Time>,
+    u32,
+    std::cmp::Reverse<Time>,
+    std::cmp::Reverse<JobId>,
+);

@@ -130,8 +130,8 @@ impl Pass<'_> {
             .map(|i| !self.share_takes_part(ShareIdx(i as u16), t, step))
             .collect();
         // Each share's next candidate, recomputed only when it may have
-        // changed: after the share's own job was tried, or after any
-        // preemption (victims change other shares' room).
+        // changed: after the share's own job was tried (a preemption ends
+        // the sweep).
         let mut heads: Vec<Head> = vec![Head::Unknown; n];
         // The count from which no job of any share fits in this sweep.
         let mut type_fails_from = u32::MAX;
@@ -191,8 +191,9 @@ impl Pass<'_> {
                 }
             }
             if self.preemptions.len() != preemptions_before {
-                heads.fill(Head::Unknown);
-                type_fails_from = u32::MAX;
+                // The victims may free more than this job needs: that room
+                // is served from step 1 again (`Pass::sweep_type`).
+                break;
             }
         }
     }

@@ -22,6 +22,34 @@ pub(super) struct TypeView {
 }
 
 impl TypeView {
+    /// Whether `count` more instances for share `s` keep `sum(U) <= F` and
+    /// `B <= L`, or leave the lending debt no worse than it is now (or than
+    /// `debt_floor`, if higher), and if not, why.
+    pub(super) fn check(
+        &self,
+        lends: &[bool],
+        s: usize,
+        count: u32,
+        debt_floor: i64,
+    ) -> Result<(), WaitReason> {
+        let (sum_u, borrowed, lendable) = self.totals_with(lends, s, count);
+        let (_, borrowed_now, lendable_now) = self.totals_with(lends, s, 0);
+        let debt_now = (borrowed_now - lendable_now).max(debt_floor).max(0);
+        if borrowed - lendable > debt_now {
+            return Err(WaitReason::NoLendableCapacity {
+                lendable: u32::try_from(lendable_now.max(0)).unwrap_or(u32::MAX),
+                borrowed: u32::try_from(borrowed_now.max(0)).unwrap_or(u32::MAX),
+            });
+        }
+        if sum_u > u64::from(self.fleet) {
+            return Err(WaitReason::FleetFull {
+                in_use: u32::try_from(sum_u - u64::from(count)).unwrap_or(u32::MAX),
+                fleet: self.fleet,
+            });
+        }
+        Ok(())
+    }
+
     /// `(sum U, B, L)` with `extra` instances added to share `s`.
     pub(super) fn totals_with(&self, lends: &[bool], s: usize, extra: u32) -> (u64, i64, i64) {
         let mut sum_u = 0u64;
@@ -47,27 +75,23 @@ impl TypeView {
 }
 
 impl Pass<'_> {
+    /// The lending debt `max(0, B - L)` of type `t` in the projection.
+    pub(super) fn debt(&self, t: TypeIdx) -> i64 {
+        let (_, borrowed, lendable) = self.views[t.index()].totals_with(&self.lends, 0, 0);
+        (borrowed - lendable).max(0)
+    }
+
     /// Fleet and lending constraints for `count` more instances in share `s`:
     /// `sum(U) <= F`, and `B <= L` (or, where a limit reduction or a smaller
     /// fleet already broke it, no worse than before).
     pub(super) fn check(&self, s: ShareIdx, t: TypeIdx, count: u32) -> Result<(), WaitReason> {
-        let view = &self.views[t.index()];
-        let (sum_u, borrowed, lendable) = view.totals_with(&self.lends, s.index(), count);
-        let (_, borrowed_now, lendable_now) = view.totals_with(&self.lends, s.index(), 0);
-        let debt_now = (borrowed_now - lendable_now).max(0);
-        if borrowed - lendable > debt_now {
-            return Err(WaitReason::NoLendableCapacity {
-                lendable: u32::try_from(lendable_now.max(0)).unwrap_or(u32::MAX),
-                borrowed: u32::try_from(borrowed_now.max(0)).unwrap_or(u32::MAX),
-            });
-        }
-        if sum_u > u64::from(view.fleet) {
-            return Err(WaitReason::FleetFull {
-                in_use: u32::try_from(sum_u - u64::from(count)).unwrap_or(u32::MAX),
-                fleet: view.fleet,
-            });
-        }
-        Ok(())
+        // An in-share trial compares with the debt before it removed its
+        // victims: a job that takes their place makes it no worse.
+        let floor = match self.debt_floor {
+            Some((ft, debt)) if ft == t => debt,
+            _ => 0,
+        };
+        self.views[t.index()].check(&self.lends, s.index(), count, floor)
     }
 
     /// Instances that jobs without checkpoints hold in `(s, t)`, projected.
@@ -117,12 +141,4 @@ impl Pass<'_> {
         self.removed.remove(&victim.key.job);
         self.views[t.index()].used[victim.share.index()] += victim.key.count;
     }
-}
-
-/// Whether `count` more instances for share `s` fit the actual state: the fleet
-/// physically, and `B <= L` (or no worse than it already is).
-pub(super) fn fits_actual(view: &TypeView, lends: &[bool], s: usize, count: u32) -> bool {
-    let (sum_u, borrowed, lendable) = view.totals_with(lends, s, count);
-    let (_, borrowed_now, lendable_now) = view.totals_with(lends, s, 0);
-    sum_u <= u64::from(view.fleet) && borrowed - lendable <= (borrowed_now - lendable_now).max(0)
 }
