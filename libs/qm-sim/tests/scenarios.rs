@@ -653,3 +653,72 @@ fn image_jobs_run_only_where_images_run_and_wait_for_it_without_preempting() {
     // Two instances of nodes that run images exist only after t=1000.
     assert!(started("image-wide") >= 1000.0, "{:#?}", r.jobs);
 }
+
+// The five contract points decided in issue 29, one scenario each.
+
+#[test]
+fn borrowed_is_a_prefix_so_the_newest_lowest_priority_job_is_reclaimed() {
+    let r = run("borrowed-prefix.yaml");
+    assert_eq!(
+        preemptions(&r),
+        vec![(600.0, "small", "CROSS_SHARE", "own")]
+    );
+    assert_eq!(job(&r, "mid").preempted_attempt_count, 0);
+    let borrowed = |name: &str| {
+        r.transitions
+            .iter()
+            .any(|t| t.job_name == name && t.status_reason.contains("on borrowed capacity"))
+    };
+    assert!(!borrowed("big") && borrowed("mid") && borrowed("small"));
+}
+
+#[test]
+fn reclaim_measures_again_after_each_victim_and_ties_go_to_the_next_key() {
+    let r = run("reclaim-ties.yaml");
+    assert_eq!(
+        preemptions(&r),
+        vec![
+            (600.0, "b1c", "CROSS_SHARE", "own"),
+            (600.0, "b2low", "CROSS_SHARE", "own")
+        ]
+    );
+}
+
+#[test]
+fn full_ties_take_the_smallest_victim() {
+    let r = run("smallest-victim.yaml");
+    assert_eq!(preemptions(&r), vec![(600.0, "one", "IN_SHARE", "urgent")]);
+    assert_eq!(job(&r, "two").preempted_attempt_count, 0);
+}
+
+#[test]
+fn the_room_a_preemption_frees_goes_to_within_quota_work_first() {
+    let r = run("freed-room.yaml");
+    assert_eq!(
+        preemptions(&r),
+        vec![
+            (800.0, "lo", "IN_SHARE", "j1"),
+            (800.0, "lo3", "IN_SHARE", "j2")
+        ]
+    );
+    assert_eq!(job(&r, "own").first_started_at, Some(800.0));
+    assert_eq!(job(&r, "b").preempted_attempt_count, 0, "protected");
+}
+
+#[test]
+fn only_a_preemptions_beneficiary_is_told_it_waits_for_reclaim() {
+    let r = run("reclaim-reasons.yaml");
+    assert_eq!(
+        preemptions(&r),
+        vec![(600.0, "borrower", "CROSS_SHARE", "own")]
+    );
+    let told = |name: &str| {
+        r.transitions
+            .iter()
+            .filter(|t| t.job_name == name)
+            .any(|t| t.status_reason.contains("WAITING_FOR_RECLAIM"))
+    };
+    assert!(told("own"));
+    assert!(!told("late"), "late holds no claim");
+    assert_eq!(job(&r, "late").first_started_at, Some(600.0));
+}

@@ -58,8 +58,12 @@ impl Pass<'_> {
         let (s, t, count) = (job.spec.share, job.spec.instance_type, job.spec.count);
         let mut victims: Vec<Victim> = Vec::new();
         let mut protected: Option<Time> = None;
+        // Which jobs are borrowed is decided once, on the state the job
+        // found: taking one borrowed job never makes another one within
+        // quota for this reclaim (a prefix could otherwise shift).
+        let pools = self.borrowed_pools(s, t);
         let fits = loop {
-            match self.next_reclaim_victim(s, t, &mut protected) {
+            match self.next_reclaim_victim(&pools, t, &mut protected) {
                 Some(victim) => {
                     self.remove_from_projection(&victim, t);
                     victims.push(victim);
@@ -83,31 +87,55 @@ impl Pass<'_> {
         Ok(self.drop_unneeded(victims, t, |pass| pass.check(s, t, count).is_ok()))
     }
 
-    /// The next reclaim victim for share `requester`: from the shares
-    /// borrowing most relative to their entitlement (measured in the
-    /// projection, so again after each victim; a share with entitlement 0
-    /// that borrows borrows the most), their borrowed job first in
-    /// [`Pass::victim_order`]. Shares that tie on that ratio are one group:
-    /// the next key decides between their jobs, never the order the shares
-    /// are listed in. A group with no eligible job (all protected or
-    /// committed) gives way to the next.
+    /// Every other share's borrowed jobs of type `t` in the projection, for
+    /// the shares that borrow.
+    fn borrowed_pools(&self, requester: ShareIdx, t: TypeIdx) -> Vec<(ShareIdx, Vec<RunKey>)> {
+        let view = &self.views[t.index()];
+        (0..self.c.shares.len())
+            .filter(|&i| i != requester.index() && !self.c.shares[i].deleted)
+            .filter(|&i| view.used[i] > view.entitlement[i])
+            .map(|i| {
+                let share = ShareIdx(i as u16);
+                let ckpt_first = self.c.shares[i]
+                    .config
+                    .protections
+                    .borrow_requires_checkpoint;
+                let running = self.projected_running(share, t);
+                (
+                    share,
+                    borrowed_jobs(&running, view.entitlement[i], ckpt_first),
+                )
+            })
+            .collect()
+    }
+
+    /// The next reclaim victim among `pools` (each share's borrowed jobs):
+    /// from the shares borrowing most relative to their entitlement
+    /// (measured in the projection, so again after each victim; a share
+    /// with entitlement 0 that borrows borrows the most), their borrowed job
+    /// first in [`Pass::victim_order`]. Shares that tie on that ratio are
+    /// one group: the next key decides between their jobs, never the order
+    /// the shares are listed in. A group with no eligible job (all
+    /// protected or committed) gives way to the next.
     pub(super) fn next_reclaim_victim(
         &self,
-        requester: ShareIdx,
+        pools: &[(ShareIdx, Vec<RunKey>)],
         t: TypeIdx,
         protected: &mut Option<Time>,
     ) -> Option<Victim> {
         let view = &self.views[t.index()];
-        let mut sources: Vec<(ShareIdx, u32, u32)> = (0..self.c.shares.len())
-            .filter(|&i| i != requester.index() && !self.c.shares[i].deleted)
-            .filter_map(|i| {
+        let mut sources: Vec<(usize, u32, u32)> = pools
+            .iter()
+            .enumerate()
+            .filter_map(|(p, (share, _))| {
+                let i = share.index();
                 let borrowed = view.used[i].saturating_sub(view.entitlement[i]);
-                (borrowed > 0).then_some((ShareIdx(i as u16), borrowed, view.entitlement[i]))
+                (borrowed > 0).then_some((p, borrowed, view.entitlement[i]))
             })
             .collect();
         // borrowed/entitlement descending (entitlement 0 = infinitely much);
-        // the share index only makes the sort total, groups ignore it.
-        let ratio = |a: &(ShareIdx, u32, u32), b: &(ShareIdx, u32, u32)| {
+        // the share's place only makes the sort total, groups ignore it.
+        let ratio = |a: &(usize, u32, u32), b: &(usize, u32, u32)| {
             let lhs = u64::from(b.1) * u64::from(a.2);
             let rhs = u64::from(a.1) * u64::from(b.2);
             lhs.cmp(&rhs)
@@ -115,15 +143,12 @@ impl Pass<'_> {
         sources.sort_by(|a, b| ratio(a, b).then(a.0.cmp(&b.0)));
         for group in sources.chunk_by(|a, b| ratio(a, b).is_eq()) {
             let mut best: Option<(VictimOrder, Victim)> = None;
-            for &(share, _, entitlement) in group {
-                let running = self.projected_running(share, t);
-                let ckpt_first = self.c.shares[share.index()]
-                    .config
-                    .protections
-                    .borrow_requires_checkpoint;
-                let candidates = borrowed_jobs(&running, entitlement, ckpt_first);
+            for &(p, _, entitlement) in group {
+                let (share, candidates) = &pools[p];
+                let share = *share;
                 let eligible = candidates
-                    .into_iter()
+                    .iter()
+                    .filter(|k| !self.removed.contains(&k.job))
                     .filter(|k| self.committed.is_empty() || !self.committed.contains(&k.job))
                     .filter(|k| match self.protected_until(share, k) {
                         Some(until) => {
@@ -132,7 +157,7 @@ impl Pass<'_> {
                         }
                         None => true,
                     });
-                let Some((order, key)) = eligible.map(|k| (self.victim_order(&k), k)).min() else {
+                let Some((order, key)) = eligible.map(|k| (self.victim_order(k), *k)).min() else {
                     continue;
                 };
                 if best.as_ref().is_some_and(|(b, _)| *b <= order) {

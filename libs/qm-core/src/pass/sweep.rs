@@ -240,10 +240,16 @@ impl Pass<'_> {
             }
             return Some((key, count));
         }
+        // A job a reclaim took back waits for the next pass to borrow again
+        // (`Pass::barred`), but may still start within its quota: under the
+        // prefix rule a job can be borrowed only because a larger, more
+        // urgent job of its share was admitted before it, and that job may
+        // have been taken back since.
+        let barred_too = step != Step::WithinQuota;
         let (admitted, barred) = (&self.admitted, &self.barred);
         let skip = |id: JobId| {
             (!admitted.is_empty() && admitted.contains(&id))
-                || (!barred.is_empty() && barred.contains(&id))
+                || (barred_too && !barred.is_empty() && barred.contains(&id))
         };
         let queue = &self.c.st(s, t).runnable;
         match step {

@@ -646,47 +646,33 @@ fn decisions_of(record: &qm_wire::system::PassRecord) -> qm_sim::trace::Decision
     }
 }
 
-#[test]
-fn the_simulator_and_the_live_scheduler_decide_the_same() {
-    // One workload with every kind of decision: reclaim, in-share
-    // preemption on owned and borrowed places, gangs packed and spread over
-    // nodes of two sizes, failures, timeouts, priority changes, a
-    // cancellation, a lost node and one that comes back. The simulator
-    // records every input it feeds its core and every pass; the live
-    // scheduler's state is driven with the same inputs as log entries, and
-    // each of its passes must decide exactly what the simulator's did (same
-    // starts on the same executors and slots, same victims, same timeouts).
-    let scenario = format!(
-        "
-nodes:
-  - {{count: 2, instanceType: gpu, instances: 8, name: big}}
-  - {{count: 3, instanceType: gpu, instances: 4, name: small}}
-queue:
-  jobQueueName: training
-  quotaShares: {SHARES}
-defaults: {{startupSeconds: 3, stopSeconds: 6, checkpointIntervalSeconds: 60}}
-generate: {{jobs: 150, seed: 2, meanInterarrivalSeconds: 25, minDurationSeconds: 30, maxDurationSeconds: 900,
-           instanceCounts: [1, 1, 2, 4, 6, 10], maxPriority: 9, checkpointingFraction: 0.8, checkpointIntervalSeconds: 90}}
-actions:
-  - {{at: 40, submit: {{jobName: flaky, quotaShareName: A, instanceType: gpu, instanceCount: 2, durationSeconds: 300,
-      retryStrategy: {{attempts: 2}}, failures: [{{attempt: 1, afterSeconds: 30, exitCode: 3}}]}}}}
-  - {{at: 60, submit: {{jobName: slow, quotaShareName: B, instanceType: gpu, durationSeconds: 5000,
-      schedulingPriority: 9, timeoutConfig: {{attemptDurationSeconds: 200}}}}}}
-  - {{at: 70, submit: {{jobName: cancelled, quotaShareName: C, instanceType: gpu, durationSeconds: 5000,
-      schedulingPriority: 9}}}}
-  - {{at: 300, updateServiceJob: {{jobName: flaky, schedulingPriority: 9}}}}
-  - {{at: 500, terminateServiceJob: {{jobName: cancelled}}}}
-  - {{at: 700, loseNode: big-2}}
-  - {{at: 1200, addNodes: {{count: 1, instanceType: gpu, instances: 8, name: big}}}}
-"
-    );
+/// What a replay on the live scheduler saw.
+struct Replayed {
+    /// Passes that decided something.
+    decided: usize,
+    /// Starts spread over several nodes.
+    spread: usize,
+    /// The kinds of preemption decided.
+    kinds: std::collections::BTreeSet<String>,
+}
+
+/// Runs `scenario` (queue `training`, whose shares are `shares`) on the
+/// simulator, which records every input it feeds its core and every pass;
+/// drives the live scheduler's state with the same inputs as log entries,
+/// and asserts that each of its passes decides exactly what the
+/// simulator's did (same starts on the same executors and slots, same
+/// victims, same timeouts).
+fn replay_on_the_live_scheduler(
+    scenario: &str,
+    shares: &str,
+) -> (qm_sim::report::Report, State, Replayed) {
     let options = qm_sim::Options {
         check_invariants: true,
         ..qm_sim::Options::default()
     };
-    let (report, trace) = qm_sim::simulate_recorded(&scenario, options).expect("the scenario runs");
+    let (report, trace) = qm_sim::simulate_recorded(scenario, options).expect("the scenario runs");
     let doc: QueueDocument = serde_yaml_ng::from_str(&format!(
-        "jobQueue: {{jobQueueName: training}}\nquotaShares: {SHARES}"
+        "jobQueue: {{jobQueueName: training}}\nquotaShares: {shares}"
     ))
     .expect("queue document");
     let mut live = State::default();
@@ -728,6 +714,60 @@ actions:
             }
         }
     }
+    (
+        report,
+        live,
+        Replayed {
+            decided,
+            spread,
+            kinds,
+        },
+    )
+}
+
+#[test]
+fn the_simulator_and_the_live_scheduler_decide_the_same() {
+    // One workload with every kind of decision: reclaim, in-share
+    // preemption on owned and borrowed places, gangs packed and spread over
+    // nodes of two sizes, failures, timeouts, priority changes, a
+    // cancellation, a lost node and one that comes back. The simulator
+    // records every input it feeds its core and every pass; the live
+    // scheduler's state is driven with the same inputs as log entries, and
+    // each of its passes must decide exactly what the simulator's did (same
+    // starts on the same executors and slots, same victims, same timeouts).
+    let scenario = format!(
+        "
+nodes:
+  - {{count: 2, instanceType: gpu, instances: 8, name: big}}
+  - {{count: 3, instanceType: gpu, instances: 4, name: small}}
+queue:
+  jobQueueName: training
+  quotaShares: {SHARES}
+defaults: {{startupSeconds: 3, stopSeconds: 6, checkpointIntervalSeconds: 60}}
+generate: {{jobs: 150, seed: 2, meanInterarrivalSeconds: 25, minDurationSeconds: 30, maxDurationSeconds: 900,
+           instanceCounts: [1, 1, 2, 4, 6, 10], maxPriority: 9, checkpointingFraction: 0.8, checkpointIntervalSeconds: 90}}
+actions:
+  - {{at: 40, submit: {{jobName: flaky, quotaShareName: A, instanceType: gpu, instanceCount: 2, durationSeconds: 300, schedulingPriority: 8,
+      retryStrategy: {{attempts: 2}}, failures: [{{attempt: 1, afterSeconds: 30, exitCode: 3}}]}}}}
+  - {{at: 60, submit: {{jobName: slow, quotaShareName: B, instanceType: gpu, durationSeconds: 5000,
+      schedulingPriority: 9, timeoutConfig: {{attemptDurationSeconds: 200}}}}}}
+  - {{at: 70, submit: {{jobName: cancelled, quotaShareName: C, instanceType: gpu, durationSeconds: 5000,
+      schedulingPriority: 9}}}}
+  - {{at: 300, updateServiceJob: {{jobName: flaky, schedulingPriority: 9}}}}
+  - {{at: 500, terminateServiceJob: {{jobName: cancelled}}}}
+  - {{at: 700, loseNode: big-2}}
+  - {{at: 1200, addNodes: {{count: 1, instanceType: gpu, instances: 8, name: big}}}}
+"
+    );
+    let (
+        report,
+        live,
+        Replayed {
+            decided,
+            spread,
+            kinds,
+        },
+    ) = replay_on_the_live_scheduler(&scenario, SHARES);
     // The workload exercised what it is meant to.
     assert!(decided > 100, "{decided} passes decided something");
     assert!(spread > 0, "some gangs were spread over several nodes");
@@ -763,6 +803,61 @@ actions:
             .filter_map(|a| a.outcome.clone())
             .collect();
         assert_eq!(outcomes, j.attempt_outcomes, "{}", j.job_name);
+    }
+}
+
+#[test]
+fn the_live_scheduler_serves_the_room_a_preemption_frees_as_the_simulator_does() {
+    // The contract points of issue 29 (examples/scenarios/freed-room.yaml
+    // on one 4-instance executor): j1 takes lo's place, 2 instances for 1;
+    // the second goes to OWNER's within-quota job, not to LAB's j2, which
+    // would borrow it (OWNER cannot reclaim b: it is protected); j2 takes
+    // lo3's place instead; only the beneficiaries wait for the reclaim.
+    let shares = "[
+    {quotaShareName: LAB, capacityLimits: [{capacityUnit: gpu, maxCapacity: 3}],
+     resourceSharingConfiguration: {strategy: LEND_AND_BORROW}, preemptionConfiguration: {inSharePreemption: ENABLED},
+     protections: {minRuntimeBeforePreemptionSeconds: 600}},
+    {quotaShareName: OWNER, capacityLimits: [{capacityUnit: gpu, maxCapacity: 1}],
+     resourceSharingConfiguration: {strategy: LEND}}]";
+    let scenario = format!(
+        "
+nodes:
+  - {{count: 1, instanceType: gpu, instances: 4, name: n}}
+queue:
+  jobQueueName: training
+  quotaShares: {shares}
+defaults: {{startupSeconds: 3, stopSeconds: 6}}
+actions:
+  - {{at: 0, submit: {{jobName: lo3, quotaShareName: LAB, instanceType: gpu, durationSeconds: 5000}}}}
+  - {{at: 1, submit: {{jobName: lo, quotaShareName: LAB, instanceType: gpu, instanceCount: 2, durationSeconds: 5000}}}}
+  - {{at: 700, submit: {{jobName: b, quotaShareName: LAB, instanceType: gpu, durationSeconds: 5000}}}}
+  - {{at: 800, submit: {{jobName: j1, quotaShareName: LAB, instanceType: gpu, schedulingPriority: 5, durationSeconds: 600}}}}
+  - {{at: 800, submit: {{jobName: j2, quotaShareName: LAB, instanceType: gpu, schedulingPriority: 5, durationSeconds: 600}}}}
+  - {{at: 800, submit: {{jobName: own, quotaShareName: OWNER, instanceType: gpu, durationSeconds: 600}}}}
+"
+    );
+    let (report, live, replayed) = replay_on_the_live_scheduler(&scenario, shares);
+    assert!(replayed.kinds.contains("IN_SHARE"), "{:?}", replayed.kinds);
+    let victims: Vec<(&str, &str)> = report
+        .preemptions
+        .iter()
+        .map(|p| (p.job_name.as_str(), p.for_job_name.as_str()))
+        .collect();
+    assert_eq!(victims, vec![("lo", "j1"), ("lo3", "j2")]);
+    let started = |name: &str| {
+        report
+            .jobs
+            .iter()
+            .find(|j| j.job_name == name)
+            .and_then(|j| j.first_started_at)
+    };
+    assert_eq!(started("own"), started("j1"), "own starts as lo stops");
+    assert!(
+        started("own").expect("own ran") < 1300.0,
+        "before b's protection ends"
+    );
+    for name in ["j1", "j2", "own"] {
+        assert_eq!(live.describe(name, 0).expect(name).status, "SUCCEEDED");
     }
 }
 
