@@ -151,9 +151,8 @@ impl Pass<'_> {
                         used: view.used[s.index()],
                         max_holding,
                     })
-                } else if let Err(reason) = borrows_now
-                    .then(|| borrow_gates(self.c, job, self.now, noncheckpointing))
-                    .unwrap_or(Ok(()))
+                } else if let Some(Err(reason)) =
+                    borrows_now.then(|| borrow_gates(self.c, job, self.now, noncheckpointing))
                 {
                     Some(reason)
                 } else {
