@@ -442,7 +442,12 @@ pub fn check_plan(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
             _ => st.entitlement,
         };
         let excess = st.running_usage.saturating_sub(may_hold);
-        let asks = job.spec.count + excess;
+        // Where a limit reduction or a smaller fleet left a lending debt
+        // (`B > L`), no start may make it worse: the victims may also have to
+        // pay it down before the job fits.
+        let acc = before.accounting(t);
+        let debt = acc.borrowed.saturating_sub(acc.lendable);
+        let asks = job.spec.count + excess + debt;
         if total - u64::from(largest) >= u64::from(asks) {
             return violation(
                 "minimal preemption",

@@ -22,9 +22,10 @@ impl Pass<'_> {
             if self.admitted.remove(&v.key.job) {
                 // Admitted earlier in this pass and not started: it simply
                 // does not start (no preemption), and waits in line again
-                // (for the next pass, if a reclaim took its place back).
-                if v.kind != PreemptionKind::InShare {
-                    self.barred.insert(v.key.job);
+                // (if a reclaim took its place back: to borrow, until the
+                // next pass; within its quota, once more in this one).
+                if v.kind != PreemptionKind::InShare && !self.barred.insert(v.key.job) {
+                    self.barred_again.insert(v.key.job);
                 }
                 self.removed.remove(&v.key.job);
                 self.promise_runtime(v.key.job, true);
@@ -56,7 +57,7 @@ impl Pass<'_> {
     }
 
     /// Whether an admitted job is on borrowed capacity by the contract's
-    /// classification (first fit in (priority desc, start asc) order).
+    /// classification (a prefix of (priority desc, start asc) order).
     pub(super) fn classify_borrowed(&self, id: JobId) -> bool {
         let job = self.job(id);
         let (s, t) = (job.spec.share, job.spec.instance_type);
@@ -156,7 +157,7 @@ impl Pass<'_> {
                 {
                     Some(reason)
                 } else {
-                    view.check(&self.lends, s.index(), count, 0).err()
+                    view.check(&self.lends, s.index(), count).err()
                 };
                 // Only a preemption's beneficiary holds a claim on the room
                 // being freed and is told it waits for it; a job the pass

@@ -24,22 +24,18 @@ impl Pass<'_> {
     /// needed keeps running: the victims are the fewest, in victim order,
     /// that let it start.
     ///
+    /// Where a limit reduction or a smaller fleet left a lending debt
+    /// (`B > L`), the job starts only when it makes the debt no worse than
+    /// it is once its victims are gone: the victims may pay the debt down.
+    /// (Measuring against the debt before the victims were removed would
+    /// let this pass stop fewer, but the next pass, with the victims gone,
+    /// could not honour the claim and would stop more.)
+    ///
     /// A victim cannot take its place back ahead of the job: the job holds a
     /// claim until it starts (`Pass::honour_claims`), so the pass after the
     /// stops admits it first. That, not a restriction to the entitlement,
     /// is what prevents a preempt-restart livelock (ADR 0006).
     pub(super) fn try_in_share(&mut self, id: JobId) -> Result<(), WaitReason> {
-        // Where a limit reduction or a smaller fleet left a lending debt,
-        // taking the victims' place may keep it, not make it worse: the
-        // debt before the victims are removed is the floor of every check.
-        let t = self.job(id).spec.instance_type;
-        let outer = self.debt_floor.replace((t, self.debt(t)));
-        let result = self.try_in_share_trial(id);
-        self.debt_floor = outer;
-        result
-    }
-
-    fn try_in_share_trial(&mut self, id: JobId) -> Result<(), WaitReason> {
         let job = self.job(id);
         let (s, t, count) = (job.spec.share, job.spec.instance_type, job.spec.count);
         // Fast rejection: even stopping every lower-priority job of the share

@@ -89,7 +89,8 @@ pub struct Preemption {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Plan {
     pub now: Time,
-    /// Jobs to start, in decision order.
+    /// Jobs to start: those within their share's entitlement at that moment
+    /// first, then those that borrow, each in decision order.
     pub starts: Vec<Start>,
     pub preemptions: Vec<Preemption>,
     /// Jobs whose `attemptDurationSeconds` ran out: stop them (TIMED_OUT).
@@ -165,12 +166,17 @@ struct Pass<'a> {
     /// taken back (their victims are stopping for them).
     committed: HashSet<JobId>,
     /// Jobs admitted on borrowed capacity and taken back by a reclaim in
-    /// this pass: they wait for the next pass. Without this, a job that
-    /// borrows by displacing lower-priority jobs of its own share and one of
-    /// another share doing the same could take each other's place back and
-    /// forth forever within one pass; every such take-back bars one job, so
-    /// a pass always ends.
+    /// this pass: they wait for the next pass to borrow (they may start
+    /// within their quota once more, see `barred_again`). Without this, a
+    /// job that borrows by displacing lower-priority jobs of its own share
+    /// and one of another share doing the same could take each other's place
+    /// back and forth forever within one pass; every such take-back bars one
+    /// job, so a pass always ends.
     barred: HashSet<JobId>,
+    /// Barred jobs taken back a second time (after starting again within
+    /// their quota in the same pass): they wait for the next pass in every
+    /// step, so each job comes back at most once and a pass still ends.
+    barred_again: HashSet<JobId>,
     /// Admitted jobs per (share, type), as run keys (for borrowed classification).
     added: BTreeMap<(ShareIdx, TypeIdx), Vec<RunKey>>,
     /// Admission order.
@@ -190,9 +196,6 @@ struct Pass<'a> {
     /// Free instances promised to restricted admitted jobs, per (type,
     /// runtime) (`runtime.rs`).
     runtime_promised: BTreeMap<(TypeIdx, crate::Runtime), u32>,
-    /// While an in-share trial has removed its own victims: the type and
-    /// the lending debt (`B - L`) before it did (`view.rs`, `check`).
-    debt_floor: Option<(TypeIdx, i64)>,
 }
 
 impl<'a> Pass<'a> {
@@ -251,6 +254,7 @@ impl<'a> Pass<'a> {
             admitted: HashSet::new(),
             committed: HashSet::new(),
             barred: HashSet::new(),
+            barred_again: HashSet::new(),
             added: BTreeMap::new(),
             admitted_order: Vec::new(),
             admissions: 0,
@@ -262,7 +266,6 @@ impl<'a> Pass<'a> {
             active,
             runtime_offers: BTreeMap::new(),
             runtime_promised: BTreeMap::new(),
-            debt_floor: None,
         }
     }
 
@@ -333,10 +336,16 @@ impl Pass<'_> {
     /// (step 3), whatever the order of submissions: after a sweep that
     /// preempted (which stops at its first preemption), step 1 runs again
     /// from the front before any later step.
+    ///
+    /// Steps 1 and 3 run again from the front; in-share preemption (step 4)
+    /// goes on from where it stopped: the jobs before that failed to make
+    /// room even with every lower-priority job gone, and the steps since
+    /// have only used room.
     fn sweep_type(&mut self, t: TypeIdx) {
         // Every preemption admits a job, and a job is taken back at most
         // twice per pass: the bound only guards that.
         let bound = 4 * (self.c.runnable_count() as u64 + 1);
+        let mut in_share = sweep::SweepPlace::new(self.c.shares.len());
         for _ in 0..bound {
             let before = self.preemptions.len();
             self.sweep(t, Step::WithinQuota);
@@ -344,7 +353,7 @@ impl Pass<'_> {
                 continue;
             }
             self.sweep(t, Step::Borrow);
-            self.sweep(t, Step::InShare);
+            self.sweep_from(t, Step::InShare, &mut in_share);
             if self.preemptions.len() == before {
                 return;
             }

@@ -121,11 +121,17 @@ impl Pass<'_> {
 
     /// Walks the waiting jobs of type `t` for one step, shares interleaved.
     pub(super) fn sweep(&mut self, t: TypeIdx, step: Step) {
+        let mut place = SweepPlace::new(self.c.shares.len());
+        self.sweep_from(t, step, &mut place);
+    }
+
+    /// Walks the waiting jobs of type `t` for one step from `place` (where
+    /// an earlier sweep of the same step, ended by a preemption, stopped).
+    pub(super) fn sweep_from(&mut self, t: TypeIdx, step: Step, place: &mut SweepPlace) {
         let n = self.c.shares.len();
         // Per share: last key examined, and the count from which jobs are known
         // not to fit in this sweep (constraints are monotone in the count).
-        let mut cursor: Vec<Option<QueueKey>> = vec![None; n];
-        let mut fails_from: Vec<u32> = vec![u32::MAX; n];
+        let SweepPlace { cursor, fails_from } = place;
         let mut done: Vec<bool> = (0..n)
             .map(|i| !self.share_takes_part(ShareIdx(i as u16), t, step))
             .collect();
@@ -244,12 +250,16 @@ impl Pass<'_> {
         // (`Pass::barred`), but may still start within its quota: under the
         // prefix rule a job can be borrowed only because a larger, more
         // urgent job of its share was admitted before it, and that job may
-        // have been taken back since.
-        let barred_too = step != Step::WithinQuota;
-        let (admitted, barred) = (&self.admitted, &self.barred);
+        // have been taken back since. Once only (`Pass::barred_again`).
+        let barred = if step == Step::WithinQuota {
+            &self.barred_again
+        } else {
+            &self.barred
+        };
+        let admitted = &self.admitted;
         let skip = |id: JobId| {
             (!admitted.is_empty() && admitted.contains(&id))
-                || (barred_too && !barred.is_empty() && barred.contains(&id))
+                || (!barred.is_empty() && barred.contains(&id))
         };
         let queue = &self.c.st(s, t).runnable;
         match step {
@@ -307,6 +317,23 @@ impl Pass<'_> {
                 Ok(())
             }
             Step::InShare => self.try_in_share(id),
+        }
+    }
+}
+
+/// Where a sweep has got to: per share, the last job examined and the count
+/// from which jobs are known not to fit (constraints are monotone in the
+/// count).
+pub(super) struct SweepPlace {
+    cursor: Vec<Option<QueueKey>>,
+    fails_from: Vec<u32>,
+}
+
+impl SweepPlace {
+    pub(super) fn new(shares: usize) -> SweepPlace {
+        SweepPlace {
+            cursor: vec![None; shares],
+            fails_from: vec![u32::MAX; shares],
         }
     }
 }

@@ -23,18 +23,12 @@ pub(super) struct TypeView {
 
 impl TypeView {
     /// Whether `count` more instances for share `s` keep `sum(U) <= F` and
-    /// `B <= L`, or leave the lending debt no worse than it is now (or than
-    /// `debt_floor`, if higher), and if not, why.
-    pub(super) fn check(
-        &self,
-        lends: &[bool],
-        s: usize,
-        count: u32,
-        debt_floor: i64,
-    ) -> Result<(), WaitReason> {
+    /// `B <= L` (or leave the lending debt no worse than it is now), and if
+    /// not, why.
+    pub(super) fn check(&self, lends: &[bool], s: usize, count: u32) -> Result<(), WaitReason> {
         let (sum_u, borrowed, lendable) = self.totals_with(lends, s, count);
         let (_, borrowed_now, lendable_now) = self.totals_with(lends, s, 0);
-        let debt_now = (borrowed_now - lendable_now).max(debt_floor).max(0);
+        let debt_now = (borrowed_now - lendable_now).max(0);
         if borrowed - lendable > debt_now {
             return Err(WaitReason::NoLendableCapacity {
                 lendable: u32::try_from(lendable_now.max(0)).unwrap_or(u32::MAX),
@@ -75,23 +69,11 @@ impl TypeView {
 }
 
 impl Pass<'_> {
-    /// The lending debt `max(0, B - L)` of type `t` in the projection.
-    pub(super) fn debt(&self, t: TypeIdx) -> i64 {
-        let (_, borrowed, lendable) = self.views[t.index()].totals_with(&self.lends, 0, 0);
-        (borrowed - lendable).max(0)
-    }
-
     /// Fleet and lending constraints for `count` more instances in share `s`:
     /// `sum(U) <= F`, and `B <= L` (or, where a limit reduction or a smaller
     /// fleet already broke it, no worse than before).
     pub(super) fn check(&self, s: ShareIdx, t: TypeIdx, count: u32) -> Result<(), WaitReason> {
-        // An in-share trial compares with the debt before it removed its
-        // victims: a job that takes their place makes it no worse.
-        let floor = match self.debt_floor {
-            Some((ft, debt)) if ft == t => debt,
-            _ => 0,
-        };
-        self.views[t.index()].check(&self.lends, s.index(), count, floor)
+        self.views[t.index()].check(&self.lends, s.index(), count)
     }
 
     /// Instances that jobs without checkpoints hold in `(s, t)`, projected.

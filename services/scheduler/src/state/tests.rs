@@ -747,6 +747,9 @@ defaults: {{startupSeconds: 3, stopSeconds: 6, checkpointIntervalSeconds: 60}}
 generate: {{jobs: 150, seed: 2, meanInterarrivalSeconds: 25, minDurationSeconds: 30, maxDurationSeconds: 900,
            instanceCounts: [1, 1, 2, 4, 6, 10], maxPriority: 9, checkpointingFraction: 0.8, checkpointIntervalSeconds: 90}}
 actions:
+  # flaky starts at priority 8: at 0, under the victim order decided in
+  # issue 29, it was preempted before its scripted failure, and the
+  # workload no longer had a FAILED attempt.
   - {{at: 40, submit: {{jobName: flaky, quotaShareName: A, instanceType: gpu, instanceCount: 2, durationSeconds: 300, schedulingPriority: 8,
       retryStrategy: {{attempts: 2}}, failures: [{{attempt: 1, afterSeconds: 30, exitCode: 3}}]}}}}
   - {{at: 60, submit: {{jobName: slow, quotaShareName: B, instanceType: gpu, durationSeconds: 5000,
