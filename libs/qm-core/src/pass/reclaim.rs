@@ -61,9 +61,9 @@ impl Pass<'_> {
         // Which jobs are borrowed is decided once, on the state the job
         // found: taking one borrowed job never makes another one within
         // quota for this reclaim (a prefix could otherwise shift).
-        let pools = self.borrowed_pools(s, t);
+        let mut pools = self.borrowed_pools(s, t);
         let fits = loop {
-            match self.next_reclaim_victim(&pools, t, &mut protected) {
+            match self.next_reclaim_victim(&mut pools, t, &mut protected) {
                 Some(victim) => {
                     self.remove_from_projection(&victim, t);
                     victims.push(victim);
@@ -87,26 +87,27 @@ impl Pass<'_> {
         Ok(self.drop_unneeded(victims, t, |pass| pass.check(s, t, count).is_ok()))
     }
 
-    /// Every other share's borrowed jobs of type `t` in the projection, for
-    /// the shares that borrow.
-    fn borrowed_pools(&self, requester: ShareIdx, t: TypeIdx) -> Vec<(ShareIdx, Vec<RunKey>)> {
+    /// The other shares that borrow type `t` in the projection, each with
+    /// room for its borrowed jobs, worked out when first needed (most
+    /// reclaims look at one share or two).
+    fn borrowed_pools(&self, requester: ShareIdx, t: TypeIdx) -> Vec<Pool> {
         let view = &self.views[t.index()];
         (0..self.c.shares.len())
             .filter(|&i| i != requester.index() && !self.c.shares[i].deleted)
             .filter(|&i| view.used[i] > view.entitlement[i])
-            .map(|i| {
-                let share = ShareIdx(i as u16);
-                let ckpt_first = self.c.shares[i]
-                    .config
-                    .protections
-                    .borrow_requires_checkpoint;
-                let running = self.projected_running(share, t);
-                (
-                    share,
-                    borrowed_jobs(&running, view.entitlement[i], ckpt_first),
-                )
-            })
+            .map(|i| (ShareIdx(i as u16), None))
             .collect()
+    }
+
+    /// Share `share`'s borrowed jobs of type `t`, as the projection stands.
+    fn borrowed_now(&self, share: ShareIdx, t: TypeIdx) -> Vec<RunKey> {
+        let ckpt_first = self.c.shares[share.index()]
+            .config
+            .protections
+            .borrow_requires_checkpoint;
+        let running = self.projected_running(share, t);
+        let entitlement = self.views[t.index()].entitlement[share.index()];
+        borrowed_jobs(&running, entitlement, ckpt_first)
     }
 
     /// The next reclaim victim among `pools` (each share's borrowed jobs):
@@ -119,7 +120,7 @@ impl Pass<'_> {
     /// protected or committed) gives way to the next.
     pub(super) fn next_reclaim_victim(
         &self,
-        pools: &[(ShareIdx, Vec<RunKey>)],
+        pools: &mut [Pool],
         t: TypeIdx,
         protected: &mut Option<Time>,
     ) -> Option<Victim> {
@@ -144,8 +145,11 @@ impl Pass<'_> {
         for group in sources.chunk_by(|a, b| ratio(a, b).is_eq()) {
             let mut best: Option<(VictimOrder, Victim)> = None;
             for &(p, _, entitlement) in group {
-                let (share, candidates) = &pools[p];
-                let share = *share;
+                let share = pools[p].0;
+                if pools[p].1.is_none() {
+                    pools[p].1 = Some(self.borrowed_now(share, t));
+                }
+                let candidates = pools[p].1.as_deref().unwrap_or_default();
                 let eligible = candidates
                     .iter()
                     .filter(|k| !self.removed.contains(&k.job))
@@ -179,6 +183,10 @@ impl Pass<'_> {
         None
     }
 }
+
+/// A share that borrows, and its borrowed jobs once worked out (decided
+/// once per reclaim: taking one never makes another within quota).
+type Pool = (ShareIdx, Option<Vec<RunKey>>);
 
 /// A victim's rank: the smallest goes first (see [`Pass::victim_order`]).
 pub(super) type VictimOrder = (
