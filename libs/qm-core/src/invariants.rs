@@ -445,8 +445,8 @@ pub fn check_plan(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
         // Where a limit reduction or a smaller fleet left a lending debt
         // (`B > L`), no start may make it worse: the victims may also have to
         // pay it down before the job fits.
-        let acc = before.accounting(t);
-        let debt = acc.borrowed.saturating_sub(acc.lendable);
+        // (Projected: jobs already stopping count as gone, as in the pass.)
+        let debt = u32::try_from(projected(before, t).0.max(0)).unwrap_or(u32::MAX);
         let asks = job.spec.count + excess + debt;
         if total - u64::from(largest) >= u64::from(asks) {
             return violation(

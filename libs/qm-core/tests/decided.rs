@@ -222,6 +222,42 @@ fn room_a_preemption_frees_goes_to_within_quota_work_before_borrowing() {
     );
 }
 
+/// Point 4, the in-share sweep: after a preemption frees room, jobs the
+/// sweep already passed get another try before the jobs behind them (the
+/// sweep does not simply go on from where it stopped).
+#[test]
+fn in_share_preemption_starts_again_from_the_front_when_a_preemption_frees_room() {
+    let in_share = |name: &str, e: i64| {
+        let mut s = lab(name, e, -1);
+        s.in_share_preemption = true;
+        s
+    };
+    // Entitlements 2 + 2 + 1 of a fleet of 6: 1 instance unassigned.
+    let mut w = World::new(
+        6,
+        vec![in_share("A", 2), in_share("D", 2), in_share("F", 1)],
+    );
+    w.submit("a_low", "A", 2, 1);
+    w.submit("d_low", "D", 3, 1);
+    w.submit("f_low", "F", 1, 1);
+    let plan = w.step();
+    assert_eq!(plan.starts.len(), 3, "D borrows the unassigned instance");
+    w.at(10).submit("x", "A", 3, 7);
+    w.at(20).submit("y", "D", 2, 5);
+    w.at(30).submit("w", "F", 2, 5);
+    let plan = w.step();
+    // x cannot take a_low's place while D borrows the only lendable
+    // instance; y's taking d_low's place gives it back, and x, first in
+    // line, gets it before w.
+    assert_eq!(
+        w.preempted(&plan),
+        vec![
+            ("d_low".into(), InShare, "y".into()),
+            ("a_low".into(), InShare, "x".into()),
+        ]
+    );
+}
+
 /// Point 5. Only a preemption's beneficiary holds a claim and is shown
 /// `WAITING_FOR_RECLAIM`; a job fitted into room still held by stopping
 /// jobs is told what holds it now, and a second pass at the same instant

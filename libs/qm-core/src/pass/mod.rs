@@ -303,8 +303,9 @@ impl<'a> Pass<'a> {
         }
         self.honour_claims();
         // Every round admits a job or ends the loop, and a job is taken
-        // back at most twice per pass (by in-share preemption for a higher
-        // priority, then barred by a reclaim): the bound only guards that.
+        // back at most three times per pass (by in-share preemption for a
+        // higher priority, then by a reclaim twice, see `barred_again`): the
+        // bound only guards that.
         let bound = 4 * (self.c.runnable_count() as u64 + 1);
         let mut rounds = 0u64;
         loop {
@@ -332,20 +333,24 @@ impl<'a> Pass<'a> {
 impl Pass<'_> {
     /// The steps for one type, in the contract's order. A preemption may
     /// free more room than its beneficiary needs; that room is served by
-    /// the same order as always, within-quota work (step 1) before borrowing
-    /// (step 3), whatever the order of submissions: after a sweep that
-    /// preempted (which stops at its first preemption), step 1 runs again
+    /// the same order as always, within-quota work before borrowing,
+    /// whatever the order of submissions: after a sweep that preempted
+    /// (which stops at its first preemption), within-quota admission runs again
     /// from the front before any later step.
     ///
-    /// Steps 1 and 3 run again from the front; in-share preemption (step 4)
-    /// goes on from where it stopped: the jobs before that failed to make
-    /// room even with every lower-priority job gone, and the steps since
-    /// have only used room.
+    /// Within-quota admission and borrowing run again from the front;
+    /// in-share preemption goes on from where it stopped unless the type's
+    /// free room or lending headroom has grown since it began (the jobs
+    /// before its place then get another try): jobs it already tried failed
+    /// to make room even with every lower-priority job of their share gone,
+    /// and what the other steps started since only used room.
     fn sweep_type(&mut self, t: TypeIdx) {
         // Every preemption admits a job, and a job is taken back at most
-        // twice per pass: the bound only guards that.
+        // three times per pass (in-share, then by reclaim twice, see
+        // `barred_again`): the bound only guards that.
         let bound = 4 * (self.c.runnable_count() as u64 + 1);
         let mut in_share = sweep::SweepPlace::new(self.c.shares.len());
+        let mut room_when_placed: Option<(i64, i64)> = None;
         for _ in 0..bound {
             let before = self.preemptions.len();
             self.sweep(t, Step::WithinQuota);
@@ -353,6 +358,11 @@ impl Pass<'_> {
                 continue;
             }
             self.sweep(t, Step::Borrow);
+            let room = self.room(t);
+            if room_when_placed.is_some_and(|(free, headroom)| room.0 > free || room.1 > headroom) {
+                in_share = sweep::SweepPlace::new(self.c.shares.len());
+            }
+            room_when_placed = Some(room);
             self.sweep_from(t, Step::InShare, &mut in_share);
             if self.preemptions.len() == before {
                 return;

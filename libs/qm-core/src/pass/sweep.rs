@@ -100,12 +100,11 @@ impl Pass<'_> {
         }
     }
 
-    /// The next job of share `s` in line (all types), not yet admitted.
+    /// The next job of share `s` in line (all types), not yet admitted. A
+    /// head a reclaim took back stays the head (STRICT_FIFO: it blocks its
+    /// share, see `next_candidate`).
     pub(super) fn share_head(&self, s: ShareIdx) -> Option<(QueueKey, TypeIdx, u32)> {
-        let skip = |id: JobId| {
-            (!self.admitted.is_empty() && self.admitted.contains(&id))
-                || (!self.barred.is_empty() && self.barred.contains(&id))
-        };
+        let skip = |id: JobId| !self.admitted.is_empty() && self.admitted.contains(&id);
         let slot = &self.c.shares[s.index()];
         let mut best: Option<(QueueKey, TypeIdx, u32)> = None;
         for (t, st) in slot.types.iter().enumerate() {
@@ -198,7 +197,7 @@ impl Pass<'_> {
             }
             if self.preemptions.len() != preemptions_before {
                 // The victims may free more than this job needs: that room
-                // is served from step 1 again (`Pass::sweep_type`).
+                // goes to within-quota admission first (`Pass::sweep_type`).
                 break;
             }
         }
@@ -233,6 +232,17 @@ impl Pass<'_> {
             // Only the head of the share (across types) may start.
             let (key, head_type, count) = self.share_head(s)?;
             if after == Some(key) || head_type != t || count > below_fail {
+                return None;
+            }
+            // A head a reclaim took back waits as any such job does (to
+            // borrow, until the next pass; within its quota, once more),
+            // and the jobs behind it wait with it.
+            let barred = if step == Step::WithinQuota {
+                &self.barred_again
+            } else {
+                &self.barred
+            };
+            if barred.contains(&key.job) {
                 return None;
             }
             let in_step = match step {

@@ -76,6 +76,17 @@ impl Pass<'_> {
         self.views[t.index()].check(&self.lends, s.index(), count)
     }
 
+    /// The type's free room `F - sum(U)` and lending headroom `L - B` in the
+    /// projection.
+    pub(super) fn room(&self, t: TypeIdx) -> (i64, i64) {
+        let view = &self.views[t.index()];
+        let (sum_u, borrowed, lendable) = view.totals_with(&self.lends, 0, 0);
+        (
+            i64::from(view.fleet) - i64::try_from(sum_u).unwrap_or(i64::MAX),
+            lendable - borrowed,
+        )
+    }
+
     /// Instances that jobs without checkpoints hold in `(s, t)`, projected.
     pub(super) fn projected_noncheckpointing(&self, s: ShareIdx, t: TypeIdx) -> u32 {
         if !self.c.shares[s.index()]
