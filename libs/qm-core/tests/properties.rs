@@ -394,15 +394,12 @@ fn within_quota_before_borrowing(
         }
         *used.entry(start.share).or_default() -= i64::from(start.count);
         let fleet = i64::from(after.effective_fleet(t));
-        let entitlement = |s: qm_core::ShareIdx| {
-            i64::from(
-                after
-                    .usage_snapshot(t)
-                    .iter()
-                    .find(|(o, _)| *o == s)
-                    .map_or(0, |(_, u)| u.entitlement),
-            )
-        };
+        let entitlements: std::collections::BTreeMap<qm_core::ShareIdx, i64> = after
+            .usage_snapshot(t)
+            .into_iter()
+            .map(|(s, u)| (s, i64::from(u.entitlement)))
+            .collect();
+        let entitlement = |s: qm_core::ShareIdx| entitlements.get(&s).copied().unwrap_or(0);
         let sum_e: i64 = used.keys().map(|s| entitlement(*s)).sum();
         let totals = |extra: Option<(qm_core::ShareIdx, u32)>| {
             let (mut sum_u, mut borrowed, mut idle_lent) = (0i64, 0i64, 0i64);

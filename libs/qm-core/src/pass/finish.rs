@@ -105,14 +105,14 @@ impl Pass<'_> {
         // their share's entitlement now, whatever their admission order:
         // within-quota work before borrowing, also in the room being freed
         // (`semantics.md` section 4).
+        let mut order = std::mem::take(&mut self.admitted_order);
         let mut deferred: Vec<(JobId, u32)> = Vec::new();
-        let order = std::mem::take(&mut self.admitted_order);
-        for (phase, list) in [(0, order), (1, Vec::new())] {
-            let list = if phase == 0 {
-                list
+        for phase in 0..2 {
+            let list = std::mem::take(if phase == 0 {
+                &mut order
             } else {
-                std::mem::take(&mut deferred)
-            };
+                &mut deferred
+            });
             for (id, count) in list {
                 let job = &self.c.jobs[&id];
                 let (s, t) = (job.spec.share, job.spec.instance_type);
@@ -164,16 +164,16 @@ impl Pass<'_> {
                 // fitted into room still held by stopping jobs is told what
                 // holds it now, and may be overtaken (`semantics.md` 4).
                 let beneficiary = self.committed.contains(&id) || self.c.claims.contains(&id);
+                let told = |reason| {
+                    if beneficiary {
+                        WaitReason::WaitingForRelease
+                    } else {
+                        reason
+                    }
+                };
                 if let Some(reason) = blocked {
                     plan.waiting_for_release.push(id);
-                    plan.reasons.push((
-                        id,
-                        if beneficiary {
-                            WaitReason::WaitingForRelease
-                        } else {
-                            reason
-                        },
-                    ));
+                    plan.reasons.push((id, told(reason)));
                     continue;
                 }
                 let node_free = free[t.index()].get_or_insert_with(|| self.c.free_cursors(t));
@@ -218,14 +218,7 @@ impl Pass<'_> {
                         "{id} fits the fleet but not its nodes"
                     );
                     plan.waiting_for_release.push(id);
-                    plan.reasons.push((
-                        id,
-                        if beneficiary {
-                            WaitReason::WaitingForRelease
-                        } else {
-                            reason
-                        },
-                    ));
+                    plan.reasons.push((id, told(reason)));
                     continue;
                 };
                 if !job.spec.checkpoints {

@@ -87,8 +87,8 @@ impl Pass<'_> {
         Ok(self.drop_unneeded(victims, t, |pass| pass.check(s, t, count).is_ok()))
     }
 
-    /// The other shares that borrow type `t` in the projection, each with
-    /// room for its borrowed jobs, worked out when first needed (most
+    /// The other shares that borrow type `t` in the projection, each with a
+    /// slot for its borrowed jobs, worked out when first needed (most
     /// reclaims look at one share or two).
     fn borrowed_pools(&self, requester: ShareIdx, t: TypeIdx) -> Vec<Pool> {
         let view = &self.views[t.index()];
