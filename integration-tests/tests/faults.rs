@@ -555,10 +555,18 @@ echo swapped "$i" times
             "{key} holds the file a link pointed to\n{logs}"
         );
     }
+    // The race was run: at least one sync met the directory changing under
+    // it, either a link where a file or folder was listed (refused) or a
+    // listed entry already swapped away (a loaded machine's timing often
+    // gives only the second). Both end the same way: nothing outside it is
+    // read, and the commit is retried.
     let refused = stack.log_of("checkpoint-node-1");
     assert!(
-        refused.contains("symbolic link"),
-        "the race was run (the service saw links in the way):\n{refused}"
+        refused.contains("symbolic link")
+            || refused
+                .lines()
+                .any(|l| l.contains("sync failed") && l.contains("No such file or directory")),
+        "the race was run (the service saw the checkpoint change under it):\n{refused}"
     );
     stack.stop_all();
 }
