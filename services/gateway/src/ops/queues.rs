@@ -1,0 +1,245 @@
+//! Job queues.
+
+use qm_wire::messages::{self as wire, Caller};
+use qm_wire::subjects::Operation;
+use qm_wire::system::QueueDocument;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::arn::Resource;
+use crate::http::AwsError;
+use crate::store::{self, EnvironmentRecord, PolicyRecord, QueueRecord};
+use crate::Gateway;
+
+use super::{
+    api_failed, check_tags, is_not_found, page, page_size, range, state_ok, store_failed, Answer,
+    DescribeQueuesIn, JobQueueIn, JOB_TYPE,
+};
+
+impl Gateway {
+    pub(super) async fn put_queue(&self, caller: &Caller, q: JobQueueIn, create: bool) -> Answer {
+        let name = if create {
+            let n = q.job_queue_name.clone().unwrap_or_default();
+            qm_wire::subjects::token(&n).map_err(|e| self.bad(format!("jobQueueName: {e}")))?;
+            n
+        } else {
+            self.arns
+                .queue_name("jobQueue", q.job_queue.as_deref().unwrap_or_default())
+                .map_err(|e| self.bad(e))?
+        };
+        state_ok("state", &q.state)?;
+        if !q.compute_environment_order.is_empty() {
+            return Err(self.bad(
+                "computeEnvironmentOrder: compute environments are not supported; give serviceEnvironmentOrder".into(),
+            ));
+        }
+        if !q.job_state_time_limit_actions.is_empty() {
+            return Err(self.bad("jobStateTimeLimitActions: is not supported".into()));
+        }
+        if q.job_queue_type.as_deref().is_some_and(|t| t != JOB_TYPE) {
+            return Err(self.bad(format!(
+                "jobQueueType: {:?} is not supported (only {JOB_TYPE})",
+                q.job_queue_type.clone().unwrap_or_default()
+            )));
+        }
+        if let Some(p) = q.priority {
+            range("priority", p, 0, 1000)?;
+        } else if create {
+            return Err(self.bad("priority: is required".into()));
+        }
+        if let Some(arn) = &q.scheduling_policy_arn {
+            let policy = self
+                .arns
+                .named("schedulingPolicyArn", arn, true)
+                .map_err(|e| self.bad(e))?;
+            let key = format!("{}{policy}", store::POLICY_PREFIX);
+            if self
+                .store
+                .config
+                .get::<PolicyRecord>(&key)
+                .await
+                .map_err(store_failed)?
+                .is_none()
+            {
+                return Err(self.bad(format!(
+                    "schedulingPolicyArn: no scheduling policy {policy:?}"
+                )));
+            }
+        }
+        let environment = match &q.service_environment_order {
+            None => None,
+            Some(order) if order.len() > 1 => {
+                return Err(self.bad(
+                    "serviceEnvironmentOrder: a job queue draws on one service environment here"
+                        .into(),
+                ))
+            }
+            Some(order) => match order.first() {
+                None => Some(None),
+                Some(o) => {
+                    let _ = o.order;
+                    let env = self
+                        .arns
+                        .named(
+                            "serviceEnvironmentOrder[0].serviceEnvironment",
+                            &o.service_environment,
+                            false,
+                        )
+                        .map_err(|e| self.bad(e))?;
+                    let key = format!("{}{env}", store::ENVIRONMENT_PREFIX);
+                    let record: EnvironmentRecord = self
+                        .store
+                        .config
+                        .get(&key)
+                        .await
+                        .map_err(store_failed)?
+                        .ok_or_else(|| {
+                            self.bad(format!(
+                                "serviceEnvironmentOrder[0].serviceEnvironment: no service environment {env:?}"
+                            ))
+                        })?;
+                    Some(Some((env, record)))
+                }
+            },
+        };
+        if let Some(t) = &q.tags {
+            check_tags(t)?;
+        }
+        let key = store::queue_key(&name);
+        // What admission holds (state, capacity limits) is sent only when
+        // this request changes it: resending what was read would undo a
+        // concurrent change of the other.
+        let to_admission = create || q.state.is_some() || environment.is_some();
+        let mut jq = if create {
+            wire::JobQueue {
+                job_queue_name: name.clone(),
+                ..Default::default()
+            }
+        } else {
+            let doc: QueueDocument = self
+                .call(
+                    caller,
+                    Operation::DescribeJobQueue,
+                    &wire::QueueRef {
+                        job_queue: name.clone(),
+                    },
+                )
+                .await?;
+            doc.job_queue
+        };
+        if let Some(s) = &q.state {
+            jq.state = Some(s.clone());
+        }
+        if let Some(env) = &environment {
+            jq.capacity_limits = match env {
+                Some((n, e)) => self.queue_limits(n, &e.capacity_limits)?,
+                None => Vec::new(),
+            };
+        }
+        let op = if create {
+            Operation::CreateJobQueue
+        } else {
+            Operation::UpdateJobQueue
+        };
+        if to_admission {
+            let _: Value = self.call(caller, op, &jq).await?;
+        }
+        // Only the fields this request gives change, on the record as
+        // stored (under its revision: a concurrent update is never lost).
+        self.store
+            .config
+            .update(&key, |record: Option<QueueRecord>| {
+                let mut record = record.unwrap_or_default();
+                if let Some(env) = &environment {
+                    record.service_environment = env.as_ref().map(|(n, _)| n.clone());
+                }
+                if let Some(p) = q.priority {
+                    record.priority = p;
+                }
+                if q.scheduling_policy_arn.is_some() {
+                    record.scheduling_policy_arn = q.scheduling_policy_arn.clone();
+                }
+                if create {
+                    record.tags = q.tags.clone().unwrap_or_default();
+                }
+                Ok::<_, AwsError>(record)
+            })
+            .await?;
+        Ok(json!({
+            "jobQueueName": name,
+            "jobQueueArn": self.arns.queue(&name),
+        }))
+    }
+
+    pub(super) async fn describe_queues(&self, caller: &Caller, d: DescribeQueuesIn) -> Answer {
+        let names: Vec<String> = if d.job_queues.is_empty() {
+            #[derive(Deserialize)]
+            #[serde(rename_all = "camelCase")]
+            struct Names {
+                job_queues: Vec<String>,
+            }
+            let all: Names = self
+                .call(caller, Operation::ListJobQueues, &json!({}))
+                .await?;
+            all.job_queues
+        } else {
+            d.job_queues
+                .iter()
+                .map(|q| self.arns.queue_name("jobQueues", q))
+                .collect::<Result<_, _>>()
+                .map_err(|e| self.bad(e))?
+        };
+        let (names, next) = page(&names, page_size(d.max_results)?, d.next_token.as_deref())?;
+        let mut out = Vec::new();
+        for name in names {
+            let doc: QueueDocument = match self
+                .api(caller)
+                .call(
+                    Operation::DescribeJobQueue,
+                    &wire::QueueRef {
+                        job_queue: name.clone(),
+                    },
+                )
+                .await
+            {
+                Ok(d) => d,
+                // AWS leaves out the queues that do not exist.
+                Err(e) if is_not_found(&e) => continue,
+                Err(e) => return Err(api_failed(e)),
+            };
+            let record: QueueRecord = self
+                .store
+                .config
+                .get(&store::queue_key(&name))
+                .await
+                .map_err(store_failed)?
+                .unwrap_or_default();
+            let mut v = json!({
+                "jobQueueName": name,
+                "jobQueueArn": self.arns.queue(&name),
+                "state": doc.job_queue.state.clone().unwrap_or_else(|| "ENABLED".into()),
+                "status": "VALID",
+                "priority": record.priority,
+                "computeEnvironmentOrder": [],
+                "jobQueueType": JOB_TYPE,
+                "tags": record.tags,
+                "jobStateTimeLimitActions": [],
+            });
+            if let Some(p) = &record.scheduling_policy_arn {
+                v["schedulingPolicyArn"] = json!(p);
+            }
+            if let Some(e) = &record.service_environment {
+                v["serviceEnvironmentOrder"] = json!([{
+                    "order": 1,
+                    "serviceEnvironment": self.arns.of(&Resource::ServiceEnvironment(e.clone())),
+                }]);
+            }
+            out.push(v);
+        }
+        let mut v = json!({ "jobQueues": out });
+        if let Some(n) = next {
+            v["nextToken"] = json!(n);
+        }
+        Ok(v)
+    }
+}
