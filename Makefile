@@ -28,13 +28,18 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
 
-# The scheduling core must not depend on an async runtime, NATS, the AWS SDK
-# or any I/O crate: the live scheduler and the simulator share it unchanged.
+# The scheduling core, the wire types and the simulator must not depend on
+# an async runtime, NATS, the AWS SDK, OpenTelemetry or any I/O crate: the
+# live scheduler and the simulator share them unchanged.
+PURE_CRATES := qm-core qm-wire qm-sim
 check-core-deps:
-	@deps=$$($(CARGO) tree --locked -p qm-core -e normal --prefix none --format '{p}' | awk '{print $$1}' | sort -u); \
-	bad=$$(echo "$$deps" | grep -E '^(tokio|async-nats|async-std|aws-|hyper|reqwest|mio|futures|opentelemetry)' || true); \
-	if [ -n "$$bad" ]; then echo "qm-core must stay pure, but depends on: $$bad"; exit 1; fi; \
-	echo "qm-core dependencies: $$(echo $$deps | tr '\n' ' ')"
+	@for c in $(PURE_CRATES); do \
+	  tree=$$($(CARGO) tree --locked -p $$c -e normal --prefix none --format '{p}') || exit 1; \
+	  deps=$$(echo "$$tree" | awk '{print $$1}' | sort -u); \
+	  bad=$$(echo "$$deps" | grep -E '^(tokio|async-nats|async-std|aws-|hyper|reqwest|mio|futures|opentelemetry|tracing-opentelemetry)' || true); \
+	  if [ -n "$$bad" ]; then echo "$$c must stay pure, but depends on: $$(echo $$bad | tr '\n' ' ')"; exit 1; fi; \
+	  echo "$$c is pure ($$(echo "$$deps" | wc -l) crates, none of them I/O)"; \
+	done
 
 ## check-deploy: the Kubernetes manifests against the Kubernetes schemas
 ## (offline, kubernetes-validate --strict; no cluster is contacted), and the

@@ -85,7 +85,7 @@ impl Client {
         body: bytes::Bytes,
         service: &'static str,
     ) -> Result<R, CallError> {
-        let span = qm_wire::trace::client_span(&qm_wire::trace::template(&subject), &subject, true);
+        let span = crate::trace::client_span(&crate::trace::template(&subject), &subject, true);
         let reply = self
             .request_in(subject, body, service)
             .instrument(span.clone())
@@ -103,7 +103,7 @@ impl Client {
         service: &'static str,
     ) -> Result<R, CallError> {
         let started = std::time::Instant::now();
-        let mut headers = qm_wire::trace::headers();
+        let mut headers = crate::trace::headers();
         if let Some(who) = &self.acting_for {
             headers.insert(qm_wire::subjects::CALLER_HEADER, who.as_str());
         }

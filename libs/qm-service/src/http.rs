@@ -1,7 +1,7 @@
 //! The one way every HTTP surface of Quartermaster is served (the AWS Batch
 //! gateway, and each service's metrics and health endpoint): HTTP/1.1 by
 //! hyper, behind TLS when a certificate is configured, with the same limits
-//! everywhere (issue 28):
+//! everywhere:
 //!
 //! - at most `max_connections` connections served at once (more wait in the
 //!   listen queue), and at most `max_connections_per_client` from one IP
@@ -11,7 +11,10 @@
 //!   next request), within `header_read_timeout`;
 //! - at most `max_header_bytes` of request line and headers (a larger head
 //!   is answered 431 and the connection closed);
-//! - a connection closed after `connection_lifetime`, whatever it does.
+//! - a connection closed after `connection_lifetime`, whatever it does;
+//! - on shutdown, no new connection accepted, each open one finishing the
+//!   request it is answering (HTTP/1.1 graceful close), and whatever is still
+//!   open after `drain_timeout` cut.
 //!
 //! Request bodies are the handler's to read, with its own deadline and
 //! budget (the gateway's `bodyReadTimeoutSeconds` and
@@ -37,6 +40,8 @@ pub struct Limits {
     pub header_read_timeout: Duration,
     pub max_header_bytes: usize,
     pub connection_lifetime: Duration,
+    /// How long a shutdown waits for open connections to finish.
+    pub drain_timeout: Duration,
 }
 
 impl Limits {
@@ -48,6 +53,7 @@ impl Limits {
             header_read_timeout: Duration::from_secs(5),
             max_header_bytes: 16 * 1024,
             connection_lifetime: Duration::from_secs(60),
+            drain_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -110,15 +116,20 @@ impl Drop for ClientSlot {
     }
 }
 
-/// Serves `handler` on `listener` until the listener fails, behind `tls`
+/// Serves `handler` on `listener` until `shutdown` completes, behind `tls`
 /// when given, within `limits`. `refused` is called for each connection
 /// closed as it arrived (its client had `max_connections_per_client`).
+///
+/// When `shutdown` completes the listener is closed, every open connection
+/// finishes the request it is answering and closes, and `serve` returns once
+/// all have, or after `limits.drain_timeout` with the rest cut.
 pub async fn serve<H, F>(
     listener: tokio::net::TcpListener,
     tls: Option<Arc<rustls::ServerConfig>>,
     limits: Limits,
     handler: H,
     refused: impl Fn(IpAddr) + Send + Sync + 'static,
+    shutdown: impl Future<Output = ()>,
 ) where
     H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<Full<Bytes>>> + Send + 'static,
@@ -126,13 +137,27 @@ pub async fn serve<H, F>(
     let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     let clients = Arc::new(PerClient::default());
+    let (stop, stopping) = tokio::sync::watch::channel(false);
+    let mut open = tokio::task::JoinSet::new();
+    tokio::pin!(shutdown);
     loop {
-        let Ok(permit) = Arc::clone(&slots).acquire_owned().await else {
-            return;
+        let permit = tokio::select! {
+            _ = &mut shutdown => break,
+            Some(_) = open.join_next(), if !open.is_empty() => continue,
+            permit = Arc::clone(&slots).acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => break,
+            },
         };
-        let Ok((stream, peer)) = listener.accept().await else {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            continue;
+        let (stream, peer) = tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
         };
         let Some(client) = clients.take(peer.ip(), limits.max_connections_per_client) else {
             refused(peer.ip());
@@ -140,21 +165,9 @@ pub async fn serve<H, F>(
             continue;
         };
         let (handler, acceptor, limits) = (handler.clone(), acceptor.clone(), limits.clone());
-        tokio::spawn(async move {
-            let _permit = permit;
-            let _client = client;
-            let service = hyper::service::service_fn(move |req| {
-                let answer = handler(req);
-                async move { Ok::<_, Infallible>(answer.await) }
-            });
-            let mut builder = hyper::server::conn::http1::Builder::new();
-            builder
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(limits.header_read_timeout)
-                // The head's own limit (431 past it): the read buffer's
-                // size alone is not one, a single read may fill more.
-                .max_header_size(limits.max_header_bytes)
-                .max_buf_size(limits.max_header_bytes.max(8192) * 2);
+        let stopping = stopping.clone();
+        open.spawn(async move {
+            let _slots = (permit, client);
             match acceptor {
                 Some(acceptor) => {
                     let Ok(Ok(tls)) =
@@ -163,22 +176,168 @@ pub async fn serve<H, F>(
                     else {
                         return;
                     };
-                    let io = hyper_util::rt::TokioIo::new(tls);
-                    let _ = tokio::time::timeout(
-                        limits.connection_lifetime,
-                        builder.serve_connection(io, service),
-                    )
-                    .await;
+                    connection(tls, handler, &limits, stopping).await;
                 }
-                None => {
-                    let io = hyper_util::rt::TokioIo::new(stream);
-                    let _ = tokio::time::timeout(
-                        limits.connection_lifetime,
-                        builder.serve_connection(io, service),
-                    )
-                    .await;
-                }
+                None => connection(stream, handler, &limits, stopping).await,
             }
         });
+    }
+    drop(listener);
+    let _ = stop.send(true);
+    let drained = tokio::time::timeout(limits.drain_timeout, async {
+        while open.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(
+            connections = open.len(),
+            "HTTP connections still open after the {:?} drain: cut",
+            limits.drain_timeout
+        );
+        open.abort_all();
+        while open.join_next().await.is_some() {}
+    }
+}
+
+/// Serves one connection until it closes, its lifetime ends, or (once
+/// `stopping` turns true) it has finished the request it was answering.
+async fn connection<I, H, F>(
+    io: I,
+    handler: H,
+    limits: &Limits,
+    mut stopping: tokio::sync::watch::Receiver<bool>,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<Full<Bytes>>> + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |req| {
+        let answer = handler(req);
+        async move { Ok::<_, Infallible>(answer.await) }
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        // The head's own limit (431 past it): the read buffer's size alone
+        // is not one, a single read may fill more.
+        .max_header_size(limits.max_header_bytes)
+        .max_buf_size(limits.max_header_bytes.max(8192) * 2);
+    let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(io), service);
+    tokio::pin!(conn);
+    let lifetime = tokio::time::sleep(limits.connection_lifetime);
+    tokio::pin!(lifetime);
+    let mut draining = *stopping.borrow();
+    if draining {
+        conn.as_mut().graceful_shutdown();
+    }
+    loop {
+        tokio::select! {
+            _ = conn.as_mut() => return,
+            _ = &mut lifetime => return,
+            changed = stopping.changed(), if !draining => {
+                if changed.is_err() || *stopping.borrow() {
+                    draining = true;
+                    conn.as_mut().graceful_shutdown();
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn limits(drain: Duration) -> Limits {
+        Limits {
+            drain_timeout: drain,
+            ..Limits::endpoint()
+        }
+    }
+
+    /// Serves a handler that answers after `delay` (never when `None`),
+    /// until the returned sender fires.
+    async fn slow_server(
+        delay: Option<Duration>,
+        drain: Duration,
+    ) -> (
+        std::net::SocketAddr,
+        tokio::sync::oneshot::Sender<()>,
+        tokio::task::JoinHandle<()>,
+    ) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve(
+            listener,
+            None,
+            limits(drain),
+            move |_req| async move {
+                match delay {
+                    Some(d) => tokio::time::sleep(d).await,
+                    None => std::future::pending::<()>().await,
+                }
+                Response::new(Full::new(Bytes::from_static(b"done")))
+            },
+            |_| {},
+            async {
+                let _ = rx.await;
+            },
+        ));
+        (addr, tx, server)
+    }
+
+    async fn send_request(addr: std::net::SocketAddr) -> tokio::net::TcpStream {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET / HTTP/1.1\r\nhost: test\r\n\r\n")
+            .await
+            .unwrap();
+        s
+    }
+
+    #[tokio::test]
+    async fn a_shutdown_lets_the_request_in_flight_finish_then_refuses_new_connections() {
+        let (addr, stop, server) =
+            slow_server(Some(Duration::from_millis(400)), Duration::from_secs(10)).await;
+        let mut client = send_request(addr).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        stop.send(()).unwrap();
+        let mut answer = String::new();
+        tokio::time::timeout(Duration::from_secs(10), client.read_to_string(&mut answer))
+            .await
+            .expect("the connection closes once answered")
+            .unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(answer.ends_with("done"), "{answer}");
+        tokio::time::timeout(Duration::from_secs(10), server)
+            .await
+            .expect("serve returns once drained")
+            .unwrap();
+        assert!(
+            tokio::net::TcpStream::connect(addr).await.is_err(),
+            "the listener is closed"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_connection_still_busy_after_the_drain_timeout_is_cut() {
+        let (addr, stop, server) = slow_server(None, Duration::from_millis(300)).await;
+        let mut client = send_request(addr).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        stop.send(()).unwrap();
+        tokio::time::timeout(Duration::from_secs(10), server)
+            .await
+            .expect("serve returns after its drain timeout")
+            .unwrap();
+        let mut answer = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(10), client.read_to_end(&mut answer))
+            .await
+            .expect("the cut connection is closed");
+        assert!(
+            read.is_err() || answer.is_empty(),
+            "nothing answered: {answer:?}"
+        );
     }
 }

@@ -1,12 +1,13 @@
 //! What every Quartermaster service shares, so that the services stay thin:
 //! configuration from file and environment ([`settings`]), NATS connection and
 //! the JetStream streams and buckets ([`nats`]), request decoding and replies
-//! ([`api`]), wire <-> core conversion ([`convert`]) and the typed API client
-//! `qm` and the tests use ([`client`]).
+//! ([`api`]), trace context in message headers ([`trace`]), HTTP serving
+//! ([`http`]) and the typed API client `qm` and the tests use ([`client`]).
+//! Wire <-> core conversion lives in `qm_wire::to_core`, which the simulator
+//! uses too.
 
 pub mod api;
 pub mod client;
-pub mod convert;
 pub mod http;
 pub mod memory;
 pub mod nats;
@@ -14,6 +15,7 @@ pub mod observe;
 pub mod retry;
 pub mod settings;
 pub mod telemetry;
+pub mod trace;
 
 /// Milliseconds since the Unix epoch, from the system clock.
 pub fn now_ms() -> u64 {
@@ -31,20 +33,26 @@ pub struct Started<T> {
     pub telemetry: telemetry::Telemetry,
 }
 
-/// The start of every service's `main`: logs and traces, `--config FILE` /
-/// `--help` / `--version`, settings from file and environment. On a
-/// problem it prints one message naming every problem and returns exit
-/// code 2.
-pub fn start<T>(service: &str, usage: &str) -> Result<Started<T>, std::process::ExitCode>
+/// The start of every service's `main`: logs and traces, the command line
+/// (`--config FILE`, a flag per key, `--help`, `--version`: see
+/// [`settings::Spec`]), then settings from every layer. On a problem it
+/// prints one message naming every problem and returns exit code 2.
+pub fn start<T>(spec: &settings::Spec) -> Result<Started<T>, std::process::ExitCode>
 where
     T: serde::de::DeserializeOwned + settings::Validate + serde::Serialize + Default,
 {
+    let invocation = match spec.parse_args::<T>(std::env::args()) {
+        Ok(i) => i,
+        Err(e) => e.exit(),
+    };
+    let service = spec.service;
     let telemetry = telemetry::init(&format!("qm-{service}"));
-    let usage = format!("{usage}\n\n{}", observe_usage(service));
-    let loaded = settings::config_path(&usage).and_then(|path| {
-        settings::load_all::<T>(service, path.as_deref(), std::env::vars())
-            .map_err(|e| e.to_string())
-    });
+    let loaded = settings::load_layers::<T>(
+        service,
+        invocation.config.as_deref(),
+        std::env::vars(),
+        &invocation.flags,
+    );
     match loaded {
         Ok((settings, nats, observe)) => Ok(Started {
             settings,
@@ -60,31 +68,15 @@ where
     }
 }
 
-/// The part of every service's `--help` on metrics, health and traces.
-fn observe_usage(service: &str) -> String {
-    let upper = service.to_ascii_uppercase();
-    let port = settings::default_metrics_port(service);
-    format!(
-        "Metrics and health at http://<metricsAddress>/metrics, /healthz, /readyz:
-  metricsAddress    QM_{upper}_METRICS_ADDRESS  default 127.0.0.1:{port} (off: none)
-  metricsTokenFile  QM_METRICS_TOKEN_FILE  bearer token /metrics requires
-                    (required when metricsAddress is not loopback)
-  metricsTlsCertFile, metricsTlsKeyFile  QM_METRICS_TLS_CERT_FILE, QM_METRICS_TLS_KEY_FILE
-                    PEM certificate chain and key: serve over HTTPS
-Traces: OTEL_EXPORTER_OTLP_ENDPOINT (OTLP over HTTP, e.g. http://collector:4318)
-and the other OTEL_* variables; not exported when unset. See docs/metrics.md."
-    )
-}
-
 /// A service's `main`: [`start`], then `run` with the settings, then the
 /// last spans flushed, whatever `run` returned.
-pub async fn main<T, F, Fut>(service: &str, usage: &str, run: F) -> std::process::ExitCode
+pub async fn main<T, F, Fut>(spec: &settings::Spec, run: F) -> std::process::ExitCode
 where
     T: serde::de::DeserializeOwned + settings::Validate + serde::Serialize + Default,
     F: FnOnce(T, settings::NatsSettings, settings::ObserveSettings) -> Fut,
     Fut: std::future::Future<Output = std::process::ExitCode>,
 {
-    let started = match start::<T>(service, usage) {
+    let started = match start::<T>(spec) {
         Ok(s) => s,
         Err(code) => return code,
     };

@@ -258,6 +258,9 @@ pub async fn serve(
             async move { r }
         },
         |ip| tracing::debug!(client = %ip, "metrics connection refused: too many from one client"),
+        // Served as long as the process lives: readiness must answer
+        // through a shutdown.
+        std::future::pending(),
     ));
     tracing::info!(address = %bound, "metrics at {scheme}://{bound}/metrics, health at /healthz and /readyz");
     Ok(Some(bound))

@@ -8,7 +8,7 @@ impl Admission {
     /// Answers one request inside its span (a child of the caller's trace
     /// when the request carries one), counted and timed per operation.
     pub(crate) async fn handle(&self, msg: async_nats::Message) {
-        let span = qm_wire::trace::process_span(&qm_wire::trace::template(&msg.subject), &msg);
+        let span = qm_service::trace::process_span(&qm_service::trace::template(&msg.subject), &msg);
         let op = Operation::from_subject(&msg.subject).map_or("unknown", |(_, op)| op.name());
         let started = std::time::Instant::now();
         self.dispatch(msg).instrument(span).await;

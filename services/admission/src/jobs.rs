@@ -54,14 +54,14 @@ impl Admission {
         current.record("qm.share", share.as_str());
         // The log entry carries the append's span: the scheduler continues
         // the job's trace from it (after a failover too).
-        let append = qm_wire::trace::client_span("qm.v1.log.submit.{queue}", &subject, false);
+        let append = qm_service::trace::client_span("qm.v1.log.submit.{queue}", &subject, false);
         append.record("qm.job_id", job_id.as_str());
         let started = std::time::Instant::now();
         async {
             // The job id as message id: a retried append (same token) is
             // stored once within the stream's window; the scheduler
             // ignores a known job id too.
-            let mut h = qm_wire::trace::headers();
+            let mut h = qm_service::trace::headers();
             h.insert(async_nats::header::NATS_MESSAGE_ID, job_id.as_str());
             let ack = self
                 .js

@@ -23,7 +23,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use qm_core::{Cluster, Time};
 use qm_service::api::{self, decode, invalid, respond};
-use qm_service::{convert, nats, now_ms};
+use qm_service::{nats, now_ms};
+use qm_wire::to_core as convert;
 
 use qm_tenancy::{authorize, Action, Tenancy};
 use qm_wire::messages::{

@@ -250,7 +250,7 @@ async fn run(
                 let Some(msg) = msg else { break };
                 let svc = Arc::clone(&service);
                 let op = msg.subject.rsplit('.').next().unwrap_or("").to_string();
-                let span = qm_wire::trace::process_span(&format!("qm.v1.ckpt.{{node}}.{op}"), &msg);
+                let span = qm_service::trace::process_span(&format!("qm.v1.ckpt.{{node}}.{op}"), &msg);
                 tokio::spawn(async move {
                     let r = match decode::<CheckpointRequest>(&msg.payload) {
                         Err(e) => Err(e),

@@ -488,7 +488,7 @@ impl Service {
             qm.checkpoint.seq = tracing::field::Empty,
             qm.checkpoint.bytes = tracing::field::Empty,
         );
-        qm_wire::trace::follow(&span, parent.clone());
+        qm_service::trace::follow(&span, parent.clone());
         let started = std::time::Instant::now();
         let result = self
             .commit(req, j, print, target)

@@ -246,7 +246,7 @@ async fn run(
             cmd = commands.next() => {
                 let Some(cmd) = cmd else { break };
                 // Handled in the span of the scheduler's trace it continues.
-                let span = qm_wire::trace::process_span("qm.v1.exec.{executor}.command", &cmd);
+                let span = qm_service::trace::process_span("qm.v1.exec.{executor}.command", &cmd);
                 async {
                     match serde_json::from_slice::<ExecCommand>(&cmd.payload) {
                         Ok(c) => executor.command(c).await,

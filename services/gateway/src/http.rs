@@ -420,7 +420,12 @@ pub fn tls_config(settings: &Settings) -> Result<Option<Arc<rustls::ServerConfig
         .map_err(|e| format!("tlsCertFile/tlsKeyFile: {e}"))
 }
 
-/// Accepts connections until the listener fails, through the HTTP module
+/// How long a shutdown waits for requests in flight (a submit's round trip
+/// through admission included) before cutting their connections.
+pub const DRAIN: Duration = Duration::from_secs(20);
+
+/// Accepts connections until `shutdown` completes, then drains (at most
+/// [`DRAIN`]), through the HTTP module
 /// every surface shares (`qm_service::http`), with the gateway's limits:
 /// `maxConnections`, `maxConnectionsPerClient` (more are closed as they
 /// arrive), a TLS handshake and each request's headers within
@@ -431,6 +436,7 @@ pub async fn serve(
     gateway: Arc<Gateway>,
     listener: tokio::net::TcpListener,
     tls: Option<Arc<rustls::ServerConfig>>,
+    shutdown: impl std::future::Future<Output = ()>,
 ) {
     let limits = qm_service::http::Limits {
         max_connections: gateway.settings.max_connections,
@@ -438,6 +444,7 @@ pub async fn serve(
         header_read_timeout: Duration::from_secs(gateway.settings.header_read_timeout_seconds),
         max_header_bytes: 64 * 1024,
         connection_lifetime: Duration::from_secs(300),
+        drain_timeout: DRAIN,
     };
     let refused = {
         let gateway = Arc::clone(&gateway);
@@ -459,6 +466,7 @@ pub async fn serve(
             async move { gateway.answer(req).await }
         },
         refused,
+        shutdown,
     )
     .await;
 }

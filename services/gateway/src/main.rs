@@ -164,11 +164,11 @@ async fn run(
         |a| a.to_string(),
     );
     tracing::info!(%principal, keys = gateway.secrets.len(), "AWS Batch API at {scheme}://{bound} (region {})", gateway.settings.region);
-    let shutdown = qm_service::nats::shutdown_signal();
-    tokio::select! {
-        _ = shutdown => {}
-        _ = http::serve(Arc::clone(&gateway), listener, tls) => {}
-    }
+    let shutdown = async {
+        qm_service::nats::shutdown_signal().await;
+        tracing::info!("shutting down: finishing the requests in flight");
+    };
+    http::serve(Arc::clone(&gateway), listener, tls, shutdown).await;
     qm_service::within("NATS flush", Duration::from_secs(2), client.flush()).await;
     tracing::info!("gateway stopped");
     std::process::ExitCode::SUCCESS

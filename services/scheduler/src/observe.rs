@@ -422,7 +422,7 @@ impl Traces {
             .iter()
             .filter_map(|(id, cx)| {
                 let mut headers = async_nats::HeaderMap::new();
-                qm_wire::trace::inject_span(cx, &mut headers);
+                qm_service::trace::inject_span(cx, &mut headers);
                 let parent = headers.get("traceparent")?.as_str().to_string();
                 Some((id.clone(), parent))
             })
@@ -434,7 +434,7 @@ impl Traces {
         for (id, parent) in places {
             let mut headers = async_nats::HeaderMap::new();
             headers.insert("traceparent", parent.as_str());
-            if let Some(cx) = qm_wire::trace::extract_span(Some(&headers)) {
+            if let Some(cx) = qm_service::trace::extract_span(Some(&headers)) {
                 self.jobs.insert(id.clone(), cx);
             }
         }
@@ -443,7 +443,7 @@ impl Traces {
     /// Notes the trace a log entry carries (a submit's), live or replayed.
     pub fn entry(&mut self, entry: &LogEntry, headers: Option<&async_nats::HeaderMap>) {
         if let LogEntry::Submit { job_id, .. } = entry {
-            if let Some(cx) = qm_wire::trace::extract_span(headers) {
+            if let Some(cx) = qm_service::trace::extract_span(headers) {
                 self.jobs.insert(job_id.clone(), cx);
             }
         }

@@ -592,7 +592,7 @@ impl Runner<'_> {
                 };
                 // The command continues the job's trace.
                 if let Some(cx) = self.traces.of(job) {
-                    qm_wire::trace::inject_span(cx, &mut headers);
+                    qm_service::trace::inject_span(cx, &mut headers);
                 }
                 (subject, serde_json::to_vec(cmd))
             }

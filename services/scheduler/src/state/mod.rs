@@ -34,7 +34,7 @@ mod tests;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use qm_core::{Cluster, JobId, PreemptionKind, Time};
-use qm_service::convert;
+use qm_wire::to_core as convert;
 use qm_wire::messages::{
     JobStateChange, PreemptionEvent, RegisterExecutor, ServiceJob, SubmitServiceJob,
 };

@@ -891,7 +891,7 @@ fn after_a_replay_only_jobs_that_have_not_ended_keep_their_place_in_a_trace() {
     // Every submit in the log carried a trace context.
     let mut headers = async_nats::HeaderMap::new();
     headers.insert(
-        qm_wire::trace::TRACEPARENT,
+        qm_service::trace::TRACEPARENT,
         "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
     );
     let mut traces = crate::observe::Traces::default();
@@ -1157,7 +1157,7 @@ fn archived_jobs_leave_the_state_and_only_finished_ones_go() {
 fn a_jobs_place_in_its_trace_survives_a_snapshot() {
     let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
     let mut headers = async_nats::HeaderMap::new();
-    headers.insert(qm_wire::trace::TRACEPARENT, parent);
+    headers.insert(qm_service::trace::TRACEPARENT, parent);
     let mut traces = crate::observe::Traces::default();
     let entry = LogEntry::Submit {
         job_id: "j1".into(),

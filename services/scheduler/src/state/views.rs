@@ -119,7 +119,7 @@ impl State {
             .get(&job.job_queue)
             .ok_or_else(|| format!("no job queue {:?}", job.job_queue))?;
         let mut cluster = qs.cluster.clone();
-        let spec = qm_service::convert::job_spec(job, &mut cluster).map_err(|problems| {
+        let spec = qm_wire::to_core::job_spec(job, &mut cluster).map_err(|problems| {
             problems
                 .iter()
                 .map(ToString::to_string)

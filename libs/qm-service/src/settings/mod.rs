@@ -7,7 +7,16 @@
 //! `natsPrincipal`, `natsNkeyFile`, ...) also by `QM_NATS_URL`,
 //! `QM_NATS_PRINCIPAL`, `QM_NATS_NKEY_FILE`, ... (the service's own variable
 //! wins). A variable's value is parsed as JSON when it is valid JSON
-//! (numbers, lists, objects) and taken as a string otherwise.
+//! (numbers, lists, objects) and taken as a string otherwise. A command-line
+//! flag `--foo-bar VALUE` sets the same key over all of these.
+//!
+//! Each service describes its keys once ([`spec::Spec`]): its `--help`, the
+//! reference tables in `docs/settings.md` and the checks that what `docs/`
+//! and `deploy/` name loads all come from that description.
+
+pub mod spec;
+
+pub use spec::{Invocation, Key, Spec};
 
 use std::path::Path;
 
@@ -28,7 +37,7 @@ pub trait Validate {
 
 /// A file key's environment-variable form: `partSizeMiB` is `PART_SIZE_MIB`
 /// (a unit such as `MiB` is one word).
-fn screaming(field: &str) -> String {
+pub(crate) fn screaming(field: &str) -> String {
     let mut out = String::new();
     for c in field.replace("MiB", "Mib").chars() {
         if c.is_ascii_uppercase() {
@@ -315,7 +324,58 @@ pub fn load_all<T>(
 where
     T: DeserializeOwned + Validate + serde::Serialize + Default,
 {
+    load_layers(service, file, env, &[])
+}
+
+/// A service's settings from every layer, each over the one before: the
+/// defaults, the settings `file`, the `QM_*` variables of `env`, then
+/// `flags` (key and value, as [`spec::Spec::parse_args`] gives them).
+/// Every problem is reported at once, each naming its key.
+pub fn load_layers<T>(
+    service: &str,
+    file: Option<&Path>,
+    env: impl IntoIterator<Item = (String, String)>,
+    flags: &[(String, String)],
+) -> Result<(T, NatsSettings, ObserveSettings), SettingsError>
+where
+    T: DeserializeOwned + Validate + serde::Serialize + Default,
+{
     let mut problems = Vec::new();
+    let mut doc = defaults::<T>(service);
+    if let Some(path) = file {
+        match read_file(path) {
+            Ok(map) => doc.extend(map),
+            Err(e) => problems.push(e),
+        }
+    }
+    let env: Vec<(String, String)> = env.into_iter().collect();
+    let fields: Vec<String> = doc.keys().cloned().collect();
+    for field in fields {
+        for name in variables(service, &field) {
+            if let Some((_, raw)) = env.iter().find(|(k, _)| *k == name) {
+                doc.insert(field.clone(), value_of(raw));
+            }
+        }
+    }
+    for (key, raw) in flags {
+        doc.insert(key.clone(), value_of(raw));
+    }
+    if !problems.is_empty() {
+        return Err(SettingsError(problems));
+    }
+    let (settings, nats, observe) = parse::<T>(doc)?;
+    let mut problems = nats.problems();
+    problems.extend(observe.problems());
+    problems.extend(settings.problems());
+    if problems.is_empty() {
+        Ok((settings, nats, observe))
+    } else {
+        Err(SettingsError(problems))
+    }
+}
+
+/// Every key of `T` and of the shared settings, with its default value.
+pub(crate) fn defaults<T: serde::Serialize + Default>(service: &str) -> Map<String, Value> {
     let mut doc = match serde_json::to_value(T::default()) {
         Ok(Value::Object(map)) => map,
         _ => Map::new(),
@@ -327,210 +387,75 @@ where
     {
         doc.extend(observe);
     }
-    if let Some(path) = file {
-        match std::fs::read_to_string(path) {
-            Err(e) => problems.push(format!("{}: cannot read: {e}", path.display())),
-            Ok(text) => match serde_yaml_ng::from_str::<Value>(&text) {
-                Ok(Value::Object(map)) => doc.extend(map),
-                Ok(Value::Null) => {}
-                Ok(_) => {
-                    problems.push(format!("{}: must be a mapping of settings", path.display()))
-                }
-                Err(e) => problems.push(format!("{}: {e}", path.display())),
-            },
-        }
+    doc
+}
+
+/// A settings file's keys (YAML or JSON; empty is none).
+pub(crate) fn read_file(path: &Path) -> Result<Map<String, Value>, String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    match serde_yaml_ng::from_str::<Value>(&text) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(Value::Null) => Ok(Map::new()),
+        Ok(_) => Err(format!("{}: must be a mapping of settings", path.display())),
+        Err(e) => Err(format!("{}: {e}", path.display())),
     }
-    let prefix = format!("QM_{}_", service.to_ascii_uppercase());
-    let fields: Vec<String> = doc.keys().cloned().collect();
-    let env: Vec<(String, String)> = env.into_iter().collect();
-    for field in fields {
-        let names = if field.starts_with("nats") || field.starts_with("metrics") {
-            vec![
-                format!("QM_{}", screaming(&field)),
-                format!("{prefix}{}", screaming(&field)),
-            ]
-        } else {
-            vec![format!("{prefix}{}", screaming(&field))]
-        };
-        for name in names {
-            if let Some((_, raw)) = env.iter().find(|(k, _)| *k == name) {
-                let value =
-                    serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.clone()));
-                doc.insert(field.clone(), value);
-            }
-        }
-    }
-    if !problems.is_empty() {
-        return Err(SettingsError(problems));
-    }
-    let mut nats = Map::new();
-    for field in NatsSettings::fields() {
-        if let Some(v) = doc.remove(&field) {
-            nats.insert(field, v);
-        }
-    }
-    let mut observe = Map::new();
-    for field in ObserveSettings::fields() {
-        if let Some(v) = doc.remove(&field) {
-            observe.insert(field, v);
-        }
-    }
-    let settings: T = serde_json::from_value(Value::Object(doc))
-        .map_err(|e| SettingsError(vec![e.to_string()]))?;
-    let nats: NatsSettings = serde_json::from_value(Value::Object(nats))
-        .map_err(|e| SettingsError(vec![e.to_string()]))?;
-    let observe: ObserveSettings = serde_json::from_value(Value::Object(observe))
-        .map_err(|e| SettingsError(vec![e.to_string()]))?;
-    let mut problems = nats.problems();
-    problems.extend(observe.problems());
-    problems.extend(settings.problems());
-    if problems.is_empty() {
-        Ok((settings, nats, observe))
+}
+
+/// Whether `key` is one of the settings every service shares.
+pub(crate) fn is_shared(key: &str) -> bool {
+    key.starts_with("nats") || key.starts_with("metrics")
+}
+
+/// The variables that set `key` of `service`, the one that wins last:
+/// `QM_<SERVICE>_<KEY>`, after `QM_<KEY>` for a shared key.
+pub fn variables(service: &str, key: &str) -> Vec<String> {
+    let own = format!("QM_{}_{}", service.to_ascii_uppercase(), screaming(key));
+    if is_shared(key) {
+        vec![format!("QM_{}", screaming(key)), own]
     } else {
-        Err(SettingsError(problems))
+        vec![own]
     }
 }
 
-/// `--config FILE` from the command line, if given; `--help` prints `usage`.
-pub fn config_path(usage: &str) -> Result<Option<std::path::PathBuf>, String> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.as_slice() {
-        [] => Ok(None),
-        [flag] if flag == "--help" || flag == "-h" => {
-            println!("{usage}");
-            std::process::exit(0)
+/// A variable's or flag's value: JSON when it is valid JSON (numbers,
+/// lists, objects), else the string itself.
+fn value_of(raw: &str) -> Value {
+    serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_string()))
+}
+
+/// The settings `doc` holds, split into the service's own and the shared
+/// ones, each checked against its type (unknown keys and wrong types are
+/// errors) but not validated.
+pub(crate) fn parse<T: DeserializeOwned>(
+    mut doc: Map<String, Value>,
+) -> Result<(T, NatsSettings, ObserveSettings), SettingsError> {
+    let mut take = |fields: Vec<String>| {
+        let mut part = Map::new();
+        for field in fields {
+            if let Some(v) = doc.remove(&field) {
+                part.insert(field, v);
+            }
         }
-        [flag] if flag == "--version" || flag == "-V" => {
-            let name = std::env::args()
-                .next()
-                .and_then(|a| a.rsplit('/').next().map(str::to_string))
-                .unwrap_or_default();
-            println!("{name} {}", env!("CARGO_PKG_VERSION"));
-            std::process::exit(0)
-        }
-        [flag, path] if flag == "--config" => Ok(Some(path.into())),
-        _ => Err(format!("unexpected arguments {args:?}\n\n{usage}")),
+        Value::Object(part)
+    };
+    let nats = take(NatsSettings::fields());
+    let observe = take(ObserveSettings::fields());
+    let mut problems = Vec::new();
+    let settings = serde_json::from_value::<T>(Value::Object(doc))
+        .map_err(|e| problems.push(e.to_string()))
+        .ok();
+    let nats = serde_json::from_value::<NatsSettings>(nats)
+        .map_err(|e| problems.push(e.to_string()))
+        .ok();
+    let observe = serde_json::from_value::<ObserveSettings>(observe)
+        .map_err(|e| problems.push(e.to_string()))
+        .ok();
+    match (settings, nats, observe) {
+        (Some(s), Some(n), Some(o)) => Ok((s, n, o)),
+        _ => Err(SettingsError(problems)),
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde::{Deserialize, Serialize};
-
-    #[derive(Debug, Serialize, Deserialize)]
-    #[serde(rename_all = "camelCase", deny_unknown_fields)]
-    struct Demo {
-        work_dir: String,
-        heartbeat_seconds: u64,
-    }
-
-    impl Default for Demo {
-        fn default() -> Self {
-            Demo {
-                work_dir: String::new(),
-                heartbeat_seconds: 1,
-            }
-        }
-    }
-
-    impl Validate for Demo {
-        fn problems(&self) -> Vec<String> {
-            let mut p = Vec::new();
-            if self.work_dir.is_empty() {
-                p.push("workDir: is required".into());
-            }
-            if self.heartbeat_seconds == 0 {
-                p.push("heartbeatSeconds: must be >= 1".into());
-            }
-            p
-        }
-    }
-
-    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
-    #[test]
-    fn environment_overrides_defaults_and_numbers_parse() {
-        let (s, nats): (Demo, _) = load(
-            "demo",
-            None,
-            env(&[
-                ("QM_NATS_URL", "nats://n:4222"),
-                ("QM_NATS_PRINCIPAL", "everyone"),
-                ("QM_DEMO_NATS_PRINCIPAL", "demo-1"),
-                ("QM_DEMO_WORK_DIR", "/w"),
-                ("QM_DEMO_HEARTBEAT_SECONDS", "3"),
-            ]),
-        )
-        .expect("valid");
-        assert_eq!(nats.nats_url, "nats://n:4222");
-        assert_eq!(
-            nats.nats_principal, "demo-1",
-            "the service's own variable wins"
-        );
-        assert_eq!(s.work_dir, "/w");
-        assert_eq!(s.heartbeat_seconds, 3);
-    }
-
-    #[test]
-    fn a_unit_in_a_key_is_one_word_in_its_variable() {
-        assert_eq!(screaming("partSizeMiB"), "PART_SIZE_MIB");
-        assert_eq!(screaming("heartbeatSeconds"), "HEARTBEAT_SECONDS");
-    }
-
-    #[test]
-    fn every_problem_is_reported_at_once() {
-        let e = load::<Demo>(
-            "demo",
-            None,
-            env(&[
-                ("QM_DEMO_HEARTBEAT_SECONDS", "0"),
-                ("QM_NATS_URL", "http://x"),
-                ("QM_NATS_USER", "u"),
-            ]),
-        )
-        .expect_err("invalid");
-        assert_eq!(e.0.len(), 4, "{e}");
-        assert!(
-            e.to_string().contains("must start with nats:// or tls://"),
-            "{e}"
-        );
-        assert!(e.to_string().contains("natsUser and natsPassword"), "{e}");
-        assert!(e.to_string().contains("workDir"), "{e}");
-        assert!(e.to_string().contains("heartbeatSeconds"), "{e}");
-    }
-
-    #[test]
-    fn unknown_fields_and_missing_files_are_named() {
-        let dir = std::env::temp_dir().join(format!("qm-settings-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("dir");
-        let file = dir.join("s.yaml");
-        std::fs::write(&file, "workDir: /w\nheartbeatSecond: 2\n").expect("write");
-        let e = load::<Demo>("demo", Some(&file), env(&[])).expect_err("unknown field");
-        assert!(e.to_string().contains("heartbeatSecond"), "{e}");
-        let e = load::<Demo>("demo", Some(&dir.join("missing.yaml")), env(&[]))
-            .expect_err("missing file");
-        assert!(e.to_string().contains("cannot read"), "{e}");
-        let _ = std::fs::remove_dir_all(dir);
-    }
-}
-
-#[cfg(test)]
-mod redaction {
-    #[test]
-    fn the_password_is_never_printed() {
-        let s = super::NatsSettings {
-            nats_user: "u".into(),
-            nats_password: "hunter2".into(),
-            ..Default::default()
-        };
-        let shown = format!("{s:?}");
-        assert!(!shown.contains("hunter2"), "{shown}");
-        assert!(shown.contains("<redacted>"), "{shown}");
-    }
-}
+mod tests;
