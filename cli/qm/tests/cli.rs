@@ -24,14 +24,8 @@ fn simulate_prints_a_timeline_a_reader_can_follow() {
         out.contains("PREEMPTION_IN_PROGRESS: CROSS_SHARE preemption to run qs2_job"),
         "{out}"
     );
-    assert!(
-        out.contains("p2               CROSS_SHARE    for qs2_job"),
-        "{out}"
-    );
-    assert!(
-        out.contains("p3               IN_SHARE       for p1"),
-        "{out}"
-    );
+    assert!(out.contains("p2  CROSS_SHARE  for qs2_job"), "{out}");
+    assert!(out.contains("p3  IN_SHARE     for p1"), "{out}");
     assert!(out.contains("jobs: SUCCEEDED 4"), "{out}");
 }
 

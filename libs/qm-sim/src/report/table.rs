@@ -1,6 +1,9 @@
-//! The report for a person: the text `qm simulate` prints.
+//! The report for a person: the text `qm simulate` prints, its columns
+//! laid out by comfy-table as `qm`'s other tables are.
 
 use std::fmt::Write as _;
+
+use comfy_table::{CellAlignment, ContentArrangement, Table};
 
 use super::Report;
 
@@ -11,6 +14,7 @@ impl Report {
         let mut out = String::new();
         let _ = writeln!(out, "Timeline of queue {}", self.job_queue_name);
         // One line per job and moment: its states chained, the last reason.
+        let mut timeline = table(&[]);
         let mut i = 0;
         while i < self.transitions.len() {
             let t = self.transitions[i].t;
@@ -42,32 +46,32 @@ impl Report {
                 if reasons.len() > 1 {
                     reasons.retain(|r| !r.starts_with("QUEUED:"));
                 }
-                let _ = writeln!(
-                    out,
-                    "  t={:>7.1}s  {:<16} {:<44} {}",
-                    t,
-                    job,
+                timeline.add_row(vec![
+                    format!("t={t:.1}s"),
+                    job.to_string(),
                     chain.join(" -> "),
-                    reasons.join(" | ")
-                );
+                    reasons.join(" | "),
+                ]);
             }
             i = end;
         }
+        print_table(&mut out, timeline, &[0], 1);
         if !self.preemptions.is_empty() {
             let _ = writeln!(out, "\nPreemptions");
+            let mut t = table(&[]);
             for p in &self.preemptions {
-                let _ = writeln!(
-                    out,
-                    "  t={:>7.1}s  {:<16} {:<14} for {}",
-                    p.t, p.job_name, p.kind, p.for_job_name
-                );
+                t.add_row(vec![
+                    format!("t={:.1}s", p.t),
+                    p.job_name.clone(),
+                    p.kind.clone(),
+                    format!("for {}", p.for_job_name),
+                ]);
             }
+            print_table(&mut out, t, &[0], 1);
         }
         if !self.jobs.is_empty() {
             let _ = writeln!(out, "\nJobs");
-            let _ = writeln!(
-                out,
-                "  {:<16} {:<10} {:>4} {:<10} {:>8} {:>8} {:>8} {:>10} {:>10}  status reason",
+            let mut t = table(&[
                 "job",
                 "share",
                 "prio",
@@ -76,69 +80,72 @@ impl Report {
                 "done s",
                 "attempts",
                 "preempted",
-                "recomp. s"
-            );
+                "recomp. s",
+                "status reason",
+            ]);
             for j in &self.jobs {
-                let _ = writeln!(
-                    out,
-                    "  {:<16} {:<10} {:>4} {:<10} {:>8} {:>8} {:>8} {:>10} {:>10.0}  {}",
-                    j.job_name,
-                    j.quota_share_name,
-                    j.scheduling_priority,
-                    j.status,
+                t.add_row(vec![
+                    j.job_name.clone(),
+                    j.quota_share_name.clone(),
+                    j.scheduling_priority.to_string(),
+                    j.status.clone(),
                     fmt_opt(j.wait_seconds),
                     fmt_opt(j.completion_seconds),
-                    j.attempts,
-                    j.preempted_attempt_count,
-                    j.recomputed_seconds,
-                    j.status_reason
-                );
+                    j.attempts.to_string(),
+                    j.preempted_attempt_count.to_string(),
+                    format!("{:.0}", j.recomputed_seconds),
+                    j.status_reason.clone(),
+                ]);
             }
+            print_table(&mut out, t, &[2, 4, 5, 6, 7, 8], 1);
         }
         let _ = writeln!(out, "\nShares (instance-seconds)");
-        let _ = writeln!(
-            out,
-            "  {:<10} {:<16} {:>5} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}",
-            "share", "type", "max", "entitled", "used", "borrowed", "lent", "useful", "recomputed"
-        );
+        let mut t = table(&[
+            "share",
+            "type",
+            "max",
+            "entitled",
+            "used",
+            "borrowed",
+            "lent",
+            "useful",
+            "recomputed",
+        ]);
         for s in &self.shares {
-            let _ = writeln!(
-                out,
-                "  {:<10} {:<16} {:>5} {:>12.0} {:>12.0} {:>12.0} {:>12.0} {:>12.0} {:>12.0}",
-                s.quota_share_name,
-                s.instance_type,
-                s.entitlement,
-                s.entitled_instance_seconds,
-                s.used_instance_seconds,
-                s.borrowed_instance_seconds,
-                s.lent_instance_seconds,
-                s.useful_instance_seconds,
-                s.recomputed_instance_seconds
-            );
+            t.add_row(vec![
+                s.quota_share_name.clone(),
+                s.instance_type.clone(),
+                s.entitlement.to_string(),
+                format!("{:.0}", s.entitled_instance_seconds),
+                format!("{:.0}", s.used_instance_seconds),
+                format!("{:.0}", s.borrowed_instance_seconds),
+                format!("{:.0}", s.lent_instance_seconds),
+                format!("{:.0}", s.useful_instance_seconds),
+                format!("{:.0}", s.recomputed_instance_seconds),
+            ]);
         }
+        print_table(&mut out, t, &[2, 3, 4, 5, 6, 7, 8], 1);
         if !self.lost_work.is_empty() {
             let _ = writeln!(
                 out,
                 "\nLost work (attempts, instance-seconds recomputed), by cause and for whom"
             );
-            let _ = writeln!(
-                out,
-                "  {:<10} {:<26} {:>8} {:>12}",
-                "share", "cause", "attempts", "recomputed"
-            );
+            let mut t = table(&["share", "cause", "attempts", "recomputed"]);
             for l in &self.lost_work {
                 let rows = l.by_cause.iter().map(|(c, w)| (c.as_str(), w)).chain(
                     (l.lost_for_this_share.attempts > 0)
                         .then_some(("(others', for this share)", &l.lost_for_this_share)),
                 );
                 for (cause, w) in rows {
-                    let _ = writeln!(
-                        out,
-                        "  {:<10} {:<26} {:>8} {:>12.0}",
-                        l.quota_share_name, cause, w.attempts, w.recomputed_instance_seconds
-                    );
+                    t.add_row(vec![
+                        l.quota_share_name.clone(),
+                        cause.to_string(),
+                        w.attempts.to_string(),
+                        format!("{:.0}", w.recomputed_instance_seconds),
+                    ]);
                 }
             }
+            print_table(&mut out, t, &[2, 3], 1);
         }
         let sum = &self.summary;
         let _ = writeln!(
@@ -171,23 +178,23 @@ impl Report {
             );
         }
         let _ = writeln!(out, "  completion time (s), submit to SUCCEEDED:");
+        let mut t = table(&["share", "n", "p50", "p90", "p99", "max"]);
         for (share, p) in &sum.completion_seconds {
             let label = if share == "*" {
                 "all shares"
             } else {
                 share.as_str()
             };
-            let _ = writeln!(
-                out,
-                "    {:<12} n={:<7} p50 {:>8} p90 {:>8} p99 {:>8} max {:>8}",
-                label,
-                p.count,
+            t.add_row(vec![
+                label.to_string(),
+                p.count.to_string(),
                 fmt_opt(p.p50),
                 fmt_opt(p.p90),
                 fmt_opt(p.p99),
-                fmt_opt(p.max)
-            );
+                fmt_opt(p.max),
+            ]);
         }
+        print_table(&mut out, t, &[1, 2, 3, 4, 5], 3);
         let kinds: Vec<String> = sum
             .preemptions
             .iter()
@@ -223,6 +230,35 @@ impl Report {
         );
         let _ = writeln!(out, "  policy changes: {}", sum.policy_changes);
         out
+    }
+}
+
+/// A borderless table whose columns are as wide as their widest cell, as
+/// `qm`'s other tables (no header when `header` is empty).
+fn table(header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_style(comfy_table::presets::NOTHING)
+        .set_content_arrangement(ContentArrangement::Disabled);
+    if !header.is_empty() {
+        t.set_header(header.to_vec());
+    }
+    t
+}
+
+/// Appends `t`'s lines to `out`, each indented by `indent` spaces more than
+/// the cell padding (one space), with `right` (the numeric columns)
+/// aligned right. A table without header or rows prints nothing.
+fn print_table(out: &mut String, mut t: Table, right: &[usize], indent: usize) {
+    if t.header().is_none() && t.row_count() == 0 {
+        return;
+    }
+    for &i in right {
+        if let Some(c) = t.column_mut(i) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    for line in t.lines() {
+        let _ = writeln!(out, "{:indent$}{}", "", line.trim_end());
     }
 }
 
