@@ -2,7 +2,7 @@
 CARGO ?= cargo
 QM := target/release/qm
 
-.PHONY: fuzz bench-runtimes images-torch aws-clients chromium evaluate up down check-deploy demo simulate bins bench-services bench-fleet bench-checkpoint bench-peers test lint check-core-deps unit integration images images-infra bench bench-pass bench-sim build clean
+.PHONY: docs test-phases images-test fuzz bench-runtimes images-torch aws-clients chromium evaluate up down check-deploy demo simulate bins bench-services bench-fleet bench-checkpoint bench-peers test lint check-core-deps unit integration images images-infra bench bench-pass bench-sim build clean
 
 ## demo: the three-share story on a real Quartermaster (NATS + Garage in
 ## containers, the four services, the example trainer), live, with a summary
@@ -18,11 +18,22 @@ build:
 	$(CARGO) build --release --locked -p qm
 
 bins:
-	$(CARGO) build --locked --bins
+	$(CARGO) build --locked --workspace --bins
 
-## test: formatting, lints, the core's dependency rule, unit tests, and the
-## integration tests against real servers in containers (builds the images)
-test: lint check-core-deps check-deploy unit integration
+## test: formatting, lints, the purity rule, the deploy files, the book and
+## its links, unit tests, and the integration tests against real servers in
+## containers (builds the images they run); prints each phase's time at the end
+TEST_PHASES := lint check-core-deps check-deploy docs unit bins images-test images-torch aws-clients chromium integration
+test:
+	@tools/phases.sh $(TEST_PHASES)
+
+test-phases:
+	@echo $(TEST_PHASES)
+
+## docs: the book (mdBook, into target/book) with every link checked, in the
+## Markdown sources and in the rendered HTML
+docs:
+	docs/build.sh
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -75,6 +86,12 @@ up: images
 down:
 	deploy/compose/down.sh
 
+## images-test: the service images the container tests run (rolling upgrade,
+## compose), from the debug binaries `make bins` built: the same images
+## `make images` makes from release binaries, without a release build
+images-test: images-infra bins
+	QM_IMAGE_PROFILE=dev QM_SKIP_BUILD=1 deploy/images/services.sh
+
 ## images-torch: the PyTorch training image the container tests run
 ## (quartermaster/pytorch-trainer:local, or $QM_TORCH_IMAGE): a Debian root
 ## file system from this host's package sources with python3-torch, made
@@ -89,7 +106,7 @@ images-infra:
 ## integration: end-to-end tests against real servers in containers, the
 ## services as processes and, for the story, the rolling upgrade and the
 ## compose file, in containers from their images (so it builds them)
-integration: images images-torch bins aws-clients chromium
+integration: images-test images-torch bins aws-clients chromium
 	$(CARGO) test --locked -p qm-integration-tests
 
 ## chromium: headless Chromium, which renders the what-if report in the tests

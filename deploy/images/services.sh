@@ -13,6 +13,8 @@
 #
 #   deploy/images/services.sh            build the release binaries, then the images
 #   QM_SKIP_BUILD=1 deploy/images/services.sh   use target/release as it is
+#   QM_IMAGE_PROFILE=dev ...   from target/debug instead (`make images-test`:
+#                              the tests' images without a release build)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -26,14 +28,19 @@ if [ -n "$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null)" 
 fi
 created=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 
+profile=${QM_IMAGE_PROFILE:-release}
+case "$profile" in
+  release) release="$root/target/release"; profile_flag=--release ;;
+  dev) release="$root/target/debug"; profile_flag= ;;
+  *) say "QM_IMAGE_PROFILE=$profile: must be release or dev"; exit 2 ;;
+esac
 if [ -z "${QM_SKIP_BUILD:-}" ]; then
-  say "building the release binaries"
-  (cd "$root" && cargo build --release --locked --bins \
+  say "building the $profile binaries"
+  (cd "$root" && cargo build $profile_flag --locked --bins \
     -p qm-admission -p qm-scheduler -p qm-executor -p qm-checkpointd -p qm-trainer \
     -p qm-gateway \
     -p qm -p qm-probe)
 fi
-release="$root/target/release"
 
 # service_image NAME BINARY... (the first binary is the entrypoint)
 service_image() {

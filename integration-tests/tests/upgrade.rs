@@ -10,7 +10,7 @@
 //! client token, as `qm` and the SDKs do), no job is lost, no job runs
 //! twice at once or succeeds twice, and a job stopped by a draining
 //! executor resumes from its checkpoint to the digest of an uninterrupted
-//! run. The figures are printed (the closing note and the README quote
+//! run. The figures are printed (docs/benchmarks.md quotes
 //! them).
 
 use std::sync::atomic::{AtomicBool, Ordering};

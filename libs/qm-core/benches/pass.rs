@@ -8,7 +8,7 @@
 //!   scheduler): the pass starts 10,000 of them.
 //! * `baseline/sort_runnable`: sorting the 100,000 waiting jobs once, the
 //!   cost a design that re-sorts per event would pay. Pass times are reported
-//!   as ratios against it in the README.
+//!   as ratios against it in docs/benchmarks.md.
 
 use std::cmp::Reverse;
 use std::hint::black_box;

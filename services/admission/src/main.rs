@@ -34,8 +34,7 @@ use qm_wire::messages::{
 use qm_wire::subjects::{self, Operation};
 use qm_wire::system::{LogEntry, QueueDocument, SchedOperation, SchedRequest};
 use queues::merge_share;
-use serde::{Deserialize, Serialize};
-use settings::{Settings, USAGE};
+use settings::{Settings, SPEC};
 
 /// What admission measures (see docs/metrics.md).
 struct Metrics {
@@ -130,7 +129,7 @@ fn token_key(queue: &str, token: &str) -> String {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    qm_service::main::<Settings, _, _>("admission", USAGE, run).await
+    qm_service::main::<Settings, _, _>(&SPEC, run).await
 }
 
 async fn run(

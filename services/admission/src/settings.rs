@@ -1,40 +1,53 @@
 //! Admission's settings: file keys, `QM_ADMISSION_*` variables, checks.
 
-use super::*;
+use qm_service::settings::{Key, Spec};
+use serde::{Deserialize, Serialize};
 
-pub(crate) const USAGE: &str = "qm-admission [--config FILE]
-
-Answers the Quartermaster API (qm.v1.api.<principal>.*), checking every
-request against the tenancy file. Settings (file keys, or environment
-variables):
-  tenancy            QM_ADMISSION_TENANCY            required: the tenancy file (teams,
-                                                     admins, readers, services)
-  checkpointBucket   QM_ADMISSION_CHECKPOINT_BUCKET  the checkpoint services' bucket, to
-                                                     check checkpointConfig.s3Uri at submit
-  schedulerTimeoutMs QM_ADMISSION_SCHEDULER_TIMEOUT_MS  default 5000
-  streamReplicas     QM_ADMISSION_STREAM_REPLICAS    copies JetStream keeps of the log, the
-                                                     events and the buckets it creates:
-                                                     1 for a single server (default), 3 for
-                                                     a cluster (survives losing one server)
-  clientTokenHours   QM_ADMISSION_CLIENT_TOKEN_HOURS  how long a clientToken keeps naming its
-                                                     job (a retried submit returns that job;
-                                                     after this, the token is free again):
-                                                     default 24, at least 8
-  eventsRetentionDays QM_ADMISSION_EVENTS_RETENTION_DAYS  how long the events stream
-                                                     (qm watch, audits) keeps events: default 7
-  archiveRetentionSeconds QM_ADMISSION_ARCHIVE_RETENTION_SECONDS  how long a finished
-                                                     job's record stays in the archive after
-                                                     the scheduler lets it go (describe and
-                                                     list still answer): default 604800 (7 days)
-  auditRetentionDays QM_ADMISSION_AUDIT_RETENTION_DAYS  how long every accepted write's
-                                                     audit record is kept (qm audit),
-                                                     whatever the log keeps: default 400
-  insecureAllowUnauthenticatedNats  QM_ADMISSION_INSECURE_ALLOW_UNAUTHENTICATED_NATS
-                     default false: refuse to serve when the NATS server lets
-                     anyone connect (then any client could claim any principal)
-NATS connection (QM_NATS_<KEY> or QM_ADMISSION_NATS_<KEY>):
-  natsUrl natsPrincipal natsNkeyFile natsCreds natsUser natsPassword
-  natsCaFile natsCertFile natsKeyFile";
+/// What `qm-admission` is and every key of its settings: its `--help`, its
+/// flags and the tables in `docs/settings.md` come from here.
+pub(crate) const SPEC: Spec = Spec {
+    service: "admission",
+    about: "Answers the Quartermaster API (qm.v1.api.<principal>.*), checking every request against the tenancy file, and stores every accepted write in the log before it replies. Stateless: run as many as you like.",
+    keys: &[
+        Key {
+            name: "tenancy",
+            help: "required: the tenancy file (teams, admins, readers, services; docs/tenancy.md)",
+        },
+        Key {
+            name: "checkpointBucket",
+            help: "the checkpoint services' bucket, to check a job's checkpointConfig.s3Uri when it is submitted",
+        },
+        Key {
+            name: "schedulerTimeoutMs",
+            help: "how long a request relayed to the scheduler leader waits for its answer, in milliseconds",
+        },
+        Key {
+            name: "insecureAllowUnauthenticatedNats",
+            help: "serve even when the NATS server lets anyone connect (then any client could claim any principal); for experiments only",
+        },
+        Key {
+            name: "streamReplicas",
+            help: "copies JetStream keeps of the log, the events and the buckets admission creates: 1 for a single server, 3 for a cluster (survives losing one server); 1 to 5",
+        },
+        Key {
+            name: "clientTokenHours",
+            help: "how long a clientToken keeps naming its job (a retried submit returns that job; after this the token is free again); 8 to 8760",
+        },
+        Key {
+            name: "eventsRetentionDays",
+            help: "how long the events stream (qm watch, audits) keeps events; 1 to 3650",
+        },
+        Key {
+            name: "archiveRetentionSeconds",
+            help: "how long a finished job's record stays in the archive after the scheduler lets it go (describe and list still answer)",
+        },
+        Key {
+            name: "auditRetentionDays",
+            help: "how long every accepted write's audit record is kept (qm audit), whatever the log keeps; 1 to 3650",
+        },
+    ],
+    notes: "",
+};
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -109,4 +122,9 @@ impl qm_service::settings::Validate for Settings {
         }
         p
     }
+}
+
+#[cfg(test)]
+mod described {
+    qm_service::settings_test!(super::Settings, super::SPEC);
 }

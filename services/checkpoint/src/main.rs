@@ -40,11 +40,10 @@ use qm_wire::subjects;
 use qm_wire::system::{
     CheckpointCommit, CheckpointReply, CheckpointRequest, LogEntry, QueueDocument,
 };
-use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 use tracing::Instrument;
 
-use settings::{Settings, USAGE};
+use settings::{Settings, SPEC};
 
 /// What is known about one job's checkpoints on this node.
 #[derive(Default)]
@@ -119,7 +118,7 @@ fn failed(what: &str, e: sync::SyncError) -> ApiError {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    qm_service::main::<Settings, _, _>("checkpoint", USAGE, run).await
+    qm_service::main::<Settings, _, _>(&SPEC, run).await
 }
 
 async fn run(

@@ -1,57 +1,75 @@
 //! The checkpoint service's settings: file keys, `QM_CHECKPOINT_*`
 //! variables, checks.
 
-use super::*;
+use qm_service::settings::{Key, Spec};
+use qm_wire::subjects;
+use serde::{Deserialize, Serialize};
 
-pub(crate) const USAGE: &str = "qm-checkpoint [--config FILE]
-
-Syncs attempts' checkpoint directories to S3-compatible storage for the
-executor on this node. Settings (file keys, or environment variables
-QM_CHECKPOINT_<KEY>):
-  node             QM_CHECKPOINT_NODE                  required: the executor's checkpointNode
-  workDir          QM_CHECKPOINT_WORK_DIR              the executor's workDir; only directories
-                                                       inside it are synced (default
-                                                       /tmp/qm-executor-<node>)
-  s3Endpoint       QM_CHECKPOINT_S3_ENDPOINT           e.g. http://127.0.0.1:3900 (empty: AWS)
-  s3Region         QM_CHECKPOINT_S3_REGION             default garage
-  s3Bucket         QM_CHECKPOINT_S3_BUCKET             required
-  s3AccessKeyId    QM_CHECKPOINT_S3_ACCESS_KEY_ID      explicit keys; when empty, the AWS
-  s3SecretAccessKey QM_CHECKPOINT_S3_SECRET_ACCESS_KEY default chain (AWS_* variables,
-                                                       profile, web identity, instance
-                                                       metadata)
-  scanIntervalMs   QM_CHECKPOINT_SCAN_INTERVAL_MS      default 1000
-  keep             QM_CHECKPOINT_KEEP                  manifests kept per job, default 5
-  partSizeMiB      QM_CHECKPOINT_PART_SIZE_MIB         the size of the parts large files move
-                                                       in (multipart upload, ranged reads);
-                                                       default 64, at least 5 (S3's minimum)
-  multipartThresholdMiB QM_CHECKPOINT_MULTIPART_THRESHOLD_MIB files larger than this go up
-                                                       in parts (smaller ones in one request,
-                                                       cheaper for the server); default 256,
-                                                       5 to 5120 (S3's single-PUT limit);
-                                                       downloads split above partSizeMiB
-  transferParallelism QM_CHECKPOINT_TRANSFER_PARALLELISM requests moving file bytes in flight
-                                                       (parts and whole small files, over all
-                                                       files), default 8 (1 to 64); memory
-                                                       stays a few buffers a request whatever
-                                                       the checkpoint's size
-  s3ResponseTimeoutSeconds QM_CHECKPOINT_S3_RESPONSE_TIMEOUT_SECONDS how long a request waits
-                                                       for a connection and for the first byte
-                                                       of S3's answer, default 30 (1 to 3600):
-                                                       an S3 that stops answering fails the
-                                                       commit (retried; `qm describe` shows
-                                                       the lag) instead of hanging it
-  trackLeaseSeconds QM_CHECKPOINT_TRACK_LEASE_SECONDS  a tracked attempt its executor has not
-                                                     re-asserted (every 5 heartbeats) for
-                                                     this long has ended unseen: its last
-                                                     checkpoint is committed and it is
-                                                     forgotten; default 300, at least 10
-
-A checkpoint directory may hold qm-checkpoint.json with {\"step\": N}: the
-step is recorded in the manifest. Files whose names start with '.' are
-never uploaded (write temporary files that way, then rename).
-NATS connection (QM_NATS_<KEY> or QM_CHECKPOINT_NATS_<KEY>):
-  natsUrl natsPrincipal natsNkeyFile natsCreds natsUser natsPassword
-  natsCaFile natsCertFile natsKeyFile";
+/// What `qm-checkpoint` is and every key of its settings: its `--help`, its
+/// flags and the tables in `docs/settings.md` come from here.
+pub(crate) const SPEC: Spec = Spec {
+    service: "checkpoint",
+    about: "Syncs attempts' checkpoint directories to S3-compatible storage for the executor on this node, and restores them when an attempt resumes.",
+    keys: &[
+        Key {
+            name: "node",
+            help: "required: the executor's checkpointNode (the node this service serves)",
+        },
+        Key {
+            name: "workDir",
+            help: "the executor's workDir; only directories inside it are synced; default /tmp/qm-executor-<node>",
+        },
+        Key {
+            name: "s3Endpoint",
+            help: "the S3 endpoint, e.g. http://127.0.0.1:3900; empty: AWS",
+        },
+        Key {
+            name: "s3Region",
+            help: "the region requests are signed for",
+        },
+        Key {
+            name: "s3Bucket",
+            help: "required: the bucket checkpoints go to",
+        },
+        Key {
+            name: "s3AccessKeyId",
+            help: "explicit S3 keys (with s3SecretAccessKey); when empty, the AWS default chain (AWS_* variables, profile, web identity, instance metadata)",
+        },
+        Key {
+            name: "s3SecretAccessKey",
+            help: "the secret of s3AccessKeyId",
+        },
+        Key {
+            name: "scanIntervalMs",
+            help: "how often a tracked checkpoint directory is looked at for a new checkpoint, in milliseconds",
+        },
+        Key {
+            name: "keep",
+            help: "manifests kept per job (older ones and the blobs only they use are deleted)",
+        },
+        Key {
+            name: "trackLeaseSeconds",
+            help: "a tracked attempt its executor has not re-asserted for this long has ended unseen: its last checkpoint is committed and it is forgotten; at least 10",
+        },
+        Key {
+            name: "partSizeMiB",
+            help: "the size of the parts large files move in (multipart upload, ranged reads); at least 5 (S3's minimum)",
+        },
+        Key {
+            name: "multipartThresholdMiB",
+            help: "files larger than this go up in parts (smaller ones in one request); 5 to 5120 (S3's single-PUT limit); downloads split above partSizeMiB",
+        },
+        Key {
+            name: "transferParallelism",
+            help: "requests moving file bytes in flight, over all files (parts and whole small files); 1 to 64; memory stays a few buffers a request whatever the checkpoint's size",
+        },
+        Key {
+            name: "s3ResponseTimeoutSeconds",
+            help: "how long a request waits for a connection and for the first byte of S3's answer (an S3 that stops answering fails the commit, which is retried, instead of hanging it); 1 to 3600",
+        },
+    ],
+    notes: "A checkpoint directory may hold qm-checkpoint.json with {\"step\": N}: the step is recorded in the manifest. Files whose names start with '.' are never uploaded (write temporary files that way, then rename).",
+};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -192,4 +210,9 @@ mod tests {
         assert!(e.to_string().contains("multipartThresholdMiB: 6000"), "{e}");
         let _ = std::fs::remove_dir_all(dir);
     }
+}
+
+#[cfg(test)]
+mod described {
+    qm_service::settings_test!(super::Settings, super::SPEC, "QM_CHECKPOINT_DIR");
 }

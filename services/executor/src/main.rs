@@ -51,7 +51,7 @@ use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use node::{reporter, Executor};
-use settings::{Settings, USAGE};
+use settings::{Settings, SPEC};
 
 fn main() -> std::process::ExitCode {
     // `qm-executor guard ...`: a container's guard (container.rs), started by
@@ -68,7 +68,7 @@ fn main() -> std::process::ExitCode {
         .enable_all()
         .build();
     match runtime {
-        Ok(rt) => rt.block_on(qm_service::main::<Settings, _, _>("executor", USAGE, run)),
+        Ok(rt) => rt.block_on(qm_service::main::<Settings, _, _>(&SPEC, run)),
         Err(e) => {
             eprintln!("qm-executor: cannot start the async runtime: {e}");
             std::process::ExitCode::from(1)

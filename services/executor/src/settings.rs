@@ -1,77 +1,79 @@
 //! The executor's settings: file keys, `QM_EXECUTOR_*` variables, checks.
 
 use qm_service::settings;
+use qm_service::settings::{Key, Spec};
 use qm_wire::subjects;
 use serde::{Deserialize, Serialize};
 
-pub const USAGE: &str = "qm-executor [--config FILE]
-
-Launches and stops training processes for the scheduler. Settings (file keys,
-or environment variables QM_EXECUTOR_<KEY>):
-  executorId         QM_EXECUTOR_EXECUTOR_ID        required (letters, digits, - and _)
-  jobQueue           QM_EXECUTOR_JOB_QUEUE          required
-  instances          QM_EXECUTOR_INSTANCES          required, e.g.
-                     [{\"instanceType\":\"ml.g5.xlarge\",\"count\":2,\"gpusPerInstance\":1}]
-  gpus               QM_EXECUTOR_GPUS               GPU indices to hand out; default:
-                                                    discovered with nvidia-smi when any
-                                                    instance has gpusPerInstance > 0
-  workDir            QM_EXECUTOR_WORK_DIR           default /tmp/qm-executor-<executorId>
-  checkpointNode     QM_EXECUTOR_CHECKPOINT_NODE    default: the executor id
-  advertiseAddress   QM_EXECUTOR_ADVERTISE_ADDRESS  how other nodes of a multi-node job
-                                                    reach this one (QM_HOSTS); default:
-                                                    the host name
-  heartbeatSeconds   QM_EXECUTOR_HEARTBEAT_SECONDS  default 1
-  fenceAfterSeconds  QM_EXECUTOR_FENCE_AFTER_SECONDS
-                                                    stop every attempt (SIGTERM, its
-                                                    grace, SIGKILL) when no heartbeat has
-                                                    been acknowledged for this long, so a
-                                                    partitioned node never runs a job the
-                                                    scheduler restarted elsewhere; default
-                                                    30, at least 2 x heartbeatSeconds + 2;
-                                                    keep it above the scheduler's failover
-                                                    time (its leaseSeconds and a replay)
-                                                    and the NATS outages you ride out
-  finishedRetentionSeconds QM_EXECUTOR_FINISHED_RETENTION_SECONDS
-                                                    how long an ended attempt is
-                                                    remembered (a resent start for it
-                                                    ignored, a stop answered with its
-                                                    end) and its directory kept (its
-                                                    output for qm logs, its restored
-                                                    checkpoint); default 21600, at
-                                                    least 600
-  restoreStallSeconds QM_EXECUTOR_RESTORE_STALL_SECONDS
-                                                    a checkpoint restore may take as long
-                                                    as it keeps moving bytes; the attempt
-                                                    fails (exit code 127) only when the
-                                                    restore made no progress, or the
-                                                    checkpoint service did not answer,
-                                                    for this long; default 600, at least 30
-  runAsUser          QM_EXECUTOR_RUN_AS_USER        run every host-process attempt as this
-  runAsGroup         QM_EXECUTOR_RUN_AS_GROUP       uid (and gid); default: the executor's own
-  runtimes           QM_EXECUTOR_RUNTIMES           how attempts are launched: [\"process\"]
-                                                    (host commands, the default),
-                                                    [\"container\"] (images, through the
-                                                    Docker Engine API), or both; a job with
-                                                    a containerImage is placed only on
-                                                    executors offering \"container\"
-  container          QM_EXECUTOR_CONTAINER          the container runtime, e.g.
-                     {\"dockerHost\":\"unix:///var/run/docker.sock\",\"pullPolicy\":\"IfNotPresent\",
-                      \"registryAuthFile\":\"/etc/qm/registry-auth.json\",\"network\":\"host\",
-                      \"shmSizeMiB\":1024,\"networkInterfaceName\":\"eth0\"}
-                     pullPolicy IfNotPresent (default) or Always; registryAuthFile: a
-                     Docker config.json ({\"auths\":{\"host\":{\"auth\":\"base64(user:pass)\"}}})
-                     read by the executor, never given to a job; network: host (the
-                     default; multi-node jobs need it) or a Docker network's name
-Per instance type, \"cpus\" and \"memoryMiB\" in instances limit each container's CPU
-and memory (times the instances it holds).
-NATS connection (QM_NATS_<KEY> or QM_EXECUTOR_NATS_<KEY>):
-  natsUrl natsPrincipal natsNkeyFile natsCreds natsUser natsPassword
-  natsCaFile natsCertFile natsKeyFile
-
-Commands are obeyed only when their epoch is the current scheduler lease's
-(read from the qm_leader bucket, never taken from a message). A job sees
-only PATH, HOME, LANG, LC_ALL, TZ and TMPDIR of the executor's environment,
-plus its own environment and the QM_* variables.";
+/// What `qm-executor` is and every key of its settings: its `--help`, its
+/// flags and the tables in `docs/settings.md` come from here.
+pub const SPEC: Spec = Spec {
+    service: "executor",
+    about: "Launches and stops training runs (host processes or containers) for the scheduler, and fences itself: a node cut off from the scheduler stops its attempts before they could run elsewhere.",
+    keys: &[
+        Key {
+            name: "executorId",
+            help: "required: this executor's id (letters, digits, - and _)",
+        },
+        Key {
+            name: "jobQueue",
+            help: "required: the job queue it runs jobs of",
+        },
+        Key {
+            name: "instances",
+            help: "required: the instances it offers, e.g. [{\"instanceType\":\"ml.g5.xlarge\",\"count\":2,\"gpusPerInstance\":1}]; per instance type, cpus and memoryMiB limit each container's CPU and memory (times the instances it holds)",
+        },
+        Key {
+            name: "gpus",
+            help: "GPU indices to hand out; default: discovered with nvidia-smi when any instance has gpusPerInstance > 0",
+        },
+        Key {
+            name: "workDir",
+            help: "where attempts' directories live; default /tmp/qm-executor-<executorId>",
+        },
+        Key {
+            name: "checkpointNode",
+            help: "the checkpoint service that syncs this executor's attempts; default: the executor id",
+        },
+        Key {
+            name: "advertiseAddress",
+            help: "how other nodes of a multi-node job reach this one (QM_HOSTS); default: the host name",
+        },
+        Key {
+            name: "heartbeatSeconds",
+            help: "how often it tells the scheduler it lives",
+        },
+        Key {
+            name: "fenceAfterSeconds",
+            help: "stop every attempt (SIGTERM, its grace, SIGKILL) when no heartbeat has been acknowledged for this long, so a partitioned node never runs a job the scheduler restarted elsewhere; at least 2 x heartbeatSeconds + 2; keep it above the scheduler's failover time and the NATS outages you ride out",
+        },
+        Key {
+            name: "finishedRetentionSeconds",
+            help: "how long an ended attempt is remembered (a resent start for it ignored, a stop answered with its end) and its directory kept (its output for qm logs); at least 600",
+        },
+        Key {
+            name: "restoreStallSeconds",
+            help: "a checkpoint restore may take as long as it keeps moving bytes; the attempt fails (exit code 127) only when it made no progress, or the checkpoint service did not answer, for this long; at least 30",
+        },
+        Key {
+            name: "runAsUser",
+            help: "run every host-process attempt as this uid; default: the executor's own",
+        },
+        Key {
+            name: "runAsGroup",
+            help: "and as this gid",
+        },
+        Key {
+            name: "runtimes",
+            help: "how attempts are launched: [\"process\"] (host commands), [\"container\"] (images, through the Docker Engine API), or both; a job with a containerImage is placed only on executors offering container",
+        },
+        Key {
+            name: "container",
+            help: "the container runtime, e.g. {\"dockerHost\":\"unix:///var/run/docker.sock\",\"pullPolicy\":\"IfNotPresent\",\"registryAuthFile\":\"/etc/qm/registry-auth.json\",\"network\":\"host\",\"shmSizeMiB\":1024,\"networkInterfaceName\":\"eth0\"}; pullPolicy IfNotPresent or Always; registryAuthFile, a Docker config.json, is read by the executor and never given to a job; network host (multi-node jobs need it) or a Docker network's name",
+        },
+    ],
+    notes: "Commands are obeyed only when their epoch is the current scheduler lease's (read from the qm_leader bucket, never taken from a message). A job sees only PATH, HOME, LANG, LC_ALL, TZ and TMPDIR of the executor's environment, plus its own environment and the QM_* variables.",
+};
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -248,4 +250,9 @@ impl settings::Validate for Settings {
         }
         p
     }
+}
+
+#[cfg(test)]
+mod described {
+    qm_service::settings_test!(super::Settings, super::SPEC);
 }

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use qm_tenancy::Tenancy;
-use settings::{Settings, USAGE};
+use settings::{Settings, SPEC};
 
 /// What the gateway measures (see docs/metrics.md).
 pub(crate) struct Metrics {
@@ -73,7 +73,7 @@ pub(crate) struct Gateway {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    qm_service::main::<Settings, _, _>("gateway", USAGE, run).await
+    qm_service::main::<Settings, _, _>(&SPEC, run).await
 }
 
 async fn run(

@@ -32,8 +32,7 @@ pub struct Training {
     pub tags: BTreeMap<String, String>,
 }
 
-/// Fields accepted and recorded but with no effect here (README: "Using
-/// your AWS Batch code").
+/// Fields accepted and recorded but with no effect here (docs/aws-api.md).
 const NO_EFFECT: [&str; 4] = [
     "TrainingJobName",
     "RoleArn",

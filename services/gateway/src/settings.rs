@@ -1,64 +1,97 @@
 //! The gateway's settings: file keys, `QM_GATEWAY_*` variables, checks;
 //! and its keys file.
 
+use qm_service::settings::{Key, Spec};
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-pub(crate) const USAGE: &str = "qm-gateway [--config FILE]
-
-Speaks AWS Batch's HTTP API (restJson1, service model 2016-08-10) for
-service jobs, quota shares, job queues, scheduling policies and service
-environments, so boto3, the AWS CLI and the AWS SDKs work unchanged with
---endpoint-url. Every request must be signed (SigV4) with an access key
-the tenancy file maps to a principal; it is then made on NATS for that
-principal, with exactly its rights. Settings (file keys, or environment
-variables):
-  tenancy          QM_GATEWAY_TENANCY          required: the tenancy file (its
-                                               awsAccessKeys map keys to principals)
-  keysFile         QM_GATEWAY_KEYS_FILE        required: the secrets, a YAML map
-                                               <access key id>: {secret: ...};
-                                               not readable by other users (mode 0600)
-  listenAddress    QM_GATEWAY_LISTEN_ADDRESS   default 127.0.0.1:9650
-  tlsCertFile      QM_GATEWAY_TLS_CERT_FILE    PEM certificate chain: serve HTTPS
-  tlsKeyFile       QM_GATEWAY_TLS_KEY_FILE     its PEM private key
-  insecurePlainHttp QM_GATEWAY_INSECURE_PLAIN_HTTP  default false: plain HTTP
-                                               on a non-loopback address is refused
-                                               (request bodies would travel in clear)
-  region           QM_GATEWAY_REGION           default us-east-1: the region
-                                               clients sign for and ARNs carry
-  accountId        QM_GATEWAY_ACCOUNT_ID       default 000000000000 (12 digits)
-  hostCommandImages QM_GATEWAY_HOST_COMMAND_IMAGES  TrainingImage values that stand
-                                               for the host runtime (JSON list): a job
-                                               naming one runs its ContainerEntrypoint
-                                               as a host command; every other image
-                                               runs in the container runtime, if its
-                                               share's imagePrefixes allow it; default []
-                                               (trainingImages is gone: which images a
-                                               share may run is the share's imagePrefixes)
-  maxBodyBytes     QM_GATEWAY_MAX_BODY_BYTES   default 1048576
-  maxBodiesInFlightBytes QM_GATEWAY_MAX_BODIES_IN_FLIGHT_BYTES  default 33554432:
-                                               the bytes of request bodies held at once,
-                                               counted as they arrive; a request whose
-                                               bytes would pass it is answered 429 and
-                                               the rest of its body is not read
-  maxConnections   QM_GATEWAY_MAX_CONNECTIONS  default 512: served at once
-  maxConnectionsPerClient QM_GATEWAY_MAX_CONNECTIONS_PER_CLIENT  default 64: from
-                                               one IP address at once; more are closed
-                                               as they arrive
-  headerReadTimeoutSeconds QM_GATEWAY_HEADER_READ_TIMEOUT_SECONDS  default 10: a
-                                               request's headers (and an idle
-                                               connection's next request) within it
-  bodyReadTimeoutSeconds QM_GATEWAY_BODY_READ_TIMEOUT_SECONDS  default 10: a
-                                               request's body within it (else 408)
-  requestTimeoutMs QM_GATEWAY_REQUEST_TIMEOUT_MS  default 10000
-  streamReplicas   QM_GATEWAY_STREAM_REPLICAS  copies of its buckets: default 1
-  jobRecordDays    QM_GATEWAY_JOB_RECORD_DAYS  how long a job's AWS request and tags
-                                               are kept: default 30
-NATS connection (QM_NATS_<KEY> or QM_GATEWAY_NATS_<KEY>):
-  natsUrl natsPrincipal natsNkeyFile natsCreds natsUser natsPassword
-  natsCaFile natsCertFile natsKeyFile";
+/// What `qm-gateway` is and every key of its settings: its `--help`, its
+/// flags and the tables in `docs/settings.md` come from here.
+pub(crate) const SPEC: Spec = Spec {
+    service: "gateway",
+    about: "Speaks AWS Batch's HTTP API (restJson1, service model 2016-08-10) for service jobs, quota shares, job queues, scheduling policies and service environments, so boto3, the AWS CLI and the AWS SDKs work unchanged with --endpoint-url. Every request must be signed (SigV4) with an access key the tenancy file maps to a principal; it is then made on NATS for that principal, with exactly its rights.",
+    keys: &[
+        Key {
+            name: "tenancy",
+            help: "required: the tenancy file (its awsAccessKeys map access keys to principals)",
+        },
+        Key {
+            name: "keysFile",
+            help: "required: the secrets, a YAML map <access key id>: {secret: ...}, not readable by other users (mode 0600)",
+        },
+        Key {
+            name: "listenAddress",
+            help: "host:port the API is served on",
+        },
+        Key {
+            name: "tlsCertFile",
+            help: "a PEM certificate chain: serve HTTPS (with tlsKeyFile)",
+        },
+        Key {
+            name: "tlsKeyFile",
+            help: "that certificate's PEM private key",
+        },
+        Key {
+            name: "insecurePlainHttp",
+            help: "allow plain HTTP on a non-loopback address (request bodies would travel in clear); refused by default",
+        },
+        Key {
+            name: "region",
+            help: "the region clients sign for and ARNs carry",
+        },
+        Key {
+            name: "accountId",
+            help: "the account id ARNs carry (12 digits)",
+        },
+        Key {
+            name: "trainingImages",
+            help: "no longer a setting: refused by name (which images a share may run is its imagePrefixes)",
+        },
+        Key {
+            name: "hostCommandImages",
+            help: "TrainingImage values that stand for the host runtime (a JSON list): a job naming one runs its ContainerEntrypoint as a host command; every other image runs in the container runtime, if its share's imagePrefixes allow it",
+        },
+        Key {
+            name: "maxBodyBytes",
+            help: "the largest request body accepted",
+        },
+        Key {
+            name: "maxBodiesInFlightBytes",
+            help: "the bytes of request bodies held at once, counted as they arrive; a request whose bytes would pass it is answered 429 and the rest of its body is not read",
+        },
+        Key {
+            name: "maxConnections",
+            help: "connections served at once (more wait in the listen queue)",
+        },
+        Key {
+            name: "maxConnectionsPerClient",
+            help: "connections from one IP address at once; more are closed as they arrive",
+        },
+        Key {
+            name: "headerReadTimeoutSeconds",
+            help: "a request's headers (and an idle connection's next request) must arrive within this",
+        },
+        Key {
+            name: "bodyReadTimeoutSeconds",
+            help: "a request's body must arrive within this (else 408)",
+        },
+        Key {
+            name: "requestTimeoutMs",
+            help: "how long a request made on NATS waits for its answer, in milliseconds",
+        },
+        Key {
+            name: "streamReplicas",
+            help: "copies JetStream keeps of the gateway's buckets: 1 for a single server, 3 for a cluster",
+        },
+        Key {
+            name: "jobRecordDays",
+            help: "how long a job's AWS request and tags are kept",
+        },
+    ],
+    notes: "On SIGTERM the gateway stops accepting connections and lets the requests in flight finish (at most 20 seconds).",
+};
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -314,4 +347,9 @@ mod tests {
             assert!(p.contains(says), "{says:?} not in {p}");
         }
     }
+}
+
+#[cfg(test)]
+mod described {
+    qm_service::settings_test!(super::Settings, super::SPEC);
 }

@@ -13,38 +13,61 @@ mod snapshot;
 mod state;
 mod upkeep;
 
+use qm_service::settings::{Key, Spec};
 use std::time::Duration;
 
 use qm_service::{nats, settings};
 use serde::{Deserialize, Serialize};
 
-const USAGE: &str = "qm-scheduler [--config FILE]
-
-Runs the scheduling core over the durable log; one leader at a time, others
-stand by. Settings (file keys, or environment variables):
-  holder                  QM_SCHEDULER_HOLDER                      default <hostname>-<pid>
-  leaseSeconds            QM_SCHEDULER_LEASE_SECONDS               default 5
-  executorTimeoutSeconds  QM_SCHEDULER_EXECUTOR_TIMEOUT_SECONDS    default 10
-  passIntervalMs          QM_SCHEDULER_PASS_INTERVAL_MS            default 1000
-  resendSeconds           QM_SCHEDULER_RESEND_SECONDS              default 3
-  finishedRetentionSeconds QM_SCHEDULER_FINISHED_RETENTION_SECONDS default 600: how long a
-                          finished job stays in memory; then its record moves to the archive
-                          (describe and list still find it for admission's archiveRetentionSeconds)
-  snapshotEveryEntries    QM_SCHEDULER_SNAPSHOT_EVERY_ENTRIES      default 100000: log entries
-                          between snapshots of the state (a new leader reads only what follows)
-  snapshotIntervalSeconds QM_SCHEDULER_SNAPSHOT_INTERVAL_SECONDS   default 300: at most this
-                          long between snapshots while anything happens
-  snapshotsKept           QM_SCHEDULER_SNAPSHOTS_KEPT              default 2 (a damaged newest one
-                          falls back to the one before); the log is truncated behind the oldest
-  logRetentionHours       QM_SCHEDULER_LOG_RETENTION_HOURS         default 24: log entries younger
-                          than this are never truncated (nor any accepted write admission has
-                          not yet copied to the audit stream, QM_AUDIT)
-NATS connection (QM_NATS_<KEY> or QM_SCHEDULER_NATS_<KEY>):
-  natsUrl natsPrincipal natsNkeyFile natsCreds natsUser natsPassword
-  natsCaFile natsCertFile natsKeyFile
-
-Requests admission relays carry the caller; the scheduler checks again that
-the caller may read or change the job's share before it answers or stores.";
+/// What `qm-scheduler` is and every key of its settings: its `--help`, its
+/// flags and the tables in `docs/settings.md` come from here.
+const SPEC: Spec = Spec {
+    service: "scheduler",
+    about: "Runs the scheduling core over the durable log: one leader at a time decides, the others stand by and take over when its lease lapses.",
+    keys: &[
+        Key {
+            name: "holder",
+            help: "this scheduler's name in the leader lease; default: <hostname>-<pid>",
+        },
+        Key {
+            name: "leaseSeconds",
+            help: "how long the leader's lease lasts without renewal; at least 2",
+        },
+        Key {
+            name: "executorTimeoutSeconds",
+            help: "an executor silent for this long is lost: its attempts end HOST_LOST and resume elsewhere; at least 2",
+        },
+        Key {
+            name: "passIntervalMs",
+            help: "at most this long between scheduling passes while work waits; 10 to 1000",
+        },
+        Key {
+            name: "resendSeconds",
+            help: "a command an executor has not acknowledged is sent again after this long",
+        },
+        Key {
+            name: "finishedRetentionSeconds",
+            help: "how long a finished job stays in memory; then its record moves to the archive (describe and list still find it for admission's archiveRetentionSeconds)",
+        },
+        Key {
+            name: "snapshotEveryEntries",
+            help: "log entries between snapshots of the state (a new leader reads only what follows the newest); at least 10",
+        },
+        Key {
+            name: "snapshotIntervalSeconds",
+            help: "at most this long between snapshots while anything happens",
+        },
+        Key {
+            name: "snapshotsKept",
+            help: "snapshots kept (a damaged newest one falls back to the one before; the log is truncated behind the oldest); 2 to 10",
+        },
+        Key {
+            name: "logRetentionHours",
+            help: "log entries younger than this are never truncated (nor any accepted write admission has not yet copied to the audit stream)",
+        },
+    ],
+    notes: "Requests admission relays carry the caller; the scheduler checks again that the caller may read or change the job's share before it answers or stores.",
+};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -63,11 +86,8 @@ pub struct Settings {
 
 impl Default for Settings {
     fn default() -> Self {
-        let host = std::fs::read_to_string("/etc/hostname")
-            .map(|h| h.trim().to_string())
-            .unwrap_or_else(|_| "scheduler".into());
         Settings {
-            holder: format!("{host}-{}", std::process::id()),
+            holder: String::new(),
             lease_seconds: 5,
             executor_timeout_seconds: 10,
             pass_interval_ms: 1000,
@@ -84,9 +104,6 @@ impl Default for Settings {
 impl settings::Validate for Settings {
     fn problems(&self) -> Vec<String> {
         let mut p = Vec::new();
-        if self.holder.is_empty() {
-            p.push("holder: is required".into());
-        }
         if self.lease_seconds < 2 {
             p.push("leaseSeconds: must be >= 2".into());
         }
@@ -123,14 +140,26 @@ impl settings::Validate for Settings {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    qm_service::main::<Settings, _, _>("scheduler", USAGE, run).await
+    qm_service::main::<Settings, _, _>(&SPEC, run).await
+}
+
+/// This process's name in the leader lease when `holder` is not set:
+/// `<hostname>-<pid>`.
+fn default_holder() -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "scheduler".into());
+    format!("{host}-{}", std::process::id())
 }
 
 async fn run(
-    settings: Settings,
+    mut settings: Settings,
     nats_settings: settings::NatsSettings,
     observe_settings: settings::ObserveSettings,
 ) -> std::process::ExitCode {
+    if settings.holder.is_empty() {
+        settings.holder = default_holder();
+    }
     let (client, _principal) = match qm_service::connect(&nats_settings, "scheduler").await {
         Ok(c) => c,
         Err(code) => return code,
@@ -259,4 +288,9 @@ async fn follow_step(
             Ok(())
         }
     }
+}
+
+#[cfg(test)]
+mod described {
+    qm_service::settings_test!(super::Settings, super::SPEC);
 }

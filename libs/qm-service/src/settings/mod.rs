@@ -392,8 +392,8 @@ pub(crate) fn defaults<T: serde::Serialize + Default>(service: &str) -> Map<Stri
 
 /// A settings file's keys (YAML or JSON; empty is none).
 pub(crate) fn read_file(path: &Path) -> Result<Map<String, Value>, String> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
     match serde_yaml_ng::from_str::<Value>(&text) {
         Ok(Value::Object(map)) => Ok(map),
         Ok(Value::Null) => Ok(Map::new()),

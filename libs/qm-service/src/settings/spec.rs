@@ -121,7 +121,8 @@ fn shown(value: &Value) -> String {
     }
 }
 
-const LAYERS: &str = "Each key is read, the later winning, from: its default, the --config file, its \
+const LAYERS: &str =
+    "Each key is read, the later winning, from: its default, the --config file, its \
 variable (a JSON value, or else a string), then its flag. Every problem is named at once, and the \
 service exits with code 2 without starting. The keys are described in docs/settings.md.\n\n\
 Traces go to OTEL_EXPORTER_OTLP_ENDPOINT (OTLP over HTTP, e.g. http://collector:4318) with the \
@@ -276,7 +277,11 @@ impl Spec {
             let Ok(text) = std::fs::read_to_string(file) else {
                 continue;
             };
-            let shown = file.strip_prefix(root).unwrap_or(file).display().to_string();
+            let shown = file
+                .strip_prefix(root)
+                .unwrap_or(file)
+                .display()
+                .to_string();
             for name in variables_named(&text, &prefix) {
                 if !known.contains(&name) && !extra.contains(&name.as_str()) {
                     problems.push(format!(
@@ -320,18 +325,25 @@ impl Spec {
             let Ok(text) = std::fs::read_to_string(&file) else {
                 continue;
             };
-            let shown = file.strip_prefix(root).unwrap_or(&file).display().to_string();
+            let shown = file
+                .strip_prefix(root)
+                .unwrap_or(&file)
+                .display()
+                .to_string();
             for document in serde_yaml_ng::Deserializer::from_str(&text) {
-                let Ok(doc) = <Value as serde::Deserialize>::deserialize(document) else {
-                    continue;
+                // A document that does not parse ends the file (the
+                // iterator does not move past it); check-deploy names it.
+                let Ok(doc) = <serde_yaml_ng::Value as serde::Deserialize>::deserialize(document)
+                else {
+                    break;
                 };
-                if doc.get("kind").and_then(Value::as_str) != Some("ConfigMap") {
+                if doc.get("kind").and_then(serde_yaml_ng::Value::as_str) != Some("ConfigMap") {
                     continue;
                 }
                 if let Some(body) = doc
                     .get("data")
-                    .and_then(|d| d.get(&entry))
-                    .and_then(Value::as_str)
+                    .and_then(|d| d.get(entry.as_str()))
+                    .and_then(serde_yaml_ng::Value::as_str)
                 {
                     let parsed = match serde_yaml_ng::from_str::<Value>(body) {
                         Ok(Value::Object(map)) => Ok(map),

@@ -96,8 +96,8 @@ fn unknown_fields_and_missing_files_are_named() {
     std::fs::write(&file, "workDir: /w\nheartbeatSecond: 2\n").expect("write");
     let e = load::<Demo>("demo", Some(&file), env(&[])).expect_err("unknown field");
     assert!(e.to_string().contains("heartbeatSecond"), "{e}");
-    let e = load::<Demo>("demo", Some(&dir.join("missing.yaml")), env(&[]))
-        .expect_err("missing file");
+    let e =
+        load::<Demo>("demo", Some(&dir.join("missing.yaml")), env(&[])).expect_err("missing file");
     assert!(e.to_string().contains("cannot read"), "{e}");
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -142,10 +142,18 @@ fn each_layer_wins_over_the_one_before() {
     let dir = std::env::temp_dir().join(format!("qm-layers-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     let file = dir.join("s.yaml");
-    std::fs::write(&file, "workDir: /from-file\nheartbeatSeconds: 2\nnatsUrl: nats://file:4222\n")
-        .expect("write");
+    std::fs::write(
+        &file,
+        "workDir: /from-file\nheartbeatSeconds: 2\nnatsUrl: nats://file:4222\n",
+    )
+    .expect("write");
     let inv = DEMO
-        .parse_args::<Demo>(args(&["--config", file.to_str().unwrap(), "--heartbeat-seconds", "9"]))
+        .parse_args::<Demo>(args(&[
+            "--config",
+            file.to_str().unwrap(),
+            "--heartbeat-seconds",
+            "9",
+        ]))
         .expect("parses");
     assert_eq!(inv.config.as_deref(), Some(file.as_path()));
     let (s, nats, _): (Demo, _, _) = load_layers(
@@ -190,7 +198,11 @@ fn a_flag_that_sets_no_key_is_refused_and_help_names_every_key_and_its_variable(
 
 #[test]
 fn a_description_missing_a_key_or_naming_a_stale_one_is_found() {
-    assert!(DEMO.undescribed::<Demo>().is_empty(), "{:?}", DEMO.undescribed::<Demo>());
+    assert!(
+        DEMO.undescribed::<Demo>().is_empty(),
+        "{:?}",
+        DEMO.undescribed::<Demo>()
+    );
     const STALE: Spec = Spec {
         service: "demo",
         about: "",
@@ -201,9 +213,18 @@ fn a_description_missing_a_key_or_naming_a_stale_one_is_found() {
         notes: "",
     };
     let problems = STALE.undescribed::<Demo>().join("\n");
-    assert!(problems.contains("the key workDir is not described"), "{problems}");
-    assert!(problems.contains("the key heartbeatSeconds is not described"), "{problems}");
-    assert!(problems.contains("workDirectory is described but is no key"), "{problems}");
+    assert!(
+        problems.contains("the key workDir is not described"),
+        "{problems}"
+    );
+    assert!(
+        problems.contains("the key heartbeatSeconds is not described"),
+        "{problems}"
+    );
+    assert!(
+        problems.contains("workDirectory is described but is no key"),
+        "{problems}"
+    );
 }
 
 #[test]
@@ -230,10 +251,14 @@ fn docs_naming_a_stale_variable_and_deploy_files_that_do_not_load_are_found() {
     )
     .expect("k8s");
     let problems = DEMO.check_documented::<Demo>(&root, &[]).join("\n");
-    assert!(problems.contains("docs/a.md: QM_DEMO_WORKDIR sets no key"), "{problems}");
+    assert!(
+        problems.contains("docs/a.md: QM_DEMO_WORKDIR sets no key"),
+        "{problems}"
+    );
     assert!(!problems.contains("README.md"), "{problems}");
     assert!(
-        problems.contains("deploy/compose/config/demo.yaml: does not load") && problems.contains("often"),
+        problems.contains("deploy/compose/config/demo.yaml: does not load")
+            && problems.contains("often"),
         "{problems}"
     );
     assert!(
@@ -241,7 +266,9 @@ fn docs_naming_a_stale_variable_and_deploy_files_that_do_not_load_are_found() {
         "{problems}"
     );
     assert_eq!(problems.lines().count(), 3, "{problems}");
-    let fixed = DEMO.check_documented::<Demo>(&root, &["QM_DEMO_WORKDIR"]).join("\n");
+    let fixed = DEMO
+        .check_documented::<Demo>(&root, &["QM_DEMO_WORKDIR"])
+        .join("\n");
     assert!(!fixed.contains("docs/a.md"), "{fixed}");
     let _ = std::fs::remove_dir_all(root);
 }
@@ -254,8 +281,14 @@ fn the_generated_tables_must_match_and_bless_writes_them() {
     let page = "# Settings\n<!-- generated: demo -->\nold\n<!-- end: demo -->\n\n<!-- generated: shared -->\n<!-- end: shared -->\n";
     std::fs::write(root.join("docs/settings.md"), page).expect("page");
     let problems = DEMO.check_generated::<Demo>(&root).join("\n");
-    assert!(problems.contains("the table of demo is not the one"), "{problems}");
-    assert!(problems.contains("the table of shared is not the one"), "{problems}");
+    assert!(
+        problems.contains("the table of demo is not the one"),
+        "{problems}"
+    );
+    assert!(
+        problems.contains("the table of shared is not the one"),
+        "{problems}"
+    );
     let text = std::fs::read_to_string(root.join("docs/settings.md")).expect("read");
     assert_eq!(text, page, "nothing written without QM_BLESS_DOCS=1");
     let _ = std::fs::remove_dir_all(root);
