@@ -476,3 +476,7 @@ mod tests {
         assert_eq!(cut_of("snapshot-1-x"), None);
     }
 }
+
+#[cfg(test)]
+#[path = "snapshot_golden.rs"]
+mod golden;
