@@ -1,5 +1,6 @@
 //! Paths that name something inside a directory: a checkpoint manifest's
-//! file paths, a job's `checkpointConfig.localPath`, an S3 key prefix.
+//! file paths, a job's `checkpointConfig.localPath`, an S3 key prefix; and
+//! the conventions the executor and the checkpoint service of a node share.
 
 use std::path::{Component, Path};
 
@@ -16,6 +17,13 @@ pub fn safe_relative_path(path: &str) -> bool {
             .split('/')
             .all(|c| !c.is_empty() && c != "." && c != "..")
         && p.components().all(|c| matches!(c, Component::Normal(_)))
+}
+
+/// A node's work directory when its settings name none: the executor
+/// `node` keeps its attempts there, and the checkpoint service serving
+/// `node` syncs from there (both default to the same place).
+pub fn default_node_work_dir(node: &str) -> String {
+    format!("/tmp/qm-executor-{node}")
 }
 
 #[cfg(test)]

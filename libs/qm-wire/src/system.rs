@@ -218,6 +218,28 @@ pub struct Report {
     pub progress: Option<String>,
 }
 
+impl Report {
+    /// A report of `phase` with nothing else to say yet (no exit, no
+    /// restore, no error): the fields that apply are set after.
+    pub fn new(executor_id: &str, job_id: &str, attempt: u32, phase: ReportPhase) -> Report {
+        Report {
+            executor_id: executor_id.into(),
+            job_id: job_id.into(),
+            attempt,
+            phase,
+            exit_code: None,
+            signal: None,
+            restored: None,
+            restored_bytes: None,
+            restore_skipped: Vec::new(),
+            error: None,
+            cause: None,
+            reason: None,
+            progress: None,
+        }
+    }
+}
+
 /// Why an executor ended an attempt itself.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]

@@ -127,7 +127,7 @@ async fn run(
     observe_settings: qm_service::settings::ObserveSettings,
 ) -> std::process::ExitCode {
     if settings.work_dir.is_empty() {
-        settings.work_dir = format!("/tmp/qm-executor-{}", settings.node);
+        settings.work_dir = qm_wire::paths::default_node_work_dir(&settings.node);
     }
     if let Err(e) = std::fs::create_dir_all(&settings.work_dir) {
         eprintln!(

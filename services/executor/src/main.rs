@@ -82,7 +82,7 @@ async fn run(
     observe_settings: qm_service::settings::ObserveSettings,
 ) -> std::process::ExitCode {
     if settings.work_dir.is_empty() {
-        settings.work_dir = format!("/tmp/qm-executor-{}", settings.executor_id);
+        settings.work_dir = qm_wire::paths::default_node_work_dir(&settings.executor_id);
     }
     if settings.advertise_address.is_empty() {
         settings.advertise_address = std::fs::read_to_string("/proc/sys/kernel/hostname")

@@ -175,21 +175,7 @@ impl Executor {
     }
 
     pub(crate) fn report(&self, job_id: &str, attempt: u32, phase: ReportPhase) -> Report {
-        Report {
-            executor_id: self.settings.executor_id.clone(),
-            job_id: job_id.into(),
-            attempt,
-            phase,
-            exit_code: None,
-            signal: None,
-            restored: None,
-            restored_bytes: None,
-            restore_skipped: Vec::new(),
-            error: None,
-            cause: None,
-            reason: None,
-            progress: None,
-        }
+        Report::new(&self.settings.executor_id, job_id, attempt, phase)
     }
 
     pub(crate) fn send(&self, r: Report) {

@@ -220,19 +220,8 @@ mod tests {
 
     fn report(job: &str, phase: ReportPhase) -> Report {
         Report {
-            executor_id: "node-1".into(),
-            job_id: job.into(),
-            attempt: 1,
-            phase,
             exit_code: Some(0),
-            signal: None,
-            restored: None,
-            restored_bytes: None,
-            restore_skipped: Vec::new(),
-            error: None,
-            cause: None,
-            reason: None,
-            progress: None,
+            ..Report::new("node-1", job, 1, phase)
         }
     }
 

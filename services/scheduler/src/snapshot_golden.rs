@@ -39,19 +39,8 @@ fn submit(name: &str, share: &str, priority: u32, instances: u32) -> SubmitServi
 
 fn report(job: &str, phase: ReportPhase, exit: Option<i32>) -> LogEntry {
     LogEntry::Report(Report {
-        executor_id: "node-1".into(),
-        job_id: job.into(),
-        attempt: 1,
-        phase,
         exit_code: exit,
-        signal: None,
-        restored: None,
-        restored_bytes: None,
-        restore_skipped: Vec::new(),
-        error: None,
-        cause: None,
-        reason: None,
-        progress: None,
+        ..Report::new("node-1", job, 1, phase)
     })
 }
 

@@ -36,19 +36,8 @@ fn submit(name: &str, share: &str, priority: u32) -> SubmitServiceJob {
 
 fn report(job: &str, attempt: u32, phase: ReportPhase, exit: Option<i32>) -> LogEntry {
     LogEntry::Report(Report {
-        executor_id: "node-1".into(),
-        job_id: job.into(),
-        attempt,
-        phase,
         exit_code: exit,
-        signal: None,
-        restored: None,
-        restored_bytes: None,
-        restore_skipped: Vec::new(),
-        error: None,
-        cause: None,
-        reason: None,
-        progress: None,
+        ..Report::new("node-1", job, attempt, phase)
     })
 }
 
@@ -328,19 +317,8 @@ fn a_job_spread_over_executors_runs_as_one_gang() {
     };
     let rank = |executor: &str, phase: ReportPhase, exit: Option<i32>| {
         LogEntry::Report(Report {
-            executor_id: executor.into(),
-            job_id: "g".into(),
-            attempt: 1,
-            phase,
             exit_code: exit,
-            signal: None,
-            restored: None,
-            restored_bytes: None,
-            restore_skipped: Vec::new(),
-            error: None,
-            cause: None,
-            reason: None,
-            progress: None,
+            ..Report::new(&executor, "g", 1, phase)
         })
     };
     let mut job = submit("gang", "QS1", 1);
