@@ -110,6 +110,13 @@ pub fn flag(key: &str) -> String {
     screaming(key).to_ascii_lowercase().replace('_', "-")
 }
 
+/// Help text in a Markdown table's cell: `|` and HTML's brackets escaped.
+fn cell(help: &str) -> String {
+    help.replace('|', "\\|")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
 /// A default as the docs show it: strings bare, the rest as JSON; empty
 /// when there is none.
 fn shown(value: &Value) -> String {
@@ -220,7 +227,7 @@ impl Spec {
                 } else {
                     format!("`{}`", default.replace('|', "\\|"))
                 },
-                key.help.replace('|', "\\|")
+                cell(key.help)
             ));
         }
         out
@@ -428,7 +435,7 @@ pub fn shared_reference() -> String {
             screaming(key.name),
             screaming(key.name),
             flag(key.name),
-            key.help.replace('|', "\\|")
+            cell(key.help)
         ));
     }
     out
