@@ -105,9 +105,24 @@ pub struct Invocation {
     pub flags: Vec<(String, String)>,
 }
 
+/// Whether `key` holds a secret: it has no flag, since other users of the
+/// host see a process's command line (a file or a variable sets it).
+pub fn secret(key: &str) -> bool {
+    key.ends_with("Password") || key.ends_with("SecretAccessKey")
+}
+
 /// A key's flag: `partSizeMiB` is `--part-size-mib`.
 pub fn flag(key: &str) -> String {
     screaming(key).to_ascii_lowercase().replace('_', "-")
+}
+
+/// A key's flag in a reference table; a secret has none.
+fn flag_cell(key: &str) -> String {
+    if secret(key) {
+        "none (a secret)".to_string()
+    } else {
+        format!("`--{}`", flag(key))
+    }
 }
 
 /// Help text in a Markdown table's cell: `|` and HTML's brackets escaped.
@@ -165,7 +180,7 @@ impl Spec {
                     .value_name("FILE")
                     .help("A settings file (YAML or JSON) holding any of the keys below"),
             );
-        for (heading, key) in self.all_keys() {
+        for (heading, key) in self.all_keys().filter(|(_, k)| !secret(k.name)) {
             let mut help = format!(
                 "{} [key: {}; env: {}]",
                 key.help,
@@ -200,6 +215,7 @@ impl Spec {
             config: matches.get_one::<String>("config").map(PathBuf::from),
             flags: self
                 .all_keys()
+                .filter(|(_, k)| !secret(k.name))
                 .filter_map(|(_, k)| {
                     matches
                         .get_one::<String>(k.name)
@@ -218,10 +234,10 @@ impl Spec {
         for key in self.keys {
             let default = defaults.get(key.name).map(shown).unwrap_or_default();
             out.push_str(&format!(
-                "| `{}` | `{}` | `--{}` | {} | {} |\n",
+                "| `{}` | `{}` | {} | {} | {} |\n",
                 key.name,
                 variables(self.service, key.name).join("`, `"),
-                flag(key.name),
+                flag_cell(key.name),
                 if default.is_empty() {
                     "none".to_string()
                 } else {
@@ -430,11 +446,11 @@ pub fn shared_reference() -> String {
     for key in NATS_KEYS.iter().chain(OBSERVE_KEYS) {
         debug_assert!(is_shared(key.name));
         out.push_str(&format!(
-            "| `{}` | `QM_{}`, `QM_<SERVICE>_{}` | `--{}` | {} |\n",
+            "| `{}` | `QM_{}`, `QM_<SERVICE>_{}` | {} | {} |\n",
             key.name,
             screaming(key.name),
             screaming(key.name),
-            flag(key.name),
+            flag_cell(key.name),
             cell(key.help)
         ));
     }

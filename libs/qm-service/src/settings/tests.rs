@@ -194,6 +194,13 @@ fn a_flag_that_sets_no_key_is_refused_and_help_names_every_key_and_its_variable(
     ] {
         assert!(help.contains(needle), "{needle} in\n{help}");
     }
+    assert!(
+        !help.contains("--nats-password"),
+        "a secret has no flag (the command line is visible to other users):\n{help}"
+    );
+    assert!(DEMO
+        .parse_args::<Demo>(args(&["--nats-password", "hunter2"]))
+        .is_err());
 }
 
 #[test]
