@@ -57,7 +57,6 @@ pub(super) struct SentCommand {
 
 /// Header of a decision: the last non-decision entry its leader had applied.
 pub(crate) const AFTER_HEADER: &str = "Qm-After";
-
 /// Header of an event: where in the applied order it was produced.
 pub(crate) const POSITION_HEADER: &str = "Qm-Position";
 
