@@ -1,0 +1,174 @@
+//! The JSON bodies of API v1, shaped like the AWS Batch API (camelCase field
+//! names of `SubmitServiceJob`, `DescribeServiceJob`, ...). Wire types are
+//! separate from the core's domain types; services translate. Within v1 only
+//! optional fields are ever added (golden fixtures in `tests/` prove old
+//! messages keep decoding); unknown fields are ignored on decode.
+
+use serde::{Deserialize, Serialize};
+
+mod audit;
+mod checks;
+mod events;
+mod executors;
+mod jobs;
+
+pub use audit::*;
+pub use checks::*;
+pub use events::*;
+pub use executors::*;
+pub use jobs::*;
+
+/// Every reply: exactly one of `ok` or `error`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Reply<T> {
+    Ok(T),
+    Error(ApiError),
+}
+
+/// What kind of failure, for retries and exit codes (never string matching).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ErrorCode {
+    /// The request is wrong; `problems` says where. Do not retry unchanged.
+    Invalid,
+    NotFound,
+    /// The request conflicts with the current state (e.g. share still ENABLED).
+    Conflict,
+    /// Try again later (storage or a dependency is unavailable).
+    Transient,
+    Internal,
+    /// The caller is authenticated but may not do this (the message names
+    /// the principal, the operation and the share). Do not retry.
+    AccessDenied,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Problem {
+    pub field: String,
+    pub message: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiError {
+    pub code: ErrorCode,
+    /// One line a person can act on.
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<Problem>,
+}
+
+// ----- configuration -----------------------------------------------------
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CapacityLimit {
+    pub capacity_unit: String,
+    pub max_capacity: i64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceSharingConfiguration {
+    /// RESERVE | LEND | LEND_AND_BORROW
+    pub strategy: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub borrow_limit: Option<i64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SharePreemptionConfiguration {
+    /// ENABLED | DISABLED
+    pub in_share_preemption: String,
+}
+
+/// Quartermaster's per-share protections (all off when absent).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Protections {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_runtime_before_preemption_seconds: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reborrow_cooldown_seconds: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub borrow_requires_checkpoint: Option<bool>,
+}
+
+/// `CreateQuotaShare` / `UpdateQuotaShare` (update: only given fields change)
+/// and the body of `DescribeQuotaShare`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QuotaShare {
+    /// May be left out inside a queue document (`qm apply -f`).
+    #[serde(default)]
+    pub job_queue: String,
+    pub quota_share_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_limits: Option<Vec<CapacityLimit>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_sharing_configuration: Option<ResourceSharingConfiguration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preemption_configuration: Option<SharePreemptionConfiguration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protections: Option<Protections>,
+    /// Where jobs of this share may keep checkpoints with
+    /// `checkpointConfig.s3Uri`: `s3://bucket/prefix/` entries, a URI must
+    /// lie under one. Default (absent): only under the checkpoint bucket's
+    /// `<queue>/shares/<share>/`, so no share can reach another's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_s3_prefixes: Option<Vec<String>>,
+    /// The images jobs of this share may run (`containerImage`): each entry
+    /// a repository (`registry.local/team-a/trainer`, any tag or digest of
+    /// it) or a prefix ending in `/` (`registry.local/team-a/`, every
+    /// repository under it). Default (absent or empty): no image; such a
+    /// share runs host commands only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_prefixes: Option<Vec<String>>,
+    /// Where jobs of this share may read input channels
+    /// (`inputDataConfig[].s3Uri`): `s3://bucket/prefix/` entries. Default
+    /// (absent): only under the checkpoint bucket's
+    /// `<queue>/shares/<share>/`, as for checkpoints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_s3_prefixes: Option<Vec<String>>,
+    /// The share's containers may not run as root: an image whose user is
+    /// root (or none) runs as the executor's `runAsUser` (default 65534,
+    /// nobody) instead. Default (absent): the image's user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_as_non_root: Option<bool>,
+}
+
+/// `CreateJobQueue` / `UpdateJobQueue`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobQueue {
+    pub job_queue_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// BEST_EFFORT_FIFO | STRICT_FIFO
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queueing_strategy: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capacity_limits: Vec<CapacityLimit>,
+    /// The `checkpointConfig.checkpointBeforePreemptSeconds` of the queue's
+    /// checkpointing jobs that give none (default 0: off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_before_preempt_seconds: Option<u64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShareRef {
+    pub job_queue: String,
+    pub quota_share_name: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueRef {
+    pub job_queue: String,
+}
