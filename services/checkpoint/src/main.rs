@@ -32,14 +32,12 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use qm_checkpoint::s3::{S3Config, S3Store};
-use qm_checkpoint::sync::{self, CommitInfo, Uploaded};
+use qm_checkpoint::sync::{self, Uploaded};
 use qm_service::api::{self, decode, respond};
-use qm_service::{nats, now_ms};
+use qm_service::nats;
 use qm_wire::messages::{ApiError, ErrorCode};
 use qm_wire::subjects;
-use qm_wire::system::{
-    CheckpointCommit, CheckpointReply, CheckpointRequest, LogEntry, QueueDocument,
-};
+use qm_wire::system::{CheckpointCommit, CheckpointRequest, QueueDocument};
 use tokio::sync::Mutex;
 use tracing::Instrument;
 
