@@ -1,14 +1,25 @@
 //! The request dispatch: who asked (the principal in the subject), whether
 //! they may, and which handler answers each operation.
 
-use super::*;
+use qm_service::api::{self, decode, invalid, respond};
+use qm_tenancy::{authorize, Action};
+use qm_wire::messages::{
+    ApiError, Caller, ErrorCode, JobQueue, ListServiceJobs, QueueRef, QuotaShare, ShareRef,
+    SubmitServiceJob,
+};
+use qm_wire::subjects::{self, Operation};
+use qm_wire::system::QueueDocument;
 use tracing::Instrument;
+
+use crate::queues::merge_share;
+use crate::{audit, denied, Admission, Result};
 
 impl Admission {
     /// Answers one request inside its span (a child of the caller's trace
     /// when the request carries one), counted and timed per operation.
     pub(crate) async fn handle(&self, msg: async_nats::Message) {
-        let span = qm_service::trace::process_span(&qm_service::trace::template(&msg.subject), &msg);
+        let span =
+            qm_service::trace::process_span(&qm_service::trace::template(&msg.subject), &msg);
         let op = Operation::from_subject(&msg.subject).map_or("unknown", |(_, op)| op.name());
         let started = std::time::Instant::now();
         self.dispatch(msg).instrument(span).await;

@@ -3,8 +3,20 @@
 //! registrations, and the reads, priority updates and terminates relayed to
 //! the scheduler leader with the caller.
 
-use super::*;
+use qm_core::{Cluster, Time};
+use qm_service::api::{self, decode, invalid, respond};
+use qm_service::now_ms;
+use qm_tenancy::{authorize, Action};
+use qm_wire::messages::{
+    ApiError, Caller, ErrorCode, GetServiceJobLogs, JobRef, RegisterExecutor, ServiceJob,
+    SubmitServiceJob, SubmitServiceJobResponse,
+};
+use qm_wire::subjects::{self, Operation};
+use qm_wire::system::{LogEntry, QueueDocument, SchedOperation, SchedRequest};
+use qm_wire::to_core as convert;
 use tracing::Instrument;
+
+use crate::{denied, new_job_id, token_field, token_key, transient, Admission, Result};
 
 impl Admission {
     pub(crate) async fn submit(

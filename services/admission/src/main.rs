@@ -21,19 +21,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use qm_core::{Cluster, Time};
-use qm_service::api::{self, decode, invalid, respond};
-use qm_service::{nats, now_ms};
-use qm_wire::to_core as convert;
+use qm_core::Cluster;
+use qm_service::api::{self, invalid};
+use qm_service::nats;
 
-use qm_tenancy::{authorize, Action, Tenancy};
-use qm_wire::messages::{
-    ApiError, Caller, ErrorCode, GetServiceJobLogs, JobQueue, JobRef, ListServiceJobs, QueueRef,
-    QuotaShare, RegisterExecutor, ServiceJob, ShareRef, SubmitServiceJob, SubmitServiceJobResponse,
-};
-use qm_wire::subjects::{self, Operation};
-use qm_wire::system::{LogEntry, QueueDocument, SchedOperation, SchedRequest};
-use queues::merge_share;
+use qm_tenancy::Tenancy;
+use qm_wire::messages::{ApiError, ErrorCode};
+use qm_wire::subjects;
 use settings::{Settings, SPEC};
 
 /// What admission measures (see docs/metrics.md).

@@ -2,7 +2,17 @@
 //! compare-and-set, validated whole with the core's rules and transition
 //! checks, stored in the log; and the reads of queues and shares.
 
-use super::*;
+use futures::StreamExt;
+use qm_core::{Cluster, Time};
+use qm_service::api::{self, invalid};
+use qm_service::{nats, now_ms};
+use qm_tenancy::{authorize, Action};
+use qm_wire::messages::{Caller, ErrorCode, QuotaShare};
+use qm_wire::subjects::{self, Operation};
+use qm_wire::system::{LogEntry, QueueDocument};
+use qm_wire::to_core as convert;
+
+use crate::{denied, token_field, transient, Admission, Result};
 
 pub(crate) fn config_key(queue: &str) -> String {
     format!("queue.{queue}")
