@@ -98,11 +98,7 @@ fn digest(state: &State) -> String {
     for p in &state.params {
         hasher.update(p.to_le_bytes());
     }
-    hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex::encode(hasher.finalize())
 }
 
 fn say(line: &str) {

@@ -173,7 +173,7 @@ pub fn verify(
     now: i64,
 ) -> Result<String, SigError> {
     let checked = check_header(req, scope, secret_of, now)?;
-    let body_hash = hex(&Sha256::digest(req.body));
+    let body_hash = hex::encode(Sha256::digest(req.body));
     if let Some(claimed) = header(req.headers, "x-amz-content-sha256") {
         if claimed != body_hash {
             return Err(SigError::Mismatch);
@@ -284,13 +284,13 @@ fn signature_matches(req: &Request<'_>, c: &Checked, body_hash: &str) -> Result<
     let to_sign = format!(
         "AWS4-HMAC-SHA256\n{}\n{scope_text}\n{}",
         c.amz_date,
-        hex(&Sha256::digest(canonical.as_bytes()))
+        hex::encode(Sha256::digest(canonical.as_bytes()))
     );
     let k_date = hmac(format!("AWS4{}", c.secret).as_bytes(), c.date.as_bytes());
     let k_region = hmac(&k_date, c.region.as_bytes());
     let k_service = hmac(&k_region, c.service.as_bytes());
     let k_signing = hmac(&k_service, b"aws4_request");
-    let expected = hex(&hmac(&k_signing, to_sign.as_bytes()));
+    let expected = hex::encode(hmac(&k_signing, to_sign.as_bytes()));
     if !equal_in_constant_time(expected.as_bytes(), c.auth.signature.as_bytes()) {
         return Err(SigError::Mismatch);
     }
@@ -492,10 +492,6 @@ fn hmac(key: &[u8], data: &[u8]) -> Vec<u8> {
         <Hmac<Sha256> as KeyInit>::new_from_slice(key).expect("HMAC takes any key length");
     mac.update(data);
     mac.finalize().into_bytes().to_vec()
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn equal_in_constant_time(a: &[u8], b: &[u8]) -> bool {

@@ -93,10 +93,6 @@ pub enum Damage {
     Body(String),
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// The object name of a snapshot at `cut`.
 pub fn name(cut: Cut) -> String {
     format!("snapshot-{:020}-{:020}", cut.after, cut.sched)
@@ -136,7 +132,7 @@ pub fn encode(
             .map(|q| q.meta.len() as u64)
             .sum(),
         body_bytes: body.len() as u64,
-        sha256: hex(&Sha256::digest(&body)),
+        sha256: hex::encode(Sha256::digest(&body)),
         compression: Some(COMPRESSION.into()),
     };
     let mut out = serde_json::to_vec(&header).expect("the header serializes");
@@ -170,7 +166,7 @@ pub fn decode(bytes: &[u8]) -> Result<(Header, Image), Damage> {
             expected: header.body_bytes,
         });
     }
-    if hex(&Sha256::digest(body)) != header.sha256 {
+    if hex::encode(Sha256::digest(body)) != header.sha256 {
         return Err(Damage::Checksum);
     }
     let image: Image = match header.compression.as_deref() {
@@ -401,7 +397,7 @@ mod tests {
             holder: String::new(),
             jobs: 0,
             body_bytes: junk.len() as u64,
-            sha256: hex(&Sha256::digest(&junk)),
+            sha256: hex::encode(Sha256::digest(&junk)),
             compression: None,
         };
         let mut bytes = serde_json::to_vec(&header).expect("json");
@@ -421,7 +417,7 @@ mod tests {
         let header = format!(
             r#"{{"format":1,"cut":{{"after":3,"sched":2}},"positions":[3,0,0],"takenAt":1,"holder":"old","jobs":0,"bodyBytes":{},"sha256":"{}"}}"#,
             body.len(),
-            hex(&Sha256::digest(&body))
+            hex::encode(Sha256::digest(&body))
         );
         let bytes = [header.into_bytes(), b"\n".to_vec(), body].concat();
         let (header, image) = decode(&bytes).expect("a format 1 snapshot reads");

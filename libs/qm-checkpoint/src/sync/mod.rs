@@ -90,10 +90,6 @@ fn local(path: &Path) -> impl Fn(std::io::Error) -> SyncError + '_ {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// Runs local file work (walking, hashing) on tokio's blocking threads.
 async fn blocking<T: Send + 'static>(
     what: PathBuf,
@@ -120,7 +116,7 @@ fn hash_open(file: &mut fs::File, path: &Path) -> Result<(u64, String), SyncErro
         size += n as u64;
         hasher.update(&buf[..n]);
     }
-    Ok((size, hex(&hasher.finalize())))
+    Ok((size, hex::encode(hasher.finalize())))
 }
 
 /// A file this service wrote (a restore's staging copy): size and SHA-256.

@@ -11,8 +11,8 @@ use crate::store::{self, JobRecord, QueueRecord};
 use crate::Gateway;
 
 use super::{
-    check_tags, decode_hex, encode_hex, is_admin, page_size, range, status_ok, store_failed,
-    Answer, JobIdIn, ListJobsIn, ListToken, SubmitIn, TerminateManyIn, UpdateJobIn, JOB_TYPE, PAGE,
+    check_tags, is_admin, page_size, range, status_ok, store_failed, Answer, JobIdIn, ListJobsIn,
+    ListToken, SubmitIn, TerminateManyIn, UpdateJobIn, JOB_TYPE, PAGE,
 };
 
 impl Gateway {
@@ -411,7 +411,7 @@ impl Gateway {
         let mut token: ListToken = match &l.next_token {
             None => ListToken { t: None, s: 0 },
             Some(t) => {
-                serde_json::from_slice(&decode_hex(t).unwrap_or_default()).map_err(|_| {
+                serde_json::from_slice(&hex::decode(t).unwrap_or_default()).map_err(|_| {
                     self.bad(format!("nextToken {t:?} is not one this endpoint returned"))
                 })?
             }
@@ -451,7 +451,7 @@ impl Gateway {
                 let mut v = json!({ "jobSummaryList": out });
                 if let Some(n) = next {
                     let raw = serde_json::to_vec(&n).unwrap_or_default();
-                    v["nextToken"] = json!(encode_hex(&raw));
+                    v["nextToken"] = json!(hex::encode(&raw));
                 }
                 return Ok(v);
             }

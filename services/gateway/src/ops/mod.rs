@@ -536,20 +536,6 @@ impl Gateway {
     }
 }
 
-fn encode_hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn decode_hex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
-}
-
 #[cfg(test)]
 mod fuzz {
     //! Every operation's body, and the SageMaker request inside a submit,
@@ -638,10 +624,10 @@ mod tests {
         let reserved: Tags = [("aws:x".to_string(), String::new())].into();
         assert!(check_tags(&reserved).is_err());
         assert_eq!(
-            decode_hex(&encode_hex(b"{\"s\":3}")),
+            hex::decode(hex::encode(b"{\"s\":3}")).ok(),
             Some(b"{\"s\":3}".to_vec())
         );
-        assert_eq!(decode_hex("zz"), None);
+        assert!(hex::decode("zz").is_err());
     }
 
     #[test]
