@@ -3,6 +3,8 @@
 use qm_service::client::Client;
 use qm_wire::messages::{ListAuditEvents, ListAuditEventsResponse};
 use qm_wire::subjects::{self, Operation};
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
 
 use super::{print_json, rfc3339, table, usage, Failure};
 
@@ -17,45 +19,13 @@ pub fn parse_time(flag: &str, text: &str) -> Result<u64, Failure> {
             "{flag}: {text:?} is not a time (use RFC 3339 such as 2026-12-03T09:00:00Z, or ms since the epoch)"
         ))
     };
-    let b = text.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
+    // `time` takes any character between the date and the time; RFC 3339
+    // names `T` and allows a space.
+    if !matches!(text.as_bytes().get(10), Some(b'T' | b't' | b' ')) {
         return Err(bad());
     }
-    let num = |r: std::ops::Range<usize>| -> Result<i64, Failure> {
-        text.get(r).and_then(|s| s.parse().ok()).ok_or_else(bad)
-    };
-    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
-        return Err(bad());
-    }
-    let mut rest = &text[19..];
-    if let Some(frac) = rest.strip_prefix('.') {
-        rest = frac.trim_start_matches(|c: char| c.is_ascii_digit());
-    }
-    let offset = match rest {
-        "Z" | "z" => 0,
-        o if o.len() == 6 && (o.starts_with('+') || o.starts_with('-')) => {
-            let oh: i64 = o[1..3].parse().map_err(|_| bad())?;
-            let om: i64 = o[4..6].parse().map_err(|_| bad())?;
-            let sign = if o.starts_with('-') { -1 } else { 1 };
-            sign * (oh * 3600 + om * 60)
-        }
-        _ => return Err(bad()),
-    };
-    // Days from 1970-01-01 (the proleptic Gregorian calendar).
-    let (yy, mm) = if mo <= 2 {
-        (y - 1, mo + 9)
-    } else {
-        (y, mo - 3)
-    };
-    let era = yy.div_euclid(400);
-    let yoe = yy - era * 400;
-    let doy = (153 * mm + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let secs = days * 86_400 + h * 3600 + mi * 60 + sec - offset;
-    u64::try_from(secs * 1000).map_err(|_| bad())
+    let at = OffsetDateTime::parse(text, &Rfc3339).map_err(|_| bad())?;
+    u64::try_from(at.unix_timestamp() * 1000).map_err(|_| bad())
 }
 
 pub fn audit_request(

@@ -3,6 +3,8 @@
 use std::time::Duration;
 
 use qm_service::client::{CallError, Client};
+use time::macros::format_description;
+use time::OffsetDateTime;
 
 mod admin;
 mod audit;
@@ -118,25 +120,18 @@ fn human_bytes(b: u64) -> String {
     }
 }
 
+/// `ms` since the Unix epoch in RFC 3339, UTC, to the millisecond
+/// (`2026-12-03T09:00:00.123Z`; past the year 9999, the number itself).
 fn rfc3339(ms: u64) -> String {
-    let secs = (ms / 1000) as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        ms % 1000
-    )
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .ok()
+        .and_then(|t| {
+            t.format(format_description!(
+                "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+            ))
+            .ok()
+        })
+        .unwrap_or_else(|| ms.to_string())
 }
 
 /// A borderless table whose columns are as wide as their widest cell (ids

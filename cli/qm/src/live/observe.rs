@@ -6,6 +6,8 @@ use futures::StreamExt;
 use qm_service::client::Client;
 use qm_wire::messages::{Caller, JobQueueSnapshot, QueueRef, ShareLostWork};
 use qm_wire::subjects::{self, Operation};
+use time::macros::format_description;
+use time::OffsetDateTime;
 
 use super::{human_bytes, print_json, table, usage, Failure};
 
@@ -178,13 +180,14 @@ pub async fn top(
 
 /// The wall-clock time, UTC, to the second (`HH:MM:SS UTC`).
 fn utc_clock() -> String {
-    let secs = qm_service::now_ms() / 1000;
-    format!(
-        "{:02}:{:02}:{:02} UTC",
-        (secs / 3600) % 24,
-        (secs / 60) % 60,
-        secs % 60
-    )
+    i64::try_from(qm_service::now_ms() / 1000)
+        .ok()
+        .and_then(|secs| OffsetDateTime::from_unix_timestamp(secs).ok())
+        .and_then(|t| {
+            t.format(format_description!("[hour]:[minute]:[second] UTC"))
+                .ok()
+        })
+        .unwrap_or_default()
 }
 
 /// Prints job and preemption events as they happen, until interrupted:
