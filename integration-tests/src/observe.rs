@@ -41,10 +41,6 @@ impl Span {
     }
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 fn text(kv: &KeyValue) -> String {
     match kv.value.as_ref().and_then(|v| v.value.as_ref()) {
         Some(AnyValue::StringValue(s)) => s.clone(),
@@ -79,9 +75,9 @@ fn decode(body: &[u8]) -> Result<Vec<Span>, prost::DecodeError> {
                 out.push(Span {
                     service: service.clone(),
                     name: s.name.clone(),
-                    trace_id: hex(&s.trace_id),
-                    span_id: hex(&s.span_id),
-                    parent_span_id: hex(&s.parent_span_id),
+                    trace_id: hex::encode(&s.trace_id),
+                    span_id: hex::encode(&s.span_id),
+                    parent_span_id: hex::encode(&s.parent_span_id),
                     attributes: s
                         .attributes
                         .iter()
@@ -90,7 +86,7 @@ fn decode(body: &[u8]) -> Result<Vec<Span>, prost::DecodeError> {
                     links: s
                         .links
                         .iter()
-                        .map(|l| (hex(&l.trace_id), hex(&l.span_id)))
+                        .map(|l| (hex::encode(&l.trace_id), hex::encode(&l.span_id)))
                         .collect(),
                     start_ns: s.start_time_unix_nano,
                     end_ns: s.end_time_unix_nano,

@@ -737,7 +737,7 @@ impl Stack {
             &mut random,
         )
         .expect("random bytes");
-        let token: String = random.iter().map(|b| format!("{b:02x}")).collect();
+        let token = hex::encode(random);
         let token_file = self.dir.join("metrics-token");
         std::fs::write(&token_file, &token).expect("token file");
         crate::containers::open_dir(&self.dir);
