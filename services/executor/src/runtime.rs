@@ -1,6 +1,6 @@
 //! One interface for launching an attempt, two runtimes behind it: `process`
 //! (a host command, `process.rs`) and `container` (an OCI image through
-//! the Docker Engine API, `container.rs`, with the SageMaker contract,
+//! the Docker Engine API, `container/`, with the SageMaker contract,
 //! `sagemaker.rs`). `attempts.rs` runs every attempt through this, and
 //! never asks which runtime it has.
 
