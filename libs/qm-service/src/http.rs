@@ -267,8 +267,8 @@ mod tests {
         tokio::sync::oneshot::Sender<()>,
         tokio::task::JoinHandle<()>,
     ) {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("bound address");
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let server = tokio::spawn(serve(
             listener,
@@ -290,10 +290,10 @@ mod tests {
     }
 
     async fn send_request(addr: std::net::SocketAddr) -> tokio::net::TcpStream {
-        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
         s.write_all(b"GET / HTTP/1.1\r\nhost: test\r\n\r\n")
             .await
-            .unwrap();
+            .expect("send a request");
         s
     }
 
@@ -303,18 +303,18 @@ mod tests {
             slow_server(Some(Duration::from_millis(400)), Duration::from_secs(10)).await;
         let mut client = send_request(addr).await;
         tokio::time::sleep(Duration::from_millis(100)).await;
-        stop.send(()).unwrap();
+        stop.send(()).expect("the server listens for the shutdown");
         let mut answer = String::new();
         tokio::time::timeout(Duration::from_secs(10), client.read_to_string(&mut answer))
             .await
             .expect("the connection closes once answered")
-            .unwrap();
+            .expect("read the answer");
         assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
         assert!(answer.ends_with("done"), "{answer}");
         tokio::time::timeout(Duration::from_secs(10), server)
             .await
             .expect("serve returns once drained")
-            .unwrap();
+            .expect("serve did not panic");
         assert!(
             tokio::net::TcpStream::connect(addr).await.is_err(),
             "the listener is closed"
@@ -326,11 +326,11 @@ mod tests {
         let (addr, stop, server) = slow_server(None, Duration::from_millis(300)).await;
         let mut client = send_request(addr).await;
         tokio::time::sleep(Duration::from_millis(100)).await;
-        stop.send(()).unwrap();
+        stop.send(()).expect("the server listens for the shutdown");
         tokio::time::timeout(Duration::from_secs(10), server)
             .await
             .expect("serve returns after its drain timeout")
-            .unwrap();
+            .expect("serve did not panic");
         let mut answer = Vec::new();
         let read = tokio::time::timeout(Duration::from_secs(10), client.read_to_end(&mut answer))
             .await

@@ -132,6 +132,9 @@ fn cell(help: &str) -> String {
         .replace('>', "&gt;")
 }
 
+/// A settings file found in `deploy/`: its keys, or why they do not read.
+type Deployed = Result<Map<String, Value>, String>;
+
 /// A default as the docs show it: strings bare, the rest as JSON; empty
 /// when there is none.
 fn shown(value: &Value) -> String {
@@ -332,7 +335,7 @@ impl Spec {
     /// The service's settings files in `deploy/`: the compose file's
     /// `deploy/compose/config/<service>.yaml` and each Kubernetes
     /// ConfigMap's `<service>.yaml` entry.
-    fn deployed_files(&self, root: &Path) -> Vec<(String, Result<Map<String, Value>, String>)> {
+    fn deployed_files(&self, root: &Path) -> Vec<(String, Deployed)> {
         let mut out = Vec::new();
         let compose = root.join(format!("deploy/compose/config/{}.yaml", self.service));
         if compose.exists() {

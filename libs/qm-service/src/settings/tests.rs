@@ -150,7 +150,7 @@ fn each_layer_wins_over_the_one_before() {
     let inv = DEMO
         .parse_args::<Demo>(args(&[
             "--config",
-            file.to_str().unwrap(),
+            file.to_str().expect("a UTF-8 path"),
             "--heartbeat-seconds",
             "9",
         ]))

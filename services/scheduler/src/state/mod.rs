@@ -34,11 +34,11 @@ mod tests;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use qm_core::{Cluster, JobId, PreemptionKind, Time};
-use qm_wire::to_core as convert;
 use qm_wire::messages::{
     JobStateChange, PreemptionEvent, RegisterExecutor, ServiceJob, SubmitServiceJob,
 };
 use qm_wire::system::{ExecCommand, LogEntry, QueueDocument};
+use qm_wire::to_core as convert;
 use serde::{Deserialize, Serialize};
 
 pub use positions::{Cut, Logged, Position, Positions, Replay};

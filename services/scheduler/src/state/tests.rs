@@ -318,7 +318,7 @@ fn a_job_spread_over_executors_runs_as_one_gang() {
     let rank = |executor: &str, phase: ReportPhase, exit: Option<i32>| {
         LogEntry::Report(Report {
             exit_code: exit,
-            ..Report::new(&executor, "g", 1, phase)
+            ..Report::new(executor, "g", 1, phase)
         })
     };
     let mut job = submit("gang", "QS1", 1);
