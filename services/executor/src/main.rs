@@ -16,7 +16,7 @@
 //! | `attempts.rs` | start and stop commands, running a process, logs |
 //! | `runtime.rs` | one launch interface over the two runtimes |
 //! | `process.rs` | the `process` runtime: spawning and signalling a process |
-//! | `container.rs` | the `container` runtime: images through the Docker Engine API, guards, reconciling |
+//! | `container/` | the `container` runtime: images through the Docker Engine API, guards, reconciling |
 //! | `sagemaker.rs` | the `/opt/ml` contract and what ranks need to find each other |
 //! | `gpus.rs` | GPU discovery and assignment |
 //! | `fence.rs` | the fence deadline every attempt's watcher enforces |
@@ -54,7 +54,7 @@ use node::{reporter, Executor};
 use settings::{Settings, SPEC};
 
 fn main() -> std::process::ExitCode {
-    // `qm-executor guard ...`: a container's guard (container.rs), started by
+    // `qm-executor guard ...`: a container's guard (container/guard.rs), started by
     // the executor itself; it needs no settings and no NATS.
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(String::as_str) {
