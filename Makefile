@@ -59,8 +59,11 @@ check-deploy:
 	deploy/kubernetes/check.sh
 	deploy/compose/check.sh
 
+## unit: every test but the end-to-end ones, from one build of the whole
+## workspace's tests (tools/test-binaries.sh: the unit tests, the end-to-end
+## tests and `make bins` then share one feature set, so nothing builds twice)
 unit:
-	$(CARGO) test --locked --workspace --exclude qm-integration-tests
+	tools/test-binaries.sh unit
 
 ## fuzz: every decoder of outside bytes (wire messages, SigV4, the gateway's
 ## bodies, tenancy and settings files, scenarios, the ITP import) with
@@ -107,7 +110,7 @@ images-infra:
 ## services as processes and, for the story, the rolling upgrade and the
 ## compose file, in containers from their images (so it builds them)
 integration: images-test images-torch bins aws-clients chromium
-	$(CARGO) test --locked -p qm-integration-tests
+	tools/test-binaries.sh integration
 
 ## chromium: headless Chromium, which renders the what-if report in the tests
 chromium:

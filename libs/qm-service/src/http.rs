@@ -141,9 +141,10 @@ pub async fn serve<H, F>(
     let mut open = tokio::task::JoinSet::new();
     tokio::pin!(shutdown);
     loop {
+        // Connections that ended since: their results, let go.
+        while open.try_join_next().is_some() {}
         let permit = tokio::select! {
             _ = &mut shutdown => break,
-            Some(_) = open.join_next(), if !open.is_empty() => continue,
             permit = Arc::clone(&slots).acquire_owned() => match permit {
                 Ok(permit) => permit,
                 Err(_) => break,

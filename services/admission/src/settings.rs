@@ -19,7 +19,7 @@ pub(crate) const SPEC: Spec = Spec {
         },
         Key {
             name: "schedulerTimeoutMs",
-            help: "how long a request relayed to the scheduler leader waits for its answer, in milliseconds",
+            help: "how long a request relayed to the scheduler leader waits for its answer, in milliseconds; at least 1",
         },
         Key {
             name: "insecureAllowUnauthenticatedNats",
@@ -39,7 +39,7 @@ pub(crate) const SPEC: Spec = Spec {
         },
         Key {
             name: "archiveRetentionSeconds",
-            help: "how long a finished job's record stays in the archive after the scheduler lets it go (describe and list still answer)",
+            help: "how long a finished job's record stays in the archive after the scheduler lets it go (describe and list still answer), in seconds; 1 to 315360000 (10 years)",
         },
         Key {
             name: "auditRetentionDays",

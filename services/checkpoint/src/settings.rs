@@ -13,11 +13,11 @@ pub(crate) const SPEC: Spec = Spec {
     keys: &[
         Key {
             name: "node",
-            help: "required: the executor's checkpointNode (the node this service serves)",
+            help: "required: the executor's checkpointNode (the node this service serves; letters, digits, - and _)",
         },
         Key {
             name: "workDir",
-            help: "the executor's workDir; only directories inside it are synced; default /tmp/qm-executor-<node>",
+            help: "the executor's workDir; only directories inside it are synced; an absolute path; default /tmp/qm-executor-<node>",
         },
         Key {
             name: "s3Endpoint",
@@ -41,11 +41,11 @@ pub(crate) const SPEC: Spec = Spec {
         },
         Key {
             name: "scanIntervalMs",
-            help: "how often a tracked checkpoint directory is looked at for a new checkpoint, in milliseconds",
+            help: "how often a tracked checkpoint directory is looked at for a new checkpoint, in milliseconds; at least 50",
         },
         Key {
             name: "keep",
-            help: "manifests kept per job (older ones and the blobs only they use are deleted)",
+            help: "manifests kept per job (older ones and the blobs only they use are deleted); at least 1",
         },
         Key {
             name: "trackLeaseSeconds",
@@ -53,7 +53,7 @@ pub(crate) const SPEC: Spec = Spec {
         },
         Key {
             name: "partSizeMiB",
-            help: "the size of the parts large files move in (multipart upload, ranged reads); at least 5 (S3's minimum)",
+            help: "the size of the parts large files move in (multipart upload, ranged reads); 5 to 5120 (S3's part size limits)",
         },
         Key {
             name: "multipartThresholdMiB",

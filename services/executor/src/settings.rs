@@ -41,7 +41,7 @@ pub const SPEC: Spec = Spec {
         },
         Key {
             name: "heartbeatSeconds",
-            help: "how often it tells the scheduler it lives",
+            help: "how often it tells the scheduler it lives, in seconds; at least 1",
         },
         Key {
             name: "fenceAfterSeconds",
@@ -69,7 +69,7 @@ pub const SPEC: Spec = Spec {
         },
         Key {
             name: "container",
-            help: "the container runtime, e.g. {\"dockerHost\":\"unix:///var/run/docker.sock\",\"pullPolicy\":\"IfNotPresent\",\"registryAuthFile\":\"/etc/qm/registry-auth.json\",\"network\":\"host\",\"shmSizeMiB\":1024,\"networkInterfaceName\":\"eth0\"}; pullPolicy IfNotPresent or Always; registryAuthFile, a Docker config.json, is read by the executor and never given to a job; network host (multi-node jobs need it) or a Docker network's name",
+            help: "the container runtime, e.g. {\"dockerHost\":\"unix:///var/run/docker.sock\",\"pullPolicy\":\"IfNotPresent\",\"registryAuthFile\":\"/etc/qm/registry-auth.json\",\"network\":\"host\",\"shmSizeMiB\":1024,\"networkInterfaceName\":\"eth0\"}; any field may be left out (the example shows the defaults, but registryAuthFile: none); pullPolicy IfNotPresent or Always; registryAuthFile, a Docker config.json, is read by the executor and never given to a job; network host (multi-node jobs need it) or a Docker network's name",
         },
     ],
     notes: "Commands are obeyed only when their epoch is the current scheduler lease's (read from the qm_leader bucket, never taken from a message). A job sees only PATH, HOME, LANG, LC_ALL, TZ and TMPDIR of the executor's environment, plus its own environment and the QM_* variables.",
@@ -93,7 +93,7 @@ pub struct InstanceSpec {
 
 /// The container runtime's settings.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct ContainerSettings {
     /// The engine's socket (`unix:///path`).
     pub docker_host: String,
@@ -255,4 +255,26 @@ impl settings::Validate for Settings {
 #[cfg(test)]
 mod described {
     qm_service::settings_test!(super::Settings, super::SPEC);
+}
+
+#[cfg(test)]
+mod partial {
+    #[test]
+    fn a_container_setting_may_name_only_what_differs() {
+        let env = [
+            ("QM_EXECUTOR_EXECUTOR_ID", "node-1"),
+            ("QM_EXECUTOR_JOB_QUEUE", "training"),
+            (
+                "QM_EXECUTOR_INSTANCES",
+                r#"[{"instanceType":"ml.g5.xlarge","count":1}]"#,
+            ),
+            ("QM_EXECUTOR_CONTAINER", r#"{"network":"qm-net"}"#),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()));
+        let (s, _): (super::Settings, _) =
+            qm_service::settings::load("executor", None, env).expect("loads");
+        assert_eq!(s.container.network, "qm-net");
+        assert_eq!(s.container.docker_host, "unix:///var/run/docker.sock");
+        assert_eq!(s.container.shm_size_mib, 1024);
+    }
 }

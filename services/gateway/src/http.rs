@@ -420,6 +420,11 @@ pub fn tls_config(settings: &Settings) -> Result<Option<Arc<rustls::ServerConfig
         .map_err(|e| format!("tlsCertFile/tlsKeyFile: {e}"))
 }
 
+/// How long the gateway keeps accepting connections after a shutdown
+/// begins, answering `/readyz` 503 meanwhile, so a load balancer (a
+/// Kubernetes Service) stops routing to it before its listener closes.
+pub const UNREADY_GRACE: Duration = Duration::from_secs(3);
+
 /// How long a shutdown waits for requests in flight (a submit's round trip
 /// through admission included) before cutting their connections.
 pub const DRAIN: Duration = Duration::from_secs(20);

@@ -113,11 +113,19 @@ async fn run(
             "the NATS principal {principal:?} is not in the tenancy's services.gateway: admission would refuse every request"
         ));
     }
-    let endpoint = qm_service::observe::Endpoint::for_service(
-        "gateway",
-        &client,
-        qm_service::observe::nothing_more(),
-    );
+    // Not ready from the moment a shutdown begins, so load balancers stop
+    // sending new connections while the ones in flight finish.
+    let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let endpoint = qm_service::observe::Endpoint::for_service("gateway", &client, {
+        let stopping = Arc::clone(&stopping);
+        Box::new(move || {
+            if stopping.load(std::sync::atomic::Ordering::Relaxed) {
+                Err("shutting down".into())
+            } else {
+                Ok(())
+            }
+        })
+    });
     let metrics = Metrics::new();
     if let Err(code) = qm_service::serve_metrics(&observe, "gateway", endpoint).await {
         return code;
@@ -166,7 +174,12 @@ async fn run(
     tracing::info!(%principal, keys = gateway.secrets.len(), "AWS Batch API at {scheme}://{bound} (region {})", gateway.settings.region);
     let shutdown = async {
         qm_service::nats::shutdown_signal().await;
-        tracing::info!("shutting down: finishing the requests in flight");
+        stopping.store(true, std::sync::atomic::Ordering::Relaxed);
+        tracing::info!(
+            "shutting down: not ready; serving {:?} more, then finishing the requests in flight",
+            http::UNREADY_GRACE
+        );
+        tokio::time::sleep(http::UNREADY_GRACE).await;
     };
     http::serve(Arc::clone(&gateway), listener, tls, shutdown).await;
     qm_service::within("NATS flush", Duration::from_secs(2), client.flush()).await;

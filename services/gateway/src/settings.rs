@@ -39,7 +39,7 @@ pub(crate) const SPEC: Spec = Spec {
         },
         Key {
             name: "region",
-            help: "the region clients sign for and ARNs carry",
+            help: "the region clients sign for and ARNs carry (lowercase letters, digits and -)",
         },
         Key {
             name: "accountId",
@@ -55,27 +55,27 @@ pub(crate) const SPEC: Spec = Spec {
         },
         Key {
             name: "maxBodyBytes",
-            help: "the largest request body accepted",
+            help: "the largest request body accepted, in bytes; 1024 to 67108864",
         },
         Key {
             name: "maxBodiesInFlightBytes",
-            help: "the bytes of request bodies held at once, counted as they arrive; a request whose bytes would pass it is answered 429 and the rest of its body is not read",
+            help: "the bytes of request bodies held at once, counted as they arrive; a request whose bytes would pass it is answered 429 and the rest of its body is not read; at least maxBodyBytes",
         },
         Key {
             name: "maxConnections",
-            help: "connections served at once (more wait in the listen queue)",
+            help: "connections served at once (more wait in the listen queue); 1 to 65536",
         },
         Key {
             name: "maxConnectionsPerClient",
-            help: "connections from one IP address at once; more are closed as they arrive",
+            help: "connections from one IP address at once; more are closed as they arrive; 1 to maxConnections",
         },
         Key {
             name: "headerReadTimeoutSeconds",
-            help: "a request's headers (and an idle connection's next request) must arrive within this",
+            help: "a request's headers (and an idle connection's next request) must arrive within this many seconds; 1 to 300",
         },
         Key {
             name: "bodyReadTimeoutSeconds",
-            help: "a request's body must arrive within this (else 408)",
+            help: "a request's body must arrive within this many seconds (else 408); 1 to 300",
         },
         Key {
             name: "requestTimeoutMs",
@@ -83,14 +83,14 @@ pub(crate) const SPEC: Spec = Spec {
         },
         Key {
             name: "streamReplicas",
-            help: "copies JetStream keeps of the gateway's buckets: 1 for a single server, 3 for a cluster",
+            help: "copies JetStream keeps of the gateway's buckets: 1 for a single server, 3 for a cluster; 1 to 5",
         },
         Key {
             name: "jobRecordDays",
-            help: "how long a job's AWS request and tags are kept",
+            help: "how long a job's AWS request and tags are kept, in days; 1 to 3650",
         },
     ],
-    notes: "On SIGTERM the gateway stops accepting connections and lets the requests in flight finish (at most 20 seconds).",
+    notes: "On SIGTERM the gateway answers /readyz 503 and keeps serving for 3 seconds (so load balancers stop routing to it), then stops accepting connections and lets the requests in flight finish (at most 20 seconds).",
 };
 
 #[derive(Debug, Serialize, Deserialize)]

@@ -43,11 +43,11 @@ const SPEC: Spec = Spec {
         },
         Key {
             name: "resendSeconds",
-            help: "a command an executor has not acknowledged is sent again after this long",
+            help: "a command an executor has not acknowledged is sent again after this many seconds; at least 1",
         },
         Key {
             name: "finishedRetentionSeconds",
-            help: "how long a finished job stays in memory; then its record moves to the archive (describe and list still find it for admission's archiveRetentionSeconds)",
+            help: "how long a finished job stays in memory; then its record moves to the archive (describe and list still find it for admission's archiveRetentionSeconds), in seconds; at least 1",
         },
         Key {
             name: "snapshotEveryEntries",
@@ -55,7 +55,7 @@ const SPEC: Spec = Spec {
         },
         Key {
             name: "snapshotIntervalSeconds",
-            help: "at most this long between snapshots while anything happens",
+            help: "at most this many seconds between snapshots while anything happens; at least 1",
         },
         Key {
             name: "snapshotsKept",
@@ -63,7 +63,7 @@ const SPEC: Spec = Spec {
         },
         Key {
             name: "logRetentionHours",
-            help: "log entries younger than this are never truncated (nor any accepted write admission has not yet copied to the audit stream)",
+            help: "log entries younger than this are never truncated (nor any accepted write admission has not yet copied to the audit stream); at most 87600 (10 years)",
         },
     ],
     notes: "Requests admission relays carry the caller; the scheduler checks again that the caller may read or change the job's share before it answers or stores.",

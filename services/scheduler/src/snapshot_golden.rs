@@ -86,6 +86,12 @@ fn sample() -> Image {
         });
     }
     entries.push(report("j1", ReportPhase::Running, None));
+    // j2 fell back to an older checkpoint when it started.
+    entries.push(LogEntry::Report(Report {
+        restore_skipped: vec!["manifest 3: a blob's checksum differs".into()],
+        restored_bytes: Some(4096),
+        ..Report::new("node-1", "j2", 1, ReportPhase::Starting)
+    }));
     entries.push(report("j2", ReportPhase::Running, None));
     entries.push(report("j1", ReportPhase::Ended, Some(0)));
     let mut state = State::default();
@@ -102,6 +108,18 @@ fn sample() -> Image {
             }
         }
     }
+    // What only some states hold (each left out of the body when empty,
+    // so a sample without it would not see it renamed).
+    let qs = state.queues.get_mut("training").expect("the queue");
+    qs.non_root_shares.insert("QS2".into());
+    let j2 = qs.ids["j2"];
+    qs.cluster
+        .checkpoint_lagging(j2, 1, qm_core::Time(8_500), "S3 unreachable".into())
+        .expect("j2 runs");
+    let meta = qs.meta.get_mut(&j2).expect("j2");
+    meta.attempt_reasons
+        .insert(1, "CUDA out of memory on rank 0".into());
+    meta.start_progress = Some((1, "pulling quartermaster/pytorch-trainer:local".into()));
     let mut image = Image {
         state,
         ..Image::default()
@@ -191,6 +209,19 @@ fn a_snapshot_this_format_wrote_reads_back_as_the_same_state_in_the_same_form() 
         42_000,
         "s1",
     );
+    let shown = format!("{:?}", tree(&now));
+    for key in [
+        "restore_skipped",
+        "checkpoint_lag",
+        "attempt_reasons",
+        "start_progress",
+        "non_root_shares",
+    ] {
+        assert!(
+            shown.contains(key),
+            "the sample holds {key} (left out of a snapshot when empty)"
+        );
+    }
     let path = fixture();
     if !path.exists() {
         if std::env::var("QM_BLESS_SNAPSHOT").is_ok_and(|v| v == "1") {
@@ -205,6 +236,21 @@ fn a_snapshot_this_format_wrote_reads_back_as_the_same_state_in_the_same_form() 
             "{} is missing: this format's fixture must be committed (QM_BLESS_SNAPSHOT=1 writes it once, for a new format)",
             path.display()
         );
+    }
+    // Every older format's fixture still reads (a scheduler reads the
+    // formats before its own).
+    let dir = path.parent().expect("a folder");
+    for entry in std::fs::read_dir(dir)
+        .expect("the fixtures folder")
+        .flatten()
+    {
+        let name = entry.file_name().to_string_lossy().to_string();
+        if name.starts_with("snapshot-format-") && entry.path() != path {
+            let bytes = std::fs::read(entry.path()).expect("read an older fixture");
+            let (header, _) =
+                decode(&bytes).unwrap_or_else(|e| panic!("{name} no longer reads: {e}"));
+            assert!(header.format < FORMAT, "{name}: format {}", header.format);
+        }
     }
     let stored = std::fs::read(&path).expect("read the fixture");
     let (header, back) = decode(&stored).expect("the fixture reads");

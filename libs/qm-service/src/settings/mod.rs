@@ -7,7 +7,8 @@
 //! `natsPrincipal`, `natsNkeyFile`, ...) also by `QM_NATS_URL`,
 //! `QM_NATS_PRINCIPAL`, `QM_NATS_NKEY_FILE`, ... (the service's own variable
 //! wins). A variable's value is parsed as JSON when it is valid JSON
-//! (numbers, lists, objects) and taken as a string otherwise. A command-line
+//! (numbers, lists, objects) and taken as a string otherwise; a key whose
+//! default is a string always takes the text as it is. A command-line
 //! flag `--foo-bar VALUE` sets the same key over all of these.
 //!
 //! Each service describes its keys once ([`spec::Spec`]): its `--help`, the
@@ -353,12 +354,14 @@ where
     for field in fields {
         for name in variables(service, &field) {
             if let Some((_, raw)) = env.iter().find(|(k, _)| *k == name) {
-                doc.insert(field.clone(), value_of(raw));
+                let value = value_of(raw, doc.get(&field));
+                doc.insert(field.clone(), value);
             }
         }
     }
     for (key, raw) in flags {
-        doc.insert(key.clone(), value_of(raw));
+        let value = value_of(raw, doc.get(key));
+        doc.insert(key.clone(), value);
     }
     if !problems.is_empty() {
         return Err(SettingsError(problems));
@@ -404,7 +407,10 @@ pub(crate) fn read_file(path: &Path) -> Result<Map<String, Value>, String> {
 
 /// Whether `key` is one of the settings every service shares.
 pub(crate) fn is_shared(key: &str) -> bool {
-    key.starts_with("nats") || key.starts_with("metrics")
+    spec::NATS_KEYS
+        .iter()
+        .chain(spec::OBSERVE_KEYS)
+        .any(|k| k.name == key)
 }
 
 /// The variables that set `key` of `service`, the one that wins last:
@@ -420,7 +426,12 @@ pub fn variables(service: &str, key: &str) -> Vec<String> {
 
 /// A variable's or flag's value: JSON when it is valid JSON (numbers,
 /// lists, objects), else the string itself.
-fn value_of(raw: &str) -> Value {
+fn value_of(raw: &str, default: Option<&Value>) -> Value {
+    // A key whose default is a string takes the text as it is: an account
+    // id or a node named with digits only is not a number.
+    if matches!(default, Some(Value::String(_))) {
+        return Value::String(raw.to_string());
+    }
     serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_string()))
 }
 

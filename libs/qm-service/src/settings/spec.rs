@@ -81,7 +81,7 @@ pub const NATS_KEYS: &[Key] = &[
 pub const OBSERVE_KEYS: &[Key] = &[
     Key {
         name: "metricsAddress",
-        help: "host:port of /metrics, /healthz and /readyz; off serves none; default: loopback, the service's own port (admission 9641, scheduler 9642, executor 9643, checkpoint 9644, gateway 9645)",
+        help: "IP address and port of /metrics, /healthz and /readyz (0.0.0.0:9643 for every interface); off serves none; default: loopback, the service's own port (admission 9641, scheduler 9642, executor 9643, checkpoint 9644, gateway 9645)",
     },
     Key {
         name: "metricsTokenFile",
@@ -108,7 +108,19 @@ pub struct Invocation {
 /// Whether `key` holds a secret: it has no flag, since other users of the
 /// host see a process's command line (a file or a variable sets it).
 pub fn secret(key: &str) -> bool {
-    key.ends_with("Password") || key.ends_with("SecretAccessKey")
+    SECRETS.contains(&key)
+}
+
+/// The keys that hold a secret's value (every other credential setting
+/// names a file). A key whose name says password, secret or token but is
+/// not listed here fails its service's test ([`Spec::undescribed`]).
+pub const SECRETS: &[&str] = &["natsPassword", "s3SecretAccessKey"];
+
+/// Whether `key`'s name suggests it holds a secret's value.
+fn looks_secret(key: &str) -> bool {
+    let lower = key.to_ascii_lowercase();
+    (lower.contains("password") || lower.contains("secret") || lower.ends_with("token"))
+        && !lower.ends_with("file")
 }
 
 /// A key's flag: `partSizeMiB` is `--part-size-mib`.
@@ -275,6 +287,12 @@ impl Spec {
             if key.help.trim().is_empty() {
                 problems.push(format!("qm-{}: {} has no help", self.service, key.name));
             }
+            if looks_secret(key.name) && !secret(key.name) {
+                problems.push(format!(
+                    "qm-{}: {} looks like it holds a secret: list it in settings::spec::SECRETS (no flag) or name it ...File",
+                    self.service, key.name
+                ));
+            }
         }
         problems
     }
@@ -297,7 +315,14 @@ impl Spec {
         let prefix = format!("QM_{}_", self.service.to_ascii_uppercase());
         let mut files = vec![root.join("README.md")];
         for dir in ["docs", "deploy"] {
+            let before = files.len();
             collect_files(&root.join(dir), &mut files);
+            if files.len() == before {
+                problems.push(format!(
+                    "{dir}/: no files to check under {}",
+                    root.display()
+                ));
+            }
         }
         for file in &files {
             let Ok(text) = std::fs::read_to_string(file) else {
@@ -317,7 +342,14 @@ impl Spec {
                 }
             }
         }
-        for (shown, doc) in self.deployed_files(root) {
+        let deployed = self.deployed_files(root);
+        if !deployed.iter().any(|(_, d)| d.is_ok()) {
+            problems.push(format!(
+                "deploy/: no settings file of qm-{} found (deploy/compose/config/{}.yaml, or a ConfigMap's {}.yaml entry)",
+                self.service, self.service, self.service
+            ));
+        }
+        for (shown, doc) in deployed {
             match doc {
                 Err(e) => problems.push(format!("{shown}: {e}")),
                 Ok(map) => {
@@ -347,7 +379,8 @@ impl Spec {
         let mut manifests = Vec::new();
         collect_files(&root.join("deploy/kubernetes"), &mut manifests);
         let entry = format!("{}.yaml", self.service);
-        for file in manifests {
+        let yaml = |f: &PathBuf| f.extension().is_some_and(|e| e == "yaml" || e == "yml");
+        for file in manifests.into_iter().filter(yaml) {
             let Ok(text) = std::fs::read_to_string(&file) else {
                 continue;
             };
@@ -358,10 +391,14 @@ impl Spec {
                 .to_string();
             for document in serde_yaml_ng::Deserializer::from_str(&text) {
                 // A document that does not parse ends the file (the
-                // iterator does not move past it); check-deploy names it.
-                let Ok(doc) = <serde_yaml_ng::Value as serde::Deserialize>::deserialize(document)
-                else {
-                    break;
+                // iterator does not move past it): said, not skipped.
+                let doc = match <serde_yaml_ng::Value as serde::Deserialize>::deserialize(document)
+                {
+                    Ok(doc) => doc,
+                    Err(e) => {
+                        out.push((shown.clone(), Err(format!("does not parse: {e}"))));
+                        break;
+                    }
                 };
                 if doc.get("kind").and_then(serde_yaml_ng::Value::as_str) != Some("ConfigMap") {
                     continue;
@@ -387,11 +424,22 @@ impl Spec {
     /// (and the shared keys' table) as it is now. With `QM_BLESS_DOCS=1`
     /// it writes them instead.
     pub fn check_generated<T: Serialize + Default>(&self, root: &Path) -> Vec<String> {
+        let bless = std::env::var("QM_BLESS_DOCS").is_ok_and(|v| v == "1");
+        self.check_generated_as::<T>(root, bless)
+    }
+
+    /// [`Self::check_generated`]; with `bless`, a table that differs is
+    /// written, and still reported (run again to see it pass).
+    pub fn check_generated_as<T: Serialize + Default>(
+        &self,
+        root: &Path,
+        bless: bool,
+    ) -> Vec<String> {
         let path = root.join("docs/settings.md");
         let Ok(mut text) = std::fs::read_to_string(&path) else {
             return vec![format!("{}: cannot read", path.display())];
         };
-        let bless = std::env::var("QM_BLESS_DOCS").is_ok_and(|v| v == "1");
+        let mut changed = false;
         let mut problems = Vec::new();
         for (name, table) in [
             (self.service, self.reference::<T>()),
@@ -414,6 +462,10 @@ impl Spec {
             if text[body..b] != table {
                 if bless {
                     text.replace_range(body..b, &table);
+                    changed = true;
+                    problems.push(format!(
+                        "docs/settings.md: the table of {name} written; run the test again"
+                    ));
                 } else {
                     problems.push(format!(
                         "docs/settings.md: the table of {name} is not the one the settings describe; run the test with QM_BLESS_DOCS=1 to write it"
@@ -421,7 +473,7 @@ impl Spec {
                 }
             }
         }
-        if bless {
+        if changed {
             if let Err(e) = std::fs::write(&path, text) {
                 problems.push(format!("{}: {e}", path.display()));
             }

@@ -172,6 +172,14 @@ fn each_layer_wins_over_the_one_before() {
     let (d, _, _): (Demo, _, _) =
         load_layers("demo", None, env(&[("QM_DEMO_WORK_DIR", "/w")]), &[]).expect("valid");
     assert_eq!(d.heartbeat_seconds, 1, "the default when no layer sets it");
+    let (d, _, _): (Demo, _, _) = load_layers(
+        "demo",
+        None,
+        env(&[("QM_DEMO_WORK_DIR", "0123")]),
+        &[("heartbeatSeconds".into(), "4".into())],
+    )
+    .expect("a string key takes digits as text");
+    assert_eq!((d.work_dir.as_str(), d.heartbeat_seconds), ("0123", 4));
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -277,6 +285,17 @@ fn docs_naming_a_stale_variable_and_deploy_files_that_do_not_load_are_found() {
         .check_documented::<Demo>(&root, &["QM_DEMO_WORKDIR"])
         .join("\n");
     assert!(!fixed.contains("docs/a.md"), "{fixed}");
+    // Nothing to check is a problem too, not a pass.
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).expect("root");
+    let empty = DEMO.check_documented::<Demo>(&root, &[]).join("\n");
+    for needle in [
+        "docs/: no files",
+        "deploy/: no files",
+        "no settings file of qm-demo",
+    ] {
+        assert!(empty.contains(needle), "{needle} in {empty}");
+    }
     let _ = std::fs::remove_dir_all(root);
 }
 
@@ -298,5 +317,18 @@ fn the_generated_tables_must_match_and_bless_writes_them() {
     );
     let text = std::fs::read_to_string(root.join("docs/settings.md")).expect("read");
     assert_eq!(text, page, "nothing written without QM_BLESS_DOCS=1");
+    let blessed = DEMO.check_generated_as::<Demo>(&root, true).join("\n");
+    assert!(blessed.contains("the table of demo written"), "{blessed}");
+    let text = std::fs::read_to_string(root.join("docs/settings.md")).expect("read");
+    assert!(
+        text.contains("| `workDir` | `QM_DEMO_WORK_DIR` | `--work-dir` |"),
+        "{text}"
+    );
+    assert!(
+        text.starts_with("# Settings\n<!-- generated: demo -->\n| Key |"),
+        "{text}"
+    );
+    let again = DEMO.check_generated_as::<Demo>(&root, true);
+    assert!(again.is_empty(), "written once, then it matches: {again:?}");
     let _ = std::fs::remove_dir_all(root);
 }
