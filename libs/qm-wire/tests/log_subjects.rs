@@ -7,19 +7,8 @@ use qm_wire::system::{CheckpointCommit, LogEntry, Report, ReportPhase};
 
 fn report(executor: &str) -> LogEntry {
     LogEntry::Report(Report {
-        executor_id: executor.into(),
-        job_id: "j-1".into(),
-        attempt: 1,
-        phase: ReportPhase::Ended,
         exit_code: Some(0),
-        signal: None,
-        restored: None,
-        restored_bytes: None,
-        restore_skipped: Vec::new(),
-        error: None,
-        cause: None,
-        reason: None,
-        progress: None,
+        ..Report::new(executor, "j-1", 1, ReportPhase::Ended)
     })
 }
 

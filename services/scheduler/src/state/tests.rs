@@ -538,19 +538,9 @@ fn entry_of(r: &qm_sim::trace::Recorded, s: &State) -> (u64, LogEntry) {
             (
                 at.as_millis(),
                 LogEntry::Report(Report {
-                    executor_id: node.clone(),
-                    job_id: job.clone(),
-                    attempt: *attempt,
-                    phase,
                     exit_code,
-                    signal: None,
                     restored,
-                    restored_bytes: None,
-                    restore_skipped: Vec::new(),
-                    error: None,
-                    cause: None,
-                    reason: None,
-                    progress: None,
+                    ..Report::new(node, job, *attempt, phase)
                 }),
             )
         }
