@@ -977,3 +977,71 @@ async fn concurrent_changes_of_one_queue_through_the_gateway_all_land() {
         );
     }
 }
+
+/// The status code of `GET path` on 127.0.0.1:`port`, or None when nothing
+/// answers.
+async fn status_of(port: u16, path: &str) -> Option<u16> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nhost: test\r\nconnection: close\r\n\r\n").as_bytes(),
+    )
+    .await
+    .ok()?;
+    let mut answer = String::new();
+    tokio::time::timeout(Duration::from_secs(5), s.read_to_string(&mut answer))
+        .await
+        .ok()?
+        .ok()?;
+    answer.split_whitespace().nth(1)?.parse().ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stopping_gateway_turns_unready_first_then_drains_and_exits() {
+    let (mut stack, gw, _servers) = started("gw-stop", &[]).await;
+    let metrics = stack.metrics_port("gateway");
+    let api: u16 = gw
+        .endpoint
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("the API's port");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while status_of(metrics, "/readyz").await != Some(200) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the gateway never got ready"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stack.send_signal("gateway", "TERM");
+    let termed = std::time::Instant::now();
+    // Not ready at once, while the API still takes connections (the grace
+    // that lets a load balancer stop routing to it).
+    let deadline = termed + Duration::from_secs(2);
+    while status_of(metrics, "/readyz").await != Some(503) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still ready after SIGTERM:\n{}",
+            stack.log_of("gateway")
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let answered = status_of(api, "/").await.is_some();
+    // The grace is 3 s: asked well within it, the API must answer (on a
+    // machine too loaded to ask within 2 s, this says nothing).
+    if termed.elapsed() < Duration::from_secs(2) {
+        assert!(answered, "the API answers during the grace");
+    }
+    assert!(
+        stack.stop_within("gateway", "TERM", 30).is_some(),
+        "the gateway exits by itself after draining:\n{}",
+        stack.log_of("gateway")
+    );
+    assert!(
+        status_of(api, "/").await.is_none(),
+        "nothing answers once it has exited"
+    );
+}
