@@ -61,8 +61,11 @@ while IFS=$'\t' read -r package dir target exe; do
   fi
   printf '\n     Running %s (%s)\n' "$target" "$package"
   ran=$((ran + 1))
-  if ! (cd "$dir" && CARGO_MANIFEST_DIR="$dir" CARGO_PKG_NAME="$package" "$exe" ${args[@]+"${args[@]}"}); then
-    echo "test-binaries: $target ($package) failed" >&2
+  # A binary that hangs is killed (and fails the run) rather than holding
+  # CI until its own limit: QM_TEST_TIMEOUT seconds each (default 1800).
+  if ! (cd "$dir" && CARGO_MANIFEST_DIR="$dir" CARGO_PKG_NAME="$package" \
+    timeout --kill-after=30 "${QM_TEST_TIMEOUT:-1800}" "$exe" ${args[@]+"${args[@]}"}); then
+    echo "test-binaries: $target ($package) failed (or ran past QM_TEST_TIMEOUT=${QM_TEST_TIMEOUT:-1800} s)" >&2
     status=1
     break
   fi
