@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::{defaults, is_shared, parse, read_file, screaming, variables};
+use super::{defaults, parse, read_file, screaming, variables};
 
 /// One settings key: its name in a settings file (camelCase) and what it
 /// sets, with its unit and limits.
@@ -499,7 +499,6 @@ impl Spec {
 pub fn shared_reference() -> String {
     let mut out = String::from("| Key | Variables | Flag | What it sets |\n|---|---|---|---|\n");
     for key in NATS_KEYS.iter().chain(OBSERVE_KEYS) {
-        debug_assert!(is_shared(key.name));
         out.push_str(&format!(
             "| `{}` | `QM_{}`, `QM_<SERVICE>_{}` | {} | {} |\n",
             key.name,
