@@ -108,6 +108,12 @@ pub struct QuotaShare {
     pub in_share_preemption: bool,
     pub state: State,
     pub protections: Protections,
+    /// Workload classes (`class.rs`); empty: the implicit `default` class.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<crate::class::WorkloadClass>,
+    /// The class of jobs that name none; None: the first class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_class: Option<String>,
 }
 
 impl QuotaShare {
@@ -127,6 +133,8 @@ impl QuotaShare {
             in_share_preemption: false,
             state: State::Enabled,
             protections: Protections::default(),
+            classes: Vec::new(),
+            default_class: None,
         }
     }
 
@@ -316,6 +324,7 @@ pub fn share_problems(field: &str, share: &QuotaShare) -> Vec<ConfigProblem> {
             });
         }
     }
+    crate::class::class_problems(field, share, &mut out);
     out
 }
 

@@ -52,14 +52,10 @@ impl Cluster {
                 report.become_protected.push(job.id);
             }
             if job.status == crate::job::JobStatus::Runnable {
-                let (s, t, c, k) = (
-                    job.spec.share,
-                    job.spec.instance_type,
-                    job.spec.count,
-                    job.spec.checkpoints,
-                );
-                if let Some(limit) = after.never_fits(s, t, c, k) {
-                    if self.never_fits(s, t, c, k).is_none() {
+                let (s, t, c) = (job.spec.share, job.spec.instance_type, job.spec.count);
+                let before = self.jobs.get(&job.id).and_then(|j| j.borrow_bar);
+                if let Some(limit) = after.never_fits(s, t, c, job.borrow_bar) {
+                    if self.never_fits(s, t, c, before).is_none() {
                         report.become_unfittable.push((job.id, limit));
                     }
                 }

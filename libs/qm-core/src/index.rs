@@ -1,6 +1,6 @@
 //! Ordered per-share, per-type indexes the pass walks.
 //!
-//! Waiting jobs are kept in buckets by `(instanceCount, checkpoints)`, each an
+//! Waiting jobs are kept in buckets by `(instanceCount, may borrow)`, each an
 //! ordered set in the contract's order (priority desc, RUNNABLE-since asc, job
 //! id). A pass asks for "the next job in order with count below N", which is a
 //! few range lookups, so a queue of 100,000 jobs that cannot start costs a pass
@@ -34,8 +34,11 @@ pub struct RunKey {
     pub job: JobId,
     /// Instances held; never decides order (job ids are unique).
     pub count: u32,
-    /// Whether the job checkpoints; never decides order.
-    pub checkpoints: bool,
+    /// Whether the job may run on borrowed capacity (no
+    /// [`crate::BorrowBar`]); never decides order. Named `checkpoints` in
+    /// snapshots, as it was when only checkpointing decided it.
+    #[serde(rename = "checkpoints")]
+    pub may_borrow: bool,
 }
 
 /// The waiting jobs of one share and one type.
@@ -54,10 +57,10 @@ impl RunnableQueue {
         self.len == 0
     }
 
-    pub fn insert(&mut self, key: QueueKey, count: u32, checkpoints: bool) {
+    pub fn insert(&mut self, key: QueueKey, count: u32, may_borrow: bool) {
         if self
             .buckets
-            .entry((count, checkpoints))
+            .entry((count, may_borrow))
             .or_default()
             .insert(key)
         {
@@ -65,13 +68,13 @@ impl RunnableQueue {
         }
     }
 
-    pub fn remove(&mut self, key: &QueueKey, count: u32, checkpoints: bool) -> bool {
-        let Some(bucket) = self.buckets.get_mut(&(count, checkpoints)) else {
+    pub fn remove(&mut self, key: &QueueKey, count: u32, may_borrow: bool) -> bool {
+        let Some(bucket) = self.buckets.get_mut(&(count, may_borrow)) else {
             return false;
         };
         let removed = bucket.remove(key);
         if bucket.is_empty() {
-            self.buckets.remove(&(count, checkpoints));
+            self.buckets.remove(&(count, may_borrow));
         }
         if removed {
             self.len -= 1;
@@ -80,13 +83,13 @@ impl RunnableQueue {
     }
 
     /// The first job in line strictly after `after` (or from the front) whose
-    /// count lies in `counts`, optionally only checkpointing jobs, and which
+    /// count lies in `counts`, optionally only jobs that may borrow, and which
     /// `skip` does not reject. Returns its key and count.
     pub fn next_candidate(
         &self,
         after: Option<QueueKey>,
         counts: std::ops::RangeInclusive<u32>,
-        checkpointing_only: bool,
+        may_borrow_only: bool,
         skip: &dyn Fn(JobId) -> bool,
     ) -> Option<(QueueKey, u32)> {
         let mut best: Option<(QueueKey, u32)> = None;
@@ -94,8 +97,8 @@ impl RunnableQueue {
             return None;
         }
         let range = (*counts.start(), false)..=(*counts.end(), true);
-        for (&(count, checkpoints), bucket) in self.buckets.range(range) {
-            if checkpointing_only && !checkpoints {
+        for (&(count, may_borrow), bucket) in self.buckets.range(range) {
+            if may_borrow_only && !may_borrow {
                 continue;
             }
             let lower = match after {
@@ -134,15 +137,13 @@ impl RunnableQueue {
 /// higher-priority or older one is borrowed (and so reclaimable). Returns the
 /// borrowed ones in that order.
 ///
-/// With `checkpointing_borrows` (a share with `borrowRequiresCheckpoint`),
-/// the jobs that do not checkpoint are walked first, then the ones that do,
-/// each in that order: whenever possible the jobs on borrowed capacity (the
-/// reclaim victims) are ones that can resume.
-pub fn borrowed_jobs(
-    running_in_order: &[RunKey],
-    entitlement: u32,
-    checkpointing_borrows: bool,
-) -> Vec<RunKey> {
+/// Jobs that may not borrow (a [`crate::BorrowBar`]: they do not
+/// checkpoint under `borrowRequiresCheckpoint`, or their workload class
+/// never borrows or lacks a resume proof) are walked first, then the ones
+/// that may, each in that order: whenever possible the jobs on borrowed
+/// capacity (the reclaim victims) are ones that can resume. When every job
+/// may borrow this is the plain walk.
+pub fn borrowed_jobs(running_in_order: &[RunKey], entitlement: u32) -> Vec<RunKey> {
     let mut left = entitlement;
     let mut full = false;
     let mut borrowed = Vec::new();
@@ -154,17 +155,17 @@ pub fn borrowed_jobs(
             borrowed.push(*key);
         }
     };
-    if !checkpointing_borrows {
+    if running_in_order.iter().all(|k| k.may_borrow) {
         running_in_order.iter().for_each(walk);
         return borrowed;
     }
     running_in_order
         .iter()
-        .filter(|k| !k.checkpoints)
+        .filter(|k| !k.may_borrow)
         .for_each(&mut walk);
     running_in_order
         .iter()
-        .filter(|k| k.checkpoints)
+        .filter(|k| k.may_borrow)
         .for_each(&mut walk);
     borrowed.sort_unstable();
     borrowed
@@ -232,25 +233,28 @@ mod tests {
             started: Time(s),
             job: JobId(j),
             count: c,
-            checkpoints: j != 1,
+            may_borrow: j != 1,
         };
         let mut order = vec![run(5, 0, 1, 3), run(4, 0, 2, 2), run(3, 0, 3, 1)];
         order.sort();
         // Entitlement 4: job 1 (3) fits, job 2 (2) does not; job 3 (1)
         // would fit first fit, but comes after the first that does not.
-        let borrowed = borrowed_jobs(&order, 4, false);
+        let borrowed = borrowed_jobs(&order, 4);
         assert_eq!(
             borrowed.iter().map(|k| k.job).collect::<Vec<_>>(),
             vec![JobId(2), JobId(3)]
         );
-        assert!(borrowed_jobs(&order, 6, false).is_empty());
-        assert_eq!(borrowed_jobs(&order, 0, false).len(), 3);
-        // Job 1 does not checkpoint: with checkpointing_borrows it is fitted
-        // first and stays within quota whatever its priority.
+        assert!(borrowed_jobs(&order, 6).is_empty());
+        assert_eq!(borrowed_jobs(&order, 0).len(), 3);
+        // Job 1 may not borrow: it is fitted first and stays within quota
+        // whatever its priority.
         let mut order = vec![run(1, 0, 1, 2), run(5, 0, 2, 3)];
         order.sort();
         let jobs = |v: Vec<RunKey>| v.iter().map(|k| k.job).collect::<Vec<_>>();
-        assert_eq!(jobs(borrowed_jobs(&order, 3, false)), vec![JobId(1)]);
-        assert_eq!(jobs(borrowed_jobs(&order, 3, true)), vec![JobId(2)]);
+        assert_eq!(jobs(borrowed_jobs(&order, 3)), vec![JobId(2)]);
+        for k in &mut order {
+            k.may_borrow = true;
+        }
+        assert_eq!(jobs(borrowed_jobs(&order, 3)), vec![JobId(1)]);
     }
 }

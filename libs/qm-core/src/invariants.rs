@@ -192,23 +192,35 @@ pub fn check_indexes(c: &Cluster) -> Result<(), Violation> {
             let st = c.st(s, t);
             let mut running = 0u32;
             let mut stopping = 0u32;
-            let mut stopping_noncheckpointing = 0u32;
+            let mut stopping_barred = 0u32;
             let mut runnable = 0usize;
             for job in c
                 .jobs()
                 .filter(|j| j.spec.share == s && j.spec.instance_type == t)
             {
+                if !job.status.is_final() && job.borrow_bar != c.borrow_bar_of(&job.spec) {
+                    return violation(
+                        "indexes",
+                        format!(
+                            "{}'s borrow bar is {:?}, its class and share say {:?}",
+                            job.id,
+                            job.borrow_bar,
+                            c.borrow_bar_of(&job.spec)
+                        ),
+                    );
+                }
                 match job.status {
                     JobStatus::Runnable => runnable += 1,
                     status if status.holds_instances() => {
                         if job.stopping.is_some() {
                             stopping += job.spec.count;
-                            if !job.spec.checkpoints {
-                                stopping_noncheckpointing += job.spec.count;
+                            if job.borrow_bar.is_some() {
+                                stopping_barred += job.spec.count;
                             }
                         } else {
                             running += job.spec.count;
-                            if !st.running.iter().any(|k| k.job == job.id) {
+                            let key = Cluster::run_key(job);
+                            if !st.running.contains(&key) {
                                 return violation(
                                     "indexes",
                                     format!(
@@ -222,12 +234,12 @@ pub fn check_indexes(c: &Cluster) -> Result<(), Violation> {
                     _ => {}
                 }
             }
-            if stopping_noncheckpointing != st.stopping_noncheckpointing {
+            if stopping_barred != st.stopping_barred {
                 return violation(
                     "indexes",
                     format!(
-                        "stopping non-checkpointing counter {} != {stopping_noncheckpointing}",
-                        st.stopping_noncheckpointing
+                        "stopping counter of jobs that may not borrow {} != {stopping_barred}",
+                        st.stopping_barred
                     ),
                 );
             }
@@ -357,6 +369,18 @@ pub fn check_plan(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
                         ),
                     );
                 }
+                if !before.share_config(victim.spec.share).class_may_preempt(
+                    beneficiary.spec.class.as_deref(),
+                    victim.spec.class.as_deref(),
+                ) {
+                    return violation(
+                        "preemptibleBy",
+                        format!(
+                            "{} (class {:?}) preempted for {} (class {:?}), a class it does not let preempt it",
+                            p.job, victim.spec.class, p.for_job, beneficiary.spec.class
+                        ),
+                    );
+                }
             }
             PreemptionKind::CrossShare | PreemptionKind::LimitReduced => {
                 if same_share {
@@ -368,7 +392,9 @@ pub fn check_plan(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
             }
         }
         let share = before.share_config(victim.spec.share);
-        let min_runtime = share.protections.min_runtime_before_preemption_secs;
+        let min_runtime = share
+            .rules(victim.spec.class.as_deref())
+            .min_runtime_before_preemption_secs;
         if let Some(started) = victim.started_at() {
             if min_runtime > 0 && started.plus_secs(min_runtime) > now {
                 return violation(
@@ -474,10 +500,10 @@ pub fn check_plan(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
                     format!("{} borrows in a {} share", s.job, share.strategy.as_str()),
                 );
             }
-            if share.protections.borrow_requires_checkpoint && !job.spec.checkpoints {
+            if let Some(bar) = job.borrow_bar {
                 return violation(
-                    "borrowRequiresCheckpoint",
-                    format!("{} borrows without checkpointing", s.job),
+                    "jobs that may not borrow do not borrow",
+                    format!("{} borrows, but may not ({bar:?})", s.job),
                 );
             }
         }
@@ -507,15 +533,16 @@ fn check_reclaim_complete(
         for &s in &shares {
             let st = after.st(s, t);
             let running: Vec<RunKey> = st.running.iter().copied().collect();
-            let min_runtime = after
-                .share_config(s)
-                .protections
-                .min_runtime_before_preemption_secs;
-            let ckpt_first = after.share_config(s).protections.borrow_requires_checkpoint;
-            let removable: u32 = borrowed_jobs(&running, st.entitlement, ckpt_first)
+            let share = after.share_config(s);
+            let removable: u32 = borrowed_jobs(&running, st.entitlement)
                 .iter()
                 .filter(|k| !admitted.contains(&k.job))
-                .filter(|k| min_runtime == 0 || k.started.plus_secs(min_runtime) <= now)
+                .filter(|k| {
+                    let min_runtime = share
+                        .rules(after.jobs[&k.job].spec.class.as_deref())
+                        .min_runtime_before_preemption_secs;
+                    min_runtime == 0 || k.started.plus_secs(min_runtime) <= now
+                })
                 .map(|k| k.count)
                 .sum();
             // Jobs admitted but waiting for stops hold their promised room.
@@ -566,7 +593,7 @@ fn check_reclaim_complete(
                 }
             }
             if after
-                .never_fits(s, t, count, after.jobs[&key.job].spec.checkpoints)
+                .never_fits(s, t, count, after.jobs[&key.job].borrow_bar)
                 .is_some()
             {
                 continue;

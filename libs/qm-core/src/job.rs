@@ -236,6 +236,14 @@ pub struct JobSpec {
     /// on nodes offering it (`runtime.rs`).
     #[serde(default)]
     pub runtime: crate::Runtime,
+    /// Its workload class (`class.rs`); None: the share's default class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<String>,
+    /// What it runs, as resume drills name it (`image:<reference>` or
+    /// `command:<sha256>`): a class that borrows only with a resume proof
+    /// looks for a passed drill of this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact: Option<String>,
 }
 
 impl JobSpec {
@@ -260,6 +268,8 @@ impl JobSpec {
             checkpoints: false,
             checkpoint_before_preempt_secs: None,
             runtime: crate::Runtime::Process,
+            class: None,
+            artifact: None,
         }
     }
 }
@@ -373,6 +383,11 @@ pub struct Job {
     /// itself waits (see [`CheckpointFirst`]).
     #[serde(default)]
     pub checkpoint_first: Option<CheckpointFirst>,
+    /// Why it may not run on borrowed capacity, if it may not (kept up to
+    /// date as the configuration and resume proofs change; the indexes
+    /// file it by this).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub borrow_bar: Option<crate::class::BorrowBar>,
 }
 
 impl Job {
@@ -393,6 +408,7 @@ impl Job {
             last_checkpoint: None,
             finished_at: None,
             checkpoint_first: None,
+            borrow_bar: None,
         }
     }
 
@@ -511,6 +527,7 @@ mod tests {
             last_checkpoint: None,
             finished_at: None,
             checkpoint_first: None,
+            borrow_bar: None,
         };
         // No checkpoint: all work since it began running is lost.
         assert_eq!(job.lost_work_ms(1), Some(7_000));

@@ -10,6 +10,7 @@
 //! iterates a hash map. `README.md` beside this file states the problem, the
 //! phases and the invariants.
 
+pub mod class;
 pub mod cluster;
 pub mod config;
 pub mod dry_run;
@@ -25,6 +26,7 @@ pub mod runtime;
 mod table;
 pub mod time;
 
+pub use class::{BorrowBar, ClassRules, WorkloadClass, IMPLICIT_CLASS, MAX_CLASSES_PER_SHARE};
 pub use cluster::{Cluster, JobError, JobEvent, ShareUsage, TypeAccounting};
 pub use config::{
     priority_problem, validate_queue, CapacityLimit, ConfigError, ConfigProblem, Protections,

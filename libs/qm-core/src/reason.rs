@@ -22,6 +22,9 @@ pub enum NeverFits {
     /// More than the share's entitlement, in a share that lets only
     /// checkpointing jobs borrow, for a job that does not checkpoint.
     BorrowRequiresCheckpoint { count: u32, max_capacity: u32 },
+    /// More than the share's entitlement, for a job whose workload class
+    /// never borrows.
+    ClassMayNotBorrow { count: u32, max_capacity: u32 },
     /// More than the queue's `capacityLimits` allow.
     QueueLimit { count: u32, queue_limit: u32 },
     /// More instances than the fleet has of the type.
@@ -39,6 +42,7 @@ impl NeverFits {
                 | NeverFits::ShareLimitPlusBorrowLimit { .. }
                 | NeverFits::QueueLimit { .. }
                 | NeverFits::BorrowRequiresCheckpoint { .. }
+                | NeverFits::ClassMayNotBorrow { .. }
         )
     }
 
@@ -55,6 +59,9 @@ impl NeverFits {
             ),
             NeverFits::BorrowRequiresCheckpoint { count, max_capacity } => format!(
                 "instanceCount {count} exceeds the share limit (maxCapacity {max_capacity}) and the share lets only checkpointing jobs borrow; add a checkpointConfig"
+            ),
+            NeverFits::ClassMayNotBorrow { count, max_capacity } => format!(
+                "instanceCount {count} exceeds the share limit (maxCapacity {max_capacity}) and the job's workload class never borrows (mayBorrow: false)"
             ),
             NeverFits::QueueLimit { count, queue_limit } => format!(
                 "instanceCount {count} exceeds the queue's capacity limit ({queue_limit} instances)"
@@ -91,9 +98,15 @@ pub enum WaitReason {
     ReborrowCooldownUntil(Time),
     /// The share requires checkpointing to borrow, and this job does not checkpoint.
     BorrowRequiresCheckpoint,
+    /// Its share's capacity is in use and its workload class never borrows.
+    ClassMayNotBorrow,
+    /// Its workload class borrows only once a resume drill has passed for
+    /// what the job runs, and none has.
+    ResumeNotVerified,
     /// STRICT_FIFO: the head of the share must start first.
     StrictFifoBehind(JobId),
-    /// Running jobs of its share have equal or higher priority.
+    /// Running jobs of its share have equal or higher priority (or a
+    /// class its class may not preempt).
     InSharePreemptionNotPossible,
     /// Live executors that offer the job's runtime offer `offered`
     /// instances of its type, fewer than it asks for (`runtime.rs`).
@@ -206,12 +219,18 @@ fn render_wait(wait: WaitReason, name: &dyn Fn(JobId) -> String) -> String {
         WaitReason::BorrowRequiresCheckpoint => {
             "BORROW_REQUIRES_CHECKPOINT: the share lets only checkpointing jobs borrow; add a checkpointConfig".into()
         }
+        WaitReason::ClassMayNotBorrow => {
+            "WAITING_FOR_SHARE_CAPACITY: its share's capacity is in use and its workload class never borrows (mayBorrow: false)".into()
+        }
+        WaitReason::ResumeNotVerified => {
+            "RESUME_NOT_VERIFIED: its workload class borrows only once a resume drill has passed for this image or command (qm drill)".into()
+        }
         WaitReason::StrictFifoBehind(head) => format!(
             "STRICT_FIFO: waiting behind {}, the head of its share",
             name(head)
         ),
         WaitReason::InSharePreemptionNotPossible => {
-            "WAITING_FOR_SHARE_CAPACITY: running jobs of its share have equal or higher priority".into()
+            "WAITING_FOR_SHARE_CAPACITY: running jobs of its share have equal or higher priority, or a workload class its class may not preempt".into()
         }
         WaitReason::NoExecutorOffersRuntime { runtime, offered: 0 } => format!(
             "NO_EXECUTOR_FOR_RUNTIME: no live executor offers the {runtime} runtime for this instance type; it starts once one registers (executor setting runtimes)"

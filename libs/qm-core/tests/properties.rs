@@ -29,6 +29,80 @@ struct ShareGen {
     min_runtime: u64,
     cooldown: u64,
     requires_checkpoint: bool,
+    /// Workload classes: None, or the knobs of three classes by band
+    /// (`low` 0..=1, `mid` 2, `high` 3..=4).
+    classes: Option<ClassGen>,
+}
+
+#[derive(Clone, Debug)]
+struct ClassGen {
+    low_may_borrow: bool,
+    low_min_runtime: Option<u64>,
+    /// `mid` borrows only with a resume proof (LEND_AND_BORROW shares).
+    mid_needs_proof: bool,
+    /// `mid` may be preempted in-share only by `high`.
+    mid_only_by_high: bool,
+    /// `high` may not be preempted in-share at all.
+    high_pinned: bool,
+    high_checkpoint_first: Option<u64>,
+}
+
+fn class_gen() -> impl Strategy<Value = ClassGen> {
+    (
+        any::<bool>(),
+        prop_oneof![Just(None), Just(Some(0u64)), Just(Some(20))],
+        any::<bool>(),
+        any::<bool>(),
+        any::<bool>(),
+        prop_oneof![Just(None), Just(Some(0u64)), Just(Some(10))],
+    )
+        .prop_map(
+            |(
+                low_may_borrow,
+                low_min_runtime,
+                mid_needs_proof,
+                mid_only_by_high,
+                high_pinned,
+                high_checkpoint_first,
+            )| ClassGen {
+                low_may_borrow,
+                low_min_runtime,
+                mid_needs_proof,
+                mid_only_by_high,
+                high_pinned,
+                high_checkpoint_first,
+            },
+        )
+}
+
+/// The class whose band holds `priority` (classes `low`, `mid`, `high`).
+fn class_of(priority: u32) -> &'static str {
+    match priority {
+        0..=1 => "low",
+        2 => "mid",
+        _ => "high",
+    }
+}
+
+fn classes(g: &ClassGen, strategy: Sharing) -> Vec<qm_core::WorkloadClass> {
+    use qm_core::WorkloadClass;
+    let mut low = WorkloadClass::new("low", 0, 1);
+    low.may_borrow = g.low_may_borrow;
+    low.min_runtime_before_preemption_secs = g.low_min_runtime;
+    let mut mid = WorkloadClass::new("mid", 2, 2);
+    if g.mid_needs_proof && strategy == Sharing::LendAndBorrow {
+        mid.borrow_requires_resume_proof = true;
+        mid.requires_checkpoint = true;
+    }
+    if g.mid_only_by_high {
+        mid.preemptible_by = Some(vec!["high".into()]);
+    }
+    let mut high = WorkloadClass::new("high", 3, 4);
+    if g.high_pinned {
+        high.preemptible_by = Some(Vec::new());
+    }
+    high.checkpoint_before_preempt_secs = g.high_checkpoint_first;
+    vec![low, mid, high]
 }
 
 #[derive(Clone, Debug)]
@@ -88,6 +162,16 @@ enum Event {
         ty: usize,
         max: i64,
     },
+    /// A resume drill of class `mid` passes or fails for an artifact.
+    Drill {
+        share: usize,
+        artifact: u32,
+        passed: bool,
+    },
+    /// Class `low`'s `mayBorrow` flips (a configuration change).
+    ToggleLowBorrow {
+        share: usize,
+    },
     Advance {
         secs: u64,
     },
@@ -106,6 +190,7 @@ fn share_gen() -> impl Strategy<Value = ShareGen> {
         prop_oneof![3 => Just(0u64), 1 => Just(30)],
         prop_oneof![3 => Just(0u64), 1 => Just(60)],
         prop::bool::weighted(0.2),
+        prop::option::weighted(0.4, class_gen()),
     )
         .prop_map(
             |(
@@ -116,6 +201,7 @@ fn share_gen() -> impl Strategy<Value = ShareGen> {
                 min_runtime,
                 cooldown,
                 requires_checkpoint,
+                classes,
             )| ShareGen {
                 strategy,
                 limits,
@@ -124,6 +210,7 @@ fn share_gen() -> impl Strategy<Value = ShareGen> {
                 min_runtime,
                 cooldown,
                 requires_checkpoint,
+                classes,
             },
         )
 }
@@ -143,6 +230,8 @@ fn event() -> impl Strategy<Value = Event> {
         1 => (0usize..NODES).prop_map(|node| Event::LoseNode { node }),
         1 => (0usize..NODES, prop::array::uniform2(0u32..4)).prop_map(|(node, counts)| Event::RegisterNode { node, counts }),
         1 => (0usize..4, 0usize..2, 0i64..4).prop_map(|(share, ty, max)| Event::SetLimit { share, ty, max }),
+        1 => (0usize..4, 0u32..2, prop::bool::weighted(0.7)).prop_map(|(share, artifact, passed)| Event::Drill { share, artifact, passed }),
+        1 => (0usize..4).prop_map(|share| Event::ToggleLowBorrow { share }),
         2 => (1u64..40).prop_map(|secs| Event::Advance { secs }),
     ]
 }
@@ -189,6 +278,9 @@ fn build(shares: &[ShareGen], fleet: [u32; 2], strict: bool) -> Cluster {
             s.protections.min_runtime_before_preemption_secs = g.min_runtime;
             s.protections.reborrow_cooldown_secs = g.cooldown;
             s.protections.borrow_requires_checkpoint = g.requires_checkpoint;
+            if let Some(cg) = &g.classes {
+                s.classes = classes(cg, g.strategy);
+            }
             s
         })
         .collect();
@@ -237,6 +329,10 @@ fn apply_event(c: &mut Cluster, now: &mut Time, event: &Event) {
             spec.checkpoint_before_preempt_secs = (priority % 2 == 0).then_some(20);
             spec.preemption_retries = retries;
             spec.retry_attempts = 2;
+            if !c.share_config(s).classes.is_empty() {
+                spec.class = Some(class_of(priority).to_string());
+            }
+            spec.artifact = Some(format!("a{}", count % 2));
             // Rejections (never fits) are fine; they must change nothing.
             let before = c.jobs().count();
             if c.submit(spec, *now).is_err() {
@@ -289,7 +385,13 @@ fn apply_event(c: &mut Cluster, now: &mut Time, event: &Event) {
                 .map(|j| j.id)
                 .collect();
             if let Some(&id) = live.get(nth % live.len().max(1)) {
-                c.update_priority(id, priority).expect("live job");
+                // A priority outside the job's class band is refused, and
+                // changes nothing.
+                let before = c.job(id).map(|j| j.spec.priority);
+                if let Err(e) = c.update_priority(id, priority) {
+                    assert!(matches!(e, qm_core::JobError::Invalid(_)), "{e}");
+                    assert_eq!(c.job(id).map(|j| j.spec.priority), before);
+                }
             }
         }
         Event::Terminate { nth } => {
@@ -311,6 +413,28 @@ fn apply_event(c: &mut Cluster, now: &mut Time, event: &Event) {
             let limit = &mut cfg.shares[share % n].capacity_limits[ty];
             limit.max_capacity = max;
             c.update_queue(cfg, *now).expect("valid change");
+        }
+        Event::Drill {
+            share,
+            artifact,
+            passed,
+        } => {
+            let names: Vec<String> = c
+                .queue_config()
+                .shares
+                .into_iter()
+                .map(|s| s.name)
+                .collect();
+            let name = &names[share % names.len()];
+            c.record_resume_drill(name, "mid", &format!("a{artifact}"), passed);
+        }
+        Event::ToggleLowBorrow { share } => {
+            let mut cfg = c.queue_config();
+            let n = cfg.shares.len();
+            if let Some(low) = cfg.shares[share % n].classes.first_mut() {
+                low.may_borrow = !low.may_borrow;
+                c.update_queue(cfg, *now).expect("valid change");
+            }
         }
         Event::RankExit { nth, rank, code } => {
             let running = holders(c, false);
@@ -424,7 +548,7 @@ fn within_quota_before_borrowing(
                 // a share's own jobs go in its order (priority first)
                 || s == start.share
                 || plan.waiting_for_release.contains(&job.id)
-                || after.never_fits(s, t, count, job.spec.checkpoints).is_some()
+                || after.never_fits(s, t, count, job.borrow_bar).is_some()
                 || matches!(
                     job.status_reason.wait(),
                     Some(WaitReason::NoExecutorOffersRuntime { .. } | WaitReason::RuntimeInstancesBusy { .. })

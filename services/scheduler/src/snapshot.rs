@@ -179,6 +179,13 @@ pub fn decode(bytes: &[u8]) -> Result<(Header, Image), Damage> {
         Some(other) => return Err(Damage::Body(format!("unknown compression {other:?}"))),
     }
     .map_err(|e| Damage::Body(e.to_string()))?;
+    let mut image: Image = image;
+    // The indexes are derived from the jobs: refile them, so a snapshot
+    // written before workload classes (which filed jobs by whether they
+    // checkpoint) reads into today's indexes.
+    for queue in image.state.queues.values_mut() {
+        queue.cluster.refile_all();
+    }
     Ok((header, image))
 }
 

@@ -110,11 +110,7 @@ impl Cluster {
     pub fn borrowed_jobs(&self, s: ShareIdx, t: TypeIdx) -> Vec<JobId> {
         let st = self.st(s, t);
         let order: Vec<RunKey> = st.running.iter().copied().collect();
-        let ckpt_first = self.shares[s.index()]
-            .config
-            .protections
-            .borrow_requires_checkpoint;
-        borrowed_jobs(&order, st.entitlement, ckpt_first)
+        borrowed_jobs(&order, st.entitlement)
             .into_iter()
             .map(|k| k.job)
             .collect()
@@ -159,14 +155,15 @@ impl Cluster {
     // ----- never fits -------------------------------------------------------
 
     /// The limit that keeps a job of `count` instances of `t` in share `s`
-    /// (that does or does not checkpoint) from ever running under the current
-    /// configuration and fleet, if any.
+    /// (with borrow bar `bar`, see [`Cluster::borrow_bar_of`]) from ever
+    /// running under the current configuration and fleet, if any. A bar a
+    /// resume drill could lift never makes a job unfittable.
     pub fn never_fits(
         &self,
         s: ShareIdx,
         t: TypeIdx,
         count: u32,
-        checkpoints: bool,
+        bar: Option<crate::class::BorrowBar>,
     ) -> Option<NeverFits> {
         let share = &self.shares[s.index()].config;
         let entitlement = self.st(s, t).entitlement;
@@ -195,15 +192,22 @@ impl Cluster {
             }
             _ => {}
         }
-        if share.strategy == Strategy::LendAndBorrow
-            && share.protections.borrow_requires_checkpoint
-            && !checkpoints
-            && count > entitlement
-        {
-            return Some(NeverFits::BorrowRequiresCheckpoint {
-                count,
-                max_capacity: entitlement,
-            });
+        if share.strategy == Strategy::LendAndBorrow && count > entitlement {
+            match bar {
+                Some(crate::class::BorrowBar::NoCheckpoint) => {
+                    return Some(NeverFits::BorrowRequiresCheckpoint {
+                        count,
+                        max_capacity: entitlement,
+                    })
+                }
+                Some(crate::class::BorrowBar::ClassNeverBorrows) => {
+                    return Some(NeverFits::ClassMayNotBorrow {
+                        count,
+                        max_capacity: entitlement,
+                    })
+                }
+                Some(crate::class::BorrowBar::ResumeNotVerified) | None => {}
+            }
         }
         let fleet = self.effective_fleet(t);
         if fleet > 0 && count > fleet {

@@ -105,16 +105,25 @@ impl Cluster {
     }
 
     /// Checkpoint-then-preempt: a preempted job that runs, checkpoints and
-    /// has a `checkpointBeforePreemptSeconds` (its own or the queue's) is
+    /// has a `checkpointBeforePreemptSeconds` (its own, its workload
+    /// class's, or the queue's) is
     /// asked to checkpoint first; its stop waits for that commit or the
     /// window's end. Its instances stay held meanwhile (the beneficiary
     /// waits, `WAITING_FOR_RECLAIM`), and its work at risk ends at the commit.
     fn ask_checkpoint_first(&mut self, id: JobId, now: Time) {
         let queue_default = self.checkpoint_before_preempt_secs;
+        let class_default = {
+            let job = &self.jobs[&id];
+            self.shares[job.spec.share.index()]
+                .config
+                .rules(job.spec.class.as_deref())
+                .checkpoint_before_preempt_secs
+        };
         let job = self.jobs.get_mut(&id).expect("known job");
         let secs = job
             .spec
             .checkpoint_before_preempt_secs
+            .or(class_default)
             .unwrap_or(queue_default)
             .min(crate::job::MAX_CHECKPOINT_BEFORE_PREEMPT_SECS);
         if secs == 0 || !job.spec.checkpoints || job.status != JobStatus::Running {

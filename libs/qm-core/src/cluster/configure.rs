@@ -1,7 +1,9 @@
 //! Configuration changes: a whole new queue configuration, validated whole
 //! and applied by share name. Lowering a limit stops nothing (the excess
 //! becomes borrowed and is reclaimed when another share needs it);
-//! deleting a share needs it DISABLED and terminates its jobs.
+//! deleting a share needs it DISABLED and terminates its jobs. A change
+//! may not remove a workload class that unfinished jobs belong to, nor
+//! move a band away from their priorities.
 
 use super::*;
 
@@ -38,6 +40,7 @@ impl Cluster {
                 });
             }
         }
+        problems.extend(self.class_change_problems(&queue));
         if !problems.is_empty() {
             return Err(ConfigError(problems));
         }
@@ -109,6 +112,9 @@ impl Cluster {
                 }
             }
         }
+        // Classes, their borrowing and the share's checkpoint rule may
+        // have changed which jobs may borrow.
+        self.refresh_borrow_bars(None);
         stops
     }
 }

@@ -17,7 +17,7 @@ impl Cluster {
     /// problem is reported at once. A job that the configuration alone forbids
     /// is rejected; one that only the current fleet forbids is accepted and
     /// waits with a `MISCONFIGURATION:` reason (executors may still register).
-    pub fn submit(&mut self, spec: JobSpec, now: Time) -> Result<JobId, JobError> {
+    pub fn submit(&mut self, mut spec: JobSpec, now: Time) -> Result<JobId, JobError> {
         let mut problems = Vec::new();
         let problem = |field: &str, message: String| ConfigProblem {
             field: field.into(),
@@ -77,10 +77,16 @@ impl Cluster {
                 "must be >= 1".into(),
             ));
         }
-        if share_ok && spec.instance_type.index() < self.types.len() && spec.count > 0 {
-            if let Some(limit) =
-                self.never_fits(spec.share, spec.instance_type, spec.count, spec.checkpoints)
-            {
+        let class_problems = if share_ok {
+            self.class_problems_of(&mut spec)
+        } else {
+            Vec::new()
+        };
+        let class_ok = class_problems.is_empty();
+        problems.extend(class_problems);
+        if share_ok && class_ok && spec.instance_type.index() < self.types.len() && spec.count > 0 {
+            let bar = self.borrow_bar_of(&spec);
+            if let Some(limit) = self.never_fits(spec.share, spec.instance_type, spec.count, bar) {
                 if limit.is_configuration_only() {
                     problems.push(problem(
                         "instanceCount",
@@ -93,7 +99,9 @@ impl Cluster {
             return Err(JobError::Invalid(problems));
         }
         let id = self.jobs.next_id();
-        self.jobs.insert(Job::new(id, spec, now));
+        let mut job = Job::new(id, spec, now);
+        job.borrow_bar = self.borrow_bar_of(&job.spec);
+        self.jobs.insert(job);
         self.make_runnable(id, now, StatusReason::Waiting(WaitReason::Queued));
         Ok(id)
     }
@@ -147,7 +155,7 @@ impl Cluster {
             started: job.started_at().unwrap_or(job.runnable_since),
             job: job.id,
             count: job.spec.count,
-            checkpoints: job.spec.checkpoints,
+            may_borrow: job.borrow_bar.is_none(),
         }
     }
 
@@ -160,7 +168,7 @@ impl Cluster {
             job.spec.share,
             job.spec.instance_type,
             job.spec.count,
-            job.spec.checkpoints,
+            job.borrow_bar.is_none(),
         );
         self.st_mut(s, t).runnable.insert(key, count, ckpt);
         self.unexplained.insert(id);
@@ -182,12 +190,22 @@ impl Cluster {
                 needs: "RUNNABLE, SCHEDULED, STARTING or RUNNING",
             });
         }
+        if let Some((class, min, max)) = self.priority_band(id) {
+            if !(min..=max).contains(&priority) {
+                return Err(JobError::Invalid(vec![ConfigProblem {
+                    field: "schedulingPriority".into(),
+                    message: format!(
+                        "must lie in class {class:?}'s band {min}..={max}, got {priority}"
+                    ),
+                }]));
+            }
+        }
         let old = job.spec.priority;
         let (s, t, count, ckpt) = (
             job.spec.share,
             job.spec.instance_type,
             job.spec.count,
-            job.spec.checkpoints,
+            job.borrow_bar.is_none(),
         );
         let (qkey, rkey, status, stopping) = (
             Self::queue_key(job),
@@ -277,7 +295,7 @@ impl Cluster {
             job.spec.share,
             job.spec.instance_type,
             job.spec.count,
-            job.spec.checkpoints,
+            job.borrow_bar.is_none(),
         );
         self.st_mut(s, t).runnable.remove(&key, count, ckpt);
         self.unexplained.remove(&id);
@@ -317,13 +335,13 @@ impl Cluster {
         if let Some(deadline) = deadline {
             self.deadlines.remove(&(deadline, id));
         }
-        let checkpoints = self.jobs[&id].spec.checkpoints;
+        let may_borrow = self.jobs[&id].borrow_bar.is_none();
         let st = self.st_mut(s, t);
         st.running.remove(&key);
         st.running_usage -= count;
         st.stopping_usage += count;
-        if !checkpoints {
-            st.stopping_noncheckpointing += count;
+        if !may_borrow {
+            st.stopping_barred += count;
         }
     }
 
@@ -458,11 +476,11 @@ impl Cluster {
         let job = &self.jobs[&id];
         let (s, t, count) = (job.spec.share, job.spec.instance_type, job.spec.count);
         if job.stopping.is_some() {
-            let checkpoints = job.spec.checkpoints;
+            let may_borrow = job.borrow_bar.is_none();
             let st = self.st_mut(s, t);
             st.stopping_usage -= count;
-            if !checkpoints {
-                st.stopping_noncheckpointing -= count;
+            if !may_borrow {
+                st.stopping_barred -= count;
             }
         } else {
             let key = Self::run_key(job);

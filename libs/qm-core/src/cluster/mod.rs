@@ -8,6 +8,7 @@
 
 mod accounting;
 mod apply;
+mod classes;
 mod configure;
 mod lifecycle;
 
@@ -51,8 +52,9 @@ pub(crate) struct ShareType {
     pub running_usage: u32,
     /// Instances held by jobs being stopped; freed when their attempts end.
     pub stopping_usage: u32,
-    /// Of those, held by jobs that do not checkpoint.
-    pub stopping_noncheckpointing: u32,
+    /// Of those, held by jobs that may not borrow (a `BorrowBar`).
+    #[serde(rename = "stopping_noncheckpointing")]
+    pub stopping_barred: u32,
     pub runnable: RunnableQueue,
     /// Last time capacity of this type was reclaimed from the share (cool-down).
     pub reclaimed_at: Option<Time>,
@@ -151,6 +153,10 @@ pub struct Cluster {
     #[serde(default)]
     pub(crate) ledger: Vec<crate::ledger::ShareLedger>,
     pub host_lost_cap: u32,
+    /// Passed resume drills: share name -> class name -> artifacts
+    /// (`JobSpec::artifact`) proven to resume.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) resume_proofs: BTreeMap<String, BTreeMap<String, BTreeSet<String>>>,
     events: Vec<JobEvent>,
     /// RUNNABLE jobs no pass has given a reason yet (new or requeued).
     pub(crate) unexplained: BTreeSet<JobId>,
@@ -189,6 +195,7 @@ impl Cluster {
             checkpoint_windows: BTreeSet::new(),
             ledger: Vec::new(),
             host_lost_cap: DEFAULT_HOST_LOST_CAP,
+            resume_proofs: BTreeMap::new(),
             events: Vec::new(),
             unexplained: BTreeSet::new(),
             settled: Vec::new(),

@@ -52,7 +52,7 @@ impl Pass<'_> {
             started: self.now,
             job: id,
             count,
-            checkpoints: job.spec.checkpoints,
+            may_borrow: job.borrow_bar.is_none(),
         });
     }
 
@@ -62,11 +62,7 @@ impl Pass<'_> {
         let job = self.job(id);
         let (s, t) = (job.spec.share, job.spec.instance_type);
         let entitlement = self.views[t.index()].entitlement[s.index()];
-        let ckpt_first = self.c.shares[s.index()]
-            .config
-            .protections
-            .borrow_requires_checkpoint;
-        borrowed_jobs(&self.projected_running(s, t), entitlement, ckpt_first)
+        borrowed_jobs(&self.projected_running(s, t), entitlement)
             .iter()
             .any(|k| k.job == id)
     }
@@ -97,7 +93,7 @@ impl Pass<'_> {
                 view.used[i] = st.running_usage + st.stopping_usage;
             }
         }
-        let mut started_noncheckpointing: BTreeMap<(ShareIdx, TypeIdx), u32> = BTreeMap::new();
+        let mut started_barred: BTreeMap<(ShareIdx, TypeIdx), u32> = BTreeMap::new();
         // Free slots per node, per type a start needs (taken as starts are placed).
         let mut free: Vec<Option<BTreeMap<NodeId, FreeCursor<'_>>>> =
             (0..self.c.types.len()).map(|_| None).collect();
@@ -129,23 +125,15 @@ impl Pass<'_> {
                     deferred.push((id, count));
                     continue;
                 }
-                let noncheckpointing = if self.c.shares[s.index()]
-                    .config
-                    .protections
-                    .borrow_requires_checkpoint
-                {
+                let barred = || {
                     let st = self.c.st(s, t);
                     let running: u32 = st
                         .running
                         .iter()
-                        .filter(|k| !k.checkpoints)
+                        .filter(|k| !k.may_borrow)
                         .map(|k| k.count)
                         .sum();
-                    running
-                        + st.stopping_noncheckpointing
-                        + started_noncheckpointing.get(&(s, t)).copied().unwrap_or(0)
-                } else {
-                    0
+                    running + st.stopping_barred + started_barred.get(&(s, t)).copied().unwrap_or(0)
                 };
                 let blocked = if !within_max {
                     Some(WaitReason::BorrowLimitReached {
@@ -153,7 +141,7 @@ impl Pass<'_> {
                         max_holding,
                     })
                 } else if let Some(Err(reason)) =
-                    borrows_now.then(|| borrow_gates(self.c, job, self.now, noncheckpointing))
+                    borrows_now.then(|| borrow_gates(self.c, job, self.now, barred))
                 {
                     Some(reason)
                 } else {
@@ -221,8 +209,8 @@ impl Pass<'_> {
                     plan.reasons.push((id, told(reason)));
                     continue;
                 };
-                if !job.spec.checkpoints {
-                    *started_noncheckpointing.entry((s, t)).or_default() += count;
+                if job.borrow_bar.is_some() {
+                    *started_barred.entry((s, t)).or_default() += count;
                 }
                 let borrowed = if borrowed_at_start.contains(&id) {
                     count

@@ -1,7 +1,7 @@
 //! Fitting one job: within its share's entitlement (with reclaim when its
 //! own idle capacity is lent out) or on borrowed capacity (LEND_AND_BORROW
-//! shares only, within the borrow limit, the re-borrow cool-down and
-//! `borrowRequiresCheckpoint`; borrowing never preempts).
+//! shares only, within the borrow limit, the re-borrow cool-down and the
+//! job's borrow bar; borrowing never preempts).
 //!
 //! Decides: whether a job fits now, and with which cross-share victims.
 //!
@@ -32,8 +32,8 @@ impl Pass<'_> {
             if used + count > max_holding {
                 return Err(WaitReason::BorrowLimitReached { used, max_holding });
             }
-            let noncheckpointing = self.projected_noncheckpointing(s, t);
-            if let Err(reason) = borrow_gates(self.c, job, self.now, noncheckpointing) {
+            if let Err(reason) = borrow_gates(self.c, job, self.now, || self.projected_barred(s, t))
+            {
                 if let WaitReason::ReborrowCooldownUntil(until) = reason {
                     self.wake(until);
                 }
@@ -77,18 +77,19 @@ impl Pass<'_> {
 }
 
 /// The per-share gates on borrowing (beyond the limits): the re-borrow
-/// cool-down and `borrowRequiresCheckpoint`.
+/// cool-down and the job's borrow bar (`borrowRequiresCheckpoint`, its
+/// workload class's `mayBorrow` and resume proof).
 ///
-/// `noncheckpointing_used` is what the share's jobs that do not checkpoint
-/// hold: with `borrowRequiresCheckpoint` they are classified within quota
-/// first, so a job that does not checkpoint may start as long as those jobs
-/// together stay within the entitlement (the excess is then on checkpointing
-/// jobs, which can resume).
+/// `barred_used` gives what the share's jobs that may not borrow hold
+/// (asked only for such a job): they are classified within quota first, so
+/// a job that may not borrow may start as long as those jobs together stay
+/// within the entitlement (the excess is then on jobs that may borrow,
+/// which can resume).
 pub(super) fn borrow_gates(
     c: &Cluster,
     job: &Job,
     now: Time,
-    noncheckpointing_used: u32,
+    barred_used: impl FnOnce() -> u32,
 ) -> Result<(), WaitReason> {
     let (s, t) = (job.spec.share, job.spec.instance_type);
     let share = &c.shares[s.index()].config;
@@ -107,12 +108,15 @@ pub(super) fn borrow_gates(
             }
         }
     }
-    let entitlement = c.st(s, t).entitlement;
-    if share.protections.borrow_requires_checkpoint
-        && !job.spec.checkpoints
-        && noncheckpointing_used + job.spec.count > entitlement
-    {
-        return Err(WaitReason::BorrowRequiresCheckpoint);
+    if let Some(bar) = job.borrow_bar {
+        let entitlement = c.st(s, t).entitlement;
+        if barred_used() + job.spec.count > entitlement {
+            return Err(match bar {
+                crate::class::BorrowBar::NoCheckpoint => WaitReason::BorrowRequiresCheckpoint,
+                crate::class::BorrowBar::ClassNeverBorrows => WaitReason::ClassMayNotBorrow,
+                crate::class::BorrowBar::ResumeNotVerified => WaitReason::ResumeNotVerified,
+            });
+        }
     }
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! In-share preemption (shares with it ENABLED): a waiting job takes the
 //! place of strictly lower-priority jobs of its own share, whether that
-//! place is owned or borrowed.
+//! place is owned or borrowed, among those whose workload class lets the
+//! job's class preempt them (`preemptibleBy`).
 //!
 //! Decides: the victims (lowest priority, least work at risk, most recently
 //! started first), the fewest that let the job start as any job of its
@@ -81,10 +82,12 @@ impl Pass<'_> {
                 return Err(WaitReason::InSharePreemptionNotPossible);
             }
         }
+        let class = job.spec.class.as_deref();
         let mut candidates: Vec<RunKey> = self
             .projected_running(s, t)
             .into_iter()
             .filter(|k| k.priority.0 < job.spec.priority)
+            .filter(|k| share.class_may_preempt(class, self.job(k.job).spec.class.as_deref()))
             .filter(|k| self.committed.is_empty() || !self.committed.contains(&k.job))
             .collect();
         let mut protected: Option<Time> = None;

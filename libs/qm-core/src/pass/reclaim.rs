@@ -5,8 +5,8 @@
 //! relative to its entitlement first (measured again after each victim;
 //! shares that tie go on to the next key), then lowest priority, then least
 //! work at risk, then most recently started, then fewest instances, then
-//! most recently submitted; only borrowed jobs, never one within its share's
-//! minimum runtime, never one whose admission in this pass preempted others.
+//! most recently submitted; only borrowed jobs, never one within its
+//! class's minimum runtime, never one whose admission in this pass preempted others.
 //!
 //! Guarantees afterwards: the projection is as it was; the victims returned
 //! are exactly those needed for the job to fit.
@@ -14,14 +14,15 @@
 use super::*;
 
 impl Pass<'_> {
-    /// Whether a running job is protected by its share's minimum runtime.
+    /// Whether a running job is protected by the minimum runtime of its
+    /// workload class (by default its share's).
     pub(super) fn protected_until(&self, s: ShareIdx, key: &RunKey) -> Option<Time> {
         if self.admitted.contains(&key.job) {
             return None; // not started yet: taking it back loses nothing
         }
         let min_runtime = self.c.shares[s.index()]
             .config
-            .protections
+            .rules(self.job(key.job).spec.class.as_deref())
             .min_runtime_before_preemption_secs;
         if min_runtime == 0 {
             return None;
@@ -101,13 +102,9 @@ impl Pass<'_> {
 
     /// Share `share`'s borrowed jobs of type `t`, as the projection stands.
     fn borrowed_now(&self, share: ShareIdx, t: TypeIdx) -> Vec<RunKey> {
-        let ckpt_first = self.c.shares[share.index()]
-            .config
-            .protections
-            .borrow_requires_checkpoint;
         let running = self.projected_running(share, t);
         let entitlement = self.views[t.index()].entitlement[share.index()];
-        borrowed_jobs(&running, entitlement, ckpt_first)
+        borrowed_jobs(&running, entitlement)
     }
 
     /// The next reclaim victim among `pools` (each share's borrowed jobs):

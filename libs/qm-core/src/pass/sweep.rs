@@ -39,7 +39,7 @@ impl Pass<'_> {
                     job.spec.share,
                     job.spec.instance_type,
                     job.spec.count,
-                    job.spec.checkpoints,
+                    job.borrow_bar,
                 )
                 .is_some()
             {
@@ -78,7 +78,7 @@ impl Pass<'_> {
     pub(super) fn reason_for(&mut self, id: JobId, try_reclaim: bool) -> WaitReason {
         let job = self.job(id);
         let (s, t, count) = (job.spec.share, job.spec.instance_type, job.spec.count);
-        if let Some(limit) = self.c.never_fits(s, t, count, job.spec.checkpoints) {
+        if let Some(limit) = self.c.never_fits(s, t, count, job.borrow_bar) {
             return WaitReason::Misconfiguration(limit);
         }
         if self.c.queueing == QueueingStrategy::StrictFifo {
@@ -314,7 +314,7 @@ impl Pass<'_> {
     pub(super) fn try_step(&mut self, id: JobId, step: Step) -> Result<(), WaitReason> {
         let job = self.job(id);
         let (s, t, count) = (job.spec.share, job.spec.instance_type, job.spec.count);
-        if let Some(limit) = self.c.never_fits(s, t, count, job.spec.checkpoints) {
+        if let Some(limit) = self.c.never_fits(s, t, count, job.borrow_bar) {
             return Err(WaitReason::Misconfiguration(limit));
         }
         // Where its runtime is offered by only some nodes, a job is tried

@@ -87,18 +87,11 @@ impl Pass<'_> {
         )
     }
 
-    /// Instances that jobs without checkpoints hold in `(s, t)`, projected.
-    pub(super) fn projected_noncheckpointing(&self, s: ShareIdx, t: TypeIdx) -> u32 {
-        if !self.c.shares[s.index()]
-            .config
-            .protections
-            .borrow_requires_checkpoint
-        {
-            return 0; // only that gate asks
-        }
+    /// Instances that jobs that may not borrow hold in `(s, t)`, projected.
+    pub(super) fn projected_barred(&self, s: ShareIdx, t: TypeIdx) -> u32 {
         self.projected_running(s, t)
             .iter()
-            .filter(|k| !k.checkpoints)
+            .filter(|k| !k.may_borrow)
             .map(|k| k.count)
             .sum()
     }

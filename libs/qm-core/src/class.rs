@@ -1,0 +1,451 @@
+//! Workload classes: kinds of work in one quota share, each with a
+//! priority band and its own interruption policy.
+//!
+//! A share runs exploratory experiments, release preparation and urgent
+//! investigations side by side; their interruption costs differ. A share
+//! declares up to [`MAX_CLASSES_PER_SHARE`] classes, and every job belongs
+//! to one (the share's default class when it names none):
+//!
+//! * **Priority band.** A job's `schedulingPriority` lies in its class's
+//!   band (default: the band's lowest value), and bands do not overlap, so
+//!   every job of a higher band outranks every job of a lower one without
+//!   anyone raising numbers by hand.
+//! * **Borrowing.** `mayBorrow: false` keeps the class's jobs off borrowed
+//!   capacity (they are classified within quota first, as jobs that do not
+//!   checkpoint are under `borrowRequiresCheckpoint`).
+//!   `borrowRequiresResumeProof` lets them borrow only once a resume drill
+//!   has passed for the class and what the job runs (its image or command).
+//! * **In-share preemption.** `preemptibleBy` lists the classes whose jobs
+//!   may preempt this class's jobs inside the share (absent: any class;
+//!   empty: none). The share's `inSharePreemption` must be ENABLED for any
+//!   to happen, and the preempting job must still have strictly higher
+//!   priority.
+//! * **Minimum runtime** before any preemption, and
+//!   **checkpoint-then-preempt** seconds: absent, the share's protection
+//!   and the queue's default apply.
+//! * **`requiresCheckpoint`**: a job of the class must give a
+//!   `checkpointConfig` (admission refuses it otherwise).
+//!
+//! A share that declares no class has one implicit class, `default`, with
+//! band 0..=9999 and the share's protections: configurations from before
+//! classes keep their meaning.
+
+use std::collections::BTreeSet;
+
+use crate::config::{ConfigProblem, QuotaShare, Strategy, MAX_PRIORITY};
+
+/// Most workload classes one share may declare.
+pub const MAX_CLASSES_PER_SHARE: usize = 10;
+
+/// The name of the implicit class of a share that declares none.
+pub const IMPLICIT_CLASS: &str = "default";
+
+/// One workload class of a share, as configured.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WorkloadClass {
+    pub name: String,
+    /// Lowest `schedulingPriority` of the band (a job's default).
+    pub priority_min: u32,
+    /// Highest `schedulingPriority` of the band.
+    pub priority_max: u32,
+    /// Whether its jobs may run on borrowed capacity.
+    pub may_borrow: bool,
+    /// Borrow only once a resume drill has passed for the class and the
+    /// job's image or command.
+    pub borrow_requires_resume_proof: bool,
+    /// Classes whose jobs may preempt this class's jobs in-share; None: any.
+    pub preemptible_by: Option<Vec<String>>,
+    /// None: the share's `minRuntimeBeforePreemptionSeconds`.
+    pub min_runtime_before_preemption_secs: Option<u64>,
+    /// None: the job's own value, else the queue's default.
+    pub checkpoint_before_preempt_secs: Option<u64>,
+    /// Jobs of the class must give a `checkpointConfig`.
+    pub requires_checkpoint: bool,
+}
+
+impl WorkloadClass {
+    /// A class with the given band and the defaults: may borrow, no proof
+    /// needed, preemptible by any class, the share's protections.
+    pub fn new(name: impl Into<String>, priority_min: u32, priority_max: u32) -> WorkloadClass {
+        WorkloadClass {
+            name: name.into(),
+            priority_min,
+            priority_max,
+            may_borrow: true,
+            borrow_requires_resume_proof: false,
+            preemptible_by: None,
+            min_runtime_before_preemption_secs: None,
+            checkpoint_before_preempt_secs: None,
+            requires_checkpoint: false,
+        }
+    }
+}
+
+/// A class's policy with the share's defaults filled in: what the pass
+/// asks of a job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClassRules {
+    pub priority_min: u32,
+    pub priority_max: u32,
+    pub may_borrow: bool,
+    pub borrow_requires_resume_proof: bool,
+    pub min_runtime_before_preemption_secs: u64,
+    /// None: the job's own, else the queue's default.
+    pub checkpoint_before_preempt_secs: Option<u64>,
+    pub requires_checkpoint: bool,
+}
+
+/// Why a job may not run on borrowed capacity (it is then classified
+/// within its share's quota first, and waits rather than borrow).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum BorrowBar {
+    /// The share has `borrowRequiresCheckpoint` and the job does not checkpoint.
+    NoCheckpoint,
+    /// Its workload class has `mayBorrow: false`.
+    ClassNeverBorrows,
+    /// Its class needs a passed resume drill for what the job runs, and
+    /// none has passed.
+    ResumeNotVerified,
+}
+
+impl BorrowBar {
+    /// Whether the configuration alone bars it (a drill cannot lift it).
+    pub fn is_configuration_only(self) -> bool {
+        !matches!(self, BorrowBar::ResumeNotVerified)
+    }
+}
+
+impl QuotaShare {
+    /// The class a job naming `name` belongs to: the named one, or the
+    /// default class when it names none. None when the share declares no
+    /// class (the implicit one) or names an unknown one.
+    pub fn class(&self, name: Option<&str>) -> Option<&WorkloadClass> {
+        if self.classes.is_empty() {
+            return None;
+        }
+        let wanted = name.or(self.default_class.as_deref());
+        match wanted {
+            Some(n) => self.classes.iter().find(|c| c.name == n),
+            None => self.classes.first(),
+        }
+    }
+
+    /// The name of the class a job naming `name` belongs to.
+    pub fn class_name<'a>(&'a self, name: Option<&'a str>) -> &'a str {
+        match self.class(name) {
+            Some(c) => &c.name,
+            None if self.classes.is_empty() => IMPLICIT_CLASS,
+            None => name.unwrap_or(IMPLICIT_CLASS),
+        }
+    }
+
+    /// The rules for a job of class `name` (None: the default class).
+    pub fn rules(&self, name: Option<&str>) -> ClassRules {
+        let p = &self.protections;
+        match self.class(name) {
+            Some(c) => ClassRules {
+                priority_min: c.priority_min,
+                priority_max: c.priority_max,
+                may_borrow: c.may_borrow,
+                borrow_requires_resume_proof: c.borrow_requires_resume_proof,
+                min_runtime_before_preemption_secs: c
+                    .min_runtime_before_preemption_secs
+                    .unwrap_or(p.min_runtime_before_preemption_secs),
+                checkpoint_before_preempt_secs: c.checkpoint_before_preempt_secs,
+                requires_checkpoint: c.requires_checkpoint,
+            },
+            None => ClassRules {
+                priority_min: 0,
+                priority_max: MAX_PRIORITY,
+                may_borrow: true,
+                borrow_requires_resume_proof: false,
+                min_runtime_before_preemption_secs: p.min_runtime_before_preemption_secs,
+                checkpoint_before_preempt_secs: None,
+                requires_checkpoint: false,
+            },
+        }
+    }
+
+    /// Whether a job of class `preemptor` may preempt one of class `victim`
+    /// inside this share (priorities aside).
+    pub fn class_may_preempt(&self, preemptor: Option<&str>, victim: Option<&str>) -> bool {
+        match self.class(victim).and_then(|c| c.preemptible_by.as_ref()) {
+            None => true,
+            Some(allowed) => {
+                let by = self.class_name(preemptor);
+                allowed.iter().any(|a| a == by)
+            }
+        }
+    }
+}
+
+/// The problems with a share's classes; `field` is the share's path.
+pub(crate) fn class_problems(field: &str, share: &QuotaShare, out: &mut Vec<ConfigProblem>) {
+    let problem = |f: String, message: String| ConfigProblem { field: f, message };
+    let classes = &share.classes;
+    if classes.len() > MAX_CLASSES_PER_SHARE {
+        out.push(problem(
+            format!("{field}.workloadClasses"),
+            format!(
+                "a share declares at most {MAX_CLASSES_PER_SHARE} workload classes, got {}",
+                classes.len()
+            ),
+        ));
+    }
+    if classes.is_empty() {
+        if let Some(d) = &share.default_class {
+            out.push(problem(
+                format!("{field}.defaultWorkloadClass"),
+                format!("names {d:?}, but the share declares no workloadClasses"),
+            ));
+        }
+        return;
+    }
+    let names: BTreeSet<&str> = classes.iter().map(|c| c.name.as_str()).collect();
+    let mut seen = BTreeSet::new();
+    for (i, c) in classes.iter().enumerate() {
+        let f = format!("{field}.workloadClasses[{i}]");
+        if !crate::config::valid_name(&c.name) {
+            out.push(problem(
+                format!("{f}.name"),
+                format!(
+                    "class name {:?} must be 1-{} characters of letters, digits, '-' and '_'",
+                    c.name,
+                    crate::config::MAX_NAME_LEN
+                ),
+            ));
+        }
+        if !seen.insert(c.name.as_str()) {
+            out.push(problem(
+                format!("{f}.name"),
+                format!("class {:?} is declared more than once", c.name),
+            ));
+        }
+        if c.priority_min > c.priority_max {
+            out.push(problem(
+                format!("{f}.priorityBand"),
+                format!("min {} is above max {}", c.priority_min, c.priority_max),
+            ));
+        }
+        if c.priority_max > MAX_PRIORITY {
+            out.push(problem(
+                format!("{f}.priorityBand.max"),
+                format!("must be at most {MAX_PRIORITY}, got {}", c.priority_max),
+            ));
+        }
+        for (j, other) in classes.iter().enumerate().take(i) {
+            let overlap =
+                c.priority_min <= other.priority_max && other.priority_min <= c.priority_max;
+            if overlap
+                && c.priority_min <= c.priority_max
+                && other.priority_min <= other.priority_max
+            {
+                out.push(problem(
+                    format!("{f}.priorityBand"),
+                    format!(
+                        "{}..={} overlaps class {:?}'s band {}..={} (workloadClasses[{j}]): bands must not overlap, so that a higher class always outranks a lower one",
+                        c.priority_min, c.priority_max, other.name, other.priority_min, other.priority_max
+                    ),
+                ));
+            }
+        }
+        if let Some(by) = &c.preemptible_by {
+            for (k, name) in by.iter().enumerate() {
+                if !names.contains(name.as_str()) {
+                    out.push(problem(
+                        format!("{f}.preemptibleBy[{k}]"),
+                        format!(
+                            "names class {name:?}, which the share does not declare (it declares {})",
+                            names.iter().copied().collect::<Vec<_>>().join(", ")
+                        ),
+                    ));
+                }
+            }
+        }
+        if c.borrow_requires_resume_proof {
+            if !c.may_borrow {
+                out.push(problem(
+                    format!("{f}.borrowRequiresResumeProof"),
+                    "is set, but the class never borrows (mayBorrow: false): a proof would gate nothing; drop one of them".into(),
+                ));
+            } else if !c.requires_checkpoint {
+                out.push(problem(
+                    format!("{f}.borrowRequiresResumeProof"),
+                    "needs requiresCheckpoint: true: a resume drill preempts a job after a committed checkpoint, so no drill can prove a job that does not checkpoint".into(),
+                ));
+            }
+            if share.strategy != Strategy::LendAndBorrow {
+                out.push(problem(
+                    format!("{f}.borrowRequiresResumeProof"),
+                    format!(
+                        "is set, but the share never borrows (strategy {}); use LEND_AND_BORROW or drop it",
+                        share.strategy.as_str()
+                    ),
+                ));
+            }
+        }
+        if let Some(secs) = c.checkpoint_before_preempt_secs {
+            if secs > crate::job::MAX_CHECKPOINT_BEFORE_PREEMPT_SECS {
+                out.push(problem(
+                    format!("{f}.checkpointBeforePreemptSeconds"),
+                    format!(
+                        "must be at most {} (a preempting job waits this long)",
+                        crate::job::MAX_CHECKPOINT_BEFORE_PREEMPT_SECS
+                    ),
+                ));
+            }
+        }
+    }
+    if let Some(d) = &share.default_class {
+        if !names.contains(d.as_str()) {
+            out.push(problem(
+                format!("{field}.defaultWorkloadClass"),
+                format!(
+                    "names {d:?}, which the share does not declare (it declares {})",
+                    names.iter().copied().collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{validate_queue, QueueConfig};
+
+    fn share_with(classes: Vec<WorkloadClass>) -> QuotaShare {
+        let mut s = QuotaShare::new("team-a", &[("ml.g5.xlarge", 4)]);
+        s.strategy = Strategy::LendAndBorrow;
+        s.classes = classes;
+        s
+    }
+
+    fn fields(share: QuotaShare) -> Vec<String> {
+        match validate_queue(&QueueConfig::new("q", vec![share])) {
+            Ok(()) => Vec::new(),
+            Err(e) => e.0.into_iter().map(|p| p.field).collect(),
+        }
+    }
+
+    #[test]
+    fn a_share_without_classes_has_the_implicit_one_with_its_protections() {
+        let mut s = QuotaShare::new("s", &[("t", 1)]);
+        s.protections.min_runtime_before_preemption_secs = 60;
+        let rules = s.rules(None);
+        assert_eq!((rules.priority_min, rules.priority_max), (0, MAX_PRIORITY));
+        assert!(rules.may_borrow);
+        assert_eq!(rules.min_runtime_before_preemption_secs, 60);
+        assert_eq!(s.class_name(None), IMPLICIT_CLASS);
+        assert!(s.class_may_preempt(None, None));
+    }
+
+    #[test]
+    fn the_default_class_is_the_named_one_or_the_first() {
+        let mut s = share_with(vec![
+            WorkloadClass::new("exploratory", 0, 99),
+            WorkloadClass::new("urgent", 200, 299),
+        ]);
+        assert_eq!(s.class_name(None), "exploratory");
+        s.default_class = Some("urgent".into());
+        assert_eq!(s.class_name(None), "urgent");
+        assert_eq!(s.rules(Some("exploratory")).priority_max, 99);
+    }
+
+    #[test]
+    fn class_overrides_fall_back_to_the_share() {
+        let mut c = WorkloadClass::new("c", 0, 9);
+        c.min_runtime_before_preemption_secs = Some(5);
+        let mut s = share_with(vec![c, WorkloadClass::new("d", 10, 19)]);
+        s.protections.min_runtime_before_preemption_secs = 60;
+        assert_eq!(s.rules(Some("c")).min_runtime_before_preemption_secs, 5);
+        assert_eq!(s.rules(Some("d")).min_runtime_before_preemption_secs, 60);
+    }
+
+    #[test]
+    fn preemptible_by_names_who_may_preempt() {
+        let mut release = WorkloadClass::new("release", 100, 199);
+        release.preemptible_by = Some(vec!["urgent".into()]);
+        let mut pinned = WorkloadClass::new("pinned", 300, 399);
+        pinned.preemptible_by = Some(Vec::new());
+        let s = share_with(vec![
+            WorkloadClass::new("exploratory", 0, 99),
+            release,
+            WorkloadClass::new("urgent", 200, 299),
+            pinned,
+        ]);
+        assert!(s.class_may_preempt(Some("urgent"), Some("release")));
+        assert!(!s.class_may_preempt(Some("exploratory"), Some("release")));
+        assert!(s.class_may_preempt(Some("release"), Some("exploratory")));
+        assert!(
+            s.class_may_preempt(None, Some("exploratory")),
+            "None is the default class"
+        );
+        assert!(!s.class_may_preempt(Some("urgent"), Some("pinned")));
+    }
+
+    #[test]
+    fn validation_names_every_conflict() {
+        let mut bad_band = WorkloadClass::new("b", 50, 10);
+        bad_band.checkpoint_before_preempt_secs = Some(99_999);
+        let mut proof_never = WorkloadClass::new("p", 200, 299);
+        proof_never.may_borrow = false;
+        proof_never.borrow_requires_resume_proof = true;
+        let mut proof_no_ckpt = WorkloadClass::new("q", 300, 399);
+        proof_no_ckpt.borrow_requires_resume_proof = true;
+        let mut unknown = WorkloadClass::new("u", 400, 10_000);
+        unknown.preemptible_by = Some(vec!["nobody".into()]);
+        let mut s = share_with(vec![
+            WorkloadClass::new("a", 0, 100),
+            WorkloadClass::new("a", 100, 150),
+            bad_band,
+            proof_never,
+            proof_no_ckpt,
+            unknown,
+            WorkloadClass::new("bad name", 160, 170),
+        ]);
+        s.default_class = Some("missing".into());
+        assert_eq!(
+            fields(s),
+            vec![
+                "quotaShares[0].workloadClasses[1].name",
+                "quotaShares[0].workloadClasses[1].priorityBand",
+                "quotaShares[0].workloadClasses[2].priorityBand",
+                "quotaShares[0].workloadClasses[2].checkpointBeforePreemptSeconds",
+                "quotaShares[0].workloadClasses[3].borrowRequiresResumeProof",
+                "quotaShares[0].workloadClasses[4].borrowRequiresResumeProof",
+                "quotaShares[0].workloadClasses[5].priorityBand.max",
+                "quotaShares[0].workloadClasses[5].preemptibleBy[0]",
+                "quotaShares[0].workloadClasses[6].name",
+                "quotaShares[0].defaultWorkloadClass",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_proof_in_a_share_that_never_borrows_is_a_conflict() {
+        let mut c = WorkloadClass::new("c", 0, 9);
+        c.borrow_requires_resume_proof = true;
+        c.requires_checkpoint = true;
+        let mut s = share_with(vec![c]);
+        assert!(fields(s.clone()).is_empty());
+        s.strategy = Strategy::Lend;
+        assert_eq!(
+            fields(s),
+            vec!["quotaShares[0].workloadClasses[0].borrowRequiresResumeProof"]
+        );
+    }
+
+    #[test]
+    fn at_most_ten_classes_and_a_default_needs_classes() {
+        let s = share_with(
+            (0..11)
+                .map(|i| WorkloadClass::new(format!("c{i}"), i * 10, i * 10 + 9))
+                .collect(),
+        );
+        assert_eq!(fields(s), vec!["quotaShares[0].workloadClasses"]);
+        let mut s = share_with(Vec::new());
+        s.default_class = Some("x".into());
+        assert_eq!(fields(s), vec!["quotaShares[0].defaultWorkloadClass"]);
+    }
+}
