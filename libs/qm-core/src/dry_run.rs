@@ -20,6 +20,10 @@ pub struct DryRun {
     pub become_unfittable: Vec<(JobId, NeverFits)>,
     /// Jobs that deleting shares would stop or fail.
     pub terminated: Vec<JobId>,
+    /// Unfinished jobs the change moves to another workload class (theirs
+    /// is removed) or to another priority (their band no longer holds
+    /// theirs): (job, class, priority) after the change.
+    pub reclassified: Vec<(JobId, Option<String>, u32)>,
     /// The pass that would follow the change at `now`.
     pub next_pass: Plan,
 }
@@ -40,8 +44,19 @@ impl Cluster {
             become_protected: Vec::new(),
             become_unfittable: Vec::new(),
             terminated: stops,
+            reclassified: Vec::new(),
             next_pass: Plan::default(),
         };
+        for job in after.jobs().filter(|j| !j.status.is_final()) {
+            let Some(was) = self.jobs.get(&job.id) else {
+                continue;
+            };
+            if was.spec.class != job.spec.class || was.spec.priority != job.spec.priority {
+                report
+                    .reclassified
+                    .push((job.id, job.spec.class.clone(), job.spec.priority));
+            }
+        }
         for job in after.jobs() {
             let was = borrowed_before.contains(&job.id);
             let is = after.is_on_borrowed_capacity(job.id);

@@ -308,36 +308,33 @@ fn old_configurations_keep_their_meaning_the_share_protections_are_the_default_c
 }
 
 #[test]
-fn a_configuration_change_may_not_strand_jobs_of_a_class() {
+fn a_configuration_change_keeps_every_job_within_a_class() {
     let mut w = World::new(2, vec![team(2)]);
     submit_class(&mut w, "r", "A", 1, "release", 150);
+    submit_class(&mut w, "u", "A", 1, "urgent", 250);
     w.step();
+    // Narrowing a band moves the priority to its nearest end; a dry run
+    // says so first.
     let mut cfg: QueueConfig = w.c.queue_config();
-    // Removing the class its job belongs to is refused.
-    cfg.shares[0].classes.remove(1);
-    cfg.shares[0].classes[1].preemptible_by = None;
-    let err = w.c.update_queue(cfg, w.now).expect_err("strands r");
-    assert!(
-        err.to_string().contains(
-            "class \"release\" would be removed but 1 unfinished job(s) belong to it, e.g. \"r\" (priority 150)"
-        ),
-        "{err}"
-    );
-    // Narrowing the band away from its priority is refused too.
-    let mut cfg = w.c.queue_config();
     cfg.shares[0].classes[1].priority_max = 120;
-    let err = w.c.update_queue(cfg, w.now).expect_err("r outside");
-    assert!(
-        err.to_string().contains(
-            "class \"release\"'s band 100..=120 would leave 1 unfinished job(s) outside it"
-        ),
-        "{err}"
+    let dry = w.c.dry_run_queue(cfg.clone(), w.now).expect("valid");
+    assert_eq!(
+        dry.reclassified,
+        vec![(w.id("r"), Some("release".into()), 120)]
     );
-    // Once the job is done, both changes are fine.
-    w.exit("r", 0);
+    w.c.update_queue(cfg, w.now).expect("valid");
+    assert_eq!(w.c.job(w.id("r")).expect("r").spec.priority, 120);
+    // Removing a class moves its jobs to the default class, at a priority
+    // in its band.
     let mut cfg = w.c.queue_config();
-    cfg.shares[0].classes[1].priority_max = 120;
-    w.c.update_queue(cfg, w.now).expect("nothing stranded");
+    cfg.shares[0].classes.remove(2);
+    cfg.shares[0].classes[1].preemptible_by = None; // it named urgent
+    w.c.update_queue(cfg, w.now).expect("valid");
+    let u = w.c.job(w.id("u")).expect("u");
+    assert_eq!(u.spec.class.as_deref(), Some("exploratory"));
+    assert_eq!(u.spec.priority, 99);
+    qm_core::invariants::check_indexes(&w.c).expect("indexes agree");
+    w.step();
 }
 
 #[test]

@@ -172,6 +172,11 @@ enum Event {
     ToggleLowBorrow {
         share: usize,
     },
+    /// Class `high`'s band narrows to 3..=3 or widens back to 3..=4: jobs
+    /// at 4 move to 3.
+    ToggleHighBand {
+        share: usize,
+    },
     Advance {
         secs: u64,
     },
@@ -232,6 +237,7 @@ fn event() -> impl Strategy<Value = Event> {
         1 => (0usize..4, 0usize..2, 0i64..4).prop_map(|(share, ty, max)| Event::SetLimit { share, ty, max }),
         1 => (0usize..4, 0u32..2, prop::bool::weighted(0.7)).prop_map(|(share, artifact, passed)| Event::Drill { share, artifact, passed }),
         1 => (0usize..4).prop_map(|share| Event::ToggleLowBorrow { share }),
+        1 => (0usize..4).prop_map(|share| Event::ToggleHighBand { share }),
         2 => (1u64..40).prop_map(|secs| Event::Advance { secs }),
     ]
 }
@@ -434,6 +440,22 @@ fn apply_event(c: &mut Cluster, now: &mut Time, event: &Event) {
             if let Some(low) = cfg.shares[share % n].classes.first_mut() {
                 low.may_borrow = !low.may_borrow;
                 c.update_queue(cfg, *now).expect("valid change");
+            }
+        }
+        Event::ToggleHighBand { share } => {
+            let mut cfg = c.queue_config();
+            let n = cfg.shares.len();
+            if let Some(high) = cfg.shares[share % n].classes.get_mut(2) {
+                high.priority_max = if high.priority_max == 4 { 3 } else { 4 };
+                c.update_queue(cfg, *now).expect("valid change");
+                for job in c.jobs().filter(|j| !j.status.is_final()) {
+                    let (_, min, max) = c.priority_band(job.id).expect("a job");
+                    assert!(
+                        (min..=max).contains(&job.spec.priority),
+                        "{} left its band",
+                        job.id
+                    );
+                }
             }
         }
         Event::RankExit { nth, rank, code } => {

@@ -10,9 +10,6 @@
 use super::*;
 use crate::class::BorrowBar;
 
-/// Most jobs a configuration problem names as examples.
-const EXAMPLES: usize = 3;
-
 impl Cluster {
     /// Why a job of `spec` may not run on borrowed capacity, if it may not.
     pub fn borrow_bar_of(&self, spec: &JobSpec) -> Option<BorrowBar> {
@@ -206,65 +203,49 @@ impl Cluster {
         }
     }
 
-    /// What a new configuration would break for jobs that use classes:
-    /// a job whose class it removes, or whose priority falls outside its
-    /// class's new band. Named per class, with a few jobs as examples.
-    pub(crate) fn class_change_problems(&self, queue: &QueueConfig) -> Vec<ConfigProblem> {
-        // (share position, class) -> (what is wrong, jobs)
-        let mut found: BTreeMap<(usize, String, bool), Vec<JobId>> = BTreeMap::new();
-        for job in self.jobs.values().filter(|j| !j.status.is_final()) {
-            let old = &self.shares[job.spec.share.index()].config;
-            let Some((i, new)) = queue
-                .shares
-                .iter()
-                .enumerate()
-                .find(|(_, n)| n.name == old.name)
-            else {
-                continue; // the share goes: its jobs are terminated
+    /// After a configuration change, brings every unfinished job within
+    /// its class: a job whose class the change removed moves to its
+    /// share's default class, and a job whose priority lies outside its
+    /// class's band is moved to the band's nearest end. Returns the jobs
+    /// changed. (Refusing such a change instead would need every service
+    /// that validates configurations to know the jobs; this rule is the
+    /// same everywhere, and a dry run shows who it moves.)
+    pub(crate) fn reconcile_classes(&mut self) -> Vec<JobId> {
+        let mut moved = Vec::new();
+        let ids: Vec<JobId> = self
+            .jobs
+            .values()
+            .filter(|j| !j.status.is_final())
+            .map(|j| j.id)
+            .collect();
+        for id in ids {
+            let job = &self.jobs[&id];
+            let share = &self.shares[job.spec.share.index()].config;
+            let declared = match job.spec.class.as_deref() {
+                None => true,
+                Some(name) => share.classes.iter().any(|c| c.name == name),
             };
-            let name = old.class_name(job.spec.class.as_deref()).to_string();
-            let declared = new.classes.is_empty() && name == crate::class::IMPLICIT_CLASS
-                || new.classes.iter().any(|c| c.name == name);
-            if !declared {
-                found.entry((i, name, false)).or_default().push(job.id);
+            let class = if declared {
+                job.spec.class.clone()
+            } else {
+                share.class(None).map(|c| c.name.clone())
+            };
+            let rules = share.rules(class.as_deref());
+            let priority = job
+                .spec
+                .priority
+                .clamp(rules.priority_min, rules.priority_max);
+            if declared && priority == job.spec.priority {
                 continue;
             }
-            let rules = new.rules(Some(&name));
-            if !(rules.priority_min..=rules.priority_max).contains(&job.spec.priority) {
-                found.entry((i, name, true)).or_default().push(job.id);
+            self.jobs.get_mut(&id).expect("listed").spec.class = class;
+            if priority != self.jobs[&id].spec.priority {
+                self.update_priority(id, priority)
+                    .expect("an unfinished job, in its band");
             }
+            moved.push(id);
         }
-        found
-            .into_iter()
-            .map(|((i, class, band), jobs)| {
-                let examples: Vec<String> = jobs
-                    .iter()
-                    .take(EXAMPLES)
-                    .map(|id| {
-                        let job = &self.jobs[id];
-                        format!("{:?} (priority {})", job.spec.name, job.spec.priority)
-                    })
-                    .collect();
-                let field = format!("quotaShares[{i}].workloadClasses");
-                let message = if band {
-                    let rules = queue.shares[i].rules(Some(&class));
-                    format!(
-                        "class {class:?}'s band {}..={} would leave {} unfinished job(s) outside it, e.g. {}; update their schedulingPriority first or widen the band",
-                        rules.priority_min,
-                        rules.priority_max,
-                        jobs.len(),
-                        examples.join(", ")
-                    )
-                } else {
-                    format!(
-                        "class {class:?} would be removed but {} unfinished job(s) belong to it, e.g. {}; let them finish or terminate them first",
-                        jobs.len(),
-                        examples.join(", ")
-                    )
-                };
-                ConfigProblem { field, message }
-            })
-            .collect()
+        moved
     }
 
     /// The problems with a submitted job's class, and the spec with the

@@ -1,9 +1,9 @@
 //! Configuration changes: a whole new queue configuration, validated whole
 //! and applied by share name. Lowering a limit stops nothing (the excess
 //! becomes borrowed and is reclaimed when another share needs it);
-//! deleting a share needs it DISABLED and terminates its jobs. A change
-//! may not remove a workload class that unfinished jobs belong to, nor
-//! move a band away from their priorities.
+//! deleting a share needs it DISABLED and terminates its jobs. Jobs of a
+//! workload class the change removes move to their share's default class,
+//! and a priority a band no longer holds moves to the band's nearest end.
 
 use super::*;
 
@@ -40,7 +40,6 @@ impl Cluster {
                 });
             }
         }
-        problems.extend(self.class_change_problems(&queue));
         if !problems.is_empty() {
             return Err(ConfigError(problems));
         }
@@ -112,8 +111,9 @@ impl Cluster {
                 }
             }
         }
-        // Classes, their borrowing and the share's checkpoint rule may
-        // have changed which jobs may borrow.
+        // Jobs stay within their classes; classes, their borrowing and the
+        // share's checkpoint rule may have changed which jobs may borrow.
+        self.reconcile_classes();
         self.refresh_borrow_bars(None);
         stops
     }
