@@ -113,8 +113,12 @@ pub struct SubmitSpec {
     pub instance_type: String,
     #[serde(default = "one")]
     pub instance_count: u32,
+    /// Absent: 0, or the lowest of its workload class's band.
     #[serde(default)]
-    pub scheduling_priority: u32,
+    pub scheduling_priority: Option<u32>,
+    /// Its share's workload class (absent: the share's default class).
+    #[serde(default)]
+    pub workload_class: Option<String>,
     pub preemption_retries_before_termination: Option<u32>,
     #[serde(default)]
     pub retry_strategy: Option<wire::RetryStrategy>,

@@ -722,3 +722,27 @@ fn only_a_preemptions_beneficiary_is_told_it_waits_for_reclaim() {
     assert!(!told("late"), "late holds no claim");
     assert_eq!(job(&r, "late").first_started_at, Some(600.0));
 }
+
+#[test]
+fn workload_classes_decide_the_same_in_the_simulator() {
+    let r = run("classes.yaml");
+    // The incident preempts the exploratory sweep, never release work.
+    assert_eq!(
+        preemptions(&r),
+        vec![(600.0, "sweep_a", "IN_SHARE", "incident")]
+    );
+    assert_eq!(job(&r, "incident").scheduling_priority, 200);
+    assert_eq!(job(&r, "incident").workload_class.as_deref(), Some("urgent"));
+    assert_eq!(job(&r, "sweep_a").workload_class.as_deref(), Some("exploratory"));
+    assert_eq!(job(&r, "rc2").scheduling_priority, 150);
+    // Exploratory work never borrowed: sweep_b waited for vision's own
+    // capacity though speech lent two instances.
+    assert_eq!(job(&r, "rc1").first_started_at, Some(60.0));
+    assert_eq!(job(&r, "rc2").first_started_at, Some(60.0));
+    let b = job(&r, "sweep_b").first_started_at.expect("sweep_b ran");
+    let incident_done = job(&r, "incident").stopped_at.expect("incident ended");
+    assert!(b >= incident_done, "sweep_b started at {b}, before vision's capacity was free");
+    for name in ["sweep_a", "sweep_b", "rc1", "rc2", "incident"] {
+        assert_eq!(job(&r, name).status, "SUCCEEDED", "{name}");
+    }
+}

@@ -8,7 +8,7 @@ use crate::messages as wire;
 use crate::system::QueueDocument;
 use qm_core::{
     CapacityLimit, Cluster, ConfigProblem, ExitRule, JobSpec, Protections, QueueConfig,
-    QueueingStrategy, QuotaShare, RetryAction, Runtime, Runtimes, State, Strategy,
+    QueueingStrategy, QuotaShare, RetryAction, Runtime, Runtimes, State, Strategy, WorkloadClass,
 };
 
 fn problem(field: impl Into<String>, message: impl Into<String>) -> ConfigProblem {
@@ -125,6 +125,39 @@ pub fn merge_share(
                 .borrow_requires_checkpoint
                 .unwrap_or(current.borrow_requires_checkpoint),
         };
+    }
+    if let Some(classes) = &s.workload_classes {
+        share.classes = classes.iter().map(workload_class).collect();
+    }
+    if let Some(d) = &s.default_workload_class {
+        share.default_class = Some(d.clone());
+    }
+}
+
+/// A workload class as the wire states it (absent fields: the defaults).
+/// The core validates it with its share (`qm_core::class`).
+fn workload_class(c: &wire::WorkloadClass) -> WorkloadClass {
+    let mut class = WorkloadClass::new(c.name.clone(), c.priority_band.min, c.priority_band.max);
+    class.may_borrow = c.may_borrow.unwrap_or(true);
+    class.borrow_requires_resume_proof = c.borrow_requires_resume_proof.unwrap_or(false);
+    class.preemptible_by = c.preemptible_by.clone();
+    class.min_runtime_before_preemption_secs = c.min_runtime_before_preemption_seconds;
+    class.checkpoint_before_preempt_secs = c.checkpoint_before_preempt_seconds;
+    class.requires_checkpoint = c.requires_checkpoint.unwrap_or(false);
+    class
+}
+
+/// What a job runs, as resume drills name it: `image:<reference>` for a
+/// container job, else `command:<sha256 of the argv as JSON>`. A drill's
+/// proof holds for exactly this.
+pub fn artifact(job: &wire::SubmitServiceJob) -> String {
+    use sha2::{Digest, Sha256};
+    match &job.container_image {
+        Some(image) => format!("image:{image}"),
+        None => {
+            let argv = serde_json::to_vec(&job.command).expect("strings serialize");
+            format!("command:{}", hex::encode(Sha256::digest(&argv)))
+        }
     }
 }
 
@@ -361,7 +394,24 @@ pub fn job_spec(
         instance_type,
         job.instance_count.unwrap_or(1),
     );
-    spec.priority = job.scheduling_priority.unwrap_or(0);
+    // Left out, the priority is the lowest of the job's class's band (0
+    // when the share declares no class); the core checks the band.
+    let rules = cluster
+        .share_config(share)
+        .rules(job.workload_class.as_deref());
+    spec.class = job.workload_class.clone();
+    spec.priority = job.scheduling_priority.unwrap_or(rules.priority_min);
+    spec.artifact = Some(artifact(job));
+    if rules.borrow_requires_resume_proof {
+        if let Some(image) = job.container_image.as_deref().filter(|i| !i.contains("@sha256:")) {
+            return Err(vec![problem(
+                "containerImage",
+                format!(
+                    "{image:?} names no digest, and its workload class borrows only with a resume proof, which holds for one image: pin it as name@sha256:<digest>"
+                ),
+            )]);
+        }
+    }
     spec.preemption_retries = job
         .preemption_configuration
         .as_ref()
@@ -550,5 +600,91 @@ mod tests {
                 "quotaShareName"
             ]
         );
+    }
+
+    fn classes_doc() -> QueueDocument {
+        serde_yaml_ng::from_str(include_str!("../../../examples/queues/classes.yaml"))
+            .expect("examples/queues/classes.yaml parses")
+    }
+
+    #[test]
+    fn every_example_queue_converts() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/queues");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(dir).expect("examples/queues") {
+            let path = entry.expect("entry").path();
+            if path.extension().is_some_and(|e| e == "yaml") {
+                let text = std::fs::read_to_string(&path).expect("readable");
+                let doc: QueueDocument = serde_yaml_ng::from_str(&text)
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                queue(&doc).unwrap_or_else(|p| panic!("{}: {p:?}", path.display()));
+                seen += 1;
+            }
+        }
+        assert!(seen >= 2, "the examples are there");
+    }
+
+    #[test]
+    fn workload_classes_convert_with_their_defaults_and_a_job_gets_its_band() {
+        let q = queue(&classes_doc()).expect("valid");
+        let qs1 = &q.shares[0];
+        assert_eq!(qs1.default_class.as_deref(), Some("exploratory"));
+        let names: Vec<&str> = qs1.classes.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["exploratory", "release", "urgent"]);
+        let release = &qs1.classes[1];
+        assert!(release.may_borrow && release.borrow_requires_resume_proof && release.requires_checkpoint);
+        assert_eq!(release.preemptible_by.as_deref(), Some(&["urgent".to_string()][..]));
+        assert_eq!(release.checkpoint_before_preempt_secs, Some(60));
+        assert_eq!(qs1.classes[2].min_runtime_before_preemption_secs, Some(300));
+        assert!(qs1.classes[0].preemptible_by.is_none());
+
+        let mut cluster = Cluster::new(q, &[]).expect("cluster");
+        let job = wire::SubmitServiceJob {
+            job_name: "j".into(),
+            job_queue: "training".into(),
+            quota_share_name: Some("QS1".into()),
+            instance_type: "ml.g5.xlarge".into(),
+            workload_class: Some("urgent".into()),
+            command: vec!["train".into()],
+            ..Default::default()
+        };
+        let spec = job_spec(&job, &mut cluster).expect("valid");
+        assert_eq!((spec.class.as_deref(), spec.priority), (Some("urgent"), 200));
+        let artifact = spec.artifact.expect("an artifact");
+        assert!(artifact.starts_with("command:") && artifact.len() == 8 + 64, "{artifact}");
+        // The same argv, the same artifact; another, another.
+        assert_eq!(job_spec(&job, &mut cluster).expect("valid").artifact.as_deref(), Some(artifact.as_str()));
+        let other = wire::SubmitServiceJob { command: vec!["train".into(), "--x".into()], ..job.clone() };
+        assert_ne!(job_spec(&other, &mut cluster).expect("valid").artifact.as_deref(), Some(artifact.as_str()));
+    }
+
+    #[test]
+    fn a_class_that_needs_a_resume_proof_needs_an_image_pinned_by_digest() {
+        let mut cluster = Cluster::new(queue(&classes_doc()).expect("valid"), &[]).expect("cluster");
+        let mut job = wire::SubmitServiceJob {
+            job_name: "j".into(),
+            job_queue: "training".into(),
+            quota_share_name: Some("QS1".into()),
+            instance_type: "ml.g5.xlarge".into(),
+            workload_class: Some("release".into()),
+            container_image: Some("registry.local/team/trainer:rc1".into()),
+            checkpoint_config: Some(Default::default()),
+            ..Default::default()
+        };
+        let problems = job_spec(&job, &mut cluster).expect_err("a tag moves");
+        assert_eq!(problems[0].field, "containerImage");
+        assert!(problems[0].message.contains("pin it as name@sha256:<digest>"), "{problems:?}");
+        let digest = format!("registry.local/team/trainer@sha256:{}", "a".repeat(64));
+        job.container_image = Some(digest.clone());
+        let spec = job_spec(&job, &mut cluster).expect("pinned");
+        assert_eq!(spec.artifact, Some(format!("image:{digest}")));
+    }
+
+    #[test]
+    fn a_class_document_with_an_unknown_field_is_refused() {
+        let text = include_str!("../../../examples/queues/classes.yaml")
+            .replace("requiresCheckpoint: true", "requireCheckpoint: true");
+        let e = serde_yaml_ng::from_str::<QueueDocument>(&text).expect_err("a typo");
+        assert!(e.to_string().contains("requireCheckpoint"), "{e}");
     }
 }

@@ -24,7 +24,13 @@ pub async fn describe(c: &Client, job_id: &str, json: bool) -> Result<(), Failur
         return Ok(());
     }
     println!("job        {} ({})", j.job_id, j.job_name);
-    println!("queue      {} / share {}", j.job_queue, j.quota_share_name);
+    match &j.workload_class {
+        Some(class) => println!(
+            "queue      {} / share {} / class {class}",
+            j.job_queue, j.quota_share_name
+        ),
+        None => println!("queue      {} / share {}", j.job_queue, j.quota_share_name),
+    }
     println!("status     {}", j.status);
     println!("reason     {}", j.status_reason);
     if let Some(image) = &j.container_image {

@@ -25,9 +25,14 @@ pub struct SubmitArgs {
     pub instance_type: Option<String>,
     #[arg(long)]
     pub count: Option<u32>,
-    /// schedulingPriority, 0-9999 (higher first).
+    /// schedulingPriority, 0-9999 (higher first); with workload classes,
+    /// within the class's band (default: the band's lowest).
     #[arg(long)]
     pub priority: Option<u32>,
+    /// The share's workload class to run in (default: the share's default
+    /// class); the share's `workloadClasses` in its queue document.
+    #[arg(long, value_name = "CLASS")]
+    pub class: Option<String>,
     /// preemptionRetriesBeforeTermination (0: fail at the first preemption).
     #[arg(long)]
     pub preemption_retries: Option<u32>,
@@ -123,6 +128,9 @@ pub fn submit_request(a: &SubmitArgs) -> Result<SubmitServiceJob, Failure> {
     }
     if a.priority.is_some() {
         job.scheduling_priority = a.priority;
+    }
+    if a.class.is_some() {
+        job.workload_class.clone_from(&a.class);
     }
     if a.preemption_retries.is_some() {
         job.preemption_configuration = Some(JobPreemptionConfiguration {

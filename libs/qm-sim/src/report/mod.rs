@@ -219,6 +219,9 @@ pub struct JobOut {
     pub instance_type: String,
     pub instance_count: u32,
     pub scheduling_priority: u32,
+    /// Its workload class, where its share declares classes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workload_class: Option<String>,
     pub status: String,
     pub status_reason: String,
     pub submitted_at: f64,
@@ -466,6 +469,11 @@ pub(crate) fn build(sim: &Simulation, end: Time) -> Report {
             instance_type: c.type_name(job.spec.instance_type).into(),
             instance_count: job.spec.count,
             scheduling_priority: job.spec.priority,
+            workload_class: {
+                let config = c.share_config(job.spec.share);
+                (!config.classes.is_empty())
+                    .then(|| config.class_name(job.spec.class.as_deref()).to_string())
+            },
             status: job.status.as_str().into(),
             status_reason: reason,
             submitted_at: secs(submitted),

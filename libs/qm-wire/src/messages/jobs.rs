@@ -157,6 +157,11 @@ pub struct SubmitServiceJob {
     /// Same token, same job: a retried submit never creates a second job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_token: Option<String>,
+    /// Its share's workload class (default: the share's default class).
+    /// Its `schedulingPriority` must lie in the class's band; left out, it
+    /// is the band's lowest value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload_class: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -284,6 +289,9 @@ pub struct ServiceJob {
     pub instance_type: String,
     pub instance_count: u32,
     pub scheduling_priority: u32,
+    /// Its workload class (absent: the share declares none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload_class: Option<String>,
     /// Whether it runs (in part) on capacity borrowed from other shares.
     #[serde(default)]
     pub on_borrowed_capacity: bool,

@@ -97,6 +97,39 @@ pub struct Protections {
     pub borrow_requires_checkpoint: Option<bool>,
 }
 
+/// A workload class's priority band: `schedulingPriority` `min..=max`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PriorityBand {
+    pub min: u32,
+    pub max: u32,
+}
+
+/// One workload class of a share (Quartermaster's; see
+/// `docs/workload-classes.md`). Absent fields take the defaults: may
+/// borrow, no resume proof, preemptible by any class, the share's
+/// minimum runtime, the job's or queue's checkpoint-then-preempt.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorkloadClass {
+    pub name: String,
+    pub priority_band: PriorityBand,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub may_borrow: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub borrow_requires_resume_proof: Option<bool>,
+    /// Classes whose jobs may preempt this class's jobs in-share; absent:
+    /// any class; empty: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preemptible_by: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_runtime_before_preemption_seconds: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_before_preempt_seconds: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requires_checkpoint: Option<bool>,
+}
+
 /// `CreateQuotaShare` / `UpdateQuotaShare` (update: only given fields change)
 /// and the body of `DescribeQuotaShare`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -140,6 +173,14 @@ pub struct QuotaShare {
     /// nobody) instead. Default (absent): the image's user.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_as_non_root: Option<bool>,
+    /// Up to 10 kinds of work with their own priority band and
+    /// interruption policy. Absent: one implicit class, `default`, with
+    /// the share's protections.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload_classes: Option<Vec<WorkloadClass>>,
+    /// The class of jobs that name none; default: the first class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_workload_class: Option<String>,
 }
 
 /// `CreateJobQueue` / `UpdateJobQueue`.

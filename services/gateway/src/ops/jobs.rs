@@ -15,6 +15,9 @@ use super::{
     ListToken, SubmitIn, TerminateManyIn, UpdateJobIn, JOB_TYPE, PAGE,
 };
 
+/// The tag that names a job's workload class through the AWS API.
+pub(crate) const WORKLOAD_CLASS_TAG: &str = "qm:workloadClass";
+
 impl Gateway {
     pub(super) async fn submit(&self, caller: &Caller, s: SubmitIn) -> Answer {
         if s.service_job_type != JOB_TYPE {
@@ -72,6 +75,9 @@ impl Gateway {
                 .map(|p| wire::OutputDataConfig { s3_output_path: p }),
             input_data_config: t.channels,
             environment: t.environment,
+            // AWS has no field for a workload class; boto3 sends only the
+            // fields its model knows, so the class rides on a tag.
+            workload_class: tags.get(WORKLOAD_CLASS_TAG).cloned(),
             tags: tags.clone(),
             client_token: s.client_token.clone(),
         };

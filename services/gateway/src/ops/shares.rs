@@ -75,6 +75,8 @@ impl Gateway {
             image_prefixes: None,
             input_s3_prefixes: None,
             run_as_non_root: None,
+            workload_classes: None,
+            default_workload_class: None,
         };
         let op = if create {
             Operation::CreateQuotaShare
