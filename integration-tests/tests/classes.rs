@@ -112,10 +112,17 @@ async fn classes_set_the_band_refuse_what_they_forbid_and_gate_borrowing_on_a_re
     // share.
     let bob = stack.auth.client(&stack.nats_url, "bob").await;
     let e = bob
-        .call::<_, serde_json::Value>(Operation::SubmitServiceJob, &job("b1", Some("urgent"), None))
+        .call::<_, serde_json::Value>(
+            Operation::SubmitServiceJob,
+            &job("b1", Some("urgent"), None),
+        )
         .await
         .expect_err("not bob's share");
-    assert_eq!(e.code(), Some(qm_wire::messages::ErrorCode::AccessDenied), "{e}");
+    assert_eq!(
+        e.code(),
+        Some(qm_wire::messages::ErrorCode::AccessDenied),
+        "{e}"
+    );
     let mut in_qs2 = job("b2", Some("urgent"), None);
     in_qs2.quota_share_name = Some("QS2".into());
     let e = bob

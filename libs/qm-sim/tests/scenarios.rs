@@ -732,8 +732,14 @@ fn workload_classes_decide_the_same_in_the_simulator() {
         vec![(600.0, "sweep_a", "IN_SHARE", "incident")]
     );
     assert_eq!(job(&r, "incident").scheduling_priority, 200);
-    assert_eq!(job(&r, "incident").workload_class.as_deref(), Some("urgent"));
-    assert_eq!(job(&r, "sweep_a").workload_class.as_deref(), Some("exploratory"));
+    assert_eq!(
+        job(&r, "incident").workload_class.as_deref(),
+        Some("urgent")
+    );
+    assert_eq!(
+        job(&r, "sweep_a").workload_class.as_deref(),
+        Some("exploratory")
+    );
     assert_eq!(job(&r, "rc2").scheduling_priority, 150);
     // Exploratory work never borrowed: sweep_b waited for vision's own
     // capacity though speech lent two instances.
@@ -741,7 +747,10 @@ fn workload_classes_decide_the_same_in_the_simulator() {
     assert_eq!(job(&r, "rc2").first_started_at, Some(60.0));
     let b = job(&r, "sweep_b").first_started_at.expect("sweep_b ran");
     let incident_done = job(&r, "incident").stopped_at.expect("incident ended");
-    assert!(b >= incident_done, "sweep_b started at {b}, before vision's capacity was free");
+    assert!(
+        b >= incident_done,
+        "sweep_b started at {b}, before vision's capacity was free"
+    );
     for name in ["sweep_a", "sweep_b", "rc1", "rc2", "incident"] {
         assert_eq!(job(&r, name).status, "SUCCEEDED", "{name}");
     }

@@ -401,9 +401,18 @@ pub fn job_spec(
         .rules(job.workload_class.as_deref());
     spec.class = job.workload_class.clone();
     spec.priority = job.scheduling_priority.unwrap_or(rules.priority_min);
-    spec.artifact = Some(artifact(job));
+    // Kept only where a class could ask for a resume proof: a share that
+    // declares classes (a job submitted before its share declared any has
+    // none, and a class that asks for a proof never lets it borrow).
+    if !cluster.share_config(share).classes.is_empty() {
+        spec.artifact = Some(artifact(job));
+    }
     if rules.borrow_requires_resume_proof {
-        if let Some(image) = job.container_image.as_deref().filter(|i| !i.contains("@sha256:")) {
+        if let Some(image) = job
+            .container_image
+            .as_deref()
+            .filter(|i| !i.contains("@sha256:"))
+        {
             return Err(vec![problem(
                 "containerImage",
                 format!(
@@ -632,8 +641,15 @@ mod tests {
         let names: Vec<&str> = qs1.classes.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["exploratory", "release", "urgent"]);
         let release = &qs1.classes[1];
-        assert!(release.may_borrow && release.borrow_requires_resume_proof && release.requires_checkpoint);
-        assert_eq!(release.preemptible_by.as_deref(), Some(&["urgent".to_string()][..]));
+        assert!(
+            release.may_borrow
+                && release.borrow_requires_resume_proof
+                && release.requires_checkpoint
+        );
+        assert_eq!(
+            release.preemptible_by.as_deref(),
+            Some(&["urgent".to_string()][..])
+        );
         assert_eq!(release.checkpoint_before_preempt_secs, Some(60));
         assert_eq!(qs1.classes[2].min_runtime_before_preemption_secs, Some(300));
         assert!(qs1.classes[0].preemptible_by.is_none());
@@ -649,18 +665,40 @@ mod tests {
             ..Default::default()
         };
         let spec = job_spec(&job, &mut cluster).expect("valid");
-        assert_eq!((spec.class.as_deref(), spec.priority), (Some("urgent"), 200));
+        assert_eq!(
+            (spec.class.as_deref(), spec.priority),
+            (Some("urgent"), 200)
+        );
         let artifact = spec.artifact.expect("an artifact");
-        assert!(artifact.starts_with("command:") && artifact.len() == 8 + 64, "{artifact}");
+        assert!(
+            artifact.starts_with("command:") && artifact.len() == 8 + 64,
+            "{artifact}"
+        );
         // The same argv, the same artifact; another, another.
-        assert_eq!(job_spec(&job, &mut cluster).expect("valid").artifact.as_deref(), Some(artifact.as_str()));
-        let other = wire::SubmitServiceJob { command: vec!["train".into(), "--x".into()], ..job.clone() };
-        assert_ne!(job_spec(&other, &mut cluster).expect("valid").artifact.as_deref(), Some(artifact.as_str()));
+        assert_eq!(
+            job_spec(&job, &mut cluster)
+                .expect("valid")
+                .artifact
+                .as_deref(),
+            Some(artifact.as_str())
+        );
+        let other = wire::SubmitServiceJob {
+            command: vec!["train".into(), "--x".into()],
+            ..job.clone()
+        };
+        assert_ne!(
+            job_spec(&other, &mut cluster)
+                .expect("valid")
+                .artifact
+                .as_deref(),
+            Some(artifact.as_str())
+        );
     }
 
     #[test]
     fn a_class_that_needs_a_resume_proof_needs_an_image_pinned_by_digest() {
-        let mut cluster = Cluster::new(queue(&classes_doc()).expect("valid"), &[]).expect("cluster");
+        let mut cluster =
+            Cluster::new(queue(&classes_doc()).expect("valid"), &[]).expect("cluster");
         let mut job = wire::SubmitServiceJob {
             job_name: "j".into(),
             job_queue: "training".into(),
@@ -673,7 +711,12 @@ mod tests {
         };
         let problems = job_spec(&job, &mut cluster).expect_err("a tag moves");
         assert_eq!(problems[0].field, "containerImage");
-        assert!(problems[0].message.contains("pin it as name@sha256:<digest>"), "{problems:?}");
+        assert!(
+            problems[0]
+                .message
+                .contains("pin it as name@sha256:<digest>"),
+            "{problems:?}"
+        );
         let digest = format!("registry.local/team/trainer@sha256:{}", "a".repeat(64));
         job.container_image = Some(digest.clone());
         let spec = job_spec(&job, &mut cluster).expect("pinned");

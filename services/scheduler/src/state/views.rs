@@ -89,13 +89,14 @@ impl State {
             instance_type: meta.submit.instance_type.clone(),
             instance_count: job.spec.count,
             scheduling_priority: job.spec.priority,
-            workload_class: (!qs.cluster.share_config(job.spec.share).classes.is_empty())
-                .then(|| {
+            workload_class: (!qs.cluster.share_config(job.spec.share).classes.is_empty()).then(
+                || {
                     qs.cluster
                         .share_config(job.spec.share)
                         .class_name(job.spec.class.as_deref())
                         .to_string()
-                }),
+                },
+            ),
             on_borrowed_capacity: qs.cluster.is_on_borrowed_capacity(id),
             created_at: job.submitted_at.as_millis(),
             attempts: job.attempts.iter().map(detail).collect(),
