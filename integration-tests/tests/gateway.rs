@@ -327,6 +327,26 @@ async fn aws_clients_drive_quartermaster_unchanged() {
         .await
         .expect("shares");
     assert_eq!(listed.quota_shares().len(), 2);
+    // AWS has no field for a workload class: the tag qm:workloadClass
+    // names it (QS2 declares none, so naming one is refused, saying so).
+    let e = bob
+        .submit_service_job()
+        .job_name("classy")
+        .job_queue("training")
+        .service_job_type(aws_sdk_batch::types::ServiceJobType::SagemakerTraining)
+        .quota_share_name("QS2")
+        .service_request_payload(payload.replace("from-the-cli", "classy"))
+        .tags("qm:workloadClass", "urgent")
+        .send()
+        .await
+        .expect_err("QS2 declares no classes");
+    let message = aws_sdk_batch::error::ProvideErrorMetadata::message(&e)
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        message.contains("declares no workload classes"),
+        "{e:?}"
+    );
     let e = bob
         .describe_service_job()
         .job_id("j-nosuchjob")
