@@ -343,10 +343,7 @@ async fn aws_clients_drive_quartermaster_unchanged() {
     let message = aws_sdk_batch::error::ProvideErrorMetadata::message(&e)
         .unwrap_or_default()
         .to_string();
-    assert!(
-        message.contains("declares no workload classes"),
-        "{e:?}"
-    );
+    assert!(message.contains("declares no workload classes"), "{e:?}");
     let e = bob
         .describe_service_job()
         .job_id("j-nosuchjob")

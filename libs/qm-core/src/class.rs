@@ -61,6 +61,10 @@ pub struct WorkloadClass {
     pub checkpoint_before_preempt_secs: Option<u64>,
     /// Jobs of the class must give a `checkpointConfig`.
     pub requires_checkpoint: bool,
+    /// How far a resume drill's metrics may differ, in parts per million
+    /// of the larger value (0: equal).
+    #[serde(default)]
+    pub result_tolerance_ppm: u32,
 }
 
 impl WorkloadClass {
@@ -77,6 +81,7 @@ impl WorkloadClass {
             min_runtime_before_preemption_secs: None,
             checkpoint_before_preempt_secs: None,
             requires_checkpoint: false,
+            result_tolerance_ppm: 0,
         }
     }
 }
@@ -106,6 +111,9 @@ pub enum BorrowBar {
     /// Its class needs a passed resume drill for what the job runs, and
     /// none has passed.
     ResumeNotVerified,
+    /// It is one of a resume drill's two jobs: drills run on their share's
+    /// own capacity.
+    Drill,
 }
 
 impl BorrowBar {

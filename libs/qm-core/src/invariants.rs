@@ -284,6 +284,26 @@ pub fn check_plan(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
     let mut after = before.clone();
     after.apply(plan);
     check_indexes(&after)?;
+    // A drill stops only its own subject, running, once, when it is due.
+    for id in &plan.drill_stops {
+        let job = &before.jobs[id];
+        let due = job
+            .spec
+            .drill
+            .filter(|role| !role.reference)
+            .and_then(|role| before.drill(role.drill))
+            .and_then(|d| d.stop_at.filter(|_| d.stopped_at.is_none()))
+            .is_some_and(|at| at <= now);
+        if !due || !job.status.holds_instances() || job.stopping.is_some() {
+            return violation(
+                "drills stop their subject once, when due",
+                format!(
+                    "{id} stopped by a drill: {:?}, {}",
+                    job.spec.drill, job.status
+                ),
+            );
+        }
+    }
     let admitted: BTreeSet<JobId> = plan
         .starts
         .iter()

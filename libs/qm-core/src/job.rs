@@ -140,6 +140,8 @@ pub enum AttemptOutcome {
     HostLost,
     TimedOut,
     Cancelled,
+    /// Stopped by a resume drill (`drill.rs`): requeued, spending no budget.
+    PreemptedDrill,
 }
 
 impl AttemptOutcome {
@@ -153,6 +155,7 @@ impl AttemptOutcome {
             AttemptOutcome::HostLost => "HOST_LOST",
             AttemptOutcome::TimedOut => "TIMED_OUT",
             AttemptOutcome::Cancelled => "CANCELLED",
+            AttemptOutcome::PreemptedDrill => "PREEMPTED_DRILL",
         }
     }
 
@@ -244,6 +247,10 @@ pub struct JobSpec {
     /// looks for a passed drill of this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub artifact: Option<String>,
+    /// Set on the two jobs of a resume drill (`drill.rs`): they run on
+    /// their share's own capacity and never count as real work.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drill: Option<crate::drill::DrillRole>,
 }
 
 impl JobSpec {
@@ -270,6 +277,7 @@ impl JobSpec {
             runtime: crate::Runtime::Process,
             class: None,
             artifact: None,
+            drill: None,
         }
     }
 }
@@ -316,6 +324,10 @@ pub struct Attempt {
     /// next commit). Informational: scheduling does not look at it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint_lag: Option<(Time, String)>,
+    /// What the attempt's process declared as its result
+    /// (`$QM_RESULT_FILE`), for resume drills.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<String>,
 }
 
 /// What a rank reports of its restore as it starts.
@@ -356,6 +368,8 @@ pub enum StopCause {
     },
     TimedOut,
     Cancelled,
+    /// A resume drill stops its subject once (`drill.rs`).
+    Drill,
 }
 
 /// A job as the core keeps it.
@@ -494,6 +508,7 @@ mod tests {
             restored_bytes: 0,
             restore_skipped: Vec::new(),
             checkpoint_lag: None,
+            result: None,
         }
     }
 

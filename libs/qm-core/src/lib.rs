@@ -13,6 +13,7 @@
 pub mod class;
 pub mod cluster;
 pub mod config;
+pub mod drill;
 pub mod dry_run;
 pub mod ids;
 pub mod index;
@@ -32,6 +33,7 @@ pub use config::{
     priority_problem, validate_queue, CapacityLimit, ConfigError, ConfigProblem, Protections,
     QueueConfig, QueueingStrategy, QuotaShare, State, Strategy,
 };
+pub use drill::{compare_results, Drill, DrillRole, DrillState, DRILL_MAX_DELAY_MS};
 pub use ids::{JobId, ShareIdx, TypeIdx};
 pub use job::{
     Attempt, AttemptOutcome, CheckpointFirst, CheckpointMark, ExitRule, Job, JobSpec, JobStatus,

@@ -25,6 +25,9 @@ pub enum NeverFits {
     /// More than the share's entitlement, for a job whose workload class
     /// never borrows.
     ClassMayNotBorrow { count: u32, max_capacity: u32 },
+    /// More than the share's entitlement, for a resume drill (drills run on
+    /// their share's own capacity).
+    DrillOnOwnCapacity { count: u32, max_capacity: u32 },
     /// More than the queue's `capacityLimits` allow.
     QueueLimit { count: u32, queue_limit: u32 },
     /// More instances than the fleet has of the type.
@@ -43,6 +46,7 @@ impl NeverFits {
                 | NeverFits::QueueLimit { .. }
                 | NeverFits::BorrowRequiresCheckpoint { .. }
                 | NeverFits::ClassMayNotBorrow { .. }
+                | NeverFits::DrillOnOwnCapacity { .. }
         )
     }
 
@@ -62,6 +66,9 @@ impl NeverFits {
             ),
             NeverFits::ClassMayNotBorrow { count, max_capacity } => format!(
                 "instanceCount {count} exceeds the share limit (maxCapacity {max_capacity}) and the job's workload class never borrows (mayBorrow: false)"
+            ),
+            NeverFits::DrillOnOwnCapacity { count, max_capacity } => format!(
+                "instanceCount {count} exceeds the share limit (maxCapacity {max_capacity}) and a resume drill runs on its share's own capacity"
             ),
             NeverFits::QueueLimit { count, queue_limit } => format!(
                 "instanceCount {count} exceeds the queue's capacity limit ({queue_limit} instances)"
@@ -133,6 +140,8 @@ pub enum StatusReason {
     },
     TimeoutInProgress,
     CancelInProgress,
+    /// A resume drill stops it, to resume it from its checkpoint.
+    DrillStopInProgress,
     /// Requeued after an attempt ended this way.
     Requeued(AttemptOutcome),
     /// Ended: preempted more often than `preemptionRetriesBeforeTermination` allows.
@@ -163,6 +172,7 @@ impl StatusReason {
             ),
             StatusReason::TimeoutInProgress => "TIMEOUT_IN_PROGRESS: attemptDurationSeconds reached".into(),
             StatusReason::CancelInProgress => "CANCEL_IN_PROGRESS: terminated by a user".into(),
+            StatusReason::DrillStopInProgress => "DRILL_STOP_IN_PROGRESS: a resume drill stops it, to resume it from its last checkpoint".into(),
             StatusReason::Requeued(outcome) => format!("REQUEUED: last attempt ended {}", outcome.as_str()),
             StatusReason::PreemptionRetriesExhausted(outcome) => format!(
                 "PREEMPTION_RETRIES_EXHAUSTED: attempt ended {} and preemptionRetriesBeforeTermination is spent",

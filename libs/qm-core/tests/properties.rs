@@ -168,6 +168,16 @@ enum Event {
         artifact: u32,
         passed: bool,
     },
+    /// A resume drill of class `mid` (a drill job's exit records the
+    /// result "r": a drill passes when both runs succeed after its stop).
+    StartDrill {
+        share: usize,
+        count: u32,
+        seed: u64,
+    },
+    /// Every running drill subject commits a checkpoint (drills' stops
+    /// follow their first).
+    CheckpointDrills,
     /// Class `low`'s `mayBorrow` flips (a configuration change).
     ToggleLowBorrow {
         share: usize,
@@ -237,6 +247,8 @@ fn event() -> impl Strategy<Value = Event> {
         1 => (0usize..4, 0usize..2, 0i64..4).prop_map(|(share, ty, max)| Event::SetLimit { share, ty, max }),
         1 => (0usize..4, 0u32..2, prop::bool::weighted(0.7)).prop_map(|(share, artifact, passed)| Event::Drill { share, artifact, passed }),
         1 => (0usize..4).prop_map(|share| Event::ToggleLowBorrow { share }),
+        2 => (0usize..4, 1u32..3, any::<u64>()).prop_map(|(share, count, seed)| Event::StartDrill { share, count, seed }),
+        2 => Just(Event::CheckpointDrills),
         1 => (0usize..4).prop_map(|share| Event::ToggleHighBand { share }),
         2 => (1u64..40).prop_map(|secs| Event::Advance { secs }),
     ]
@@ -348,6 +360,10 @@ fn apply_event(c: &mut Cluster, now: &mut Time, event: &Event) {
         Event::Exit { nth, code } => {
             let running = holders(c, false);
             if let Some(&id) = running.get(nth % running.len().max(1)) {
+                if c.job(id).is_some_and(|j| j.spec.drill.is_some()) {
+                    c.attempt_result(id, attempt(c, id), "r".into())
+                        .expect("current attempt");
+                }
                 c.attempt_ended(id, attempt(c, id), Some(code), *now)
                     .expect("current attempt");
             }
@@ -433,6 +449,39 @@ fn apply_event(c: &mut Cluster, now: &mut Time, event: &Event) {
                 .collect();
             let name = &names[share % names.len()];
             c.record_resume_drill(name, "mid", &format!("a{artifact}"), passed);
+        }
+        Event::StartDrill { share, count, seed } => {
+            let shares: Vec<_> = c.share_indices().collect();
+            let s = shares[share % shares.len()];
+            let t = c.type_idx(TYPES[0]).expect("type exists");
+            let mut spec = JobSpec::new("drill", s, t, count);
+            spec.priority = 2;
+            spec.checkpoints = true;
+            spec.class = Some("mid".into());
+            spec.artifact = Some(format!("a{}", count % 2));
+            // Refused (no classes, never fits) changes nothing.
+            let before = c.jobs().count();
+            if c.start_drill(spec, seed, *now).is_err() {
+                assert_eq!(c.jobs().count(), before);
+            }
+        }
+        Event::CheckpointDrills => {
+            let subjects: Vec<JobId> = holders(c, false)
+                .into_iter()
+                .filter(|id| {
+                    c.job(*id)
+                        .and_then(|j| j.spec.drill)
+                        .is_some_and(|r| !r.reference)
+                })
+                .collect();
+            for id in subjects {
+                c.checkpoint_committed(
+                    id,
+                    attempt(c, id),
+                    qm_core::CheckpointMark { at: *now, step: 1 },
+                )
+                .expect("current attempt");
+            }
         }
         Event::ToggleLowBorrow { share } => {
             let mut cfg = c.queue_config();
@@ -621,6 +670,7 @@ proptest! {
             prop_assert_eq!(&plan.starts, &full.starts);
             prop_assert_eq!(&plan.preemptions, &full.preemptions);
             prop_assert_eq!(&plan.timeouts, &full.timeouts);
+            prop_assert_eq!(&plan.drill_stops, &full.drill_stops);
             prop_assert_eq!(&plan.waiting_for_release, &full.waiting_for_release);
             c.apply(&plan);
             launch(&mut c, &plan);

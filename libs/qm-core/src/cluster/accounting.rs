@@ -206,6 +206,12 @@ impl Cluster {
                         max_capacity: entitlement,
                     })
                 }
+                Some(crate::class::BorrowBar::Drill) => {
+                    return Some(NeverFits::DrillOnOwnCapacity {
+                        count,
+                        max_capacity: entitlement,
+                    })
+                }
                 Some(crate::class::BorrowBar::ResumeNotVerified) | None => {}
             }
         }

@@ -24,6 +24,9 @@ impl Cluster {
                 now,
             );
         }
+        for stop in &plan.drill_stops {
+            self.begin_drill_stop(*stop, now);
+        }
         for p in &plan.preemptions {
             self.claims.insert(p.for_job);
             let cause = StopCause::Preempted {
@@ -68,6 +71,7 @@ impl Cluster {
                 restored_bytes: 0,
                 restore_skipped: Vec::new(),
                 checkpoint_lag: None,
+                result: None,
             });
             let key = Self::run_key(job);
             let deadline = job

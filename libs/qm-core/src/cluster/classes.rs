@@ -14,6 +14,9 @@ impl Cluster {
     /// Why a job of `spec` may not run on borrowed capacity, if it may not.
     pub fn borrow_bar_of(&self, spec: &JobSpec) -> Option<BorrowBar> {
         let share = &self.shares.get(spec.share.index())?.config;
+        if spec.drill.is_some() {
+            return Some(BorrowBar::Drill);
+        }
         let rules = share.rules(spec.class.as_deref());
         if !rules.may_borrow {
             return Some(BorrowBar::ClassNeverBorrows);

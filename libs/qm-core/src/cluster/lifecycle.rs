@@ -139,6 +139,9 @@ impl Cluster {
             to,
             reason,
         });
+        if to.is_final() && from != to {
+            self.drill_job_finished(id, now);
+        }
     }
 
     pub(crate) fn queue_key(job: &Job) -> QueueKey {
@@ -407,6 +410,7 @@ impl Cluster {
         let job = self.job_mut(id)?;
         job.last_checkpoint = Some(mark);
         let answered = job.checkpoint_first.is_some_and(|w| mark.at >= w.asked_at);
+        self.drill_checkpoint(id, mark.at);
         Ok(answered && self.end_checkpoint_window(id))
     }
 
@@ -450,6 +454,7 @@ impl Cluster {
             Some(StopCause::Preempted { kind, .. }) => kind.outcome(),
             Some(StopCause::TimedOut) => AttemptOutcome::TimedOut,
             Some(StopCause::Cancelled) => AttemptOutcome::Cancelled,
+            Some(StopCause::Drill) => AttemptOutcome::PreemptedDrill,
             None if exit_code == Some(0) => AttemptOutcome::Succeeded,
             None => AttemptOutcome::Failed,
         };
@@ -531,6 +536,10 @@ impl Cluster {
                 (JobStatus::Failed, StatusReason::ShareDeleted)
             }
             AttemptOutcome::Cancelled => (JobStatus::Failed, StatusReason::Cancelled),
+            // A drill's stop spends no budget: it is the drill's, not the job's.
+            AttemptOutcome::PreemptedDrill => {
+                (JobStatus::Runnable, StatusReason::Requeued(outcome))
+            }
             o if o.is_preemption() => {
                 job.preempted_attempts += 1;
                 let spent = job

@@ -10,6 +10,7 @@ mod accounting;
 mod apply;
 mod classes;
 mod configure;
+mod drills;
 mod lifecycle;
 
 use std::cmp::Reverse;
@@ -157,6 +158,12 @@ pub struct Cluster {
     /// (`JobSpec::artifact`) proven to resume.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub(crate) resume_proofs: BTreeMap<String, BTreeMap<String, BTreeSet<String>>>,
+    /// Resume drills, running and done, by id (`drill.rs`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) drills: BTreeMap<u64, crate::drill::Drill>,
+    /// When each running drill's subject is to be stopped.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub(crate) drill_stops: BTreeSet<(Time, JobId)>,
     events: Vec<JobEvent>,
     /// RUNNABLE jobs no pass has given a reason yet (new or requeued).
     pub(crate) unexplained: BTreeSet<JobId>,
@@ -196,6 +203,8 @@ impl Cluster {
             ledger: Vec::new(),
             host_lost_cap: DEFAULT_HOST_LOST_CAP,
             resume_proofs: BTreeMap::new(),
+            drills: BTreeMap::new(),
+            drill_stops: BTreeSet::new(),
             events: Vec::new(),
             unexplained: BTreeSet::new(),
             settled: Vec::new(),

@@ -78,6 +78,7 @@ impl Pass<'_> {
             now: self.now,
             timeouts: self.timeouts,
             checkpoint_deadlines: self.checkpoint_deadlines,
+            drill_stops: self.drill_stops,
             preemptions: self.preemptions,
             wake_at: self.wake_at,
             ..Plan::default()

@@ -115,6 +115,10 @@ pub(super) fn borrow_gates(
                 crate::class::BorrowBar::NoCheckpoint => WaitReason::BorrowRequiresCheckpoint,
                 crate::class::BorrowBar::ClassNeverBorrows => WaitReason::ClassMayNotBorrow,
                 crate::class::BorrowBar::ResumeNotVerified => WaitReason::ResumeNotVerified,
+                crate::class::BorrowBar::Drill => WaitReason::OwnCapacityInUse {
+                    used: c.st(s, t).running_usage,
+                    entitlement,
+                },
             });
         }
     }

@@ -98,6 +98,8 @@ pub struct Plan {
     /// Preempted jobs whose checkpoint-first window ended without a
     /// checkpoint: stop them now.
     pub checkpoint_deadlines: Vec<JobId>,
+    /// Resume drills' subjects due to be stopped (`drill.rs`).
+    pub drill_stops: Vec<JobId>,
     /// Why each job the pass examined and did not start is waiting.
     pub reasons: Vec<(JobId, WaitReason)>,
     /// Admitted in the projection but waiting for preempted jobs to stop.
@@ -116,6 +118,7 @@ impl Plan {
             && self.preemptions.is_empty()
             && self.timeouts.is_empty()
             && self.checkpoint_deadlines.is_empty()
+            && self.drill_stops.is_empty()
     }
 }
 
@@ -187,6 +190,7 @@ struct Pass<'a> {
     preemptions: Vec<Preemption>,
     timeouts: Vec<JobId>,
     checkpoint_deadlines: Vec<JobId>,
+    drill_stops: Vec<JobId>,
     reasons: BTreeMap<JobId, WaitReason>,
     wake_at: Option<Time>,
     /// Per type: whether this pass looks at it (see `Cluster::settled`).
@@ -261,6 +265,7 @@ impl<'a> Pass<'a> {
             preemptions: Vec::new(),
             timeouts: Vec::new(),
             checkpoint_deadlines: Vec::new(),
+            drill_stops: Vec::new(),
             reasons: BTreeMap::new(),
             wake_at,
             active,
@@ -297,6 +302,22 @@ impl<'a> Pass<'a> {
             }
             let job = self.job(id);
             self.timeouts.push(id);
+            self.removed.insert(id);
+            self.views[job.spec.instance_type.index()].used[job.spec.share.index()] -=
+                job.spec.count;
+        }
+        // Resume drills' subjects due to stop: released like timeouts.
+        for &(at, id) in &self.c.drill_stops {
+            if at > self.now {
+                self.wake(at);
+                break;
+            }
+            let job = self.job(id);
+            if self.removed.contains(&id) || job.stopping.is_some() || !job.status.holds_instances()
+            {
+                continue;
+            }
+            self.drill_stops.push(id);
             self.removed.insert(id);
             self.views[job.spec.instance_type.index()].used[job.spec.share.index()] -=
                 job.spec.count;
