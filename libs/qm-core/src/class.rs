@@ -292,6 +292,15 @@ pub(crate) fn class_problems(field: &str, share: &QuotaShare, out: &mut Vec<Conf
                 ));
             }
         }
+        if c.result_tolerance_ppm > 1_000_000 {
+            out.push(problem(
+                format!("{f}.resultTolerancePpm"),
+                format!(
+                    "must be at most 1000000 (100%), got {}",
+                    c.result_tolerance_ppm
+                ),
+            ));
+        }
         if let Some(secs) = c.checkpoint_before_preempt_secs {
             if secs > crate::job::MAX_CHECKPOINT_BEFORE_PREEMPT_SECS {
                 out.push(problem(
@@ -455,5 +464,15 @@ mod tests {
         let mut s = share_with(Vec::new());
         s.default_class = Some("x".into());
         assert_eq!(fields(s), vec!["quotaShares[0].defaultWorkloadClass"]);
+    }
+
+    #[test]
+    fn a_drill_tolerance_is_at_most_everything() {
+        let mut c = WorkloadClass::new("c", 0, 9);
+        c.result_tolerance_ppm = 1_000_001;
+        assert_eq!(
+            fields(share_with(vec![c])),
+            vec!["quotaShares[0].workloadClasses[0].resultTolerancePpm"]
+        );
     }
 }

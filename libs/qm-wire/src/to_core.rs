@@ -144,6 +144,7 @@ fn workload_class(c: &wire::WorkloadClass) -> WorkloadClass {
     class.min_runtime_before_preemption_secs = c.min_runtime_before_preemption_seconds;
     class.checkpoint_before_preempt_secs = c.checkpoint_before_preempt_seconds;
     class.requires_checkpoint = c.requires_checkpoint.unwrap_or(false);
+    class.result_tolerance_ppm = c.result_tolerance_ppm.unwrap_or(0);
     class
 }
 
@@ -651,6 +652,7 @@ mod tests {
             Some(&["urgent".to_string()][..])
         );
         assert_eq!(release.checkpoint_before_preempt_secs, Some(60));
+        assert_eq!(release.result_tolerance_ppm, 1_000);
         assert_eq!(qs1.classes[2].min_runtime_before_preemption_secs, Some(300));
         assert!(qs1.classes[0].preemptible_by.is_none());
 

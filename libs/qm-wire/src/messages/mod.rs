@@ -128,6 +128,11 @@ pub struct WorkloadClass {
     pub checkpoint_before_preempt_seconds: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requires_checkpoint: Option<bool>,
+    /// How far a resume drill's metrics may differ, in parts per million
+    /// of the larger value (1000 = 0.1%; default 0: equal; at most
+    /// 1,000,000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_tolerance_ppm: Option<u32>,
 }
 
 /// `CreateQuotaShare` / `UpdateQuotaShare` (update: only given fields change)
