@@ -42,7 +42,13 @@ resuming from it on start. Prints `digest=<hex>` of the final weights.
   --step-delay-ms D    sleep after each step, to make runs last (default 0)
   --no-save-on-stop    on SIGTERM exit at once (143) without saving
   --ignore-checkpoint-signal
-                       ignore SIGUSR1 instead of saving a checkpoint now";
+                       ignore SIGUSR1 instead of saving a checkpoint now
+  --forget-optimizer-on-resume
+                       a faulty resume, for resume drills: restore the
+                       weights but start the optimizer's velocities over
+
+When done it also writes the digest to $QM_RESULT_FILE, if set (what a
+resume drill compares).";
 
 struct Args {
     steps: u64,
@@ -51,6 +57,7 @@ struct Args {
     delay_ms: u64,
     save_on_stop: bool,
     answer_checkpoint_signal: bool,
+    forget_optimizer: bool,
 }
 
 fn parse_args(args: &[String]) -> Result<Args, String> {
@@ -61,6 +68,7 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
         delay_ms: 0,
         save_on_stop: true,
         answer_checkpoint_signal: true,
+        forget_optimizer: false,
     };
     let mut it = args.iter();
     while let Some(flag) = it.next() {
@@ -73,6 +81,10 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
         }
         if flag == "--ignore-checkpoint-signal" {
             parsed.answer_checkpoint_signal = false;
+            continue;
+        }
+        if flag == "--forget-optimizer-on-resume" {
+            parsed.forget_optimizer = true;
             continue;
         }
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -145,12 +157,18 @@ fn main() -> ExitCode {
     }
     let data = Data::generate(args.seed);
     let mut state = match checkpoint::load(&dir) {
-        Ok(Some(state)) => {
+        Ok(Some(mut state)) => {
             say(&format!(
                 "resumed from step {} ({})",
                 state.step,
                 dir.display()
             ));
+            if args.forget_optimizer {
+                // The mistake resume drills exist to catch: the model's
+                // parameters come back, the optimizer's state does not.
+                state.velocity.iter_mut().for_each(|v| *v = 0.0);
+                say("optimizer state not restored (--forget-optimizer-on-resume)");
+            }
             state
         }
         Ok(None) => {
@@ -204,6 +222,13 @@ fn main() -> ExitCode {
         return code;
     }
     say(&format!("done steps={} loss={loss:.6}", state.step));
-    say(&format!("digest={}", digest(&state)));
+    let digest = digest(&state);
+    say(&format!("digest={digest}"));
+    if let Some(path) = std::env::var_os("QM_RESULT_FILE") {
+        if let Err(e) = std::fs::write(&path, format!("{digest}\n")) {
+            eprintln!("qm-trainer: cannot write the result to {path:?}: {e}");
+            return ExitCode::from(3);
+        }
+    }
     ExitCode::SUCCESS
 }

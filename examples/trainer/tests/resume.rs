@@ -156,3 +156,35 @@ fn bad_arguments_name_the_problem() {
     assert!(String::from_utf8_lossy(&out.stderr)
         .contains("--steps: \"many\" is not a non-negative integer"));
 }
+
+#[test]
+fn a_resume_that_forgets_the_optimizer_ends_elsewhere_and_the_result_file_says_so() {
+    let (expected, _) = run_to_end(&temp_dir("plain3"));
+    let dir = temp_dir("forget");
+    let mut child = start_and_wait_for_checkpoint(&dir);
+    signal(&child, "-TERM");
+    assert!(child.wait().expect("exits").success());
+    let result = dir.join("result");
+    let out = trainer(&dir, &["--forget-optimizer-on-resume"])
+        .env("QM_RESULT_FILE", &result)
+        .output()
+        .expect("trainer runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("optimizer state not restored"), "{stdout}");
+    let written = std::fs::read_to_string(&result).expect("the result file");
+    let digest = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("digest="))
+        .expect("a digest");
+    assert_eq!(written.trim(), digest, "the result file holds the digest");
+    assert_ne!(
+        digest, expected,
+        "weights without their optimizer drift elsewhere"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

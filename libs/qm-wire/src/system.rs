@@ -216,6 +216,10 @@ pub struct Report {
     /// nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<String>,
+    /// Ended: what the process declared as its result in
+    /// `$QM_RESULT_FILE` (at most 16 KiB), which resume drills compare.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<String>,
 }
 
 impl Report {
@@ -236,6 +240,7 @@ impl Report {
             cause: None,
             reason: None,
             progress: None,
+            result: None,
         }
     }
 }
@@ -330,6 +335,9 @@ pub struct PassRecord {
     /// Preempted jobs whose checkpoint-first window ran out: stopped now.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checkpoint_deadlines: Vec<String>,
+    /// Resume drills' subjects stopped now, to resume from their checkpoint.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drill_stops: Vec<String>,
 }
 
 impl PassRecord {
@@ -340,6 +348,7 @@ impl PassRecord {
             && self.preemptions.is_empty()
             && self.timeouts.is_empty()
             && self.checkpoint_deadlines.is_empty()
+            && self.drill_stops.is_empty()
     }
 }
 

@@ -387,6 +387,15 @@ impl Executor {
             running.record("process.exit.signal", signal);
         }
         ended.reason = end.reason;
+        ended.result = match launch.image {
+            None => {
+                crate::sagemaker::owned_text(&dir.join(process::RESULT_FILE), process::RESULT_CHARS)
+            }
+            Some(_) => crate::sagemaker::owned_text(
+                &crate::sagemaker::Layout::new(&dir).result(),
+                process::RESULT_CHARS,
+            ),
+        };
         drop(running);
         // Its watcher fenced it (this executor did not renew the deadline
         // in time: it was frozen or stuck): the end is a lost host's.

@@ -49,6 +49,14 @@ pub struct Launch {
 
 /// The only variables of the executor's own environment a job inherits:
 /// nothing secret (NATS credentials, S3 keys) leaks into a job.
+/// A host process's `$QM_RESULT_FILE`, in its attempt's directory: what
+/// it declares as its result (resume drills compare it).
+pub const RESULT_FILE: &str = "result";
+
+/// The most of a result file an executor reports, in characters (the
+/// scheduler keeps at most 16 KiB).
+pub const RESULT_CHARS: usize = 4096;
+
 const INHERITED: [&str; 6] = ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"];
 
 impl Launch {
@@ -132,6 +140,7 @@ pub async fn spawn(
         .env("QM_ATTEMPT", launch.attempt.to_string())
         .env("QM_JOB_QUEUE", &launch.job_queue)
         .env("QM_CHECKPOINT_DIR", checkpoint_dir)
+        .env("QM_RESULT_FILE", dir.join(RESULT_FILE))
         .env("QM_NODE_RANK", launch.rank.to_string())
         .env("QM_NUM_NODES", launch.hosts.len().max(1).to_string())
         .env("QM_HOSTS", launch.hosts.join(","))

@@ -184,6 +184,7 @@ impl Executor {
         environment.insert("QM_ATTEMPT".into(), launch.attempt.to_string());
         environment.insert("QM_JOB_QUEUE".into(), launch.job_queue.clone());
         environment.insert("QM_CHECKPOINT_DIR".into(), inside_checkpoints.clone());
+        environment.insert("QM_RESULT_FILE".into(), "/opt/ml/output/result".into());
         environment.insert("QM_NODE_RANK".into(), launch.rank.to_string());
         environment.insert("QM_NUM_NODES".into(), nodes.to_string());
         environment.insert("SM_MODEL_DIR".into(), "/opt/ml/model".into());

@@ -86,25 +86,34 @@ impl Layout {
     /// if the job wrote one (a link is not followed: the job owns the
     /// folder).
     pub fn failure_reason(&self) -> Option<String> {
-        use std::io::Read;
-        let path = self.failure();
-        let meta = std::fs::symlink_metadata(&path).ok()?;
-        if !meta.is_file() {
-            return None;
-        }
-        let mut buf = Vec::new();
-        std::fs::File::open(&path)
-            .ok()?
-            .take((FAILURE_CHARS * 4) as u64)
-            .read_to_end(&mut buf)
-            .ok()?;
-        let text: String = String::from_utf8_lossy(&buf)
-            .chars()
-            .take(FAILURE_CHARS)
-            .collect();
-        let text = text.trim().to_string();
-        (!text.is_empty()).then_some(text)
+        owned_text(&self.failure(), FAILURE_CHARS)
     }
+
+    /// `/opt/ml/output/result`, a container's `$QM_RESULT_FILE`.
+    pub fn result(&self) -> PathBuf {
+        self.output.join("result")
+    }
+}
+
+/// The first `chars` characters of a file the job wrote, trimmed, if it
+/// wrote one that is not empty. A link is not followed (the job owns the
+/// folder, and could point it at the executor's files), nor is anything
+/// but a plain file read.
+pub fn owned_text(path: &Path, chars: usize) -> Option<String> {
+    use std::io::Read;
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    let mut buf = Vec::new();
+    std::fs::File::open(path)
+        .ok()?
+        .take((chars * 4) as u64)
+        .read_to_end(&mut buf)
+        .ok()?;
+    let text: String = String::from_utf8_lossy(&buf).chars().take(chars).collect();
+    let text = text.trim().to_string();
+    (!text.is_empty()).then_some(text)
 }
 
 /// The three config files, as SageMaker writes them.

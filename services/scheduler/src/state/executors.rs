@@ -145,6 +145,11 @@ impl State {
                     }
                 }
                 let cluster = &mut self.queues.get_mut(&q).expect("located").cluster;
+                // What it declared as its result, for resume drills
+                // (recorded before the end decides the drill).
+                if let (Some(result), true) = (&r.result, current) {
+                    let _ = cluster.attempt_result(id, r.attempt, result.clone());
+                }
                 let exit = match (r.cause, &r.error) {
                     (Some(EndCause::Fenced), _) => RankExit::Fenced,
                     (Some(EndCause::NotStarted), _) => RankExit::NotStarted,

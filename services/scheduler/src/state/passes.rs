@@ -66,6 +66,7 @@ impl State {
                 .iter()
                 .map(|id| name(*id))
                 .collect(),
+            drill_stops: plan.drill_stops.iter().map(|id| name(*id)).collect(),
         };
         Some((record, plan))
     }
@@ -107,6 +108,7 @@ impl State {
             .iter()
             .filter_map(|s| id(s))
             .collect();
+        p.drill_stops = record.drill_stops.iter().filter_map(|s| id(s)).collect();
         p
     }
 
@@ -124,6 +126,7 @@ impl State {
             fx.extend(self.start_commands(&q, s.job, false));
         }
         let mut stops: Vec<JobId> = plan.timeouts.clone();
+        stops.extend(plan.drill_stops.iter().copied());
         for p in &plan.preemptions {
             stops.push(p.job);
             let attempt = self.queues[&q]
