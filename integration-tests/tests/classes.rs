@@ -144,3 +144,242 @@ async fn classes_set_the_band_refuse_what_they_forbid_and_gate_borrowing_on_a_re
     }
     stack.stop_all();
 }
+
+/// A team whose release class borrows only once a drill passed, beside a
+/// lender: two instances of its own, one to lend.
+const DRILL_QUEUE: &str = "jobQueue: {jobQueueName: drills}
+quotaShares:
+  - quotaShareName: team
+    capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 2}]
+    resourceSharingConfiguration: {strategy: LEND_AND_BORROW}
+    workloadClasses:
+      - name: release
+        priorityBand: {min: 100, max: 199}
+        requiresCheckpoint: true
+        borrowRequiresResumeProof: true
+  - quotaShareName: lender
+    capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 1}]
+    resourceSharingConfiguration: {strategy: LEND}
+";
+
+/// A seed whose stop comes within 1.5 s of the first checkpoint.
+fn quick_seed() -> u64 {
+    (0..)
+        .find(|s| qm_core::drill::delay_for(*s) < 1_500)
+        .expect("a seed")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_drill_that_passes_lets_the_class_borrow_and_one_that_forgets_the_optimizer_fails() {
+    use qm_wire::messages::{
+        ListResumeDrills, ListResumeDrillsResponse, ResumeDrill, StartResumeDrill,
+        StartResumeDrillResponse,
+    };
+    let (_nats, _s3, mut stack) = running("drills", DRILL_QUEUE).await;
+    stack.executor("node-1", "drills", "ml.g5.xlarge", 3);
+    let args = [
+        "--steps",
+        "300",
+        "--checkpoint-every",
+        "10",
+        "--step-delay-ms",
+        "20",
+    ];
+    let release = |name: &str, extra: &[&str]| {
+        let all: Vec<&str> = args.iter().chain(extra).copied().collect();
+        let mut j = stack.trainer_job(name, "drills", "team", 100, &all);
+        j.workload_class = Some("release".into());
+        j
+    };
+    let start = |job: SubmitServiceJob| {
+        let c = stack.client.clone();
+        async move {
+            c.call::<_, StartResumeDrillResponse>(
+                Operation::StartResumeDrill,
+                &StartResumeDrill {
+                    job,
+                    seed: Some(quick_seed()),
+                },
+            )
+            .await
+            .expect("the drill starts")
+        }
+    };
+    let outcome = |drill_id: String| {
+        let c = stack.client.clone();
+        async move {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+            loop {
+                let list: ListResumeDrillsResponse = c
+                    .call(
+                        Operation::ListResumeDrills,
+                        &ListResumeDrills {
+                            job_queue: "drills".into(),
+                            quota_share_name: None,
+                        },
+                    )
+                    .await
+                    .expect("drills listed");
+                let d: Option<ResumeDrill> =
+                    list.drills.into_iter().find(|d| d.drill_id == drill_id);
+                if let Some(d) = d.as_ref().filter(|d| d.status != "RUNNING") {
+                    return d.clone();
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "drill {drill_id} undecided: {d:#?}"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            }
+        }
+    };
+
+    // A drill of the example trainer: the resumed copy ends with the
+    // uninterrupted copy's digest.
+    let r = start(release("rc", &[])).await;
+    let d = outcome(r.drill_id.clone()).await;
+    assert_eq!(d.status, "PASSED", "{d:#?}");
+    assert_eq!(d.workload_class, "release");
+    assert!(d.artifact.starts_with("command:"), "{d:#?}");
+    assert!(
+        d.stopped_at.is_some() && d.recomputed_ms.is_some(),
+        "{d:#?}"
+    );
+    assert!(
+        d.restored_step.is_some_and(|s| s >= 10),
+        "resumed from a checkpoint: {d:#?}"
+    );
+    let resumed = stack.describe(&r.resumed_job_id).await.expect("described");
+    assert_eq!(
+        resumed.attempts.first().and_then(|a| a.outcome.as_deref()),
+        Some("PREEMPTED_DRILL"),
+        "{resumed:#?}"
+    );
+
+    // Now the class borrows for that command: three jobs, the third on
+    // the lender's instance.
+    let mut ids = Vec::new();
+    for name in ["b1", "b2", "b3"] {
+        ids.push(stack.submit(&release(name, &[])).await);
+    }
+    let mut borrowed = 0;
+    for id in &ids {
+        let j = stack
+            .wait_for(id, 60, "RUNNING", |j| j.status == "RUNNING")
+            .await;
+        borrowed += usize::from(j.on_borrowed_capacity);
+    }
+    assert_eq!(borrowed, 1, "one of the three borrows");
+    for id in &ids {
+        stack
+            .client
+            .call::<_, serde_json::Value>(
+                Operation::TerminateServiceJob,
+                &serde_json::json!({"jobId": id, "reason": "next part"}),
+            )
+            .await
+            .expect("terminated");
+        stack.wait_final(id, 60).await;
+    }
+    // Another command has no proof: its jobs run on the share's own two
+    // instances, and the third may not borrow the lender's idle one.
+    let mut others = Vec::new();
+    for name in ["o1", "o2", "o3"] {
+        others.push(stack.submit(&release(name, &["--seed", "9"])).await);
+    }
+    stack
+        .wait_for(&others[2], 30, "RESUME_NOT_VERIFIED", |j| {
+            j.status_reason.starts_with("RESUME_NOT_VERIFIED")
+        })
+        .await;
+    for id in &others {
+        stack
+            .client
+            .call::<_, serde_json::Value>(
+                Operation::TerminateServiceJob,
+                &serde_json::json!({"jobId": id, "reason": "next part"}),
+            )
+            .await
+            .expect("terminated");
+        stack.wait_final(id, 60).await;
+    }
+
+    // A trainer that does not restore its optimizer: the drill fails and
+    // says what differed.
+    let r = start(release("faulty", &["--forget-optimizer-on-resume"])).await;
+    let d = outcome(r.drill_id).await;
+    assert_eq!(d.status, "FAILED", "{d:#?}");
+    assert!(d.status_reason.contains("the results differ"), "{d:#?}");
+
+    // As an attacker: another team may neither drill in this share nor
+    // list its drills, and nobody may write the log a drill's outcome is
+    // decided from.
+    let bob = stack.auth.client(&stack.nats_url, "bob").await;
+    let e = bob
+        .call::<_, serde_json::Value>(
+            Operation::StartResumeDrill,
+            &StartResumeDrill {
+                job: release("mine", &[]),
+                seed: None,
+            },
+        )
+        .await
+        .expect_err("not bob's share");
+    assert_eq!(
+        e.code(),
+        Some(qm_wire::messages::ErrorCode::AccessDenied),
+        "{e}"
+    );
+    let e = bob
+        .call::<_, serde_json::Value>(
+            Operation::ListResumeDrills,
+            &ListResumeDrills {
+                job_queue: "drills".into(),
+                quota_share_name: Some("team".into()),
+            },
+        )
+        .await
+        .expect_err("not bob's share");
+    assert_eq!(
+        e.code(),
+        Some(qm_wire::messages::ErrorCode::AccessDenied),
+        "{e}"
+    );
+    let forged = qm_wire::system::LogEntry::Drill {
+        drill_id: "d-forged".into(),
+        resumed_job_id: "j-forged-a".into(),
+        uninterrupted_job_id: "j-forged-b".into(),
+        job: release("forged", &[]),
+        seed: 1,
+        principal: Some("bob".into()),
+    };
+    let published = bob
+        .nats
+        .publish(
+            qm_wire::subjects::log_submit("drills").expect("subject"),
+            serde_json::to_vec(&forged).expect("json").into(),
+        )
+        .await;
+    // The server refuses the publish (a permissions violation closes
+    // nothing but drops the message); the drill never exists.
+    let _ = published;
+    let _ = bob.nats.flush().await;
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let list: ListResumeDrillsResponse = stack
+        .client
+        .call(
+            Operation::ListResumeDrills,
+            &ListResumeDrills {
+                job_queue: "drills".into(),
+                quota_share_name: None,
+            },
+        )
+        .await
+        .expect("listed");
+    assert!(
+        list.drills.iter().all(|d| d.drill_id != "d-forged"),
+        "{list:#?}"
+    );
+    assert_eq!(list.drills.len(), 2);
+    stack.stop_all();
+}

@@ -84,6 +84,22 @@ enum Command {
         after_help = "Examples:\n  qm submit --queue training --share QS1 --type ml.g5.xlarge --checkpoint -- qm-trainer --steps 400\n  qm submit -f job.yaml --priority 50"
     )]
     Submit(Box<live::SubmitArgs>),
+    /// Run a resume drill: the job twice on its share's own capacity, one
+    /// copy stopped after its first committed checkpoint and resumed, one
+    /// uninterrupted; it passes when both declare the same result
+    /// ($QM_RESULT_FILE). A passed drill lets the class borrow for that
+    /// image or command. Waits for the outcome (exit 1 if it fails).
+    #[command(
+        after_help = "Examples:\n  qm drill --queue training --share QS1 --type ml.g5.xlarge --class release --checkpoint -- qm-trainer --steps 2000 --step-delay-ms 20\n  qm drill -f job.yaml --class release --seed 7"
+    )]
+    Drill(Box<live::DrillArgs>),
+    /// A queue's resume drills and their outcomes (of the shares you may read).
+    Drills {
+        #[arg(long)]
+        queue: String,
+        #[arg(long)]
+        share: Option<String>,
+    },
     /// Show one job: status, reason, every attempt.
     Describe { job_id: String },
     /// What the next scheduling pass would do for a waiting job: start it
@@ -221,6 +237,8 @@ impl Command {
             Command::Whoami => "whoami",
             Command::Apply { .. } => "apply",
             Command::Submit(_) => "submit",
+            Command::Drill(_) => "drill",
+            Command::Drills { .. } => "drills",
             Command::Describe { .. } => "describe",
             Command::Explain { .. } => "explain",
             Command::List { .. } => "list",
@@ -309,6 +327,10 @@ async fn run_live(
         Command::Submit(args) => Some(live::submit_request(args)?),
         _ => None,
     };
+    let drill = match &command {
+        Command::Drill(args) => Some(live::drill_request(args)?),
+        _ => None,
+    };
     if let Command::Auth {
         tenancy,
         out,
@@ -350,6 +372,11 @@ async fn run_live(
             Some(job) => live::submit(&c, &job, json).await,
             None => Ok(()),
         },
+        Command::Drill(ref args) => match drill {
+            Some(request) => live::drill(&c, &request, args, json).await,
+            None => Ok(()),
+        },
+        Command::Drills { queue, share } => live::drills(&c, &queue, share, json).await,
         Command::Explain { job_id } => live::explain(&c, &job_id, json).await,
         Command::Describe { job_id } => live::describe(&c, &job_id, json).await,
         Command::List {

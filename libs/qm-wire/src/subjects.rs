@@ -144,10 +144,12 @@ pub enum Operation {
     WhoAmI,
     DryRunServiceJob,
     ExplainServiceJob,
+    StartResumeDrill,
+    ListResumeDrills,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 22] = [
+    pub const ALL: [Operation; 24] = [
         Operation::SubmitServiceJob,
         Operation::DescribeServiceJob,
         Operation::ListServiceJobs,
@@ -170,6 +172,8 @@ impl Operation {
         Operation::WhoAmI,
         Operation::DryRunServiceJob,
         Operation::ExplainServiceJob,
+        Operation::StartResumeDrill,
+        Operation::ListResumeDrills,
     ];
 
     pub fn name(self) -> &'static str {
@@ -196,6 +200,8 @@ impl Operation {
             Operation::WhoAmI => "WhoAmI",
             Operation::DryRunServiceJob => "DryRunServiceJob",
             Operation::ExplainServiceJob => "ExplainServiceJob",
+            Operation::StartResumeDrill => "StartResumeDrill",
+            Operation::ListResumeDrills => "ListResumeDrills",
         }
     }
 

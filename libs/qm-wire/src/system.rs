@@ -38,6 +38,20 @@ pub enum LogEntry {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         principal: Option<String>,
     },
+    /// A resume drill, written by admission before it answers
+    /// `StartResumeDrill`: `job` run twice, as `resumedJobId` (stopped
+    /// after its first committed checkpoint and resumed) and
+    /// `uninterruptedJobId`.
+    #[serde(rename_all = "camelCase")]
+    Drill {
+        drill_id: String,
+        resumed_job_id: String,
+        uninterrupted_job_id: String,
+        job: SubmitServiceJob,
+        seed: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        principal: Option<String>,
+    },
     /// A queue's whole configuration, written by admission after the
     /// configuration bucket accepted it at `revision`.
     #[serde(rename_all = "camelCase")]
@@ -142,6 +156,7 @@ impl LogEntry {
         }
         match (family, self) {
             ("submit", LogEntry::Submit { job, .. }) if job.job_queue == name => Ok(()),
+            ("submit", LogEntry::Drill { job, .. }) if job.job_queue == name => Ok(()),
             ("config", LogEntry::Config { queue, .. })
                 if queue.job_queue.job_queue_name == name =>
             {
@@ -158,6 +173,7 @@ impl LogEntry {
                 Ok(())
             }
             (_, LogEntry::Submit { .. }) => wrong("a submit for another queue, or"),
+            (_, LogEntry::Drill { .. }) => wrong("a drill for another queue, or"),
             (_, LogEntry::Config { .. }) => wrong("a configuration of another queue, or"),
             (_, LogEntry::Register(_)) => wrong("another executor's registration, or"),
             (_, LogEntry::Report(_)) => wrong("another executor's report, or"),
@@ -610,6 +626,7 @@ pub enum SchedOperation {
     /// A submit admission validated, to foresee and not to store.
     DryRunServiceJob(Box<crate::messages::SubmitServiceJob>),
     ExplainServiceJob(crate::messages::JobRef),
+    ListResumeDrills(crate::messages::ListResumeDrills),
 }
 
 impl SchedOperation {
@@ -623,6 +640,7 @@ impl SchedOperation {
             SchedOperation::TerminateServiceJob(_) => "TerminateServiceJob",
             SchedOperation::DryRunServiceJob(_) => "DryRunServiceJob",
             SchedOperation::ExplainServiceJob(_) => "ExplainServiceJob",
+            SchedOperation::ListResumeDrills(_) => "ListResumeDrills",
         }
     }
 

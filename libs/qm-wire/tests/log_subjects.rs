@@ -74,3 +74,27 @@ fn subjects_outside_the_log_families_or_with_extra_tokens_are_refused() {
         );
     }
 }
+
+#[test]
+fn a_drill_is_stored_only_on_its_queues_submit_subject() {
+    let drill = LogEntry::Drill {
+        drill_id: "d-1".into(),
+        resumed_job_id: "j-a".into(),
+        uninterrupted_job_id: "j-b".into(),
+        job: qm_wire::messages::SubmitServiceJob {
+            job_queue: "training".into(),
+            ..Default::default()
+        },
+        seed: 1,
+        principal: None,
+    };
+    let own = subjects::log_submit("training").expect("subject");
+    assert!(drill.clone().bind_to_subject(&own).is_ok());
+    let other = subjects::log_submit("other").expect("subject");
+    let e = drill.clone().bind_to_subject(&other).expect_err("refused");
+    assert!(e.contains("a drill for another queue"), "{e}");
+    // Nor as a decision, nor as an executor's report.
+    assert!(drill.clone().bind_to_subject(subjects::LOG_SCHED).is_err());
+    let exec = subjects::log_executor("node-1").expect("subject");
+    assert!(drill.clone().bind_to_subject(&exec).is_err());
+}

@@ -301,6 +301,39 @@ impl Admission {
                     Err(e) => respond::<()>(c, &msg, &Err(e)).await,
                 }
             }
+            Operation::StartResumeDrill => {
+                let r = match decode(p) {
+                    Ok(request) => self.start_drill(caller, request).await,
+                    Err(e) => Err(e),
+                };
+                respond(c, &msg, &r).await
+            }
+            Operation::ListResumeDrills => {
+                // Checked here first, and again (share by share) by the
+                // scheduler.
+                let check = decode::<qm_wire::messages::ListResumeDrills>(p).and_then(|l| {
+                    match &l.quota_share_name {
+                        Some(share) => authorize(
+                            caller,
+                            Action::ReadJob {
+                                queue: &l.job_queue,
+                                share,
+                            },
+                        ),
+                        None => authorize(
+                            caller,
+                            Action::ReadQueue {
+                                queue: &l.job_queue,
+                            },
+                        ),
+                    }
+                    .map_err(denied)
+                });
+                match check {
+                    Ok(()) => self.relay_reply(caller, op, &msg).await,
+                    Err(e) => respond::<()>(c, &msg, &Err(e)).await,
+                }
+            }
             Operation::DryRunServiceJob => {
                 // Checked as a submit is, then foreseen by the scheduler
                 // (which checks the caller again); nothing is stored.

@@ -298,6 +298,7 @@ impl Admission {
             Operation::TerminateServiceJob => SchedOperation::TerminateServiceJob(decode(payload)?),
             Operation::DryRunServiceJob => SchedOperation::DryRunServiceJob(decode(payload)?),
             Operation::ExplainServiceJob => SchedOperation::ExplainServiceJob(decode(payload)?),
+            Operation::ListResumeDrills => SchedOperation::ListResumeDrills(decode(payload)?),
             other => {
                 return Err(api::error(
                     ErrorCode::Internal,

@@ -11,6 +11,7 @@
 //! the log with its principal (`qm audit`).
 
 mod audit;
+mod drills;
 mod handlers;
 mod jobs;
 mod queues;

@@ -8,12 +8,14 @@ use time::OffsetDateTime;
 
 mod admin;
 mod audit;
+mod drill;
 mod jobs;
 mod observe;
 mod submit;
 
 pub use admin::{apply, auth, whoami};
 pub use audit::{audit, audit_request};
+pub use drill::{drill, drill_request, drills, DrillArgs};
 pub use jobs::{describe, list, logs, terminate, update};
 pub use observe::{snapshot, top, watch};
 pub use submit::{dry_run, explain, submit, submit_request, SubmitArgs};

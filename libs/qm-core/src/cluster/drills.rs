@@ -85,7 +85,7 @@ impl Cluster {
     }
 
     /// Every drill, running and decided, by id.
-    pub fn drills(&self) -> impl Iterator<Item = &Drill> {
+    pub fn drills(&self) -> impl DoubleEndedIterator<Item = &Drill> {
         self.drills.values()
     }
 

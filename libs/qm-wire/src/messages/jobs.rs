@@ -429,3 +429,77 @@ pub struct JobOutlook {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ahead: Vec<String>,
 }
+
+/// `StartResumeDrill`: runs `job` twice on its share's own capacity, one
+/// copy stopped after its first committed checkpoint and resumed, one
+/// uninterrupted, and compares what they declare as their result
+/// (`docs/workload-classes.md`). Its right is a submit's.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StartResumeDrill {
+    pub job: SubmitServiceJob,
+    /// Draws the point at which the resumed copy is stopped (default: one
+    /// drawn by admission).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StartResumeDrillResponse {
+    pub drill_id: String,
+    /// The copy that is stopped and resumed.
+    pub resumed_job_id: String,
+    pub uninterrupted_job_id: String,
+}
+
+/// `ListResumeDrills`: a queue's drills, those of the shares the caller
+/// may read.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListResumeDrills {
+    pub job_queue: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota_share_name: Option<String>,
+}
+
+/// One resume drill and its outcome.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResumeDrill {
+    pub drill_id: String,
+    pub job_queue: String,
+    pub quota_share_name: String,
+    pub workload_class: String,
+    /// What it proves: `image:<reference>` or `command:<sha256>`.
+    pub artifact: String,
+    /// RUNNING | PASSED | FAILED
+    pub status: String,
+    /// Why it failed: what differed, or why it could not be decided.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub status_reason: String,
+    pub resumed_job_id: String,
+    pub uninterrupted_job_id: String,
+    pub started_at: u64,
+    /// When the resumed copy was stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<u64>,
+    /// Work the stop cost the resumed copy (ms per instance, since its
+    /// last checkpoint).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recomputed_ms: Option<u64>,
+    /// The checkpoint step the resumed copy restored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored_step: Option<u64>,
+    /// From the resumed attempt's placement to its process running, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore_ms: Option<u64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListResumeDrillsResponse {
+    pub drills: Vec<ResumeDrill>,
+}

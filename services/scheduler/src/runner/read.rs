@@ -110,6 +110,34 @@ impl Runner<'_> {
                 });
                 self.reply(msg.reply, r).await
             }
+            SchedOperation::ListResumeDrills(l) => {
+                let r = match &l.quota_share_name {
+                    Some(share) => allowed(
+                        caller,
+                        Action::ReadJob {
+                            queue: &l.job_queue,
+                            share,
+                        },
+                    ),
+                    None => allowed(
+                        caller,
+                        Action::ReadQueue {
+                            queue: &l.job_queue,
+                        },
+                    ),
+                }
+                .map(|()| {
+                    let may_read = |s: &str| readable(caller, &l.job_queue, s);
+                    qm_wire::messages::ListResumeDrillsResponse {
+                        drills: self.state.drills(
+                            &l.job_queue,
+                            l.quota_share_name.as_deref(),
+                            &may_read,
+                        ),
+                    }
+                });
+                self.reply(msg.reply, r).await
+            }
             SchedOperation::ExplainServiceJob(j) => {
                 // Who may read it is checked before anything is computed.
                 let r = match self.state.share_of(&j.job_id) {

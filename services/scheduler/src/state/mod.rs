@@ -23,6 +23,7 @@
 //! | `views.rs` | what `DescribeServiceJob` shows |
 
 mod commands;
+mod drills;
 mod executors;
 mod passes;
 mod positions;
@@ -85,6 +86,9 @@ pub struct QueueState {
     /// Shares whose containers may not run as root (`runAsNonRoot`).
     #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
     pub non_root_shares: std::collections::BTreeSet<String>,
+    /// Resume drills' public ids, by the core's drill id.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub drill_ids: BTreeMap<u64, String>,
 }
 
 impl QueueState {
@@ -163,6 +167,20 @@ impl State {
         let mut fx = Vec::new();
         match entry {
             LogEntry::Submit { job_id, job, .. } => self.submit(job_id, job, now),
+            LogEntry::Drill {
+                drill_id,
+                resumed_job_id,
+                uninterrupted_job_id,
+                job,
+                seed,
+                ..
+            } => self.drill(
+                drill_id,
+                [resumed_job_id, uninterrupted_job_id],
+                job,
+                seed,
+                now,
+            ),
             LogEntry::Config {
                 queue, revision, ..
             } => self.configure(queue, revision, now, &mut fx),
@@ -310,7 +328,13 @@ impl State {
         due
     }
 
-    fn reject(&mut self, job_id: String, submit: SubmitServiceJob, reason: String, at: u64) {
+    pub(crate) fn reject(
+        &mut self,
+        job_id: String,
+        submit: SubmitServiceJob,
+        reason: String,
+        at: u64,
+    ) {
         tracing::warn!(job = %job_id, %reason, "stored job rejected by the scheduler");
         self.rejected
             .insert(job_id, Rejected { submit, reason, at });
@@ -368,6 +392,7 @@ impl State {
                             meta: BTreeMap::new(),
                             config_revision: revision,
                             non_root_shares,
+                            drill_ids: BTreeMap::new(),
                         },
                     );
                 }
