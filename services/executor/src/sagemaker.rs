@@ -333,4 +333,22 @@ mod tests {
         assert_eq!(layout.failure_reason(), None, "a planted link is not read");
         let _ = std::fs::remove_dir_all(&dir);
     }
+
+    #[test]
+    fn a_result_is_read_only_from_a_plain_file_and_cut() {
+        let dir = std::env::temp_dir().join(format!("qm-result-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        let result = dir.join("result");
+        assert_eq!(owned_text(&result, 8), None, "none written");
+        std::fs::write(&result, "digest-0123456789\n").expect("write");
+        assert_eq!(owned_text(&result, 8).as_deref(), Some("digest-0"));
+        std::fs::remove_file(&result).expect("rm");
+        std::os::unix::fs::symlink("/etc/hostname", &result).expect("link");
+        assert_eq!(owned_text(&result, 64), None, "a planted link is not read");
+        std::fs::remove_file(&result).expect("rm");
+        std::fs::create_dir(&result).expect("a folder");
+        assert_eq!(owned_text(&result, 64), None, "nor a folder");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
