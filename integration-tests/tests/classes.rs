@@ -383,3 +383,143 @@ async fn a_drill_that_passes_lets_the_class_borrow_and_one_that_forgets_the_opti
     assert_eq!(list.drills.len(), 2);
     stack.stop_all();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_policy_stability_record_counts_the_three_share_story_and_is_scoped() {
+    use qm_integration_tests::story::QUEUE_YAML;
+    use qm_wire::messages::{GetPolicyStabilityRecord, PolicyStabilityRecord};
+    let (_nats, _s3, mut stack) = running("governance", QUEUE_YAML).await;
+    stack.executor("node-1", "training", "ml.g5.xlarge", 3);
+    let alice = stack.auth.client(&stack.nats_url, "alice").await;
+    let bob = stack.auth.client(&stack.nats_url, "bob").await;
+    let job = |name: &str, share: &str, priority: u32| {
+        stack.trainer_job(name, "training", share, priority, &LONG)
+    };
+    // The story: p3 runs, p2 borrows QS2's idle instance, QS2's own job
+    // reclaims it, alice raises p1 above p3, which preempts p3 in-share.
+    let p3 = stack.submit_as(&alice, &job("p3", "QS1", 3)).await;
+    stack
+        .wait_for(&p3, 60, "RUNNING", |j| j.status == "RUNNING")
+        .await;
+    let p2 = stack.submit_as(&alice, &job("p2", "QS1", 2)).await;
+    stack
+        .wait_for(&p2, 60, "RUNNING", |j| j.status == "RUNNING")
+        .await;
+    let p1 = stack.submit_as(&alice, &job("p1", "QS1", 1)).await;
+    let q2 = stack.submit_as(&bob, &job("q2", "QS2", 0)).await;
+    stack
+        .wait_for(&q2, 60, "RUNNING", |j| j.status == "RUNNING")
+        .await;
+    stack.update_priority_as(&alice, &p1, 4).await;
+    stack
+        .wait_for(&p1, 60, "RUNNING", |j| j.status == "RUNNING")
+        .await;
+    stack
+        .wait_for(&p3, 30, "preempted in-share", |j| {
+            j.attempts.first().and_then(|a| a.outcome.as_deref()) == Some("PREEMPTED_IN_SHARE")
+        })
+        .await;
+    // The platform team changes QS1 (classes), and alice stops her jobs.
+    stack
+        .apply(include_str!("../../examples/queues/classes.yaml"))
+        .await;
+    for id in [&p1, &p2, &p3] {
+        alice
+            .call::<_, serde_json::Value>(
+                Operation::TerminateServiceJob,
+                &serde_json::json!({"jobId": id, "reason": "story over"}),
+            )
+            .await
+            .expect("terminated");
+    }
+    let record = |client: qm_service::client::Client| async move {
+        client
+            .call::<_, PolicyStabilityRecord>(
+                Operation::GetPolicyStabilityRecord,
+                &GetPolicyStabilityRecord {
+                    job_queue: "training".into(),
+                    quota_share_name: None,
+                    since: None,
+                },
+            )
+            .await
+            .expect("the record")
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let r = loop {
+        let r = record(stack.client.clone()).await;
+        let qs1 = r.weeks.iter().find(|w| w.quota_share_name == "QS1");
+        if qs1.is_some_and(|w| w.terminations.iter().map(|t| t.count).sum::<u32>() == 3) {
+            break r;
+        }
+        assert!(std::time::Instant::now() < deadline, "{r:#?}");
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    };
+    let qs1 = r
+        .weeks
+        .iter()
+        .find(|w| w.quota_share_name == "QS1")
+        .expect("QS1");
+    assert_eq!(
+        (
+            qs1.priority_changes.len(),
+            qs1.priority_changes[0].principal.as_str(),
+            qs1.priority_changes[0].count
+        ),
+        (1, "alice", 1),
+        "{qs1:#?}"
+    );
+    assert_eq!(qs1.terminations[0].principal, "alice");
+    let kinds: Vec<(&str, &str, u32)> = qs1
+        .preemptions
+        .iter()
+        .map(|p| (p.kind.as_str(), p.workload_class.as_str(), p.count))
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![("CROSS_SHARE", "default", 1), ("IN_SHARE", "default", 1)]
+    );
+    assert_eq!(
+        qs1.configuration_changes[0].principal, "platform",
+        "{qs1:#?}"
+    );
+    let qs2 = r
+        .weeks
+        .iter()
+        .find(|w| w.quota_share_name == "QS2")
+        .expect("QS2");
+    let waits = qs2
+        .reclaim_wait_seconds
+        .as_ref()
+        .expect("QS2 waited for its instance");
+    assert_eq!(waits.count, 1, "{qs2:#?}");
+    // Scoped like every read: bob sees his team's share only.
+    let bobs = record(bob.clone()).await;
+    assert!(
+        !bobs.weeks.is_empty() && bobs.weeks.iter().all(|w| w.quota_share_name == "QS2"),
+        "{bobs:#?}"
+    );
+    let e = bob
+        .call::<_, PolicyStabilityRecord>(
+            Operation::GetPolicyStabilityRecord,
+            &GetPolicyStabilityRecord {
+                job_queue: "training".into(),
+                quota_share_name: Some("QS1".into()),
+                since: None,
+            },
+        )
+        .await
+        .expect_err("not bob's share");
+    assert_eq!(
+        e.code(),
+        Some(qm_wire::messages::ErrorCode::AccessDenied),
+        "{e}"
+    );
+    bob.call::<_, serde_json::Value>(
+        Operation::TerminateServiceJob,
+        &serde_json::json!({"jobId": q2, "reason": "story over"}),
+    )
+    .await
+    .expect("terminated");
+    stack.stop_all();
+}

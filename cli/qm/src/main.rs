@@ -100,6 +100,23 @@ enum Command {
         #[arg(long)]
         share: Option<String>,
     },
+    /// The policy-stability record, per share and week: priority changes
+    /// and terminations by whom, configuration changes, preemptions by kind
+    /// and class, jobs preempted more than twice, owners' reclaim waits,
+    /// drills, borrowing refused for a missing resume proof. `--output csv`
+    /// for a spreadsheet.
+    #[command(
+        after_help = "Examples:\n  qm governance --queue training\n  qm governance --queue training --share QS1 --since 2026-11-01T00:00:00Z --output csv"
+    )]
+    Governance {
+        #[arg(long)]
+        queue: String,
+        #[arg(long)]
+        share: Option<String>,
+        /// Weeks that end after this (RFC 3339, or ms since the epoch).
+        #[arg(long)]
+        since: Option<String>,
+    },
     /// Show one job: status, reason, every attempt.
     Describe { job_id: String },
     /// What the next scheduling pass would do for a waiting job: start it
@@ -224,6 +241,8 @@ enum Output {
     Table,
     /// One JSON document for scripts.
     Json,
+    /// Comma-separated values, one row per record (qm governance only).
+    Csv,
 }
 
 impl Command {
@@ -239,6 +258,7 @@ impl Command {
             Command::Submit(_) => "submit",
             Command::Drill(_) => "drill",
             Command::Drills { .. } => "drills",
+            Command::Governance { .. } => "governance",
             Command::Describe { .. } => "describe",
             Command::Explain { .. } => "explain",
             Command::List { .. } => "list",
@@ -297,8 +317,13 @@ fn main() -> ExitCode {
                 otel.status_code = tracing::field::Empty,
             );
             let result = runtime.block_on(
-                run_live(&cli.nats, &cli.credentials, output == Output::Json, command)
-                    .instrument(span.clone()),
+                run_live(
+                    &cli.nats,
+                    &cli.credentials,
+                    (output == Output::Json, output == Output::Csv),
+                    command,
+                )
+                .instrument(span.clone()),
             );
             if result.is_err() {
                 span.record("otel.status_code", "ERROR");
@@ -319,9 +344,22 @@ fn main() -> ExitCode {
 async fn run_live(
     nats: &str,
     credentials: &live::Credentials,
-    json: bool,
+    (json, csv): (bool, bool),
     command: Command,
 ) -> Result<(), live::Failure> {
+    if csv && !matches!(command, Command::Governance { .. }) {
+        return Err(live::Failure(
+            "--output csv: only qm governance writes CSV".into(),
+            2,
+        ));
+    }
+    let since = match &command {
+        Command::Governance { since, .. } => since
+            .as_deref()
+            .map(|t| live::parse_time("--since", t))
+            .transpose()?,
+        _ => None,
+    };
     // Bad usage is reported before anything is contacted.
     let submit = match &command {
         Command::Submit(args) => Some(live::submit_request(args)?),
@@ -377,6 +415,9 @@ async fn run_live(
             None => Ok(()),
         },
         Command::Drills { queue, share } => live::drills(&c, &queue, share, json).await,
+        Command::Governance { queue, share, .. } => {
+            live::governance(&c, &queue, share, since, json, csv).await
+        }
         Command::Explain { job_id } => live::explain(&c, &job_id, json).await,
         Command::Describe { job_id } => live::describe(&c, &job_id, json).await,
         Command::List {
@@ -458,6 +499,7 @@ fn simulate(
             serde_json::to_string_pretty(&report.summary).map_err(|e| e.to_string())?
         ),
         (Output::Table, _) => print!("{}", report.to_table()),
+        (Output::Csv, _) => return Err("--output csv: only qm governance writes CSV".into()),
     }
     Ok(())
 }

@@ -146,10 +146,11 @@ pub enum Operation {
     ExplainServiceJob,
     StartResumeDrill,
     ListResumeDrills,
+    GetPolicyStabilityRecord,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 24] = [
+    pub const ALL: [Operation; 25] = [
         Operation::SubmitServiceJob,
         Operation::DescribeServiceJob,
         Operation::ListServiceJobs,
@@ -174,6 +175,7 @@ impl Operation {
         Operation::ExplainServiceJob,
         Operation::StartResumeDrill,
         Operation::ListResumeDrills,
+        Operation::GetPolicyStabilityRecord,
     ];
 
     pub fn name(self) -> &'static str {
@@ -202,6 +204,7 @@ impl Operation {
             Operation::ExplainServiceJob => "ExplainServiceJob",
             Operation::StartResumeDrill => "StartResumeDrill",
             Operation::ListResumeDrills => "ListResumeDrills",
+            Operation::GetPolicyStabilityRecord => "GetPolicyStabilityRecord",
         }
     }
 

@@ -627,6 +627,7 @@ pub enum SchedOperation {
     DryRunServiceJob(Box<crate::messages::SubmitServiceJob>),
     ExplainServiceJob(crate::messages::JobRef),
     ListResumeDrills(crate::messages::ListResumeDrills),
+    GetPolicyStabilityRecord(crate::messages::GetPolicyStabilityRecord),
 }
 
 impl SchedOperation {
@@ -641,6 +642,7 @@ impl SchedOperation {
             SchedOperation::DryRunServiceJob(_) => "DryRunServiceJob",
             SchedOperation::ExplainServiceJob(_) => "ExplainServiceJob",
             SchedOperation::ListResumeDrills(_) => "ListResumeDrills",
+            SchedOperation::GetPolicyStabilityRecord(_) => "GetPolicyStabilityRecord",
         }
     }
 

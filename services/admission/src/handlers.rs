@@ -308,9 +308,9 @@ impl Admission {
                 };
                 respond(c, &msg, &r).await
             }
-            Operation::ListResumeDrills => {
+            Operation::ListResumeDrills | Operation::GetPolicyStabilityRecord => {
                 // Checked here first, and again (share by share) by the
-                // scheduler.
+                // scheduler (both name a queue and perhaps a share).
                 let check = decode::<qm_wire::messages::ListResumeDrills>(p).and_then(|l| {
                     match &l.quota_share_name {
                         Some(share) => authorize(

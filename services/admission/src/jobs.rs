@@ -299,6 +299,9 @@ impl Admission {
             Operation::DryRunServiceJob => SchedOperation::DryRunServiceJob(decode(payload)?),
             Operation::ExplainServiceJob => SchedOperation::ExplainServiceJob(decode(payload)?),
             Operation::ListResumeDrills => SchedOperation::ListResumeDrills(decode(payload)?),
+            Operation::GetPolicyStabilityRecord => {
+                SchedOperation::GetPolicyStabilityRecord(decode(payload)?)
+            }
             other => {
                 return Err(api::error(
                     ErrorCode::Internal,

@@ -9,13 +9,15 @@ use time::OffsetDateTime;
 mod admin;
 mod audit;
 mod drill;
+mod governance;
 mod jobs;
 mod observe;
 mod submit;
 
 pub use admin::{apply, auth, whoami};
-pub use audit::{audit, audit_request};
+pub use audit::{audit, audit_request, parse_time};
 pub use drill::{drill, drill_request, drills, DrillArgs};
+pub use governance::governance;
 pub use jobs::{describe, list, logs, terminate, update};
 pub use observe::{snapshot, top, watch};
 pub use submit::{dry_run, explain, submit, submit_request, SubmitArgs};

@@ -503,3 +503,81 @@ pub struct ResumeDrill {
 pub struct ListResumeDrillsResponse {
     pub drills: Vec<ResumeDrill>,
 }
+
+/// `GetPolicyStabilityRecord`: per share and week, how often the
+/// arrangement needed people (priority changes, terminations,
+/// configuration changes) and how it treated work (preemptions, owners'
+/// reclaim waits, drills, borrowing refused for a missing resume proof).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GetPolicyStabilityRecord {
+    pub job_queue: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota_share_name: Option<String>,
+    /// Weeks that end after this (ms since the Unix epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<u64>,
+}
+
+/// A count by who caused it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ByPrincipal {
+    pub principal: String,
+    pub count: u32,
+}
+
+/// Preemptions of one kind and workload class.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PreemptionCount {
+    /// CROSS_SHARE | IN_SHARE | LIMIT_REDUCED
+    pub kind: String,
+    pub workload_class: String,
+    pub count: u32,
+}
+
+/// Seconds, nearest-rank percentiles.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WaitPercentiles {
+    pub count: u32,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+/// One share's week.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShareWeek {
+    pub quota_share_name: String,
+    /// Its Monday, `YYYY-MM-DD` (weeks start Monday 00:00 UTC).
+    pub week: String,
+    pub week_start: u64,
+    pub priority_changes: Vec<ByPrincipal>,
+    pub terminations: Vec<ByPrincipal>,
+    pub configuration_changes: Vec<ByPrincipal>,
+    /// Of this share's jobs.
+    pub preemptions: Vec<PreemptionCount>,
+    /// Jobs of this share preempted a third time this week.
+    pub jobs_preempted_more_than_twice: u32,
+    /// How long this share's jobs waited for lent capacity back: from the
+    /// reclaim's first preemption to their start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reclaim_wait_seconds: Option<WaitPercentiles>,
+    pub drills_passed: u32,
+    pub drills_failed: u32,
+    /// Jobs submitted in a class that borrows only with a resume proof,
+    /// for an image or command without one.
+    pub borrow_refusals_missing_proof: u32,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyStabilityRecord {
+    pub job_queue: String,
+    /// Oldest week first, shares in name order within a week.
+    pub weeks: Vec<ShareWeek>,
+}

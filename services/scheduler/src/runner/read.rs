@@ -110,6 +110,33 @@ impl Runner<'_> {
                 });
                 self.reply(msg.reply, r).await
             }
+            SchedOperation::GetPolicyStabilityRecord(g) => {
+                let r = match &g.quota_share_name {
+                    Some(share) => allowed(
+                        caller,
+                        Action::ReadJob {
+                            queue: &g.job_queue,
+                            share,
+                        },
+                    ),
+                    None => allowed(
+                        caller,
+                        Action::ReadQueue {
+                            queue: &g.job_queue,
+                        },
+                    ),
+                }
+                .map(|()| {
+                    let may_read = |s: &str| readable(caller, &g.job_queue, s);
+                    self.state.governance(
+                        &g.job_queue,
+                        g.quota_share_name.as_deref(),
+                        g.since,
+                        &may_read,
+                    )
+                });
+                self.reply(msg.reply, r).await
+            }
             SchedOperation::ListResumeDrills(l) => {
                 let r = match &l.quota_share_name {
                     Some(share) => allowed(

@@ -25,6 +25,7 @@
 mod commands;
 mod drills;
 mod executors;
+pub mod governance;
 mod passes;
 mod positions;
 mod views;
@@ -89,6 +90,12 @@ pub struct QueueState {
     /// Resume drills' public ids, by the core's drill id.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub drill_ids: BTreeMap<u64, String>,
+    /// The policy-stability record: share -> week start -> counts.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub governance: BTreeMap<String, BTreeMap<u64, governance::WeekRecord>>,
+    /// Jobs lent capacity is being reclaimed for, since when (ms).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub reclaim_pending: BTreeMap<JobId, u64>,
 }
 
 impl QueueState {
@@ -182,8 +189,11 @@ impl State {
                 now,
             ),
             LogEntry::Config {
-                queue, revision, ..
-            } => self.configure(queue, revision, now, &mut fx),
+                queue,
+                revision,
+                principal,
+                ..
+            } => self.configure(queue, revision, principal, now, &mut fx),
             LogEntry::Register(r) => self.register(r, now, &mut fx),
             LogEntry::Report(r) => self.report(r, now, &mut fx),
             LogEntry::Checkpoint(c) => self.checkpoint(c, &mut fx),
@@ -209,17 +219,43 @@ impl State {
             LogEntry::Priority {
                 job_id,
                 scheduling_priority,
+                principal,
                 ..
             } => {
                 if let Some((q, id)) = self.locate(&job_id) {
-                    let _ = self
+                    let changed = self
                         .queue_mut(&q)
                         .cluster
-                        .update_priority(id, scheduling_priority);
+                        .update_priority(id, scheduling_priority)
+                        .is_ok();
+                    if changed {
+                        let share = self.share_name(&q, id);
+                        if let Some(w) = self.week(&q, &share, now) {
+                            *w.priority_changes
+                                .entry(principal.unwrap_or_else(|| "unknown".into()))
+                                .or_default() += 1;
+                        }
+                    }
                 }
             }
-            LogEntry::Terminate { job_id, .. } => {
+            LogEntry::Terminate {
+                job_id, principal, ..
+            } => {
                 if let Some((q, id)) = self.locate(&job_id) {
+                    let live = self
+                        .queues
+                        .get(&q)
+                        .and_then(|qs| qs.cluster.job(id))
+                        .is_some_and(|j| !j.status.is_final());
+                    if live {
+                        let share = self.share_name(&q, id);
+                        if let Some(w) = self.week(&q, &share, now) {
+                            *w.terminations
+                                .entry(principal.unwrap_or_else(|| "unknown".into()))
+                                .or_default() += 1;
+                        }
+                        self.note_finished(&q, id);
+                    }
                     if let Ok(true) = self.queue_mut(&q).cluster.terminate(id, Time(now)) {
                         self.stopping.insert(QueueJob::new(&q, id));
                         self.stop_command(&q, id, &mut fx);
@@ -273,6 +309,16 @@ impl State {
         };
         match qs.cluster.submit(spec, Time(now)) {
             Ok(id) => {
+                let core = qs.cluster.job(id).expect("just submitted");
+                if core.borrow_bar == Some(qm_core::BorrowBar::ResumeNotVerified) {
+                    let share = qs.cluster.share_config(core.spec.share).name.clone();
+                    qs.governance
+                        .entry(share)
+                        .or_default()
+                        .entry(governance::week_start(now))
+                        .or_default()
+                        .missing_proof += 1;
+                }
                 qs.ids.insert(job_id.clone(), id);
                 qs.meta.insert(
                     id,
@@ -340,7 +386,14 @@ impl State {
             .insert(job_id, Rejected { submit, reason, at });
     }
 
-    fn configure(&mut self, doc: QueueDocument, revision: u64, now: u64, fx: &mut Effects) {
+    fn configure(
+        &mut self,
+        doc: QueueDocument,
+        revision: u64,
+        principal: Option<String>,
+        now: u64,
+        fx: &mut Effects,
+    ) {
         let name = doc.job_queue.job_queue_name.clone();
         if self
             .queues
@@ -362,11 +415,34 @@ impl State {
             .filter(|s| s.run_as_non_root == Some(true))
             .map(|s| s.quota_share_name.clone())
             .collect();
+        // Shares this change creates or changes, for the stability record.
+        let before = self.queues.get(&name).map(|qs| qs.cluster.queue_config());
+        let changed: Vec<String> = config
+            .shares
+            .iter()
+            .filter(|new| {
+                before
+                    .as_ref()
+                    .is_none_or(|b| b.share(&new.name) != Some(*new))
+            })
+            .map(|s| s.name.clone())
+            .collect();
+        let by = principal.unwrap_or_else(|| "unknown".into());
         match self.queues.get_mut(&name) {
             Some(qs) => match qs.cluster.update_queue(config, Time(now)) {
                 Ok(stops) => {
                     qs.config_revision = revision;
                     qs.non_root_shares = non_root_shares;
+                    for share in &changed {
+                        *qs.governance
+                            .entry(share.clone())
+                            .or_default()
+                            .entry(governance::week_start(now))
+                            .or_default()
+                            .config_changes
+                            .entry(by.clone())
+                            .or_default() += 1;
+                    }
                     for id in stops {
                         self.stopping.insert(QueueJob::new(&name, id));
                         self.stop_command(&name, id, fx);
@@ -393,6 +469,8 @@ impl State {
                             config_revision: revision,
                             non_root_shares,
                             drill_ids: BTreeMap::new(),
+                            governance: BTreeMap::new(),
+                            reclaim_pending: BTreeMap::new(),
                         },
                     );
                 }

@@ -121,8 +121,12 @@ impl State {
             return;
         };
         let plan = plan.unwrap_or_else(|| Self::plan_of(qs, record));
+        for p in &plan.preemptions {
+            self.note_preemption(&q, p.job, p.kind, p.for_job, record.now);
+        }
         self.queue_mut(&q).cluster.apply(&plan);
         for s in &plan.starts {
+            self.note_start(&q, s.job, record.now);
             fx.extend(self.start_commands(&q, s.job, false));
         }
         let mut stops: Vec<JobId> = plan.timeouts.clone();
