@@ -46,7 +46,8 @@ pub struct WhatifArgs {
     /// Policies to compare (default: all): partitions, pool, borrow-50,
     /// borrow-100, borrow-unlimited, borrow-100+min-runtime,
     /// borrow-100+cooldown, borrow-100+checkpointing-only,
-    /// borrow-100+checkpoint-then-preempt.
+    /// borrow-100+checkpoint-then-preempt, borrow-100+classes (jobs drawn
+    /// into three workload classes by the seed).
     #[arg(long, value_delimiter = ',')]
     policies: Vec<String>,
     /// A malformed trace line: `skip` it (reported) or `fail`.

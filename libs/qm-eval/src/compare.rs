@@ -37,6 +37,57 @@ pub struct Policy {
     /// and given this long before it is stopped (it commits after
     /// `checkpoint_seconds`).
     pub checkpoint_before_preempt: Option<(u64, f64)>,
+    /// Workload classes in every share ([`CLASSES`]), jobs drawn into them
+    /// by [`class_of`], in-share preemption on.
+    pub classes: bool,
+}
+
+/// The workload classes the `classes` policy gives every share, with the
+/// share of jobs drawn into each: exploratory work (60%, may borrow),
+/// release work (30%, never on borrowed capacity, preempted in-share only
+/// by urgent work) and urgent work (10%, the highest band, may borrow).
+pub const CLASSES: [(&str, u32); 3] = [("exploratory", 60), ("release", 30), ("urgent", 10)];
+
+/// The class a job is drawn into: a hash of its name and the workload's
+/// seed, against [`CLASSES`]' proportions. Every policy reports the same
+/// jobs under the same class, so "one policy per share" and "classes" are
+/// compared class by class.
+pub fn class_of(seed: u64, job_name: &str) -> &'static str {
+    // FNV-1a, seeded.
+    let h = job_name.bytes().fold(0xcbf2_9ce4_8422_2325 ^ seed, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    let mut draw = (h % 100) as u32;
+    for (name, percent) in CLASSES {
+        if draw < percent {
+            return name;
+        }
+        draw -= percent;
+    }
+    CLASSES[0].0
+}
+
+fn class_documents() -> Vec<wire::WorkloadClass> {
+    let band = |min, max| wire::PriorityBand { min, max };
+    vec![
+        wire::WorkloadClass {
+            name: "exploratory".into(),
+            priority_band: band(0, 99),
+            ..Default::default()
+        },
+        wire::WorkloadClass {
+            name: "release".into(),
+            priority_band: band(100, 199),
+            may_borrow: Some(false),
+            preemptible_by: Some(vec!["urgent".into()]),
+            ..Default::default()
+        },
+        wire::WorkloadClass {
+            name: "urgent".into(),
+            priority_band: band(200, 299),
+            ..Default::default()
+        },
+    ]
 }
 
 impl Policy {
@@ -48,6 +99,7 @@ impl Policy {
             reborrow_cooldown_seconds: None,
             borrow_requires_checkpoint: false,
             checkpoint_before_preempt: None,
+            classes: false,
         }
     }
 
@@ -72,6 +124,9 @@ impl Policy {
             s.push_str(&format!(
                 "; checkpoint-then-preempt ({w} s window, jobs commit {c:.0} s after the signal)"
             ));
+        }
+        if self.classes {
+            s.push_str("; workload classes: exploratory (60% of jobs, may borrow), release (30%, never borrows, preempted in-share only by urgent), urgent (10%, highest band), in-share preemption on");
         }
         s
     }
@@ -103,6 +158,10 @@ pub fn default_policies() -> Vec<Policy> {
             checkpoint_before_preempt: Some((300, 60.0)),
             ..b("borrow-100+checkpoint-then-preempt")
         },
+        Policy {
+            classes: true,
+            ..b("borrow-100+classes")
+        },
     ]
 }
 
@@ -133,9 +192,15 @@ pub fn scenario(workload: &Workload, policy: &Policy) -> Scenario {
                 borrow_limit,
             }),
             preemption_configuration: Some(wire::SharePreemptionConfiguration {
-                in_share_preemption: "DISABLED".into(),
+                in_share_preemption: if policy.classes {
+                    "ENABLED"
+                } else {
+                    "DISABLED"
+                }
+                .into(),
             }),
             protections: Some(protections),
+            workload_classes: policy.classes.then(class_documents),
             ..Default::default()
         }
     };
@@ -162,8 +227,11 @@ pub fn scenario(workload: &Workload, policy: &Policy) -> Scenario {
                 },
                 instance_type: ty.clone(),
                 instance_count: j.instances,
-                scheduling_priority: Some(0),
-                workload_class: None,
+                // With classes, the lowest of its class's band.
+                scheduling_priority: (!policy.classes).then_some(0),
+                workload_class: policy
+                    .classes
+                    .then(|| class_of(workload.mapping.seed, &j.name).to_string()),
                 preemption_retries_before_termination: None,
                 retry_strategy: None,
                 timeout_config: None,
@@ -295,6 +363,8 @@ pub struct PolicyResult {
     pub completion_cdf_hours: Vec<f64>,
     /// Owners' reclaim waits (seconds), sorted, at most 400 points.
     pub reclaim_wait_cdf_seconds: Vec<f64>,
+    /// Per workload class ([`class_of`]), the same jobs under every policy.
+    pub by_class: BTreeMap<String, Measures>,
     /// Share -> instances in use, sampled over time (days, instances).
     pub usage: BTreeMap<String, Vec<(f64, u32)>>,
     /// The first refused submissions, with the error a client would get.
@@ -347,10 +417,12 @@ pub fn run(
         reclaim: Vec<f64>,
     }
     let mut acc: BTreeMap<String, Acc> = BTreeMap::new();
+    let seed = workload.mapping.seed;
     for j in &report.jobs {
         let (share, duration) = info.get(j.job_name.as_str()).copied().unwrap_or(("?", 0.0));
         let count = f64::from(j.instance_count) * gpi;
-        for key in [share, "*"] {
+        let class = format!("class:{}", class_of(seed, &j.job_name));
+        for key in [share, "*", class.as_str()] {
             let a = acc.entry(key.to_string()).or_default();
             a.m.jobs += 1;
             if j.status == "SUCCEEDED" {
@@ -393,6 +465,7 @@ pub fn run(
     }
     let run_hours = report.summary.end_time.max(1.0) / 3600.0;
     let mut measures = BTreeMap::new();
+    let mut by_class = BTreeMap::new();
     let mut completion_all = Vec::new();
     let mut reclaim_all = Vec::new();
     for (k, a) in acc {
@@ -411,7 +484,10 @@ pub fn run(
         m.completion_seconds = Pct::of(a.completion);
         m.wait_seconds = Pct::of(a.wait);
         m.reclaim_wait_seconds = Pct::of(a.reclaim);
-        measures.insert(k, m);
+        match k.strip_prefix("class:") {
+            Some(class) => by_class.insert(class.to_string(), m),
+            None => measures.insert(k, m),
+        };
     }
     if policy.sharing != Sharing::Pool {
         for s in &report.shares {
@@ -463,6 +539,7 @@ pub fn run(
         preemptions_per_hour: preemptions as f64 / (end / 3600.0),
         end_seconds: end,
         completion_cdf_hours: hours(completion_all),
+        by_class,
         reclaim_wait_cdf_seconds: downsample(
             &reclaim_all
                 .iter()
@@ -521,4 +598,32 @@ pub fn run_all(
         .into_iter()
         .map(|r| r.unwrap_or_else(|| Err("a policy did not run".into())))
         .collect()
+}
+
+#[cfg(test)]
+mod class_tests {
+    use super::*;
+
+    #[test]
+    fn jobs_are_drawn_into_classes_by_seed_in_the_stated_proportions() {
+        assert_eq!(class_of(2021, "job-17"), class_of(2021, "job-17"));
+        let mut counts: BTreeMap<&str, u32> = BTreeMap::new();
+        for i in 0..10_000 {
+            *counts
+                .entry(class_of(2021, &format!("job-{i}")))
+                .or_default() += 1;
+        }
+        for (name, percent) in CLASSES {
+            let got = f64::from(counts[name]) / 100.0;
+            assert!(
+                (got - f64::from(percent)).abs() < 2.0,
+                "{name}: {got}% for {percent}%"
+            );
+        }
+        let other: Vec<&str> = (0..50).map(|i| class_of(7, &format!("job-{i}"))).collect();
+        let same: Vec<&str> = (0..50)
+            .map(|i| class_of(2021, &format!("job-{i}")))
+            .collect();
+        assert_ne!(other, same, "another seed, another draw");
+    }
 }

@@ -206,7 +206,23 @@ fn the_report_states_the_mapping_and_renders_every_plot() {
     assert!(!html.contains("plot failed"));
     assert!(html.contains("microsoft/elasticflow-traces"));
     let md = qm_eval::render::markdown(&e);
-    assert_eq!(md.lines().count(), 2 + default_policies().len());
+    let summary_rows = md.lines().take_while(|l| l.starts_with('|')).count();
+    assert_eq!(summary_rows, 2 + default_policies().len());
+    // Per class: the same jobs under every policy, each in one class.
+    for p in &e.policies {
+        let classes: Vec<&str> = p.by_class.keys().map(String::as_str).collect();
+        assert_eq!(classes, ["exploratory", "release", "urgent"], "{}", p.name);
+        let jobs: usize = p.by_class.values().map(|m| m.jobs).sum();
+        assert_eq!(jobs, p.measures["*"].jobs, "{}", p.name);
+    }
+    assert_eq!(
+        md.lines()
+            .filter(|l| l.starts_with("| borrow-100+classes | "))
+            .count(),
+        1 + 3,
+        "a summary row and one row per class"
+    );
+    assert!(html.contains("<h2>Per workload class</h2>"));
     let json: serde_json::Value = serde_json::to_value(&e).expect("json");
     assert_eq!(
         json["policies"].as_array().map(Vec::len),
