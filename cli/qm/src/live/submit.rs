@@ -12,7 +12,8 @@ use super::{print_json, usage, Failure};
 /// `qm submit`'s flags (and the command after `--`).
 #[derive(Debug, Default, clap::Args)]
 pub struct SubmitArgs {
-    #[arg(short = 'f', long = "file")]
+    /// A YAML or JSON file of SubmitServiceJob fields (flags override it).
+    #[arg(short = 'f', long = "file", visible_alias = "job-spec")]
     pub file: Option<std::path::PathBuf>,
     #[arg(long)]
     pub name: Option<String>,

@@ -41,7 +41,9 @@ pub struct WeekRecord {
 pub fn week_start(ms: u64) -> u64 {
     let days = ms / DAY_MS;
     // 1970-01-01 was a Thursday: Monday-based weekday is (days + 3) % 7.
-    (days - (days + 3) % 7) * DAY_MS
+    // Before the first Monday (1970-01-05), the week of 1970-01-01 starts
+    // at the epoch.
+    days.saturating_sub((days + 3) % 7) * DAY_MS
 }
 
 /// `YYYY-MM-DD` of a day since the epoch (proleptic Gregorian).
@@ -266,6 +268,7 @@ mod tests {
         assert_eq!(date(monday), "2026-11-30");
         assert_eq!(week_start(monday), monday);
         assert_eq!(week_start(monday - 1), monday - 7 * DAY_MS);
+        assert_eq!(week_start(1_000), 0, "the epoch's first days");
     }
 
     #[test]
