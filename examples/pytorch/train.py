@@ -175,6 +175,12 @@ def main():
         with open(os.path.join(MODEL, "losses.json"), "w") as f:
             json.dump(losses, f)
         print("final digest %s after %d steps on %d node(s)" % (digest, steps, world), flush=True)
+        # What a resume drill compares (Quartermaster's $QM_RESULT_FILE,
+        # /opt/ml/output/result in a container).
+        result = os.environ.get("QM_RESULT_FILE")
+        if result:
+            with open(result, "w") as f:
+                f.write(digest + "\n")
     dist.barrier()
     dist.destroy_process_group()
 

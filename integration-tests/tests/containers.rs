@@ -633,3 +633,73 @@ async fn an_out_of_memory_kill_and_an_image_that_cannot_be_pulled_fail_the_attem
     assert_eq!(done.attempts[0].exit_code, Some(127));
     stack.stop_all();
 }
+
+/// A resume drill of the PyTorch image: its resumed copy, stopped after its
+/// first committed checkpoint, ends with the uninterrupted copy's digest
+/// (the image writes it to `/opt/ml/output/result`).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pytorch_image_passes_a_resume_drill() {
+    use qm_wire::messages::{
+        ListResumeDrills, ListResumeDrillsResponse, StartResumeDrill, StartResumeDrillResponse,
+    };
+    use qm_wire::subjects::Operation;
+    let (_nats, _s3, mut stack) = stack("torch-drill", &["node-a", "node-b"], false).await;
+    let with_classes = queue_yaml().replacen(
+        "    resourceSharingConfiguration: {strategy: LEND_AND_BORROW, borrowLimit: 100}\n",
+        "    resourceSharingConfiguration: {strategy: LEND_AND_BORROW, borrowLimit: 100}\n    workloadClasses: [{name: release, priorityBand: {min: 0, max: 99}, requiresCheckpoint: true}]\n",
+        1,
+    );
+    assert_ne!(with_classes, queue_yaml(), "QS1 gets its class");
+    stack.apply(&with_classes).await;
+    let job = container_job(
+        "torch",
+        "QS1",
+        1,
+        &[
+            ("steps", "120"),
+            ("checkpoint_every", "10"),
+            ("step_seconds", "0.1"),
+        ],
+    );
+    let seed = (0..)
+        .find(|s| qm_core::drill::delay_for(*s) < 1_500)
+        .expect("a seed");
+    let r: StartResumeDrillResponse = stack
+        .client
+        .call(
+            Operation::StartResumeDrill,
+            &StartResumeDrill {
+                job,
+                seed: Some(seed),
+            },
+        )
+        .await
+        .expect("the drill starts");
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let drill = loop {
+        let list: ListResumeDrillsResponse = stack
+            .client
+            .call(
+                Operation::ListResumeDrills,
+                &ListResumeDrills {
+                    job_queue: "training".into(),
+                    quota_share_name: None,
+                },
+            )
+            .await
+            .expect("listed");
+        if let Some(d) = list
+            .drills
+            .into_iter()
+            .find(|d| d.drill_id == r.drill_id && d.status != "RUNNING")
+        {
+            break d;
+        }
+        assert!(Instant::now() < deadline, "undecided:\n{}", stack.logs());
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    assert_eq!(drill.status, "PASSED", "{drill:#?}\n{}", stack.logs());
+    assert!(drill.artifact.starts_with("image:"), "{drill:#?}");
+    assert!(drill.restored_step.is_some_and(|s| s >= 10), "{drill:#?}");
+    stack.stop_all();
+}
