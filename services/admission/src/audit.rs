@@ -1,5 +1,6 @@
-//! `ListAuditEvents`: every accepted write (submits, configuration changes,
-//! priority updates, terminates) with its principal and time. The records
+//! `ListAuditEvents`: every accepted write (submits, resume drills,
+//! configuration changes, priority updates, terminates) with its principal
+//! and time. The records
 //! come from the log itself, so the audit trail is exactly what the
 //! scheduler acted on, but are kept in a stream of their own (`QM_AUDIT`,
 //! `auditRetentionDays`, default 400): admission copies each accepted write
@@ -46,6 +47,29 @@ pub fn event(entry: LogEntry, at: u64, sequence: u64) -> Option<AuditEvent> {
             job_queue: job.job_queue,
             quota_share_name: job.quota_share_name,
             job_id: Some(job_id),
+            sequence,
+        },
+        LogEntry::Drill {
+            drill_id,
+            resumed_job_id,
+            uninterrupted_job_id,
+            job,
+            principal,
+            ..
+        } => AuditEvent {
+            at,
+            principal: principal.unwrap_or_default(),
+            operation: "StartResumeDrill".into(),
+            detail: format!(
+                "resume drill {drill_id} of {:?} (class {}, {} x {}): resumed {resumed_job_id}, uninterrupted {uninterrupted_job_id}",
+                job.job_name,
+                job.workload_class.as_deref().unwrap_or("default"),
+                job.instance_count.unwrap_or(1),
+                job.instance_type
+            ),
+            job_queue: job.job_queue,
+            quota_share_name: job.quota_share_name,
+            job_id: Some(resumed_job_id),
             sequence,
         },
         LogEntry::Config {
@@ -324,5 +348,39 @@ mod tests {
         };
         assert!(!matches(&filter, &e));
         assert!(matches(&ListAuditEvents::default(), &e));
+    }
+
+    #[test]
+    fn a_drill_is_audited_as_its_starters_write_to_its_share() {
+        let entry = LogEntry::Drill {
+            drill_id: "d-1".into(),
+            resumed_job_id: "j-a".into(),
+            uninterrupted_job_id: "j-b".into(),
+            job: SubmitServiceJob {
+                job_name: "rc".into(),
+                job_queue: "training".into(),
+                quota_share_name: Some("QS1".into()),
+                instance_type: "ml.g5.xlarge".into(),
+                workload_class: Some("release".into()),
+                ..Default::default()
+            },
+            seed: 3,
+            principal: Some("alice".into()),
+        };
+        let e = event(entry, 9, 11).expect("a drill is audited");
+        assert_eq!(
+            (
+                e.principal.as_str(),
+                e.operation.as_str(),
+                e.job_id.as_deref()
+            ),
+            ("alice", "StartResumeDrill", Some("j-a"))
+        );
+        assert_eq!(e.quota_share_name.as_deref(), Some("QS1"));
+        assert!(
+            e.detail.contains("d-1") && e.detail.contains("class release"),
+            "{}",
+            e.detail
+        );
     }
 }
