@@ -510,6 +510,15 @@ pub fn sees_all(caller: &Caller) -> bool {
     matches!(caller.role.as_str(), "ADMIN" | "READER")
 }
 
+/// A read of one share's records (`share` given) or of a whole queue's
+/// (each share then filtered by who may read it).
+pub fn authorize_read(caller: &Caller, queue: &str, share: Option<&str>) -> Result<(), Denied> {
+    match share {
+        Some(share) => authorize(caller, Action::ReadJob { queue, share }),
+        None => authorize(caller, Action::ReadQueue { queue }),
+    }
+}
+
 /// The rule: admins may do anything; readers may read anything; a team may
 /// submit to, change and read the jobs of the shares it owns and read the
 /// queues it has a share in; services act through their own subjects, not

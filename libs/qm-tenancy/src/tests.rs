@@ -297,3 +297,13 @@ services:
     let unknown = Tenancy::parse("teems: {}").expect_err("unknown field");
     assert!(unknown.to_string().contains("teems"), "{unknown}");
 }
+
+#[test]
+fn a_read_of_a_share_needs_the_share_and_of_a_queue_a_share_in_it() {
+    let t = tenancy();
+    let alice = t.caller("alice").expect("declared");
+    assert!(authorize_read(&alice, "training", Some("QS1")).is_ok());
+    assert!(authorize_read(&alice, "training", Some("QS2")).is_err());
+    assert!(authorize_read(&alice, "training", None).is_ok());
+    assert!(authorize_read(&alice, "elsewhere", None).is_err());
+}

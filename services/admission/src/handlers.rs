@@ -2,7 +2,7 @@
 //! they may, and which handler answers each operation.
 
 use qm_service::api::{self, decode, invalid, respond};
-use qm_tenancy::{authorize, Action};
+use qm_tenancy::{authorize, authorize_read, Action};
 use qm_wire::messages::{
     ApiError, Caller, ErrorCode, JobQueue, ListServiceJobs, QueueRef, QuotaShare, ShareRef,
     SubmitServiceJob,
@@ -269,22 +269,8 @@ impl Admission {
                 // request), and again by the scheduler.
                 let check = match op {
                     Operation::ListServiceJobs => decode::<ListServiceJobs>(p).and_then(|l| {
-                        match &l.quota_share_name {
-                            Some(share) => authorize(
-                                caller,
-                                Action::ReadJob {
-                                    queue: &l.job_queue,
-                                    share,
-                                },
-                            ),
-                            None => authorize(
-                                caller,
-                                Action::ReadQueue {
-                                    queue: &l.job_queue,
-                                },
-                            ),
-                        }
-                        .map_err(denied)
+                        authorize_read(caller, &l.job_queue, l.quota_share_name.as_deref())
+                            .map_err(denied)
                     }),
                     _ => decode::<QueueRef>(p).and_then(|q| {
                         authorize(
@@ -312,22 +298,8 @@ impl Admission {
                 // Checked here first, and again (share by share) by the
                 // scheduler (both name a queue and perhaps a share).
                 let check = decode::<qm_wire::messages::ListResumeDrills>(p).and_then(|l| {
-                    match &l.quota_share_name {
-                        Some(share) => authorize(
-                            caller,
-                            Action::ReadJob {
-                                queue: &l.job_queue,
-                                share,
-                            },
-                        ),
-                        None => authorize(
-                            caller,
-                            Action::ReadQueue {
-                                queue: &l.job_queue,
-                            },
-                        ),
-                    }
-                    .map_err(denied)
+                    authorize_read(caller, &l.job_queue, l.quota_share_name.as_deref())
+                        .map_err(denied)
                 });
                 match check {
                     Ok(()) => self.relay_reply(caller, op, &msg).await,

@@ -56,35 +56,17 @@ impl Admission {
                 "token maps to a non-submit",
             ));
         };
-        let subject = subjects::log_submit(&job.job_queue)
-            .map_err(|e| invalid(format!("jobQueue: {e}"), Vec::new()))?;
-        let body = serde_json::to_vec(&entry)
-            .map_err(|e| api::error(ErrorCode::Internal, e.to_string()))?;
         let current = tracing::Span::current();
         current.record("qm.job_id", job_id.as_str());
         current.record("qm.queue", job.job_queue.as_str());
         current.record("qm.share", share.as_str());
         // The log entry carries the append's span: the scheduler continues
         // the job's trace from it (after a failover too).
-        let append = qm_service::trace::client_span("qm.v1.log.submit.{queue}", &subject, false);
-        append.record("qm.job_id", job_id.as_str());
+        // The job id as message id: a retried append (same token) is
+        // stored once within the stream's window; the scheduler ignores a
+        // known job id too.
         let started = std::time::Instant::now();
-        async {
-            // The job id as message id: a retried append (same token) is
-            // stored once within the stream's window; the scheduler
-            // ignores a known job id too.
-            let mut h = qm_service::trace::headers();
-            h.insert(async_nats::header::NATS_MESSAGE_ID, job_id.as_str());
-            let ack = self
-                .js
-                .publish_with_headers(subject, h, body.into())
-                .await
-                .map_err(|e| transient("job log unavailable", e))?;
-            ack.await
-                .map_err(|e| transient("job log did not store the job", e))
-        }
-        .instrument(append)
-        .await?;
+        self.append_submit(&job.job_queue, &entry, job_id).await?;
         self.metrics
             .append
             .with_label_values(&["submit"])
@@ -99,6 +81,38 @@ impl Admission {
         })
     }
 
+    /// Appends a submit or a drill to its queue's submit log and waits for
+    /// the stream to store it; `id` is its message id (a retried append is
+    /// stored once). The append's span goes with it: the scheduler
+    /// continues the job's trace from it.
+    pub(crate) async fn append_submit(
+        &self,
+        queue: &str,
+        entry: &LogEntry,
+        id: &str,
+    ) -> Result<()> {
+        let subject = subjects::log_submit(queue)
+            .map_err(|e| invalid(format!("jobQueue: {e}"), Vec::new()))?;
+        let body = serde_json::to_vec(entry)
+            .map_err(|e| api::error(ErrorCode::Internal, e.to_string()))?;
+        let append = qm_service::trace::client_span("qm.v1.log.submit.{queue}", &subject, false);
+        append.record("qm.job_id", id);
+        async {
+            let mut h = qm_service::trace::headers();
+            h.insert(async_nats::header::NATS_MESSAGE_ID, id);
+            let ack = self
+                .js
+                .publish_with_headers(subject, h, body.into())
+                .await
+                .map_err(|e| transient("job log unavailable", e))?;
+            ack.await
+                .map_err(|e| transient("job log did not store the entry", e))
+        }
+        .instrument(append)
+        .await?;
+        Ok(())
+    }
+
     /// Everything a submit checks before it is stored: the caller's right
     /// to submit to the share, the checkpoint location, and the job against
     /// the queue's configuration with the core's own rules. A dry run
@@ -107,6 +121,18 @@ impl Admission {
         &self,
         caller: &Caller,
         job: &SubmitServiceJob,
+    ) -> Result<()> {
+        self.validate(caller, job, None).await
+    }
+
+    /// [`Admission::validate_submit`], or with `drill_seed` what the core
+    /// asks of a resume drill of the job (`Cluster::start_drill`), which
+    /// is a submit's rights and rules and more.
+    pub(crate) async fn validate(
+        &self,
+        caller: &Caller,
+        job: &SubmitServiceJob,
+        drill_seed: Option<u64>,
     ) -> Result<()> {
         let share = job.quota_share_name.clone().unwrap_or_default();
         authorize(
@@ -151,12 +177,21 @@ impl Admission {
         let mut cluster = cluster.ok_or_else(|| api::error(ErrorCode::Internal, "no cluster"))?;
         let spec = convert::job_spec(job, &mut cluster)
             .map_err(|p| invalid("invalid job", api::problems(&p)))?;
-        if let Err(e) = cluster.submit(spec, Time(now_ms())) {
+        let checked = match drill_seed {
+            None => cluster.submit(spec, Time(now_ms())).map(|_| ()),
+            Some(seed) => cluster.start_drill(spec, seed, Time(now_ms())).map(|_| ()),
+        };
+        if let Err(e) = checked {
             let problems = match &e {
                 qm_core::JobError::Invalid(p) => api::problems(p),
                 _ => Vec::new(),
             };
-            return Err(invalid(format!("job rejected: {e}"), problems));
+            let what = if drill_seed.is_some() {
+                "resume drill"
+            } else {
+                "job"
+            };
+            return Err(invalid(format!("{what} rejected: {e}"), problems));
         }
         Ok(())
     }

@@ -672,6 +672,12 @@ fn allowed(caller: &Caller, action: Action<'_>) -> Result<(), ApiError> {
     authorize(caller, action).map_err(|e| api::error(ErrorCode::AccessDenied, e.0))
 }
 
+/// [`qm_tenancy::authorize_read`], as an API error.
+fn allowed_read(caller: &Caller, queue: &str, share: Option<&str>) -> Result<(), ApiError> {
+    qm_tenancy::authorize_read(caller, queue, share)
+        .map_err(|e| api::error(ErrorCode::AccessDenied, e.0))
+}
+
 /// Aborts a task when dropped (the acknowledger ends with its leader).
 pub(crate) struct AbortOnDrop(pub tokio::task::JoinHandle<()>);
 

@@ -11,7 +11,7 @@ use qm_wire::messages::{
 };
 use qm_wire::system::{SchedOperation, SchedRequest};
 
-use super::{allowed, Runner};
+use super::{allowed, allowed_read, Runner};
 
 impl Runner<'_> {
     // ----- requests relayed by admission -------------------------------------
@@ -111,58 +111,30 @@ impl Runner<'_> {
                 self.reply(msg.reply, r).await
             }
             SchedOperation::GetPolicyStabilityRecord(g) => {
-                let r = match &g.quota_share_name {
-                    Some(share) => allowed(
-                        caller,
-                        Action::ReadJob {
-                            queue: &g.job_queue,
-                            share,
-                        },
-                    ),
-                    None => allowed(
-                        caller,
-                        Action::ReadQueue {
-                            queue: &g.job_queue,
-                        },
-                    ),
-                }
-                .map(|()| {
-                    let may_read = |s: &str| readable(caller, &g.job_queue, s);
-                    self.state.governance(
-                        &g.job_queue,
-                        g.quota_share_name.as_deref(),
-                        g.since,
-                        &may_read,
-                    )
-                });
+                let r =
+                    allowed_read(caller, &g.job_queue, g.quota_share_name.as_deref()).map(|()| {
+                        let may_read = |s: &str| readable(caller, &g.job_queue, s);
+                        self.state.governance(
+                            &g.job_queue,
+                            g.quota_share_name.as_deref(),
+                            g.since,
+                            &may_read,
+                        )
+                    });
                 self.reply(msg.reply, r).await
             }
             SchedOperation::ListResumeDrills(l) => {
-                let r = match &l.quota_share_name {
-                    Some(share) => allowed(
-                        caller,
-                        Action::ReadJob {
-                            queue: &l.job_queue,
-                            share,
-                        },
-                    ),
-                    None => allowed(
-                        caller,
-                        Action::ReadQueue {
-                            queue: &l.job_queue,
-                        },
-                    ),
-                }
-                .map(|()| {
-                    let may_read = |s: &str| readable(caller, &l.job_queue, s);
-                    qm_wire::messages::ListResumeDrillsResponse {
-                        drills: self.state.drills(
-                            &l.job_queue,
-                            l.quota_share_name.as_deref(),
-                            &may_read,
-                        ),
-                    }
-                });
+                let r =
+                    allowed_read(caller, &l.job_queue, l.quota_share_name.as_deref()).map(|()| {
+                        let may_read = |s: &str| readable(caller, &l.job_queue, s);
+                        qm_wire::messages::ListResumeDrillsResponse {
+                            drills: self.state.drills(
+                                &l.job_queue,
+                                l.quota_share_name.as_deref(),
+                                &may_read,
+                            ),
+                        }
+                    });
                 self.reply(msg.reply, r).await
             }
             SchedOperation::ExplainServiceJob(j) => {
@@ -211,21 +183,7 @@ impl Runner<'_> {
     /// (for a status a finished job can have) the archive's, which are
     /// read beside the loop.
     fn list(&self, caller: &Caller, l: &ListServiceJobs, now: u64) -> Result<Listed, ApiError> {
-        match &l.quota_share_name {
-            Some(share) => allowed(
-                caller,
-                Action::ReadJob {
-                    queue: &l.job_queue,
-                    share,
-                },
-            )?,
-            None => allowed(
-                caller,
-                Action::ReadQueue {
-                    queue: &l.job_queue,
-                },
-            )?,
-        }
+        allowed_read(caller, &l.job_queue, l.quota_share_name.as_deref())?;
         let qs = self.state.queues.get(&l.job_queue).ok_or_else(|| {
             api::error(
                 ErrorCode::NotFound,
