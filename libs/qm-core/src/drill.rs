@@ -19,6 +19,10 @@ use crate::time::Time;
 /// `0..=DRILL_MAX_DELAY_MS`).
 pub const DRILL_MAX_DELAY_MS: u64 = 20_000;
 
+/// Decided drills a cluster keeps (the oldest go first); their outcomes
+/// stay as resume proofs.
+pub const KEPT_DECIDED_DRILLS: usize = 500;
+
 /// The longest result text a job may declare (larger ones are cut, and
 /// the comparison says so).
 pub const MAX_RESULT_BYTES: usize = 16 * 1024;

@@ -196,3 +196,29 @@ fn the_stop_point_is_drawn_from_the_seed_within_the_bound() {
     assert!(delays.iter().all(|&d| d <= DRILL_MAX_DELAY_MS));
     assert_ne!(delays[0], delays[1]);
 }
+
+#[test]
+fn only_the_newest_decided_drills_are_kept_and_proofs_outlive_them() {
+    let mut w = World::new(2, vec![team(2)]);
+    let n = qm_core::drill::KEPT_DECIDED_DRILLS + 3;
+    let mut first = None;
+    for i in 0..n {
+        let d = start(&mut w, i as u64);
+        first.get_or_insert(d);
+        let (subject, reference) = {
+            let drill = w.c.drill(d).expect("drill");
+            (drill.subject, drill.reference)
+        };
+        w.step();
+        // Inconclusive (ended before any stop): decided at once.
+        finish(&mut w, subject, "x");
+        finish(&mut w, reference, "x");
+        w.c.forget(subject).expect("finished");
+        w.c.forget(reference).expect("finished");
+    }
+    assert_eq!(w.c.drills().count(), qm_core::drill::KEPT_DECIDED_DRILLS);
+    assert!(w.c.drill(first.expect("one")).is_none(), "the oldest went");
+    // A proof recorded by a drill stays when its drill record goes.
+    w.c.record_resume_drill("A", "release", IMAGE, true);
+    assert!(w.c.resume_proven("A", "release", IMAGE));
+}

@@ -115,27 +115,18 @@ impl Cluster {
 
     /// Takes a job out of the indexes that file it by its borrow bar.
     fn unfile(&mut self, id: JobId) {
-        let job = &self.jobs[&id];
-        let (s, t, count, may) = (
-            job.spec.share,
-            job.spec.instance_type,
-            job.spec.count,
-            job.borrow_bar.is_none(),
-        );
-        let (qkey, rkey) = (Self::queue_key(job), Self::run_key(job));
-        let (status, stopping) = (job.status, job.stopping.is_some());
-        let st = self.st_mut(s, t);
-        if status == JobStatus::Runnable {
-            st.runnable.remove(&qkey, count, may);
-        } else if status.holds_instances() && !stopping {
-            st.running.remove(&rkey);
-        } else if status.holds_instances() && !may {
-            st.stopping_barred -= count;
-        }
+        self.filing(id, false);
     }
 
     /// Puts a job into the indexes that file it by its borrow bar.
     fn file(&mut self, id: JobId) {
+        self.filing(id, true);
+    }
+
+    /// Files (`add`) or unfiles a job by its borrow bar: a waiting job in
+    /// its queue's bucket, a running one by its run key, a stopping one in
+    /// its share's stopping counter of jobs that may not borrow.
+    fn filing(&mut self, id: JobId, add: bool) {
         let job = &self.jobs[&id];
         let (s, t, count, may) = (
             job.spec.share,
@@ -146,12 +137,22 @@ impl Cluster {
         let (qkey, rkey) = (Self::queue_key(job), Self::run_key(job));
         let (status, stopping) = (job.status, job.stopping.is_some());
         let st = self.st_mut(s, t);
-        if status == JobStatus::Runnable {
-            st.runnable.insert(qkey, count, may);
-        } else if status.holds_instances() && !stopping {
-            st.running.insert(rkey);
-        } else if status.holds_instances() && !may {
-            st.stopping_barred += count;
+        match (status, stopping) {
+            (JobStatus::Runnable, _) if add => st.runnable.insert(qkey, count, may),
+            (JobStatus::Runnable, _) => {
+                st.runnable.remove(&qkey, count, may);
+            }
+            (status, false) if status.holds_instances() && add => {
+                st.running.insert(rkey);
+            }
+            (status, false) if status.holds_instances() => {
+                st.running.remove(&rkey);
+            }
+            (status, true) if status.holds_instances() && !may && add => {
+                st.stopping_barred += count
+            }
+            (status, true) if status.holds_instances() && !may => st.stopping_barred -= count,
+            _ => {}
         }
     }
 

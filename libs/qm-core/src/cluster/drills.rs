@@ -84,7 +84,25 @@ impl Cluster {
         Ok(id)
     }
 
-    /// Every drill, running and decided, by id.
+    /// Keeps at most [`crate::drill::KEPT_DECIDED_DRILLS`] decided drills,
+    /// the newest: the state stays bounded however many drills run, and a
+    /// drill's outcome lives on as its resume proof.
+    fn forget_old_drills(&mut self) {
+        let decided: Vec<u64> = self
+            .drills
+            .values()
+            .filter(|d| d.state != DrillState::Running)
+            .map(|d| d.id)
+            .collect();
+        let excess = decided
+            .len()
+            .saturating_sub(crate::drill::KEPT_DECIDED_DRILLS);
+        for id in decided.into_iter().take(excess) {
+            self.drills.remove(&id);
+        }
+    }
+
+    /// Every drill, running and kept decided ones, by id.
     pub fn drills(&self) -> impl DoubleEndedIterator<Item = &Drill> {
         self.drills.values()
     }
@@ -230,6 +248,7 @@ impl Cluster {
         if let Some(at) = drill.stop_at.filter(|_| drill.stopped_at.is_none()) {
             self.drill_stops.remove(&(at, drill.subject));
         }
+        self.forget_old_drills();
         self.record_resume_drill(&share, &class, &artifact, passed);
     }
 }

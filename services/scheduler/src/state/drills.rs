@@ -8,7 +8,17 @@ use qm_core::Time;
 use qm_wire::messages::{ResumeDrill, SubmitServiceJob};
 use qm_wire::to_core as convert;
 
+use serde::{Deserialize, Serialize};
+
 use super::{JobMeta, State};
+
+/// A drill's public id and its two jobs'.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DrillNames {
+    pub drill: String,
+    pub resumed: String,
+    pub uninterrupted: String,
+}
 
 impl State {
     /// Applies a stored drill: `ids` are the resumed and the uninterrupted
@@ -70,7 +80,17 @@ impl State {
             );
             self.job_queue.insert(public, job.job_queue.clone());
         }
-        qs.drill_ids.insert(d, drill_id);
+        qs.drill_ids.insert(
+            d,
+            DrillNames {
+                drill: drill_id,
+                resumed: ids[0].clone(),
+                uninterrupted: ids[1].clone(),
+            },
+        );
+        // The core keeps only the newest decided drills: so do their names.
+        let kept: std::collections::BTreeSet<u64> = qs.cluster.drills().map(|d| d.id).collect();
+        qs.drill_ids.retain(|id, _| kept.contains(id));
     }
 
     /// A queue's drills in shares `may_read` allows (all of them with
@@ -88,29 +108,36 @@ impl State {
             .drills()
             .rev()
             .filter(|d| share.is_none_or(|s| s == d.share) && may_read(&d.share))
-            .map(|d| ResumeDrill {
-                drill_id: qs
+            .map(|d| {
+                let names = qs
                     .drill_ids
                     .get(&d.id)
                     .cloned()
-                    .unwrap_or_else(|| d.id.to_string()),
-                job_queue: queue.to_string(),
-                quota_share_name: d.share.clone(),
-                workload_class: d.class.clone(),
-                artifact: d.artifact.clone(),
-                status: d.state.as_str().to_string(),
-                status_reason: match &d.state {
-                    qm_core::DrillState::Failed(why) => why.clone(),
-                    _ => String::new(),
-                },
-                resumed_job_id: qs.public_id(d.subject),
-                uninterrupted_job_id: qs.public_id(d.reference),
-                started_at: d.started_at.as_millis(),
-                stopped_at: d.stopped_at.map(Time::as_millis),
-                finished_at: d.finished_at.map(Time::as_millis),
-                recomputed_ms: d.recomputed_ms,
-                restored_step: d.restored_step,
-                restore_ms: d.restore_ms,
+                    .unwrap_or_else(|| DrillNames {
+                        drill: d.id.to_string(),
+                        resumed: qs.public_id(d.subject),
+                        uninterrupted: qs.public_id(d.reference),
+                    });
+                ResumeDrill {
+                    drill_id: names.drill,
+                    job_queue: queue.to_string(),
+                    quota_share_name: d.share.clone(),
+                    workload_class: d.class.clone(),
+                    artifact: d.artifact.clone(),
+                    status: d.state.as_str().to_string(),
+                    status_reason: match &d.state {
+                        qm_core::DrillState::Failed(why) => why.clone(),
+                        _ => String::new(),
+                    },
+                    resumed_job_id: names.resumed,
+                    uninterrupted_job_id: names.uninterrupted,
+                    started_at: d.started_at.as_millis(),
+                    stopped_at: d.stopped_at.map(Time::as_millis),
+                    finished_at: d.finished_at.map(Time::as_millis),
+                    recomputed_ms: d.recomputed_ms,
+                    restored_step: d.restored_step,
+                    restore_ms: d.restore_ms,
+                }
             })
             .collect()
     }

@@ -87,9 +87,10 @@ pub struct QueueState {
     /// Shares whose containers may not run as root (`runAsNonRoot`).
     #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
     pub non_root_shares: std::collections::BTreeSet<String>,
-    /// Resume drills' public ids, by the core's drill id.
+    /// Resume drills' public ids and their jobs', by the core's drill id
+    /// (the jobs' outlive their archiving).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub drill_ids: BTreeMap<u64, String>,
+    pub drill_ids: BTreeMap<u64, drills::DrillNames>,
     /// The policy-stability record: share -> week start -> counts.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub governance: BTreeMap<String, BTreeMap<u64, governance::WeekRecord>>,
