@@ -8,8 +8,9 @@
 //! compared, with the class's tolerance; the outcome is kept per share,
 //! class and artifact (`Cluster::record_resume_drill`), and a class with
 //! `borrowRequiresResumeProof` borrows only for artifacts whose last drill
-//! passed. Drill jobs never borrow, never count in the lost-work ledger,
-//! and are labelled in every record.
+//! passed. Drill jobs never borrow and their stop never counts in the
+//! lost-work ledger; they are named `<name>-resumed` and
+//! `<name>-uninterrupted`, and the stop ends an attempt `PREEMPTED_DRILL`.
 
 use crate::ids::JobId;
 use crate::time::Time;
