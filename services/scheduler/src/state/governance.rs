@@ -14,8 +14,14 @@ use serde::{Deserialize, Serialize};
 use super::State;
 
 const DAY_MS: u64 = 86_400_000;
-/// Reclaim waits kept per share and week (counted beyond that, not kept).
-const MAX_WAITS: usize = 10_000;
+/// Reclaim waits kept per share and week for the percentiles (the rest
+/// are not kept): the record stays small in snapshots.
+const MAX_WAITS: usize = 1_000;
+/// Weeks kept per share: two years.
+const KEPT_WEEKS: u64 = 104;
+/// Weeks a read returns when it names no `since`: a year.
+const DEFAULT_WEEKS: u64 = 52;
+const WEEK_MS: u64 = 7 * DAY_MS;
 
 /// One share's week, as counted.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -61,6 +67,20 @@ fn date(ms: u64) -> String {
     format!("{y:04}-{m:02}-{d:02}")
 }
 
+impl super::QueueState {
+    /// The week record of `share` at `at`. Weeks older than the kept ones
+    /// go as a new one starts.
+    pub(super) fn week(&mut self, share: &str, at: u64) -> &mut WeekRecord {
+        let weeks = self.governance.entry(share.to_string()).or_default();
+        let this = week_start(at);
+        if !weeks.contains_key(&this) {
+            let oldest = this.saturating_sub((KEPT_WEEKS - 1) * WEEK_MS);
+            weeks.retain(|start, _| *start >= oldest);
+        }
+        weeks.entry(this).or_default()
+    }
+}
+
 impl State {
     /// The name of a job's share ("" if unknown).
     pub(super) fn share_name(&self, q: &str, id: JobId) -> String {
@@ -75,14 +95,7 @@ impl State {
 
     /// The week record of `share` in queue `q` at `at`.
     pub(super) fn week(&mut self, q: &str, share: &str, at: u64) -> Option<&mut WeekRecord> {
-        let qs = self.queues.get_mut(q)?;
-        Some(
-            qs.governance
-                .entry(share.to_string())
-                .or_default()
-                .entry(week_start(at))
-                .or_default(),
-        )
+        Some(self.queues.get_mut(q)?.week(share, at))
     }
 
     /// A preemption started at `at`: counted for the victim's share by
@@ -150,7 +163,8 @@ impl State {
     }
 
     /// The record of queue `q`: the shares `may_read` allows (`share` only,
-    /// if given), weeks ending after `since`.
+    /// if given), weeks ending after `since` (default: the last
+    /// [`DEFAULT_WEEKS`] weeks of the scheduler's clock).
     pub fn governance(
         &self,
         q: &str,
@@ -199,7 +213,10 @@ impl State {
             if share.is_some_and(|s| s != name) || !may_read(&name) {
                 continue;
             }
-            if since.is_some_and(|s| start + 7 * DAY_MS <= s) {
+            let since = since.unwrap_or_else(|| {
+                week_start(self.clock).saturating_sub((DEFAULT_WEEKS - 1) * WEEK_MS)
+            });
+            if start + WEEK_MS <= since {
                 continue;
             }
             let (passed, failed) = drills
@@ -279,5 +296,39 @@ mod tests {
             (100, 50.0, 90.0, 99.0, 100.0)
         );
         assert!(percentiles(&[]).is_none());
+    }
+
+    #[test]
+    fn two_years_of_weeks_are_kept_and_a_year_is_read_by_default() {
+        let mut state = State::default();
+        state.queues.insert(
+            "q".into(),
+            super::super::QueueState {
+                cluster: qm_core::Cluster::new(qm_core::QueueConfig::new("q", Vec::new()), &[])
+                    .expect("a queue"),
+                ids: Default::default(),
+                meta: Default::default(),
+                config_revision: 1,
+                non_root_shares: Default::default(),
+                drill_ids: Default::default(),
+                governance: Default::default(),
+                reclaim_pending: Default::default(),
+            },
+        );
+        let monday = week_start(1_796_288_400_000);
+        for w in 0..150 {
+            let at = monday + w * WEEK_MS;
+            state.week("q", "QS1", at).expect("the queue").missing_proof += 1;
+            state.clock = at;
+        }
+        assert_eq!(
+            state.queues["q"].governance["QS1"].len(),
+            KEPT_WEEKS as usize
+        );
+        let all = |_: &str| true;
+        let record = state.governance("q", None, None, &all);
+        assert_eq!(record.weeks.len(), DEFAULT_WEEKS as usize);
+        let since = state.governance("q", None, Some(0), &all);
+        assert_eq!(since.weeks.len(), KEPT_WEEKS as usize);
     }
 }

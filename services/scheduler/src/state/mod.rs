@@ -313,12 +313,7 @@ impl State {
                 let core = qs.cluster.job(id).expect("just submitted");
                 if core.borrow_bar == Some(qm_core::BorrowBar::ResumeNotVerified) {
                     let share = qs.cluster.share_config(core.spec.share).name.clone();
-                    qs.governance
-                        .entry(share)
-                        .or_default()
-                        .entry(governance::week_start(now))
-                        .or_default()
-                        .missing_proof += 1;
+                    qs.week(&share, now).missing_proof += 1;
                 }
                 qs.ids.insert(job_id.clone(), id);
                 qs.meta.insert(
@@ -435,11 +430,7 @@ impl State {
                     qs.config_revision = revision;
                     qs.non_root_shares = non_root_shares;
                     for share in &changed {
-                        *qs.governance
-                            .entry(share.clone())
-                            .or_default()
-                            .entry(governance::week_start(now))
-                            .or_default()
+                        *qs.week(share, now)
                             .config_changes
                             .entry(by.clone())
                             .or_default() += 1;
