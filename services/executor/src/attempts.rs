@@ -414,7 +414,9 @@ impl Executor {
         ended.exit_code = status.0;
         ended.signal = status.1;
         tracing::info!(job = %job_id, attempt, exit_code = ?status.0, signal = ?status.1, "process ended");
-        let on_its_own = stop.borrow().is_none() && !watcher_fenced;
+        // Its own end unless a stop reached it while it ran (a stop that
+        // came just after it exited does not make it a stopped run).
+        let on_its_own = !end.stopped && !watcher_fenced;
         if on_its_own {
             // Kept on disk before anything else (the uploads and the flush
             // below may wait through an outage): should this executor stop

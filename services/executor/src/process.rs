@@ -280,32 +280,76 @@ pub fn checkpoint_signal(name: &str) -> Option<i32> {
     }
 }
 
+/// How a job's process ended: its status, and whether a stop reached it
+/// while it ran (false when it had already exited when the stop came, so
+/// its end is its own however late the stop was).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcessEnd {
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub stopped: bool,
+}
+
+/// Whether the process `pid` has exited: gone, or a zombie its parent (the
+/// supervisor) has not reaped yet. Unknown (no `/proc`) reads as running,
+/// so a stop is never skipped for a live job.
+pub fn has_exited(pid: u32) -> bool {
+    // SAFETY: kill(2) with signal 0 sends nothing; it only checks the pid.
+    #[allow(unsafe_code)]
+    let gone = unsafe { libc::kill(pid as i32, 0) } == -1
+        && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+    if gone {
+        return true;
+    }
+    // `/proc/<pid>/stat`: "pid (comm) S ...", where comm may hold ')'.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let state = stat.rsplit_once(')')?.1.trim_start().chars().next()?;
+            Some(matches!(state, 'Z' | 'X'))
+        })
+        .unwrap_or(false)
+}
+
 /// Waits for the process to exit; when a stop arrives (with its grace
-/// period), sends SIGTERM, then SIGKILL after the grace. Returns (exit code,
-/// signal).
+/// period), sends SIGTERM, then SIGKILL after the grace, unless the job
+/// has already exited (its end is then its own, not the stop's).
 pub async fn wait_or_stop(
     job: &mut Supervised,
     stop: &mut watch::Receiver<Option<u64>>,
-) -> (Option<i32>, Option<i32>) {
+) -> ProcessEnd {
     let Supervised { child, pid } = job;
     let pid = *pid;
     use std::os::unix::process::ExitStatusExt;
-    let decode = |s: std::io::Result<std::process::ExitStatus>| match s {
-        Ok(s) => (s.code(), s.signal()),
-        Err(_) => (None, None),
+    let decode = |s: std::io::Result<std::process::ExitStatus>, stopped: bool| match s {
+        Ok(s) => ProcessEnd {
+            exit_code: s.code(),
+            signal: s.signal(),
+            stopped,
+        },
+        Err(_) => ProcessEnd {
+            exit_code: None,
+            signal: None,
+            stopped,
+        },
     };
     loop {
         let requested = *stop.borrow();
         if let Some(grace) = requested {
+            if has_exited(pid) {
+                // It ended on its own a moment before the stop came; the
+                // supervisor is about to exit as it did.
+                return decode(child.wait().await, false);
+            }
             signal_pid_group(pid, libc::SIGTERM);
             let signalled = std::time::Instant::now();
             let (status, killed) =
                 match tokio::time::timeout(Duration::from_secs(grace), child.wait()).await {
-                    Ok(s) => (decode(s), "false"),
+                    Ok(s) => (decode(s, true), "false"),
                     Err(_) => {
                         tracing::warn!(grace, "grace period over; SIGKILL");
                         signal_pid_group(pid, libc::SIGKILL);
-                        (decode(child.wait().await), "true")
+                        (decode(child.wait().await, true), "true")
                     }
                 };
             crate::observe::METRICS
@@ -315,10 +359,10 @@ pub async fn wait_or_stop(
             return status;
         }
         tokio::select! {
-            s = child.wait() => return decode(s),
+            s = child.wait() => return decode(s, false),
             changed = stop.changed() => {
                 if changed.is_err() {
-                    return decode(child.wait().await);
+                    return decode(child.wait().await, false);
                 }
             }
         }
@@ -387,6 +431,48 @@ pub fn tail(path: &Path, max: u64) -> (String, bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A job stopped (drain, preemption) a moment after it had exited on
+    /// its own ended on its own: its exit is reported as its end (before,
+    /// a node restarted right after a job finished could run it again).
+    #[tokio::test]
+    async fn a_stop_that_comes_after_the_job_exited_leaves_its_end_its_own() {
+        let spawn = |script: &str| {
+            let mut c = Command::new("sh");
+            c.args(["-c", script]).process_group(0);
+            let child = c.spawn().expect("sh");
+            let pid = child.id().expect("pid");
+            Supervised { child, pid }
+        };
+        let mut done = spawn("exit 0");
+        // A zombie until waited for: exited, not yet reaped.
+        for _ in 0..500 {
+            if has_exited(done.pid) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(has_exited(done.pid), "sh never exited");
+        let (_tx, mut stop) = watch::channel(Some(5));
+        let end = wait_or_stop(&mut done, &mut stop).await;
+        assert_eq!(
+            end,
+            ProcessEnd {
+                exit_code: Some(0),
+                signal: None,
+                stopped: false
+            }
+        );
+        // One still running is stopped, and says so.
+        let mut live = spawn("sleep 30");
+        assert!(!has_exited(live.pid));
+        let (tx, mut stop) = watch::channel(None);
+        let waiting = tokio::spawn(async move { wait_or_stop(&mut live, &mut stop).await });
+        tx.send(Some(5)).expect("stop");
+        let end = waiting.await.expect("waited");
+        assert!(end.stopped, "{end:?}");
+        assert_eq!(end.signal, Some(libc::SIGTERM), "{end:?}");
+    }
 
     #[test]
     fn a_logs_answer_is_bounded_whatever_is_asked() {

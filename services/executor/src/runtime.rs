@@ -50,6 +50,9 @@ pub(crate) struct RunEnd {
     /// Why it failed, in its own words (`/opt/ml/output/failure`) or the
     /// runtime's (killed for its memory limit).
     pub reason: Option<String>,
+    /// A stop reached it while it ran: false when it ended on its own,
+    /// even if a stop came a moment after it had exited.
+    pub stopped: bool,
 }
 
 impl Launched {
@@ -85,11 +88,12 @@ impl Launched {
     pub(crate) async fn wait_or_stop(self, stop: &mut watch::Receiver<Option<u64>>) -> RunEnd {
         match self {
             Launched::Process(mut job) => {
-                let (exit_code, signal) = process::wait_or_stop(&mut job, stop).await;
+                let end = process::wait_or_stop(&mut job, stop).await;
                 RunEnd {
-                    exit_code,
-                    signal,
+                    exit_code: end.exit_code,
+                    signal: end.signal,
                     reason: None,
+                    stopped: end.stopped,
                 }
             }
             Launched::Container {
@@ -113,6 +117,7 @@ impl Launched {
                     exit_code: exit.exit_code,
                     signal: exit.signal,
                     reason,
+                    stopped: exit.stopped,
                 }
             }
         }

@@ -104,6 +104,8 @@ pub struct Exit {
     pub signal: Option<i32>,
     /// The kernel killed it for its memory limit.
     pub oom_killed: bool,
+    /// A stop reached it while it ran (not when it had already exited).
+    pub stopped: bool,
 }
 
 /// A running attempt's container.

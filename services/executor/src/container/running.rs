@@ -71,9 +71,14 @@ impl Running {
         loop {
             let requested = *stop.borrow();
             if let Some(grace) = requested {
-                stopped = true;
                 let signalled = std::time::Instant::now();
-                self.kill("SIGTERM").await;
+                if !self.kill("SIGTERM").await {
+                    // It had exited on its own a moment before the stop
+                    // came: its end is its own.
+                    let _ = self.wait().await;
+                    break;
+                }
+                stopped = true;
                 let killed = match tokio::time::timeout(Duration::from_secs(grace), self.wait())
                     .await
                 {
@@ -121,11 +126,13 @@ impl Running {
                 exit_code: None,
                 signal: Some(c - 128),
                 oom_killed,
+                stopped,
             },
             _ => Exit {
                 exit_code: code,
                 signal: None,
                 oom_killed,
+                stopped,
             },
         };
         let _ = (&mut self.logs).await;
@@ -138,19 +145,26 @@ impl Running {
         exit
     }
 
-    async fn kill(&self, signal: &str) {
+    /// Signals the container; false when it was no longer running (the
+    /// engine says so atomically: it exited before the signal).
+    async fn kill(&self, signal: &str) -> bool {
         let options = KillContainerOptionsBuilder::default()
             .signal(signal)
             .build();
-        if let Err(e) = self
+        match self
             .engine
             .docker
             .kill_container(&self.id, Some(options))
             .await
         {
-            let e = engine_error(e);
-            if !e.contains("is not running") {
+            Ok(()) => true,
+            Err(e) => {
+                let e = engine_error(e);
+                if e.contains("is not running") {
+                    return false;
+                }
                 tracing::warn!(container = %self.name, signal, error = %e, "cannot signal the container");
+                true
             }
         }
     }
