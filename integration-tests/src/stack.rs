@@ -1309,6 +1309,47 @@ impl Stack {
         stored
     }
 
+    /// The usage ledger's held instance-seconds (own plus borrowed) of
+    /// `queue` over yesterday and today (UTC), and what the attempts of
+    /// `jobs` record they held: (stopped - scheduled) x instances. Every
+    /// job of the queue must be in `jobs` and finished.
+    pub async fn usage_against_attempts(&self, queue: &str, jobs: &[String]) -> (f64, f64) {
+        use qm_wire::messages::{GetUsage, UsageReport};
+        let today = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_millis() as u64;
+        let report: UsageReport = self
+            .client
+            .call(
+                Operation::GetUsage,
+                &GetUsage {
+                    job_queue: queue.into(),
+                    from: Some(qm_wire::dates::utc_date(today - 86_400_000)),
+                    to: Some(qm_wire::dates::utc_date(today)),
+                    ..Default::default()
+                },
+            )
+            .await
+            .expect("the usage report");
+        let ledger: f64 = report
+            .rows
+            .iter()
+            .map(|r| r.own_instance_seconds + r.borrowed_instance_seconds)
+            .sum();
+        let mut held_ms = 0u64;
+        for id in jobs {
+            let j = self.describe(id).await.expect("the job");
+            for a in &j.attempts {
+                let (Some(from), Some(to)) = (a.scheduled_at, a.stopped_at) else {
+                    panic!("{id} attempt {} has not ended: {j:#?}", a.attempt);
+                };
+                held_ms += (to - from) * u64::from(j.instance_count);
+            }
+        }
+        (ledger, held_ms as f64 / 1000.0)
+    }
+
     /// How many attempt directories the executor made for the job.
     pub fn attempt_dirs(&self, executor: &str, job_id: &str) -> usize {
         std::fs::read_dir(self.dir.join(executor).join(job_id)).map_or(0, |d| {

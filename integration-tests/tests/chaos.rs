@@ -225,6 +225,13 @@ async fn seeded_chaos_loses_no_job_runs_none_twice_and_keeps_every_event() {
         snapshot.shares.iter().all(|s| s.used == 0),
         "seed {seed}: instances still held: {snapshot:#?}"
     );
+    // The usage ledger, counted through every fault and takeover, holds
+    // exactly what the attempts record they held.
+    let (ledger, attempts) = stack.usage_against_attempts("training", &jobs).await;
+    assert!(
+        (ledger - attempts).abs() < 0.001,
+        "seed {seed}: the ledger holds {ledger} instance-seconds, the attempts {attempts}"
+    );
     let step_secs = 0.025; // --step-delay-ms 25
     println!(
         "chaos: seed {seed}: {} jobs, {} faults, lost 0, double runs 0, {recomputed_attempts} attempts restarted, recomputed {recomputed_steps} saved steps ({:.1} s; at most {:.1} s more unsaved), {:.0} s",

@@ -521,5 +521,114 @@ async fn the_policy_stability_record_counts_the_three_share_story_and_is_scoped(
     )
     .await
     .expect("terminated");
+    // The usage ledger of the same story (issue 32).
+    let jobs = [p1, p2, p3, q2];
+    let mut finals = Vec::new();
+    for id in &jobs {
+        finals.push(stack.wait_final(id, 120).await);
+    }
+    usage_of_the_story(&stack, &finals, &bob).await;
     stack.stop_all();
+}
+
+/// The story's usage: it adds up to the attempts' own records, QS1's
+/// borrowing is QS2's lending, the reclaimed attempt's lost work is QS1's
+/// recomputed work, and the report is scoped and checked like every read.
+async fn usage_of_the_story(
+    stack: &qm_integration_tests::stack::Stack,
+    finals: &[ServiceJob],
+    bob: &qm_service::client::Client,
+) {
+    use qm_wire::messages::{GetUsage, UsageReport};
+    let ids: Vec<String> = finals.iter().map(|j| j.job_id.clone()).collect();
+    let (ledger, attempts) = stack.usage_against_attempts("training", &ids).await;
+    assert!(
+        (ledger - attempts).abs() < 0.001,
+        "the ledger holds {ledger} instance-seconds, the attempts {attempts}"
+    );
+    let get = |client: qm_service::client::Client, share: Option<&str>, from: Option<&str>| {
+        let request = GetUsage {
+            job_queue: "training".into(),
+            quota_share_name: share.map(String::from),
+            from: from.map(String::from),
+            by: Some("WEEK".into()),
+            ..Default::default()
+        };
+        async move {
+            client
+                .call::<_, UsageReport>(Operation::GetUsage, &request)
+                .await
+        }
+    };
+    let all = get(stack.client.clone(), None, None)
+        .await
+        .expect("the report");
+    let of = |share: &str| {
+        let mut u = (0.0, 0.0, 0.0);
+        for r in all.rows.iter().filter(|r| r.quota_share_name == share) {
+            u.0 += r.own_instance_seconds;
+            u.1 += r.borrowed_instance_seconds;
+            u.2 += r
+                .recomputed
+                .iter()
+                .filter(|c| c.cause == "PREEMPTED_CROSS_SHARE")
+                .map(|c| c.instance_seconds)
+                .sum::<f64>();
+        }
+        u
+    };
+    let (qs1, qs2) = (of("QS1"), of("QS2"));
+    assert!(
+        qs1.0 > 0.0 && qs1.1 > 0.0,
+        "QS1 held own and borrowed capacity: {all:#?}"
+    );
+    assert!(
+        qs2.0 > 0.0 && qs2.1 == 0.0,
+        "QS2 held only its own: {all:#?}"
+    );
+    let from_qs2: f64 = all
+        .lending
+        .iter()
+        .filter(|l| l.borrower == "QS1" && l.lender.as_deref() == Some("QS2"))
+        .map(|l| l.instance_seconds)
+        .sum();
+    assert!(from_qs2 > 0.0, "QS1 borrowed QS2's idle instance: {all:#?}");
+    // p2's reclaimed attempt: the work it lost is QS1's recomputed work.
+    let lost: u64 = finals
+        .iter()
+        .flat_map(|j| j.attempts.iter())
+        .filter(|a| a.outcome.as_deref() == Some("PREEMPTED_CROSS_SHARE"))
+        .filter_map(|a| a.recomputed_ms)
+        .sum();
+    assert!(
+        (qs1.2 - lost as f64 / 1000.0).abs() < 0.001,
+        "QS1 recomputed {} s, the reclaimed attempt lost {lost} ms",
+        qs1.2
+    );
+    // Scoped: bob sees QS2's rows, and the lending where QS2 lent.
+    let bobs = get(bob.clone(), None, None).await.expect("bob's report");
+    assert!(
+        !bobs.rows.is_empty() && bobs.rows.iter().all(|r| r.quota_share_name == "QS2"),
+        "{bobs:#?}"
+    );
+    assert!(
+        bobs.lending
+            .iter()
+            .all(|l| l.borrower == "QS2" || l.lender.as_deref() == Some("QS2")),
+        "{bobs:#?}"
+    );
+    let e = get(bob.clone(), Some("QS1"), None)
+        .await
+        .expect_err("not bob's share");
+    assert_eq!(
+        e.code(),
+        Some(qm_wire::messages::ErrorCode::AccessDenied),
+        "{e}"
+    );
+    // A day the calendar lacks is refused by name.
+    let e = get(stack.client.clone(), None, Some("2026-02-30"))
+        .await
+        .expect_err("no such day");
+    assert_eq!(e.code(), Some(qm_wire::messages::ErrorCode::Invalid), "{e}");
+    assert!(e.to_string().contains("from"), "{e}");
 }

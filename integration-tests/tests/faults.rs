@@ -307,6 +307,14 @@ async fn a_standby_takes_over_from_a_killed_leader_at_once_not_after_its_lease()
     let out = stack.attempt_stdout("node-1", &long, 1);
     assert_eq!(digest_in(&out).as_deref(), Some(expected.as_str()), "{out}");
     stack.assert_stored_events(&long, "SUCCEEDED").await;
+    // The usage ledger counted the long job's run across the takeover once.
+    let (ledger, attempts) = stack
+        .usage_against_attempts("training", &[long.clone(), next.clone()])
+        .await;
+    assert!(
+        (ledger - attempts).abs() < 0.001,
+        "the new leader's ledger holds {ledger} instance-seconds, the attempts {attempts}"
+    );
     let log = stack.log_of("scheduler-2");
     assert!(log.contains("the leader's connection is gone"), "{log}");
     assert!(log.contains("took over from following the log"), "{log}");

@@ -117,6 +117,28 @@ enum Command {
         #[arg(long)]
         since: Option<String>,
     },
+    /// The usage ledger: per share, instance type, workload class and day
+    /// (or week), instance-hours on own capacity, borrowed (and from whom),
+    /// queued, recomputed by cause, and resume drills. `--output csv` for
+    /// billing.
+    #[command(
+        after_help = "Examples:\n  qm usage --queue training\n  qm usage --queue training --from 2026-11-01 --to 2026-11-30 --by week\n  qm usage --queue training --share QS1 --from 2026-11-01 --output csv > november.csv\n\nDays are UTC. Without --from: the 7 days up to --to (default: today)."
+    )]
+    Usage {
+        #[arg(long)]
+        queue: String,
+        #[arg(long)]
+        share: Option<String>,
+        /// The first day, YYYY-MM-DD (UTC).
+        #[arg(long)]
+        from: Option<String>,
+        /// The last day, YYYY-MM-DD (UTC), included.
+        #[arg(long)]
+        to: Option<String>,
+        /// One row per day or per week (weeks start Monday).
+        #[arg(long, value_enum, default_value = "day")]
+        by: live::UsagePeriod,
+    },
     /// Show one job: status, reason, every attempt.
     Describe { job_id: String },
     /// What the next scheduling pass would do for a waiting job: start it
@@ -241,7 +263,7 @@ enum Output {
     Table,
     /// One JSON document for scripts.
     Json,
-    /// Comma-separated values, one row per record (qm governance only).
+    /// Comma-separated values, one row per record (qm governance and qm usage).
     Csv,
 }
 
@@ -259,6 +281,7 @@ impl Command {
             Command::Drill(_) => "drill",
             Command::Drills { .. } => "drills",
             Command::Governance { .. } => "governance",
+            Command::Usage { .. } => "usage",
             Command::Describe { .. } => "describe",
             Command::Explain { .. } => "explain",
             Command::List { .. } => "list",
@@ -347,11 +370,14 @@ async fn run_live(
     (json, csv): (bool, bool),
     command: Command,
 ) -> Result<(), live::Failure> {
-    if csv && !matches!(command, Command::Governance { .. }) {
+    if csv && !matches!(command, Command::Governance { .. } | Command::Usage { .. }) {
         return Err(live::Failure(
-            "--output csv: only qm governance writes CSV".into(),
+            "--output csv: only qm governance and qm usage write CSV".into(),
             2,
         ));
+    }
+    if let Command::Usage { from, to, .. } = &command {
+        live::check_usage_days(from.as_deref(), to.as_deref())?;
     }
     let since = match &command {
         Command::Governance { since, .. } => since
@@ -418,6 +444,13 @@ async fn run_live(
         Command::Governance { queue, share, .. } => {
             live::governance(&c, &queue, share, since, json, csv).await
         }
+        Command::Usage {
+            queue,
+            share,
+            from,
+            to,
+            by,
+        } => live::show_usage(&c, &queue, share, (from, to), by, (json, csv)).await,
         Command::Explain { job_id } => live::explain(&c, &job_id, json).await,
         Command::Describe { job_id } => live::describe(&c, &job_id, json).await,
         Command::List {
@@ -499,7 +532,9 @@ fn simulate(
             serde_json::to_string_pretty(&report.summary).map_err(|e| e.to_string())?
         ),
         (Output::Table, _) => print!("{}", report.to_table()),
-        (Output::Csv, _) => return Err("--output csv: only qm governance writes CSV".into()),
+        (Output::Csv, _) => {
+            return Err("--output csv: only qm governance and qm usage write CSV".into())
+        }
     }
     Ok(())
 }

@@ -26,6 +26,7 @@ pub mod reason;
 pub mod runtime;
 mod table;
 pub mod time;
+pub mod usage;
 
 pub use class::{BorrowBar, ClassRules, WorkloadClass, IMPLICIT_CLASS, MAX_CLASSES_PER_SHARE};
 pub use cluster::{Cluster, JobError, JobEvent, ShareUsage, TypeAccounting};
@@ -50,3 +51,6 @@ pub use pass::{schedule, schedule_exhaustive, Plan, Preemption, Start};
 pub use reason::{NeverFits, StatusReason, WaitReason};
 pub use runtime::{Runtime, Runtimes};
 pub use time::Time;
+pub use usage::{
+    day_of, LendRecord, Rates, Usage, UsageRecord, UsageReport, DAY_MS, USAGE_KEEP_DAYS,
+};

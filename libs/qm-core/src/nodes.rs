@@ -346,6 +346,7 @@ impl Cluster {
                 .map(|n| n.offered(t))
                 .sum();
             if self.fleet[t.index()] != n {
+                self.touch_lending(t);
                 self.fleet[t.index()] = n;
                 self.unsettle(t);
             }
@@ -365,6 +366,7 @@ impl Cluster {
         runtimes: crate::Runtimes,
         now: Time,
     ) -> Vec<LostAttempt> {
+        self.advance_usage(now);
         let mut wanted: BTreeMap<TypeIdx, u32> = BTreeMap::new();
         for (t, count) in offers {
             let t = self.intern_type(t);
@@ -421,6 +423,7 @@ impl Cluster {
     /// `HOST_LOST` (also its ranks on other nodes, which must be told to
     /// stop), and its instances leave the fleet.
     pub fn lose_node(&mut self, name: &str, now: Time) -> Vec<LostAttempt> {
+        self.advance_usage(now);
         let Some(n) = self.node_id(name) else {
             return Vec::new();
         };
@@ -462,6 +465,7 @@ impl Cluster {
     /// recently started attempts on it lose their hosts (HOST_LOST) until
     /// the rest fits; their ids are returned.
     pub fn set_fleet(&mut self, instance_type: &str, count: u32, now: Time) -> Vec<JobId> {
+        self.advance_usage(now);
         let t = self.intern_type(instance_type);
         let name = pool_node_name(instance_type);
         let n = match self.node_id(&name) {
@@ -733,6 +737,7 @@ impl Cluster {
         exit: RankExit,
         now: Time,
     ) -> Result<RankEnd, JobError> {
+        self.advance_usage(now);
         let rank = self.rank_of(id, attempt, node)?;
         let stopping = self.jobs[&id].stopping.is_some();
         let a = self.current_attempt_mut(id, attempt)?;

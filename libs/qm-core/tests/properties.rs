@@ -4,6 +4,11 @@
 
 mod common;
 
+use std::collections::BTreeMap;
+
+/// (share, instance type, class): a row of the usage ledger.
+type UsageKey = (String, String, String);
+
 use proptest::prelude::*;
 use qm_core::invariants::{check_indexes, check_plan};
 use qm_core::{
@@ -401,6 +406,9 @@ fn apply_event(c: &mut Cluster, now: &mut Time, event: &Event) {
             }
         }
         Event::Priority { nth, priority } => {
+            // As the scheduler does before every entry: a priority update
+            // takes no time of its own.
+            c.advance_usage(*now);
             let live: Vec<JobId> = c
                 .jobs()
                 .filter(|j| !j.status.is_final())
@@ -657,7 +665,20 @@ proptest! {
         build_fleet(&mut c, fleet, &nodes);
         let mut now = Time::ZERO;
         let mut submitted = 0usize;
+        // The usage ledger's reference: the state's rates integrated over
+        // every stretch of time, computed from scratch.
+        let mut reference: BTreeMap<UsageKey, qm_core::Usage> = BTreeMap::new();
         for event in &events {
+            if let Event::Advance { secs } = event {
+                for (key, r) in c.usage_rates() {
+                    let u = reference.entry(key).or_default();
+                    let ms = secs * 1000;
+                    u.own_ms += u64::from(r.own) * ms;
+                    u.borrowed_ms += u64::from(r.borrowed) * ms;
+                    u.waiting_ms += r.waiting * ms;
+                    u.drill_ms += u64::from(r.drill) * ms;
+                }
+            }
             apply_event(&mut c, &mut now, event);
             check_indexes(&c).map_err(|v| TestCaseError::fail(v.to_string()))?;
             let plan = c.schedule(now);
@@ -741,6 +762,32 @@ proptest! {
             }
         }
         prop_assert!(settled, "passes at a fixed time did not settle");
+        // The usage ledger is the integral of the state, and adds up to
+        // what the attempts themselves record.
+        let report = c.usage_report(0, u32::MAX - 1, now);
+        let mut ledger: BTreeMap<UsageKey, (u64, u64, u64, u64)> = BTreeMap::new();
+        for r in &report.rows {
+            let e = ledger.entry((r.share.clone(), r.instance_type.clone(), r.class.clone())).or_default();
+            e.0 += r.usage.own_ms;
+            e.1 += r.usage.borrowed_ms;
+            e.2 += r.usage.waiting_ms;
+            e.3 += r.usage.drill_ms;
+        }
+        ledger.retain(|_, v| *v != (0, 0, 0, 0));
+        let expected: BTreeMap<UsageKey, (u64, u64, u64, u64)> = reference
+            .into_iter()
+            .map(|(k, u)| (k, (u.own_ms, u.borrowed_ms, u.waiting_ms, u.drill_ms)))
+            .filter(|(_, v)| *v != (0, 0, 0, 0))
+            .collect();
+        prop_assert_eq!(&ledger, &expected, "the usage ledger is not the integral of the state");
+        let held: u64 = c
+            .jobs()
+            .flat_map(|j| j.attempts.iter().map(move |a| {
+                a.stopped_at.unwrap_or(now).millis_since(a.scheduled_at) * u64::from(j.spec.count)
+            }))
+            .sum();
+        let used: u64 = report.rows.iter().map(|r| r.usage.used_ms()).sum();
+        prop_assert_eq!(used, held, "the ledger's held time is not the attempts'");
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! fixtures (`tests/fixtures/`) prove old messages keep decoding. Trace
 //! context travels in NATS headers (`traceparent`), not in bodies.
 
+pub mod dates;
 pub mod messages;
 pub mod paths;
 pub mod subjects;

@@ -147,10 +147,11 @@ pub enum Operation {
     StartResumeDrill,
     ListResumeDrills,
     GetPolicyStabilityRecord,
+    GetUsage,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 25] = [
+    pub const ALL: [Operation; 26] = [
         Operation::SubmitServiceJob,
         Operation::DescribeServiceJob,
         Operation::ListServiceJobs,
@@ -176,6 +177,7 @@ impl Operation {
         Operation::StartResumeDrill,
         Operation::ListResumeDrills,
         Operation::GetPolicyStabilityRecord,
+        Operation::GetUsage,
     ];
 
     pub fn name(self) -> &'static str {
@@ -205,6 +207,7 @@ impl Operation {
             Operation::StartResumeDrill => "StartResumeDrill",
             Operation::ListResumeDrills => "ListResumeDrills",
             Operation::GetPolicyStabilityRecord => "GetPolicyStabilityRecord",
+            Operation::GetUsage => "GetUsage",
         }
     }
 

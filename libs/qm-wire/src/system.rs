@@ -628,6 +628,7 @@ pub enum SchedOperation {
     ExplainServiceJob(crate::messages::JobRef),
     ListResumeDrills(crate::messages::ListResumeDrills),
     GetPolicyStabilityRecord(crate::messages::GetPolicyStabilityRecord),
+    GetUsage(crate::messages::GetUsage),
 }
 
 impl SchedOperation {
@@ -643,6 +644,7 @@ impl SchedOperation {
             SchedOperation::ExplainServiceJob(_) => "ExplainServiceJob",
             SchedOperation::ListResumeDrills(_) => "ListResumeDrills",
             SchedOperation::GetPolicyStabilityRecord(_) => "GetPolicyStabilityRecord",
+            SchedOperation::GetUsage(_) => "GetUsage",
         }
     }
 

@@ -294,7 +294,9 @@ impl Admission {
                 };
                 respond(c, &msg, &r).await
             }
-            Operation::ListResumeDrills | Operation::GetPolicyStabilityRecord => {
+            Operation::ListResumeDrills
+            | Operation::GetPolicyStabilityRecord
+            | Operation::GetUsage => {
                 // Checked here first, and again (share by share) by the
                 // scheduler (both name a queue and perhaps a share).
                 let check = decode::<qm_wire::messages::ListResumeDrills>(p).and_then(|l| {

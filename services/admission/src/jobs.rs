@@ -337,6 +337,7 @@ impl Admission {
             Operation::GetPolicyStabilityRecord => {
                 SchedOperation::GetPolicyStabilityRecord(decode(payload)?)
             }
+            Operation::GetUsage => SchedOperation::GetUsage(decode(payload)?),
             other => {
                 return Err(api::error(
                     ErrorCode::Internal,

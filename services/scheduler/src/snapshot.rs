@@ -38,9 +38,11 @@ use sha2::{Digest, Sha256};
 use crate::state::{Cut, Positions, State};
 
 /// The snapshot format this scheduler writes and the newest it reads:
-/// 1, a CBOR body; 2, a body compressed as `compression` says. A format 1
-/// reader refuses format 2 (as newer) rather than misread it.
-pub const FORMAT: u32 = 2;
+/// 1, a CBOR body; 2, a body compressed as `compression` says; 3, the
+/// state with its usage ledger (a format 2 snapshot reads with an empty
+/// ledger, which counts from then on). An older reader refuses a newer
+/// format rather than misread it.
+pub const FORMAT: u32 = 3;
 
 /// The body's compression in the snapshots this scheduler writes.
 const COMPRESSION: &str = "zstd";
@@ -387,11 +389,14 @@ mod tests {
             Some(Damage::Header(_))
         ));
         let newer = String::from_utf8_lossy(&good[..body_at])
-            .replace("\"format\":2", "\"format\":3")
+            .replace(
+                &format!("\"format\":{FORMAT}"),
+                &format!("\"format\":{}", FORMAT + 1),
+            )
             .into_bytes();
         assert_eq!(
             decode(&[newer, good[body_at..].to_vec()].concat()).err(),
-            Some(Damage::Newer { found: 3 })
+            Some(Damage::Newer { found: FORMAT + 1 })
         );
         // A body that checks out but is not a state (written by a bug).
         let mut junk = Vec::new();

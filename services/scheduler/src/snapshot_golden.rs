@@ -216,6 +216,8 @@ fn a_snapshot_this_format_wrote_reads_back_as_the_same_state_in_the_same_form() 
         "attempt_reasons",
         "start_progress",
         "non_root_shares",
+        "own_ms",
+        "lent_since",
     ] {
         assert!(
             shown.contains(key),

@@ -26,7 +26,7 @@ fn total(list: &[ByPrincipal]) -> u32 {
 }
 
 /// One CSV field, quoted when it must be.
-fn field(text: &str) -> String {
+pub(super) fn field(text: &str) -> String {
     if text.contains([',', '"', '\n']) {
         format!("\"{}\"", text.replace('"', "\"\""))
     } else {

@@ -13,6 +13,7 @@ mod governance;
 mod jobs;
 mod observe;
 mod submit;
+mod usage;
 
 pub use admin::{apply, auth, whoami};
 pub use audit::{audit, audit_request, parse_time};
@@ -21,6 +22,7 @@ pub use governance::governance;
 pub use jobs::{describe, list, logs, terminate, update};
 pub use observe::{snapshot, top, watch};
 pub use submit::{dry_run, explain, submit, submit_request, SubmitArgs};
+pub use usage::{check_usage_days, show_usage, UsagePeriod};
 
 /// A failure: one line for the user and the exit code.
 pub struct Failure(pub String, pub u8);

@@ -10,6 +10,7 @@ impl Cluster {
     /// Applies a plan made by [`Cluster::schedule`] at `now`.
     pub fn apply(&mut self, plan: &crate::pass::Plan) {
         let now = plan.now;
+        self.advance_usage(now);
         for t in &plan.settled {
             self.settled[t.index()] = Settled::Until(plan.wake_at);
         }

@@ -161,6 +161,15 @@ impl Cluster {
     /// snapshot: one written before workload classes filed jobs by
     /// whether they checkpoint.
     pub fn refile_all(&mut self) {
+        // Refiling rebuilds indexes; it changes nothing the usage ledger
+        // counts, so the ledger is not touched (a state read from a
+        // snapshot stays equal to the one written).
+        let clock = self.usage.now.take();
+        self.refile_indexes();
+        self.usage.now = clock;
+    }
+
+    fn refile_indexes(&mut self) {
         let before: Vec<Vec<(RunnableQueue, BTreeSet<RunKey>, u32)>> = self
             .shares
             .iter_mut()

@@ -47,6 +47,7 @@ impl Cluster {
     }
 
     pub(crate) fn install_queue(&mut self, queue: QueueConfig, now: Time) -> Vec<JobId> {
+        self.advance_usage(now);
         self.settled.iter_mut().for_each(|s| *s = Settled::No);
         self.queue_state = queue.state;
         self.queueing = queue.queueing_strategy;
@@ -55,6 +56,10 @@ impl Cluster {
         for limit in queue.shares.iter().flat_map(|s| s.capacity_limits.iter()) {
             self.intern_type(&limit.capacity_unit);
         }
+        // Usage so far, at the old entitlements; classes may be resolved
+        // anew from here on.
+        self.touch_all_usage();
+        self.usage.counts.valid = false;
         let mut to_delete = Vec::new();
         for (i, slot) in self.shares.iter().enumerate() {
             if !slot.deleted && !queue.shares.iter().any(|n| n.name == slot.config.name) {

@@ -58,6 +58,7 @@ impl Cluster {
         // The two jobs differ only in name and role: one submit's
         // validation speaks for both.
         let subject_id = self.submit(subject, now)?;
+        self.count_drill(&self.jobs[&subject_id].spec.clone(), now);
         let reference_id = self
             .submit(reference, now)
             .expect("the same spec as the subject, which was accepted");

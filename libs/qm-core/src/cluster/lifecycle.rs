@@ -18,6 +18,7 @@ impl Cluster {
     /// is rejected; one that only the current fleet forbids is accepted and
     /// waits with a `MISCONFIGURATION:` reason (executors may still register).
     pub fn submit(&mut self, mut spec: JobSpec, now: Time) -> Result<JobId, JobError> {
+        self.advance_usage(now);
         let mut problems = Vec::new();
         let problem = |field: &str, message: String| ConfigProblem {
             field: field.into(),
@@ -117,6 +118,7 @@ impl Cluster {
 
     pub(crate) fn transition(&mut self, id: JobId, to: JobStatus, reason: StatusReason, now: Time) {
         let (t, from) = (self.jobs[&id].spec.instance_type, self.jobs[&id].status);
+        self.touch_usage(self.jobs[&id].spec.share, t);
         // Reason updates and SCHEDULED -> STARTING -> RUNNING change nothing
         // a pass looks at.
         if from != to && !(from.holds_instances() && to.holds_instances()) {
@@ -139,6 +141,7 @@ impl Cluster {
             to,
             reason,
         });
+        self.count_transition(id, from, to);
         if to.is_final() && from != to {
             self.drill_job_finished(id, now);
         }
@@ -233,6 +236,7 @@ impl Cluster {
     /// asked to stop (with its grace period) and ends FAILED, `CANCELLED`.
     /// Returns true when a stop must be sent to the executor.
     pub fn terminate(&mut self, id: JobId, now: Time) -> Result<bool, JobError> {
+        self.advance_usage(now);
         let job = self.jobs.get(&id).ok_or(JobError::NotFound(id))?;
         match job.status {
             JobStatus::Submitted | JobStatus::Runnable => {
@@ -448,6 +452,7 @@ impl Cluster {
         exit_code: Option<i32>,
         now: Time,
     ) -> Result<AttemptOutcome, JobError> {
+        self.advance_usage(now);
         self.current_attempt_mut(id, attempt)?;
         let job = &self.jobs[&id];
         let outcome = match job.stopping {
@@ -464,6 +469,7 @@ impl Cluster {
 
     /// The attempt's executor stopped heartbeating: the attempt ends HOST_LOST.
     pub fn attempt_lost(&mut self, id: JobId, attempt: u32, now: Time) -> Result<(), JobError> {
+        self.advance_usage(now);
         self.current_attempt_mut(id, attempt)?;
         self.end_attempt(id, None, AttemptOutcome::HostLost, now);
         Ok(())
@@ -524,6 +530,7 @@ impl Cluster {
             if let Some(w) = self.ledger_mut(s).cause_mut(outcome) {
                 w.add(ms, count);
             }
+            self.count_recomputed(id, outcome, ms.saturating_mul(u64::from(count)), now);
             if let Some(b) = for_share {
                 self.ledger_mut(b).lost_for_this_share.add(ms, count);
             }

@@ -12,6 +12,7 @@ mod classes;
 mod configure;
 mod drills;
 mod lifecycle;
+mod usage;
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
@@ -164,6 +165,9 @@ pub struct Cluster {
     /// When each running drill's subject is to be stopped.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub(crate) drill_stops: BTreeSet<(Time, JobId)>,
+    /// The usage ledger (`usage.rs`): what each share used, day by day.
+    #[serde(default)]
+    pub(crate) usage: crate::usage::UsageLedger,
     events: Vec<JobEvent>,
     /// RUNNABLE jobs no pass has given a reason yet (new or requeued).
     pub(crate) unexplained: BTreeSet<JobId>,
@@ -205,6 +209,7 @@ impl Cluster {
             resume_proofs: BTreeMap::new(),
             drills: BTreeMap::new(),
             drill_stops: BTreeSet::new(),
+            usage: Default::default(),
             events: Vec::new(),
             unexplained: BTreeSet::new(),
             settled: Vec::new(),
@@ -312,7 +317,9 @@ impl Cluster {
         &self.shares[s.index()].types[t.index()]
     }
 
+    /// The share's state of a type, to change: its usage is accrued first.
     pub(crate) fn st_mut(&mut self, s: ShareIdx, t: TypeIdx) -> &mut ShareType {
+        self.touch_usage(s, t);
         &mut self.shares[s.index()].types[t.index()]
     }
 

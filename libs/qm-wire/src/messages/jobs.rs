@@ -216,6 +216,10 @@ pub struct AttemptDetail {
     pub attempt: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub executor_id: Option<String>,
+    /// When it was placed: its instances are held from here to
+    /// `stoppedAt` (what the usage ledger counts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled_at: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -580,4 +584,91 @@ pub struct PolicyStabilityRecord {
     pub job_queue: String,
     /// Oldest week first, shares in name order within a week.
     pub weeks: Vec<ShareWeek>,
+}
+
+/// `GetUsage`: the usage ledger of a queue, per share, instance type,
+/// workload class and day (or week), from the days asked for, of the shares
+/// the caller may read.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GetUsage {
+    pub job_queue: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota_share_name: Option<String>,
+    /// The first day, `YYYY-MM-DD` (UTC); default: 6 days before `to`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// The last day, `YYYY-MM-DD` (UTC), included; default: today.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    /// `DAY` (default) or `WEEK` (weeks start Monday 00:00 UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+}
+
+/// Recomputed work of one cause, in instance-seconds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecomputedUsage {
+    /// PREEMPTED_CROSS_SHARE | PREEMPTED_IN_SHARE | PREEMPTED_LIMIT_REDUCED | HOST_LOST
+    pub cause: String,
+    pub instance_seconds: f64,
+}
+
+/// One share's use of one instance type, in one workload class, over one
+/// period. Instance-seconds, to the millisecond.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageRow {
+    /// The period's first day, `YYYY-MM-DD`.
+    pub period: String,
+    pub quota_share_name: String,
+    pub instance_type: String,
+    pub workload_class: String,
+    /// Held within the share's entitlement.
+    pub own_instance_seconds: f64,
+    /// Held beyond it (see `lending` for whose capacity it was).
+    pub borrowed_instance_seconds: f64,
+    /// Queued (RUNNABLE) instances, waiting.
+    pub waiting_instance_seconds: f64,
+    /// Work thrown away by preempted attempts and lost hosts, by cause.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recomputed: Vec<RecomputedUsage>,
+    /// Held by resume drills' jobs (part of `ownInstanceSeconds`).
+    #[serde(default)]
+    pub drill_instance_seconds: f64,
+    /// Resume drills started.
+    #[serde(default)]
+    pub drills: u64,
+}
+
+/// Capacity one share borrowed from another (or from the queue's
+/// unassigned capacity) over one period: the lender lent it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LendingRow {
+    pub period: String,
+    pub instance_type: String,
+    pub borrower: String,
+    /// The lending share; absent: capacity no share is entitled to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lender: Option<String>,
+    pub instance_seconds: f64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageReport {
+    pub job_queue: String,
+    pub from: String,
+    pub to: String,
+    /// DAY or WEEK.
+    pub by: String,
+    /// The report counts up to this moment (ms since the Unix epoch).
+    pub as_of: u64,
+    /// Period, share, type, class order.
+    pub rows: Vec<UsageRow>,
+    /// Borrowed capacity by period, type, borrower and lender: rows whose
+    /// borrower or lender the caller may read.
+    pub lending: Vec<LendingRow>,
 }

@@ -123,6 +123,15 @@ impl Runner<'_> {
                     });
                 self.reply(msg.reply, r).await
             }
+            SchedOperation::GetUsage(g) => {
+                let r = allowed_read(caller, &g.job_queue, g.quota_share_name.as_deref()).and_then(
+                    |()| {
+                        let may_read = |s: &str| readable(caller, &g.job_queue, s);
+                        self.state.usage(g, &may_read, now)
+                    },
+                );
+                self.reply(msg.reply, r).await
+            }
             SchedOperation::ListResumeDrills(l) => {
                 let r =
                     allowed_read(caller, &l.job_queue, l.quota_share_name.as_deref()).map(|()| {

@@ -52,19 +52,9 @@ pub fn week_start(ms: u64) -> u64 {
     days.saturating_sub((days + 3) % 7) * DAY_MS
 }
 
-/// `YYYY-MM-DD` of a day since the epoch (proleptic Gregorian).
-fn date(ms: u64) -> String {
-    // Howard Hinnant's civil_from_days.
-    let z = (ms / DAY_MS) as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}")
+/// `YYYY-MM-DD` of the day holding `ms`.
+pub(crate) fn date(ms: u64) -> String {
+    qm_wire::dates::utc_date(ms)
 }
 
 impl super::QueueState {

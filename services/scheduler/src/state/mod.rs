@@ -28,6 +28,7 @@ mod executors;
 pub mod governance;
 mod passes;
 mod positions;
+mod usage;
 mod views;
 
 #[cfg(test)]
@@ -172,6 +173,11 @@ impl State {
     pub fn apply(&mut self, entry: LogEntry, at: u64) -> Effects {
         self.clock = self.clock.max(at);
         let now = self.clock;
+        // Whatever this entry changes changes at its time (the ledger of
+        // usage counts up to it first).
+        for qs in self.queues.values_mut() {
+            qs.cluster.advance_usage(Time(now));
+        }
         let mut fx = Vec::new();
         match entry {
             LogEntry::Submit { job_id, job, .. } => self.submit(job_id, job, now),

@@ -49,6 +49,7 @@ impl State {
                 .placement
                 .first()
                 .map(|r| qs.cluster.node(r.node).name.clone()),
+            scheduled_at: Some(a.scheduled_at.as_millis()),
             started_at: a.started_at.map(Time::as_millis),
             stopped_at: a.stopped_at.map(Time::as_millis),
             exit_code: a.exit_code,
