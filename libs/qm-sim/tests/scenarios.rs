@@ -755,3 +755,52 @@ fn workload_classes_decide_the_same_in_the_simulator() {
         assert_eq!(job(&r, name).status, "SUCCEEDED", "{name}");
     }
 }
+
+/// The core's usage ledger and the simulator's own integrals of the same
+/// run (sampled from the accounting at every event) agree: held and
+/// borrowed instance-seconds per share and type, and the ledger's
+/// recomputed work is the lost-work ledger's.
+#[test]
+fn the_usage_ledger_agrees_with_the_simulators_own_integrals() {
+    for file in ["three-shares.yaml", "classes.yaml", "protections.yaml"] {
+        let r = run(file);
+        assert!(!r.usage.is_empty(), "{file}: nothing counted");
+        for s in &r.shares {
+            let of = |f: fn(&qm_sim::report::UsageOut) -> f64| -> f64 {
+                r.usage
+                    .iter()
+                    .filter(|u| {
+                        u.quota_share_name == s.quota_share_name
+                            && u.instance_type == s.instance_type
+                    })
+                    .map(f)
+                    .sum()
+            };
+            let used = of(|u| u.own_instance_seconds + u.borrowed_instance_seconds);
+            let borrowed = of(|u| u.borrowed_instance_seconds);
+            assert!(
+                (used - s.used_instance_seconds).abs() < 0.01,
+                "{file} {}: the ledger says {used} held, the simulator {}",
+                s.quota_share_name,
+                s.used_instance_seconds
+            );
+            assert!(
+                (borrowed - s.borrowed_instance_seconds).abs() < 0.01,
+                "{file} {}: the ledger says {borrowed} borrowed, the simulator {}",
+                s.quota_share_name,
+                s.borrowed_instance_seconds
+            );
+        }
+        let recomputed: f64 = r.usage.iter().map(|u| u.recomputed_instance_seconds).sum();
+        let lost: f64 = r
+            .lost_work
+            .iter()
+            .flat_map(|l| l.by_cause.values())
+            .map(|w| w.recomputed_instance_seconds)
+            .sum();
+        assert!(
+            (recomputed - lost).abs() < 0.01,
+            "{file}: {recomputed} vs {lost}"
+        );
+    }
+}

@@ -253,6 +253,20 @@ pub struct ShareOut {
     pub recomputed_instance_seconds: f64,
 }
 
+/// The usage ledger's totals over the run (`qm_core::usage`), per share,
+/// type and workload class: what `qm usage` shows of a live queue.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageOut {
+    pub quota_share_name: String,
+    pub instance_type: String,
+    pub workload_class: String,
+    pub own_instance_seconds: f64,
+    pub borrowed_instance_seconds: f64,
+    pub waiting_instance_seconds: f64,
+    pub recomputed_instance_seconds: f64,
+}
+
 /// Percentiles (nearest rank) of a set of seconds.
 #[derive(Clone, Debug, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -354,6 +368,8 @@ pub struct Report {
     /// services show them (`qm snapshot`): per share that lost work or
     /// was the beneficiary of others'.
     pub lost_work: Vec<LostWorkOut>,
+    /// The usage ledger's totals over the run.
+    pub usage: Vec<UsageOut>,
     /// Actions refused, in order (the run went on without them).
     pub rejected: Vec<RejectedOut>,
     /// Each share's instances in use over time (`Options::sample_every`).
@@ -547,6 +563,25 @@ pub(crate) fn build(sim: &Simulation, end: Time) -> Report {
         .collect();
     let total: u64 = preemption_counts.values().sum();
     preemption_counts.insert("total".into(), total);
+    let mut ledger: BTreeMap<(String, String, String), qm_core::Usage> = BTreeMap::new();
+    for r in c.usage_report(0, u32::MAX - 1, end).rows {
+        ledger
+            .entry((r.share, r.instance_type, r.class))
+            .or_default()
+            .add(&r.usage);
+    }
+    let usage = ledger
+        .into_iter()
+        .map(|((share, instance_type, class), u)| UsageOut {
+            quota_share_name: share,
+            instance_type,
+            workload_class: class,
+            own_instance_seconds: u.own_ms as f64 / 1000.0,
+            borrowed_instance_seconds: u.borrowed_ms as f64 / 1000.0,
+            waiting_instance_seconds: u.waiting_ms as f64 / 1000.0,
+            recomputed_instance_seconds: u.recomputed_ms() as f64 / 1000.0,
+        })
+        .collect();
     Report {
         job_queue_name: c.queue_name().into(),
         transitions,
@@ -554,6 +589,7 @@ pub(crate) fn build(sim: &Simulation, end: Time) -> Report {
         jobs,
         shares,
         lost_work,
+        usage,
         rejected: r.rejected_actions.clone(),
         usage_samples: r.samples.clone(),
         summary: Summary {

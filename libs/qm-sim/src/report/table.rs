@@ -147,6 +147,37 @@ impl Report {
             }
             print_table(&mut out, t, &[2, 3], 1);
         }
+        if self
+            .usage
+            .iter()
+            .any(|u| u.workload_class != qm_core::IMPLICIT_CLASS)
+        {
+            let _ = writeln!(
+                out,
+                "\nUsage ledger by workload class (instance-seconds; qm usage shows it live)"
+            );
+            let mut t = table(&[
+                "share",
+                "type",
+                "class",
+                "own",
+                "borrowed",
+                "waiting",
+                "recomputed",
+            ]);
+            for u in &self.usage {
+                t.add_row(vec![
+                    u.quota_share_name.clone(),
+                    u.instance_type.clone(),
+                    u.workload_class.clone(),
+                    format!("{:.0}", u.own_instance_seconds),
+                    format!("{:.0}", u.borrowed_instance_seconds),
+                    format!("{:.0}", u.waiting_instance_seconds),
+                    format!("{:.0}", u.recomputed_instance_seconds),
+                ]);
+            }
+            print_table(&mut out, t, &[3, 4, 5, 6], 1);
+        }
         let sum = &self.summary;
         let _ = writeln!(
             out,

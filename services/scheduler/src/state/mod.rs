@@ -171,6 +171,15 @@ fn kind_of(name: &str) -> Option<PreemptionKind> {
 impl State {
     /// Applies one log entry stored at `at` (ms since the epoch).
     pub fn apply(&mut self, entry: LogEntry, at: u64) -> Effects {
+        // A decision the leader logged took effect at its own time (the
+        // pass's `now`, the loss's `at`), not when the log stored it: every
+        // replica applies it at that time, as the leader did (the usage
+        // ledger and the attempts' times are then the same everywhere).
+        let at = match &entry {
+            LogEntry::Pass(record) => record.now,
+            LogEntry::ExecutorLost { at, .. } => *at,
+            _ => at,
+        };
         self.clock = self.clock.max(at);
         let now = self.clock;
         // Whatever this entry changes changes at its time (the ledger of

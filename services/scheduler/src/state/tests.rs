@@ -64,6 +64,11 @@ fn observable(s: &State) -> Vec<String> {
     }
     for (q, qs) in &s.queues {
         out.push(format!("{q} placed {:?}", qs.cluster.placed_jobs()));
+        // The usage ledger, counted up to a fixed moment.
+        out.push(format!(
+            "{q} usage {:?}",
+            qs.cluster.usage_report(0, u32::MAX - 1, Time(1_000_000))
+        ));
     }
     out.push(format!("{:?}", s.stopping));
     out
@@ -115,7 +120,8 @@ fn live(inputs: Vec<LogEntry>) -> Live {
                         seq,
                         after: Some(input),
                         entry: LogEntry::Pass(record.clone()),
-                        at: t,
+                        // Stored a moment after it was decided and applied.
+                        at: t + 7,
                     });
                     positions.decision(input, seq);
                     publish(&mut positions, l.state.apply_planned(&record, plan));
