@@ -231,3 +231,32 @@ fn a_configuration_change_counts_the_old_entitlement_up_to_it() {
     let a = total(&w.c, "A", Time::from_secs(30));
     assert_eq!((a.own_ms, a.borrowed_ms), (10 * S + 2 * 20 * S, 10 * S));
 }
+
+#[test]
+fn archived_jobs_stay_in_the_ledger() {
+    let mut w = World::new(1, vec![share("A", Strategy::Reserve, 1)]);
+    w.submit("done", "A", 1, 1);
+    w.step();
+    w.at(40);
+    w.exit("done", 0);
+    let before = report(&w.c, w.now);
+    w.c.forget(w.id("done")).expect("a finished job");
+    assert!(w.c.job(w.id("done")).is_none(), "archived");
+    assert_eq!(report(&w.c, w.now), before);
+    assert_eq!(total(&w.c, "A", w.now).own_ms, 40 * S);
+}
+
+#[test]
+fn days_older_than_the_keep_leave_the_ledger() {
+    let mut w = World::new(1, vec![share("A", Strategy::Reserve, 1)]);
+    w.submit("old", "A", 1, 1);
+    w.step();
+    w.at(10);
+    w.exit("old", 0);
+    assert_eq!(report(&w.c, w.now).rows.len(), 1);
+    // A new day, USAGE_KEEP_DAYS later: day 0 is dropped.
+    w.now = Time((u64::from(qm_core::USAGE_KEEP_DAYS) + 1) * DAY_MS);
+    w.submit("new", "A", 1, 1);
+    let r = report(&w.c, w.now);
+    assert!(r.rows.iter().all(|r| r.day > 0), "{r:?}");
+}
