@@ -346,7 +346,7 @@ impl Cluster {
                 .map(|n| n.offered(t))
                 .sum();
             if self.fleet[t.index()] != n {
-                self.touch_lending(t);
+                self.touch_lending(t, None);
                 self.fleet[t.index()] = n;
                 self.unsettle(t);
             }

@@ -228,15 +228,14 @@ pub struct UsageLedger {
     /// Totals by (day, share, type, class).
     pub(crate) rows: BTreeMap<Key, Usage>,
     /// Borrowed capacity by (day, type, borrower, source), in
-    /// instance-microseconds (attribution is proportional: the finer unit
-    /// keeps rounding under a second a year).
+    /// instance-microseconds.
     pub(crate) lent_us: BTreeMap<LendKey, u64>,
     /// Class names the rows' keys index.
     pub(crate) classes: Vec<String>,
     /// Per share and type: accrued up to here (None: never touched).
     pub(crate) since: BTreeMap<(ShareIdx, TypeIdx), Time>,
-    /// Per type: lending accrued up to here.
-    pub(crate) lent_since: BTreeMap<TypeIdx, Time>,
+    /// Per type: lending accrued so far in the day (see [`TypeLending`]).
+    pub(crate) lending: BTreeMap<TypeIdx, TypeLending>,
     /// The time of the event being applied: changes happen at it.
     pub(crate) now: Option<Time>,
     #[serde(skip)]
@@ -316,22 +315,131 @@ pub(crate) fn accrue(u: &mut Usage, rates: &Rates, ms: u64) {
     u.drill_ms += u64::from(rates.drill) * ms;
 }
 
-/// One share's borrowed capacity of one type and where it came from, as
-/// instance-microseconds per millisecond: `numerator / denominator`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LendRate {
-    pub borrower: ShareIdx,
-    pub source: Source,
-    pub numerator: u128,
-    pub denominator: u128,
+/// One type's lending, accrued without a borrower-by-lender product per
+/// event. Over any stretch where nothing changes, borrower `b` holds
+/// `borrowed_b` instances beyond its entitlement and source `src` backs a
+/// fraction `w_src` of all borrowing (the accounting's attribution), so `b`
+/// borrowed `borrowed_b * w_src * ms` from `src`. `weight[src]` sums
+/// `w_src * ms` over the day so far; a borrower's `borrowed_b` only changes
+/// when its own state does, so it is counted then (and at midnight) as
+/// `borrowed_b * (weight - counted[b])`: one share's row per event.
+/// Weights are `f64` kept as bits (exact in every replica: only `+`, `*`
+/// and `/`, in the same order), counted in instance-microseconds.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct TypeLending {
+    /// Accrued up to here.
+    pub since: Time,
+    /// The day `weight` is of.
+    pub day: u32,
+    /// Per source slot (0: unassigned capacity, 1 + s: share s).
+    pub weight: Vec<u64>,
+    /// Per borrower: `weight` when it was last counted.
+    pub counted: BTreeMap<ShareIdx, Vec<u64>>,
 }
 
-impl LendRate {
-    pub(crate) fn micros(&self, ms: u64) -> u64 {
-        if self.denominator == 0 {
-            return 0;
+fn bits(v: &[u64], i: usize) -> f64 {
+    v.get(i).map_or(0.0, |b| f64::from_bits(*b))
+}
+
+impl TypeLending {
+    pub(crate) fn new(now: Time) -> TypeLending {
+        TypeLending {
+            since: now,
+            day: day_of(now),
+            ..TypeLending::default()
         }
-        u64::try_from(self.numerator * u128::from(ms) * 1000 / self.denominator).unwrap_or(u64::MAX)
+    }
+
+    /// Accrues `[since, now)` at `rates` (per source slot, the fraction of
+    /// borrowing it backs; empty: nothing borrowed). At each midnight every
+    /// borrower is counted into the day that ends.
+    pub(crate) fn accrue(
+        &mut self,
+        ty: TypeIdx,
+        now: Time,
+        rates: &[f64],
+        borrowed: &dyn Fn(ShareIdx) -> u32,
+        out: &mut BTreeMap<LendKey, u64>,
+    ) {
+        if now <= self.since {
+            return;
+        }
+        for (day, ms) in days_between(self.since, now) {
+            if day != self.day {
+                self.count_all(ty, borrowed, out);
+                self.weight.clear();
+                self.counted.clear();
+                self.day = day;
+            }
+            if rates.is_empty() {
+                continue;
+            }
+            if self.weight.len() < rates.len() {
+                self.weight.resize(rates.len(), 0f64.to_bits());
+            }
+            for (i, r) in rates.iter().enumerate() {
+                if *r > 0.0 {
+                    self.weight[i] = (f64::from_bits(self.weight[i]) + r * ms as f64).to_bits();
+                }
+            }
+        }
+        self.since = now;
+    }
+
+    /// Counts borrower `b` (holding `borrowed_b` beyond its entitlement
+    /// since it was last counted) up to now.
+    pub(crate) fn count(
+        &mut self,
+        ty: TypeIdx,
+        b: ShareIdx,
+        borrowed_b: u32,
+        out: &mut BTreeMap<LendKey, u64>,
+    ) {
+        let before = self.counted.get(&b);
+        if borrowed_b > 0 {
+            for i in 0..self.weight.len() {
+                let delta = bits(&self.weight, i) - before.map_or(0.0, |c| bits(c, i));
+                if delta <= 0.0 {
+                    continue;
+                }
+                let us = (f64::from(borrowed_b) * delta * 1000.0).round() as u64;
+                if us == 0 {
+                    continue;
+                }
+                let source = match i {
+                    0 => Source::Unassigned,
+                    _ => Source::Share(ShareIdx((i - 1) as u16)),
+                };
+                let key = LendKey {
+                    day: self.day,
+                    ty,
+                    borrower: b,
+                    source,
+                };
+                *out.entry(key).or_default() += us;
+            }
+        }
+        match self.counted.get_mut(&b) {
+            Some(c) => c.clone_from(&self.weight),
+            None if !self.weight.is_empty() => {
+                self.counted.insert(b, self.weight.clone());
+            }
+            None => {}
+        }
+    }
+
+    /// Counts every borrower up to now.
+    pub(crate) fn count_all(
+        &mut self,
+        ty: TypeIdx,
+        borrowed: &dyn Fn(ShareIdx) -> u32,
+        out: &mut BTreeMap<LendKey, u64>,
+    ) {
+        let n = self.weight.len().saturating_sub(1);
+        for b in 0..n {
+            let b = ShareIdx(b as u16);
+            self.count(ty, b, borrowed(b), out);
+        }
     }
 }
 

@@ -668,8 +668,25 @@ proptest! {
         // The usage ledger's reference: the state's rates integrated over
         // every stretch of time, computed from scratch.
         let mut reference: BTreeMap<UsageKey, qm_core::Usage> = BTreeMap::new();
+        // (borrower, lender or "-" for unassigned capacity): instance-ms.
+        let mut lent_reference: BTreeMap<(String, String), f64> = BTreeMap::new();
         for event in &events {
             if let Event::Advance { secs } = event {
+                for t in 0..c.type_count() {
+                    let t = qm_core::TypeIdx(t as u16);
+                    let w = c.lend_weights(t);
+                    for b in c.share_indices() {
+                        let borrowed = f64::from(c.borrowed_now(b, t));
+                        for (i, weight) in w.iter().enumerate().filter(|(_, w)| **w > 0.0) {
+                            let lender = match i {
+                                0 => "-".to_string(),
+                                i => c.share_config(qm_core::ShareIdx((i - 1) as u16)).name.clone(),
+                            };
+                            *lent_reference.entry((c.share_config(b).name.clone(), lender)).or_default() +=
+                                borrowed * weight * (*secs * 1000) as f64;
+                        }
+                    }
+                }
                 for (key, r) in c.usage_rates() {
                     let u = reference.entry(key).or_default();
                     let ms = secs * 1000;
@@ -788,6 +805,19 @@ proptest! {
             .sum();
         let used: u64 = report.rows.iter().map(|r| r.usage.used_ms()).sum();
         prop_assert_eq!(used, held, "the ledger's held time is not the attempts'");
+        // Lending, to the millisecond per day and pair.
+        let mut lent: BTreeMap<(String, String), f64> = BTreeMap::new();
+        for l in &report.lending {
+            *lent.entry((l.borrower.clone(), l.lender.clone().unwrap_or_else(|| "-".into()))).or_default() += l.ms as f64;
+        }
+        let days = f64::from(qm_core::day_of(now) + 1);
+        for key in lent_reference.keys().chain(lent.keys()) {
+            let (want, got) = (lent_reference.get(key).copied().unwrap_or(0.0), lent.get(key).copied().unwrap_or(0.0));
+            prop_assert!(
+                (want - got).abs() <= 2.0 * days + want * 1e-9,
+                "{:?} borrowed {} ms by the ledger, {} integrated", key, got, want
+            );
+        }
     }
 
     #[test]

@@ -217,7 +217,7 @@ fn a_snapshot_this_format_wrote_reads_back_as_the_same_state_in_the_same_form() 
         "start_progress",
         "non_root_shares",
         "own_ms",
-        "lent_since",
+        "lending",
     ] {
         assert!(
             shown.contains(key),

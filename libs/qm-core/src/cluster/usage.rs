@@ -9,8 +9,8 @@
 
 use super::*;
 use crate::usage::{
-    accrue, day_of, days_between, ClassCounts, LendRate, LendRecord, Rates, Source, Usage,
-    UsageRecord, UsageReport,
+    accrue, day_of, days_between, ClassCounts, LendRecord, Rates, Source, Usage, UsageRecord,
+    UsageReport,
 };
 
 impl Cluster {
@@ -27,56 +27,74 @@ impl Cluster {
         let Some(now) = self.usage.now else {
             return;
         };
-        match self.usage.since.get(&(s, t)).copied() {
-            Some(since) if since >= now => {}
-            since => {
-                if let Some(since) = since {
-                    self.ensure_usage_counts();
-                    let rates = self.share_type_rates(s, t);
-                    let idle = rates.iter().all(|(_, r)| *r == Rates::default());
-                    let span = if idle { (now, now) } else { (since, now) };
-                    for (day, ms) in days_between(span.0, span.1) {
-                        for (class, r) in &rates {
-                            accrue(self.usage.row(day, s, t, class), r, ms);
-                        }
+        let since = self.usage.since.get(&(s, t)).copied();
+        if since.is_some_and(|since| since >= now) {
+            // Already counted at this time (lending included).
+            return;
+        }
+        if let Some(since) = since {
+            self.ensure_usage_counts();
+            if let Some((id, rates)) = self.single_class_rates(s, t) {
+                // The common case: one class (no walk, no allocation).
+                if rates != Rates::default() {
+                    for (day, ms) in days_between(since, now) {
+                        let key = crate::usage::Key {
+                            day,
+                            share: s,
+                            ty: t,
+                            class: id,
+                        };
+                        accrue(self.usage.rows.entry(key).or_default(), &rates, ms);
                     }
                 }
                 self.usage.since.insert((s, t), now);
+                self.touch_lending(t, Some(s));
+                return;
+            }
+            let rates = self.share_type_rates(s, t);
+            let idle = rates.iter().all(|(_, r)| *r == Rates::default());
+            let span = if idle { (now, now) } else { (since, now) };
+            for (day, ms) in days_between(span.0, span.1) {
+                for (class, r) in &rates {
+                    accrue(self.usage.row(day, s, t, class), r, ms);
+                }
             }
         }
-        self.touch_lending(t);
+        self.usage.since.insert((s, t), now);
+        self.touch_lending(t, Some(s));
     }
 
-    /// Accrues the lending of `t` up to the ledger's clock.
-    pub(crate) fn touch_lending(&mut self, t: TypeIdx) {
+    /// Accrues the lending of `t` up to the ledger's clock, and counts
+    /// `touched`'s borrowing (it is about to change).
+    pub(crate) fn touch_lending(&mut self, t: TypeIdx, touched: Option<ShareIdx>) {
         let Some(now) = self.usage.now else {
             return;
         };
-        match self.usage.lent_since.get(&t).copied() {
-            Some(since) if since >= now => {}
-            since => {
-                if let Some(since) = since {
-                    let rates = self.lend_rates(t);
-                    let span = if rates.is_empty() {
-                        (now, now)
-                    } else {
-                        (since, now)
-                    };
-                    for (day, ms) in days_between(span.0, span.1) {
-                        for r in &rates {
-                            let key = crate::usage::LendKey {
-                                day,
-                                ty: t,
-                                borrower: r.borrower,
-                                source: r.source,
-                            };
-                            *self.usage.lent_us.entry(key).or_default() += r.micros(ms);
-                        }
-                    }
-                }
-                self.usage.lent_since.insert(t, now);
-            }
+        let stale = self.usage.lending.get(&t).is_none_or(|l| l.since < now);
+        let rates = if stale {
+            self.lend_weights(t)
+        } else {
+            Vec::new()
+        };
+        let shares = &self.shares;
+        let borrowed = |b: ShareIdx| borrowed_in(shares, b, t);
+        let usage = &mut self.usage;
+        let lending = usage
+            .lending
+            .entry(t)
+            .or_insert_with(|| crate::usage::TypeLending::new(now));
+        if stale {
+            lending.accrue(t, now, &rates, &borrowed, &mut usage.lent_us);
         }
+        if let Some(s) = touched {
+            lending.count(t, s, borrowed(s), &mut usage.lent_us);
+        }
+    }
+
+    /// Instances share `b` holds of `t` beyond its entitlement.
+    /// (A deleted share's, like the accounting's, is not counted.)
+    pub fn borrowed_now(&self, b: ShareIdx, t: TypeIdx) -> u32 {
+        borrowed_in(&self.shares, b, t)
     }
 
     /// Accrues everything: before a configuration change.
@@ -145,6 +163,40 @@ impl Cluster {
             add_to_counts(c, job);
         }
         self.usage.counts = counts;
+    }
+
+    /// The rates of share `s` and type `t` when at most one class (already
+    /// named in the ledger) holds or queues anything: its index and rates
+    /// (default rates when nothing does). None: several classes, or a
+    /// class the ledger has not named yet.
+    fn single_class_rates(&self, s: ShareIdx, t: TypeIdx) -> Option<(u16, Rates)> {
+        let mut live = self
+            .usage
+            .counts
+            .by_share_type
+            .get(&(s, t))
+            .into_iter()
+            .flatten()
+            .filter(|(_, c)| *c != ClassCounts::default());
+        let Some((name, c)) = live.next() else {
+            return Some((0, Rates::default()));
+        };
+        if live.next().is_some() {
+            return None;
+        }
+        let id = self.usage.classes.iter().position(|n| n == name)? as u16;
+        let st = self.st(s, t);
+        let used = st.running_usage + st.stopping_usage;
+        let own = used.min(st.entitlement);
+        Some((
+            id,
+            Rates {
+                own,
+                borrowed: used - own,
+                waiting: c.waiting,
+                drill: c.drill,
+            },
+        ))
     }
 
     /// The counts of share `s` and type `t` by class, sorted by class.
@@ -259,56 +311,38 @@ impl Cluster {
         out
     }
 
-    /// Where the borrowed capacity of `t` comes from now, per borrower.
-    pub fn lend_rates(&self, t: TypeIdx) -> Vec<LendRate> {
+    /// Where the borrowed capacity of `t` comes from now: per source slot
+    /// (0: unassigned capacity, 1 + s: share s), the fraction of all
+    /// borrowed instances it backs, as the accounting attributes lending
+    /// (unassigned first, then lenders by idle entitlement). Empty when
+    /// nothing is borrowed.
+    pub fn lend_weights(&self, t: TypeIdx) -> Vec<f64> {
         let acc = self.accounting(t);
-        let total = u128::from(acc.borrowed);
-        if total == 0 {
+        if acc.borrowed == 0 {
             return Vec::new();
         }
-        let unassigned = u128::from(acc.unassigned).min(total);
-        let lender_idle = u128::from(acc.lendable - acc.unassigned);
-        let to_back = (total - unassigned).min(lender_idle);
-        let mut out = Vec::new();
-        for b in self.share_indices() {
-            let st = self.st(b, t);
-            let borrowed =
-                u128::from((st.running_usage + st.stopping_usage).saturating_sub(st.entitlement));
-            if borrowed == 0 {
-                continue;
-            }
-            if unassigned > 0 {
-                out.push(LendRate {
-                    borrower: b,
-                    source: Source::Unassigned,
-                    numerator: borrowed * unassigned,
-                    denominator: total,
-                });
-            }
-            if to_back == 0 {
-                continue;
-            }
+        let total = f64::from(acc.borrowed);
+        let unassigned = acc.unassigned.min(acc.borrowed);
+        let lender_idle = acc.lendable - acc.unassigned;
+        let to_back = (acc.borrowed - unassigned).min(lender_idle);
+        let mut w = vec![0.0; self.shares.len() + 1];
+        w[0] = f64::from(unassigned) / total;
+        if to_back > 0 {
             for l in self.share_indices() {
-                if l == b || !self.shares[l.index()].config.strategy.lends() {
+                if !self.shares[l.index()].config.strategy.lends() {
                     continue;
                 }
-                let lst = self.st(l, t);
-                let idle = u128::from(
-                    lst.entitlement
-                        .saturating_sub(lst.running_usage + lst.stopping_usage),
-                );
-                if idle == 0 {
-                    continue;
+                let st = self.st(l, t);
+                let idle = st
+                    .entitlement
+                    .saturating_sub(st.running_usage + st.stopping_usage);
+                if idle > 0 {
+                    w[1 + l.index()] =
+                        f64::from(idle) * f64::from(to_back) / (f64::from(lender_idle) * total);
                 }
-                out.push(LendRate {
-                    borrower: b,
-                    source: Source::Share(l),
-                    numerator: borrowed * idle * to_back,
-                    denominator: total * lender_idle,
-                });
             }
         }
-        out
+        w
     }
 
     /// Work an ended attempt threw away, in the ledger (its day, class and
@@ -390,7 +424,18 @@ impl Cluster {
             Source::Unassigned => None,
             Source::Share(l) => Some(share_name(l)),
         };
-        for (k, us) in &self.usage.lent_us {
+        // What is counted, and what the open day holds up to `as_of` (on
+        // a copy: every borrower counted to the end).
+        let mut lent_us = BTreeMap::new();
+        for (&t, l) in &self.usage.lending {
+            let mut open = l.clone();
+            let borrowed = |b: ShareIdx| self.borrowed_now(b, t);
+            if open.since < as_of {
+                open.accrue(t, as_of, &self.lend_weights(t), &borrowed, &mut lent_us);
+            }
+            open.count_all(t, &borrowed, &mut lent_us);
+        }
+        for (k, us) in self.usage.lent_us.iter().chain(lent_us.iter()) {
             if in_range(k.day) {
                 *lending
                     .entry((
@@ -400,25 +445,6 @@ impl Cluster {
                         source_name(k.source),
                     ))
                     .or_default() += us;
-            }
-        }
-        for (&t, &since) in &self.usage.lent_since {
-            if since >= as_of {
-                continue;
-            }
-            let rates = self.lend_rates(t);
-            let (a, b) = clip(since, as_of, from, to);
-            for (day, ms) in days_between(a, b) {
-                for r in &rates {
-                    *lending
-                        .entry((
-                            day,
-                            self.types[t.index()].clone(),
-                            share_name(r.borrower),
-                            source_name(r.source),
-                        ))
-                        .or_default() += r.micros(ms);
-                }
             }
         }
         UsageReport {
@@ -445,6 +471,16 @@ impl Cluster {
                 })
                 .collect(),
         }
+    }
+}
+
+fn borrowed_in(shares: &[ShareSlot], b: ShareIdx, t: TypeIdx) -> u32 {
+    match shares.get(b.index()) {
+        Some(slot) if !slot.deleted => {
+            let st = &slot.types[t.index()];
+            (st.running_usage + st.stopping_usage).saturating_sub(st.entitlement)
+        }
+        _ => 0,
     }
 }
 
