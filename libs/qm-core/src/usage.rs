@@ -370,6 +370,11 @@ impl TypeLending {
                 self.weight.clear();
                 self.counted.clear();
                 self.day = day;
+                if rates.is_empty() {
+                    // Nothing borrowed from here to `now`: no day to count.
+                    self.day = day_of(now);
+                    break;
+                }
             }
             if rates.is_empty() {
                 continue;

@@ -10,7 +10,16 @@ impl Cluster {
     /// Applies a plan made by [`Cluster::schedule`] at `now`.
     pub fn apply(&mut self, plan: &crate::pass::Plan) {
         let now = plan.now;
-        self.advance_usage(now);
+        // A plan of waiting reasons only changes nothing the usage ledger
+        // counts, and is not logged: it does not move the ledger's clock.
+        if !(plan.starts.is_empty()
+            && plan.preemptions.is_empty()
+            && plan.timeouts.is_empty()
+            && plan.drill_stops.is_empty()
+            && plan.checkpoint_deadlines.is_empty())
+        {
+            self.advance_usage(now);
+        }
         for t in &plan.settled {
             self.settled[t.index()] = Settled::Until(plan.wake_at);
         }

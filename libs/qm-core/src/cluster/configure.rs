@@ -48,18 +48,19 @@ impl Cluster {
 
     pub(crate) fn install_queue(&mut self, queue: QueueConfig, now: Time) -> Vec<JobId> {
         self.advance_usage(now);
+        // Usage so far, at the old configuration (the queue's limits
+        // included: they bound the fleet lending is attributed from);
+        // classes may be resolved anew from here on.
+        for limit in queue.shares.iter().flat_map(|s| s.capacity_limits.iter()) {
+            self.intern_type(&limit.capacity_unit);
+        }
+        self.touch_all_usage();
+        self.usage.counts.valid = false;
         self.settled.iter_mut().for_each(|s| *s = Settled::No);
         self.queue_state = queue.state;
         self.queueing = queue.queueing_strategy;
         self.queue_limits = queue.capacity_limits.clone();
         self.checkpoint_before_preempt_secs = queue.checkpoint_before_preempt_secs;
-        for limit in queue.shares.iter().flat_map(|s| s.capacity_limits.iter()) {
-            self.intern_type(&limit.capacity_unit);
-        }
-        // Usage so far, at the old entitlements; classes may be resolved
-        // anew from here on.
-        self.touch_all_usage();
-        self.usage.counts.valid = false;
         let mut to_delete = Vec::new();
         for (i, slot) in self.shares.iter().enumerate() {
             if !slot.deleted && !queue.shares.iter().any(|n| n.name == slot.config.name) {
@@ -120,6 +121,7 @@ impl Cluster {
         // share's checkpoint rule may have changed which jobs may borrow.
         self.reconcile_classes();
         self.refresh_borrow_bars(None);
+        self.ensure_usage_counts();
         stops
     }
 }

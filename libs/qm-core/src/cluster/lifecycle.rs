@@ -118,7 +118,10 @@ impl Cluster {
 
     pub(crate) fn transition(&mut self, id: JobId, to: JobStatus, reason: StatusReason, now: Time) {
         let (t, from) = (self.jobs[&id].spec.instance_type, self.jobs[&id].status);
-        self.touch_usage(self.jobs[&id].spec.share, t);
+        if from != to {
+            // (A new reason alone changes nothing the usage ledger counts.)
+            self.touch_usage(self.jobs[&id].spec.share, t);
+        }
         // Reason updates and SCHEDULED -> STARTING -> RUNNING change nothing
         // a pass looks at.
         if from != to && !(from.holds_instances() && to.holds_instances()) {

@@ -18,7 +18,27 @@ impl Cluster {
     /// happen at `now`. Every event method calls it; a driver calls it
     /// before an event that takes no time (a priority update).
     pub fn advance_usage(&mut self, now: Time) {
+        let first = self.usage.now.is_none();
         self.usage.advance(now);
+        if first {
+            // The ledger starts now (a new cluster, or a state from before
+            // the ledger): whatever is held or queued counts from here.
+            for s in 0..self.shares.len() {
+                let s = ShareIdx(u16::try_from(s).expect("share slots fit in u16"));
+                for t in 0..self.types.len() {
+                    self.usage
+                        .since
+                        .entry((s, TypeIdx(t as u16)))
+                        .or_insert(now);
+                }
+            }
+            for t in 0..self.types.len() {
+                self.usage
+                    .lending
+                    .entry(TypeIdx(t as u16))
+                    .or_insert_with(|| crate::usage::TypeLending::new(now));
+            }
+        }
     }
 
     /// Accrues share `s`'s use of `t`, and the type's lending, up to the
@@ -126,17 +146,24 @@ impl Cluster {
             .config
             .class_name(job.spec.class.as_deref());
         let c = self.usage.counts.entry(s, t, class);
+        // The counts follow the jobs (an invariant the property tests
+        // check through the ledger); never below zero if they did not.
+        let take = |v: &mut u32, n: u32| {
+            debug_assert!(*v >= n, "usage counts below zero");
+            *v = v.saturating_sub(n);
+        };
         if from == JobStatus::Runnable {
-            c.waiting -= u64::from(n);
+            debug_assert!(c.waiting >= u64::from(n), "usage counts below zero");
+            c.waiting = c.waiting.saturating_sub(u64::from(n));
         }
         if to == JobStatus::Runnable {
             c.waiting += u64::from(n);
         }
         let (held_before, held_after) = (from.holds_instances(), to.holds_instances());
         if held_before && !held_after {
-            c.held -= n;
+            take(&mut c.held, n);
             if drill {
-                c.drill -= n;
+                take(&mut c.drill, n);
             }
         }
         if !held_before && held_after {
@@ -385,7 +412,16 @@ impl Cluster {
     /// Rows of nothing are left out.
     pub fn usage_report(&self, from: u32, to: u32, as_of: Time) -> UsageReport {
         let in_range = |day: u32| (from..=to).contains(&day);
-        let share_name = |s: ShareIdx| self.shares[s.index()].config.name.clone();
+        // A deleted share's rows keep its name, marked: a new share of the
+        // same name (perhaps another team's) does not read them as its own.
+        let share_name = |s: ShareIdx| {
+            let slot = &self.shares[s.index()];
+            if slot.deleted {
+                format!("{} (deleted)", slot.config.name)
+            } else {
+                slot.config.name.clone()
+            }
+        };
         let mut rows: BTreeMap<(u32, String, String, String), Usage> = BTreeMap::new();
         for (k, u) in &self.usage.rows {
             if in_range(k.day) {

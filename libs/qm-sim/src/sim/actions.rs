@@ -38,6 +38,8 @@ impl Simulation {
             self.submit(submit).map_err(fail)?;
         } else if let Some(update) = &action.update_service_job {
             let id = self.job_id(index, &update.job_name)?;
+            // It takes no time of its own: the ledger counts up to now first.
+            self.cluster.advance_usage(now);
             self.cluster
                 .update_priority(id, update.scheduling_priority)
                 .map_err(|e| fail(e.to_string()))?;

@@ -171,13 +171,19 @@ fn kind_of(name: &str) -> Option<PreemptionKind> {
 impl State {
     /// Applies one log entry stored at `at` (ms since the epoch).
     pub fn apply(&mut self, entry: LogEntry, at: u64) -> Effects {
-        // A decision the leader logged took effect at its own time (the
-        // pass's `now`, the loss's `at`), not when the log stored it: every
-        // replica applies it at that time, as the leader did (the usage
-        // ledger and the attempts' times are then the same everywhere).
+        // A decision the leader logged took effect at its own time (a
+        // pass's `now`, the `at` of a priority change, a termination, a
+        // loss or an archive), not when the log stored it: every replica
+        // applies it at that time, as the leader did (the usage ledger and
+        // the attempts' times are then the same everywhere). A lease entry
+        // changes nothing that has a time.
         let at = match &entry {
             LogEntry::Pass(record) => record.now,
-            LogEntry::ExecutorLost { at, .. } => *at,
+            LogEntry::Priority { at, .. }
+            | LogEntry::Terminate { at, .. }
+            | LogEntry::ExecutorLost { at, .. }
+            | LogEntry::Archive { at, .. } => *at,
+            LogEntry::Leader { .. } => self.clock,
             _ => at,
         };
         self.clock = self.clock.max(at);
