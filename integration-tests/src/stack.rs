@@ -342,41 +342,60 @@ pub async fn start_nats_cluster() -> NatsCluster {
     let suffix = free_port();
     let auth = Auth::dev(&format!("nats-cluster-{suffix}"));
     let (name, tag) = crate::image("QM_NATS_IMAGE", "quartermaster/nats:local");
-    let names: Vec<String> = ["a", "b", "c"]
-        .iter()
-        .map(|n| format!("qm-nats-{n}-{suffix}"))
-        .collect();
-    let routes: Vec<String> = names
-        .iter()
-        .map(|n| format!("\"nats-route://{n}:6222\""))
-        .collect();
-    let mut containers = Vec::new();
-    let mut urls = Vec::new();
-    // Started together: JetStream's cluster forms once all three route.
-    let mut starting = Vec::new();
-    let mut stores: Vec<StoreDir> = names.iter().map(|n| StoreDir::new(n)).collect();
-    for (server, store) in names.iter().zip(&stores) {
-        let port = free_port();
-        let config = format!(
-            "server_name: {server}\nlisten: \"0.0.0.0:4222\"\njetstream {{ store_dir: \"/tmp/js\" }}\ncluster {{\n  name: qm\n  listen: \"0.0.0.0:6222\"\n  routes: [{}]\n  no_advertise: true\n}}\n{}",
-            routes.join(", "),
-            auth.authorization
-        );
-        let request = GenericImage::new(name.clone(), tag.clone())
-            .with_exposed_port(4222.tcp())
-            .with_wait_for(WaitFor::message_on_stderr("Server is ready"))
-            .with_copy_to("/etc/qm/nats.conf", config.into_bytes())
-            .with_cmd(["-c", "/etc/qm/nats.conf"])
-            .with_network(format!("qm-nats-net-{suffix}"))
-            .with_container_name(server.clone())
-            .with_mount(store.mount())
-            .with_mapped_port(port, 4222.tcp());
-        urls.push(format!("nats://127.0.0.1:{port}"));
-        starting.push(request.start());
-    }
-    for started in futures::future::join_all(starting).await {
-        containers.push(started.expect("a NATS cluster server starts"));
-    }
+    // A port free when asked may be taken before Docker binds it (another
+    // process's connection got it): then three servers start again, on
+    // new ports and under new names.
+    let mut tries = 0;
+    let (mut containers, urls, names, mut stores) = loop {
+        tries += 1;
+        let names: Vec<String> = ["a", "b", "c"]
+            .iter()
+            .map(|n| format!("qm-nats-{n}-{suffix}-{tries}"))
+            .collect();
+        let routes: Vec<String> = names
+            .iter()
+            .map(|n| format!("\"nats-route://{n}:6222\""))
+            .collect();
+        let stores: Vec<StoreDir> = names.iter().map(|n| StoreDir::new(n)).collect();
+        let mut urls = Vec::new();
+        // Started together: JetStream's cluster forms once all three route.
+        let mut starting = Vec::new();
+        for (server, store) in names.iter().zip(&stores) {
+            let port = free_port();
+            let config = format!(
+                "server_name: {server}\nlisten: \"0.0.0.0:4222\"\njetstream {{ store_dir: \"/tmp/js\" }}\ncluster {{\n  name: qm\n  listen: \"0.0.0.0:6222\"\n  routes: [{}]\n  no_advertise: true\n}}\n{}",
+                routes.join(", "),
+                auth.authorization
+            );
+            let request = GenericImage::new(name.clone(), tag.clone())
+                .with_exposed_port(4222.tcp())
+                .with_wait_for(WaitFor::message_on_stderr("Server is ready"))
+                .with_copy_to("/etc/qm/nats.conf", config.into_bytes())
+                .with_cmd(["-c", "/etc/qm/nats.conf"])
+                .with_network(format!("qm-nats-net-{suffix}"))
+                .with_container_name(server.clone())
+                .with_mount(store.mount())
+                .with_mapped_port(port, 4222.tcp());
+            urls.push(format!("nats://127.0.0.1:{port}"));
+            starting.push(request.start());
+        }
+        let started = futures::future::join_all(starting).await;
+        let taken = started.iter().any(|r| {
+            r.as_ref()
+                .err()
+                .is_some_and(|e| e.to_string().contains("address already in use"))
+        });
+        if taken && tries < 3 {
+            // Those that started are removed as they are dropped.
+            drop(started);
+            continue;
+        }
+        let containers: Vec<_> = started
+            .into_iter()
+            .map(|r| r.expect("a NATS cluster server starts"))
+            .collect();
+        break (containers, urls, names, stores);
+    };
     let first = containers.remove(0);
     let store = stores.remove(0);
     NatsCluster {
