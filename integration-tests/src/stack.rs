@@ -1366,6 +1366,7 @@ impl Stack {
                 held_ms += (to - from) * u64::from(j.instance_count);
             }
         }
+        assert!(held_ms > 0, "the jobs held no instance: nothing to compare");
         (ledger, held_ms as f64 / 1000.0)
     }
 

@@ -14,24 +14,12 @@ pub enum UsagePeriod {
     Week,
 }
 
-/// `--from` and `--to` are days (`YYYY-MM-DD`): checked before anything is
-/// contacted (the scheduler checks them again, with the calendar).
+/// `--from` and `--to` are days (`YYYY-MM-DD`, UTC): checked before
+/// anything is contacted, by the rule the scheduler checks them with.
 pub fn check_usage_days(from: Option<&str>, to: Option<&str>) -> Result<(), Failure> {
     for (flag, value) in [("--from", from), ("--to", to)] {
-        let Some(v) = value else { continue };
-        let ok = v.len() == 10
-            && v.char_indices().all(|(i, c)| {
-                if i == 4 || i == 7 {
-                    c == '-'
-                } else {
-                    c.is_ascii_digit()
-                }
-            });
-        if !ok {
-            return Err(Failure(
-                format!("{flag} {v}: not a day (YYYY-MM-DD, UTC)"),
-                2,
-            ));
+        if let Some(v) = value {
+            qm_wire::dates::day_of_utc_date(v).map_err(|e| Failure(format!("{flag}: {e}"), 2))?;
         }
     }
     Ok(())
@@ -181,8 +169,10 @@ mod tests {
     fn days_are_checked_before_anything_is_contacted() {
         assert!(check_usage_days(Some("2026-11-01"), None).is_ok());
         let e = check_usage_days(None, Some("2026-11-1")).expect_err("short");
-        assert!(e.0.contains("--to 2026-11-1: not a day"), "{}", e.0);
+        assert!(e.0.contains("--to: \"2026-11-1\" is not a date"), "{}", e.0);
         assert!(check_usage_days(Some("yesterday"), None).is_err());
+        let e = check_usage_days(Some("2026-02-30"), None).expect_err("no such day");
+        assert!(e.0.contains("not a day of the calendar"), "{}", e.0);
     }
 
     #[test]

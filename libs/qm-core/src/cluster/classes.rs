@@ -167,6 +167,9 @@ impl Cluster {
         let clock = self.usage.now.take();
         self.refile_indexes();
         self.usage.now = clock;
+        // The per-class counts are derived too: known before any report.
+        self.usage.counts.valid = false;
+        self.ensure_usage_counts();
     }
 
     fn refile_indexes(&mut self) {

@@ -21,14 +21,13 @@ fn seconds(ms: u64) -> f64 {
 }
 
 fn invalid(field: &str, message: String) -> ApiError {
-    ApiError {
-        code: ErrorCode::Invalid,
-        message: format!("invalid usage request: {field}: {message}"),
-        problems: vec![Problem {
+    qm_service::api::invalid(
+        format!("invalid usage request: {field}: {message}"),
+        vec![Problem {
             field: field.into(),
             message,
         }],
-    }
+    )
 }
 
 impl State {
@@ -72,11 +71,10 @@ impl State {
             ));
         }
         let Some(qs) = self.queues.get(&g.job_queue) else {
-            return Err(ApiError {
-                code: ErrorCode::NotFound,
-                message: format!("job queue {:?} not found", g.job_queue),
-                problems: Vec::new(),
-            });
+            return Err(qm_service::api::error(
+                ErrorCode::NotFound,
+                format!("job queue {:?} not found", g.job_queue),
+            ));
         };
         let wanted = |share: &str| {
             may_read(share) && g.quota_share_name.as_deref().is_none_or(|s| s == share)
