@@ -423,7 +423,19 @@ impl Cluster {
             }
         };
         let mut rows: BTreeMap<(u32, String, String, String), Usage> = BTreeMap::new();
-        for (k, u) in &self.usage.rows {
+        // Rows are keyed by day first: only the days asked for are read.
+        let first = crate::usage::Key {
+            day: from,
+            share: ShareIdx(0),
+            ty: TypeIdx(0),
+            class: 0,
+        };
+        let asked = self
+            .usage
+            .rows
+            .range(first..)
+            .take_while(|(k, _)| k.day <= to);
+        for (k, u) in asked {
             if in_range(k.day) {
                 rows.entry((
                     k.day,
@@ -471,7 +483,18 @@ impl Cluster {
             }
             open.count_all(t, &borrowed, &mut lent_us);
         }
-        for (k, us) in self.usage.lent_us.iter().chain(lent_us.iter()) {
+        let first = crate::usage::LendKey {
+            day: from,
+            ty: TypeIdx(0),
+            borrower: ShareIdx(0),
+            source: Source::Unassigned,
+        };
+        let counted = self
+            .usage
+            .lent_us
+            .range(first..)
+            .take_while(|(k, _)| k.day <= to);
+        for (k, us) in counted.chain(lent_us.iter()) {
             if in_range(k.day) {
                 *lending
                     .entry((
