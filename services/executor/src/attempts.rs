@@ -547,7 +547,7 @@ impl Executor {
             .checkpoint_dir
             .clone()
             .map_err(LaunchError::LocalPath)?;
-        std::fs::create_dir_all(&ckpt_dir).map_err(|source| LaunchError::CreateDir {
+        crate::sweep::create_attempt_dir(&ckpt_dir).map_err(|source| LaunchError::CreateDir {
             path: ckpt_dir.clone(),
             source,
         })?;

@@ -18,6 +18,23 @@ use std::time::{Duration, SystemTime};
 /// How often the work directory is swept.
 pub(crate) const SWEEP_EVERY: Duration = Duration::from_secs(600);
 
+/// Creates `dir` and its parents, as `create_dir_all` does, where the
+/// sweep may remove an empty job directory at the same moment: the sweep
+/// took its list of running attempts before this attempt began, so the job
+/// directory just created for it looks like one a finished job left empty.
+/// Creation starts over when a parent vanished under it; the sweep removes
+/// a job directory once per pass, so one more try suffices and three are
+/// plenty.
+pub(crate) fn create_attempt_dir(dir: &Path) -> std::io::Result<()> {
+    let mut tries = 0;
+    loop {
+        match std::fs::create_dir_all(dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 3 => tries += 1,
+            done => return done,
+        }
+    }
+}
+
 /// Removes the attempt directories under `work_dir` that are not in
 /// `running` (job id, attempt) and were last changed more than `retention`
 /// before `now`. Returns how many it removed. Entries it does not
@@ -136,6 +153,40 @@ mod tests {
             !work.join("j-new").exists(),
             "an emptied job directory goes"
         );
+        let _ = std::fs::remove_dir_all(&work);
+    }
+
+    #[test]
+    fn an_attempt_directory_is_created_while_a_sweep_removes_empty_job_directories() {
+        // The sweep's running set was taken before these attempts began
+        // (empty here); each new job directory is empty for an instant.
+        let work = std::env::temp_dir().join(format!("qm-sweep-race-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&work);
+        std::fs::create_dir_all(&work).expect("dir");
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let sweeper = {
+            let (work, done) = (work.clone(), done.clone());
+            std::thread::spawn(move || {
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    sweep(
+                        &work,
+                        &HashSet::new(),
+                        Duration::from_secs(60),
+                        SystemTime::now(),
+                    );
+                }
+            })
+        };
+        for n in 0..2_000 {
+            let dir = work
+                .join(format!("j-{n}"))
+                .join("attempt-1")
+                .join("checkpoint");
+            create_attempt_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+            assert!(dir.is_dir());
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        sweeper.join().expect("sweeper");
         let _ = std::fs::remove_dir_all(&work);
     }
 }
