@@ -114,6 +114,17 @@ pub struct QuotaShare {
     /// The class of jobs that name none; None: the first class.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_class: Option<String>,
+    /// How much the share may borrow over time (`budget.rs`); None: no limit
+    /// beyond `borrowLimit`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub borrow_budget: Option<crate::budget::BorrowBudget>,
+    /// What running borrowed jobs do when the budget is spent.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub on_budget_exhausted: crate::budget::OnBudgetExhausted,
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
 }
 
 impl QuotaShare {
@@ -135,6 +146,8 @@ impl QuotaShare {
             protections: Protections::default(),
             classes: Vec::new(),
             default_class: None,
+            borrow_budget: None,
+            on_budget_exhausted: Default::default(),
         }
     }
 
@@ -325,6 +338,7 @@ pub fn share_problems(field: &str, share: &QuotaShare) -> Vec<ConfigProblem> {
         }
     }
     crate::class::class_problems(field, share, &mut out);
+    crate::budget::budget_problems(field, share, &mut out);
     out
 }
 

@@ -304,6 +304,7 @@ pub fn check_plan(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
             );
         }
     }
+    check_budgets(before, plan)?;
     let admitted: BTreeSet<JobId> = plan
         .starts
         .iter()
@@ -410,6 +411,12 @@ pub fn check_plan(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
                     );
                 }
             }
+            PreemptionKind::BudgetExhausted => {
+                return violation(
+                    "a budget stop is for no job (Plan::budget_stops)",
+                    format!("{} preempted for {} by its budget", p.job, p.for_job),
+                );
+            }
         }
         let share = before.share_config(victim.spec.share);
         let min_runtime = share
@@ -493,7 +500,22 @@ pub fn check_plan(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
         // pay it down before the job fits.
         // (Projected: jobs already stopping count as gone, as in the pass.)
         let debt = u32::try_from(projected(before, t).0.max(0)).unwrap_or(u32::MAX);
-        let asks = job.spec.count + excess + debt;
+        // A job that may not borrow (a borrow bar) starts only while the
+        // share's barred jobs stay within the entitlement: barred jobs
+        // beyond it (left there by a class that stopped borrowing) must go
+        // too.
+        let barred_excess = if job.borrow_bar.is_some() {
+            let barred: u32 = st
+                .running
+                .iter()
+                .filter(|k| !k.may_borrow)
+                .map(|k| k.count)
+                .sum();
+            barred.saturating_sub(st.entitlement)
+        } else {
+            0
+        };
+        let asks = job.spec.count + excess + debt + barred_excess;
         if total - u64::from(largest) >= u64::from(asks) {
             return violation(
                 "minimal preemption",
@@ -648,6 +670,47 @@ fn check_reclaim_complete(
                             .status_reason
                             .render(&|j| j.to_string())
                     ),
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Borrowing budgets (`budget.rs`): a budget stop hits only a running job
+/// on borrowed capacity of a `CHECKPOINT_AND_STOP` share whose budget is
+/// spent, and no job starts on borrowed capacity of a share whose budget
+/// is spent.
+fn check_budgets(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
+    use crate::budget::OnBudgetExhausted;
+    let now = plan.now;
+    for id in &plan.budget_stops {
+        let job = &before.jobs[id];
+        let status = before.budget_status(job.spec.share, now);
+        let spent = status.is_some_and(|b| {
+            b.exhausted() && b.on_exhausted == OnBudgetExhausted::CheckpointAndStop
+        });
+        let (s, t) = (job.spec.share, job.spec.instance_type);
+        let st = before.st(s, t);
+        let running: Vec<_> = st.running.iter().copied().collect();
+        let borrowed = crate::index::borrowed_jobs(&running, st.entitlement)
+            .iter()
+            .any(|k| k.job == *id);
+        if !spent || !borrowed || job.stopping.is_some() {
+            return violation(
+                "a budget stop hits a borrowed job of a share whose budget is spent",
+                format!("{id} stopped for its budget: {status:?}, borrowed {borrowed}"),
+            );
+        }
+    }
+    // (That jobs admitted to borrow together fit in what is left is the
+    // pass's own accounting, `pass/budget.rs`; the table tests check it.)
+    for start in plan.starts.iter().filter(|s| s.borrowed > 0) {
+        if let Some(status) = before.budget_status(start.share, now) {
+            if status.exhausted() {
+                return violation(
+                    "nothing borrows once its share's budget is spent",
+                    format!("{} started on borrowed capacity: {status:?}", start.job),
                 );
             }
         }

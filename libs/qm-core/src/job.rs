@@ -107,6 +107,9 @@ pub enum PreemptionKind {
     InShare,
     /// The share's limit was lowered below its usage and another share needs it.
     LimitReduced,
+    /// The share's borrowing budget is spent (`onBudgetExhausted:
+    /// CHECKPOINT_AND_STOP`): its borrowed jobs stop, for no other job.
+    BudgetExhausted,
 }
 
 impl PreemptionKind {
@@ -115,6 +118,7 @@ impl PreemptionKind {
             PreemptionKind::CrossShare => "CROSS_SHARE",
             PreemptionKind::InShare => "IN_SHARE",
             PreemptionKind::LimitReduced => "LIMIT_REDUCED",
+            PreemptionKind::BudgetExhausted => "BUDGET_EXHAUSTED",
         }
     }
 
@@ -123,6 +127,7 @@ impl PreemptionKind {
             PreemptionKind::CrossShare => AttemptOutcome::PreemptedCrossShare,
             PreemptionKind::InShare => AttemptOutcome::PreemptedInShare,
             PreemptionKind::LimitReduced => AttemptOutcome::PreemptedLimitReduced,
+            PreemptionKind::BudgetExhausted => AttemptOutcome::PreemptedBudget,
         }
     }
 }
@@ -137,6 +142,8 @@ pub enum AttemptOutcome {
     PreemptedCrossShare,
     PreemptedInShare,
     PreemptedLimitReduced,
+    /// Stopped because its share's borrowing budget was spent.
+    PreemptedBudget,
     HostLost,
     TimedOut,
     Cancelled,
@@ -152,6 +159,7 @@ impl AttemptOutcome {
             AttemptOutcome::PreemptedCrossShare => "PREEMPTED_CROSS_SHARE",
             AttemptOutcome::PreemptedInShare => "PREEMPTED_IN_SHARE",
             AttemptOutcome::PreemptedLimitReduced => "PREEMPTED_LIMIT_REDUCED",
+            AttemptOutcome::PreemptedBudget => "PREEMPTED_BUDGET",
             AttemptOutcome::HostLost => "HOST_LOST",
             AttemptOutcome::TimedOut => "TIMED_OUT",
             AttemptOutcome::Cancelled => "CANCELLED",
@@ -165,6 +173,7 @@ impl AttemptOutcome {
             AttemptOutcome::PreemptedCrossShare
                 | AttemptOutcome::PreemptedInShare
                 | AttemptOutcome::PreemptedLimitReduced
+                | AttemptOutcome::PreemptedBudget
         )
     }
 }
@@ -224,6 +233,10 @@ pub struct JobSpec {
     pub evaluate_on_exit: Vec<ExitRule>,
     /// `timeoutConfig.attemptDurationSeconds`.
     pub attempt_timeout_secs: Option<u64>,
+    /// `estimatedRuntimeSeconds`: how long one attempt is expected to run
+    /// (a borrowing budget holds this back; None: `attempt_timeout_secs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_runtime_secs: Option<u64>,
     /// `terminationGracePeriodSeconds` (default 120).
     pub grace_period_secs: u64,
     /// Whether the job checkpoints (has a `checkpointConfig`). Gates borrowing
@@ -254,6 +267,12 @@ pub struct JobSpec {
 }
 
 impl JobSpec {
+    /// How long one attempt is expected to run: its estimate, else its
+    /// attempt timeout (what a borrowing budget holds back for it).
+    pub fn expected_runtime_secs(&self) -> Option<u64> {
+        self.estimated_runtime_secs.or(self.attempt_timeout_secs)
+    }
+
     /// A spec with the API's defaults.
     pub fn new(
         name: impl Into<String>,
@@ -271,6 +290,7 @@ impl JobSpec {
             retry_attempts: 1,
             evaluate_on_exit: Vec::new(),
             attempt_timeout_secs: None,
+            estimated_runtime_secs: None,
             grace_period_secs: DEFAULT_GRACE_PERIOD_SECS,
             checkpoints: false,
             checkpoint_before_preempt_secs: None,

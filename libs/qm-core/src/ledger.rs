@@ -43,6 +43,9 @@ pub struct ShareLedger {
     pub preempted_limit_reduced: LostWork,
     /// This share's jobs, whose executor was lost.
     pub host_lost: LostWork,
+    /// This share's jobs, stopped because its borrowing budget was spent.
+    #[serde(default, skip_serializing_if = "LostWork::is_empty")]
+    pub preempted_budget: LostWork,
     /// Other jobs (of any share), stopped for this share's jobs.
     pub lost_for_this_share: LostWork,
     /// Checkpoint bytes this share's attempts restored (what resuming
@@ -54,7 +57,7 @@ pub struct ShareLedger {
 impl ShareLedger {
     /// Each cause an attempt loses work for, with its totals, in a fixed
     /// order.
-    pub fn causes(&self) -> [(AttemptOutcome, LostWork); 4] {
+    pub fn causes(&self) -> [(AttemptOutcome, LostWork); 5] {
         [
             (
                 AttemptOutcome::PreemptedCrossShare,
@@ -65,6 +68,7 @@ impl ShareLedger {
                 AttemptOutcome::PreemptedLimitReduced,
                 self.preempted_limit_reduced,
             ),
+            (AttemptOutcome::PreemptedBudget, self.preempted_budget),
             (AttemptOutcome::HostLost, self.host_lost),
         ]
     }
@@ -87,6 +91,7 @@ impl ShareLedger {
             AttemptOutcome::PreemptedCrossShare => Some(&mut self.preempted_cross_share),
             AttemptOutcome::PreemptedInShare => Some(&mut self.preempted_in_share),
             AttemptOutcome::PreemptedLimitReduced => Some(&mut self.preempted_limit_reduced),
+            AttemptOutcome::PreemptedBudget => Some(&mut self.preempted_budget),
             AttemptOutcome::HostLost => Some(&mut self.host_lost),
             _ => None,
         }

@@ -10,6 +10,7 @@
 //! iterates a hash map. `README.md` beside this file states the problem, the
 //! phases and the invariants.
 
+pub mod budget;
 pub mod class;
 pub mod cluster;
 pub mod config;
@@ -28,6 +29,7 @@ mod table;
 pub mod time;
 pub mod usage;
 
+pub use budget::{BorrowBudget, BudgetStatus, BudgetWindow, OnBudgetExhausted};
 pub use class::{BorrowBar, ClassRules, WorkloadClass, IMPLICIT_CLASS, MAX_CLASSES_PER_SHARE};
 pub use cluster::{Cluster, JobError, JobEvent, ShareUsage, TypeAccounting};
 pub use config::{

@@ -110,6 +110,17 @@ pub enum WaitReason {
     /// Its workload class borrows only once a resume drill has passed for
     /// what the job runs, and none has.
     ResumeNotVerified,
+    /// Its share's borrowing budget has too little left for it (`budget.rs`):
+    /// `left_min` instance-minutes are left (after what running borrowed
+    /// jobs are expected to use), it needs `need_min` (`u32::MAX`: it
+    /// declares no expected run, and the share lets running borrowed jobs
+    /// finish), and enough is back at `refills_at_s` seconds (`u32::MAX`:
+    /// not while the budget stays as it is).
+    BorrowBudget {
+        left_min: u32,
+        need_min: u32,
+        refills_at_s: u32,
+    },
     /// STRICT_FIFO: the head of the share must start first.
     StrictFifoBehind(JobId),
     /// Running jobs of its share have equal or higher priority (or a
@@ -165,6 +176,10 @@ impl StatusReason {
             StatusReason::Scheduled { borrowed } => {
                 format!("SCHEDULED: {borrowed} instance(s) on borrowed capacity (preemptible by the owner)")
             }
+            StatusReason::PreemptionInProgress {
+                kind: PreemptionKind::BudgetExhausted,
+                ..
+            } => "PREEMPTION_IN_PROGRESS: its share's borrowing budget is spent (onBudgetExhausted: CHECKPOINT_AND_STOP); it checkpoints, stops and is requeued".into(),
             StatusReason::PreemptionInProgress { kind, for_job } => format!(
                 "PREEMPTION_IN_PROGRESS: {} preemption to run {}",
                 kind.as_str(),
@@ -231,6 +246,27 @@ fn render_wait(wait: WaitReason, name: &dyn Fn(JobId) -> String) -> String {
         }
         WaitReason::ClassMayNotBorrow => {
             "WAITING_FOR_SHARE_CAPACITY: its share's capacity is in use and its workload class never borrows (mayBorrow: false)".into()
+        }
+        WaitReason::BorrowBudget {
+            left_min,
+            need_min,
+            refills_at_s,
+        } => {
+            let hours = |m: u32| format!("{:.1}", f64::from(m) / 60.0);
+            let need = if need_min == u32::MAX {
+                "it declares no expected run (estimatedRuntimeSeconds or timeoutConfig), and with onBudgetExhausted FINISH only such jobs borrow".to_string()
+            } else {
+                format!("it needs {} (its expected run times the instances it borrows)", hours(need_min))
+            };
+            let refill = if refills_at_s == u32::MAX {
+                String::new()
+            } else {
+                format!("; enough is back at {}", Time::from_secs(u64::from(refills_at_s)))
+            };
+            format!(
+                "BORROW_BUDGET: {} instance-hours of its share's borrowing budget are left; {need}{refill}",
+                hours(left_min)
+            )
         }
         WaitReason::ResumeNotVerified => {
             "RESUME_NOT_VERIFIED: its workload class borrows only once a resume drill has passed for this image or command (qm drill)".into()

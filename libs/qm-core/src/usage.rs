@@ -74,6 +74,9 @@ pub struct Usage {
     /// ... whose executor was lost.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub recomputed_host_lost_ms: u64,
+    /// ... stopped because the share's borrowing budget was spent.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub recomputed_budget_ms: u64,
     /// Held by resume drills' jobs (part of `own_ms`: drills never borrow).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub drill_ms: u64,
@@ -91,6 +94,7 @@ impl Usage {
         self.recomputed_in_share_ms += o.recomputed_in_share_ms;
         self.recomputed_limit_reduced_ms += o.recomputed_limit_reduced_ms;
         self.recomputed_host_lost_ms += o.recomputed_host_lost_ms;
+        self.recomputed_budget_ms += o.recomputed_budget_ms;
         self.drill_ms += o.drill_ms;
         self.drills += o.drills;
     }
@@ -106,10 +110,11 @@ impl Usage {
             + self.recomputed_in_share_ms
             + self.recomputed_limit_reduced_ms
             + self.recomputed_host_lost_ms
+            + self.recomputed_budget_ms
     }
 
     /// Each cause of recomputed work with its total, in a fixed order.
-    pub fn recomputed_by_cause(&self) -> [(AttemptOutcome, u64); 4] {
+    pub fn recomputed_by_cause(&self) -> [(AttemptOutcome, u64); 5] {
         [
             (
                 AttemptOutcome::PreemptedCrossShare,
@@ -123,6 +128,7 @@ impl Usage {
                 AttemptOutcome::PreemptedLimitReduced,
                 self.recomputed_limit_reduced_ms,
             ),
+            (AttemptOutcome::PreemptedBudget, self.recomputed_budget_ms),
             (AttemptOutcome::HostLost, self.recomputed_host_lost_ms),
         ]
     }
@@ -132,6 +138,7 @@ impl Usage {
             AttemptOutcome::PreemptedCrossShare => Some(&mut self.recomputed_cross_share_ms),
             AttemptOutcome::PreemptedInShare => Some(&mut self.recomputed_in_share_ms),
             AttemptOutcome::PreemptedLimitReduced => Some(&mut self.recomputed_limit_reduced_ms),
+            AttemptOutcome::PreemptedBudget => Some(&mut self.recomputed_budget_ms),
             AttemptOutcome::HostLost => Some(&mut self.recomputed_host_lost_ms),
             _ => None,
         }

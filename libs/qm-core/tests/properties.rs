@@ -37,6 +37,11 @@ struct ShareGen {
     /// Workload classes: None, or the knobs of three classes by band
     /// (`low` 0..=1, `mid` 2, `high` 3..=4).
     classes: Option<ClassGen>,
+    /// A borrowing budget of 1 instance-hour per 2 h or with a 1 h
+    /// half-life (LEND_AND_BORROW shares):
+    /// (a half-life rather than a window, CHECKPOINT_AND_STOP rather than
+    /// FINISH).
+    budget: Option<(bool, bool)>,
 }
 
 #[derive(Clone, Debug)]
@@ -211,6 +216,7 @@ fn share_gen() -> impl Strategy<Value = ShareGen> {
         prop_oneof![3 => Just(0u64), 1 => Just(60)],
         prop::bool::weighted(0.2),
         prop::option::weighted(0.4, class_gen()),
+        prop::option::weighted(0.3, (any::<bool>(), any::<bool>())),
     )
         .prop_map(
             |(
@@ -222,6 +228,7 @@ fn share_gen() -> impl Strategy<Value = ShareGen> {
                 cooldown,
                 requires_checkpoint,
                 classes,
+                budget,
             )| ShareGen {
                 strategy,
                 limits,
@@ -231,6 +238,7 @@ fn share_gen() -> impl Strategy<Value = ShareGen> {
                 cooldown,
                 requires_checkpoint,
                 classes,
+                budget,
             },
         )
 }
@@ -256,6 +264,8 @@ fn event() -> impl Strategy<Value = Event> {
         2 => Just(Event::CheckpointDrills),
         1 => (0usize..4).prop_map(|share| Event::ToggleHighBand { share }),
         2 => (1u64..40).prop_map(|secs| Event::Advance { secs }),
+        // Long enough for a borrowing budget (an instance-hour) to run out.
+        1 => (300u64..3000).prop_map(|secs| Event::Advance { secs }),
     ]
 }
 
@@ -303,6 +313,20 @@ fn build(shares: &[ShareGen], fleet: [u32; 2], strict: bool) -> Cluster {
             s.protections.borrow_requires_checkpoint = g.requires_checkpoint;
             if let Some(cg) = &g.classes {
                 s.classes = classes(cg, g.strategy);
+            }
+            if let Some((half_life, stop)) = g.budget.filter(|_| g.strategy == Sharing::LendAndBorrow)
+            {
+                s.borrow_budget = Some(qm_core::BorrowBudget {
+                    instance_hours: 1,
+                    window: if half_life {
+                        qm_core::BudgetWindow::HalfLife { hours: 1 }
+                    } else {
+                        qm_core::BudgetWindow::Rolling { hours: 2 }
+                    },
+                });
+                if stop {
+                    s.on_budget_exhausted = qm_core::OnBudgetExhausted::CheckpointAndStop;
+                }
             }
             s
         })
@@ -352,6 +376,8 @@ fn apply_event(c: &mut Cluster, now: &mut Time, event: &Event) {
             spec.checkpoint_before_preempt_secs = (priority % 2 == 0).then_some(20);
             spec.preemption_retries = retries;
             spec.retry_attempts = 2;
+            // Expected runs for borrowing budgets: none, 5 or 30 minutes.
+            spec.estimated_runtime_secs = [None, Some(300), Some(1800)][((count + priority) % 3) as usize];
             if !c.share_config(s).classes.is_empty() {
                 spec.class = Some(class_of(priority).to_string());
             }

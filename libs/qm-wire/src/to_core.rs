@@ -7,7 +7,7 @@
 use crate::messages as wire;
 use crate::system::QueueDocument;
 use qm_core::{
-    CapacityLimit, Cluster, ConfigProblem, ExitRule, JobSpec, Protections, QueueConfig,
+    BorrowBudget, BudgetWindow, OnBudgetExhausted, CapacityLimit, Cluster, ConfigProblem, ExitRule, JobSpec, Protections, QueueConfig,
     QueueingStrategy, QuotaShare, RetryAction, Runtime, Runtimes, State, Strategy, WorkloadClass,
 };
 
@@ -132,6 +132,51 @@ pub fn merge_share(
     if let Some(d) = &s.default_workload_class {
         share.default_class = Some(d.clone());
     }
+    if let Some(budget) = &s.borrow_budget {
+        share.borrow_budget = budget
+            .as_ref()
+            .and_then(|b| borrow_budget(b, &format!("{field}.borrowBudget"), problems));
+    }
+    if let Some(v) = s.on_budget_exhausted.as_deref() {
+        let allowed = [
+            ("FINISH", OnBudgetExhausted::Finish),
+            (
+                "CHECKPOINT_AND_STOP",
+                OnBudgetExhausted::CheckpointAndStop,
+            ),
+        ];
+        if let Some(v) = one_of(
+            &format!("{field}.onBudgetExhausted"),
+            v,
+            &allowed,
+            problems,
+        ) {
+            share.on_budget_exhausted = v;
+        }
+    }
+}
+
+/// A budget as the wire states it; its ranges are the core's to check.
+fn borrow_budget(
+    b: &wire::BorrowBudget,
+    field: &str,
+    problems: &mut Vec<ConfigProblem>,
+) -> Option<BorrowBudget> {
+    let window = match (b.window_hours, b.half_life_hours) {
+        (Some(hours), None) => BudgetWindow::Rolling { hours },
+        (None, Some(hours)) => BudgetWindow::HalfLife { hours },
+        _ => {
+            problems.push(problem(
+                field.to_string(),
+                "give exactly one of windowHours (a rolling window) and halfLifeHours (decayed usage)",
+            ));
+            return None;
+        }
+    };
+    Some(BorrowBudget {
+        instance_hours: b.instance_hours,
+        window,
+    })
 }
 
 /// A workload class as the wire states it (absent fields: the defaults).
@@ -432,6 +477,13 @@ pub fn job_spec(
         .timeout_config
         .as_ref()
         .map(|t| t.attempt_duration_seconds);
+    if job.estimated_runtime_seconds == Some(0) {
+        return Err(vec![problem(
+            "estimatedRuntimeSeconds",
+            "must be at least 1 second (leave it out if unknown)",
+        )]);
+    }
+    spec.estimated_runtime_secs = job.estimated_runtime_seconds;
     spec.grace_period_secs = job
         .termination_grace_period_seconds
         .unwrap_or(qm_core::DEFAULT_GRACE_PERIOD_SECS);

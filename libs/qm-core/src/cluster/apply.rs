@@ -16,6 +16,7 @@ impl Cluster {
             && plan.preemptions.is_empty()
             && plan.timeouts.is_empty()
             && plan.drill_stops.is_empty()
+            && plan.budget_stops.is_empty()
             && plan.checkpoint_deadlines.is_empty())
         {
             self.advance_usage(now);
@@ -36,6 +37,15 @@ impl Cluster {
         }
         for stop in &plan.drill_stops {
             self.begin_drill_stop(*stop, now);
+        }
+        for &id in &plan.budget_stops {
+            // For no other job: no claim, no cool-down (the budget bars
+            // borrowing until it refills).
+            let kind = crate::job::PreemptionKind::BudgetExhausted;
+            let cause = StopCause::Preempted { kind, for_job: id };
+            let reason = StatusReason::PreemptionInProgress { kind, for_job: id };
+            self.begin_stop(id, cause, reason, now);
+            self.ask_checkpoint_first(id, now);
         }
         for p in &plan.preemptions {
             self.claims.insert(p.for_job);

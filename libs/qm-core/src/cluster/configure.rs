@@ -122,6 +122,7 @@ impl Cluster {
         self.reconcile_classes();
         self.refresh_borrow_bars(None);
         self.ensure_usage_counts();
+        self.reconcile_budgets();
         stops
     }
 }

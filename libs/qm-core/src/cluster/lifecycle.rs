@@ -511,7 +511,12 @@ impl Cluster {
         }
         let job = self.jobs.get_mut(&id).expect("known job");
         let beneficiary = match job.stopping {
-            Some(StopCause::Preempted { for_job, .. }) if outcome.is_preemption() => Some(for_job),
+            // A budget stop is for no other job.
+            Some(StopCause::Preempted { kind, for_job })
+                if outcome.is_preemption() && kind != crate::job::PreemptionKind::BudgetExhausted =>
+            {
+                Some(for_job)
+            }
             _ => None,
         };
         let a = job.attempts.last_mut().expect("current attempt exists");

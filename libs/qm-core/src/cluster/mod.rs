@@ -8,6 +8,7 @@
 
 mod accounting;
 mod apply;
+pub(crate) mod budget;
 mod classes;
 mod configure;
 mod drills;
@@ -168,6 +169,10 @@ pub struct Cluster {
     /// The usage ledger (`usage.rs`): what each share used, day by day.
     #[serde(default)]
     pub(crate) usage: crate::usage::UsageLedger,
+    /// What each share with a borrowing budget borrowed, as its budget
+    /// measures it (`budget.rs`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) budget_use: BTreeMap<ShareIdx, crate::budget::BudgetUse>,
     events: Vec<JobEvent>,
     /// RUNNABLE jobs no pass has given a reason yet (new or requeued).
     pub(crate) unexplained: BTreeSet<JobId>,
@@ -210,6 +215,7 @@ impl Cluster {
             drills: BTreeMap::new(),
             drill_stops: BTreeSet::new(),
             usage: Default::default(),
+            budget_use: BTreeMap::new(),
             events: Vec::new(),
             unexplained: BTreeSet::new(),
             settled: Vec::new(),

@@ -44,6 +44,9 @@ impl Pass<'_> {
         }
         self.admissions += 1;
         self.promise_runtime(id, false);
+        let view = &self.views[t.index()];
+        let (used, entitlement) = (view.used[s.index()], view.entitlement[s.index()]);
+        self.promise_budget(job, used, entitlement);
         self.views[t.index()].used[s.index()] += count;
         self.admitted.insert(id);
         self.admitted_order.push((id, count));
@@ -79,6 +82,7 @@ impl Pass<'_> {
             timeouts: self.timeouts,
             checkpoint_deadlines: self.checkpoint_deadlines,
             drill_stops: self.drill_stops,
+            budget_stops: self.budget_stops,
             preemptions: self.preemptions,
             wake_at: self.wake_at,
             ..Plan::default()
@@ -233,6 +237,7 @@ impl Pass<'_> {
                 });
             }
         }
+        budget::budget_wakes_after(self.c, &self.budgets, self.now, &mut plan);
         // Types this pass looked at and decided nothing for.
         let mut decided = vec![false; self.c.types.len()];
         let type_of = |id: &JobId| self.c.jobs[id].spec.instance_type.index();
@@ -242,6 +247,7 @@ impl Pass<'_> {
             .map(|s| &s.job)
             .chain(plan.preemptions.iter().map(|p| &p.job))
             .chain(plan.timeouts.iter())
+            .chain(plan.budget_stops.iter())
             .chain(plan.waiting_for_release.iter())
         {
             decided[type_of(id)] = true;

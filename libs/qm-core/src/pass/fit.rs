@@ -39,6 +39,7 @@ impl Pass<'_> {
                 }
                 return Err(reason);
             }
+            self.budget_gate(job, used, entitlement)?;
             // A borrowing job never preempts other shares.
             return self.check(s, t, count).map(|()| Vec::new());
         }

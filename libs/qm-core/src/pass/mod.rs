@@ -36,6 +36,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
+mod budget;
 mod finish;
 mod fit;
 mod in_share;
@@ -100,6 +101,9 @@ pub struct Plan {
     pub checkpoint_deadlines: Vec<JobId>,
     /// Resume drills' subjects due to be stopped (`drill.rs`).
     pub drill_stops: Vec<JobId>,
+    /// Jobs on borrowed capacity of shares whose borrowing budget is spent
+    /// (`onBudgetExhausted: CHECKPOINT_AND_STOP`): checkpoint, stop, requeue.
+    pub budget_stops: Vec<JobId>,
     /// Why each job the pass examined and did not start is waiting.
     pub reasons: Vec<(JobId, WaitReason)>,
     /// Admitted in the projection but waiting for preempted jobs to stop.
@@ -119,6 +123,7 @@ impl Plan {
             && self.timeouts.is_empty()
             && self.checkpoint_deadlines.is_empty()
             && self.drill_stops.is_empty()
+            && self.budget_stops.is_empty()
     }
 }
 
@@ -191,6 +196,10 @@ struct Pass<'a> {
     timeouts: Vec<JobId>,
     checkpoint_deadlines: Vec<JobId>,
     drill_stops: Vec<JobId>,
+    budget_stops: Vec<JobId>,
+    /// Per share slot: its borrowing budget (`budget.rs`); empty when no
+    /// share has one.
+    budgets: Vec<Option<budget::BudgetGate>>,
     reasons: BTreeMap<JobId, WaitReason>,
     wake_at: Option<Time>,
     /// Per type: whether this pass looks at it (see `Cluster::settled`).
@@ -231,8 +240,13 @@ impl<'a> Pass<'a> {
                 }
             })
             .collect();
-        // STRICT_FIFO couples types (a share's head spans them): no skipping.
-        let may_skip = skip_settled && c.queueing == QueueingStrategy::BestEffortFifo;
+        // STRICT_FIFO couples types (a share's head spans them), and a
+        // borrowing budget couples them over time (it runs out and refills
+        // with no event of a type's own): no skipping.
+        let budgets = budget::budget_gates(c, now);
+        let may_skip = skip_settled
+            && c.queueing == QueueingStrategy::BestEffortFifo
+            && budgets.is_empty();
         let mut wake_at = None;
         let active = c
             .settled
@@ -266,6 +280,8 @@ impl<'a> Pass<'a> {
             timeouts: Vec::new(),
             checkpoint_deadlines: Vec::new(),
             drill_stops: Vec::new(),
+            budget_stops: Vec::new(),
+            budgets,
             reasons: BTreeMap::new(),
             wake_at,
             active,
@@ -322,6 +338,8 @@ impl<'a> Pass<'a> {
             self.views[job.spec.instance_type.index()].used[job.spec.share.index()] -=
                 job.spec.count;
         }
+        self.budget_wakes();
+        self.stop_over_budget();
         self.honour_claims();
         // Every round admits a job or ends the loop, and a job is taken
         // back at most three times per pass (by in-share preemption for a

@@ -176,8 +176,7 @@ impl Pass<'_> {
                     self.reasons.entry(key.job).or_insert(reason);
                     if self.c.queueing == QueueingStrategy::StrictFifo {
                         done[s.index()] = true;
-                    } else if !matches!(reason, WaitReason::BorrowRequiresCheckpoint)
-                        && !runtime::is_runtime_reason(&reason)
+                    } else if !is_per_job_reason(&reason) && !runtime::is_runtime_reason(&reason)
                     {
                         fails_from[s.index()] = fails_from[s.index()].min(count);
                         // Borrowing `count` more instances raises `B - L` by
@@ -358,4 +357,15 @@ enum Head {
     Exhausted,
     /// The next job to try and the instances it asks for.
     Next(QueueKey, u32),
+}
+
+/// A reason that holds for this job, not for every job of its size: a
+/// failure for it says nothing of the larger jobs behind it (its borrow
+/// bar, or its share's borrowing budget against its expected run).
+fn is_per_job_reason(reason: &WaitReason) -> bool {
+    matches!(
+        reason,
+        WaitReason::BorrowRequiresCheckpoint
+            | WaitReason::BorrowBudget { .. }
+    )
 }

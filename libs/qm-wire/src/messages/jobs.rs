@@ -162,6 +162,11 @@ pub struct SubmitServiceJob {
     /// is the band's lowest value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workload_class: Option<String>,
+    /// How long one attempt is expected to run, in seconds: what a share's
+    /// borrowing budget holds back for it when it borrows (absent: its
+    /// `timeoutConfig.attemptDurationSeconds`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_runtime_seconds: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

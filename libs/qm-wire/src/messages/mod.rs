@@ -97,6 +97,28 @@ pub struct Protections {
     pub borrow_requires_checkpoint: Option<bool>,
 }
 
+/// A share's `borrowBudget`: instance-hours of borrowed capacity per
+/// rolling window (`windowHours`) or of borrowed usage decayed with a
+/// half-life (`halfLifeHours`); exactly one of the two.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BorrowBudget {
+    pub instance_hours: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_hours: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub half_life_hours: Option<u64>,
+}
+
+/// A field an update may set, leave alone (absent) or remove (`null`).
+fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
+}
+
 /// A workload class's priority band: `schedulingPriority` `min..=max`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -186,6 +208,18 @@ pub struct QuotaShare {
     /// The class of jobs that name none; default: the first class.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_workload_class: Option<String>,
+    /// How much a LEND_AND_BORROW share may borrow over time; `null` in an
+    /// update removes it. Absent: no budget (or, in an update, unchanged).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub borrow_budget: Option<Option<BorrowBudget>>,
+    /// FINISH (default) | CHECKPOINT_AND_STOP: what running borrowed jobs do
+    /// when the budget is spent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_budget_exhausted: Option<String>,
 }
 
 /// `CreateJobQueue` / `UpdateJobQueue`.

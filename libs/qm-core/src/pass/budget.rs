@@ -1,0 +1,216 @@
+//! Borrowing budgets in a pass (`crate::budget`): safe admission of jobs
+//! that borrow, and the stops of `CHECKPOINT_AND_STOP` when a budget is
+//! spent.
+//!
+//! Decides: whether a job may start on borrowed capacity within what its
+//! share's budget has left, and which running jobs stop because it is
+//! spent.
+//!
+//! Guarantees afterwards: the jobs this pass admits to borrow never
+//! together expect more than the budget has left (each one's need is
+//! taken from what is left as it is admitted); a pass runs at the moment a
+//! budget runs out (`wake_at`).
+
+use super::*;
+use crate::budget::{BudgetStatus, OnBudgetExhausted};
+
+/// A share's budget as one pass sees it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct BudgetGate {
+    status: BudgetStatus,
+    /// The budget less what the window holds, less what running borrowed
+    /// jobs are expected to use, less what this pass promised.
+    left_ms: i64,
+}
+
+/// The gates of the shares that have a budget (empty if none has one).
+pub(super) fn budget_gates(c: &Cluster, now: Time) -> Vec<Option<BudgetGate>> {
+    if c.shares.iter().all(|s| s.config.borrow_budget.is_none()) {
+        return Vec::new();
+    }
+    (0..c.shares.len())
+        .map(|i| {
+            let s = ShareIdx(u16::try_from(i).expect("share slots fit in u16"));
+            c.budget_status(s, now).map(|status| BudgetGate {
+                status,
+                left_ms: status.budget.budget_ms() as i64
+                    - status.used_ms as i64
+                    - status.committed_ms as i64,
+            })
+        })
+        .collect()
+}
+
+fn minutes(ms: i64) -> u32 {
+    u32::try_from(ms.max(0) / 60_000).unwrap_or(u32::MAX - 1)
+}
+
+impl Pass<'_> {
+    /// The budget's moments: a pass when one runs out.
+    pub(super) fn budget_wakes(&mut self) {
+        let wakes: Vec<Time> = self
+            .budgets
+            .iter()
+            .flatten()
+            .filter_map(|g| g.status.exhausts_at)
+            .collect();
+        for at in wakes {
+            self.wake(at);
+        }
+    }
+
+    /// `CHECKPOINT_AND_STOP` shares whose budget is spent: their jobs on
+    /// borrowed capacity stop (released in the projection, like timeouts).
+    pub(super) fn stop_over_budget(&mut self) {
+        for i in 0..self.budgets.len() {
+            let Some(gate) = self.budgets[i] else {
+                continue;
+            };
+            if !gate.status.exhausted()
+                || gate.status.on_exhausted != OnBudgetExhausted::CheckpointAndStop
+            {
+                continue;
+            }
+            let s = ShareIdx(i as u16);
+            for t in 0..self.c.types.len() {
+                let t = TypeIdx(t as u16);
+                let view = &self.views[t.index()];
+                let entitlement = view.entitlement[i];
+                if view.used[i] <= entitlement {
+                    continue;
+                }
+                for key in borrowed_jobs(&self.projected_running(s, t), entitlement) {
+                    let job = self.job(key.job);
+                    if job.stopping.is_some() || !job.status.holds_instances() {
+                        continue;
+                    }
+                    self.budget_stops.push(key.job);
+                    self.removed.insert(key.job);
+                    self.views[t.index()].used[i] -= key.count;
+                }
+            }
+        }
+    }
+
+    /// What `job` takes from its share's budget if admitted with its share
+    /// holding `used` of `entitlement`: its borrowed instances times its
+    /// expected run (None: it declares none). Zero if it does not borrow.
+    fn budget_need(&self, job: &Job, used: u32, entitlement: u32) -> Option<i64> {
+        let borrowed = (used + job.spec.count).saturating_sub(used.max(entitlement));
+        if borrowed == 0 {
+            return Some(0);
+        }
+        job.spec
+            .expected_runtime_secs()
+            .map(|secs| (secs.saturating_mul(1000).saturating_mul(u64::from(borrowed))) as i64)
+    }
+
+    /// Whether `job` may borrow within its share's budget (safe admission).
+    pub(super) fn budget_gate(
+        &mut self,
+        job: &Job,
+        used: u32,
+        entitlement: u32,
+    ) -> Result<(), WaitReason> {
+        let s = job.spec.share;
+        let Some(gate) = self.budgets.get(s.index()).copied().flatten() else {
+            return Ok(());
+        };
+        let need = self.budget_need(job, used, entitlement);
+        let fits = match need {
+            _ if gate.status.exhausted() => false,
+            Some(n) => n <= gate.left_ms,
+            None => {
+                gate.status.on_exhausted == OnBudgetExhausted::CheckpointAndStop
+                    && gate.left_ms > 0
+            }
+        };
+        if fits {
+            return Ok(());
+        }
+        // When enough is back if nothing more is borrowed: the window (or
+        // the decay) must fall by what this job lacks. A job that declares
+        // no expected run, under FINISH, never borrows.
+        let st = gate.status;
+        let refills = match need {
+            None if st.on_exhausted == OnBudgetExhausted::Finish => None,
+            need => {
+                let level = st.used_ms as i64 + gate.left_ms - need.unwrap_or(1).max(1);
+                let empty = crate::budget::BudgetUse::default();
+                self.c
+                    .budget_use
+                    .get(&s)
+                    .unwrap_or(&empty)
+                    .refills_to(st.budget.window, self.now, st.used_ms, level)
+                    .filter(|at| *at > self.now)
+            }
+        };
+        if let Some(at) = refills {
+            self.wake(at);
+        }
+        Err(WaitReason::BorrowBudget {
+            left_min: minutes(gate.left_ms),
+            need_min: need.map_or(u32::MAX, minutes),
+            refills_at_s: refills.map_or(u32::MAX, |t| {
+                u32::try_from(t.0.div_ceil(1000)).unwrap_or(u32::MAX - 1)
+            }),
+        })
+    }
+
+    /// Takes an admitted job's need from its share's budget for the rest
+    /// of the pass (`used` before it was admitted).
+    pub(super) fn promise_budget(&mut self, job: &Job, used: u32, entitlement: u32) {
+        let s = job.spec.share.index();
+        if self.budgets.get(s).is_none_or(Option::is_none) {
+            return;
+        }
+        let need = self.budget_need(job, used, entitlement).unwrap_or(0);
+        if let Some(Some(gate)) = self.budgets.get_mut(s) {
+            gate.left_ms -= need;
+        }
+    }
+}
+
+/// A pass when a budget runs out at the rate this plan's starts bring
+/// (the pass before them saw a lower one).
+pub(super) fn budget_wakes_after(
+    c: &Cluster,
+    budgets: &[Option<BudgetGate>],
+    now: Time,
+    plan: &mut Plan,
+) {
+    {
+        if budgets.is_empty() || plan.starts.is_empty() {
+            return;
+        }
+        let mut started: BTreeMap<(ShareIdx, TypeIdx), u32> = BTreeMap::new();
+        for st in &plan.starts {
+            *started.entry((st.share, st.instance_type)).or_default() += st.count;
+        }
+        let mut more: BTreeMap<ShareIdx, u32> = BTreeMap::new();
+        for ((s, t), n) in started {
+            let st = c.st(s, t);
+            let held = st.running_usage + st.stopping_usage;
+            let before = held.saturating_sub(st.entitlement);
+            let after = (held + n).saturating_sub(st.entitlement);
+            *more.entry(s).or_default() += after - before;
+        }
+        for (s, extra) in more {
+            let Some(Some(gate)) = budgets.get(s.index()) else {
+                continue;
+            };
+            if extra == 0 {
+                continue;
+            }
+            let st = gate.status;
+            if let Some(at) = crate::cluster::budget::exhausts_at(
+                st.budget,
+                st.used_ms,
+                st.borrowing + extra,
+                now,
+            ) {
+                plan.wake_at = Some(plan.wake_at.map_or(at, |w| w.min(at)));
+            }
+        }
+    }
+}
