@@ -202,13 +202,18 @@ impl BudgetUse {
                     *self.hours.entry(hour).or_default() += ms * rate;
                 }
                 let first_kept = (now.0 / HOUR_MS + 1).saturating_sub(hours);
-                while self.hours.first_key_value().is_some_and(|(h, _)| *h < first_kept) {
+                while self
+                    .hours
+                    .first_key_value()
+                    .is_some_and(|(h, _)| *h < first_kept)
+                {
                     self.hours.pop_first();
                 }
             }
             BudgetWindow::HalfLife { hours } => {
                 let h = (hours * HOUR_MS) as f64;
-                let carried = self.decayed() * (-(now.millis_since(self.decayed_at) as f64) / h).exp2();
+                let carried =
+                    self.decayed() * (-(now.millis_since(self.decayed_at) as f64) / h).exp2();
                 let added = rate as f64 * decayed_integral(now.millis_since(since), h);
                 self.decayed_bits = (carried + added).to_bits();
                 self.decayed_at = now;
@@ -367,11 +372,16 @@ mod tests {
         let mut b = BudgetUse::default();
         b.accrue(w, Time(0), Time(HOUR_MS / 3), 3);
         b.accrue(w, Time(HOUR_MS / 3), Time(HOUR_MS), 3);
-        let (x, y) = (a.used_ms(w, Time(HOUR_MS), &[]), b.used_ms(w, Time(HOUR_MS), &[]));
+        let (x, y) = (
+            a.used_ms(w, Time(HOUR_MS), &[]),
+            b.used_ms(w, Time(HOUR_MS), &[]),
+        );
         assert!(x.abs_diff(y) <= 1, "{x} vs {y}");
         // A quarter is two half-lives away (the level rounded down to a
         // whole millisecond: within a second).
-        let at = u.refills_to(w, Time(60_000), first, (first / 4) as i64).expect("refills");
+        let at = u
+            .refills_to(w, Time(60_000), first, (first / 4) as i64)
+            .expect("refills");
         assert!(at.0.abs_diff(60_000 + 2 * HOUR_MS) <= 1_000, "{at:?}");
     }
 }

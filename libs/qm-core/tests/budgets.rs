@@ -59,14 +59,21 @@ fn a_job_whose_expected_run_exceeds_what_is_left_does_not_borrow() {
     let plan = w.step();
     assert!(plan.starts.is_empty(), "second would overrun the budget");
     let (left, need, _) = budget_wait(&w, "second");
-    assert_eq!((left, need), (4 * 60, 6 * 60), "4 h left once first's 6 are held back");
+    assert_eq!(
+        (left, need),
+        (4 * 60, 6 * 60),
+        "4 h left once first's 6 are held back"
+    );
     // A shorter job fits in what is left.
     job(&mut w, "short", 1, Some(3 * HOUR));
     let plan = w.step();
     assert_eq!(w.started(&plan), vec!["short"], "{:?}", w.wait("short"));
     // The rendered reason says what is left and what it needs.
     let text = w.reason("second").render(&|j| j.to_string());
-    assert!(text.starts_with("BORROW_BUDGET: 1.0 instance-hours"), "{text}");
+    assert!(
+        text.starts_with("BORROW_BUDGET: 1.0 instance-hours"),
+        "{text}"
+    );
     assert!(text.contains("it needs 6.0"), "{text}");
 }
 
@@ -80,7 +87,10 @@ fn jobs_admitted_together_never_overcommit_the_budget() {
     }
     let plan = w.step();
     assert_eq!(w.started(&plan), vec!["own", "b1", "b2"]);
-    assert!(matches!(w.wait("b3"), Some(WaitReason::BorrowBudget { .. })));
+    assert!(matches!(
+        w.wait("b3"),
+        Some(WaitReason::BorrowBudget { .. })
+    ));
 }
 
 #[test]
@@ -105,7 +115,11 @@ fn under_finish_a_job_without_an_expected_run_never_borrows_but_runs_on_its_own_
     assert!(text.contains("declares no expected run"), "{text}");
     job(&mut w, "small", 1, None);
     let plan = w.step();
-    assert_eq!(w.started(&plan), vec!["small"], "within quota the budget plays no part");
+    assert_eq!(
+        w.started(&plan),
+        vec!["small"],
+        "within quota the budget plays no part"
+    );
 }
 
 #[test]
@@ -117,7 +131,9 @@ fn finish_lets_running_borrowers_end_and_bars_new_borrowing_until_the_window_ref
     let plan = w.step();
     assert_eq!(w.started(&plan), vec!["long"]);
     w.at(2 * HOUR);
-    let status = w.c.budget_status(w.c.share_idx("A").expect("A"), w.now).expect("budget");
+    let status =
+        w.c.budget_status(w.c.share_idx("A").expect("A"), w.now)
+            .expect("budget");
     assert_eq!(status.used_ms, 2 * HOUR_MS, "1 borrowed instance for 2 h");
     assert!(status.exhausted());
     let plan = w.step();
@@ -143,7 +159,11 @@ fn checkpoint_and_stop_stops_borrowers_when_the_budget_runs_out_and_they_resume(
     job(&mut w, "greedy", 3, None);
     let plan = w.step();
     assert_eq!(w.started(&plan), vec!["greedy"]);
-    assert_eq!(plan.wake_at, Some(Time::from_secs(HOUR / 2)), "a pass when it runs out");
+    assert_eq!(
+        plan.wake_at,
+        Some(Time::from_secs(HOUR / 2)),
+        "a pass when it runs out"
+    );
     w.at(HOUR / 4);
     w.checkpoint("greedy", 7);
     w.at(HOUR / 2);
@@ -157,8 +177,15 @@ fn checkpoint_and_stop_stops_borrowers_when_the_budget_runs_out_and_they_resume(
     assert_eq!(w.exit("greedy", 143), AttemptOutcome::PreemptedBudget);
     assert_eq!(w.status("greedy"), JobStatus::Runnable);
     let job = w.c.job(w.id("greedy")).expect("job");
-    assert_eq!(job.attempts[0].preempted_for, None, "stopped for no other job");
-    assert_eq!(job.last_checkpoint.map(|c| c.step), Some(7), "resumes from it");
+    assert_eq!(
+        job.attempts[0].preempted_for, None,
+        "stopped for no other job"
+    );
+    assert_eq!(
+        job.last_checkpoint.map(|c| c.step),
+        Some(7),
+        "resumes from it"
+    );
     // The lost work is counted under its own cause.
     let ledger = w.c.lost_work(w.c.share_idx("A").expect("A"));
     assert_eq!(ledger.preempted_budget.attempts, 1);
@@ -166,7 +193,10 @@ fn checkpoint_and_stop_stops_borrowers_when_the_budget_runs_out_and_they_resume(
     // It waits for the budget, and fits again within its own capacity if
     // it asked for only that.
     w.step();
-    assert!(matches!(w.wait("greedy"), Some(WaitReason::BorrowBudget { .. })));
+    assert!(matches!(
+        w.wait("greedy"),
+        Some(WaitReason::BorrowBudget { .. })
+    ));
     let mut spec = w.spec("mine", "A", 1, 1);
     spec.estimated_runtime_secs = None;
     w.submit_spec(spec);
@@ -214,7 +244,10 @@ fn a_half_life_refills_continuously() {
     w.step();
     let (_, _, refills) = budget_wait(&w, "b");
     let wait = (f64::from(refills) * 1000.0 - w.now.0 as f64) / HOUR_MS as f64;
-    assert!((wait - (expected / (HOUR_MS as f64 / 2.0)).log2()).abs() < 0.01, "{wait}");
+    assert!(
+        (wait - (expected / (HOUR_MS as f64 / 2.0)).log2()).abs() < 0.01,
+        "{wait}"
+    );
     w.at(u64::from(refills));
     let plan = w.step();
     assert_eq!(w.started(&plan), vec!["b"]);
@@ -262,8 +295,8 @@ fn budgets_are_validated_by_field() {
     });
     let mut c = share("C", Strategy::Reserve, 1);
     c.on_budget_exhausted = OnBudgetExhausted::CheckpointAndStop;
-    let err = qm_core::validate_queue(&QueueConfig::new("q", vec![a, b, c]))
-        .expect_err("four problems");
+    let err =
+        qm_core::validate_queue(&QueueConfig::new("q", vec![a, b, c])).expect_err("four problems");
     let fields: Vec<&str> = err.0.iter().map(|p| p.field.as_str()).collect();
     assert_eq!(
         fields,
@@ -282,11 +315,17 @@ fn removing_a_budget_lets_the_share_borrow_freely_again() {
     let mut w = world(1, rolling(24), OnBudgetExhausted::Finish);
     job(&mut w, "big", 2, Some(5 * HOUR));
     w.step();
-    assert!(matches!(w.wait("big"), Some(WaitReason::BorrowBudget { .. })));
+    assert!(matches!(
+        w.wait("big"),
+        Some(WaitReason::BorrowBudget { .. })
+    ));
     let mut config = w.c.queue_config();
     config.shares[0].borrow_budget = None;
     w.c.update_queue(config, w.now).expect("valid");
     let plan = w.step();
     assert_eq!(w.started(&plan), vec!["big"]);
-    assert_eq!(w.c.budget_status(w.c.share_idx("A").expect("A"), w.now), None);
+    assert_eq!(
+        w.c.budget_status(w.c.share_idx("A").expect("A"), w.now),
+        None
+    );
 }

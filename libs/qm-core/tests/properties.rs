@@ -314,7 +314,8 @@ fn build(shares: &[ShareGen], fleet: [u32; 2], strict: bool) -> Cluster {
             if let Some(cg) = &g.classes {
                 s.classes = classes(cg, g.strategy);
             }
-            if let Some((half_life, stop)) = g.budget.filter(|_| g.strategy == Sharing::LendAndBorrow)
+            if let Some((half_life, stop)) =
+                g.budget.filter(|_| g.strategy == Sharing::LendAndBorrow)
             {
                 s.borrow_budget = Some(qm_core::BorrowBudget {
                     instance_hours: 1,
@@ -377,7 +378,8 @@ fn apply_event(c: &mut Cluster, now: &mut Time, event: &Event) {
             spec.preemption_retries = retries;
             spec.retry_attempts = 2;
             // Expected runs for borrowing budgets: none, 5 or 30 minutes.
-            spec.estimated_runtime_secs = [None, Some(300), Some(1800)][((count + priority) % 3) as usize];
+            spec.estimated_runtime_secs =
+                [None, Some(300), Some(1800)][((count + priority) % 3) as usize];
             if !c.share_config(s).classes.is_empty() {
                 spec.class = Some(class_of(priority).to_string());
             }

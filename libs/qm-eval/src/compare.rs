@@ -235,6 +235,8 @@ pub fn scenario(workload: &Workload, policy: &Policy) -> Scenario {
                 preemption_retries_before_termination: None,
                 retry_strategy: None,
                 timeout_config: None,
+                // Budgets hold back what each job declares: its own length.
+                estimated_runtime_seconds: Some(j.duration.ceil().max(1.0) as u64),
                 termination_grace_period_seconds: None,
                 duration_seconds: j.duration,
                 checkpoint_interval_seconds: j.checkpoint_interval,

@@ -124,6 +124,10 @@ pub struct SubmitSpec {
     pub retry_strategy: Option<wire::RetryStrategy>,
     #[serde(default)]
     pub timeout_config: Option<wire::TimeoutConfig>,
+    /// `estimatedRuntimeSeconds`: what a borrowing budget holds back for
+    /// one attempt (absent: its timeout).
+    #[serde(default)]
+    pub estimated_runtime_seconds: Option<u64>,
     pub termination_grace_period_seconds: Option<u64>,
     /// Seconds of work the job needs.
     pub duration_seconds: f64,

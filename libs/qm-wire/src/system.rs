@@ -331,7 +331,8 @@ pub struct StartRecord {
 #[serde(rename_all = "camelCase")]
 pub struct PreemptionRecord {
     pub job_id: String,
-    /// CROSS_SHARE | IN_SHARE | LIMIT_REDUCED
+    /// CROSS_SHARE | IN_SHARE | LIMIT_REDUCED (BUDGET_EXHAUSTED stops are
+    /// `PassRecord::budget_stops`)
     pub kind: String,
     pub for_job_id: String,
 }
@@ -354,6 +355,10 @@ pub struct PassRecord {
     /// Resume drills' subjects stopped now, to resume from their checkpoint.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub drill_stops: Vec<String>,
+    /// Jobs on borrowed capacity of shares whose borrowing budget is spent
+    /// (`onBudgetExhausted: CHECKPOINT_AND_STOP`): checkpoint, stop, requeue.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub budget_stops: Vec<String>,
 }
 
 impl PassRecord {
@@ -365,6 +370,7 @@ impl PassRecord {
             && self.timeouts.is_empty()
             && self.checkpoint_deadlines.is_empty()
             && self.drill_stops.is_empty()
+            && self.budget_stops.is_empty()
     }
 }
 

@@ -7,8 +7,9 @@
 use crate::messages as wire;
 use crate::system::QueueDocument;
 use qm_core::{
-    BorrowBudget, BudgetWindow, OnBudgetExhausted, CapacityLimit, Cluster, ConfigProblem, ExitRule, JobSpec, Protections, QueueConfig,
-    QueueingStrategy, QuotaShare, RetryAction, Runtime, Runtimes, State, Strategy, WorkloadClass,
+    BorrowBudget, BudgetWindow, CapacityLimit, Cluster, ConfigProblem, ExitRule, JobSpec,
+    OnBudgetExhausted, Protections, QueueConfig, QueueingStrategy, QuotaShare, RetryAction,
+    Runtime, Runtimes, State, Strategy, WorkloadClass,
 };
 
 fn problem(field: impl Into<String>, message: impl Into<String>) -> ConfigProblem {
@@ -140,17 +141,9 @@ pub fn merge_share(
     if let Some(v) = s.on_budget_exhausted.as_deref() {
         let allowed = [
             ("FINISH", OnBudgetExhausted::Finish),
-            (
-                "CHECKPOINT_AND_STOP",
-                OnBudgetExhausted::CheckpointAndStop,
-            ),
+            ("CHECKPOINT_AND_STOP", OnBudgetExhausted::CheckpointAndStop),
         ];
-        if let Some(v) = one_of(
-            &format!("{field}.onBudgetExhausted"),
-            v,
-            &allowed,
-            problems,
-        ) {
+        if let Some(v) = one_of(&format!("{field}.onBudgetExhausted"), v, &allowed, problems) {
             share.on_budget_exhausted = v;
         }
     }

@@ -100,6 +100,7 @@ pub struct Metrics {
     executors: GaugeSet,
     executor_instances: GaugeSet,
     heartbeat_age: GaugeSet,
+    budgets: GaugeSet,
     starts: IntCounterVec,
     preemptions: IntCounterVec,
     recomputed: prometheus::CounterVec,
@@ -141,6 +142,11 @@ impl Metrics {
                 "Instances offered by live executors, by queue and type.",
                 &["queue", "instance_type"],
             ),
+            budgets: GaugeSet::new(
+                "qm_borrow_budget_instance_hours",
+                "Shares' borrowing budgets, in instance-hours: state is budget (per window or half-life), used (what the window or the decayed sum holds), committed (what running borrowed jobs are still expected to use) or left (budget less used, at least 0).",
+                &["queue", "share", "state"],
+            ),
             heartbeat_age: GaugeSet::new(
                 "qm_executor_heartbeat_age_seconds",
                 "Seconds since each live executor's last heartbeat reached the leader.",
@@ -153,7 +159,7 @@ impl Metrics {
             ),
             preemptions: counter(
                 "qm_preemptions_total",
-                "Preemptions decided, by kind (CROSS_SHARE, IN_SHARE, LIMIT_REDUCED) and by the share of the victim and of the job it made room for.",
+                "Preemptions decided, by kind (CROSS_SHARE, IN_SHARE, LIMIT_REDUCED, BUDGET_EXHAUSTED) and by the share of the victim and of the job it made room for (none for a budget stop).",
                 &["queue", "kind", "victim_share", "beneficiary_share"],
             ),
             recomputed: register(prometheus::CounterVec::new(
@@ -244,6 +250,11 @@ impl Metrics {
                 .with_label_values(&[q, &p.kind, &share_of(&p.job_id), &share_of(&p.for_job_id)])
                 .inc();
         }
+        for id in &record.budget_stops {
+            self.preemptions
+                .with_label_values(&[q, "BUDGET_EXHAUSTED", &share_of(id), ""])
+                .inc();
+        }
     }
 
     /// What a published event says: a first attempt reaching RUNNING (the
@@ -296,12 +307,25 @@ impl Metrics {
     pub fn refresh(&mut self, state: &State, heartbeat_age: &HashMap<String, Duration>) {
         let mut jobs = BTreeMap::new();
         let mut instances = BTreeMap::new();
+        let mut budgets = BTreeMap::new();
+        let now = qm_core::Time(qm_service::now_ms());
         for (q, qs) in &state.queues {
             // Counters every queue has from the start (0 until it happens).
             self.lost.with_label_values(&[q.as_str()]);
             let c = &qs.cluster;
             for s in c.share_indices() {
                 let share = &c.share_config(s).name;
+                if let Some(b) = c.budget_status(s, now) {
+                    let hours = |ms: u64| ms as f64 / qm_core::budget::HOUR_MS as f64;
+                    for (state, v) in [
+                        ("budget", b.budget.budget_ms()),
+                        ("used", b.used_ms),
+                        ("committed", b.committed_ms),
+                        ("left", b.left_ms()),
+                    ] {
+                        budgets.insert(vec![q.clone(), share.clone(), state.to_string()], hours(v));
+                    }
+                }
                 // Every status of every share is reported (0 too), so that
                 // a dashboard's series do not come and go.
                 for status in JobStatus::ALL {
@@ -342,6 +366,7 @@ impl Metrics {
         }
         self.jobs.replace(jobs);
         self.instances.replace(instances);
+        self.budgets.replace(budgets);
         let mut executors = BTreeMap::new();
         let mut offered = BTreeMap::new();
         for e in state.executors.values() {

@@ -86,6 +86,7 @@ fn render_snapshot(s: &JobQueueSnapshot) -> String {
     if !s.lost_work.is_empty() {
         out.push_str(&format!("\n{}", render_lost_work(&s.lost_work)));
     }
+    out.push_str(&super::usage::render_budgets(&s.budgets));
     out
 }
 

@@ -34,6 +34,11 @@ pub struct SubmitArgs {
     /// class); the share's `workloadClasses` in its queue document.
     #[arg(long, value_name = "CLASS")]
     pub class: Option<String>,
+    /// estimatedRuntimeSeconds: how long one attempt is expected to run.
+    /// A share with a borrowing budget lets the job borrow only if this
+    /// (else --timeout) times the instances it borrows fits in what is left.
+    #[arg(long, value_name = "SECONDS")]
+    pub estimated_runtime: Option<u64>,
     /// preemptionRetriesBeforeTermination (0: fail at the first preemption).
     #[arg(long)]
     pub preemption_retries: Option<u32>,
@@ -132,6 +137,9 @@ pub fn submit_request(a: &SubmitArgs) -> Result<SubmitServiceJob, Failure> {
     }
     if a.class.is_some() {
         job.workload_class.clone_from(&a.class);
+    }
+    if a.estimated_runtime.is_some() {
+        job.estimated_runtime_seconds = a.estimated_runtime;
     }
     if a.preemption_retries.is_some() {
         job.preemption_configuration = Some(JobPreemptionConfiguration {

@@ -1,7 +1,7 @@
 //! `qm usage`: the usage ledger, as a table, JSON or CSV.
 
 use qm_service::client::Client;
-use qm_wire::messages::{GetUsage, UsageReport, UsageRow};
+use qm_wire::messages::{BudgetBurnDown, GetUsage, UsageReport, UsageRow};
 use qm_wire::subjects::Operation;
 
 use super::governance::field;
@@ -33,7 +33,7 @@ fn recomputed(r: &UsageRow) -> f64 {
     r.recomputed.iter().map(|c| c.instance_seconds).sum()
 }
 
-const COLUMNS: [&str; 13] = [
+const COLUMNS: [&str; 14] = [
     "period",
     "quotaShareName",
     "instanceType",
@@ -45,6 +45,7 @@ const COLUMNS: [&str; 13] = [
     "recomputedInShareSeconds",
     "recomputedLimitReducedSeconds",
     "recomputedHostLostSeconds",
+    "recomputedBudgetSeconds",
     "drills",
     "drillInstanceSeconds",
 ];
@@ -70,6 +71,7 @@ fn csv_row(r: &UsageRow) -> Vec<String> {
         format!("{:.3}", cause(r, "PREEMPTED_IN_SHARE")),
         format!("{:.3}", cause(r, "PREEMPTED_LIMIT_REDUCED")),
         format!("{:.3}", cause(r, "HOST_LOST")),
+        format!("{:.3}", cause(r, "PREEMPTED_BUDGET")),
         r.drills.to_string(),
         format!("{:.3}", r.drill_instance_seconds),
     ]
@@ -122,6 +124,7 @@ pub async fn show_usage(
     );
     if r.rows.is_empty() {
         println!("nothing used or queued in these days (of the shares you may read)");
+        print!("{}", render_budgets(&r.budgets));
         return Ok(());
     }
     println!(
@@ -158,7 +161,73 @@ pub async fn show_usage(
             );
         }
     }
+    print!("{}", render_budgets(&r.budgets));
     Ok(())
+}
+
+/// `2026-12-06 14:05 UTC` of a time in ms since the Unix epoch.
+fn utc_minute(ms: u64) -> String {
+    let of_day = ms % 86_400_000 / 60_000;
+    format!(
+        "{} {:02}:{:02} UTC",
+        qm_wire::dates::utc_date(ms),
+        of_day / 60,
+        of_day % 60
+    )
+}
+
+/// The borrowing budgets' burn-down (`qm usage`, `qm snapshot`): empty
+/// when no share shown has a budget.
+pub fn render_budgets(budgets: &[BudgetBurnDown]) -> String {
+    if budgets.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("\nborrowing budgets (instance-hours)\n");
+    for b in budgets {
+        let per = match (b.budget.window_hours, b.budget.half_life_hours) {
+            (Some(h), _) => format!("per {h} h"),
+            (_, Some(h)) => format!("decayed, {h} h half-life"),
+            _ => String::new(),
+        };
+        let total = b.budget.instance_hours as f64;
+        let cells = 20usize;
+        let used = ((b.used_instance_hours / total.max(1e-9)) * cells as f64)
+            .round()
+            .clamp(0.0, cells as f64) as usize;
+        out.push_str(&format!(
+            "  {:<14} [{}{}] {:.2} used, {:.2} committed, {:.2} left of {} {per}; {}\n",
+            b.quota_share_name,
+            "#".repeat(used),
+            ".".repeat(cells - used),
+            b.used_instance_hours,
+            b.committed_instance_hours,
+            b.left_instance_hours,
+            b.budget.instance_hours,
+            b.on_budget_exhausted,
+        ));
+        let mut when = Vec::new();
+        if b.borrowing_instances > 0 {
+            when.push(format!(
+                "borrowing {} instance(s) now",
+                b.borrowing_instances
+            ));
+        }
+        if let Some(at) = b.exhausts_at {
+            when.push(format!("spent at {} at this rate", utc_minute(at)));
+        } else if b.left_instance_hours <= 0.0 {
+            when.push("spent: nothing borrows until it refills".into());
+        }
+        if let Some(at) = b.refills_at {
+            when.push(format!(
+                "the next hour leaves the window at {}",
+                utc_minute(at)
+            ));
+        }
+        if !when.is_empty() {
+            out.push_str(&format!("  {:<14} {}\n", "", when.join("; ")));
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -173,6 +242,32 @@ mod tests {
         assert!(check_usage_days(Some("yesterday"), None).is_err());
         let e = check_usage_days(Some("2026-02-30"), None).expect_err("no such day");
         assert!(e.0.contains("not a day of the calendar"), "{}", e.0);
+    }
+
+    #[test]
+    fn a_budget_shows_what_is_used_left_and_when_it_runs_out() {
+        let b = BudgetBurnDown {
+            quota_share_name: "QS1".into(),
+            budget: qm_wire::messages::BorrowBudget {
+                instance_hours: 10,
+                window_hours: Some(24),
+                half_life_hours: None,
+            },
+            on_budget_exhausted: "CHECKPOINT_AND_STOP".into(),
+            used_instance_hours: 5.0,
+            committed_instance_hours: 1.0,
+            left_instance_hours: 5.0,
+            borrowing_instances: 2,
+            exhausts_at: Some(1_796_547_600_000),
+            refills_at: None,
+        };
+        let text = render_budgets(&[b]);
+        assert!(text.contains("[##########..........] 5.00 used, 1.00 committed, 5.00 left of 10 per 24 h; CHECKPOINT_AND_STOP"), "{text}");
+        assert!(
+            text.contains("borrowing 2 instance(s) now; spent at 2026-12-06 09:00 UTC"),
+            "{text}"
+        );
+        assert_eq!(render_budgets(&[]), "");
     }
 
     #[test]

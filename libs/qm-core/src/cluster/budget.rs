@@ -71,8 +71,7 @@ impl Cluster {
         let used_ms = used.used_ms(budget.window, now, &pending);
         let exhausts_at = exhausts_at(budget, used_ms, borrowing, now);
         // A half-life refills continuously: no moment to name.
-        let refills_at = if used_ms == 0 || !matches!(budget.window, BudgetWindow::Rolling { .. })
-        {
+        let refills_at = if used_ms == 0 || !matches!(budget.window, BudgetWindow::Rolling { .. }) {
             None
         } else {
             used.refills_to(budget.window, now, used_ms, used_ms as i64 - 1)
@@ -145,8 +144,7 @@ pub(crate) fn exhausts_at(
     if let BudgetWindow::HalfLife { hours } = budget.window {
         // Decayed usage tends to rate x h / ln 2: below the budget, it
         // never runs out at this rate.
-        let limit =
-            rate as f64 * (hours * crate::budget::HOUR_MS) as f64 / std::f64::consts::LN_2;
+        let limit = rate as f64 * (hours * crate::budget::HOUR_MS) as f64 / std::f64::consts::LN_2;
         if limit <= budget_ms as f64 {
             return None;
         }

@@ -513,7 +513,8 @@ impl Cluster {
         let beneficiary = match job.stopping {
             // A budget stop is for no other job.
             Some(StopCause::Preempted { kind, for_job })
-                if outcome.is_preemption() && kind != crate::job::PreemptionKind::BudgetExhausted =>
+                if outcome.is_preemption()
+                    && kind != crate::job::PreemptionKind::BudgetExhausted =>
             {
                 Some(for_job)
             }

@@ -100,9 +100,11 @@ impl Pass<'_> {
         if borrowed == 0 {
             return Some(0);
         }
-        job.spec
-            .expected_runtime_secs()
-            .map(|secs| (secs.saturating_mul(1000).saturating_mul(u64::from(borrowed))) as i64)
+        job.spec.expected_runtime_secs().map(|secs| {
+            (secs
+                .saturating_mul(1000)
+                .saturating_mul(u64::from(borrowed))) as i64
+        })
     }
 
     /// Whether `job` may borrow within its share's budget (safe admission).
@@ -121,8 +123,7 @@ impl Pass<'_> {
             _ if gate.status.exhausted() => false,
             Some(n) => n <= gate.left_ms,
             None => {
-                gate.status.on_exhausted == OnBudgetExhausted::CheckpointAndStop
-                    && gate.left_ms > 0
+                gate.status.on_exhausted == OnBudgetExhausted::CheckpointAndStop && gate.left_ms > 0
             }
         };
         if fits {

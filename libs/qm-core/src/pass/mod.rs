@@ -244,9 +244,8 @@ impl<'a> Pass<'a> {
         // borrowing budget couples them over time (it runs out and refills
         // with no event of a type's own): no skipping.
         let budgets = budget::budget_gates(c, now);
-        let may_skip = skip_settled
-            && c.queueing == QueueingStrategy::BestEffortFifo
-            && budgets.is_empty();
+        let may_skip =
+            skip_settled && c.queueing == QueueingStrategy::BestEffortFifo && budgets.is_empty();
         let mut wake_at = None;
         let active = c
             .settled

@@ -176,8 +176,7 @@ impl Pass<'_> {
                     self.reasons.entry(key.job).or_insert(reason);
                     if self.c.queueing == QueueingStrategy::StrictFifo {
                         done[s.index()] = true;
-                    } else if !is_per_job_reason(&reason) && !runtime::is_runtime_reason(&reason)
-                    {
+                    } else if !is_per_job_reason(&reason) && !runtime::is_runtime_reason(&reason) {
                         fails_from[s.index()] = fails_from[s.index()].min(count);
                         // Borrowing `count` more instances raises `B - L` by
                         // `count` and `sum(U)` by `count` whichever
@@ -365,7 +364,6 @@ enum Head {
 fn is_per_job_reason(reason: &WaitReason) -> bool {
     matches!(
         reason,
-        WaitReason::BorrowRequiresCheckpoint
-            | WaitReason::BorrowBudget { .. }
+        WaitReason::BorrowRequiresCheckpoint | WaitReason::BorrowBudget { .. }
     )
 }

@@ -183,6 +183,7 @@ impl Simulation {
             }),
             retry_strategy: spec.retry_strategy.clone(),
             timeout_config: spec.timeout_config.clone(),
+            estimated_runtime_seconds: spec.estimated_runtime_seconds,
             termination_grace_period_seconds: spec.termination_grace_period_seconds,
             checkpoint_config: interval.map(|_| wire::CheckpointConfig {
                 checkpoint_before_preempt_seconds: spec.checkpoint_before_preempt_seconds,
@@ -356,6 +357,7 @@ impl Simulation {
             preemption_retries_before_termination: None,
             retry_strategy: None,
             timeout_config: None,
+            estimated_runtime_seconds: None,
             termination_grace_period_seconds: None,
             duration_seconds: (duration * 1000.0).round() / 1000.0,
             checkpoint_interval_seconds: checkpoints.then_some(gen.checkpoint_interval_seconds),

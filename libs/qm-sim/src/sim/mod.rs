@@ -377,17 +377,28 @@ impl Simulation {
             let decided = self.decisions(&plan);
             self.record(Recorded::Pass { at: now, decided });
         }
-        for p in &plan.preemptions {
-            self.recorder.preemption(now, p.job, p.kind, p.for_job);
-            if self.cluster.checkpoint_first(p.job).is_none() {
-                self.request_stop(p.job);
+        // A budget stop is recorded as a preemption for the job itself.
+        let budget = plan
+            .budget_stops
+            .iter()
+            .map(|id| (*id, PreemptionKind::BudgetExhausted, *id));
+        let preempted: Vec<_> = plan
+            .preemptions
+            .iter()
+            .map(|p| (p.job, p.kind, p.for_job))
+            .chain(budget)
+            .collect();
+        for (id, kind, for_job) in preempted {
+            self.recorder.preemption(now, id, kind, for_job);
+            if self.cluster.checkpoint_first(id).is_none() {
+                self.request_stop(id);
                 continue;
             }
             // Checkpoint-then-preempt: it runs on until its checkpoint is
             // committed (or the window ends: a checkpoint deadline).
-            let job = &self.jobs[(p.job.0 - 1) as usize];
+            let job = &self.jobs[(id.0 - 1) as usize];
             if let (Phase::Running(n), Some(after)) = (job.phase, job.checkpoint_when_asked) {
-                self.push(now.plus_millis(after), Ev::Asked(p.job, n));
+                self.push(now.plus_millis(after), Ev::Asked(id, n));
             }
         }
         for id in plan.timeouts.iter().chain(&plan.checkpoint_deadlines) {

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use super::BorrowBudget;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -343,7 +344,7 @@ pub struct ShareUsage {
 }
 
 /// `GetJobQueueSnapshot`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct JobQueueSnapshot {
     pub job_queue: String,
@@ -359,6 +360,9 @@ pub struct JobQueueSnapshot {
     /// they outlive the jobs they came from).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lost_work: Vec<ShareLostWork>,
+    /// The borrowing budgets of the shares the caller may read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub budgets: Vec<BudgetBurnDown>,
 }
 
 /// Attempts that threw work away, and how much (instance-milliseconds:
@@ -676,4 +680,32 @@ pub struct UsageReport {
     /// Borrowed capacity by period, type, borrower and lender: rows whose
     /// borrower or lender the caller may read.
     pub lending: Vec<LendingRow>,
+    /// The borrowing budgets of the shares shown, as of `asOf`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub budgets: Vec<BudgetBurnDown>,
+}
+
+/// A share's borrowing budget now: what it allows, what the window (or the
+/// decayed sum) holds, what running borrowed jobs are still expected to
+/// use, and when it runs out or refills. Instance-hours.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BudgetBurnDown {
+    pub quota_share_name: String,
+    pub budget: BorrowBudget,
+    /// FINISH | CHECKPOINT_AND_STOP
+    pub on_budget_exhausted: String,
+    pub used_instance_hours: f64,
+    pub committed_instance_hours: f64,
+    /// The budget less what is used (at least 0).
+    pub left_instance_hours: f64,
+    /// Instances borrowed now, every type together.
+    pub borrowing_instances: u32,
+    /// When it is spent at the current rate (ms since the Unix epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exhausts_at: Option<u64>,
+    /// When the count next falls: an hour leaves the window (rolling
+    /// windows only; a half-life refills continuously).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refills_at: Option<u64>,
 }

@@ -78,6 +78,9 @@ impl Gateway {
             // AWS has no field for a workload class; boto3 sends only the
             // fields its model knows, so the class rides on a tag.
             workload_class: tags.get(WORKLOAD_CLASS_TAG).cloned(),
+            // MaxRuntimeInSeconds (the timeout) is the expected run a
+            // borrowing budget holds back.
+            estimated_runtime_seconds: None,
             tags: tags.clone(),
             client_token: s.client_token.clone(),
         };

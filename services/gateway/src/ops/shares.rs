@@ -77,6 +77,9 @@ impl Gateway {
             run_as_non_root: None,
             workload_classes: None,
             default_workload_class: None,
+            // Quartermaster's own: set over the NATS API or `qm apply`.
+            borrow_budget: None,
+            on_budget_exhausted: None,
         };
         let op = if create {
             Operation::CreateQuotaShare

@@ -282,8 +282,12 @@ impl Runner<'_> {
         let mut share_fronts = Vec::new();
         let mut shares = Vec::new();
         let mut lost_work = Vec::new();
+        let mut budgets = Vec::new();
         for s in c.share_indices() {
             let mine = readable(caller, queue, &c.share_config(s).name);
+            if mine {
+                budgets.extend(crate::state::usage::burn_down(c, s, now));
+            }
             if let Some(lost) = lost_work_of(c, s) {
                 lost_work.push(lost);
             }
@@ -338,6 +342,7 @@ impl Runner<'_> {
                 .map(|id| self.state.service_job(queue, id, now))
                 .collect(),
             lost_work,
+            budgets,
         })
     }
 }

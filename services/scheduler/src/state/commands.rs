@@ -153,7 +153,12 @@ impl State {
             job_id: name(id),
             attempt,
             kind: kind.as_str().into(),
-            for_job_id: name(for_job),
+            // A budget stop is for no other job.
+            for_job_id: if kind == PreemptionKind::BudgetExhausted {
+                String::new()
+            } else {
+                name(for_job)
+            },
             phase: phase.into(),
             at,
         };

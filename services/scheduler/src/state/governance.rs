@@ -111,7 +111,10 @@ impl State {
             share.class_name(job.spec.class.as_deref()).to_string(),
         );
         let third = job.preempted_attempts + 1 == 3;
-        if kind != PreemptionKind::InShare {
+        if matches!(
+            kind,
+            PreemptionKind::CrossShare | PreemptionKind::LimitReduced
+        ) {
             qs.reclaim_pending.entry(for_job).or_insert(at);
         }
         if let Some(w) = self.week(q, &share_name, at) {

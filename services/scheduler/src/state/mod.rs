@@ -28,7 +28,7 @@ mod executors;
 pub mod governance;
 mod passes;
 mod positions;
-mod usage;
+pub mod usage;
 mod views;
 
 #[cfg(test)]
@@ -163,6 +163,7 @@ fn kind_of(name: &str) -> Option<PreemptionKind> {
         PreemptionKind::CrossShare,
         PreemptionKind::InShare,
         PreemptionKind::LimitReduced,
+        PreemptionKind::BudgetExhausted,
     ]
     .into_iter()
     .find(|k| k.as_str() == name)

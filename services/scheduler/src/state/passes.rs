@@ -2,7 +2,7 @@
 //! preempted, what timed out) becomes a `Pass` log record, and a stored
 //! record becomes the core's state again, live or replaying.
 
-use qm_core::{schedule, JobId, Plan, Preemption, Rank, Start, Time};
+use qm_core::{schedule, JobId, Plan, Preemption, PreemptionKind, Rank, Start, Time};
 use qm_wire::system::{PassRecord, Placement, PreemptionRecord, StartRecord};
 
 use super::{kind_of, Effects, QueueJob, QueueState, State};
@@ -67,6 +67,7 @@ impl State {
                 .map(|id| name(*id))
                 .collect(),
             drill_stops: plan.drill_stops.iter().map(|id| name(*id)).collect(),
+            budget_stops: plan.budget_stops.iter().map(|id| name(*id)).collect(),
         };
         Some((record, plan))
     }
@@ -109,6 +110,7 @@ impl State {
             .filter_map(|s| id(s))
             .collect();
         p.drill_stops = record.drill_stops.iter().filter_map(|s| id(s)).collect();
+        p.budget_stops = record.budget_stops.iter().filter_map(|s| id(s)).collect();
         p
     }
 
@@ -124,6 +126,10 @@ impl State {
         for p in &plan.preemptions {
             self.note_preemption(&q, p.job, p.kind, p.for_job, record.now);
         }
+        let budget = PreemptionKind::BudgetExhausted;
+        for id in &plan.budget_stops {
+            self.note_preemption(&q, *id, budget, *id, record.now);
+        }
         self.queue_mut(&q).cluster.apply(&plan);
         for s in &plan.starts {
             self.note_start(&q, s.job, record.now);
@@ -131,6 +137,15 @@ impl State {
         }
         let mut stops: Vec<JobId> = plan.timeouts.clone();
         stops.extend(plan.drill_stops.iter().copied());
+        for id in &plan.budget_stops {
+            stops.push(*id);
+            let attempt = self.queues[&q]
+                .cluster
+                .job(*id)
+                .and_then(|j| j.current_attempt())
+                .map_or(0, |a| a.number);
+            self.preemption_event(&q, *id, attempt, budget, *id, "started", record.now, fx);
+        }
         for p in &plan.preemptions {
             stops.push(p.job);
             let attempt = self.queues[&q]

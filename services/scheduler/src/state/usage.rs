@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use qm_core::{Time, Usage, DAY_MS, USAGE_KEEP_DAYS};
 use qm_wire::messages::{
-    ApiError, ErrorCode, GetUsage, LendingRow, Problem, RecomputedUsage, UsageReport, UsageRow,
+    ApiError, BorrowBudget, BudgetBurnDown, ErrorCode, GetUsage, LendingRow, Problem,
+    RecomputedUsage, UsageReport, UsageRow,
 };
 
 use qm_wire::dates::day_of_utc_date as day_of_date;
@@ -155,8 +156,39 @@ impl State {
                     },
                 )
                 .collect(),
+            budgets: qs
+                .cluster
+                .share_indices()
+                .filter(|s| wanted(&qs.cluster.share_config(*s).name))
+                .filter_map(|s| burn_down(&qs.cluster, s, now))
+                .collect(),
         })
     }
+}
+
+/// Share `s`'s borrowing budget at `now`, if it has one.
+pub fn burn_down(c: &qm_core::Cluster, s: qm_core::ShareIdx, now: u64) -> Option<BudgetBurnDown> {
+    let b = c.budget_status(s, Time(now))?;
+    let hours = |ms: u64| ms as f64 / qm_core::budget::HOUR_MS as f64;
+    let (window_hours, half_life_hours) = match b.budget.window {
+        qm_core::BudgetWindow::Rolling { hours } => (Some(hours), None),
+        qm_core::BudgetWindow::HalfLife { hours } => (None, Some(hours)),
+    };
+    Some(BudgetBurnDown {
+        quota_share_name: c.share_config(s).name.clone(),
+        budget: BorrowBudget {
+            instance_hours: b.budget.instance_hours,
+            window_hours,
+            half_life_hours,
+        },
+        on_budget_exhausted: b.on_exhausted.as_str().into(),
+        used_instance_hours: hours(b.used_ms),
+        committed_instance_hours: hours(b.committed_ms),
+        left_instance_hours: hours(b.left_ms()),
+        borrowing_instances: b.borrowing,
+        exhausts_at: b.exhausts_at.map(|t| t.0),
+        refills_at: b.refills_at.map(|t| t.0),
+    })
 }
 
 fn date_of(day: u32) -> String {
