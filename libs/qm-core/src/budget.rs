@@ -76,27 +76,40 @@ impl OnBudgetExhausted {
     }
 }
 
-/// A share's `borrowBudget`.
+/// A share's `borrowBudget` (the API states it in instance-hours, to the
+/// second).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct BorrowBudget {
-    pub instance_hours: u64,
+    pub instance_seconds: u64,
     pub window: BudgetWindow,
 }
 
 impl BorrowBudget {
+    /// A budget of `hours` instance-hours.
+    pub fn hours(hours: u64, window: BudgetWindow) -> BorrowBudget {
+        BorrowBudget {
+            instance_seconds: hours.saturating_mul(3600),
+            window,
+        }
+    }
+
     pub fn budget_ms(&self) -> u64 {
-        self.instance_hours.saturating_mul(HOUR_MS)
+        self.instance_seconds.saturating_mul(1000)
+    }
+
+    pub fn instance_hours(&self) -> f64 {
+        self.instance_seconds as f64 / 3600.0
     }
 
     /// `500 instance-hours per 168 h` or `... with a 72 h half-life`.
     pub fn describe(&self) -> String {
         match self.window {
             BudgetWindow::Rolling { hours } => {
-                format!("{} instance-hours per {hours} h", self.instance_hours)
+                format!("{} instance-hours per {hours} h", self.instance_hours())
             }
             BudgetWindow::HalfLife { hours } => format!(
                 "{} instance-hours of usage decayed with a {hours} h half-life",
-                self.instance_hours
+                self.instance_hours()
             ),
         }
     }
@@ -126,12 +139,12 @@ pub(crate) fn budget_problems(
             ),
         });
     }
-    if b.instance_hours == 0 || b.instance_hours > MAX_BUDGET_INSTANCE_HOURS {
+    if b.instance_seconds == 0 || b.instance_seconds > MAX_BUDGET_INSTANCE_HOURS * 3600 {
         out.push(ConfigProblem {
             field: format!("{field}.borrowBudget.instanceHours"),
             message: format!(
-                "must be 1..={MAX_BUDGET_INSTANCE_HOURS}, got {} (a share that may not borrow at all is LEND or RESERVE)",
-                b.instance_hours
+                "must be at least one instance-second and at most {MAX_BUDGET_INSTANCE_HOURS}, got {} (a share that may not borrow at all is LEND or RESERVE)",
+                b.instance_hours()
             ),
         });
     }

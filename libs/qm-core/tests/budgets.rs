@@ -17,10 +17,7 @@ const HOUR: u64 = 3600;
 /// instance-hours per `window` hours.
 fn world(hours: u64, window: BudgetWindow, on: OnBudgetExhausted) -> World {
     let mut a = lab("A", 1, -1);
-    a.borrow_budget = Some(BorrowBudget {
-        instance_hours: hours,
-        window,
-    });
+    a.borrow_budget = Some(BorrowBudget::hours(hours, window));
     a.on_budget_exhausted = on;
     World::new(4, vec![a, share("B", Strategy::Lend, 3)])
 }
@@ -38,11 +35,16 @@ fn job(w: &mut World, name: &str, count: u32, secs: Option<u64>) {
 
 fn budget_wait(w: &World, name: &str) -> (u32, u32, u32) {
     match w.wait(name) {
+        // In instance-minutes (seconds in the reason).
         Some(WaitReason::BorrowBudget {
-            left_min,
-            need_min,
+            left_s,
+            need_s,
             refills_at_s,
-        }) => (left_min, need_min, refills_at_s),
+        }) => (
+            left_s / 60,
+            if need_s == u32::MAX { u32::MAX } else { need_s / 60 },
+            refills_at_s,
+        ),
         other => panic!("{name} waits for {other:?}, not its budget"),
     }
 }
@@ -71,10 +73,10 @@ fn a_job_whose_expected_run_exceeds_what_is_left_does_not_borrow() {
     // The rendered reason says what is left and what it needs.
     let text = w.reason("second").render(&|j| j.to_string());
     assert!(
-        text.starts_with("BORROW_BUDGET: 1.0 instance-hours"),
+        text.starts_with("BORROW_BUDGET: 1.000 instance-hours"),
         "{text}"
     );
-    assert!(text.contains("it needs 6.0"), "{text}");
+    assert!(text.contains("it needs 6.000"), "{text}");
 }
 
 #[test]
@@ -284,15 +286,9 @@ fn takeover_state_from_a_copy_counts_nothing_twice() {
 #[test]
 fn budgets_are_validated_by_field() {
     let mut a = lab("A", 1, -1);
-    a.borrow_budget = Some(BorrowBudget {
-        instance_hours: 0,
-        window: BudgetWindow::Rolling { hours: 10_000 },
-    });
+    a.borrow_budget = Some(BorrowBudget::hours(0, BudgetWindow::Rolling { hours: 10_000 }));
     let mut b = share("B", Strategy::Lend, 1);
-    b.borrow_budget = Some(BorrowBudget {
-        instance_hours: 5,
-        window: BudgetWindow::HalfLife { hours: 24 },
-    });
+    b.borrow_budget = Some(BorrowBudget::hours(5, BudgetWindow::HalfLife { hours: 24 }));
     let mut c = share("C", Strategy::Reserve, 1);
     c.on_budget_exhausted = OnBudgetExhausted::CheckpointAndStop;
     let err =

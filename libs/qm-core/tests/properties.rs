@@ -317,14 +317,14 @@ fn build(shares: &[ShareGen], fleet: [u32; 2], strict: bool) -> Cluster {
             if let Some((half_life, stop)) =
                 g.budget.filter(|_| g.strategy == Sharing::LendAndBorrow)
             {
-                s.borrow_budget = Some(qm_core::BorrowBudget {
-                    instance_hours: 1,
-                    window: if half_life {
+                s.borrow_budget = Some(qm_core::BorrowBudget::hours(
+                    1,
+                    if half_life {
                         qm_core::BudgetWindow::HalfLife { hours: 1 }
                     } else {
                         qm_core::BudgetWindow::Rolling { hours: 2 }
                     },
-                });
+                ));
                 if stop {
                     s.on_budget_exhausted = qm_core::OnBudgetExhausted::CheckpointAndStop;
                 }

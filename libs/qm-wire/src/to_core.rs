@@ -166,8 +166,19 @@ fn borrow_budget(
             return None;
         }
     };
+    let seconds = b.instance_hours * 3600.0;
+    if !(seconds.is_finite() && seconds >= 0.5) {
+        problems.push(problem(
+            format!("{field}.instanceHours"),
+            format!(
+                "must be at least one instance-second (1/3600), got {}",
+                b.instance_hours
+            ),
+        ));
+        return None;
+    }
     Some(BorrowBudget {
-        instance_hours: b.instance_hours,
+        instance_seconds: seconds.round().min(u64::MAX as f64) as u64,
         window,
     })
 }

@@ -189,7 +189,7 @@ pub fn render_budgets(budgets: &[BudgetBurnDown]) -> String {
             (_, Some(h)) => format!("decayed, {h} h half-life"),
             _ => String::new(),
         };
-        let total = b.budget.instance_hours as f64;
+        let total = b.budget.instance_hours;
         let cells = 20usize;
         let used = ((b.used_instance_hours / total.max(1e-9)) * cells as f64)
             .round()
@@ -249,7 +249,7 @@ mod tests {
         let b = BudgetBurnDown {
             quota_share_name: "QS1".into(),
             budget: qm_wire::messages::BorrowBudget {
-                instance_hours: 10,
+                instance_hours: 10.0,
                 window_hours: Some(24),
                 half_life_hours: None,
             },

@@ -41,8 +41,8 @@ pub(super) fn budget_gates(c: &Cluster, now: Time) -> Vec<Option<BudgetGate>> {
         .collect()
 }
 
-fn minutes(ms: i64) -> u32 {
-    u32::try_from(ms.max(0) / 60_000).unwrap_or(u32::MAX - 1)
+fn seconds(ms: i64) -> u32 {
+    u32::try_from(ms.max(0) / 1000).unwrap_or(u32::MAX - 1)
 }
 
 impl Pass<'_> {
@@ -150,8 +150,8 @@ impl Pass<'_> {
             self.wake(at);
         }
         Err(WaitReason::BorrowBudget {
-            left_min: minutes(gate.left_ms),
-            need_min: need.map_or(u32::MAX, minutes),
+            left_s: seconds(gate.left_ms),
+            need_s: need.map_or(u32::MAX, seconds),
             refills_at_s: refills.map_or(u32::MAX, |t| {
                 u32::try_from(t.0.div_ceil(1000)).unwrap_or(u32::MAX - 1)
             }),

@@ -364,6 +364,9 @@ enum Head {
 fn is_per_job_reason(reason: &WaitReason) -> bool {
     matches!(
         reason,
-        WaitReason::BorrowRequiresCheckpoint | WaitReason::BorrowBudget { .. }
+        WaitReason::BorrowRequiresCheckpoint
+            | WaitReason::ClassMayNotBorrow
+            | WaitReason::ResumeNotVerified
+            | WaitReason::BorrowBudget { .. }
     )
 }

@@ -100,15 +100,20 @@ pub struct Protections {
 /// A share's `borrowBudget`: instance-hours of borrowed capacity per
 /// rolling window (`windowHours`) or of borrowed usage decayed with a
 /// half-life (`halfLifeHours`); exactly one of the two.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct BorrowBudget {
-    pub instance_hours: u64,
+    /// Instance-hours (fractions allowed, to the instance-second).
+    pub instance_hours: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window_hours: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub half_life_hours: Option<u64>,
 }
+
+// Instance-hours are a finite number (admission refuses others), so
+// equality is an equivalence.
+impl Eq for BorrowBudget {}
 
 /// A field an update may set, leave alone (absent) or remove (`null`).
 fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>

@@ -177,7 +177,7 @@ pub fn burn_down(c: &qm_core::Cluster, s: qm_core::ShareIdx, now: u64) -> Option
     Some(BudgetBurnDown {
         quota_share_name: c.share_config(s).name.clone(),
         budget: BorrowBudget {
-            instance_hours: b.budget.instance_hours,
+            instance_hours: b.budget.instance_hours(),
             window_hours,
             half_life_hours,
         },
