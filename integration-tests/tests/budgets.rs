@@ -101,7 +101,9 @@ async fn a_spent_budget_checkpoints_and_stops_the_borrower_which_resumes_when_it
     );
     assert_eq!(waiting.attempts[0].preempted_for_job_id, None);
     assert!(
-        waiting.status_reason.contains("instance-hours of its share's borrowing budget are left"),
+        waiting
+            .status_reason
+            .contains("instance-hours of its share's borrowing budget are left"),
         "{}",
         waiting.status_reason
     );
@@ -124,7 +126,10 @@ async fn a_spent_budget_checkpoints_and_stops_the_borrower_which_resumes_when_it
         .filter(|c| c.cause == "PREEMPTED_BUDGET")
         .map(|c| c.instance_seconds)
         .sum();
-    assert!(recomputed < 2.0 * 2.0, "at most a checkpoint interval of 2 instances lost: {recomputed}");
+    assert!(
+        recomputed < 2.0 * 2.0,
+        "at most a checkpoint interval of 2 instances lost: {recomputed}"
+    );
     // Another team sees neither QS1's budget nor its rows.
     let bob = stack.auth.client(&stack.nats_url, "bob").await;
     let theirs = usage(&bob).await;
@@ -217,7 +222,11 @@ async fn a_takeover_in_the_middle_of_a_budget_window_counts_nothing_twice() {
             j.status_reason.starts_with("BORROW_BUDGET")
         })
         .await;
-    assert!(w.status_reason.contains("it needs 0.008"), "{}", w.status_reason);
+    assert!(
+        w.status_reason.contains("it needs 0.008"),
+        "{}",
+        w.status_reason
+    );
     let s = stack.wait_final(&small, 60).await;
     assert_eq!(s.status, "SUCCEEDED", "{s:#?}");
     let b = stack.describe(&big).await.expect("big");

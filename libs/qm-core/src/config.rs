@@ -70,6 +70,22 @@ pub enum QueueingStrategy {
     StrictFifo,
 }
 
+/// How lendable capacity goes to borrowers (`idleResourceAssignmentStrategy`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub enum IdleAssignment {
+    /// To whichever waiting job became RUNNABLE first (AWS's behaviour).
+    #[default]
+    Fifo,
+    /// To the borrowing share with the least borrowed capacity, now and
+    /// recently, per unit of `fairShareWeight` (`fair.rs`).
+    FairShare,
+}
+
+/// Default `fairShareHalfLifeHours`: recent borrowing counts, halving daily.
+pub const DEFAULT_FAIR_SHARE_HALF_LIFE_HOURS: u64 = 24;
+/// Highest `fairShareWeight` (as HyperPod's fair-share weight).
+pub const MAX_FAIR_SHARE_WEIGHT: u32 = 100;
+
 /// `{capacityUnit, maxCapacity}`: instances of one type.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CapacityLimit {
@@ -121,6 +137,17 @@ pub struct QuotaShare {
     /// What running borrowed jobs do when the budget is spent.
     #[serde(default, skip_serializing_if = "is_default")]
     pub on_budget_exhausted: crate::budget::OnBudgetExhausted,
+    /// Its weight under FAIR_SHARE (1-100, default 1).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub fair_share_weight: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(v: &u32) -> bool {
+    *v == 1
 }
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {
@@ -148,6 +175,7 @@ impl QuotaShare {
             default_class: None,
             borrow_budget: None,
             on_budget_exhausted: Default::default(),
+            fair_share_weight: 1,
         }
     }
 
@@ -186,6 +214,20 @@ pub struct QueueConfig {
     /// `checkpointBeforePreemptSeconds` of jobs that give none (0: off).
     #[serde(default)]
     pub checkpoint_before_preempt_secs: u64,
+    /// How lendable capacity goes to borrowers.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub idle_assignment: IdleAssignment,
+    /// Under FAIR_SHARE: how fast past borrowing is forgotten.
+    #[serde(default = "half_life", skip_serializing_if = "is_half_life")]
+    pub fair_share_half_life_hours: u64,
+}
+
+fn half_life() -> u64 {
+    DEFAULT_FAIR_SHARE_HALF_LIFE_HOURS
+}
+
+fn is_half_life(v: &u64) -> bool {
+    *v == DEFAULT_FAIR_SHARE_HALF_LIFE_HOURS
 }
 
 impl QueueConfig {
@@ -197,6 +239,8 @@ impl QueueConfig {
             capacity_limits: Vec::new(),
             shares,
             checkpoint_before_preempt_secs: 0,
+            idle_assignment: IdleAssignment::Fifo,
+            fair_share_half_life_hours: DEFAULT_FAIR_SHARE_HALF_LIFE_HOURS,
         }
     }
 
@@ -339,6 +383,15 @@ pub fn share_problems(field: &str, share: &QuotaShare) -> Vec<ConfigProblem> {
     }
     crate::class::class_problems(field, share, &mut out);
     crate::budget::budget_problems(field, share, &mut out);
+    if !(1..=MAX_FAIR_SHARE_WEIGHT).contains(&share.fair_share_weight) {
+        out.push(ConfigProblem {
+            field: format!("{field}.fairShareWeight"),
+            message: format!(
+                "must be 1..={MAX_FAIR_SHARE_WEIGHT}, got {}",
+                share.fair_share_weight
+            ),
+        });
+    }
     out
 }
 
@@ -362,6 +415,16 @@ pub fn validate_queue(queue: &QueueConfig) -> Result<(), ConfigError> {
         });
     }
     limit_problems("capacityLimits", &queue.capacity_limits, &mut out);
+    if !(1..=crate::budget::MAX_BUDGET_HOURS).contains(&queue.fair_share_half_life_hours) {
+        out.push(ConfigProblem {
+            field: "fairShareHalfLifeHours".into(),
+            message: format!(
+                "must be 1..={} hours, got {}",
+                crate::budget::MAX_BUDGET_HOURS,
+                queue.fair_share_half_life_hours
+            ),
+        });
+    }
     let mut names = BTreeSet::new();
     for (i, share) in queue.shares.iter().enumerate() {
         let field = format!("quotaShares[{i}]");

@@ -42,7 +42,11 @@ fn budget_wait(w: &World, name: &str) -> (u32, u32, u32) {
             refills_at_s,
         }) => (
             left_s / 60,
-            if need_s == u32::MAX { u32::MAX } else { need_s / 60 },
+            if need_s == u32::MAX {
+                u32::MAX
+            } else {
+                need_s / 60
+            },
             refills_at_s,
         ),
         other => panic!("{name} waits for {other:?}, not its budget"),
@@ -286,7 +290,10 @@ fn takeover_state_from_a_copy_counts_nothing_twice() {
 #[test]
 fn budgets_are_validated_by_field() {
     let mut a = lab("A", 1, -1);
-    a.borrow_budget = Some(BorrowBudget::hours(0, BudgetWindow::Rolling { hours: 10_000 }));
+    a.borrow_budget = Some(BorrowBudget::hours(
+        0,
+        BudgetWindow::Rolling { hours: 10_000 },
+    ));
     let mut b = share("B", Strategy::Lend, 1);
     b.borrow_budget = Some(BorrowBudget::hours(5, BudgetWindow::HalfLife { hours: 24 }));
     let mut c = share("C", Strategy::Reserve, 1);

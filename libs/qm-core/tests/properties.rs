@@ -292,7 +292,7 @@ fn build_fleet(c: &mut Cluster, pooled: [u32; 2], nodes: &[[u32; 2]]) {
     }
 }
 
-fn build(shares: &[ShareGen], fleet: [u32; 2], strict: bool) -> Cluster {
+fn build(shares: &[ShareGen], fleet: [u32; 2], strict: bool, fair: bool) -> Cluster {
     let shares = shares
         .iter()
         .enumerate()
@@ -308,6 +308,7 @@ fn build(shares: &[ShareGen], fleet: [u32; 2], strict: bool) -> Cluster {
                 -1
             };
             s.in_share_preemption = g.in_share;
+            s.fair_share_weight = 1 + (i as u32 * 37) % 100;
             s.protections.min_runtime_before_preemption_secs = g.min_runtime;
             s.protections.reborrow_cooldown_secs = g.cooldown;
             s.protections.borrow_requires_checkpoint = g.requires_checkpoint;
@@ -335,6 +336,10 @@ fn build(shares: &[ShareGen], fleet: [u32; 2], strict: bool) -> Cluster {
     let mut queue = QueueConfig::new("q", shares);
     if strict {
         queue.queueing_strategy = QueueingStrategy::StrictFifo;
+    }
+    if fair {
+        queue.idle_assignment = qm_core::config::IdleAssignment::FairShare;
+        queue.fair_share_half_life_hours = 1;
     }
     Cluster::new(queue, &[(TYPES[0], fleet[0]), (TYPES[1], fleet[1])])
         .expect("generated queue is valid")
@@ -687,9 +692,10 @@ proptest! {
         fleet in prop::array::uniform2(0u32..8),
         nodes in prop_oneof![Just(Vec::new()), prop::collection::vec(prop::array::uniform2(0u32..4), 1..=NODES)],
         strict in prop::bool::weighted(0.2),
+        fair in prop::bool::weighted(0.3),
         events in prop::collection::vec(event(), 1..60),
     ) {
-        let mut c = build(&shares, [0, 0], strict);
+        let mut c = build(&shares, [0, 0], strict, fair);
         build_fleet(&mut c, fleet, &nodes);
         let mut now = Time::ZERO;
         let mut submitted = 0usize;

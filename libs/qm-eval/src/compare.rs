@@ -40,6 +40,31 @@ pub struct Policy {
     /// Workload classes in every share ([`CLASSES`]), jobs drawn into them
     /// by [`class_of`], in-share preemption on.
     pub classes: bool,
+    /// A borrowing budget in every share: this percent of its
+    /// entitlement's instance-hours per window (every job declares its own
+    /// length as its expected run).
+    pub budget: Option<BudgetPolicy>,
+    /// FAIR_SHARE instead of FIFO: idle capacity by weight (each share's
+    /// proportional to its entitlement) and recent borrowing.
+    pub fair_share: bool,
+}
+
+/// A borrowing budget proportional to each share's size.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BudgetPolicy {
+    /// Percent of the entitlement's instance-hours over the window.
+    pub percent: u32,
+    pub window_hours: u64,
+    /// CHECKPOINT_AND_STOP rather than FINISH.
+    pub stop: bool,
+}
+
+/// Jain's fairness index of `x` (1: all equal; 1/n: one has everything);
+/// None when nothing was had.
+pub fn jain(x: &[f64]) -> Option<f64> {
+    let sum: f64 = x.iter().sum();
+    let squares: f64 = x.iter().map(|v| v * v).sum();
+    (sum > 0.0 && squares > 0.0).then(|| sum * sum / (x.len() as f64 * squares))
 }
 
 /// The workload classes the `classes` policy gives every share, with the
@@ -100,6 +125,8 @@ impl Policy {
             borrow_requires_checkpoint: false,
             checkpoint_before_preempt: None,
             classes: false,
+            budget: None,
+            fair_share: false,
         }
     }
 
@@ -123,6 +150,17 @@ impl Policy {
         if let Some((w, c)) = self.checkpoint_before_preempt {
             s.push_str(&format!(
                 "; checkpoint-then-preempt ({w} s window, jobs commit {c:.0} s after the signal)"
+            ));
+        }
+        if self.fair_share {
+            s.push_str("; FAIR_SHARE: idle capacity by weight (proportional to each share's entitlement) and borrowing over a 24 h half-life");
+        }
+        if let Some(b) = self.budget {
+            s.push_str(&format!(
+                "; borrowBudget {}% of each share's entitlement per {} h, {} (jobs declare their length)",
+                b.percent,
+                b.window_hours,
+                if b.stop { "CHECKPOINT_AND_STOP" } else { "FINISH" }
             ));
         }
         if self.classes {
@@ -161,6 +199,26 @@ pub fn default_policies() -> Vec<Policy> {
         Policy {
             classes: true,
             ..b("borrow-100+classes")
+        },
+        Policy {
+            fair_share: true,
+            ..b("borrow-100+fair-share")
+        },
+        Policy {
+            budget: Some(BudgetPolicy {
+                percent: 25,
+                window_hours: 168,
+                stop: false,
+            }),
+            ..b("borrow-100+budget-finish")
+        },
+        Policy {
+            budget: Some(BudgetPolicy {
+                percent: 25,
+                window_hours: 168,
+                stop: true,
+            }),
+            ..b("borrow-100+budget-stop")
         },
     ]
 }
@@ -201,6 +259,32 @@ pub fn scenario(workload: &Workload, policy: &Policy) -> Scenario {
             }),
             protections: Some(protections),
             workload_classes: policy.classes.then(class_documents),
+            borrow_budget: policy.budget.map(|b| {
+                Some(wire::BorrowBudget {
+                    instance_hours: f64::from(n) * b.window_hours as f64 * f64::from(b.percent)
+                        / 100.0,
+                    window_hours: Some(b.window_hours),
+                    half_life_hours: None,
+                })
+            }),
+            on_budget_exhausted: policy.budget.map(|b| {
+                if b.stop {
+                    "CHECKPOINT_AND_STOP"
+                } else {
+                    "FINISH"
+                }
+                .into()
+            }),
+            fair_share_weight: policy.fair_share.then(|| {
+                let largest = workload
+                    .shares
+                    .iter()
+                    .map(|(_, n)| *n)
+                    .max()
+                    .unwrap_or(1)
+                    .max(1);
+                (100 * n).div_ceil(largest).clamp(1, 100)
+            }),
             ..Default::default()
         }
     };
@@ -273,6 +357,8 @@ pub fn scenario(workload: &Workload, policy: &Policy) -> Scenario {
             queueing_strategy: None,
             capacity_limits: Vec::new(),
             checkpoint_before_preempt_seconds: None,
+            idle_resource_assignment_strategy: policy.fair_share.then(|| "FAIR_SHARE".into()),
+            fair_share_half_life_hours: None,
             quota_shares,
         },
         defaults: JobDefaults {
@@ -367,6 +453,16 @@ pub struct PolicyResult {
     pub reclaim_wait_cdf_seconds: Vec<f64>,
     /// Per workload class ([`class_of`]), the same jobs under every policy.
     pub by_class: BTreeMap<String, Measures>,
+    /// GPU-hours on borrowed capacity, every share together.
+    pub borrowed_gpu_hours: f64,
+    /// Jain's fairness index of the shares' borrowed GPU-hours per entitled
+    /// GPU, over the shares that borrowed (1: each borrowed in proportion
+    /// to its size); None when none borrowed.
+    pub jain_borrowed: Option<f64>,
+    /// The largest share of all borrowing one share took.
+    pub top_borrower_fraction: f64,
+    /// Jobs stopped because their share's budget was spent.
+    pub budget_stops: u64,
     /// Share -> instances in use, sampled over time (days, instances).
     pub usage: BTreeMap<String, Vec<(f64, u32)>>,
     /// The first refused submissions, with the error a client would get.
@@ -532,7 +628,35 @@ pub fn run(
         .copied()
         .unwrap_or(0);
     let end = report.summary.end_time.max(1.0);
+    // Borrowed per share, per entitled instance (the pool borrows nothing).
+    let borrowed: Vec<(f64, f64)> = report
+        .shares
+        .iter()
+        .filter(|s| s.entitlement > 0 && s.borrowed_instance_seconds > 0.0)
+        .map(|s| {
+            (
+                s.borrowed_instance_seconds * gpi / 3600.0,
+                f64::from(s.entitlement),
+            )
+        })
+        .collect();
+    let borrowed_gpu_hours: f64 = borrowed.iter().map(|(b, _)| b).sum();
+    let per_entitled: Vec<f64> = borrowed.iter().map(|(b, e)| b / e).collect();
+    let budget_stops = report
+        .summary
+        .preemptions
+        .get("BUDGET_EXHAUSTED")
+        .copied()
+        .unwrap_or(0);
     Ok(PolicyResult {
+        borrowed_gpu_hours,
+        jain_borrowed: jain(&per_entitled),
+        top_borrower_fraction: if borrowed_gpu_hours > 0.0 {
+            borrowed.iter().map(|(b, _)| *b).fold(0.0, f64::max) / borrowed_gpu_hours
+        } else {
+            0.0
+        },
+        budget_stops,
         name: policy.name.clone(),
         description: policy.describe(),
         measures,

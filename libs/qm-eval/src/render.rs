@@ -317,7 +317,29 @@ pub fn markdown(e: &Evaluation) -> String {
             p.fleet_utilisation * 100.0
         );
     }
+    s.push_str(&fairness_markdown(e));
     s.push_str(&classes_markdown(e));
+    s
+}
+
+/// Fairness over time: who borrowed how much, and what budgets stopped.
+fn fairness_markdown(e: &Evaluation) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "\nFairness over time (Jain's index of borrowed GPU-hours per entitled GPU, over the shares that borrowed: 1 is each in proportion to its size):\n\n| policy | borrowed GPU-h | Jain's index | largest borrower's part | budget stops |\n|---|---|---|---|---|"
+    );
+    for p in e.policies.iter().filter(|p| p.borrowed_gpu_hours > 0.0) {
+        let _ = writeln!(
+            s,
+            "| {} | {:.0} | {} | {:.1}% | {} |",
+            p.name,
+            p.borrowed_gpu_hours,
+            p.jain_borrowed.map_or("-".into(), |j| format!("{j:.3}")),
+            p.top_borrower_fraction * 100.0,
+            p.budget_stops
+        );
+    }
     s
 }
 
@@ -428,6 +450,19 @@ pub fn html(e: &Evaluation) -> String {
             esc(&caption)
         );
     }
+    h.push_str("<h2>Fairness over time</h2><p class=\"note\">Jain's index of borrowed GPU-hours per entitled GPU, over the shares that borrowed (1: each in proportion to its size).</p><table><tr><th>policy</th><th>borrowed GPU-h</th><th>Jain's index</th><th>largest borrower's part</th><th>budget stops</th></tr>");
+    for p in e.policies.iter().filter(|p| p.borrowed_gpu_hours > 0.0) {
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{:.0}</td><td>{}</td><td>{:.1}%</td><td>{}</td></tr>",
+            esc(&p.name),
+            p.borrowed_gpu_hours,
+            p.jain_borrowed.map_or("-".into(), |j| format!("{j:.3}")),
+            p.top_borrower_fraction * 100.0,
+            p.budget_stops
+        );
+    }
+    h.push_str("</table>");
     h.push_str("<h2>Per workload class</h2><p class=\"note\">Jobs drawn into classes by a seeded hash of their name (60% exploratory, 30% release, 10% urgent); every policy runs the same jobs, only <code>+classes</code> schedules by the classes.</p><table><tr><th>policy</th><th>class</th><th>jobs done</th><th>completion p50 / p90 (h)</th><th>wait p50 / p90 (h)</th><th>recomputed GPU-h</th><th>recomputed</th><th>preempted &gt; 2</th></tr>");
     for (policy, class, m) in class_rows(e) {
         let _ = write!(

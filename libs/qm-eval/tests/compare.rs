@@ -229,3 +229,53 @@ fn the_report_states_the_mapping_and_renders_every_plot() {
         Some(default_policies().len())
     );
 }
+
+#[test]
+fn jains_index_is_one_for_equals_and_falls_as_one_takes_more() {
+    assert_eq!(compare::jain(&[2.0, 2.0, 2.0]), Some(1.0));
+    let skewed = compare::jain(&[9.0, 1.0]).expect("some");
+    assert!((skewed - 100.0 / 164.0).abs() < 1e-12, "{skewed}");
+    assert_eq!(compare::jain(&[5.0]), Some(1.0));
+    assert_eq!(compare::jain(&[]), None);
+    assert_eq!(compare::jain(&[0.0, 0.0]), None);
+}
+
+#[test]
+fn a_budget_bounds_what_the_busy_team_borrows_and_stop_stops_it() {
+    let w = burst();
+    let free = compare::run(&w, &policy("borrow-100"), &|_| {}).expect("runs");
+    // 5% of 4 instances' day: 4.8 instance-hours, less than the busy
+    // team borrows without one (the default 25% a week would not bind in
+    // this short burst).
+    let budget = |stop| compare::Policy {
+        budget: Some(compare::BudgetPolicy {
+            percent: 5,
+            window_hours: 24,
+            stop,
+        }),
+        ..policy("borrow-100+budget-finish")
+    };
+    let finish = compare::run(&w, &budget(false), &|_| {}).expect("runs");
+    let stop = compare::run(&w, &budget(true), &|_| {}).expect("runs");
+    assert!(
+        finish.borrowed_gpu_hours <= 4.8 + 1e-6,
+        "{}",
+        finish.borrowed_gpu_hours
+    );
+    assert!(free.borrowed_gpu_hours > 0.0);
+    for r in [&finish, &stop] {
+        assert!(
+            r.borrowed_gpu_hours < free.borrowed_gpu_hours,
+            "{}: {} vs {}",
+            r.name,
+            r.borrowed_gpu_hours,
+            free.borrowed_gpu_hours
+        );
+        assert_eq!(
+            r.measures["*"].succeeded, free.measures["*"].succeeded,
+            "{}",
+            r.name
+        );
+    }
+    assert_eq!(finish.budget_stops, 0, "FINISH stops nothing");
+}

@@ -91,6 +91,11 @@ pub struct QueueSpec {
     /// The default `checkpointBeforePreemptSeconds` of checkpointing jobs.
     #[serde(default)]
     pub checkpoint_before_preempt_seconds: Option<u64>,
+    /// FIFO (default) | FAIR_SHARE.
+    #[serde(default)]
+    pub idle_resource_assignment_strategy: Option<String>,
+    #[serde(default)]
+    pub fair_share_half_life_hours: Option<u64>,
     /// Quota shares exactly as the API takes them (`CreateQuotaShare`).
     pub quota_shares: Vec<wire::QuotaShare>,
 }

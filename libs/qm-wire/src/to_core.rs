@@ -138,6 +138,9 @@ pub fn merge_share(
             .as_ref()
             .and_then(|b| borrow_budget(b, &format!("{field}.borrowBudget"), problems));
     }
+    if let Some(w) = s.fair_share_weight {
+        share.fair_share_weight = w;
+    }
     if let Some(v) = s.on_budget_exhausted.as_deref() {
         let allowed = [
             ("FINISH", OnBudgetExhausted::Finish),
@@ -246,6 +249,23 @@ pub fn queue(doc: &QueueDocument) -> Result<QueueConfig, Vec<ConfigProblem>> {
             ));
         }
         config.checkpoint_before_preempt_secs = secs;
+    }
+    if let Some(s) = q.idle_resource_assignment_strategy.as_deref() {
+        let allowed = [
+            ("FIFO", qm_core::config::IdleAssignment::Fifo),
+            ("FAIR_SHARE", qm_core::config::IdleAssignment::FairShare),
+        ];
+        if let Some(v) = one_of(
+            "jobQueue.idleResourceAssignmentStrategy",
+            s,
+            &allowed,
+            &mut problems,
+        ) {
+            config.idle_assignment = v;
+        }
+    }
+    if let Some(h) = q.fair_share_half_life_hours {
+        config.fair_share_half_life_hours = h;
     }
     if let Some(s) = q.queueing_strategy.as_deref() {
         let allowed = [

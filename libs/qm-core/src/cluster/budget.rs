@@ -27,6 +27,48 @@ impl Cluster {
             .accrue(budget.window, since, now, borrowed);
     }
 
+    /// Under FAIR_SHARE: adds share `s`'s borrowing of `t` over
+    /// `[since, now)` to its recent, decayed usage.
+    pub(crate) fn accrue_fair(&mut self, s: ShareIdx, t: TypeIdx, since: Time, now: Time) {
+        if self.idle_assignment != crate::config::IdleAssignment::FairShare {
+            return;
+        }
+        let slot = &self.shares[s.index()];
+        if slot.deleted {
+            return;
+        }
+        let st = &slot.types[t.index()];
+        let borrowed = (st.running_usage + st.stopping_usage).saturating_sub(st.entitlement);
+        if borrowed == 0 {
+            return;
+        }
+        let hours = self.fair_share_half_life_hours;
+        self.fair_use.entry(s).or_default().accrue(
+            BudgetWindow::HalfLife { hours },
+            since,
+            now,
+            borrowed,
+        );
+    }
+
+    /// Under FAIR_SHARE: share `s`'s recent borrowing at `now`, as the
+    /// instances it borrowed on average over a half-life (decayed usage
+    /// over the half-life), every type together.
+    pub fn fair_recent(&self, s: ShareIdx, now: Time) -> f64 {
+        let hours = self.fair_share_half_life_hours;
+        let empty = BudgetUse::default();
+        let u = self.fair_use.get(&s).unwrap_or(&empty);
+        let pending: Vec<(Time, u32)> = (0..self.types.len())
+            .filter_map(|t| {
+                let t = TypeIdx(t as u16);
+                let b = self.borrowed_now(s, t);
+                (b > 0).then(|| self.usage.since.get(&(s, t)).map(|since| (*since, b)))?
+            })
+            .collect();
+        u.used_ms(BudgetWindow::HalfLife { hours }, now, &pending) as f64
+            / (hours * crate::budget::HOUR_MS) as f64
+    }
+
     /// After a configuration change: budgets of shares that no longer have
     /// one are dropped, and a window's kind that changed starts afresh.
     pub(crate) fn reconcile_budgets(&mut self) {

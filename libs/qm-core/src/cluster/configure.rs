@@ -61,6 +61,14 @@ impl Cluster {
         self.queueing = queue.queueing_strategy;
         self.queue_limits = queue.capacity_limits.clone();
         self.checkpoint_before_preempt_secs = queue.checkpoint_before_preempt_secs;
+        if queue.idle_assignment != self.idle_assignment
+            || queue.fair_share_half_life_hours != self.fair_share_half_life_hours
+        {
+            // FAIR_SHARE's memory starts afresh with its setting.
+            self.fair_use.clear();
+        }
+        self.idle_assignment = queue.idle_assignment;
+        self.fair_share_half_life_hours = queue.fair_share_half_life_hours;
         let mut to_delete = Vec::new();
         for (i, slot) in self.shares.iter().enumerate() {
             if !slot.deleted && !queue.shares.iter().any(|n| n.name == slot.config.name) {

@@ -31,6 +31,18 @@ use crate::reason::{NeverFits, StatusReason, WaitReason};
 use crate::table::JobTable;
 use crate::time::Time;
 
+fn is_fifo(v: &config::IdleAssignment) -> bool {
+    *v == config::IdleAssignment::Fifo
+}
+
+fn default_half_life() -> u64 {
+    config::DEFAULT_FAIR_SHARE_HALF_LIFE_HOURS
+}
+
+fn is_default_half_life(v: &u64) -> bool {
+    *v == config::DEFAULT_FAIR_SHARE_HALF_LIFE_HOURS
+}
+
 /// How many times a job may lose its host before it fails, by default.
 pub const DEFAULT_HOST_LOST_CAP: u32 = 5;
 
@@ -147,6 +159,17 @@ pub struct Cluster {
     /// The queue's default `checkpointBeforePreemptSeconds`.
     #[serde(default)]
     pub(crate) checkpoint_before_preempt_secs: u64,
+    /// How lendable capacity goes to borrowers, and FAIR_SHARE's memory.
+    #[serde(default, skip_serializing_if = "is_fifo")]
+    pub(crate) idle_assignment: config::IdleAssignment,
+    #[serde(
+        default = "default_half_life",
+        skip_serializing_if = "is_default_half_life"
+    )]
+    pub(crate) fair_share_half_life_hours: u64,
+    /// Under FAIR_SHARE: each share's recent borrowing, decayed (`fair.rs`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) fair_use: BTreeMap<ShareIdx, crate::budget::BudgetUse>,
     /// Ends of the checkpoint-first windows of preempted jobs (see
     /// [`crate::job::CheckpointFirst`]): at the end the stop goes ahead.
     #[serde(default)]
@@ -208,6 +231,9 @@ impl Cluster {
             jobs: JobTable::default(),
             deadlines: BTreeSet::new(),
             checkpoint_before_preempt_secs: 0,
+            idle_assignment: config::IdleAssignment::Fifo,
+            fair_share_half_life_hours: config::DEFAULT_FAIR_SHARE_HALF_LIFE_HOURS,
+            fair_use: BTreeMap::new(),
             checkpoint_windows: BTreeSet::new(),
             ledger: Vec::new(),
             host_lost_cap: DEFAULT_HOST_LOST_CAP,
@@ -255,6 +281,8 @@ impl Cluster {
                 .map(|s| s.config.clone())
                 .collect(),
             checkpoint_before_preempt_secs: self.checkpoint_before_preempt_secs,
+            idle_assignment: self.idle_assignment,
+            fair_share_half_life_hours: self.fair_share_half_life_hours,
         }
     }
 

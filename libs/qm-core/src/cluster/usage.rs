@@ -54,6 +54,7 @@ impl Cluster {
         }
         if let Some(since) = since {
             self.accrue_budget(s, t, since, now);
+            self.accrue_fair(s, t, since, now);
             self.ensure_usage_counts();
             if let Some((id, rates)) = self.single_class_rates(s, t) {
                 // The common case: one class (no walk, no allocation).

@@ -41,6 +41,22 @@ pub(super) fn budget_gates(c: &Cluster, now: Time) -> Vec<Option<BudgetGate>> {
         .collect()
 }
 
+/// Instances of each key beyond `entitlement`: the borrowed jobs', the
+/// excess given from the last (the first may be partly within it).
+fn borrowed_counts(keys: &[RunKey], entitlement: u32) -> BTreeMap<RunKey, u32> {
+    let total: u32 = keys.iter().map(|k| k.count).sum();
+    let mut excess = total.saturating_sub(entitlement);
+    let mut out = BTreeMap::new();
+    for key in borrowed_jobs(keys, entitlement).iter().rev() {
+        let n = key.count.min(excess);
+        excess -= n;
+        if n > 0 {
+            out.insert(*key, n);
+        }
+    }
+    out
+}
+
 fn seconds(ms: i64) -> u32 {
     u32::try_from(ms.max(0) / 1000).unwrap_or(u32::MAX - 1)
 }
@@ -93,18 +109,39 @@ impl Pass<'_> {
     }
 
     /// What `job` takes from its share's budget if admitted with its share
-    /// holding `used` of `entitlement`: its borrowed instances times its
-    /// expected run (None: it declares none). Zero if it does not borrow.
+    /// holding `used` of `entitlement` (None: part of it would fall on a job
+    /// that declares no expected run). The instances the share holds beyond
+    /// its entitlement are its borrowed jobs' (the contract's
+    /// classification, the excess given from the last): admitting `job`
+    /// may make it borrowed, or push lower-priority jobs beyond the
+    /// entitlement instead. Each job's newly borrowed instances cost what is
+    /// left of its expected run.
     fn budget_need(&self, job: &Job, used: u32, entitlement: u32) -> Option<i64> {
-        let borrowed = (used + job.spec.count).saturating_sub(used.max(entitlement));
-        if borrowed == 0 {
+        let (s, t, count) = (job.spec.share, job.spec.instance_type, job.spec.count);
+        if used + count <= entitlement {
             return Some(0);
         }
-        job.spec.expected_runtime_secs().map(|secs| {
-            (secs
-                .saturating_mul(1000)
-                .saturating_mul(u64::from(borrowed))) as i64
-        })
+        let mut keys = self.projected_running(s, t);
+        let before = borrowed_counts(&keys, entitlement);
+        keys.push(RunKey {
+            priority: std::cmp::Reverse(job.spec.priority),
+            started: self.now,
+            job: job.id,
+            count,
+            may_borrow: job.borrow_bar.is_none(),
+        });
+        keys.sort_unstable();
+        let mut need = 0i64;
+        for (key, n) in borrowed_counts(&keys, entitlement) {
+            let more = n - before.get(&key).copied().unwrap_or(0);
+            if more == 0 {
+                continue;
+            }
+            let secs = self.job(key.job).spec.expected_runtime_secs()?;
+            let end = key.started.plus_secs(secs);
+            need += (end.millis_since(self.now).saturating_mul(u64::from(more))) as i64;
+        }
+        Some(need)
     }
 
     /// Whether `job` may borrow within its share's budget (safe admission).

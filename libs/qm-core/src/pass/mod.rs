@@ -200,6 +200,9 @@ struct Pass<'a> {
     /// Per share slot: its borrowing budget (`budget.rs`); empty when no
     /// share has one.
     budgets: Vec<Option<budget::BudgetGate>>,
+    /// Under FAIR_SHARE, per share slot: its recent borrowing (instances on
+    /// average over a half-life); empty under FIFO.
+    fair_recent: Vec<f64>,
     reasons: BTreeMap<JobId, WaitReason>,
     wake_at: Option<Time>,
     /// Per type: whether this pass looks at it (see `Cluster::settled`).
@@ -281,6 +284,13 @@ impl<'a> Pass<'a> {
             drill_stops: Vec::new(),
             budget_stops: Vec::new(),
             budgets,
+            fair_recent: if c.idle_assignment == crate::config::IdleAssignment::FairShare {
+                (0..shares)
+                    .map(|i| c.fair_recent(ShareIdx(i as u16), now))
+                    .collect()
+            } else {
+                Vec::new()
+            },
             reasons: BTreeMap::new(),
             wake_at,
             active,

@@ -156,9 +156,8 @@ impl Pass<'_> {
                 }
                 match heads[i] {
                     Head::Next(key, count) => {
-                        if pick.is_none_or(|(b, _, _)| {
-                            (key.runnable_since, key.job) < (b.runnable_since, b.job)
-                        }) {
+                        if pick.is_none_or(|(b, _, bs)| self.goes_first(t, step, (key, s), (b, bs)))
+                        {
                             pick = Some((key, count, s));
                         }
                     }
@@ -199,6 +198,37 @@ impl Pass<'_> {
                 break;
             }
         }
+    }
+
+    /// Whether share `s`'s next job `a` goes before share `bs`'s `b`: the
+    /// one RUNNABLE first (FIFO across shares); when borrowing under
+    /// FAIR_SHARE, the share with the least borrowed per unit of weight
+    /// first (`fair.rs`).
+    fn goes_first(
+        &self,
+        t: TypeIdx,
+        step: Step,
+        (a, s): (QueueKey, ShareIdx),
+        (b, bs): (QueueKey, ShareIdx),
+    ) -> bool {
+        if step == Step::Borrow && !self.fair_recent.is_empty() && s != bs {
+            match self.fair_key(s, t).total_cmp(&self.fair_key(bs, t)) {
+                std::cmp::Ordering::Less => return true,
+                std::cmp::Ordering::Greater => return false,
+                std::cmp::Ordering::Equal => {}
+            }
+        }
+        (a.runnable_since, a.job) < (b.runnable_since, b.job)
+    }
+
+    /// A share's claim on idle capacity under FAIR_SHARE (lower first):
+    /// what it borrows of `t` now in this pass's projection plus its recent
+    /// borrowing, per unit of `fairShareWeight`.
+    pub(super) fn fair_key(&self, s: ShareIdx, t: TypeIdx) -> f64 {
+        let view = &self.views[t.index()];
+        let borrowed = view.used[s.index()].saturating_sub(view.entitlement[s.index()]);
+        let weight = self.c.shares[s.index()].config.fair_share_weight.max(1);
+        (f64::from(borrowed) + self.fair_recent[s.index()]) / f64::from(weight)
     }
 
     pub(super) fn share_takes_part(&self, s: ShareIdx, t: TypeIdx, step: Step) -> bool {

@@ -204,6 +204,8 @@ impl Simulation {
                 queueing_strategy: q.queueing_strategy.clone(),
                 capacity_limits: q.capacity_limits.clone(),
                 checkpoint_before_preempt_seconds: q.checkpoint_before_preempt_seconds,
+                idle_resource_assignment_strategy: q.idle_resource_assignment_strategy.clone(),
+                fair_share_half_life_hours: q.fair_share_half_life_hours,
             },
             quota_shares: q.quota_shares.clone(),
         };

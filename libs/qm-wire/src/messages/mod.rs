@@ -225,6 +225,9 @@ pub struct QuotaShare {
     /// when the budget is spent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_budget_exhausted: Option<String>,
+    /// 1-100 (default 1): its part of idle capacity under FAIR_SHARE.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fair_share_weight: Option<u32>,
 }
 
 /// `CreateJobQueue` / `UpdateJobQueue`.
@@ -243,6 +246,13 @@ pub struct JobQueue {
     /// checkpointing jobs that give none (default 0: off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint_before_preempt_seconds: Option<u64>,
+    /// FIFO (default) | FAIR_SHARE: how lendable capacity goes to
+    /// borrowers (docs/fair-share.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_resource_assignment_strategy: Option<String>,
+    /// Under FAIR_SHARE: how fast past borrowing is forgotten (default 24).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fair_share_half_life_hours: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

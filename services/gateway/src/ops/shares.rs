@@ -80,6 +80,7 @@ impl Gateway {
             // Quartermaster's own: set over the NATS API or `qm apply`.
             borrow_budget: None,
             on_budget_exhausted: None,
+            fair_share_weight: None,
         };
         let op = if create {
             Operation::CreateQuotaShare
