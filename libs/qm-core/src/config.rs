@@ -220,7 +220,14 @@ pub struct QueueConfig {
     /// Under FAIR_SHARE: how fast past borrowing is forgotten.
     #[serde(default = "half_life", skip_serializing_if = "is_half_life")]
     pub fair_share_half_life_hours: u64,
+    /// Under FAIR_SHARE: rebalancing preemption between borrowers, each
+    /// job at most once per this many seconds of its run (None: off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fair_share_rebalance_secs: Option<u64>,
 }
+
+/// Longest `fairShareRebalanceSeconds` (a week).
+pub const MAX_REBALANCE_SECS: u64 = 7 * 24 * 3600;
 
 fn half_life() -> u64 {
     DEFAULT_FAIR_SHARE_HALF_LIFE_HOURS
@@ -241,6 +248,7 @@ impl QueueConfig {
             checkpoint_before_preempt_secs: 0,
             idle_assignment: IdleAssignment::Fifo,
             fair_share_half_life_hours: DEFAULT_FAIR_SHARE_HALF_LIFE_HOURS,
+            fair_share_rebalance_secs: None,
         }
     }
 
@@ -415,6 +423,21 @@ pub fn validate_queue(queue: &QueueConfig) -> Result<(), ConfigError> {
         });
     }
     limit_problems("capacityLimits", &queue.capacity_limits, &mut out);
+    if let Some(secs) = queue.fair_share_rebalance_secs {
+        if queue.idle_assignment != IdleAssignment::FairShare {
+            out.push(ConfigProblem {
+                field: "fairShareRebalanceSeconds".into(),
+                message:
+                    "rebalances borrowers only under idleResourceAssignmentStrategy FAIR_SHARE"
+                        .into(),
+            });
+        } else if !(60..=MAX_REBALANCE_SECS).contains(&secs) {
+            out.push(ConfigProblem {
+                field: "fairShareRebalanceSeconds".into(),
+                message: format!("must be 60..={MAX_REBALANCE_SECS} seconds, got {secs}"),
+            });
+        }
+    }
     if !(1..=crate::budget::MAX_BUDGET_HOURS).contains(&queue.fair_share_half_life_hours) {
         out.push(ConfigProblem {
             field: "fairShareHalfLifeHours".into(),

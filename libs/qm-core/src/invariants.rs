@@ -411,6 +411,26 @@ pub fn check_plan(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
                     );
                 }
             }
+            PreemptionKind::Rebalance => {
+                let interval = before.fair_share_rebalance_secs;
+                let ran = victim.current_attempt().map(|a| a.scheduled_at);
+                let long_enough = match (interval, ran) {
+                    (Some(secs), Some(at)) => at.plus_secs(secs) <= now,
+                    _ => false,
+                };
+                if same_share
+                    || before.idle_assignment != crate::config::IdleAssignment::FairShare
+                    || !long_enough
+                {
+                    return violation(
+                        "rebalancing takes another borrower's job that ran the interval",
+                        format!(
+                            "{} rebalanced for {} (interval {interval:?}, ran since {ran:?})",
+                            p.job, p.for_job
+                        ),
+                    );
+                }
+            }
             PreemptionKind::BudgetExhausted => {
                 return violation(
                     "a budget stop is for no job (Plan::budget_stops)",

@@ -110,6 +110,9 @@ pub enum PreemptionKind {
     /// The share's borrowing budget is spent (`onBudgetExhausted:
     /// CHECKPOINT_AND_STOP`): its borrowed jobs stop, for no other job.
     BudgetExhausted,
+    /// FAIR_SHARE rebalancing: a borrower over its fair part gives a
+    /// borrowed instance to one under it (`pass/fair.rs`).
+    Rebalance,
 }
 
 impl PreemptionKind {
@@ -119,6 +122,7 @@ impl PreemptionKind {
             PreemptionKind::InShare => "IN_SHARE",
             PreemptionKind::LimitReduced => "LIMIT_REDUCED",
             PreemptionKind::BudgetExhausted => "BUDGET_EXHAUSTED",
+            PreemptionKind::Rebalance => "REBALANCE",
         }
     }
 
@@ -128,6 +132,7 @@ impl PreemptionKind {
             PreemptionKind::InShare => AttemptOutcome::PreemptedInShare,
             PreemptionKind::LimitReduced => AttemptOutcome::PreemptedLimitReduced,
             PreemptionKind::BudgetExhausted => AttemptOutcome::PreemptedBudget,
+            PreemptionKind::Rebalance => AttemptOutcome::PreemptedRebalance,
         }
     }
 }
@@ -144,6 +149,8 @@ pub enum AttemptOutcome {
     PreemptedLimitReduced,
     /// Stopped because its share's borrowing budget was spent.
     PreemptedBudget,
+    /// Stopped by FAIR_SHARE rebalancing, for a borrower under its part.
+    PreemptedRebalance,
     HostLost,
     TimedOut,
     Cancelled,
@@ -160,6 +167,7 @@ impl AttemptOutcome {
             AttemptOutcome::PreemptedInShare => "PREEMPTED_IN_SHARE",
             AttemptOutcome::PreemptedLimitReduced => "PREEMPTED_LIMIT_REDUCED",
             AttemptOutcome::PreemptedBudget => "PREEMPTED_BUDGET",
+            AttemptOutcome::PreemptedRebalance => "PREEMPTED_REBALANCE",
             AttemptOutcome::HostLost => "HOST_LOST",
             AttemptOutcome::TimedOut => "TIMED_OUT",
             AttemptOutcome::Cancelled => "CANCELLED",
@@ -174,6 +182,7 @@ impl AttemptOutcome {
                 | AttemptOutcome::PreemptedInShare
                 | AttemptOutcome::PreemptedLimitReduced
                 | AttemptOutcome::PreemptedBudget
+                | AttemptOutcome::PreemptedRebalance
         )
     }
 }

@@ -46,6 +46,9 @@ pub struct ShareLedger {
     /// This share's jobs, stopped because its borrowing budget was spent.
     #[serde(default, skip_serializing_if = "LostWork::is_empty")]
     pub preempted_budget: LostWork,
+    /// This share's jobs, stopped by FAIR_SHARE rebalancing.
+    #[serde(default, skip_serializing_if = "LostWork::is_empty")]
+    pub preempted_rebalance: LostWork,
     /// Other jobs (of any share), stopped for this share's jobs.
     pub lost_for_this_share: LostWork,
     /// Checkpoint bytes this share's attempts restored (what resuming
@@ -57,7 +60,7 @@ pub struct ShareLedger {
 impl ShareLedger {
     /// Each cause an attempt loses work for, with its totals, in a fixed
     /// order.
-    pub fn causes(&self) -> [(AttemptOutcome, LostWork); 5] {
+    pub fn causes(&self) -> [(AttemptOutcome, LostWork); 6] {
         [
             (
                 AttemptOutcome::PreemptedCrossShare,
@@ -69,6 +72,7 @@ impl ShareLedger {
                 self.preempted_limit_reduced,
             ),
             (AttemptOutcome::PreemptedBudget, self.preempted_budget),
+            (AttemptOutcome::PreemptedRebalance, self.preempted_rebalance),
             (AttemptOutcome::HostLost, self.host_lost),
         ]
     }
@@ -92,6 +96,7 @@ impl ShareLedger {
             AttemptOutcome::PreemptedInShare => Some(&mut self.preempted_in_share),
             AttemptOutcome::PreemptedLimitReduced => Some(&mut self.preempted_limit_reduced),
             AttemptOutcome::PreemptedBudget => Some(&mut self.preempted_budget),
+            AttemptOutcome::PreemptedRebalance => Some(&mut self.preempted_rebalance),
             AttemptOutcome::HostLost => Some(&mut self.host_lost),
             _ => None,
         }

@@ -77,6 +77,9 @@ pub struct Usage {
     /// ... stopped because the share's borrowing budget was spent.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub recomputed_budget_ms: u64,
+    /// ... stopped by FAIR_SHARE rebalancing.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub recomputed_rebalance_ms: u64,
     /// Held by resume drills' jobs (part of `own_ms`: drills never borrow).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub drill_ms: u64,
@@ -95,6 +98,7 @@ impl Usage {
         self.recomputed_limit_reduced_ms += o.recomputed_limit_reduced_ms;
         self.recomputed_host_lost_ms += o.recomputed_host_lost_ms;
         self.recomputed_budget_ms += o.recomputed_budget_ms;
+        self.recomputed_rebalance_ms += o.recomputed_rebalance_ms;
         self.drill_ms += o.drill_ms;
         self.drills += o.drills;
     }
@@ -111,10 +115,11 @@ impl Usage {
             + self.recomputed_limit_reduced_ms
             + self.recomputed_host_lost_ms
             + self.recomputed_budget_ms
+            + self.recomputed_rebalance_ms
     }
 
     /// Each cause of recomputed work with its total, in a fixed order.
-    pub fn recomputed_by_cause(&self) -> [(AttemptOutcome, u64); 5] {
+    pub fn recomputed_by_cause(&self) -> [(AttemptOutcome, u64); 6] {
         [
             (
                 AttemptOutcome::PreemptedCrossShare,
@@ -129,6 +134,10 @@ impl Usage {
                 self.recomputed_limit_reduced_ms,
             ),
             (AttemptOutcome::PreemptedBudget, self.recomputed_budget_ms),
+            (
+                AttemptOutcome::PreemptedRebalance,
+                self.recomputed_rebalance_ms,
+            ),
             (AttemptOutcome::HostLost, self.recomputed_host_lost_ms),
         ]
     }
@@ -139,6 +148,7 @@ impl Usage {
             AttemptOutcome::PreemptedInShare => Some(&mut self.recomputed_in_share_ms),
             AttemptOutcome::PreemptedLimitReduced => Some(&mut self.recomputed_limit_reduced_ms),
             AttemptOutcome::PreemptedBudget => Some(&mut self.recomputed_budget_ms),
+            AttemptOutcome::PreemptedRebalance => Some(&mut self.recomputed_rebalance_ms),
             AttemptOutcome::HostLost => Some(&mut self.recomputed_host_lost_ms),
             _ => None,
         }

@@ -308,7 +308,7 @@ fn build(shares: &[ShareGen], fleet: [u32; 2], strict: bool, fair: bool) -> Clus
                 -1
             };
             s.in_share_preemption = g.in_share;
-            s.fair_share_weight = 1 + (i as u32 * 37) % 100;
+            s.fair_share_weight = 1 + (i as u32 % 2);
             s.protections.min_runtime_before_preemption_secs = g.min_runtime;
             s.protections.reborrow_cooldown_secs = g.cooldown;
             s.protections.borrow_requires_checkpoint = g.requires_checkpoint;
@@ -340,6 +340,10 @@ fn build(shares: &[ShareGen], fleet: [u32; 2], strict: bool, fair: bool) -> Clus
     if fair {
         queue.idle_assignment = qm_core::config::IdleAssignment::FairShare;
         queue.fair_share_half_life_hours = 1;
+        // Rebalancing in most fair queues, at its shortest interval.
+        if queue.shares.len() % 3 != 0 {
+            queue.fair_share_rebalance_secs = Some(60);
+        }
     }
     Cluster::new(queue, &[(TYPES[0], fleet[0]), (TYPES[1], fleet[1])])
         .expect("generated queue is valid")

@@ -159,7 +159,7 @@ impl Metrics {
             ),
             preemptions: counter(
                 "qm_preemptions_total",
-                "Preemptions decided, by kind (CROSS_SHARE, IN_SHARE, LIMIT_REDUCED, BUDGET_EXHAUSTED) and by the share of the victim and of the job it made room for (none for a budget stop).",
+                "Preemptions decided, by kind (CROSS_SHARE, IN_SHARE, LIMIT_REDUCED, BUDGET_EXHAUSTED, REBALANCE) and by the share of the victim and of the job it made room for (none for a budget stop).",
                 &["queue", "kind", "victim_share", "beneficiary_share"],
             ),
             recomputed: register(prometheus::CounterVec::new(

@@ -33,7 +33,7 @@ fn recomputed(r: &UsageRow) -> f64 {
     r.recomputed.iter().map(|c| c.instance_seconds).sum()
 }
 
-const COLUMNS: [&str; 14] = [
+const COLUMNS: [&str; 15] = [
     "period",
     "quotaShareName",
     "instanceType",
@@ -46,6 +46,7 @@ const COLUMNS: [&str; 14] = [
     "recomputedLimitReducedSeconds",
     "recomputedHostLostSeconds",
     "recomputedBudgetSeconds",
+    "recomputedRebalanceSeconds",
     "drills",
     "drillInstanceSeconds",
 ];
@@ -72,6 +73,7 @@ fn csv_row(r: &UsageRow) -> Vec<String> {
         format!("{:.3}", cause(r, "PREEMPTED_LIMIT_REDUCED")),
         format!("{:.3}", cause(r, "HOST_LOST")),
         format!("{:.3}", cause(r, "PREEMPTED_BUDGET")),
+        format!("{:.3}", cause(r, "PREEMPTED_REBALANCE")),
         r.drills.to_string(),
         format!("{:.3}", r.drill_instance_seconds),
     ]

@@ -167,6 +167,8 @@ pub struct Cluster {
         skip_serializing_if = "is_default_half_life"
     )]
     pub(crate) fair_share_half_life_hours: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) fair_share_rebalance_secs: Option<u64>,
     /// Under FAIR_SHARE: each share's recent borrowing, decayed (`fair.rs`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub(crate) fair_use: BTreeMap<ShareIdx, crate::budget::BudgetUse>,
@@ -233,6 +235,7 @@ impl Cluster {
             checkpoint_before_preempt_secs: 0,
             idle_assignment: config::IdleAssignment::Fifo,
             fair_share_half_life_hours: config::DEFAULT_FAIR_SHARE_HALF_LIFE_HOURS,
+            fair_share_rebalance_secs: None,
             fair_use: BTreeMap::new(),
             checkpoint_windows: BTreeSet::new(),
             ledger: Vec::new(),
@@ -283,6 +286,7 @@ impl Cluster {
             checkpoint_before_preempt_secs: self.checkpoint_before_preempt_secs,
             idle_assignment: self.idle_assignment,
             fair_share_half_life_hours: self.fair_share_half_life_hours,
+            fair_share_rebalance_secs: self.fair_share_rebalance_secs,
         }
     }
 

@@ -37,6 +37,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 mod budget;
+mod fair;
 mod finish;
 mod fit;
 mod in_share;
@@ -247,8 +248,12 @@ impl<'a> Pass<'a> {
         // borrowing budget couples them over time (it runs out and refills
         // with no event of a type's own): no skipping.
         let budgets = budget::budget_gates(c, now);
-        let may_skip =
-            skip_settled && c.queueing == QueueingStrategy::BestEffortFifo && budgets.is_empty();
+        // FAIR_SHARE likewise: claims change as time decays recent
+        // borrowing, and a borrowed job becomes movable as it runs.
+        let may_skip = skip_settled
+            && c.queueing == QueueingStrategy::BestEffortFifo
+            && budgets.is_empty()
+            && c.idle_assignment == crate::config::IdleAssignment::Fifo;
         let mut wake_at = None;
         let active = c
             .settled
@@ -406,6 +411,11 @@ impl Pass<'_> {
                 continue;
             }
             self.sweep(t, Step::Borrow);
+            if self.rebalance(t) {
+                // Room changes hands: within-quota admission goes first
+                // again.
+                continue;
+            }
             let room = self.room(t);
             if room_when_placed.is_some_and(|(free, headroom)| room.0 > free || room.1 > headroom) {
                 in_share = sweep::SweepPlace::new(self.c.shares.len());

@@ -221,7 +221,8 @@ impl Pass<'_> {
         (a.runnable_since, a.job) < (b.runnable_since, b.job)
     }
 
-    /// A share's claim on idle capacity under FAIR_SHARE (lower first):
+    /// A share's claim on idle capacity under FAIR_SHARE (lower first; see
+    /// `fair.rs`):
     /// what it borrows of `t` now in this pass's projection plus its recent
     /// borrowing, per unit of `fairShareWeight`.
     pub(super) fn fair_key(&self, s: ShareIdx, t: TypeIdx) -> f64 {

@@ -164,6 +164,7 @@ fn kind_of(name: &str) -> Option<PreemptionKind> {
         PreemptionKind::InShare,
         PreemptionKind::LimitReduced,
         PreemptionKind::BudgetExhausted,
+        PreemptionKind::Rebalance,
     ]
     .into_iter()
     .find(|k| k.as_str() == name)
