@@ -47,6 +47,9 @@ pub struct Policy {
     /// FAIR_SHARE instead of FIFO: idle capacity by weight (each share's
     /// proportional to its entitlement) and recent borrowing.
     pub fair_share: bool,
+    /// With FAIR_SHARE: rebalancing preemption, each job at most once per
+    /// this many seconds.
+    pub rebalance_seconds: Option<u64>,
 }
 
 /// A borrowing budget proportional to each share's size.
@@ -127,6 +130,7 @@ impl Policy {
             classes: false,
             budget: None,
             fair_share: false,
+            rebalance_seconds: None,
         }
     }
 
@@ -154,6 +158,11 @@ impl Policy {
         }
         if self.fair_share {
             s.push_str("; FAIR_SHARE: idle capacity by weight (proportional to each share's entitlement) and borrowing over a 24 h half-life");
+        }
+        if let Some(r) = self.rebalance_seconds {
+            s.push_str(&format!(
+                "; rebalancing between borrowers, a job at most once per {r} s"
+            ));
         }
         if let Some(b) = self.budget {
             s.push_str(&format!(
@@ -203,6 +212,11 @@ pub fn default_policies() -> Vec<Policy> {
         Policy {
             fair_share: true,
             ..b("borrow-100+fair-share")
+        },
+        Policy {
+            fair_share: true,
+            rebalance_seconds: Some(1800),
+            ..b("borrow-100+fair-share+rebalance")
         },
         Policy {
             budget: Some(BudgetPolicy {
@@ -359,6 +373,7 @@ pub fn scenario(workload: &Workload, policy: &Policy) -> Scenario {
             checkpoint_before_preempt_seconds: None,
             idle_resource_assignment_strategy: policy.fair_share.then(|| "FAIR_SHARE".into()),
             fair_share_half_life_hours: None,
+            fair_share_rebalance_seconds: policy.rebalance_seconds,
             quota_shares,
         },
         defaults: JobDefaults {

@@ -96,6 +96,8 @@ pub struct QueueSpec {
     pub idle_resource_assignment_strategy: Option<String>,
     #[serde(default)]
     pub fair_share_half_life_hours: Option<u64>,
+    #[serde(default)]
+    pub fair_share_rebalance_seconds: Option<u64>,
     /// Quota shares exactly as the API takes them (`CreateQuotaShare`).
     pub quota_shares: Vec<wire::QuotaShare>,
 }

@@ -267,6 +267,7 @@ pub fn queue(doc: &QueueDocument) -> Result<QueueConfig, Vec<ConfigProblem>> {
     if let Some(h) = q.fair_share_half_life_hours {
         config.fair_share_half_life_hours = h;
     }
+    config.fair_share_rebalance_secs = q.fair_share_rebalance_seconds;
     if let Some(s) = q.queueing_strategy.as_deref() {
         let allowed = [
             ("BEST_EFFORT_FIFO", QueueingStrategy::BestEffortFifo),

@@ -206,6 +206,7 @@ impl Simulation {
                 checkpoint_before_preempt_seconds: q.checkpoint_before_preempt_seconds,
                 idle_resource_assignment_strategy: q.idle_resource_assignment_strategy.clone(),
                 fair_share_half_life_hours: q.fair_share_half_life_hours,
+                fair_share_rebalance_seconds: q.fair_share_rebalance_seconds,
             },
             quota_shares: q.quota_shares.clone(),
         };

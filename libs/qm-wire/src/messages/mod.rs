@@ -253,6 +253,10 @@ pub struct JobQueue {
     /// Under FAIR_SHARE: how fast past borrowing is forgotten (default 24).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fair_share_half_life_hours: Option<u64>,
+    /// Under FAIR_SHARE: rebalancing preemption between borrowers, each job
+    /// at most once per this many seconds of its run (absent: off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fair_share_rebalance_seconds: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
