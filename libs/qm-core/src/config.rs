@@ -81,6 +81,33 @@ pub enum IdleAssignment {
     FairShare,
 }
 
+/// A share group (a department): shares that lend to each other first,
+/// with a borrow limit for the group as a whole (`groups.rs`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ShareGroup {
+    pub name: String,
+    /// Percent of the group's entitlement (its shares' together, per
+    /// type) its shares may borrow together, from inside the group or
+    /// outside it; -1: unlimited.
+    pub borrow_limit: i64,
+}
+
+impl ShareGroup {
+    /// Most instances of a type the group's shares may borrow together
+    /// (what they hold beyond their own entitlements), with `entitlement`
+    /// the sum of theirs.
+    pub fn borrow_cap(&self, entitlement: u32) -> u32 {
+        if self.borrow_limit < 0 {
+            return u32::MAX;
+        }
+        let cap = u64::from(entitlement) * self.borrow_limit as u64 / 100;
+        u32::try_from(cap).unwrap_or(u32::MAX)
+    }
+}
+
+/// Most share groups a queue holds.
+pub const MAX_GROUPS_PER_QUEUE: usize = 20;
+
 /// Default `fairShareHalfLifeHours`: recent borrowing counts, halving daily.
 pub const DEFAULT_FAIR_SHARE_HALF_LIFE_HOURS: u64 = 24;
 /// Highest `fairShareWeight` (as HyperPod's fair-share weight).
@@ -140,6 +167,9 @@ pub struct QuotaShare {
     /// Its weight under FAIR_SHARE (1-100, default 1).
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub fair_share_weight: u32,
+    /// The share group it belongs to, if any (`shareGroups` of its queue).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
 }
 
 fn one() -> u32 {
@@ -176,6 +206,7 @@ impl QuotaShare {
             borrow_budget: None,
             on_budget_exhausted: Default::default(),
             fair_share_weight: 1,
+            group: None,
         }
     }
 
@@ -224,6 +255,9 @@ pub struct QueueConfig {
     /// job at most once per this many seconds of its run (None: off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fair_share_rebalance_secs: Option<u64>,
+    /// Share groups (`groups.rs`); shares name theirs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<ShareGroup>,
 }
 
 /// Longest `fairShareRebalanceSeconds` (a week).
@@ -249,6 +283,7 @@ impl QueueConfig {
             idle_assignment: IdleAssignment::Fifo,
             fair_share_half_life_hours: DEFAULT_FAIR_SHARE_HALF_LIFE_HOURS,
             fair_share_rebalance_secs: None,
+            groups: Vec::new(),
         }
     }
 
@@ -448,6 +483,7 @@ pub fn validate_queue(queue: &QueueConfig) -> Result<(), ConfigError> {
             ),
         });
     }
+    crate::groups::group_problems(queue, &mut out);
     let mut names = BTreeSet::new();
     for (i, share) in queue.shares.iter().enumerate() {
         let field = format!("quotaShares[{i}]");

@@ -343,6 +343,36 @@ pub fn check_plan(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
         }
         // No share holds more than its maximum, unless it already did
         // (limit reduction) and did not grow.
+        // No share group borrows more than its limit, unless it already
+        // did and did not grow (`groups.rs`).
+        for g in &after.groups {
+            let member =
+                |s: &ShareIdx| after.share_config(*s).group.as_deref() == Some(g.name.as_str());
+            let borrowed = |usage: &[(ShareIdx, u32)]| -> u32 {
+                usage
+                    .iter()
+                    .filter(|(s, _)| member(s))
+                    .map(|(s, u)| u.saturating_sub(after.st(*s, t).entitlement))
+                    .sum()
+            };
+            let (g_before, g_after) = (borrowed(&usage_before), borrowed(&usage_after));
+            let entitlement: u32 = usage_after
+                .iter()
+                .filter(|(s, _)| member(s))
+                .map(|(s, _)| after.st(*s, t).entitlement)
+                .sum();
+            let cap = g.borrow_cap(entitlement);
+            if g_after > cap && g_after > g_before {
+                return violation(
+                    "share group borrow limit",
+                    format!(
+                        "group {} borrows {g_after} of type {} (limit {cap})",
+                        g.name,
+                        after.type_name(t)
+                    ),
+                );
+            }
+        }
         for ((s, u_before), (_, u_after)) in usage_before.iter().zip(usage_after.iter()) {
             let share = after.share_config(*s);
             let max = share.max_holding(after.st(*s, t).entitlement);

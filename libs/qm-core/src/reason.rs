@@ -91,6 +91,10 @@ pub enum WaitReason {
     OwnCapacityInUse { used: u32, entitlement: u32 },
     /// Borrowing would exceed `maxCapacity * (1 + borrowLimit/100)`.
     BorrowLimitReached { used: u32, max_holding: u32 },
+    /// Its share group's shares already borrow `borrowed` instances of the
+    /// type together, and may borrow `limit` (the group's `borrowLimit`
+    /// of their entitlements, `groups.rs`).
+    GroupBorrowLimitReached { borrowed: u32, limit: u32 },
     /// No idle capacity that lenders offer (or unassigned capacity) is left.
     NoLendableCapacity { lendable: u32, borrowed: u32 },
     /// The fleet has no free instance and nothing can be reclaimed.
@@ -221,6 +225,9 @@ fn render_wait(wait: WaitReason, name: &dyn Fn(JobId) -> String) -> String {
         ),
         WaitReason::BorrowLimitReached { used, max_holding } => format!(
             "BORROW_LIMIT_REACHED: its share uses {used} instance(s); share limit plus borrow limit is {max_holding}"
+        ),
+        WaitReason::GroupBorrowLimitReached { borrowed, limit } => format!(
+            "GROUP_BORROW_LIMIT_REACHED: its share group's shares borrow {borrowed} instance(s) together; the group's borrow limit allows {limit}"
         ),
         WaitReason::NoLendableCapacity { lendable: 0, .. } => {
             "NO_LENDABLE_CAPACITY: no share lends idle capacity of this type right now (RESERVE shares keep theirs)".into()

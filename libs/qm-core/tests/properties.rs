@@ -292,7 +292,7 @@ fn build_fleet(c: &mut Cluster, pooled: [u32; 2], nodes: &[[u32; 2]]) {
     }
 }
 
-fn build(shares: &[ShareGen], fleet: [u32; 2], strict: bool, fair: bool) -> Cluster {
+fn build(shares: &[ShareGen], fleet: [u32; 2], strict: bool, fair: bool, grouped: bool) -> Cluster {
     let shares = shares
         .iter()
         .enumerate()
@@ -309,6 +309,11 @@ fn build(shares: &[ShareGen], fleet: [u32; 2], strict: bool, fair: bool) -> Clus
             };
             s.in_share_preemption = g.in_share;
             s.fair_share_weight = 1 + (i as u32 % 2);
+            // Grouped: the even shares form a department that may borrow
+            // half its entitlement beyond it.
+            if grouped && i % 2 == 0 {
+                s.group = Some("even".into());
+            }
             s.protections.min_runtime_before_preemption_secs = g.min_runtime;
             s.protections.reborrow_cooldown_secs = g.cooldown;
             s.protections.borrow_requires_checkpoint = g.requires_checkpoint;
@@ -336,6 +341,12 @@ fn build(shares: &[ShareGen], fleet: [u32; 2], strict: bool, fair: bool) -> Clus
     let mut queue = QueueConfig::new("q", shares);
     if strict {
         queue.queueing_strategy = QueueingStrategy::StrictFifo;
+    }
+    if grouped {
+        queue.groups = vec![qm_core::config::ShareGroup {
+            name: "even".into(),
+            borrow_limit: 50,
+        }];
     }
     if fair {
         queue.idle_assignment = qm_core::config::IdleAssignment::FairShare;
@@ -697,9 +708,10 @@ proptest! {
         nodes in prop_oneof![Just(Vec::new()), prop::collection::vec(prop::array::uniform2(0u32..4), 1..=NODES)],
         strict in prop::bool::weighted(0.2),
         fair in prop::bool::weighted(0.3),
+        grouped in prop::bool::weighted(0.3),
         events in prop::collection::vec(event(), 1..60),
     ) {
-        let mut c = build(&shares, [0, 0], strict, fair);
+        let mut c = build(&shares, [0, 0], strict, fair, grouped);
         build_fleet(&mut c, fleet, &nodes);
         let mut now = Time::ZERO;
         let mut submitted = 0usize;

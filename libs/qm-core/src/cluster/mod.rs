@@ -169,6 +169,9 @@ pub struct Cluster {
     pub(crate) fair_share_half_life_hours: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) fair_share_rebalance_secs: Option<u64>,
+    /// Share groups (`groups.rs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) groups: Vec<config::ShareGroup>,
     /// Under FAIR_SHARE: each share's recent borrowing, decayed (`fair.rs`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub(crate) fair_use: BTreeMap<ShareIdx, crate::budget::BudgetUse>,
@@ -236,6 +239,7 @@ impl Cluster {
             idle_assignment: config::IdleAssignment::Fifo,
             fair_share_half_life_hours: config::DEFAULT_FAIR_SHARE_HALF_LIFE_HOURS,
             fair_share_rebalance_secs: None,
+            groups: Vec::new(),
             fair_use: BTreeMap::new(),
             checkpoint_windows: BTreeSet::new(),
             ledger: Vec::new(),
@@ -287,6 +291,7 @@ impl Cluster {
             idle_assignment: self.idle_assignment,
             fair_share_half_life_hours: self.fair_share_half_life_hours,
             fair_share_rebalance_secs: self.fair_share_rebalance_secs,
+            groups: self.groups.clone(),
         }
     }
 

@@ -32,6 +32,7 @@ impl Pass<'_> {
             if used + count > max_holding {
                 return Err(WaitReason::BorrowLimitReached { used, max_holding });
             }
+            self.group_limit(s, t, count)?;
             if let Err(reason) = borrow_gates(self.c, job, self.now, || self.projected_barred(s, t))
             {
                 if let WaitReason::ReborrowCooldownUntil(until) = reason {

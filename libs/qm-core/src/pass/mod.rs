@@ -40,6 +40,7 @@ mod budget;
 mod fair;
 mod finish;
 mod fit;
+mod groups;
 mod in_share;
 mod reclaim;
 mod runtime;
@@ -204,6 +205,9 @@ struct Pass<'a> {
     /// Under FAIR_SHARE, per share slot: its recent borrowing (instances on
     /// average over a half-life); empty under FIFO.
     fair_recent: Vec<f64>,
+    /// Per share slot: the index of its share group (`groups.rs`); empty
+    /// when the queue has none.
+    group_of: Vec<Option<usize>>,
     reasons: BTreeMap<JobId, WaitReason>,
     wake_at: Option<Time>,
     /// Per type: whether this pass looks at it (see `Cluster::settled`).
@@ -295,6 +299,17 @@ impl<'a> Pass<'a> {
                     .collect()
             } else {
                 Vec::new()
+            },
+            group_of: if c.groups.is_empty() {
+                Vec::new()
+            } else {
+                c.shares
+                    .iter()
+                    .map(|slot| {
+                        let name = slot.config.group.as_deref()?;
+                        c.groups.iter().position(|g| g.name == name)
+                    })
+                    .collect()
             },
             reasons: BTreeMap::new(),
             wake_at,

@@ -62,9 +62,18 @@ impl Pass<'_> {
         // Which jobs are borrowed is decided once, on the state the job
         // found: taking one borrowed job never makes another one within
         // quota for this reclaim (a prefix could otherwise shift).
-        let mut pools = self.borrowed_pools(s, t);
+        // Shares outside the requester's group first, then its group's
+        // (`groups.rs`): they lent within the group first.
+        let (mut pools, mut in_group): (Vec<Pool>, Vec<Pool>) = self
+            .borrowed_pools(s, t)
+            .into_iter()
+            .partition(|(other, _)| !self.same_group(s, *other));
         let fits = loop {
-            match self.next_reclaim_victim(&mut pools, t, &mut protected) {
+            let next = match self.next_reclaim_victim(&mut pools, t, &mut protected) {
+                Some(v) => Some(v),
+                None => self.next_reclaim_victim(&mut in_group, t, &mut protected),
+            };
+            match next {
                 Some(victim) => {
                     self.remove_from_projection(&victim, t);
                     victims.push(victim);

@@ -211,6 +211,14 @@ impl Pass<'_> {
         (a, s): (QueueKey, ShareIdx),
         (b, bs): (QueueKey, ShareIdx),
     ) -> bool {
+        if step == Step::Borrow && !self.group_of.is_empty() && s != bs {
+            // Lending within the group goes first.
+            match (self.lends_in_group(s, t), self.lends_in_group(bs, t)) {
+                (true, false) => return true,
+                (false, true) => return false,
+                _ => {}
+            }
+        }
         if step == Step::Borrow && !self.fair_recent.is_empty() && s != bs {
             match self.fair_key(s, t).total_cmp(&self.fair_key(bs, t)) {
                 std::cmp::Ordering::Less => return true,
