@@ -219,9 +219,11 @@ fn the_report_states_the_mapping_and_renders_every_plot() {
         md.lines()
             .filter(|l| l.starts_with("| borrow-100+classes | "))
             .count(),
-        1 + 3,
-        "a summary row and one row per class"
+        1 + 1 + 3,
+        "a summary row, a fairness row and one row per class"
     );
+    assert!(md.contains("Jain's index"), "{md}");
+    assert!(html.contains("<h2>Fairness over time</h2>"));
     assert!(html.contains("<h2>Per workload class</h2>"));
     let json: serde_json::Value = serde_json::to_value(&e).expect("json");
     assert_eq!(
