@@ -241,3 +241,65 @@ async fn a_takeover_in_the_middle_of_a_budget_window_counts_nothing_twice() {
     assert_eq!(b.status, "RUNNABLE", "{b:#?}");
     stack.stop_all();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_share_group_is_applied_described_and_its_borrow_limit_holds_a_borrower() {
+    // QS1 and QS3 form `research`, which may not borrow at all; QS2 lends.
+    let doc = "jobQueue:
+  jobQueueName: training
+  shareGroups: [{shareGroupName: research, borrowLimit: 0}]
+quotaShares:
+  - quotaShareName: QS1
+    shareGroup: research
+    capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 1}]
+    resourceSharingConfiguration: {strategy: LEND_AND_BORROW}
+  - quotaShareName: QS2
+    capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 1}]
+    resourceSharingConfiguration: {strategy: LEND}
+  - quotaShareName: QS3
+    shareGroup: research
+    capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 1}]
+    resourceSharingConfiguration: {strategy: LEND_AND_BORROW}
+";
+    let (_nats, _s3, mut stack) = running("share-group", doc).await;
+    stack.executor("node-1", "training", "ml.g5.xlarge", 3);
+    let described: qm_wire::system::QueueDocument = stack
+        .client
+        .call(
+            Operation::DescribeJobQueue,
+            &qm_wire::messages::QueueRef {
+                job_queue: "training".into(),
+            },
+        )
+        .await
+        .expect("described");
+    assert_eq!(described.job_queue.share_groups.len(), 1, "{described:#?}");
+    assert_eq!(
+        described.quota_shares[0].share_group.as_deref(),
+        Some("research")
+    );
+    let mut j = stack.trainer_job("wide", "training", "QS1", 0, &["--steps", "5"]);
+    j.instance_count = Some(2);
+    let id = stack.submit(&j).await;
+    let w = stack
+        .wait_for(&id, 30, "held by its group", |j| {
+            j.status_reason.starts_with("GROUP_BORROW_LIMIT_REACHED")
+        })
+        .await;
+    assert_eq!(w.status, "RUNNABLE");
+    // A share naming a group the queue lacks: refused, by field.
+    let bad = doc.replace("shareGroup: research\n    capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 1}]\n    resourceSharingConfiguration: {strategy: LEND_AND_BORROW}\n", "shareGroup: nowhere\n    capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 1}]\n    resourceSharingConfiguration: {strategy: LEND_AND_BORROW}\n");
+    let bad: qm_wire::system::QueueDocument = serde_yaml_ng::from_str(&bad).expect("yaml");
+    let e = stack
+        .client
+        .call::<_, serde_json::Value>(Operation::ApplyJobQueue, &bad)
+        .await
+        .expect_err("refused")
+        .to_string();
+    assert!(e.contains("quotaShares[0].shareGroup"), "{e}");
+    // The group's limit raised: it borrows.
+    stack.apply(&doc.replace("borrowLimit: 0", "borrowLimit: 100")).await;
+    let done = stack.wait_final(&id, 60).await;
+    assert_eq!(done.status, "SUCCEEDED", "{done:#?}");
+    stack.stop_all();
+}

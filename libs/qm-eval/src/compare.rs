@@ -374,6 +374,7 @@ pub fn scenario(workload: &Workload, policy: &Policy) -> Scenario {
             idle_resource_assignment_strategy: policy.fair_share.then(|| "FAIR_SHARE".into()),
             fair_share_half_life_hours: None,
             fair_share_rebalance_seconds: policy.rebalance_seconds,
+            share_groups: Vec::new(),
             quota_shares,
         },
         defaults: JobDefaults {

@@ -98,6 +98,9 @@ pub struct QueueSpec {
     pub fair_share_half_life_hours: Option<u64>,
     #[serde(default)]
     pub fair_share_rebalance_seconds: Option<u64>,
+    /// Share groups, as `CreateJobQueue` takes them.
+    #[serde(default)]
+    pub share_groups: Vec<wire::ShareGroup>,
     /// Quota shares exactly as the API takes them (`CreateQuotaShare`).
     pub quota_shares: Vec<wire::QuotaShare>,
 }

@@ -141,6 +141,9 @@ pub fn merge_share(
     if let Some(w) = s.fair_share_weight {
         share.fair_share_weight = w;
     }
+    if let Some(g) = &s.share_group {
+        share.group = Some(g.clone());
+    }
     if let Some(v) = s.on_budget_exhausted.as_deref() {
         let allowed = [
             ("FINISH", OnBudgetExhausted::Finish),
@@ -268,6 +271,14 @@ pub fn queue(doc: &QueueDocument) -> Result<QueueConfig, Vec<ConfigProblem>> {
         config.fair_share_half_life_hours = h;
     }
     config.fair_share_rebalance_secs = q.fair_share_rebalance_seconds;
+    config.groups = q
+        .share_groups
+        .iter()
+        .map(|g| qm_core::config::ShareGroup {
+            name: g.share_group_name.clone(),
+            borrow_limit: g.borrow_limit.unwrap_or(-1),
+        })
+        .collect();
     if let Some(s) = q.queueing_strategy.as_deref() {
         let allowed = [
             ("BEST_EFFORT_FIFO", QueueingStrategy::BestEffortFifo),

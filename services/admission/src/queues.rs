@@ -39,6 +39,31 @@ pub(crate) fn merge_share(share: &mut QuotaShare, update: &QuotaShare) {
     if update.protections.is_some() {
         share.protections.clone_from(&update.protections);
     }
+    // Quartermaster's own fields, likewise.
+    macro_rules! given {
+        ($($field:ident),*) => {$(
+            if update.$field.is_some() {
+                share.$field.clone_from(&update.$field);
+            }
+        )*};
+    }
+    given!(
+        checkpoint_s3_prefixes,
+        image_prefixes,
+        input_s3_prefixes,
+        run_as_non_root,
+        workload_classes,
+        default_workload_class,
+        on_budget_exhausted,
+        fair_share_weight,
+        share_group
+    );
+    match &update.borrow_budget {
+        // `null`: removed (absent from the stored document).
+        Some(None) => share.borrow_budget = None,
+        Some(Some(b)) => share.borrow_budget = Some(Some(b.clone())),
+        None => {}
+    }
 }
 
 impl Admission {
@@ -196,5 +221,35 @@ impl Admission {
         }
         names.sort();
         Ok(serde_json::json!({ "jobQueues": names }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_update_keeps_what_it_does_not_name_and_null_removes_a_budget() {
+        let mut share: QuotaShare = serde_json::from_str(
+            r#"{"quotaShareName":"QS1","capacityLimits":[],"workloadClasses":[{"name":"a","priorityBand":{"min":0,"max":9}}],
+               "borrowBudget":{"instanceHours":5,"windowHours":24},"shareGroup":"dept"}"#,
+        )
+        .expect("a share");
+        let update: QuotaShare = serde_json::from_str(
+            r#"{"quotaShareName":"QS1","fairShareWeight":3,"onBudgetExhausted":"CHECKPOINT_AND_STOP"}"#,
+        )
+        .expect("an update");
+        merge_share(&mut share, &update);
+        assert_eq!(share.fair_share_weight, Some(3));
+        assert_eq!(share.on_budget_exhausted.as_deref(), Some("CHECKPOINT_AND_STOP"));
+        assert!(share.workload_classes.is_some(), "kept");
+        assert!(matches!(share.borrow_budget, Some(Some(_))), "kept");
+        assert_eq!(share.share_group.as_deref(), Some("dept"));
+        let remove: QuotaShare =
+            serde_json::from_str(r#"{"quotaShareName":"QS1","borrowBudget":null}"#).expect("null");
+        merge_share(&mut share, &remove);
+        assert_eq!(share.borrow_budget, None);
+        let stored = serde_json::to_value(&share).expect("json");
+        assert!(stored.get("borrowBudget").is_none(), "{stored}");
     }
 }

@@ -207,6 +207,7 @@ impl Simulation {
                 idle_resource_assignment_strategy: q.idle_resource_assignment_strategy.clone(),
                 fair_share_half_life_hours: q.fair_share_half_life_hours,
                 fair_share_rebalance_seconds: q.fair_share_rebalance_seconds,
+                share_groups: q.share_groups.clone(),
             },
             quota_shares: q.quota_shares.clone(),
         };

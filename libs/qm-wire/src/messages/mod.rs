@@ -228,6 +228,9 @@ pub struct QuotaShare {
     /// 1-100 (default 1): its part of idle capacity under FAIR_SHARE.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fair_share_weight: Option<u32>,
+    /// The share group it belongs to (`shareGroups` of its queue).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share_group: Option<String>,
 }
 
 /// `CreateJobQueue` / `UpdateJobQueue`.
@@ -257,6 +260,21 @@ pub struct JobQueue {
     /// at most once per this many seconds of its run (absent: off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fair_share_rebalance_seconds: Option<u64>,
+    /// Share groups (departments): shares that lend to each other first,
+    /// with a borrow limit for them together (docs/share-groups.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub share_groups: Vec<ShareGroup>,
+}
+
+/// One share group of a queue.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ShareGroup {
+    pub share_group_name: String,
+    /// Percent of the group's shares' entitlements they may borrow
+    /// together; -1 (default): unlimited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub borrow_limit: Option<i64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

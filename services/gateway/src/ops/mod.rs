@@ -51,6 +51,35 @@ fn input<T: DeserializeOwned>(body: &[u8]) -> Result<T, AwsError> {
     })
 }
 
+/// Quartermaster's own share fields, which AWS's model lacks: the gateway
+/// refuses them by name (they are set over the NATS API or `qm apply`).
+const OWN_SHARE_FIELDS: [&str; 4] = [
+    "shareGroup",
+    "borrowBudget",
+    "onBudgetExhausted",
+    "fairShareWeight",
+];
+/// Likewise for a job queue.
+const OWN_QUEUE_FIELDS: [&str; 4] = [
+    "shareGroups",
+    "idleResourceAssignmentStrategy",
+    "fairShareHalfLifeHours",
+    "fairShareRebalanceSeconds",
+];
+
+/// Refuses a request naming any of `fields` at its top level, by name.
+fn refuse_own_fields(body: &[u8], fields: &[&str]) -> Result<(), AwsError> {
+    let Ok(Value::Object(map)) = serde_json::from_slice::<Value>(body) else {
+        return Ok(()); // not an object: `input` says what is wrong
+    };
+    match fields.iter().find(|f| map.contains_key(**f)) {
+        Some(f) => Err(AwsError::client(format!(
+            "{f}: not part of the AWS Batch API; share groups, borrowing budgets and FAIR_SHARE are Quartermaster's own, set over its NATS API or with qm apply"
+        ))),
+        None => Ok(()),
+    }
+}
+
 fn store_failed(e: store::StoreError) -> AwsError {
     AwsError::server(e.to_string())
 }
@@ -484,6 +513,7 @@ impl Gateway {
                 .await
             }
             Op::CreateQuotaShare | Op::UpdateQuotaShare => {
+                refuse_own_fields(c.body, &OWN_SHARE_FIELDS)?;
                 self.put_share(c.caller, input(c.body)?, op == Op::CreateQuotaShare)
                     .await
             }
@@ -522,6 +552,7 @@ impl Gateway {
             }
             Op::DescribeSchedulingPolicies => self.describe_policies(input(c.body)?).await,
             Op::CreateJobQueue | Op::UpdateJobQueue => {
+                refuse_own_fields(c.body, &OWN_QUEUE_FIELDS)?;
                 self.put_queue(c.caller, input(c.body)?, op == Op::CreateJobQueue)
                     .await
             }
@@ -601,6 +632,26 @@ mod fuzz {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quartermasters_own_fields_are_refused_by_name() {
+        let e = refuse_own_fields(
+            br#"{"jobQueue":"q","quotaShareName":"s","shareGroup":"dept"}"#,
+            &OWN_SHARE_FIELDS,
+        )
+        .expect_err("a group");
+        assert_eq!(e.code, "ClientException");
+        assert!(
+            e.message.contains("shareGroup: not part of the AWS Batch API"),
+            "{}",
+            e.message
+        );
+        let e = refuse_own_fields(br#"{"jobQueueName":"q","shareGroups":[]}"#, &OWN_QUEUE_FIELDS)
+            .expect_err("groups");
+        assert!(e.message.starts_with("shareGroups:"), "{}", e.message);
+        assert!(refuse_own_fields(br#"{"jobQueue":"q","quotaShareName":"s"}"#, &OWN_SHARE_FIELDS).is_ok());
+        assert!(refuse_own_fields(b"not json", &OWN_SHARE_FIELDS).is_ok());
+    }
 
     #[test]
     fn pages_and_tags_follow_aws_limits() {

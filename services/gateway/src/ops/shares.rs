@@ -81,6 +81,7 @@ impl Gateway {
             borrow_budget: None,
             on_budget_exhausted: None,
             fair_share_weight: None,
+            share_group: None,
         };
         let op = if create {
             Operation::CreateQuotaShare
