@@ -298,7 +298,9 @@ quotaShares:
         .to_string();
     assert!(e.contains("quotaShares[0].shareGroup"), "{e}");
     // The group's limit raised: it borrows.
-    stack.apply(&doc.replace("borrowLimit: 0", "borrowLimit: 100")).await;
+    stack
+        .apply(&doc.replace("borrowLimit: 0", "borrowLimit: 100"))
+        .await;
     let done = stack.wait_final(&id, 60).await;
     assert_eq!(done.status, "SUCCEEDED", "{done:#?}");
     stack.stop_all();

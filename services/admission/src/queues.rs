@@ -241,7 +241,10 @@ mod tests {
         .expect("an update");
         merge_share(&mut share, &update);
         assert_eq!(share.fair_share_weight, Some(3));
-        assert_eq!(share.on_budget_exhausted.as_deref(), Some("CHECKPOINT_AND_STOP"));
+        assert_eq!(
+            share.on_budget_exhausted.as_deref(),
+            Some("CHECKPOINT_AND_STOP")
+        );
         assert!(share.workload_classes.is_some(), "kept");
         assert!(matches!(share.borrow_budget, Some(Some(_))), "kept");
         assert_eq!(share.share_group.as_deref(), Some("dept"));

@@ -642,14 +642,22 @@ mod tests {
         .expect_err("a group");
         assert_eq!(e.code, "ClientException");
         assert!(
-            e.message.contains("shareGroup: not part of the AWS Batch API"),
+            e.message
+                .contains("shareGroup: not part of the AWS Batch API"),
             "{}",
             e.message
         );
-        let e = refuse_own_fields(br#"{"jobQueueName":"q","shareGroups":[]}"#, &OWN_QUEUE_FIELDS)
-            .expect_err("groups");
+        let e = refuse_own_fields(
+            br#"{"jobQueueName":"q","shareGroups":[]}"#,
+            &OWN_QUEUE_FIELDS,
+        )
+        .expect_err("groups");
         assert!(e.message.starts_with("shareGroups:"), "{}", e.message);
-        assert!(refuse_own_fields(br#"{"jobQueue":"q","quotaShareName":"s"}"#, &OWN_SHARE_FIELDS).is_ok());
+        assert!(refuse_own_fields(
+            br#"{"jobQueue":"q","quotaShareName":"s"}"#,
+            &OWN_SHARE_FIELDS
+        )
+        .is_ok());
         assert!(refuse_own_fields(b"not json", &OWN_SHARE_FIELDS).is_ok());
     }
 
