@@ -723,6 +723,63 @@ mod tests {
     }
 
     #[test]
+    fn fairness_settings_convert_and_their_mistakes_are_named() {
+        let doc: QueueDocument =
+            serde_yaml_ng::from_str(include_str!("../../../examples/queues/fairness.yaml"))
+                .expect("parses");
+        let q = queue(&doc).expect("valid");
+        assert_eq!(
+            q.idle_assignment,
+            qm_core::config::IdleAssignment::FairShare
+        );
+        assert_eq!(q.groups.len(), 1);
+        let qs1 = &q.shares[0];
+        assert_eq!(qs1.group.as_deref(), Some("research"));
+        assert_eq!(qs1.fair_share_weight, 2);
+        assert_eq!(
+            qs1.borrow_budget,
+            Some(BorrowBudget {
+                instance_seconds: 24 * 3600,
+                window: BudgetWindow::Rolling { hours: 168 }
+            })
+        );
+        assert_eq!(
+            qs1.on_budget_exhausted,
+            OnBudgetExhausted::CheckpointAndStop
+        );
+        let mut bad = doc.clone();
+        bad.quota_shares[0].borrow_budget = Some(Some(wire::BorrowBudget {
+            instance_hours: 1.0,
+            window_hours: Some(24),
+            half_life_hours: Some(24),
+        }));
+        bad.quota_shares[0].on_budget_exhausted = Some("LATER".into());
+        bad.job_queue.idle_resource_assignment_strategy = Some("ROUND_ROBIN".into());
+        let problems = queue(&bad).expect_err("three problems");
+        let fields: Vec<&str> = problems.iter().map(|p| p.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            vec![
+                "quotaShares[0].borrowBudget",
+                "quotaShares[0].onBudgetExhausted",
+                "jobQueue.idleResourceAssignmentStrategy",
+            ],
+            "{problems:?}"
+        );
+        let mut tiny = doc;
+        tiny.quota_shares[0].borrow_budget = Some(Some(wire::BorrowBudget {
+            instance_hours: 0.0001,
+            window_hours: Some(24),
+            half_life_hours: None,
+        }));
+        let problems = queue(&tiny).expect_err("under a second");
+        assert_eq!(
+            problems[0].field,
+            "quotaShares[0].borrowBudget.instanceHours"
+        );
+    }
+
+    #[test]
     fn workload_classes_convert_with_their_defaults_and_a_job_gets_its_band() {
         let q = queue(&classes_doc()).expect("valid");
         let qs1 = &q.shares[0];
