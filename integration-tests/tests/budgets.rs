@@ -275,8 +275,8 @@ quotaShares:
         .expect("described");
     assert_eq!(described.job_queue.share_groups.len(), 1, "{described:#?}");
     assert_eq!(
-        described.quota_shares[0].share_group.as_deref(),
-        Some("research")
+        described.quota_shares[0].share_group,
+        Some(Some("research".to_string()))
     );
     let mut j = stack.trainer_job("wide", "training", "QS1", 0, &["--steps", "5"]);
     j.instance_count = Some(2);

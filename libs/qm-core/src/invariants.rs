@@ -565,7 +565,15 @@ pub fn check_plan(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
         } else {
             0
         };
-        let asks = job.spec.count + excess + debt + barred_excess;
+        // A share with a borrowing budget may have to bring its job within
+        // its entitlement (too little budget left to borrow): its borrowed
+        // excess may have to go too.
+        let budget_excess = if config.borrow_budget.is_some() {
+            st.running_usage.saturating_sub(st.entitlement)
+        } else {
+            0
+        };
+        let asks = job.spec.count + excess + debt + barred_excess + budget_excess;
         if total - u64::from(largest) >= u64::from(asks) {
             return violation(
                 "minimal preemption",
@@ -751,6 +759,30 @@ fn check_budgets(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
                 "a budget stop hits a borrowed job of a share whose budget is spent",
                 format!("{id} stopped for its budget: {status:?}, borrowed {borrowed}"),
             );
+        }
+    }
+    // A spent CHECKPOINT_AND_STOP share keeps nothing running beyond its
+    // entitlement once the plan's stops complete.
+    let mut after = before.clone();
+    after.apply(plan);
+    for s in before.share_indices() {
+        let spent = before.budget_status(s, now).is_some_and(|b| {
+            b.exhausted() && b.on_exhausted == OnBudgetExhausted::CheckpointAndStop
+        });
+        if !spent {
+            continue;
+        }
+        for t in 0..before.type_count() {
+            let st = after.st(s, crate::ids::TypeIdx(t as u16));
+            if st.running_usage > st.entitlement {
+                return violation(
+                    "a spent CHECKPOINT_AND_STOP share borrows nothing",
+                    format!(
+                        "share {s:?} runs {} of type {t} on an entitlement of {} after the plan",
+                        st.running_usage, st.entitlement
+                    ),
+                );
+            }
         }
     }
     // (That jobs admitted to borrow together fit in what is left is the

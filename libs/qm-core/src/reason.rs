@@ -115,15 +115,17 @@ pub enum WaitReason {
     /// what the job runs, and none has.
     ResumeNotVerified,
     /// Its share's borrowing budget has too little left for it (`budget.rs`):
-    /// `left_s` instance-seconds are left (after what running borrowed
-    /// jobs are expected to use), it needs `need_s` (`u32::MAX`: it
-    /// declares no expected run, and the share lets running borrowed jobs
-    /// finish), and enough is back at `refills_at_s` seconds (`u32::MAX`:
-    /// not while the budget stays as it is). Saturated at `u32::MAX - 1`.
+    /// `left_min` instance-minutes are left (after what running borrowed
+    /// jobs are expected to use; rounded down), it needs `need_min`
+    /// (rounded up; `u32::MAX`: it declares no expected run, and the share
+    /// lets running borrowed jobs finish), and enough is back at minute
+    /// `refills_at_min` (rounded up; `u32::MAX`: not while the budget stays
+    /// as it is). Whole minutes, so the reason, an event when it changes,
+    /// changes at most once a minute. Saturated at `u32::MAX - 1`.
     BorrowBudget {
-        left_s: u32,
-        need_s: u32,
-        refills_at_s: u32,
+        left_min: u32,
+        need_min: u32,
+        refills_at_min: u32,
     },
     /// STRICT_FIFO: the head of the share must start first.
     StrictFifoBehind(JobId),
@@ -255,24 +257,27 @@ fn render_wait(wait: WaitReason, name: &dyn Fn(JobId) -> String) -> String {
             "WAITING_FOR_SHARE_CAPACITY: its share's capacity is in use and its workload class never borrows (mayBorrow: false)".into()
         }
         WaitReason::BorrowBudget {
-            left_s,
-            need_s,
-            refills_at_s,
+            left_min,
+            need_min,
+            refills_at_min,
         } => {
-            let hours = |s: u32| format!("{:.3}", f64::from(s) / 3600.0);
-            let need = if need_s == u32::MAX {
+            let hours = |m: u32| format!("{:.2}", f64::from(m) / 60.0);
+            let need = if need_min == u32::MAX {
                 "it declares no expected run (estimatedRuntimeSeconds or timeoutConfig), and with onBudgetExhausted FINISH only such jobs borrow".to_string()
             } else {
-                format!("it needs {} (its expected run times the instances it borrows)", hours(need_s))
+                format!("it needs {} (its expected run times the instances it borrows)", hours(need_min))
             };
-            let refill = if refills_at_s == u32::MAX {
+            let refill = if refills_at_min == u32::MAX {
                 String::new()
             } else {
-                format!("; enough is back at {}", Time::from_secs(u64::from(refills_at_s)))
+                format!(
+                    "; enough is back at {}",
+                    Time::from_secs(u64::from(refills_at_min) * 60)
+                )
             };
             format!(
                 "BORROW_BUDGET: {} instance-hours of its share's borrowing budget are left; {need}{refill}",
-                hours(left_s)
+                hours(left_min)
             )
         }
         WaitReason::ResumeNotVerified => {

@@ -35,20 +35,12 @@ fn job(w: &mut World, name: &str, count: u32, secs: Option<u64>) {
 
 fn budget_wait(w: &World, name: &str) -> (u32, u32, u32) {
     match w.wait(name) {
-        // In instance-minutes (seconds in the reason).
+        // Instance-minutes, and the refill in seconds.
         Some(WaitReason::BorrowBudget {
-            left_s,
-            need_s,
-            refills_at_s,
-        }) => (
-            left_s / 60,
-            if need_s == u32::MAX {
-                u32::MAX
-            } else {
-                need_s / 60
-            },
-            refills_at_s,
-        ),
+            left_min,
+            need_min,
+            refills_at_min,
+        }) => (left_min, need_min, refills_at_min.saturating_mul(60)),
         other => panic!("{name} waits for {other:?}, not its budget"),
     }
 }
@@ -77,10 +69,10 @@ fn a_job_whose_expected_run_exceeds_what_is_left_does_not_borrow() {
     // The rendered reason says what is left and what it needs.
     let text = w.reason("second").render(&|j| j.to_string());
     assert!(
-        text.starts_with("BORROW_BUDGET: 1.000 instance-hours"),
+        text.starts_with("BORROW_BUDGET: 1.00 instance-hours"),
         "{text}"
     );
-    assert!(text.contains("it needs 6.000"), "{text}");
+    assert!(text.contains("it needs 6.00"), "{text}");
 }
 
 #[test]
@@ -266,9 +258,10 @@ fn a_half_life_refills_continuously() {
 }
 
 #[test]
-fn takeover_state_from_a_copy_counts_nothing_twice() {
-    // The budget's usage is part of the state: a copy (a snapshot read by
-    // a standby) goes on counting exactly where the original does.
+fn a_copy_of_the_state_counts_exactly_as_the_original() {
+    // The budget's usage is part of the state: a copy goes on counting
+    // exactly where the original does (the services' snapshot and log
+    // replay are tested end to end, budgets.rs of the integration tests).
     let mut w = world(3, rolling(24), OnBudgetExhausted::CheckpointAndStop);
     job(&mut w, "x", 2, None);
     w.step();
@@ -331,4 +324,75 @@ fn removing_a_budget_lets_the_share_borrow_freely_again() {
         w.c.budget_status(w.c.share_idx("A").expect("A"), w.now),
         None
     );
+}
+
+#[test]
+fn a_budget_stop_stops_only_what_brings_the_share_within_its_entitlement() {
+    // A owns 4 and runs 3 + 2 + 1 (2 borrowed): stopping the 2 suffices,
+    // the 1 fits once it is gone.
+    let mut a = lab("A", 4, -1);
+    a.borrow_budget = Some(BorrowBudget::hours(1, rolling(24)));
+    a.on_budget_exhausted = OnBudgetExhausted::CheckpointAndStop;
+    let mut w = World::new(8, vec![a, share("B", Strategy::Lend, 4)]);
+    for (name, count, priority) in [("three", 3, 3), ("two", 2, 2), ("one", 1, 1)] {
+        let mut spec = w.spec(name, "A", count, priority);
+        spec.estimated_runtime_secs = None;
+        w.submit_spec(spec);
+    }
+    let plan = w.step();
+    assert_eq!(plan.starts.len(), 3);
+    w.at(HOUR / 2);
+    let plan = w.step();
+    assert_eq!(plan.budget_stops, vec![w.id("two")]);
+    assert!(!w.stopping("one") && !w.stopping("three"));
+}
+
+#[test]
+fn a_budget_stop_spends_no_preemption_retry() {
+    let mut w = world(1, rolling(24), OnBudgetExhausted::CheckpointAndStop);
+    let mut spec = w.spec("fragile", "A", 2, 1);
+    spec.preemption_retries = Some(0);
+    w.submit_spec(spec);
+    w.step();
+    w.at(HOUR);
+    let plan = w.step();
+    assert_eq!(plan.budget_stops, vec![w.id("fragile")]);
+    assert_eq!(w.exit("fragile", 143), AttemptOutcome::PreemptedBudget);
+    assert_eq!(
+        w.status("fragile"),
+        JobStatus::Runnable,
+        "requeued, not failed"
+    );
+}
+
+#[test]
+fn a_job_without_an_expected_run_waits_for_a_useful_part_of_the_budget() {
+    // Half-life budget of 1 instance-hour: after a stop, the first
+    // millisecond of refill does not restart it; ten minutes per borrowed
+    // instance (or a quarter of the budget) must be back.
+    let mut w = world(
+        1,
+        BudgetWindow::HalfLife { hours: 1 },
+        OnBudgetExhausted::CheckpointAndStop,
+    );
+    job(&mut w, "greedy", 2, None);
+    let plan = w.step();
+    assert_eq!(w.started(&plan), vec!["greedy"]);
+    let out = plan.wake_at.expect("runs out");
+    w.now = out;
+    let plan = w.step();
+    assert_eq!(plan.budget_stops, vec![w.id("greedy")]);
+    w.exit("greedy", 143);
+    w.step();
+    let (left, need, refills) = budget_wait(&w, "greedy");
+    assert_eq!(need, u32::MAX);
+    assert!(left < 10, "{left}");
+    // It restarts when ten minutes are back, not before.
+    let back = Time::from_secs(u64::from(refills));
+    assert!(back.millis_since(out) > 60_000, "{out:?} then {back:?}");
+    w.now = Time(back.0 - 60_000);
+    assert!(w.step().starts.is_empty());
+    w.now = back;
+    let plan = w.step();
+    assert_eq!(w.started(&plan), vec!["greedy"]);
 }

@@ -504,6 +504,9 @@ fn apply_event(c: &mut Cluster, now: &mut Time, event: &Event) {
                 .map(|s| s.name)
                 .collect();
             let name = &names[share % names.len()];
+            // An event that takes no time of its own: the driver moves the
+            // usage ledger's clock first (`Cluster::advance_usage`).
+            c.advance_usage(*now);
             c.record_resume_drill(name, "mid", &format!("a{artifact}"), passed);
         }
         Event::StartDrill { share, count, seed } => {

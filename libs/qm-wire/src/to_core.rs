@@ -137,12 +137,16 @@ pub fn merge_share(
         share.borrow_budget = budget
             .as_ref()
             .and_then(|b| borrow_budget(b, &format!("{field}.borrowBudget"), problems));
+        if budget.is_none() && s.on_budget_exhausted.is_none() {
+            // Removing the budget removes what it did when spent.
+            share.on_budget_exhausted = OnBudgetExhausted::Finish;
+        }
     }
     if let Some(w) = s.fair_share_weight {
         share.fair_share_weight = w;
     }
     if let Some(g) = &s.share_group {
-        share.group = Some(g.clone());
+        share.group.clone_from(g);
     }
     if let Some(v) = s.on_budget_exhausted.as_deref() {
         let allowed = [

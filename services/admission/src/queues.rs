@@ -55,13 +55,23 @@ pub(crate) fn merge_share(share: &mut QuotaShare, update: &QuotaShare) {
         workload_classes,
         default_workload_class,
         on_budget_exhausted,
-        fair_share_weight,
-        share_group
+        fair_share_weight
     );
+    // `null` removes (absent from the stored document).
     match &update.borrow_budget {
-        // `null`: removed (absent from the stored document).
-        Some(None) => share.borrow_budget = None,
+        Some(None) => {
+            share.borrow_budget = None;
+            // ... and with it what it did when spent, unless also given.
+            if update.on_budget_exhausted.is_none() {
+                share.on_budget_exhausted = None;
+            }
+        }
         Some(Some(b)) => share.borrow_budget = Some(Some(b.clone())),
+        None => {}
+    }
+    match &update.share_group {
+        Some(None) => share.share_group = None,
+        Some(Some(g)) => share.share_group = Some(Some(g.clone())),
         None => {}
     }
 }
@@ -247,12 +257,23 @@ mod tests {
         );
         assert!(share.workload_classes.is_some(), "kept");
         assert!(matches!(share.borrow_budget, Some(Some(_))), "kept");
-        assert_eq!(share.share_group.as_deref(), Some("dept"));
-        let remove: QuotaShare =
-            serde_json::from_str(r#"{"quotaShareName":"QS1","borrowBudget":null}"#).expect("null");
+        assert_eq!(share.share_group, Some(Some("dept".into())));
+        let remove: QuotaShare = serde_json::from_str(
+            r#"{"quotaShareName":"QS1","borrowBudget":null,"shareGroup":null}"#,
+        )
+        .expect("null");
         merge_share(&mut share, &remove);
         assert_eq!(share.borrow_budget, None);
+        assert_eq!(share.on_budget_exhausted, None, "went with the budget");
+        assert_eq!(share.share_group, None);
         let stored = serde_json::to_value(&share).expect("json");
         assert!(stored.get("borrowBudget").is_none(), "{stored}");
+        assert!(stored.get("shareGroup").is_none(), "{stored}");
+        // What is stored converts: no onBudgetExhausted without a budget.
+        let mut problems = Vec::new();
+        let core = qm_wire::to_core::share(&share, "quotaShares[0]", &mut problems);
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(core.group, None);
+        assert!(qm_core::config::share_problems("quotaShares[0]", &core).is_empty());
     }
 }

@@ -147,7 +147,7 @@ impl Cluster {
             for key in borrowed_jobs(&running, st.entitlement).iter().rev() {
                 let n = key.count.min(excess);
                 excess -= n;
-                committed += self.remaining_ms(*key, n, now);
+                committed = committed.saturating_add(self.remaining_ms(*key, n, now));
             }
         }
         committed
@@ -162,16 +162,18 @@ impl Cluster {
         else {
             return 0;
         };
-        let end = key.started.plus_secs(secs);
+        let end = key
+            .started
+            .plus_secs(secs.min(crate::pass::MAX_EXPECTED_RUN_SECS));
         end.millis_since(now).saturating_mul(u64::from(instances))
     }
 }
 
 /// When a budget with `used_ms` counted at `now` runs out if `borrowing`
 /// instances go on borrowing (None: it does not at this rate, or already
-/// has). The linear estimate: exact for a window (usage leaving it only
-/// delays the end, and the pass then looks again), early for a half-life
-/// (likewise).
+/// has). For a window the linear estimate (usage leaving it only delays
+/// the end, and the pass then looks again); for a half-life the exact
+/// moment.
 pub(crate) fn exhausts_at(
     budget: crate::budget::BorrowBudget,
     used_ms: u64,
@@ -184,12 +186,17 @@ pub(crate) fn exhausts_at(
     }
     let rate = u64::from(borrowing);
     if let BudgetWindow::HalfLife { hours } = budget.window {
-        // Decayed usage tends to rate x h / ln 2: below the budget, it
-        // never runs out at this rate.
-        let limit = rate as f64 * (hours * crate::budget::HOUR_MS) as f64 / std::f64::consts::LN_2;
-        if limit <= budget_ms as f64 {
+        // Decayed usage u(t) = u0 2^(-t/h) + L (1 - 2^(-t/h)), tending to
+        // L = rate x h / ln 2: below the budget B it never runs out, else
+        // it reaches B at t = h log2((L - u0) / (L - B)).
+        let h = (hours * crate::budget::HOUR_MS) as f64;
+        let limit = rate as f64 * h / std::f64::consts::LN_2;
+        let (u0, b) = (used_ms as f64, budget_ms as f64);
+        if limit <= b {
             return None;
         }
+        let t = h * ((limit - u0) / (limit - b)).log2();
+        return Some(now.plus_millis((t.ceil() as u64).max(1)));
     }
     Some(now.plus_millis((budget_ms - used_ms).div_ceil(rate).max(1)))
 }

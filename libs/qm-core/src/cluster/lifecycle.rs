@@ -552,8 +552,13 @@ impl Cluster {
                 (JobStatus::Failed, StatusReason::ShareDeleted)
             }
             AttemptOutcome::Cancelled => (JobStatus::Failed, StatusReason::Cancelled),
-            // A drill's stop spends no budget: it is the drill's, not the job's.
-            AttemptOutcome::PreemptedDrill => {
+            // A drill's stop spends no budget: it is the drill's, not the
+            // job's. Nor do a budget stop (its share's policy) and a
+            // rebalancing move (fairness between borrowers): neither may
+            // fail a job with few preemption retries.
+            AttemptOutcome::PreemptedDrill
+            | AttemptOutcome::PreemptedBudget
+            | AttemptOutcome::PreemptedRebalance => {
                 (JobStatus::Runnable, StatusReason::Requeued(outcome))
             }
             o if o.is_preemption() => {

@@ -33,9 +33,10 @@ pub(super) fn budget_gates(c: &Cluster, now: Time) -> Vec<Option<BudgetGate>> {
             let s = ShareIdx(u16::try_from(i).expect("share slots fit in u16"));
             c.budget_status(s, now).map(|status| BudgetGate {
                 status,
-                left_ms: status.budget.budget_ms() as i64
-                    - status.used_ms as i64
-                    - status.committed_ms as i64,
+                left_ms: i64::try_from(status.budget.budget_ms())
+                    .unwrap_or(i64::MAX)
+                    .saturating_sub(i64::try_from(status.used_ms).unwrap_or(i64::MAX))
+                    .saturating_sub(i64::try_from(status.committed_ms).unwrap_or(i64::MAX)),
             })
         })
         .collect()
@@ -57,8 +58,24 @@ fn borrowed_counts(keys: &[RunKey], entitlement: u32) -> BTreeMap<RunKey, u32> {
     out
 }
 
-fn seconds(ms: i64) -> u32 {
-    u32::try_from(ms.max(0) / 1000).unwrap_or(u32::MAX - 1)
+/// Whole instance-minutes of `ms`, rounded down (or up).
+fn minutes(ms: i64, up: bool) -> u32 {
+    let ms = ms.max(0).unsigned_abs();
+    let m = if up { ms.div_ceil(60_000) } else { ms / 60_000 };
+    u32::try_from(m).unwrap_or(u32::MAX - 1)
+}
+
+/// The longest expected run a budget holds back for one attempt (a year):
+/// a larger declared one counts as this (no overflow, no negative need).
+pub(crate) const MAX_EXPECTED_RUN_SECS: u64 = 366 * 24 * 3600;
+
+/// What a job that declares no expected run must find left to borrow
+/// under CHECKPOINT_AND_STOP, per instance it borrows: ten minutes, or a
+/// quarter of a smaller budget. Without it such a job would start on the
+/// first millisecond of refill and be stopped at once, again and again.
+fn unbounded_floor_ms(budget_ms: u64, instances: u32) -> i64 {
+    let per = (10 * 60_000).min(budget_ms / 4).max(1);
+    i64::try_from(per.saturating_mul(u64::from(instances))).unwrap_or(i64::MAX)
 }
 
 impl Pass<'_> {
@@ -95,14 +112,30 @@ impl Pass<'_> {
                 if view.used[i] <= entitlement {
                     continue;
                 }
+                let mut stopped: Vec<RunKey> = Vec::new();
                 for key in borrowed_jobs(&self.projected_running(s, t), entitlement) {
                     let job = self.job(key.job);
                     if job.stopping.is_some() || !job.status.holds_instances() {
                         continue;
                     }
+                    self.views[t.index()].used[i] -= key.count;
+                    stopped.push(key);
+                }
+                // Only what brings the share within its entitlement: a job
+                // that fits once the others are gone keeps running (the
+                // higher-priority ones first).
+                stopped.retain(|key| {
+                    let used = &mut self.views[t.index()].used[i];
+                    if *used + key.count <= entitlement {
+                        *used += key.count;
+                        false
+                    } else {
+                        true
+                    }
+                });
+                for key in stopped {
                     self.budget_stops.push(key.job);
                     self.removed.insert(key.job);
-                    self.views[t.index()].used[i] -= key.count;
                 }
             }
         }
@@ -138,8 +171,9 @@ impl Pass<'_> {
                 continue;
             }
             let secs = self.job(key.job).spec.expected_runtime_secs()?;
-            let end = key.started.plus_secs(secs);
-            need += (end.millis_since(self.now).saturating_mul(u64::from(more))) as i64;
+            let end = key.started.plus_secs(secs.min(MAX_EXPECTED_RUN_SECS));
+            let ms = end.millis_since(self.now).saturating_mul(u64::from(more));
+            need = need.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX));
         }
         Some(need)
     }
@@ -156,11 +190,14 @@ impl Pass<'_> {
             return Ok(());
         };
         let need = self.budget_need(job, used, entitlement);
+        let borrowed = (used + job.spec.count).saturating_sub(used.max(entitlement));
+        let floor = unbounded_floor_ms(gate.status.budget.budget_ms(), borrowed);
         let fits = match need {
             _ if gate.status.exhausted() => false,
             Some(n) => n <= gate.left_ms,
             None => {
-                gate.status.on_exhausted == OnBudgetExhausted::CheckpointAndStop && gate.left_ms > 0
+                gate.status.on_exhausted == OnBudgetExhausted::CheckpointAndStop
+                    && gate.left_ms >= floor
             }
         };
         if fits {
@@ -173,7 +210,10 @@ impl Pass<'_> {
         let refills = match need {
             None if st.on_exhausted == OnBudgetExhausted::Finish => None,
             need => {
-                let level = st.used_ms as i64 + gate.left_ms - need.unwrap_or(1).max(1);
+                let want = need.unwrap_or(floor).max(1);
+                let level = (st.used_ms as i64)
+                    .saturating_add(gate.left_ms)
+                    .saturating_sub(want);
                 let empty = crate::budget::BudgetUse::default();
                 self.c
                     .budget_use
@@ -187,10 +227,10 @@ impl Pass<'_> {
             self.wake(at);
         }
         Err(WaitReason::BorrowBudget {
-            left_s: seconds(gate.left_ms),
-            need_s: need.map_or(u32::MAX, seconds),
-            refills_at_s: refills.map_or(u32::MAX, |t| {
-                u32::try_from(t.0.div_ceil(1000)).unwrap_or(u32::MAX - 1)
+            left_min: minutes(gate.left_ms, false),
+            need_min: need.map_or(u32::MAX, |n| minutes(n, true)),
+            refills_at_min: refills.map_or(u32::MAX, |t| {
+                u32::try_from(t.0.div_ceil(60_000)).unwrap_or(u32::MAX - 1)
             }),
         })
     }
@@ -199,12 +239,32 @@ impl Pass<'_> {
     /// of the pass (`used` before it was admitted).
     pub(super) fn promise_budget(&mut self, job: &Job, used: u32, entitlement: u32) {
         let s = job.spec.share.index();
-        if self.budgets.get(s).is_none_or(Option::is_none) {
+        let Some(Some(gate)) = self.budgets.get(s) else {
             return;
-        }
-        let need = self.budget_need(job, used, entitlement).unwrap_or(0);
+        };
+        let borrowed = (used + job.spec.count).saturating_sub(used.max(entitlement));
+        let floor = unbounded_floor_ms(gate.status.budget.budget_ms(), borrowed);
+        let need = match self.budget_need(job, used, entitlement) {
+            Some(n) => n,
+            None if borrowed > 0 => floor,
+            None => 0,
+        };
         if let Some(Some(gate)) = self.budgets.get_mut(s) {
-            gate.left_ms -= need;
+            gate.left_ms = gate.left_ms.saturating_sub(need);
+        }
+        if need != 0 {
+            self.budget_promised.insert(job.id, need);
+        }
+    }
+
+    /// An admitted job taken back in the same pass gives its need back.
+    pub(super) fn unpromise_budget(&mut self, id: JobId) {
+        let Some(need) = self.budget_promised.remove(&id) else {
+            return;
+        };
+        let s = self.job(id).spec.share.index();
+        if let Some(Some(gate)) = self.budgets.get_mut(s) {
+            gate.left_ms = gate.left_ms.saturating_add(need);
         }
     }
 }

@@ -29,6 +29,7 @@ impl Pass<'_> {
                 }
                 self.removed.remove(&v.key.job);
                 self.promise_runtime(v.key.job, true);
+                self.unpromise_budget(v.key.job);
                 self.admitted_order.retain(|(j, _)| *j != v.key.job);
                 if let Some(keys) = self.added.get_mut(&(v.share, t)) {
                     keys.retain(|k| k.job != v.key.job);

@@ -47,6 +47,7 @@ mod runtime;
 mod sweep;
 mod view;
 
+pub(crate) use budget::MAX_EXPECTED_RUN_SECS;
 use fit::borrow_gates;
 use view::TypeView;
 
@@ -202,6 +203,8 @@ struct Pass<'a> {
     /// Per share slot: its borrowing budget (`budget.rs`); empty when no
     /// share has one.
     budgets: Vec<Option<budget::BudgetGate>>,
+    /// What each job admitted in this pass took from its share's budget.
+    budget_promised: BTreeMap<JobId, i64>,
     /// Under FAIR_SHARE, per share slot: its recent borrowing (instances on
     /// average over a half-life); empty under FIFO.
     fair_recent: Vec<f64>,
@@ -293,6 +296,7 @@ impl<'a> Pass<'a> {
             drill_stops: Vec::new(),
             budget_stops: Vec::new(),
             budgets,
+            budget_promised: BTreeMap::new(),
             fair_recent: if c.idle_assignment == crate::config::IdleAssignment::FairShare {
                 (0..shares)
                     .map(|i| c.fair_recent(ShareIdx(i as u16), now))

@@ -228,9 +228,14 @@ pub struct QuotaShare {
     /// 1-100 (default 1): its part of idle capacity under FAIR_SHARE.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fair_share_weight: Option<u32>,
-    /// The share group it belongs to (`shareGroups` of its queue).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub share_group: Option<String>,
+    /// The share group it belongs to (`shareGroups` of its queue); `null`
+    /// in an update takes it out of its group.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub share_group: Option<Option<String>>,
 }
 
 /// `CreateJobQueue` / `UpdateJobQueue`.
