@@ -241,7 +241,8 @@ mod tests {
     #[test]
     fn an_update_keeps_what_it_does_not_name_and_null_removes_a_budget() {
         let mut share: QuotaShare = serde_json::from_str(
-            r#"{"quotaShareName":"QS1","capacityLimits":[],"workloadClasses":[{"name":"a","priorityBand":{"min":0,"max":9}}],
+            r#"{"quotaShareName":"QS1","capacityLimits":[{"capacityUnit":"t","maxCapacity":1}],
+               "resourceSharingConfiguration":{"strategy":"LEND_AND_BORROW"},"workloadClasses":[{"name":"a","priorityBand":{"min":0,"max":9}}],
                "borrowBudget":{"instanceHours":5,"windowHours":24},"shareGroup":"dept"}"#,
         )
         .expect("a share");
@@ -274,6 +275,7 @@ mod tests {
         let core = qm_wire::to_core::share(&share, "quotaShares[0]", &mut problems);
         assert!(problems.is_empty(), "{problems:?}");
         assert_eq!(core.group, None);
-        assert!(qm_core::config::share_problems("quotaShares[0]", &core).is_empty());
+        let problems = qm_core::config::share_problems("quotaShares[0]", &core);
+        assert!(problems.is_empty(), "{problems:?}");
     }
 }
