@@ -413,6 +413,10 @@ pub struct Job {
     pub runnable_since: Time,
     pub attempts: Vec<Attempt>,
     pub preempted_attempts: u32,
+    /// Of those, stops that spend no preemption retry (a budget stop, a
+    /// rebalancing move).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub free_preemptions: u32,
     pub failed_attempts: u32,
     pub host_lost_attempts: u32,
     /// Set while a stop is in progress.
@@ -433,6 +437,10 @@ pub struct Job {
     pub borrow_bar: Option<crate::class::BorrowBar>,
 }
 
+fn is_zero_u32(v: &u32) -> bool {
+    *v == 0
+}
+
 impl Job {
     /// A job submitted at `now`: SUBMITTED, with no attempt yet.
     pub fn new(id: JobId, spec: JobSpec, now: Time) -> Job {
@@ -445,6 +453,7 @@ impl Job {
             runnable_since: now,
             attempts: Vec::new(),
             preempted_attempts: 0,
+            free_preemptions: 0,
             failed_attempts: 0,
             host_lost_attempts: 0,
             stopping: None,
@@ -565,6 +574,7 @@ mod tests {
                 attempt(4, None),
             ],
             preempted_attempts: 1,
+            free_preemptions: 0,
             failed_attempts: 1,
             host_lost_attempts: 1,
             stopping: None,

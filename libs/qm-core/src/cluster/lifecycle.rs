@@ -553,20 +553,23 @@ impl Cluster {
             }
             AttemptOutcome::Cancelled => (JobStatus::Failed, StatusReason::Cancelled),
             // A drill's stop spends no budget: it is the drill's, not the
-            // job's. Nor do a budget stop (its share's policy) and a
-            // rebalancing move (fairness between borrowers): neither may
-            // fail a job with few preemption retries.
-            AttemptOutcome::PreemptedDrill
-            | AttemptOutcome::PreemptedBudget
-            | AttemptOutcome::PreemptedRebalance => {
+            // job's.
+            AttemptOutcome::PreemptedDrill => {
+                (JobStatus::Runnable, StatusReason::Requeued(outcome))
+            }
+            // A budget stop (its share's policy) and a rebalancing move
+            // (fairness between borrowers) are preemptions, counted as
+            // such, but spend no retry: neither may fail a job.
+            AttemptOutcome::PreemptedBudget | AttemptOutcome::PreemptedRebalance => {
+                job.preempted_attempts += 1;
+                job.free_preemptions += 1;
                 (JobStatus::Runnable, StatusReason::Requeued(outcome))
             }
             o if o.is_preemption() => {
                 job.preempted_attempts += 1;
-                let spent = job
-                    .spec
-                    .preemption_retries
-                    .is_some_and(|max| job.preempted_attempts > max);
+                let spent = job.spec.preemption_retries.is_some_and(|max| {
+                    job.preempted_attempts.saturating_sub(job.free_preemptions) > max
+                });
                 if spent {
                     (
                         JobStatus::Failed,
