@@ -363,6 +363,12 @@ fn a_budget_stop_spends_no_preemption_retry() {
         JobStatus::Runnable,
         "requeued, not failed"
     );
+    let job = w.c.job(w.id("fragile")).expect("job");
+    assert_eq!(
+        (job.preempted_attempts, job.free_preemptions),
+        (1, 1),
+        "counted as a preemption, not as a spent retry"
+    );
 }
 
 #[test]
