@@ -465,6 +465,11 @@ async fn a_container_dies_with_its_executor_and_a_restart_reconciles() {
     );
     stack.stop_all();
     let _ = docker(&["rm", "-f", &leftover]);
+    // The long job still runs in its container (the executor was only
+    // asked to drain): the test removes what it started.
+    for id in containers_of(&stack, "node-1") {
+        let _ = docker(&["rm", "-f", &id]);
+    }
 }
 
 /// Milliseconds since the Unix epoch of the engine's RFC 3339 time
