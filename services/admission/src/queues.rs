@@ -18,61 +18,36 @@ pub(crate) fn config_key(queue: &str) -> String {
     format!("queue.{queue}")
 }
 
-/// `UpdateQuotaShare`: only the fields given change.
+/// `UpdateQuotaShare`: the fields the update states replace the stored
+/// ones, as a JSON merge patch over the share's document (absent: kept,
+/// `null`: removed), so no field of the share, AWS's or Quartermaster's,
+/// can be left out of an update. Removing the budget removes what it did
+/// when spent, unless the update states that too.
 pub(crate) fn merge_share(share: &mut QuotaShare, update: &QuotaShare) {
-    if update.state.is_some() {
-        share.state.clone_from(&update.state);
+    use serde_json::Value;
+    let (Ok(Value::Object(mut doc)), Ok(Value::Object(patch))) =
+        (serde_json::to_value(&*share), serde_json::to_value(update))
+    else {
+        return;
+    };
+    if patch.get("borrowBudget").is_some_and(Value::is_null)
+        && !patch.contains_key("onBudgetExhausted")
+    {
+        doc.remove("onBudgetExhausted");
     }
-    if update.capacity_limits.is_some() {
-        share.capacity_limits.clone_from(&update.capacity_limits);
-    }
-    if update.resource_sharing_configuration.is_some() {
-        share
-            .resource_sharing_configuration
-            .clone_from(&update.resource_sharing_configuration);
-    }
-    if update.preemption_configuration.is_some() {
-        share
-            .preemption_configuration
-            .clone_from(&update.preemption_configuration);
-    }
-    if update.protections.is_some() {
-        share.protections.clone_from(&update.protections);
-    }
-    // Quartermaster's own fields, likewise.
-    macro_rules! given {
-        ($($field:ident),*) => {$(
-            if update.$field.is_some() {
-                share.$field.clone_from(&update.$field);
-            }
-        )*};
-    }
-    given!(
-        checkpoint_s3_prefixes,
-        image_prefixes,
-        input_s3_prefixes,
-        run_as_non_root,
-        workload_classes,
-        default_workload_class,
-        on_budget_exhausted,
-        fair_share_weight
-    );
-    // `null` removes (absent from the stored document).
-    match &update.borrow_budget {
-        Some(None) => {
-            share.borrow_budget = None;
-            // ... and with it what it did when spent, unless also given.
-            if update.on_budget_exhausted.is_none() {
-                share.on_budget_exhausted = None;
-            }
+    for (key, value) in patch {
+        if matches!(key.as_str(), "jobQueue" | "quotaShareName") {
+            continue; // the share's identity, not a setting
         }
-        Some(Some(b)) => share.borrow_budget = Some(Some(b.clone())),
-        None => {}
+        if value.is_null() {
+            doc.remove(&key);
+        } else {
+            doc.insert(key, value);
+        }
     }
-    match &update.share_group {
-        Some(None) => share.share_group = None,
-        Some(Some(g)) => share.share_group = Some(Some(g.clone())),
-        None => {}
+    match serde_json::from_value(Value::Object(doc)) {
+        Ok(merged) => *share = merged,
+        Err(e) => tracing::error!(error = %e, "a merged share does not read back; update ignored"),
     }
 }
 
@@ -247,11 +222,18 @@ mod tests {
         )
         .expect("a share");
         let update: QuotaShare = serde_json::from_str(
-            r#"{"quotaShareName":"QS1","fairShareWeight":3,"onBudgetExhausted":"CHECKPOINT_AND_STOP"}"#,
+            r#"{"quotaShareName":"QS1","state":"DISABLED","fairShareWeight":3,"onBudgetExhausted":"CHECKPOINT_AND_STOP"}"#,
         )
         .expect("an update");
         merge_share(&mut share, &update);
         assert_eq!(share.fair_share_weight, Some(3));
+        assert_eq!(share.state.as_deref(), Some("DISABLED"));
+        assert_eq!(
+            share.capacity_limits.as_ref().map(Vec::len),
+            Some(1),
+            "kept"
+        );
+        assert_eq!(share.quota_share_name, "QS1");
         assert_eq!(
             share.on_budget_exhausted.as_deref(),
             Some("CHECKPOINT_AND_STOP")
