@@ -1168,11 +1168,21 @@ impl Stack {
     /// updates answer TRANSIENT until some scheduler does, and a test must
     /// not race the services' start-up.
     pub async fn wait_leader(&self, name: &str) {
+        self.wait_log(name, "became the scheduler leader").await;
+    }
+
+    /// Waits until scheduler `name` stands by, following the log.
+    pub async fn wait_standing_by(&self, name: &str) {
+        self.wait_log(name, "standing by: following the log").await;
+    }
+
+    /// Waits (60 s at most) until `name`'s log holds `text`.
+    async fn wait_log(&self, name: &str, text: &str) {
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        while !self.log_of(name).contains("became the scheduler leader") {
+        while !self.log_of(name).contains(text) {
             assert!(
                 std::time::Instant::now() < deadline,
-                "{name} did not become the leader within 60 s\n{}",
+                "{name} did not log {text:?} within 60 s\n{}",
                 self.logs()
             );
             tokio::time::sleep(Duration::from_millis(50)).await;

@@ -279,14 +279,7 @@ async fn a_standby_takes_over_from_a_killed_leader_at_once_not_after_its_lease()
     stack.executor("node-1", "training", "ml.g5.xlarge", 2);
     let (long, expected) = long_job_running(&stack, "200").await;
     // The standby follows the log: it has read the long job's start.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !stack
-        .log_of("scheduler-2")
-        .contains("standing by: following the log")
-    {
-        assert!(Instant::now() < deadline, "{}", stack.logs());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    stack.wait_standing_by("scheduler-2").await;
     stack.signal("scheduler-1", "KILL");
     let next = stack
         .submit(&trainer_job(

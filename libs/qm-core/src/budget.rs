@@ -8,19 +8,24 @@
 //! together.
 //!
 //! The rules (ADR 0015):
-//! - **Safe admission.** A job starts on borrowed capacity only if its
-//!   expected run (its estimate, else its `attemptDurationSeconds`, the
-//!   gateway's `MaxRuntimeInSeconds`) times the instances it borrows fits in
-//!   what is left: the budget, less what the window holds, less what the
-//!   share's running borrowed jobs are still expected to use. Its reason
-//!   says how much is left and when enough refills.
+//! - **Safe admission.** A job starts on borrowed capacity only if what
+//!   it makes borrowed (its own instances, or lower-priority jobs it pushes
+//!   beyond the entitlement), times each one's expected run (an estimate,
+//!   else `attemptDurationSeconds`, the gateway's `MaxRuntimeInSeconds`; a
+//!   year at most), fits in what is left: the budget, less what the window
+//!   holds, less what the share's running borrowed jobs are still expected
+//!   to use, less what the pass already admitted. Its reason says how much
+//!   is left and when enough refills.
 //! - **Jobs without an expected run.** Under `onBudgetExhausted: FINISH`
 //!   they never borrow (nothing bounds them); under `CHECKPOINT_AND_STOP`
-//!   they borrow while any budget is left, and are stopped when it is spent.
+//!   they borrow while ten instance-minutes per borrowed instance (or a
+//!   quarter of a smaller budget) are left, and are stopped when it is
+//!   spent.
 //! - **Exhaustion.** Once the window holds the whole budget, `FINISH` lets
-//!   running borrowed jobs end; `CHECKPOINT_AND_STOP` preempts them
-//!   (checkpoint first, then requeue, outcome `PREEMPTED_BUDGET`), at the
-//!   exact moment the budget runs out.
+//!   running borrowed jobs end; `CHECKPOINT_AND_STOP` stops as many of them
+//!   as bring the share within its entitlement (checkpoint first, then
+//!   requeue, outcome `PREEMPTED_BUDGET`, no preemption retry spent), in a
+//!   pass at the moment the budget runs out.
 //!
 //! Usage counts from when the budget is set; it is kept per share in the
 //! state (snapshots carry it), accrued with the usage ledger, so every

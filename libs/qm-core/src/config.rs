@@ -180,7 +180,7 @@ fn is_one(v: &u32) -> bool {
     *v == 1
 }
 
-fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+pub(crate) fn is_default<T: Default + PartialEq>(v: &T) -> bool {
     *v == T::default()
 }
 
@@ -263,11 +263,11 @@ pub struct QueueConfig {
 /// Longest `fairShareRebalanceSeconds` (a week).
 pub const MAX_REBALANCE_SECS: u64 = 7 * 24 * 3600;
 
-fn half_life() -> u64 {
+pub(crate) fn half_life() -> u64 {
     DEFAULT_FAIR_SHARE_HALF_LIFE_HOURS
 }
 
-fn is_half_life(v: &u64) -> bool {
+pub(crate) fn is_half_life(v: &u64) -> bool {
     *v == DEFAULT_FAIR_SHARE_HALF_LIFE_HOURS
 }
 

@@ -304,7 +304,7 @@ pub fn check_plan(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
             );
         }
     }
-    check_budgets(before, plan)?;
+    check_budgets(before, plan, &after)?;
     let admitted: BTreeSet<JobId> = plan
         .starts
         .iter()
@@ -739,7 +739,7 @@ fn check_reclaim_complete(
 /// on borrowed capacity of a `CHECKPOINT_AND_STOP` share whose budget is
 /// spent, and no job starts on borrowed capacity of a share whose budget
 /// is spent.
-fn check_budgets(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
+fn check_budgets(before: &Cluster, plan: &Plan, after: &Cluster) -> Result<(), Violation> {
     use crate::budget::OnBudgetExhausted;
     let now = plan.now;
     for id in &plan.budget_stops {
@@ -763,8 +763,6 @@ fn check_budgets(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
     }
     // A spent CHECKPOINT_AND_STOP share keeps nothing running beyond its
     // entitlement once the plan's stops complete.
-    let mut after = before.clone();
-    after.apply(plan);
     for s in before.share_indices() {
         let spent = before.budget_status(s, now).is_some_and(|b| {
             b.exhausted() && b.on_exhausted == OnBudgetExhausted::CheckpointAndStop

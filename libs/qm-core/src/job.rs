@@ -415,7 +415,7 @@ pub struct Job {
     pub preempted_attempts: u32,
     /// Of those, stops that spend no preemption retry (a budget stop, a
     /// rebalancing move).
-    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    #[serde(default, skip_serializing_if = "crate::config::is_default")]
     pub free_preemptions: u32,
     pub failed_attempts: u32,
     pub host_lost_attempts: u32,
@@ -435,10 +435,6 @@ pub struct Job {
     /// file it by this).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub borrow_bar: Option<crate::class::BorrowBar>,
-}
-
-fn is_zero_u32(v: &u32) -> bool {
-    *v == 0
 }
 
 impl Job {

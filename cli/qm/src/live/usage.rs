@@ -167,17 +167,6 @@ pub async fn show_usage(
     Ok(())
 }
 
-/// `2026-12-06 14:05 UTC` of a time in ms since the Unix epoch.
-fn utc_minute(ms: u64) -> String {
-    let of_day = ms % 86_400_000 / 60_000;
-    format!(
-        "{} {:02}:{:02} UTC",
-        qm_wire::dates::utc_date(ms),
-        of_day / 60,
-        of_day % 60
-    )
-}
-
 /// The borrowing budgets' burn-down (`qm usage`, `qm snapshot`): empty
 /// when no share shown has a budget.
 pub fn render_budgets(budgets: &[BudgetBurnDown]) -> String {
@@ -215,14 +204,14 @@ pub fn render_budgets(budgets: &[BudgetBurnDown]) -> String {
             ));
         }
         if let Some(at) = b.exhausts_at {
-            when.push(format!("spent at {} at this rate", utc_minute(at)));
+            when.push(format!("spent at {} at this rate", super::rfc3339(at)));
         } else if b.left_instance_hours <= 0.0 {
             when.push("spent: nothing borrows until it refills".into());
         }
         if let Some(at) = b.refills_at {
             when.push(format!(
                 "the next hour leaves the window at {}",
-                utc_minute(at)
+                super::rfc3339(at)
             ));
         }
         if !when.is_empty() {
@@ -266,7 +255,7 @@ mod tests {
         let text = render_budgets(&[b]);
         assert!(text.contains("[##########..........] 5.00 used, 1.00 committed, 5.00 left of 10 per 24 h; CHECKPOINT_AND_STOP"), "{text}");
         assert!(
-            text.contains("borrowing 2 instance(s) now; spent at 2026-12-06 09:00 UTC"),
+            text.contains("borrowing 2 instance(s) now; spent at 2026-12-06T09:00:00.000Z"),
             "{text}"
         );
         assert_eq!(render_budgets(&[]), "");

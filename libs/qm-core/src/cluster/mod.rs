@@ -31,18 +31,6 @@ use crate::reason::{NeverFits, StatusReason, WaitReason};
 use crate::table::JobTable;
 use crate::time::Time;
 
-fn is_fifo(v: &config::IdleAssignment) -> bool {
-    *v == config::IdleAssignment::Fifo
-}
-
-fn default_half_life() -> u64 {
-    config::DEFAULT_FAIR_SHARE_HALF_LIFE_HOURS
-}
-
-fn is_default_half_life(v: &u64) -> bool {
-    *v == config::DEFAULT_FAIR_SHARE_HALF_LIFE_HOURS
-}
-
 /// How many times a job may lose its host before it fails, by default.
 pub const DEFAULT_HOST_LOST_CAP: u32 = 5;
 
@@ -160,11 +148,11 @@ pub struct Cluster {
     #[serde(default)]
     pub(crate) checkpoint_before_preempt_secs: u64,
     /// How lendable capacity goes to borrowers, and FAIR_SHARE's memory.
-    #[serde(default, skip_serializing_if = "is_fifo")]
+    #[serde(default, skip_serializing_if = "config::is_default")]
     pub(crate) idle_assignment: config::IdleAssignment,
     #[serde(
-        default = "default_half_life",
-        skip_serializing_if = "is_default_half_life"
+        default = "config::half_life",
+        skip_serializing_if = "config::is_half_life"
     )]
     pub(crate) fair_share_half_life_hours: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -190,7 +190,7 @@ impl Pass<'_> {
             return Ok(());
         };
         let need = self.budget_need(job, used, entitlement);
-        let borrowed = (used + job.spec.count).saturating_sub(used.max(entitlement));
+        let borrowed = newly_borrowed(used, job.spec.count, entitlement);
         let floor = unbounded_floor_ms(gate.status.budget.budget_ms(), borrowed);
         let fits = match need {
             _ if gate.status.exhausted() => false,
@@ -242,7 +242,7 @@ impl Pass<'_> {
         let Some(Some(gate)) = self.budgets.get(s) else {
             return;
         };
-        let borrowed = (used + job.spec.count).saturating_sub(used.max(entitlement));
+        let borrowed = newly_borrowed(used, job.spec.count, entitlement);
         let floor = unbounded_floor_ms(gate.status.budget.budget_ms(), borrowed);
         let need = match self.budget_need(job, used, entitlement) {
             Some(n) => n,

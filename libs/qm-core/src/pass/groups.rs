@@ -42,7 +42,7 @@ impl Pass<'_> {
         let (borrowed, entitlement) = self.group_borrowed(g, t);
         let view = &self.views[t.index()];
         let (used, own) = (view.used[s.index()], view.entitlement[s.index()]);
-        let more = (used + count).saturating_sub(used.max(own));
+        let more = newly_borrowed(used, count, own);
         let limit = self.c.groups[g].borrow_cap(entitlement);
         if borrowed + more > limit {
             return Err(WaitReason::GroupBorrowLimitReached { borrowed, limit });

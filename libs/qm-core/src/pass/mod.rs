@@ -66,6 +66,13 @@ const DEBUG_CHECK_MAX_JOBS: usize = 2_000;
 /// Most never-explained waiting jobs a pass gives a reason to.
 const EXPLAIN_PER_PASS: usize = 64;
 
+/// Instances a job of `count` makes its share borrow when the share holds
+/// `used` of `entitlement`: what goes beyond the entitlement that was not
+/// beyond it already.
+pub(crate) fn newly_borrowed(used: u32, count: u32, entitlement: u32) -> u32 {
+    (used + count).saturating_sub(used.max(entitlement))
+}
+
 /// A job to start now, and where.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Start {

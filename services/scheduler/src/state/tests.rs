@@ -13,12 +13,25 @@ fn doc() -> QueueDocument {
 
 /// The training queue's configuration, as admission stores it.
 fn config() -> LogEntry {
+    config_of(doc())
+}
+
+fn config_of(queue: QueueDocument) -> LogEntry {
     LogEntry::Config {
-        queue: doc(),
+        queue,
         revision: 1,
         principal: None,
         operation: None,
     }
+}
+
+/// The same three shares with fairness over time
+/// (`examples/queues/fairness.yaml`: FAIR_SHARE, a department), QS1's
+/// budget cut to 18 instance-seconds so that it runs out within a test.
+fn fairness_config() -> LogEntry {
+    let text = include_str!("../../../../examples/queues/fairness.yaml")
+        .replace("instanceHours: 24", "instanceHours: 0.005");
+    config_of(serde_yaml_ng::from_str(&text).expect("queue document"))
 }
 
 fn submit(name: &str, share: &str, priority: u32) -> SubmitServiceJob {
@@ -901,7 +914,14 @@ fn lagging_leader(ops: &[(u8, u8)]) -> (Vec<Logged>, Vec<Cut>) {
         log.push(l.clone());
         l
     };
-    let setup = [config(), node_1_with_three()];
+    // Half the histories run the queue with a budget, FAIR_SHARE and a
+    // group: their counts must survive snapshots and replays too.
+    let queue = if ops.first().is_some_and(|(op, _)| op % 2 == 1) {
+        fairness_config()
+    } else {
+        config()
+    };
+    let setup = [queue, node_1_with_three()];
     for entry in setup {
         let l = store(&mut log, &mut seq, None, entry, t);
         waiting.push_back(l);
