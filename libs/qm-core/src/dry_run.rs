@@ -112,11 +112,14 @@ pub enum JobOutlook {
     },
     /// It starts once these jobs have stopped, preempted for it.
     Preempts { victims: Vec<Victim> },
-    /// It waits: why, and the RUNNABLE jobs of its share and type ahead of
-    /// it in line (first few).
+    /// It waits: why, the RUNNABLE jobs of its share and type ahead of it
+    /// in line (first few), how many are ahead in all, and when it is
+    /// expected to start ([`Cluster::projected_start`]).
     Waits {
         reason: crate::reason::WaitReason,
         ahead: Vec<JobId>,
+        position: usize,
+        estimate: crate::outlook::StartEstimate,
     },
     /// It is not RUNNABLE (running, finished): nothing to foresee.
     NotWaiting(crate::job::JobStatus),
@@ -196,12 +199,22 @@ impl Cluster {
             .map(|(_, r)| *r)
             .or_else(|| self.explain(id, now))
             .unwrap_or(crate::reason::WaitReason::Queued);
-        let ahead = self
+        let line: Vec<JobId> = self
             .runnable_in_order(s, t)
             .into_iter()
             .take_while(|j| *j != id)
-            .take(AHEAD_SHOWN)
             .collect();
-        JobOutlook::Waits { reason, ahead }
+        let estimate = self.projected_start(id, now).unwrap_or(
+            crate::outlook::StartEstimate::Unknown {
+                without_estimate: 0,
+                beyond: None,
+            },
+        );
+        JobOutlook::Waits {
+            reason,
+            position: line.len(),
+            ahead: line.into_iter().take(AHEAD_SHOWN).collect(),
+            estimate,
+        }
     }
 }

@@ -23,6 +23,7 @@ pub mod invariants;
 pub mod job;
 pub mod ledger;
 pub mod nodes;
+pub mod outlook;
 pub mod pass;
 pub mod reason;
 pub mod runtime;

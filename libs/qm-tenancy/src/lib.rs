@@ -73,6 +73,12 @@ pub struct Services {
     /// principals `awsAccessKeys` names, and for no one else.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gateway: Vec<String>,
+    /// Principals of web console instances (`qm-console`): they may speak
+    /// for the people (admins, readers, team users) who signed in to them,
+    /// and for no service; they read every event to push live updates,
+    /// each filtered to what its viewer may read (ADR 0018).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub console: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -117,6 +123,7 @@ pub enum Role {
     Executor(ExecutorIdentity),
     Checkpoint(CheckpointIdentity),
     Gateway,
+    Console,
 }
 
 impl Role {
@@ -131,6 +138,7 @@ impl Role {
             Role::Executor(_) => "executor".into(),
             Role::Checkpoint(_) => "checkpoint service".into(),
             Role::Gateway => "AWS Batch gateway".into(),
+            Role::Console => "web console".into(),
         }
     }
 }
@@ -254,6 +262,9 @@ impl Tenancy {
         for (i, a) in s.scheduler.iter().enumerate() {
             principal(&mut p, a, format!("services.scheduler[{i}]"));
         }
+        for (i, a) in s.console.iter().enumerate() {
+            principal(&mut p, a, format!("services.console[{i}]"));
+        }
         for (i, a) in s.gateway.iter().enumerate() {
             principal(&mut p, a, format!("services.gateway[{i}]"));
         }
@@ -352,6 +363,17 @@ impl Tenancy {
         }
     }
 
+    /// The caller a web console request speaks for: any person (admin,
+    /// reader, team user) who signed in to it, never a service (ADR 0018).
+    pub fn console_speaks_for(&self, principal: &str) -> Result<Caller, Denied> {
+        match self.caller(principal) {
+            Some(caller) if self.may_be_spoken_for(principal) => Ok(caller),
+            _ => Err(Denied(format!(
+                "the console may not act for {principal:?}: only admins, readers and team users sign in to it"
+            ))),
+        }
+    }
+
     /// The role of `principal`, if the file declares it.
     pub fn role(&self, principal: &str) -> Option<Role> {
         if self.admins.iter().any(|a| a == principal) {
@@ -384,6 +406,9 @@ impl Tenancy {
         if s.gateway.iter().any(|a| a == principal) {
             return Some(Role::Gateway);
         }
+        if s.console.iter().any(|a| a == principal) {
+            return Some(Role::Console);
+        }
         None
     }
 
@@ -401,6 +426,7 @@ impl Tenancy {
         all.extend(s.executors.keys().cloned());
         all.extend(s.checkpoint.keys().cloned());
         all.extend(s.gateway.iter().cloned());
+        all.extend(s.console.iter().cloned());
         all.into_iter().collect()
     }
 

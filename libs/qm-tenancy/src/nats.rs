@@ -211,6 +211,13 @@ pub fn permissions(tenancy: &Tenancy, principal: &str) -> Option<Permissions> {
                 kv_writer(name, p);
             }
         }
+        Role::Console => {
+            // Its own API subject (admission believes its Qm-Caller header
+            // only there, and only for people), and every event, which it
+            // filters per viewer by the same rules as the API.
+            perms.publish.push(api(principal));
+            perms.subscribe.push("qm.v1.events.>".into());
+        }
         Role::Checkpoint(identity) => {
             perms.responds = true;
             let p = &mut perms.publish;

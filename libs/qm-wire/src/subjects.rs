@@ -148,10 +148,11 @@ pub enum Operation {
     ListResumeDrills,
     GetPolicyStabilityRecord,
     GetUsage,
+    GetReclaimExposure,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 26] = [
+    pub const ALL: [Operation; 27] = [
         Operation::SubmitServiceJob,
         Operation::DescribeServiceJob,
         Operation::ListServiceJobs,
@@ -178,6 +179,7 @@ impl Operation {
         Operation::ListResumeDrills,
         Operation::GetPolicyStabilityRecord,
         Operation::GetUsage,
+        Operation::GetReclaimExposure,
     ];
 
     pub fn name(self) -> &'static str {
@@ -208,6 +210,7 @@ impl Operation {
             Operation::ListResumeDrills => "ListResumeDrills",
             Operation::GetPolicyStabilityRecord => "GetPolicyStabilityRecord",
             Operation::GetUsage => "GetUsage",
+            Operation::GetReclaimExposure => "GetReclaimExposure",
         }
     }
 

@@ -635,6 +635,7 @@ pub enum SchedOperation {
     ListResumeDrills(crate::messages::ListResumeDrills),
     GetPolicyStabilityRecord(crate::messages::GetPolicyStabilityRecord),
     GetUsage(crate::messages::GetUsage),
+    GetReclaimExposure(crate::messages::GetReclaimExposure),
 }
 
 impl SchedOperation {
@@ -651,6 +652,7 @@ impl SchedOperation {
             SchedOperation::ListResumeDrills(_) => "ListResumeDrills",
             SchedOperation::GetPolicyStabilityRecord(_) => "GetPolicyStabilityRecord",
             SchedOperation::GetUsage(_) => "GetUsage",
+            SchedOperation::GetReclaimExposure(_) => "GetReclaimExposure",
         }
     }
 

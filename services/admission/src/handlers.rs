@@ -36,7 +36,11 @@ impl Admission {
     /// speak for it (ADR 0012). A `Qm-Caller` header anywhere else is
     /// ignored: the subject is what the NATS server vouches for.
     fn caller(&self, principal: &str, msg: &async_nats::Message) -> Result<Caller> {
-        if self.tenancy.role(principal) == Some(qm_tenancy::Role::Gateway) {
+        let relay = self.tenancy.role(principal);
+        if matches!(
+            relay,
+            Some(qm_tenancy::Role::Gateway | qm_tenancy::Role::Console)
+        ) {
             let named = msg
                 .headers
                 .as_ref()
@@ -46,12 +50,17 @@ impl Admission {
                 return Err(api::error(
                     ErrorCode::AccessDenied,
                     format!(
-                        "gateway {principal:?} sent a request without the {} header naming whom it acts for",
+                        "{} {principal:?} sent a request without the {} header naming whom it acts for",
+                        relay.as_ref().map_or_else(String::new, qm_tenancy::Role::label),
                         subjects::CALLER_HEADER
                     ),
                 ));
             };
-            return self.tenancy.spoken_for(&named).map_err(denied);
+            return if relay == Some(qm_tenancy::Role::Console) {
+                self.tenancy.console_speaks_for(&named).map_err(denied)
+            } else {
+                self.tenancy.spoken_for(&named).map_err(denied)
+            };
         }
         self.tenancy.caller(principal).ok_or_else(|| {
             api::error(
@@ -301,6 +310,17 @@ impl Admission {
                 // scheduler (both name a queue and perhaps a share).
                 let check = decode::<qm_wire::messages::ListResumeDrills>(p).and_then(|l| {
                     authorize_read(caller, &l.job_queue, l.quota_share_name.as_deref())
+                        .map_err(denied)
+                });
+                match check {
+                    Ok(()) => self.relay_reply(caller, op, &msg).await,
+                    Err(e) => respond::<()>(c, &msg, &Err(e)).await,
+                }
+            }
+            Operation::GetReclaimExposure => {
+                // Checked here first, and again by the scheduler.
+                let check = decode::<qm_wire::messages::GetReclaimExposure>(p).and_then(|g| {
+                    authorize_read(caller, &g.job_queue, Some(&g.quota_share_name))
                         .map_err(denied)
                 });
                 match check {

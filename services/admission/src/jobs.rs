@@ -338,6 +338,7 @@ impl Admission {
                 SchedOperation::GetPolicyStabilityRecord(decode(payload)?)
             }
             Operation::GetUsage => SchedOperation::GetUsage(decode(payload)?),
+            Operation::GetReclaimExposure => SchedOperation::GetReclaimExposure(decode(payload)?),
             other => {
                 return Err(api::error(
                     ErrorCode::Internal,

@@ -441,6 +441,55 @@ pub struct JobOutlook {
     /// WAITS: the jobs of its share and type ahead of it in line (first 5).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ahead: Vec<String>,
+    /// WAITS: how many jobs of its share and type are ahead of it in line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position_in_line: Option<u32>,
+    /// WAITS: when it is expected to start (ms since the Unix epoch), the
+    /// scheduling passes replayed forward with every running job ending
+    /// when it is expected to (its estimatedRuntimeSeconds, else its
+    /// attempt timeout). Absent when that cannot be foreseen
+    /// (`estimateNote` says why).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_start: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimate_note: Option<String>,
+    /// WAITS: what would let it start, in a sentence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unblock: Option<String>,
+}
+
+/// `GetReclaimExposure`: which of a share's jobs on borrowed capacity each
+/// lending share would preempt if it submitted now (reading the share).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GetReclaimExposure {
+    pub job_queue: String,
+    pub quota_share_name: String,
+}
+
+/// One lender's reclaim of one instance type.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LenderExposure {
+    pub lending_share: String,
+    pub instance_type: String,
+    /// Instances of the type it lends now.
+    pub lent: u32,
+    /// The share's jobs a submit of the lender's would stop, with the work
+    /// each would compute again.
+    #[serde(default)]
+    pub victims: Vec<OutlookVictim>,
+    /// Its submit would wait instead: why (the borrowed jobs are protected).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waits: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReclaimExposure {
+    pub job_queue: String,
+    pub quota_share_name: String,
+    pub exposures: Vec<LenderExposure>,
 }
 
 /// `StartResumeDrill`: runs `job` twice on its share's own capacity, one

@@ -132,6 +132,15 @@ impl Runner<'_> {
                 );
                 self.reply(msg.reply, r).await
             }
+            SchedOperation::GetReclaimExposure(g) => {
+                let r = allowed_read(caller, &g.job_queue, Some(&g.quota_share_name)).and_then(
+                    |()| {
+                        let may_read = |s: &str| readable(caller, &g.job_queue, s);
+                        self.state.reclaim_exposure(g, &may_read, now)
+                    },
+                );
+                self.reply(msg.reply, r).await
+            }
             SchedOperation::ListResumeDrills(l) => {
                 let r =
                     allowed_read(caller, &l.job_queue, l.quota_share_name.as_deref()).map(|()| {

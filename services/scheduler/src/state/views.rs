@@ -138,7 +138,7 @@ impl State {
         let outlook = cluster
             .dry_run_submit(spec, Time(now))
             .map_err(|e| format!("job rejected: {e}"))?;
-        Ok(self.outlook_view(&job.job_queue, &cluster, outlook, may_read))
+        Ok(self.outlook_view(&job.job_queue, &cluster, outlook, may_read, now))
     }
 
     /// A known job's queue and share.
@@ -159,9 +159,87 @@ impl State {
         let (q, id) = self.locate(job_id)?;
         let qs = &self.queues[&q];
         let outlook = qs.cluster.outlook(id, Time(now))?;
-        let mut view = self.outlook_view(&q, &qs.cluster, outlook, may_read);
+        let mut view = self.outlook_view(&q, &qs.cluster, outlook, may_read, now);
         view.job_id = Some(job_id.to_string());
         Some(view)
+    }
+
+    /// A job a placement would stop, named only as far as the caller may
+    /// read it.
+    fn victim_view(
+        &self,
+        q: &str,
+        cluster: &qm_core::Cluster,
+        v: qm_core::dry_run::Victim,
+        may_read: &dyn Fn(&str) -> bool,
+    ) -> qm_wire::messages::OutlookVictim {
+        let qs = &self.queues[q];
+        let share = cluster
+            .job(v.job)
+            .map(|job| cluster.share_config(job.spec.share).name.clone())
+            .unwrap_or_default();
+        qm_wire::messages::OutlookVictim {
+            job_id: qs
+                .meta
+                .get(&v.job)
+                .map_or_else(|| v.job.to_string(), |m| m.public_id.clone()),
+            job_name: may_read(&share)
+                .then(|| qs.meta.get(&v.job).map(|m| m.submit.job_name.clone()))
+                .flatten(),
+            quota_share_name: share,
+            kind: v.kind.as_str().into(),
+            work_at_risk_seconds: v.work_at_risk_ms as f64 / 1000.0,
+        }
+    }
+
+    /// `GetReclaimExposure`: which of a share's borrowed jobs each lender's
+    /// submit would stop now (`qm_core::outlook`).
+    pub fn reclaim_exposure(
+        &self,
+        g: &qm_wire::messages::GetReclaimExposure,
+        may_read: &dyn Fn(&str) -> bool,
+        now: u64,
+    ) -> Result<qm_wire::messages::ReclaimExposure, qm_wire::messages::ApiError> {
+        use qm_wire::messages::ErrorCode;
+        let not_found = |what: String| qm_service::api::error(ErrorCode::NotFound, what);
+        let qs = self
+            .queues
+            .get(&g.job_queue)
+            .ok_or_else(|| not_found(format!("no job queue {:?}", g.job_queue)))?;
+        let c = &qs.cluster;
+        let s = c.share_idx(&g.quota_share_name).ok_or_else(|| {
+            not_found(format!(
+                "no quota share {:?} in job queue {:?}",
+                g.quota_share_name, g.job_queue
+            ))
+        })?;
+        let public = |j: JobId| {
+            qs.meta
+                .get(&j)
+                .map_or_else(|| j.to_string(), |m| m.public_id.clone())
+        };
+        let exposures = c
+            .reclaim_exposure(s, Time(now))
+            .into_iter()
+            .map(|e| qm_wire::messages::LenderExposure {
+                lending_share: c.share_config(e.lender).name.clone(),
+                instance_type: c.type_name(e.instance_type).to_string(),
+                lent: e.lent,
+                victims: e
+                    .victims
+                    .into_iter()
+                    .map(|v| self.victim_view(&g.job_queue, c, v, may_read))
+                    .collect(),
+                waits: e
+                    .waits
+                    .map(|r| StatusReason::Waiting(r).render(&public)),
+            })
+            .collect();
+        Ok(qm_wire::messages::ReclaimExposure {
+            job_queue: g.job_queue.clone(),
+            quota_share_name: g.quota_share_name.clone(),
+            exposures,
+        })
     }
 
     fn outlook_view(
@@ -170,6 +248,7 @@ impl State {
         cluster: &qm_core::Cluster,
         outlook: qm_core::dry_run::JobOutlook,
         may_read: &dyn Fn(&str) -> bool,
+        now: u64,
     ) -> qm_wire::messages::JobOutlook {
         use qm_core::dry_run::JobOutlook as O;
         let qs = &self.queues[q];
@@ -177,12 +256,6 @@ impl State {
             qs.meta
                 .get(&j)
                 .map_or_else(|| j.to_string(), |m| m.public_id.clone())
-        };
-        let share_of = |j: JobId| {
-            cluster
-                .job(j)
-                .map(|job| cluster.share_config(job.spec.share).name.clone())
-                .unwrap_or_default()
         };
         let mut view = qm_wire::messages::JobOutlook::default();
         match outlook {
@@ -203,24 +276,40 @@ impl State {
                 view.outcome = "PREEMPTS".into();
                 view.victims = victims
                     .into_iter()
-                    .map(|v| {
-                        let share = share_of(v.job);
-                        qm_wire::messages::OutlookVictim {
-                            job_id: public(v.job),
-                            job_name: may_read(&share)
-                                .then(|| qs.meta.get(&v.job).map(|m| m.submit.job_name.clone()))
-                                .flatten(),
-                            quota_share_name: share,
-                            kind: v.kind.as_str().into(),
-                            work_at_risk_seconds: v.work_at_risk_ms as f64 / 1000.0,
-                        }
-                    })
+                    .map(|v| self.victim_view(q, cluster, v, may_read))
                     .collect();
             }
-            O::Waits { reason, ahead } => {
+            O::Waits {
+                reason,
+                ahead,
+                position,
+                estimate,
+            } => {
+                use qm_core::outlook::StartEstimate as E;
                 view.outcome = "WAITS".into();
                 view.status_reason = Some(StatusReason::Waiting(reason).render(&public));
+                view.unblock = Some(reason.unblock());
                 view.ahead = ahead.into_iter().map(public).collect();
+                view.position_in_line = Some(u32::try_from(position).unwrap_or(u32::MAX));
+                match estimate {
+                    E::Now => view.estimated_start = Some(now),
+                    E::At(t) => view.estimated_start = Some(t.as_millis()),
+                    E::Unknown {
+                        without_estimate,
+                        beyond,
+                    } => {
+                        view.estimate_note = Some(match beyond {
+                            Some(t) => format!(
+                                "not before {} ms: more than {} jobs end before it starts",
+                                t.as_millis(),
+                                qm_core::outlook::PROJECTION_ENDS
+                            ),
+                            None => format!(
+                                "unknown: {without_estimate} running job(s) hold what it needs and declare no estimatedRuntimeSeconds or attempt timeout"
+                            ),
+                        })
+                    }
+                }
             }
             O::NotWaiting(status) => {
                 view.outcome = "NOT_WAITING".into();
