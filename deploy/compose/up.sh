@@ -3,14 +3,16 @@
 #  1. credentials (first run only, kept afterwards) in deploy/compose/credentials/
 #     (QM_COMPOSE_CREDENTIALS): every principal's NATS key and the servers'
 #     authorization from the tenancy (`qm auth`, run from the qm image), the
-#     NATS cluster's route credentials, a metrics token, Garage's secrets and
-#     the checkpoint service's S3 key;
+#     NATS cluster's route credentials, a metrics token, Garage's secrets,
+#     the checkpoint service's S3 key and the console's certificate
+#     (self-signed with openssl; put your own in console.crt and console.key);
 #  2. `up -d` (docker compose plugin if present, else docker-compose);
 #  3. waits until every container reports healthy, showing progress.
 #
 #   deploy/compose/up.sh                 start (or update) the system
 #   QM_TENANCY=/path/tenancy.yaml deploy/compose/up.sh
 #   QM_COMPOSE_NATS_PORT=14222 deploy/compose/up.sh     NATS for clients on another port
+#   QM_COMPOSE_CONSOLE_PORT=19660 deploy/compose/up.sh  the console on another port
 #   QM_COMPOSE_NODE_1_DIR=/srv/qm deploy/compose/up.sh  node-1's work directories on the host
 #     (a directory user 65532 may write; default: the node-1-work volume)
 # Stop: docker-compose -p quartermaster -f deploy/compose/docker-compose.yml down
@@ -34,7 +36,7 @@ say() { printf 'compose: %s\n' "$*" >&2; }
 project_compose() { compose -p "$project" -f "$here/docker-compose.yml" "$@"; }
 
 [ -f "$tenancy" ] || { say "no tenancy file at $tenancy (set QM_TENANCY)"; exit 2; }
-for image in "${prefix}qm:$tag" "${prefix}qm-admission:$tag" "${prefix}qm-executor:$tag" \
+for image in "${prefix}qm:$tag" "${prefix}qm-admission:$tag" "${prefix}qm-executor:$tag" "${prefix}qm-console:$tag" \
   "${QM_NATS_IMAGE:-quartermaster/nats:local}" "${QM_GARAGE_IMAGE:-quartermaster/garage:local}"; do
   docker image inspect "$image" >/dev/null 2>&1 || { say "image $image is missing: run \`make images\`"; exit 2; }
 done
@@ -43,14 +45,21 @@ hex() { od -An -N"$1" -tx1 /dev/urandom | tr -d ' \n'; }
 
 mkdir -p "$creds"
 chmod 0700 "$creds"
-# Every principal's key, and nats-auth.conf (existing keys are kept).
+# Every principal's key, and nats-auth.conf (existing keys are kept); and
+# the access keys' secrets people sign in to the console with
+# (gateway-keys.yaml, and each person's <principal>.aws-credentials).
+# Written with the services' group (65532), so that the keys file can be
+# readable by the console but not by others (the console refuses it else).
 say "credentials in $creds (tenancy $tenancy)"
-docker run --rm --network none --user "$(id -u):$(id -g)" \
+docker run --rm --network none --user "$(id -u):65532" \
   -v "$creds:/out" -v "$tenancy:/etc/quartermaster/tenancy.yaml:ro" \
   "${prefix}qm:$tag" auth --tenancy /etc/quartermaster/tenancy.yaml --out /out >/dev/null
+[ -f "$creds/console.nk" ] || { say "the tenancy $tenancy has no principal console in services.console (the console's NATS identity; deploy/tenancy.dev.yaml has it)"; exit 2; }
+[ -f "$creds/gateway-keys.yaml" ] || { say "the tenancy $tenancy maps no awsAccessKeys: no one could sign in to the console (deploy/tenancy.dev.yaml has examples)"; exit 2; }
 # Each container mounts only its own key file, and runs as user 65532: the
 # files are readable, the directory (0700) keeps them from other host users.
 chmod 0644 "$creds"/*.nk "$creds/nats-auth.conf"
+chmod 0640 "$creds/gateway-keys.yaml"
 # The NATS cluster's routes: their own user and password (first run only),
 # so that no server without them joins the cluster.
 if [ ! -s "$creds/nats-routes.conf" ]; then
@@ -87,6 +96,18 @@ ENV
   chmod 0600 "$creds/s3.env" "$creds/checkpoint-s3.env"
 fi
 
+# The console's HTTPS certificate (first run only): self-signed, for
+# localhost, 127.0.0.1 and the compose network's name; browsers will ask
+# before trusting it. Put your own in console.crt and console.key instead.
+if [ ! -s "$creds/console.crt" ] || [ ! -s "$creds/console.key" ]; then
+  command -v openssl >/dev/null \
+    || { say "openssl is needed to make the console's certificate (or put yours in $creds/console.crt and console.key)"; exit 2; }
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 825 \
+    -subj /CN=localhost -addext "subjectAltName=DNS:localhost,IP:127.0.0.1,DNS:console" \
+    -keyout "$creds/console.key" -out "$creds/console.crt" 2>/dev/null
+  chmod 0644 "$creds/console.crt" "$creds/console.key"
+fi
+
 say "starting project $project"
 project_compose up -d --remove-orphans
 
@@ -121,3 +142,5 @@ done
 port=${QM_COMPOSE_NATS_PORT:-4222}
 say "NATS: nats://127.0.0.1:$port; the admin's key: $creds/platform.nk"
 say "  qm --nats nats://127.0.0.1:$port --nkey $creds/platform.nk apply -f examples/queues/three-shares.yaml"
+say "console: https://127.0.0.1:${QM_COMPOSE_CONSOLE_PORT:-9660}/ (its certificate: $creds/console.crt);"
+say "  sign in with an access key and secret from $creds/<principal>.aws-credentials"

@@ -5,7 +5,8 @@
 # unprivileged user it runs as (65532, "nonroot"):
 #   ${QM_IMAGE_PREFIX:-quartermaster/}qm-admission:<version>   and :local
 #   ...qm-scheduler, qm-executor (with the example workload qm-trainer), qm-checkpoint,
-#   qm-gateway (the AWS Batch API), and qm (the command line: `docker run quartermaster/qm:local auth ...`)
+#   qm-gateway (the AWS Batch API), qm-console (the web console), and qm (the command
+#   line: `docker run quartermaster/qm:local auth ...`)
 # Every service image also holds qm-probe, its health check (no shell or curl
 # in a FROM-scratch image): `qm-probe http://127.0.0.1:9642/readyz`.
 # Labels: org.opencontainers.image.{title,version,revision,created,source}.
@@ -38,7 +39,7 @@ if [ -z "${QM_SKIP_BUILD:-}" ]; then
   say "building the $profile binaries"
   (cd "$root" && cargo build $profile_flag --locked --bins \
     -p qm-admission -p qm-scheduler -p qm-executor -p qm-checkpointd -p qm-trainer \
-    -p qm-gateway \
+    -p qm-gateway -p qm-console \
     -p qm -p qm-probe)
 fi
 
@@ -105,8 +106,9 @@ service_image qm-scheduler qm-scheduler qm-probe
 service_image qm-executor qm-executor qm-trainer qm-probe
 service_image qm-checkpoint qm-checkpoint qm-probe
 service_image qm-gateway qm-gateway qm-probe
+service_image qm-console qm-console qm-probe
 service_image qm qm
-for name in qm-admission qm-scheduler qm-executor qm-checkpoint qm-gateway qm; do
+for name in qm-admission qm-scheduler qm-executor qm-checkpoint qm-gateway qm-console qm; do
   size=$(docker image inspect -f '{{ .Size }}' "$prefix$name:local")
   say "ready: $prefix$name:$version ($((size / 1024 / 1024)) MiB)"
 done

@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 pub mod bench;
+pub mod browser;
 pub mod containers;
 pub mod observe;
 pub mod proxy;

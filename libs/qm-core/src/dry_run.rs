@@ -204,12 +204,12 @@ impl Cluster {
             .into_iter()
             .take_while(|j| *j != id)
             .collect();
-        let estimate = self.projected_start(id, now).unwrap_or(
-            crate::outlook::StartEstimate::Unknown {
-                without_estimate: 0,
-                beyond: None,
-            },
-        );
+        let estimate =
+            self.projected_start(id, now)
+                .unwrap_or(crate::outlook::StartEstimate::Unknown {
+                    without_estimate: 0,
+                    beyond: None,
+                });
         JobOutlook::Waits {
             reason,
             position: line.len(),

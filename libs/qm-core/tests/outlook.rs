@@ -51,7 +51,11 @@ fn a_waiting_job_is_projected_to_start_when_the_jobs_ahead_of_it_end() {
             assert_eq!(ahead, vec![w.id("w1")]);
             assert_eq!(estimate, StartEstimate::At(Time::from_secs(300)));
             assert!(matches!(reason, WaitReason::OwnCapacityInUse { .. }));
-            assert!(reason.unblock().contains("freeing capacity"), "{}", reason.unblock());
+            assert!(
+                reason.unblock().contains("freeing capacity"),
+                "{}",
+                reason.unblock()
+            );
         }
         other => panic!("{other:?}"),
     }
@@ -150,7 +154,10 @@ fn borrowed_jobs_under_protection_show_the_lender_would_wait() {
     assert_eq!(exposure.len(), 1, "{exposure:?}");
     assert!(exposure[0].victims.is_empty(), "{exposure:?}");
     assert!(
-        matches!(exposure[0].waits, Some(WaitReason::VictimsProtectedUntil(_))),
+        matches!(
+            exposure[0].waits,
+            Some(WaitReason::VictimsProtectedUntil(_))
+        ),
         "{exposure:?}"
     );
 }

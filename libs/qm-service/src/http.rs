@@ -77,6 +77,12 @@ pub fn tls_config(cert_file: &str, key_file: &str) -> Result<Arc<rustls::ServerC
     Ok(Arc::new(config))
 }
 
+/// The address of the client a request came from, in every request's
+/// extensions (a console trusts a proxy's header only from the proxy's
+/// address).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Peer(pub std::net::SocketAddr);
+
 /// Connections open per client address.
 #[derive(Default)]
 struct PerClient(Mutex<HashMap<IpAddr, usize>>);
@@ -177,9 +183,9 @@ pub async fn serve<H, F>(
                     else {
                         return;
                     };
-                    connection(tls, handler, &limits, stopping).await;
+                    connection(tls, peer, handler, &limits, stopping).await;
                 }
-                None => connection(stream, handler, &limits, stopping).await,
+                None => connection(stream, peer, handler, &limits, stopping).await,
             }
         });
     }
@@ -204,6 +210,7 @@ pub async fn serve<H, F>(
 /// `stopping` turns true) it has finished the request it was answering.
 async fn connection<I, H, F>(
     io: I,
+    peer: std::net::SocketAddr,
     handler: H,
     limits: &Limits,
     mut stopping: tokio::sync::watch::Receiver<bool>,
@@ -212,7 +219,8 @@ async fn connection<I, H, F>(
     H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<Full<Bytes>>> + Send + 'static,
 {
-    let service = hyper::service::service_fn(move |req| {
+    let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+        req.extensions_mut().insert(Peer(peer));
         let answer = handler(req);
         async move { Ok::<_, Infallible>(answer.await) }
     });

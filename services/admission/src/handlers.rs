@@ -320,8 +320,7 @@ impl Admission {
             Operation::GetReclaimExposure => {
                 // Checked here first, and again by the scheduler.
                 let check = decode::<qm_wire::messages::GetReclaimExposure>(p).and_then(|g| {
-                    authorize_read(caller, &g.job_queue, Some(&g.quota_share_name))
-                        .map_err(denied)
+                    authorize_read(caller, &g.job_queue, Some(&g.quota_share_name)).map_err(denied)
                 });
                 match check {
                     Ok(()) => self.relay_reply(caller, op, &msg).await,

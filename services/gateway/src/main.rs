@@ -89,7 +89,7 @@ async fn run(
         Ok(t) => t,
         Err(e) => return fail(e.to_string()),
     };
-    let secrets = match settings::load_keys(std::path::Path::new(&settings.keys_file)) {
+    let secrets = match qm_tenancy::aws::load_keys(std::path::Path::new(&settings.keys_file)) {
         Ok(k) => k,
         Err(e) => return fail(e),
     };

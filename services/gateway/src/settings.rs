@@ -2,8 +2,6 @@
 //! and its keys file.
 
 use qm_service::settings::{Key, Spec};
-use std::collections::BTreeMap;
-use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -244,81 +242,10 @@ impl qm_service::settings::Validate for Settings {
     }
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct KeyEntry {
-    secret: String,
-}
-
-/// Reads the keys file: access key id -> secret. Refused when any user may
-/// read it, or a secret is shorter than 16 characters.
-pub(crate) fn load_keys(path: &Path) -> Result<BTreeMap<String, String>, String> {
-    let shown = path.display();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let meta = std::fs::metadata(path).map_err(|e| format!("keysFile {shown}: {e}"))?;
-        let mode = meta.permissions().mode() & 0o777;
-        if mode & 0o007 != 0 {
-            return Err(format!(
-                "keysFile {shown}: mode {mode:o} lets any user read the secrets; chmod 600 it"
-            ));
-        }
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| format!("keysFile {shown}: {e}"))?;
-    let keys: BTreeMap<String, KeyEntry> =
-        serde_yaml_ng::from_str(&text).map_err(|e| format!("keysFile {shown}: {e}"))?;
-    let mut out = BTreeMap::new();
-    for (id, entry) in keys {
-        if entry.secret.len() < 16 {
-            return Err(format!(
-                "keysFile {shown}: {id}: the secret is shorter than 16 characters"
-            ));
-        }
-        out.insert(id, entry.secret);
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use qm_service::settings::Validate;
-    use std::os::unix::fs::PermissionsExt;
-
-    #[test]
-    fn the_keys_file_must_be_private_and_its_secrets_long() {
-        let dir = std::env::temp_dir().join(format!("qm-gw-keys-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("dir");
-        let path = dir.join("keys.yaml");
-        let write = |text: &str, mode: u32| {
-            std::fs::write(&path, text).expect("written");
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("chmod");
-        };
-        write(
-            "AKIAQMALICE00000001: {secret: 0123456789abcdef0123}\n",
-            0o600,
-        );
-        let keys = load_keys(&path).expect("valid");
-        assert_eq!(keys["AKIAQMALICE00000001"], "0123456789abcdef0123");
-        write(
-            "AKIAQMALICE00000001: {secret: 0123456789abcdef0123}\n",
-            0o644,
-        );
-        assert!(load_keys(&path)
-            .expect_err("world-readable")
-            .contains("lets any user read the secrets; chmod 600"));
-        write("AKIAQMALICE00000001: {secret: short}\n", 0o600);
-        assert!(load_keys(&path)
-            .expect_err("short")
-            .contains("shorter than 16"));
-        write(
-            "AKIAQMALICE00000001: {secrte: 0123456789abcdef0123}\n",
-            0o600,
-        );
-        assert!(load_keys(&path).expect_err("misspelt").contains("secrte"));
-        let _ = std::fs::remove_dir_all(&dir);
-    }
 
     #[test]
     fn plain_http_beyond_loopback_and_bad_names_are_refused() {

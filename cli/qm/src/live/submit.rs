@@ -341,7 +341,21 @@ fn print_outlook(o: &JobOutlook, json: bool) {
                 o.status_reason.as_deref().unwrap_or("(no reason given)")
             );
             if !o.ahead.is_empty() {
-                println!("  behind: {}", o.ahead.join(", "));
+                let more = o
+                    .position_in_line
+                    .map(|n| n as usize)
+                    .filter(|n| *n > o.ahead.len())
+                    .map(|n| format!(" and {} more", n - o.ahead.len()))
+                    .unwrap_or_default();
+                println!("  behind: {}{more}", o.ahead.join(", "));
+            }
+            match (o.estimated_start, &o.estimate_note) {
+                (Some(ms), _) => println!("  expected to start: {}", super::rfc3339(ms)),
+                (None, Some(note)) => println!("  expected to start: {note}"),
+                (None, None) => {}
+            }
+            if let Some(unblock) = &o.unblock {
+                println!("  would start on: {unblock}");
             }
         }
         _ => println!(

@@ -206,6 +206,7 @@ pub fn default_metrics_port(service: &str) -> u16 {
         "executor" => 9643,
         "checkpoint" => 9644,
         "gateway" => 9645,
+        "console" => 9646,
         _ => 9640,
     }
 }

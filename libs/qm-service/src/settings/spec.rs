@@ -81,7 +81,7 @@ pub const NATS_KEYS: &[Key] = &[
 pub const OBSERVE_KEYS: &[Key] = &[
     Key {
         name: "metricsAddress",
-        help: "IP address and port of /metrics, /healthz and /readyz (0.0.0.0:9643 for every interface); off serves none; default: loopback, the service's own port (admission 9641, scheduler 9642, executor 9643, checkpoint 9644, gateway 9645)",
+        help: "IP address and port of /metrics, /healthz and /readyz (0.0.0.0:9643 for every interface); off serves none; default: loopback, the service's own port (admission 9641, scheduler 9642, executor 9643, checkpoint 9644, gateway 9645, console 9646)",
     },
     Key {
         name: "metricsTokenFile",

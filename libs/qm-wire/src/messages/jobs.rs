@@ -320,6 +320,10 @@ pub struct ServiceJob {
     /// The image it runs in (the `container` runtime), if it names one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container_image: Option<String>,
+    /// `DescribeServiceJob` of a job that has not ended: its trace's id
+    /// (W3C, 32 hex digits), to find its one trace in a tracing backend.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -52,6 +52,12 @@ impl Runner<'_> {
                     });
                     return;
                 };
+                let mut job = job;
+                job.trace_id = self
+                    .traces
+                    .of(&j.job_id)
+                    .filter(|cx| cx.is_valid())
+                    .map(|cx| cx.trace_id().to_string());
                 let r = readable_job(caller, job);
                 self.reply(msg.reply, r).await
             }
@@ -133,12 +139,11 @@ impl Runner<'_> {
                 self.reply(msg.reply, r).await
             }
             SchedOperation::GetReclaimExposure(g) => {
-                let r = allowed_read(caller, &g.job_queue, Some(&g.quota_share_name)).and_then(
-                    |()| {
+                let r =
+                    allowed_read(caller, &g.job_queue, Some(&g.quota_share_name)).and_then(|()| {
                         let may_read = |s: &str| readable(caller, &g.job_queue, s);
                         self.state.reclaim_exposure(g, &may_read, now)
-                    },
-                );
+                    });
                 self.reply(msg.reply, r).await
             }
             SchedOperation::ListResumeDrills(l) => {

@@ -109,6 +109,7 @@ impl State {
                 .then(|| job.runnable_since.as_millis()),
             tags: meta.submit.tags.clone(),
             container_image: meta.submit.container_image.clone(),
+            trace_id: None,
         }
     }
 }
@@ -230,9 +231,7 @@ impl State {
                     .into_iter()
                     .map(|v| self.victim_view(&g.job_queue, c, v, may_read))
                     .collect(),
-                waits: e
-                    .waits
-                    .map(|r| StatusReason::Waiting(r).render(&public)),
+                waits: e.waits.map(|r| StatusReason::Waiting(r).render(&public)),
             })
             .collect();
         Ok(qm_wire::messages::ReclaimExposure {

@@ -1,0 +1,551 @@
+//! The web console in a real browser (Debian's headless Chromium over
+//! WebDriver) against the real services: alice watches the three-share
+//! story happen on her share's page without reloading it, reads why a job
+//! waits and when it starts; the console tried as an attacker would; and
+//! every action reached from the keyboard, every input labelled.
+//! Screenshots of each view are kept in `target/console-artifacts/`.
+
+use std::time::Duration;
+
+use fantoccini::Locator;
+use qm_integration_tests::browser::{Browser, Console};
+use qm_integration_tests::stack::{running, Stack};
+use qm_integration_tests::story::{three_shares, QUEUE_YAML};
+use qm_wire::messages::{ServiceJob, SubmitServiceJob};
+use qm_wire::subjects::Operation;
+
+/// A job that holds its instance for `secs` and says how long it expects to.
+fn sleeper(name: &str, share: &str, secs: u64) -> SubmitServiceJob {
+    SubmitServiceJob {
+        job_name: name.into(),
+        job_queue: "training".into(),
+        quota_share_name: Some(share.into()),
+        instance_type: "ml.g5.xlarge".into(),
+        instance_count: Some(1),
+        termination_grace_period_seconds: Some(5),
+        estimated_runtime_seconds: Some(secs),
+        command: vec!["/bin/sleep".into(), secs.to_string()],
+        ..Default::default()
+    }
+}
+
+async fn status_of(stack: &Stack, id: &str) -> String {
+    stack
+        .client
+        .call::<_, ServiceJob>(
+            Operation::DescribeServiceJob,
+            &qm_wire::messages::JobRef { job_id: id.into() },
+        )
+        .await
+        .map(|j| j.status)
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn alice_watches_the_story_live_and_reads_why_a_job_waits_and_when_it_starts() {
+    let (_nats, _s3, mut stack) = running("console-story", QUEUE_YAML).await;
+    stack.executor("node-1", "training", "ml.g5.xlarge", 3);
+    let console = Console::start(&mut stack, "console", &[]).await;
+    let browser = Browser::start().await;
+    browser.sign_in(&console, "alice").await;
+    browser
+        .goto(&console.url("/queues/training/shares/QS1"))
+        .await;
+    browser.wait_text("main", "No job here", 10).await;
+    // The page is loaded once: a marker set now survives every live update.
+    browser.js("window.qmLoadedOnce = 'yes'; return 1;").await;
+
+    let watch = async {
+        // Her jobs appear and change on the open page, pushed, not reloaded.
+        browser.wait_text("main table.jobs", "p3", 60).await;
+        browser.wait_text("main table.jobs", "RUNNING", 60).await;
+        browser.screenshot("share-borrowing").await;
+        // The story's cross-share preemption of p2 reaches the live feed.
+        browser
+            .wait_text("#live", "preemption started (CROSS_SHARE", 180)
+            .await;
+        browser.screenshot("share-reclaimed").await;
+    };
+    let (jobs, ()) = tokio::join!(three_shares(&stack, None, None), watch);
+    assert_eq!(
+        browser
+            .js("return window.qmLoadedOnce || 'reloaded';")
+            .await,
+        serde_json::json!("yes"),
+        "the page was updated in place"
+    );
+    // A pushed change reached the page: how long after it was published.
+    let latency = browser
+        .js("return document.body.dataset.lastLatencyMs || null;")
+        .await;
+    let latency: u64 = latency
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .expect("a pushed update re-rendered the page");
+    println!("push latency (event published -> page re-rendered): {latency} ms");
+    std::fs::write(
+        browser.artifacts.join("push-latency-ms.txt"),
+        format!("{latency}\n"),
+    )
+    .expect("written");
+    browser.wait_text("main table.jobs", "SUCCEEDED", 120).await;
+
+    // The job page tells p2's story: preempted for QS2's job, resumed.
+    browser
+        .goto(&console.url(&format!("/jobs/{}", jobs.p2)))
+        .await;
+    let p2 = browser.text("main").await;
+    assert!(p2.contains("PREEMPTED_CROSS_SHARE"), "{p2}");
+    assert!(p2.contains("preempted for"), "{p2}");
+    assert!(p2.contains("restored checkpoint step"), "{p2}");
+    browser.screenshot("job-preempted-and-resumed").await;
+
+    // A waiting job: why, what would unblock it, when it starts, its place.
+    let carol_api = stack.auth.client(&stack.nats_url, "carol").await;
+    let long = stack
+        .submit_as(&carol_api, &sleeper("long-run", "QS3", 3600))
+        .await;
+    stack
+        .wait_for(&long, 60, "RUNNING", |j| j.status == "RUNNING")
+        .await;
+    let next = stack
+        .submit_as(&carol_api, &sleeper("next-run", "QS3", 60))
+        .await;
+    stack
+        .wait_for(&next, 30, "a reason", |j| {
+            j.status == "RUNNABLE" && !j.status_reason.starts_with("QUEUED")
+        })
+        .await;
+    // alice's share borrows QS2's idle instance: her share's page shows
+    // which of her jobs QS2 would take it back from, and what each loses.
+    let alice_api = stack.auth.client(&stack.nats_url, "alice").await;
+    let own = stack
+        .submit_as(&alice_api, &sleeper("a-own", "QS1", 900))
+        .await;
+    stack
+        .wait_for(&own, 60, "RUNNING", |j| j.status == "RUNNING")
+        .await;
+    let lent = stack
+        .submit_as(&alice_api, &sleeper("a-borrowing", "QS1", 900))
+        .await;
+    stack
+        .wait_for(&lent, 60, "RUNNING on QS2's instance", |j| {
+            j.status == "RUNNING" && j.on_borrowed_capacity
+        })
+        .await;
+    browser
+        .goto(&console.url("/queues/training/shares/QS1"))
+        .await;
+    let exposure = browser
+        .wait_text("main ul.exposure", "would preempt:", 10)
+        .await;
+    assert!(exposure.contains("QS2 (lends 1 × ml.g5.xlarge)"), "{exposure}");
+    assert!(exposure.contains("of work since its last checkpoint"), "{exposure}");
+    browser.screenshot("share-exposure").await;
+
+    // alice may not read QS3: the page says so and shows nothing of it.
+    browser.goto(&console.url(&format!("/jobs/{next}"))).await;
+    let refused = browser.text("main").await;
+    assert!(refused.contains("Not yours to see"), "{refused}");
+    assert!(!refused.contains("next-run"), "{refused}");
+    let carol = Browser::start().await;
+    carol.sign_in(&console, "carol").await;
+    carol.goto(&console.url(&format!("/jobs/{next}"))).await;
+    let why = carol.wait_text("main", "Why it waits", 10).await;
+    assert!(why.contains("What would unblock it"), "{why}");
+    assert!(why.contains("first of its share and type"), "{why}");
+    // long-run expects 3600 s: next-run is expected when it ends.
+    let expected = why
+        .lines()
+        .find(|l| l.contains("Expected to start"))
+        .unwrap_or_default()
+        .to_string();
+    assert!(expected.contains("UTC"), "a time, not unknown: {why}");
+    carol.screenshot("job-waiting").await;
+    carol.goto(&console.url("/queues/training")).await;
+    carol.wait_text("main", "QS3", 10).await;
+    carol.screenshot("queue").await;
+    carol.goto(&console.url("/queues/training/flows")).await;
+    carol.screenshot("flows").await;
+    carol.goto(&console.url("/audit")).await;
+    carol.wait_text("main", "SubmitServiceJob", 10).await;
+    carol.screenshot("audit").await;
+
+    // What-if: a submit foreseen, nothing stored.
+    carol.goto(&console.url("/queues/training/what-if")).await;
+    let form = carol
+        .client
+        .form(Locator::Css("main form"))
+        .await
+        .expect("the what-if form");
+    form.set_by_name("count", "1").await.expect("typed");
+    form.submit().await.expect("submitted");
+    let answer = carol.wait_text("main", "It would", 20).await;
+    assert!(
+        answer.contains("wait"),
+        "QS3's instance is in use: {answer}"
+    );
+    carol.screenshot("what-if").await;
+
+    // carol terminates her waiting job from its page.
+    carol.goto(&console.url(&format!("/jobs/{next}"))).await;
+    let form = carol
+        .client
+        .form(Locator::Css("form[action$='/terminate']"))
+        .await
+        .expect("the terminate form");
+    form.set_by_name("reason", "not needed after all")
+        .await
+        .expect("typed");
+    form.submit().await.expect("submitted");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while status_of(&stack, &next).await != "FAILED" {
+        assert!(std::time::Instant::now() < deadline, "not terminated");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // ...and the audit log names her, not the console.
+    let audit = carol
+        .wait_text_after_reload(&console, "/audit?principal=carol", "TerminateServiceJob")
+        .await;
+    assert!(audit.contains("carol"), "{audit}");
+    carol.close().await;
+    browser.close().await;
+    stack.stop_all();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_console_refuses_what_an_attacker_tries() {
+    let (_nats, _s3, mut stack) = running("console-attacks", QUEUE_YAML).await;
+    stack.executor("node-1", "training", "ml.g5.xlarge", 3);
+    let console = Console::start(&mut stack, "console", &[]).await;
+    let alice_api = stack.auth.client(&stack.nats_url, "alice").await;
+    let evil = "<img src=x onerror=alert(1)>";
+    let job = stack
+        .submit_as(&alice_api, &sleeper(evil, "QS1", 600))
+        .await;
+    stack
+        .wait_for(&job, 60, "RUNNING", |j| j.status == "RUNNING")
+        .await;
+    let alice = console.sign_in("alice").await;
+    let bob = console.sign_in("bob").await;
+
+    // alice reads her job; bob, opening it by URL, learns nothing of it.
+    let mine = console.get(&alice, &format!("/jobs/{job}")).await;
+    assert_eq!(mine.status, 200, "{}", mine.body);
+    let theirs = console.get(&bob, &format!("/jobs/{job}")).await;
+    assert_eq!(theirs.status, 403, "{}", theirs.body);
+    assert!(!theirs.body.contains("onerror"), "{}", theirs.body);
+    assert!(
+        theirs
+            .body
+            .contains("may not read jobs of share training/QS1"),
+        "{}",
+        theirs.body
+    );
+    // Nor her share's page, nor its exposure.
+    let share = console.get(&bob, "/queues/training/shares/QS1").await;
+    assert_eq!(share.status, 403, "{}", share.body);
+
+    // Every answer carries the policy: no inline script, nothing from elsewhere.
+    let csp = mine.header("content-security-policy").expect("a CSP");
+    assert!(
+        csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"),
+        "{csp}"
+    );
+    assert_eq!(mine.header("x-frame-options"), Some("DENY"));
+    assert!(
+        !mine.body.contains("http://") && !mine.body.contains("https://"),
+        "no outside asset"
+    );
+
+    // The job's name is text, never markup, in every view that shows it.
+    for path in [
+        format!("/jobs/{job}"),
+        "/queues/training/shares/QS1".to_string(),
+    ] {
+        let page = console.get(&alice, &path).await;
+        assert!(
+            page.body.contains("&lt;img src=x onerror=alert(1)&gt;"),
+            "{path}: {}",
+            page.body
+        );
+        assert!(!page.body.contains("<img"), "{path}: {}", page.body);
+    }
+
+    // A forged session, and none at all.
+    let forged = console
+        .get(&format!("__Host-qm_session={}", "a".repeat(64)), "/queues")
+        .await;
+    assert_eq!(
+        (forged.status, forged.header("location")),
+        (303, Some("/sign-in"))
+    );
+    let none = console.request("GET", "/queues/training", &[], "").await;
+    assert_eq!(
+        (none.status, none.header("location")),
+        (303, Some("/sign-in"))
+    );
+    let bad_sign_in = console
+        .request(
+            "POST",
+            "/sign-in",
+            &[("content-type", "application/x-www-form-urlencoded")],
+            "accessKeyId=AKIAQMALICE00000001&secret=guess",
+        )
+        .await;
+    assert_eq!(bad_sign_in.status, 401);
+    assert!(bad_sign_in.header("set-cookie").is_none());
+
+    // A write without the CSRF token, or with another's: refused, nothing done.
+    let token = Console::csrf_of(&mine.body);
+    let bob_token = Console::csrf_of(&console.get(&bob, "/queues").await.body);
+    for form in [
+        "reason=gone".to_string(),
+        format!("reason=gone&csrf={bob_token}"),
+    ] {
+        let w = console
+            .request(
+                "POST",
+                &format!("/jobs/{job}/terminate"),
+                &[
+                    ("cookie", &alice),
+                    ("content-type", "application/x-www-form-urlencoded"),
+                ],
+                &form,
+            )
+            .await;
+        assert_eq!(w.status, 403, "{form}: {}", w.body);
+        assert!(w.body.contains("CSRF"), "{}", w.body);
+    }
+    assert_eq!(status_of(&stack, &job).await, "RUNNING");
+    // With her token it goes through admission, as her.
+    let w = console
+        .request(
+            "POST",
+            &format!("/jobs/{job}/priority"),
+            &[
+                ("cookie", &alice),
+                ("content-type", "application/x-www-form-urlencoded"),
+            ],
+            &format!("priority=7&csrf={token}"),
+        )
+        .await;
+    assert_eq!(w.status, 303, "{}", w.body);
+    // bob's token and session cannot change her job either.
+    let w = console
+        .request(
+            "POST",
+            &format!("/jobs/{job}/terminate"),
+            &[
+                ("cookie", &bob),
+                ("content-type", "application/x-www-form-urlencoded"),
+            ],
+            &format!("reason=mine-now&csrf={bob_token}"),
+        )
+        .await;
+    assert_eq!(w.status, 403, "{}", w.body);
+    assert_eq!(status_of(&stack, &job).await, "RUNNING");
+
+    // A session used after sign-out is no session.
+    let again = console.sign_in("alice").await;
+    let page = console.get(&again, "/queues").await;
+    let out = console
+        .request(
+            "POST",
+            "/sign-out",
+            &[
+                ("cookie", &again),
+                ("content-type", "application/x-www-form-urlencoded"),
+            ],
+            &format!("csrf={}", Console::csrf_of(&page.body)),
+        )
+        .await;
+    assert_eq!(out.status, 303);
+    assert!(out
+        .header("set-cookie")
+        .is_some_and(|c| c.contains("Max-Age=0")));
+    let after = console.get(&again, "/queues").await;
+    assert_eq!(
+        (after.status, after.header("location")),
+        (303, Some("/sign-in"))
+    );
+    // The session cookie is HttpOnly, Secure and SameSite=Strict.
+    let set = console
+        .request(
+            "POST",
+            "/sign-in",
+            &[("content-type", "application/x-www-form-urlencoded")],
+            &format!(
+                "accessKeyId=AKIAQMBOB0000000001&secret={}",
+                qm_integration_tests::browser::secret_of("bob")
+            ),
+        )
+        .await;
+    let cookie = set.header("set-cookie").expect("a cookie").to_string();
+    for part in [
+        "HttpOnly",
+        "Secure",
+        "SameSite=Strict",
+        "Max-Age=28800",
+        "__Host-",
+    ] {
+        assert!(cookie.contains(part), "{cookie}");
+    }
+
+    // The proxy's header, from someone who is not the proxy: refused.
+    let spoofed = console
+        .request("GET", "/queues", &[("x-forwarded-user", "platform")], "")
+        .await;
+    assert_eq!(spoofed.status, 403, "{}", spoofed.body);
+    assert!(
+        spoofed
+            .body
+            .contains("accepted only from the authenticating proxy"),
+        "{}",
+        spoofed.body
+    );
+    // A console that trusts this address as its proxy believes it, for
+    // people only.
+    let proxied = Console::start(
+        &mut stack,
+        "console-behind-proxy",
+        &[("QM_CONSOLE_TRUSTED_PROXY_ADDRESSES", "[\"127.0.0.1\"]")],
+    )
+    .await;
+    let via = proxied
+        .request("GET", "/queues", &[("x-forwarded-user", "alice")], "")
+        .await;
+    assert_eq!(via.status, 200, "{}", via.body);
+    assert!(via.body.contains("alice (team)"), "{}", via.body);
+    let service = proxied
+        .request("GET", "/queues", &[("x-forwarded-user", "scheduler")], "")
+        .await;
+    assert_eq!(service.status, 403, "{}", service.body);
+
+    // The console's own NATS identity cannot be used to act as a service.
+    let console_nats = stack.auth.client(&stack.nats_url, "console").await;
+    let forged = console_nats
+        .acting_for("scheduler")
+        .call::<_, serde_json::Value>(Operation::WhoAmI, &serde_json::json!({}))
+        .await
+        .expect_err("refused");
+    assert!(
+        forged
+            .to_string()
+            .contains("only admins, readers and team users"),
+        "{forged}"
+    );
+    let unnamed = console_nats
+        .call::<_, serde_json::Value>(Operation::WhoAmI, &serde_json::json!({}))
+        .await
+        .expect_err("refused");
+    assert!(unnamed.to_string().contains("Qm-Caller"), "{unnamed}");
+
+    // In the browser: the name shows as text and no script runs.
+    let browser = Browser::start().await;
+    browser.sign_in(&console, "alice").await;
+    browser.goto(&console.url(&format!("/jobs/{job}"))).await;
+    let h1 = browser.text("main h1").await;
+    assert_eq!(h1, format!("Job {evil}"));
+    assert!(
+        browser.client.get_alert_text().await.is_err(),
+        "no script of the job's name ran"
+    );
+    assert_eq!(
+        browser
+            .js("return document.querySelectorAll('main img').length;")
+            .await,
+        serde_json::json!(0)
+    );
+    keyboard_reaches_every_action_and_every_input_is_labelled(&browser, &console, &job).await;
+    browser.close().await;
+    stack.stop_all();
+}
+
+/// Tab through a page, recording which of its actions gets the focus.
+async fn tab_through(browser: &Browser) -> (u64, u64) {
+    let total = browser
+        .js(
+            "const all = document.querySelectorAll('a[href], button, input:not([type=hidden]), select, textarea');\
+             all.forEach((e, i) => e.dataset.qmIndex = String(i)); window.qmSeen = new Set();\
+             document.activeElement && document.activeElement.blur(); return all.length;",
+        )
+        .await
+        .as_u64()
+        .unwrap_or(0);
+    browser.js("document.body.focus(); return 1;").await;
+    for _ in 0..(total + 5) {
+        browser.tab().await;
+        browser
+            .js("const i = document.activeElement && document.activeElement.dataset.qmIndex; if (i !== undefined) window.qmSeen.add(i); return 1;")
+            .await;
+    }
+    let seen = browser
+        .js("return window.qmSeen.size;")
+        .await
+        .as_u64()
+        .unwrap_or(0);
+    (seen, total)
+}
+
+async fn keyboard_reaches_every_action_and_every_input_is_labelled(
+    browser: &Browser,
+    console: &Console,
+    job: &str,
+) {
+    for path in [
+        format!("/jobs/{job}"),
+        "/queues/training/what-if".to_string(),
+        "/audit".to_string(),
+        "/queues/training/shares/QS1".to_string(),
+    ] {
+        browser.goto(&console.url(&path)).await;
+        let (seen, total) = tab_through(browser).await;
+        assert!(total > 3, "{path}: {total} actions");
+        assert_eq!(seen, total, "{path}: Tab reached {seen} of {total} actions");
+        let unlabelled = browser
+            .js(
+                "return Array.from(document.querySelectorAll('input:not([type=hidden]), select, textarea'))\
+                 .filter(e => e.labels.length === 0 && !e.getAttribute('aria-label')).map(e => e.name);",
+            )
+            .await;
+        assert_eq!(
+            unlabelled,
+            serde_json::json!([]),
+            "{path}: inputs without a label"
+        );
+    }
+    // Signing in needs no mouse either.
+    browser
+        .js("document.querySelector('form.who button').click(); return 1;")
+        .await;
+    browser.wait_text("main", "Access key id", 10).await;
+    browser.js("document.body.focus(); return 1;").await;
+    browser.tab().await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let name = browser
+            .js("return document.activeElement.name || '';")
+            .await;
+        if name == serde_json::json!("accessKeyId") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Tab never reached the key field"
+        );
+        browser.tab().await;
+    }
+    let key = browser.client.active_element().await.expect("focus");
+    key.send_keys("AKIAQMALICE00000001").await.expect("typed");
+    browser.tab().await;
+    let secret = browser.client.active_element().await.expect("focus");
+    secret
+        .send_keys(&format!(
+            "{}\u{e007}",
+            qm_integration_tests::browser::secret_of("alice")
+        ))
+        .await
+        .expect("typed, Enter");
+    browser.wait_text("header", "alice", 20).await;
+}

@@ -1,0 +1,868 @@
+//! Requests: who is asking (session cookie, or a trusted proxy's header),
+//! the CSRF check on every write, the routes, and the headers every answer
+//! carries (a strict Content-Security-Policy, no caching of pages, no
+//! framing).
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::{Method, Request, Response, StatusCode};
+use maud::Markup;
+use qm_service::client::CallError;
+use qm_wire::messages::{self as wire, ErrorCode};
+use qm_wire::subjects::Operation;
+
+use crate::pages::{self, Frame, Nav};
+use crate::session::{self, SignInError, Viewer};
+use crate::Console;
+
+const CSS: &str = include_str!("../assets/console.css");
+const JS: &str = include_str!("../assets/console.js");
+
+/// Every page's policy: only this origin's script and style, no inline
+/// script or style, no plugins, no framing, forms post only here.
+pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// The largest form accepted.
+const MAX_FORM_BYTES: usize = 8 * 1024;
+
+/// How long a live poll waits for a change before answering "nothing".
+const LIVE_WAIT: Duration = Duration::from_secs(25);
+
+type Answer = Response<Full<Bytes>>;
+
+/// An answer given instead of going on (boxed: a response is large).
+type Refusal = Box<Answer>;
+
+fn respond(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Answer {
+    let mut r = Response::new(Full::new(body.into()));
+    *r.status_mut() = status;
+    let h = r.headers_mut();
+    use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
+    h.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    h.insert("content-security-policy", HeaderValue::from_static(CSP));
+    h.insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert("x-frame-options", HeaderValue::from_static("DENY"));
+    h.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
+    h.insert(
+        "cross-origin-opener-policy",
+        HeaderValue::from_static("same-origin"),
+    );
+    h.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+fn html(status: StatusCode, page: Markup) -> Answer {
+    respond(status, "text/html; charset=utf-8", page.into_string())
+}
+
+fn redirect(to: &str, cookie: Option<String>) -> Answer {
+    let mut r = respond(StatusCode::SEE_OTHER, "text/plain; charset=utf-8", "");
+    if let Ok(v) = hyper::header::HeaderValue::from_str(to) {
+        r.headers_mut().insert(hyper::header::LOCATION, v);
+    }
+    if let Some(c) = cookie.and_then(|c| hyper::header::HeaderValue::from_str(&c).ok()) {
+        r.headers_mut().insert(hyper::header::SET_COOKIE, c);
+    }
+    r
+}
+
+/// A form's fields (`application/x-www-form-urlencoded`).
+pub fn form_fields(body: &[u8]) -> BTreeMap<String, String> {
+    let text = String::from_utf8_lossy(body).replace('+', "%20");
+    let mut out = BTreeMap::new();
+    for pair in text.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        if let (Some(k), Some(v)) = (qm_sigv4::percent_decode(k), qm_sigv4::percent_decode(v)) {
+            out.insert(k, v);
+        }
+    }
+    out
+}
+
+/// An API failure, as a status and a sentence for the person.
+fn failure(e: &CallError) -> (StatusCode, String) {
+    let status = match e.code() {
+        Some(ErrorCode::AccessDenied) => StatusCode::FORBIDDEN,
+        Some(ErrorCode::NotFound) => StatusCode::NOT_FOUND,
+        Some(ErrorCode::Invalid | ErrorCode::Conflict) => StatusCode::BAD_REQUEST,
+        Some(_) => StatusCode::BAD_GATEWAY,
+        None => StatusCode::BAD_GATEWAY,
+    };
+    (status, e.to_string())
+}
+
+impl Console {
+    /// Answers one request, timed and counted.
+    pub(crate) async fn answer(&self, req: Request<hyper::body::Incoming>) -> Answer {
+        let started = std::time::Instant::now();
+        let (route, answer) = self.route(req).await;
+        let status = answer.status().as_u16().to_string();
+        self.metrics
+            .requests
+            .with_label_values(&[route, &status])
+            .inc();
+        self.metrics
+            .duration
+            .with_label_values(&[route])
+            .observe(started.elapsed().as_secs_f64());
+        self.metrics
+            .sessions
+            .with_label_values::<&str>(&[])
+            .set(self.sessions.live() as f64);
+        answer
+    }
+
+    fn secure(&self) -> bool {
+        self.settings.tls()
+    }
+
+    fn cookie_name(&self) -> &'static str {
+        if self.secure() {
+            session::COOKIE
+        } else {
+            session::COOKIE_PLAIN
+        }
+    }
+
+    /// Who is asking: a trusted proxy's header, or a live session. Err: the
+    /// answer to give instead (the sign-in page, or a refusal).
+    fn viewer(
+        &self,
+        req: &Request<hyper::body::Incoming>,
+        peer: Option<IpAddr>,
+    ) -> Result<Viewer, Refusal> {
+        let header = &self.settings.proxy_user_header;
+        if let Some(named) = req.headers().get(header.as_str()) {
+            let trusted = peer.is_some_and(|p| self.proxies.contains(&p));
+            if !trusted {
+                tracing::warn!(?peer, header = %header, "a proxy header from an address that is not a trusted proxy: refused");
+                return Err(Box::new(html(
+                    StatusCode::FORBIDDEN,
+                    pages::sign_in(
+                        Some(&format!(
+                            "The {header} header is accepted only from the authenticating proxy, and this request did not come from it."
+                        )),
+                        self.sessions_off(),
+                    ),
+                )));
+            }
+            let named = named.to_str().unwrap_or_default();
+            return match self.tenancy.console_speaks_for(named) {
+                Ok(_) => Ok(self.sessions.proxied(named)),
+                Err(e) => Err(Box::new(html(
+                    StatusCode::FORBIDDEN,
+                    pages::sign_in(Some(&e.to_string()), self.sessions_off()),
+                ))),
+            };
+        }
+        let cookies = req
+            .headers()
+            .get_all(hyper::header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .find_map(|c| session::cookie(c, self.cookie_name()).map(str::to_string));
+        match cookies.and_then(|id| self.sessions.viewer(&id)) {
+            Some(v) => Ok(v),
+            None if req.method() == Method::GET => Err(Box::new(redirect("/sign-in", None))),
+            None => Err(Box::new(html(
+                StatusCode::UNAUTHORIZED,
+                pages::sign_in(
+                    Some("Your session has ended: sign in again."),
+                    self.sessions_off(),
+                ),
+            ))),
+        }
+    }
+
+    fn sessions_off(&self) -> bool {
+        self.settings.keys_file.is_empty()
+    }
+
+    async fn read_form(
+        &self,
+        req: Request<hyper::body::Incoming>,
+    ) -> Result<BTreeMap<String, String>, Refusal> {
+        let too_large = || {
+            respond(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "text/plain; charset=utf-8",
+                format!("a form larger than {MAX_FORM_BYTES} bytes"),
+            )
+        };
+        let mut body = req.into_body();
+        let mut bytes = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(10), async {
+            while let Some(frame) = body.frame().await {
+                let Ok(frame) = frame else {
+                    return Err(());
+                };
+                if let Ok(data) = frame.into_data() {
+                    if bytes.len() + data.len() > MAX_FORM_BYTES {
+                        return Err(());
+                    }
+                    bytes.extend_from_slice(&data);
+                }
+            }
+            Ok(())
+        })
+        .await;
+        match read {
+            Ok(Ok(())) => Ok(form_fields(&bytes)),
+            _ => Err(Box::new(too_large())),
+        }
+    }
+
+    async fn route(&self, req: Request<hyper::body::Incoming>) -> (&'static str, Answer) {
+        let peer = req
+            .extensions()
+            .get::<qm_service::http::Peer>()
+            .map(|p| p.0.ip());
+        let method = req.method().clone();
+        let path = req.uri().path().to_string();
+        let query = form_fields(req.uri().query().unwrap_or("").as_bytes());
+        match (&method, path.as_str()) {
+            (&Method::GET, "/assets/console.css") => {
+                return (
+                    "asset",
+                    respond(StatusCode::OK, "text/css; charset=utf-8", CSS),
+                )
+            }
+            (&Method::GET, "/assets/console.js") => {
+                return (
+                    "asset",
+                    respond(StatusCode::OK, "text/javascript; charset=utf-8", JS),
+                )
+            }
+            (&Method::GET, "/sign-in") => {
+                return (
+                    "sign-in",
+                    html(StatusCode::OK, pages::sign_in(None, self.sessions_off())),
+                )
+            }
+            (&Method::POST, "/sign-in") => {
+                let form = match self.read_form(req).await {
+                    Ok(f) => f,
+                    Err(a) => return ("sign-in", *a),
+                };
+                return ("sign-in", self.sign_in(peer, &form));
+            }
+            _ => {}
+        }
+        let viewer = match self.viewer(&req, peer) {
+            Ok(v) => v,
+            Err(answer) => return ("unauthenticated", *answer),
+        };
+        let Some(caller) = self.tenancy.caller(&viewer.principal) else {
+            return ("unauthenticated", redirect("/sign-in", None));
+        };
+        let segments: Vec<String> = path
+            .split('/')
+            .filter(|s| !s.is_empty())
+            .map(|s| qm_sigv4::percent_decode(s).unwrap_or_default())
+            .collect();
+        let seg: Vec<&str> = segments.iter().map(String::as_str).collect();
+        let form = if method == Method::POST {
+            let form = match self.read_form(req).await {
+                Ok(f) => f,
+                Err(a) => return ("write", *a),
+            };
+            let token = form.get("csrf").map(String::as_str).unwrap_or_default();
+            if !session::same(token.as_bytes(), viewer.csrf.as_bytes()) {
+                tracing::warn!(principal = %viewer.principal, %path, "a write without the right CSRF token: refused");
+                return (
+                    "write",
+                    respond(
+                        StatusCode::FORBIDDEN,
+                        "text/plain; charset=utf-8",
+                        "refused: this form did not come from a console page (its CSRF token is missing or wrong); reload the page and try again",
+                    ),
+                );
+            }
+            Some(form)
+        } else {
+            None
+        };
+        let cx = Cx {
+            viewer: &viewer,
+            role: caller.role.clone(),
+            caller,
+            live_since: self.live.last(),
+        };
+        match (method, seg.as_slice(), form) {
+            (Method::GET, [], None) => ("root", redirect("/queues", None)),
+            (Method::GET, ["queues"], None) => ("queues", self.queues_page(&cx).await),
+            (Method::GET, ["queues", q], None) => ("queue", self.queue_page(&cx, q).await),
+            (Method::GET, ["queues", q, "shares", s], None) => {
+                ("share", self.share_page(&cx, q, s, &query).await)
+            }
+            (Method::GET, ["queues", q, "flows"], None) => ("flows", self.flows_page(&cx, q).await),
+            (Method::GET, ["queues", q, "what-if"], None) => {
+                ("what-if", self.what_if_page(&cx, q, None).await)
+            }
+            (Method::POST, ["queues", q, "what-if"], Some(form)) => {
+                ("what-if", self.what_if_page(&cx, q, Some(&form)).await)
+            }
+            (Method::GET, ["jobs", id], None) => ("job", self.job_page(&cx, id).await),
+            (Method::POST, ["jobs", id, "priority"], Some(form)) => {
+                ("write", self.change_priority(&cx, id, &form).await)
+            }
+            (Method::POST, ["jobs", id, "terminate"], Some(form)) => {
+                ("write", self.terminate(&cx, id, &form).await)
+            }
+            (Method::GET, ["audit"], None) => ("audit", self.audit_page(&cx, &query).await),
+            (Method::GET, ["live"], None) => ("live", self.live_poll(&cx, &query).await),
+            (Method::POST, ["sign-out"], Some(_)) => ("sign-out", self.sign_out(&viewer)),
+            _ => (
+                "not-found",
+                self.framed(
+                    &cx,
+                    StatusCode::NOT_FOUND,
+                    "Not found",
+                    Nav::Queues,
+                    None,
+                    pages::problem("Not found", &format!("There is no page at {path}.")),
+                ),
+            ),
+        }
+    }
+
+    fn sign_in(&self, peer: Option<IpAddr>, form: &BTreeMap<String, String>) -> Answer {
+        if self.sessions_off() {
+            return html(
+                StatusCode::FORBIDDEN,
+                pages::sign_in(Some("Sign-in with access keys is off here."), true),
+            );
+        }
+        let key = form
+            .get("accessKeyId")
+            .map(|s| s.trim())
+            .unwrap_or_default();
+        let secret = form.get("secret").map(String::as_str).unwrap_or_default();
+        let from = peer.unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+        let principal_of = |k: &str| {
+            let p = self.tenancy.access_key_principal(k)?;
+            self.tenancy
+                .console_speaks_for(p)
+                .ok()
+                .map(|_| p.to_string())
+        };
+        match self.sessions.sign_in(from, key, secret, principal_of) {
+            Ok((id, viewer)) => {
+                tracing::info!(principal = %viewer.principal, "signed in");
+                let cookie = session::set_cookie(
+                    self.cookie_name(),
+                    &id,
+                    self.sessions.ttl(),
+                    self.secure(),
+                );
+                redirect("/queues", Some(cookie))
+            }
+            Err(SignInError::Refused) => html(
+                StatusCode::UNAUTHORIZED,
+                pages::sign_in(
+                    Some("That access key and secret do not sign anyone in."),
+                    false,
+                ),
+            ),
+            Err(SignInError::TooMany) => html(
+                StatusCode::TOO_MANY_REQUESTS,
+                pages::sign_in(
+                    Some("Too many failed sign-ins from your address: wait five minutes."),
+                    false,
+                ),
+            ),
+        }
+    }
+
+    fn sign_out(&self, viewer: &Viewer) -> Answer {
+        if let Some(id) = &viewer.session {
+            self.sessions.sign_out(id);
+        }
+        redirect(
+            "/sign-in",
+            Some(session::clear_cookie(self.cookie_name(), self.secure())),
+        )
+    }
+
+    /// The API client acting for the viewer.
+    fn api(&self, cx: &Cx<'_>) -> qm_service::client::Client {
+        self.client.acting_for(&cx.viewer.principal)
+    }
+
+    fn framed(
+        &self,
+        cx: &Cx<'_>,
+        status: StatusCode,
+        title: &str,
+        nav: Nav,
+        queue: Option<&str>,
+        body: Markup,
+    ) -> Answer {
+        let frame = Frame {
+            principal: &cx.viewer.principal,
+            role: &cx.role,
+            csrf: &cx.viewer.csrf,
+            live_since: cx.live_since,
+            nav,
+            queue,
+        };
+        html(status, pages::page(&frame, title, body))
+    }
+
+    fn failed(&self, cx: &Cx<'_>, queue: Option<&str>, e: &CallError) -> Answer {
+        let (status, message) = failure(e);
+        let title = match status {
+            StatusCode::FORBIDDEN => "Not yours to see",
+            StatusCode::NOT_FOUND => "Not found",
+            StatusCode::BAD_REQUEST => "Refused",
+            _ => "Quartermaster did not answer",
+        };
+        self.framed(
+            cx,
+            status,
+            title,
+            Nav::Queues,
+            queue,
+            pages::problem(title, &message),
+        )
+    }
+
+    async fn queues_page(&self, cx: &Cx<'_>) -> Answer {
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Names {
+            job_queues: Vec<String>,
+        }
+        match self
+            .api(cx)
+            .call::<_, Names>(Operation::ListJobQueues, &serde_json::json!({}))
+            .await
+        {
+            Ok(n) => self.framed(
+                cx,
+                StatusCode::OK,
+                "Queues",
+                Nav::Queues,
+                None,
+                pages::queues(&n.job_queues),
+            ),
+            Err(e) => self.failed(cx, None, &e),
+        }
+    }
+
+    async fn queue_page(&self, cx: &Cx<'_>, q: &str) -> Answer {
+        let api = self.api(cx);
+        let r = wire::QueueRef {
+            job_queue: q.to_string(),
+        };
+        let (snap, doc) = tokio::join!(
+            api.call::<_, wire::JobQueueSnapshot>(Operation::GetJobQueueSnapshot, &r),
+            api.call::<_, qm_wire::system::QueueDocument>(Operation::DescribeJobQueue, &r),
+        );
+        match snap {
+            Ok(s) => self.framed(
+                cx,
+                StatusCode::OK,
+                &format!("Queue {q}"),
+                Nav::Queue,
+                Some(q),
+                pages::queue(q, &s, doc.ok().as_ref()),
+            ),
+            Err(e) => self.failed(cx, None, &e),
+        }
+    }
+
+    async fn share_page(
+        &self,
+        cx: &Cx<'_>,
+        q: &str,
+        s: &str,
+        query: &BTreeMap<String, String>,
+    ) -> Answer {
+        let api = self.api(cx);
+        let status = query.get("status").filter(|v| !v.is_empty()).cloned();
+        let list = wire::ListServiceJobs {
+            job_queue: q.to_string(),
+            job_status: status.clone(),
+            quota_share_name: Some(s.to_string()),
+            max_results: Some(self.settings.page_size),
+            next_token: query.get("next").cloned(),
+        };
+        let exposure = wire::GetReclaimExposure {
+            job_queue: q.to_string(),
+            quota_share_name: s.to_string(),
+        };
+        let (jobs, exposure) = tokio::join!(
+            api.call::<_, wire::ListServiceJobsResponse>(Operation::ListServiceJobs, &list),
+            api.call::<_, wire::ReclaimExposure>(Operation::GetReclaimExposure, &exposure),
+        );
+        match (jobs, exposure) {
+            (Ok(jobs), Ok(exposure)) => self.framed(
+                cx,
+                StatusCode::OK,
+                &format!("Share {s}"),
+                Nav::Queue,
+                Some(q),
+                pages::share(q, s, &jobs, status.as_deref(), &exposure),
+            ),
+            (Err(e), _) | (_, Err(e)) => self.failed(cx, Some(q), &e),
+        }
+    }
+
+    async fn flows_page(&self, cx: &Cx<'_>, q: &str) -> Answer {
+        let g = wire::GetUsage {
+            job_queue: q.to_string(),
+            ..Default::default()
+        };
+        match self
+            .api(cx)
+            .call::<_, wire::UsageReport>(Operation::GetUsage, &g)
+            .await
+        {
+            Ok(r) => self.framed(
+                cx,
+                StatusCode::OK,
+                &format!("Flows in {q}"),
+                Nav::Flows,
+                Some(q),
+                pages::flows(q, &r),
+            ),
+            Err(e) => self.failed(cx, Some(q), &e),
+        }
+    }
+
+    async fn job_page(&self, cx: &Cx<'_>, id: &str) -> Answer {
+        let api = self.api(cx);
+        let r = wire::JobRef {
+            job_id: id.to_string(),
+        };
+        let job = match api
+            .call::<_, wire::ServiceJob>(Operation::DescribeServiceJob, &r)
+            .await
+        {
+            Ok(j) => j,
+            Err(e) => return self.failed(cx, None, &e),
+        };
+        let waiting = matches!(job.status.as_str(), "SUBMITTED" | "RUNNABLE");
+        let logs_request = wire::GetServiceJobLogs {
+            job_id: id.to_string(),
+            attempt: None,
+            tail_bytes: Some(4096),
+        };
+        let (outlook, logs) = tokio::join!(
+            async {
+                if waiting {
+                    api.call::<_, wire::JobOutlook>(Operation::ExplainServiceJob, &r)
+                        .await
+                        .ok()
+                } else {
+                    None
+                }
+            },
+            async {
+                if job.attempts.is_empty() {
+                    return None;
+                }
+                api.call::<_, qm_wire::system::LogsResponse>(
+                    Operation::GetServiceJobLogs,
+                    &logs_request,
+                )
+                .await
+                .ok()
+                .map(|l| {
+                    if l.stderr.is_empty() {
+                        l.stdout
+                    } else {
+                        format!("{}\n--- stderr ---\n{}", l.stdout, l.stderr)
+                    }
+                })
+            }
+        );
+        let may_change = qm_tenancy::authorize(
+            &cx.caller,
+            qm_tenancy::Action::ChangeJob {
+                queue: &job.job_queue,
+                share: &job.quota_share_name,
+            },
+        )
+        .is_ok();
+        let q = job.job_queue.clone();
+        self.framed(
+            cx,
+            StatusCode::OK,
+            &format!("Job {}", job.job_name),
+            Nav::Job,
+            Some(&q),
+            pages::job(
+                &job,
+                outlook.as_ref(),
+                logs.as_deref(),
+                may_change,
+                &cx.viewer.csrf,
+            ),
+        )
+    }
+
+    async fn change_priority(
+        &self,
+        cx: &Cx<'_>,
+        id: &str,
+        form: &BTreeMap<String, String>,
+    ) -> Answer {
+        let Some(priority) = form
+            .get("priority")
+            .and_then(|p| p.trim().parse::<u32>().ok())
+        else {
+            return self.framed(
+                cx,
+                StatusCode::BAD_REQUEST,
+                "Refused",
+                Nav::Job,
+                None,
+                pages::problem("Refused", "priority: give a whole number from 0 to 9999"),
+            );
+        };
+        let u = wire::UpdateServiceJob {
+            job_id: id.to_string(),
+            scheduling_priority: priority,
+        };
+        match self
+            .api(cx)
+            .call::<_, serde_json::Value>(Operation::UpdateServiceJob, &u)
+            .await
+        {
+            Ok(_) => redirect(&format!("/jobs/{}", pages::enc(id)), None),
+            Err(e) => self.failed(cx, None, &e),
+        }
+    }
+
+    async fn terminate(&self, cx: &Cx<'_>, id: &str, form: &BTreeMap<String, String>) -> Answer {
+        let reason = form
+            .get("reason")
+            .map(|r| r.trim().to_string())
+            .unwrap_or_default();
+        let t = wire::TerminateServiceJob {
+            job_id: id.to_string(),
+            reason: if reason.is_empty() {
+                format!("terminated in the console by {}", cx.viewer.principal)
+            } else {
+                reason
+            },
+        };
+        match self
+            .api(cx)
+            .call::<_, serde_json::Value>(Operation::TerminateServiceJob, &t)
+            .await
+        {
+            Ok(_) => redirect(&format!("/jobs/{}", pages::enc(id)), None),
+            Err(e) => self.failed(cx, None, &e),
+        }
+    }
+
+    async fn audit_page(&self, cx: &Cx<'_>, query: &BTreeMap<String, String>) -> Answer {
+        let get = |k: &str| {
+            query
+                .get(k)
+                .map(|v| v.trim().to_string())
+                .unwrap_or_default()
+        };
+        let filter = pages::AuditFilter {
+            queue: get("queue"),
+            share: get("share"),
+            principal: get("principal"),
+        };
+        let some = |s: &str| (!s.is_empty()).then(|| s.to_string());
+        let l = wire::ListAuditEvents {
+            job_queue: some(&filter.queue),
+            quota_share_name: some(&filter.share),
+            principal: some(&filter.principal),
+            max_results: Some(self.settings.page_size),
+            next_token: some(&get("next")),
+            ..Default::default()
+        };
+        match self
+            .api(cx)
+            .call::<_, wire::ListAuditEventsResponse>(Operation::ListAuditEvents, &l)
+            .await
+        {
+            Ok(r) => self.framed(
+                cx,
+                StatusCode::OK,
+                "Audit",
+                Nav::Audit,
+                None,
+                pages::audit(&filter, &r.audit_events, r.next_token.as_deref()),
+            ),
+            Err(e) => self.failed(cx, None, &e),
+        }
+    }
+
+    async fn what_if_page(
+        &self,
+        cx: &Cx<'_>,
+        q: &str,
+        form: Option<&BTreeMap<String, String>>,
+    ) -> Answer {
+        let api = self.api(cx);
+        let doc = match api
+            .call::<_, qm_wire::system::QueueDocument>(
+                Operation::DescribeJobQueue,
+                &wire::QueueRef {
+                    job_queue: q.to_string(),
+                },
+            )
+            .await
+        {
+            Ok(d) => d,
+            Err(e) => return self.failed(cx, None, &e),
+        };
+        let shares: Vec<String> = doc
+            .quota_shares
+            .iter()
+            .map(|s| s.quota_share_name.clone())
+            .filter(|s| {
+                qm_tenancy::authorize(
+                    &cx.caller,
+                    qm_tenancy::Action::Submit { queue: q, share: s },
+                )
+                .is_ok()
+            })
+            .collect();
+        let mut types: Vec<String> = doc
+            .quota_shares
+            .iter()
+            .flat_map(|s| {
+                s.capacity_limits
+                    .iter()
+                    .flatten()
+                    .map(|c| c.capacity_unit.clone())
+            })
+            .collect();
+        types.sort();
+        types.dedup();
+        let get = |k: &str| {
+            form.and_then(|f| f.get(k))
+                .map(|v| v.trim().to_string())
+                .unwrap_or_default()
+        };
+        let values = pages::WhatIf {
+            share: get("share"),
+            instance_type: get("instanceType"),
+            count: get("count"),
+            priority: get("priority"),
+            estimated_runtime: get("estimatedRuntime"),
+        };
+        let result = match form {
+            None => None,
+            Some(_) => Some(self.foresee(&api, q, &values).await),
+        };
+        let body = if shares.is_empty() {
+            pages::problem(
+                "What if",
+                "You may submit to no share of this queue, so there is nothing to foresee.",
+            )
+        } else {
+            pages::what_if(
+                q,
+                &shares,
+                &types,
+                &values,
+                result.as_ref().map(|r| r.as_ref().map_err(String::as_str)),
+                &cx.viewer.csrf,
+            )
+        };
+        self.framed(
+            cx,
+            StatusCode::OK,
+            &format!("What if, in {q}"),
+            Nav::WhatIf,
+            Some(q),
+            body,
+        )
+    }
+
+    async fn foresee(
+        &self,
+        api: &qm_service::client::Client,
+        q: &str,
+        v: &pages::WhatIf,
+    ) -> Result<wire::JobOutlook, String> {
+        let number = |field: &str, text: &str| -> Result<Option<u64>, String> {
+            if text.is_empty() {
+                return Ok(None);
+            }
+            text.parse::<u64>()
+                .map(Some)
+                .map_err(|_| format!("{field}: {text:?} is not a whole number"))
+        };
+        let count = number("instances", &v.count)?.unwrap_or(1);
+        let job = wire::SubmitServiceJob {
+            job_name: "what-if".into(),
+            job_queue: q.to_string(),
+            quota_share_name: Some(v.share.clone()),
+            instance_type: v.instance_type.clone(),
+            instance_count: Some(
+                u32::try_from(count).map_err(|_| "instances: too many".to_string())?,
+            ),
+            scheduling_priority: number("priority", &v.priority)?
+                .map(|p| u32::try_from(p).unwrap_or(u32::MAX)),
+            estimated_runtime_seconds: number("estimated runtime", &v.estimated_runtime)?,
+            command: vec!["what-if".into()],
+            ..Default::default()
+        };
+        api.call::<_, wire::JobOutlook>(Operation::DryRunServiceJob, &job)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    async fn live_poll(&self, cx: &Cx<'_>, query: &BTreeMap<String, String>) -> Answer {
+        let since = query
+            .get("since")
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap_or(0);
+        let caller = &cx.caller;
+        let may_read = |queue: &str, share: &str| {
+            qm_tenancy::authorize(caller, qm_tenancy::Action::ReadJob { queue, share }).is_ok()
+        };
+        let (seen, changes) = self.live.wait(since, LIVE_WAIT, &may_read).await;
+        let body = serde_json::json!({ "seq": seen, "changes": changes });
+        respond(StatusCode::OK, "application/json", body.to_string())
+    }
+}
+
+/// One request's viewer.
+struct Cx<'a> {
+    viewer: &'a Viewer,
+    caller: wire::Caller,
+    role: String,
+    live_since: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forms_are_decoded_with_plus_as_space_and_escapes() {
+        let f = form_fields(b"csrf=ab%2Fc&reason=out+of+budget&empty=&x%3Dy=1");
+        assert_eq!(f["csrf"], "ab/c");
+        assert_eq!(f["reason"], "out of budget");
+        assert_eq!(f["empty"], "");
+        assert_eq!(f["x=y"], "1");
+    }
+
+    #[test]
+    fn the_policy_allows_no_inline_script_and_no_other_origin() {
+        assert!(CSP.contains("script-src 'self'"));
+        assert!(!CSP.contains("unsafe-inline"));
+        assert!(CSP.contains("frame-ancestors 'none'"));
+        assert!(CSP.contains("default-src 'none'"));
+    }
+}

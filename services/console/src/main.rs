@@ -1,0 +1,172 @@
+//! `qm-console`: Quartermaster's web console (ADR 0018).
+//!
+//! A person signs in with the access key and secret `qm auth` gave them
+//! (or is named by an authenticating proxy the settings trust); every page
+//! is read, and every write made, through the NATS API as that person
+//! (the console's own subject, naming them in `Qm-Caller`, which admission
+//! believes only from a console principal and only for people). Pages are
+//! rendered on the server; the one script and the one style sheet are
+//! embedded; an open page follows the events stream through a long poll.
+
+mod http;
+mod live;
+mod pages;
+mod session;
+mod settings;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use qm_tenancy::Tenancy;
+use settings::{Settings, SPEC};
+
+/// What the console measures (see docs/metrics.md).
+pub(crate) struct Metrics {
+    requests: prometheus::IntCounterVec,
+    duration: prometheus::HistogramVec,
+    sessions: prometheus::GaugeVec,
+}
+
+impl Metrics {
+    fn new() -> Metrics {
+        use qm_service::observe::{counter, histogram, FAST_SECONDS};
+        Metrics {
+            requests: counter(
+                "qm_console_requests_total",
+                "Console requests answered, by route and HTTP status.",
+                &["route", "status"],
+            ),
+            duration: histogram(
+                "qm_console_request_duration_seconds",
+                "Time to answer a console request, by route (a live poll waits up to 25 s by design).",
+                &["route"],
+                FAST_SECONDS,
+            ),
+            sessions: qm_service::observe::gauge(
+                "qm_console_sessions",
+                "Sign-in sessions live now.",
+                &[],
+            ),
+        }
+    }
+}
+
+pub(crate) struct Console {
+    settings: Settings,
+    tenancy: Tenancy,
+    sessions: session::Sessions,
+    live: Arc<live::Live>,
+    /// Requests go on `qm.v1.api.<console principal>.*`.
+    client: qm_service::client::Client,
+    proxies: Vec<std::net::IpAddr>,
+    metrics: Metrics,
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    qm_service::main::<Settings, _, _>(&SPEC, run).await
+}
+
+async fn run(
+    settings: Settings,
+    nats_settings: qm_service::settings::NatsSettings,
+    observe: qm_service::settings::ObserveSettings,
+) -> std::process::ExitCode {
+    let fail = |e: String| {
+        eprintln!("qm-console: {e}");
+        std::process::ExitCode::from(2)
+    };
+    let tenancy = match Tenancy::load(std::path::Path::new(&settings.tenancy)) {
+        Ok(t) => t,
+        Err(e) => return fail(e.to_string()),
+    };
+    let secrets = if settings.keys_file.is_empty() {
+        Default::default()
+    } else {
+        match qm_tenancy::aws::load_keys(std::path::Path::new(&settings.keys_file)) {
+            Ok(k) => k,
+            Err(e) => return fail(e),
+        }
+    };
+    let tls = if settings.tls() {
+        match qm_service::http::tls_config(&settings.tls_cert_file, &settings.tls_key_file) {
+            Ok(t) => Some(t),
+            Err(e) => return fail(format!("tlsCertFile/tlsKeyFile: {e}")),
+        }
+    } else {
+        None
+    };
+    let (client, principal) = match qm_service::connect(&nats_settings, "console").await {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    if tenancy.role(&principal) != Some(qm_tenancy::Role::Console) {
+        return fail(format!(
+            "the NATS principal {principal:?} is not in the tenancy's services.console: admission would refuse every request"
+        ));
+    }
+    let endpoint =
+        qm_service::observe::Endpoint::for_service("console", &client, Box::new(|| Ok(())));
+    let metrics = Metrics::new();
+    if let Err(code) = qm_service::serve_metrics(&observe, "console", endpoint).await {
+        return code;
+    }
+    let mut api = qm_service::client::Client::new(client.clone(), principal.clone());
+    api.timeout = Duration::from_millis(settings.request_timeout_ms);
+    let listener = match tokio::net::TcpListener::bind(&settings.listen_address).await {
+        Ok(l) => l,
+        Err(e) => {
+            return fail(format!(
+                "listenAddress {}: cannot listen: {e}",
+                settings.listen_address
+            ))
+        }
+    };
+    let live = Arc::new(live::Live::default());
+    tokio::spawn(live::follow(client.clone(), Arc::clone(&live)));
+    let console = Arc::new(Console {
+        sessions: session::Sessions::new(
+            secrets,
+            Duration::from_secs(settings.session_minutes * 60),
+        ),
+        proxies: settings.proxies(),
+        settings,
+        tenancy,
+        live,
+        client: api,
+        metrics,
+    });
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let bound = listener.local_addr().map_or_else(
+        |_| console.settings.listen_address.clone(),
+        |a| a.to_string(),
+    );
+    tracing::info!(%principal, "console at {scheme}://{bound}/");
+    let limits = qm_service::http::Limits {
+        max_connections: console.settings.max_connections,
+        max_connections_per_client: console.settings.max_connections_per_client,
+        header_read_timeout: Duration::from_secs(10),
+        max_header_bytes: 32 * 1024,
+        // Long enough for a live poll (25 s) on a kept-alive connection.
+        connection_lifetime: Duration::from_secs(600),
+        drain_timeout: Duration::from_secs(5),
+    };
+    let handler = {
+        let console = Arc::clone(&console);
+        move |req| {
+            let console = Arc::clone(&console);
+            async move { console.answer(req).await }
+        }
+    };
+    qm_service::http::serve(
+        listener,
+        tls,
+        limits,
+        handler,
+        |ip| tracing::warn!(%ip, "a client with too many connections: closed"),
+        qm_service::nats::shutdown_signal(),
+    )
+    .await;
+    tracing::info!("console stopped");
+    std::process::ExitCode::SUCCESS
+}
