@@ -2,7 +2,7 @@
 CARGO ?= cargo
 QM := target/release/qm
 
-.PHONY: docs test-phases images-test fuzz bench-runtimes images-torch aws-clients chromium evaluate up down check-deploy demo simulate bins bench-services bench-fleet bench-checkpoint bench-peers test lint check-core-deps unit integration images images-infra bench bench-pass bench-sim build clean
+.PHONY: bench-console docs test-phases images-test fuzz bench-runtimes images-torch aws-clients chromium evaluate up down check-deploy demo simulate bins bench-services bench-fleet bench-checkpoint bench-peers test lint check-core-deps unit integration images images-infra bench bench-pass bench-sim build clean
 
 ## demo: the three-share story on a real Quartermaster (NATS + Garage in
 ## containers, the four services, the example trainer), live, with a summary
@@ -154,6 +154,12 @@ bench-services: images-infra
 bench-fleet: images-infra
 	$(CARGO) build --locked --release --bins
 	QM_BIN_DIR=target/release target/release/qm-bench-fleet
+
+## bench-console: the web console's server time per page, an empty queue
+## against QM_BENCH_JOBS (100,000) waiting jobs, in the same run
+bench-console: images-infra
+	$(CARGO) build --locked --release --bins
+	QM_BIN_DIR=target/release target/release/qm-bench-console
 
 ## bench-checkpoint: checkpoint upload and restore against rclone on the same
 ## S3 server (1 GiB as 8 and as 1,000 files, and an unchanged re-commit);

@@ -139,8 +139,14 @@ async fn alice_watches_the_story_live_and_reads_why_a_job_waits_and_when_it_star
     let exposure = browser
         .wait_text("main ul.exposure", "would preempt:", 10)
         .await;
-    assert!(exposure.contains("QS2 (lends 1 × ml.g5.xlarge)"), "{exposure}");
-    assert!(exposure.contains("of work since its last checkpoint"), "{exposure}");
+    assert!(
+        exposure.contains("QS2 (lends 1 × ml.g5.xlarge)"),
+        "{exposure}"
+    );
+    assert!(
+        exposure.contains("of work since its last checkpoint"),
+        "{exposure}"
+    );
     browser.screenshot("share-exposure").await;
 
     // alice may not read QS3: the page says so and shows nothing of it.

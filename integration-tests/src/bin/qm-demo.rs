@@ -7,6 +7,7 @@
 
 use std::time::{Duration, Instant};
 
+use qm_integration_tests::browser::{secret_of, Console};
 use qm_integration_tests::observe::{Metrics, OtlpReceiver};
 use qm_integration_tests::stack::{digest_in, reference_digest, start_nats, trainer_job, Stack};
 use qm_integration_tests::start_s3;
@@ -173,6 +174,18 @@ async fn main() {
             stack.metrics_port(name)
         );
     }
+    let console = Console::start(&mut stack, "console", &[]).await;
+    println!(
+        "   web console: {} (watch alice's share live; the certificate is signed by the demo's CA {})",
+        console.url("/queues/training/shares/QS1"),
+        console.certs.ca.display()
+    );
+    println!(
+        "     sign in as alice: access key AKIAQMALICE00000001, secret {} (bob: AKIAQMBOB0000000001, {})",
+        secret_of("alice"),
+        secret_of("bob")
+    );
+    println!("     QM_DEMO_PAUSE_SECONDS=30 waits before the story (time to sign in); QM_DEMO_KEEP=1 keeps it all running at the end until Ctrl-C");
     if own_collector {
         println!("   traces: sent to OTEL_EXPORTER_OTLP_ENDPOINT");
     } else {
@@ -185,6 +198,14 @@ async fn main() {
         println!("   checkpoint-then-preempt: on, a {window} s window (QM_DEMO_CHECKPOINT_BEFORE_PREEMPT_SECONDS=0 turns it off)\n");
     } else {
         println!("   checkpoint-then-preempt: off (preempted jobs are stopped at once)\n");
+    }
+    let pause: u64 = std::env::var("QM_DEMO_PAUSE_SECONDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    if pause > 0 {
+        println!("   (waiting {pause} s before the story: sign in to the console now)\n");
+        tokio::time::sleep(Duration::from_secs(pause)).await;
     }
     let expected = reference_digest(&ARGS[..4]);
     let mut t = Timeline {
@@ -319,6 +340,13 @@ async fn main() {
     }
     print_observed(&stack, &otlp, &p2, own_collector).await;
     println!("(service logs: {})", stack.path().display());
+    if std::env::var("QM_DEMO_KEEP").is_ok_and(|v| v == "1") {
+        println!(
+            "\neverything keeps running (QM_DEMO_KEEP=1): the console is at {}; Ctrl-C stops it",
+            console.url("/queues/training")
+        );
+        let _ = tokio::signal::ctrl_c().await;
+    }
     stack.stop_all();
     drop(stack);
     drop(s3);

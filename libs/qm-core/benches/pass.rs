@@ -6,6 +6,9 @@
 //!   (no skipping of settled types), for comparison.
 //! * `pass/from_scratch`: 110,000 RUNNABLE jobs and nothing running (a fresh
 //!   scheduler): the pass starts 10,000 of them.
+//! * `console/*`: what the web console asks (a waiting job's outlook with
+//!   its projected start, a share's reclaim exposure), against
+//!   `console/clone_cluster`, the copy each starts from.
 //! * `baseline/sort_runnable`: sorting the 100,000 waiting jobs once, the
 //!   cost a design that re-sorts per event would pay. Pass times are reported
 //!   as ratios against it in docs/benchmarks.md.
@@ -89,6 +92,12 @@ fn submit_waiting(c: &mut Cluster, n: usize, now: Time, rng: &mut Lcg) {
 /// 10,000 running (each share's entitlement of each type, full fleet) and
 /// 100,000 waiting.
 fn busy_cluster() -> Cluster {
+    busy_cluster_with(None)
+}
+
+/// [`busy_cluster`], its running jobs expected to run `estimates` (from,
+/// step) seconds: j-th job of a share and type runs from + j * step.
+fn busy_cluster_with(estimates: Option<(u64, u64)>) -> Cluster {
     let mut c = new_cluster();
     let now = Time::from_secs(1);
     let shares: Vec<_> = c.share_indices().collect();
@@ -100,6 +109,7 @@ fn busy_cluster() -> Cluster {
                 // so the state is steady: nothing to preempt, nothing fits.
                 let mut spec = JobSpec::new(format!("r{j}"), s, t, 1);
                 spec.priority = 9;
+                spec.estimated_runtime_secs = estimates.map(|(from, step)| from + j as u64 * step);
                 c.submit(spec, now).expect("valid");
             }
         }
@@ -151,6 +161,85 @@ fn benches(crit: &mut Criterion) {
     group.sample_size(10);
     group.bench_function("from_scratch", |b| {
         b.iter(|| schedule(black_box(&scratch), Time::from_secs(1)))
+    });
+    group.finish();
+
+    // What the console asks of a 100,000-job queue (docs/console.md): a
+    // waiting job's outlook with its projected start (at the front of its
+    // line, and at the back), and a share's reclaim exposure; against a
+    // clone of the cluster, which each of them starts from.
+    let estimated = busy_cluster_with(Some((600, 7)));
+    let later = Time::from_secs(3);
+    let waiting: Vec<JobId> = estimated
+        .jobs()
+        .filter(|j| j.status == qm_core::JobStatus::Runnable)
+        .map(|j| j.id)
+        .collect();
+    let first = waiting
+        .iter()
+        .copied()
+        .min_by_key(|id| {
+            let j = estimated.job(*id).expect("job");
+            (Reverse(j.spec.priority), j.runnable_since, *id)
+        })
+        .expect("a waiting job");
+    let last = waiting
+        .iter()
+        .copied()
+        .max_by_key(|id| {
+            let j = estimated.job(*id).expect("job");
+            (Reverse(j.spec.priority), j.runnable_since, *id)
+        })
+        .expect("a waiting job");
+    // Exposure is asked of a share that borrows: a lender's (S01, LEND)
+    // jobs of t0 end, borrowers take its instances.
+    let mut lent = estimated.clone();
+    let lender = lent.share_idx("S01").expect("share");
+    let t0 = lent.type_idx("t0").expect("type");
+    let ending: Vec<JobId> = lent
+        .jobs()
+        .filter(|j| {
+            j.spec.share == lender && j.spec.instance_type == t0 && j.status.holds_instances()
+        })
+        .map(|j| j.id)
+        .collect();
+    for id in ending {
+        lent.attempt_ended(id, 1, Some(0), later).expect("running");
+    }
+    // ...and it has no waiting work of t0 of its own to take them back.
+    let own_waiting: Vec<JobId> = lent
+        .jobs()
+        .filter(|j| j.spec.share == lender && j.spec.instance_type == t0 && !j.status.is_final())
+        .map(|j| j.id)
+        .collect();
+    for id in own_waiting {
+        lent.terminate(id, later).expect("waiting");
+    }
+    let plan = lent.step(later);
+    for start in &plan.starts {
+        lent.attempt_running(start.job, 1, later)
+            .expect("just started");
+    }
+    let borrower = lent
+        .share_indices()
+        .max_by_key(|s| lent.borrowed_jobs(*s, t0).len())
+        .expect("a share");
+    assert!(
+        !lent.borrowed_jobs(borrower, t0).is_empty(),
+        "someone borrows S01's instances"
+    );
+    assert!(!lent.reclaim_exposure(borrower, later).is_empty());
+    let mut group = crit.benchmark_group("console");
+    group.sample_size(10);
+    group.bench_function("clone_cluster", |b| b.iter(|| black_box(estimated.clone())));
+    group.bench_function("outlook_front_of_line", |b| {
+        b.iter(|| estimated.outlook(black_box(first), later))
+    });
+    group.bench_function("outlook_back_of_line", |b| {
+        b.iter(|| estimated.outlook(black_box(last), later))
+    });
+    group.bench_function("reclaim_exposure", |b| {
+        b.iter(|| lent.reclaim_exposure(black_box(borrower), later))
     });
     group.finish();
 

@@ -139,17 +139,19 @@ impl Cluster {
     ) -> Result<JobOutlook, crate::cluster::JobError> {
         let mut after = self.clone();
         let id = after.submit(spec, now)?;
-        Ok(after.outlook_after_pass(id, now))
+        Ok(after.into_outlook(id, now))
     }
 
     /// What the next pass would do for job `id` (`qm explain`), changing
     /// nothing.
     pub fn outlook(&self, id: JobId, now: Time) -> Option<JobOutlook> {
         self.job(id)?;
-        Some(self.clone().outlook_after_pass(id, now))
+        Some(self.clone().into_outlook(id, now))
     }
 
-    fn outlook_after_pass(&self, id: JobId, now: Time) -> JobOutlook {
+    /// The outlook of `id` on this copy of the cluster, which the
+    /// projection of its start then uses up.
+    fn into_outlook(self, id: JobId, now: Time) -> JobOutlook {
         let Some(job) = self.job(id) else {
             return JobOutlook::NotWaiting(crate::job::JobStatus::Failed);
         };

@@ -55,7 +55,13 @@ impl Cluster {
         if !matches!(job.status, JobStatus::Runnable | JobStatus::Submitted) {
             return None;
         }
-        let mut c = self.clone();
+        self.clone().project_start(id, now)
+    }
+
+    /// [`Cluster::projected_start`] on this copy, which it uses up (a
+    /// caller that already holds a copy saves cloning another).
+    pub(crate) fn project_start(self, id: JobId, now: Time) -> Option<StartEstimate> {
+        let mut c = self;
         let mut ends: BinaryHeap<Reverse<(Time, JobId, u32)>> = BinaryHeap::new();
         for j in c.jobs().filter(|j| j.status.holds_instances()) {
             if let Some(end) = expected_end(j, now) {
