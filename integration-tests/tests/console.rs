@@ -149,10 +149,50 @@ async fn alice_watches_the_story_live_and_reads_why_a_job_waits_and_when_it_star
     );
     browser.screenshot("share-exposure").await;
 
-    // alice may not read QS3: the page says so and shows nothing of it.
+    // The admin foresees a limit change: QS1 down to 0 puts a-own on
+    // borrowed capacity, preemptible by a lender; nothing changes.
+    let admin = console.sign_in("platform").await;
+    let page = console.get(&admin, "/queues/training/what-if").await;
+    let lowered = console
+        .request(
+            "POST",
+            "/queues/training/what-if/limit",
+            &[
+                ("cookie", &admin),
+                ("content-type", "application/x-www-form-urlencoded"),
+            ],
+            &format!(
+                "share=QS1&instanceType=ml.g5.xlarge&maxCapacity=0&csrf={}",
+                Console::csrf_of(&page.body)
+            ),
+        )
+        .await;
+    assert_eq!(lowered.status, 200, "{}", lowered.body);
+    let preemptible = lowered
+        .body
+        .split("Become preemptible")
+        .nth(1)
+        .unwrap_or_default();
+    assert!(preemptible.contains("a-own"), "{}", lowered.body);
+    assert_eq!(status_of(&stack, &own).await, "RUNNING");
+    let described: serde_json::Value = stack
+        .client
+        .call(
+            Operation::DescribeQuotaShare,
+            &serde_json::json!({"jobQueue": "training", "quotaShareName": "QS1"}),
+        )
+        .await
+        .expect("QS1");
+    assert_eq!(
+        described["capacityLimits"][0]["maxCapacity"],
+        serde_json::json!(1),
+        "the what-if stored nothing: {described}"
+    );
+
+    // alice may not read QS3: to her the job does not exist.
     browser.goto(&console.url(&format!("/jobs/{next}"))).await;
     let refused = browser.text("main").await;
-    assert!(refused.contains("Not yours to see"), "{refused}");
+    assert!(refused.contains("There is no job"), "{refused}");
     assert!(!refused.contains("next-run"), "{refused}");
     let carol = Browser::start().await;
     carol.sign_in(&console, "carol").await;
@@ -239,15 +279,17 @@ async fn the_console_refuses_what_an_attacker_tries() {
     let mine = console.get(&alice, &format!("/jobs/{job}")).await;
     assert_eq!(mine.status, 200, "{}", mine.body);
     let theirs = console.get(&bob, &format!("/jobs/{job}")).await;
-    assert_eq!(theirs.status, 403, "{}", theirs.body);
+    assert_eq!(theirs.status, 404, "{}", theirs.body);
     assert!(!theirs.body.contains("onerror"), "{}", theirs.body);
     assert!(
-        theirs
-            .body
-            .contains("may not read jobs of share training/QS1"),
-        "{}",
+        !theirs.body.contains("QS1"),
+        "not even its share: {}",
         theirs.body
     );
+    let unknown = console
+        .get(&bob, "/jobs/j-00000000000000000000000000000000")
+        .await;
+    assert_eq!(unknown.status, 404, "as an unknown job: {}", unknown.body);
     // Nor her share's page, nor its exposure.
     let share = console.get(&bob, "/queues/training/shares/QS1").await;
     assert_eq!(share.status, 403, "{}", share.body);
@@ -351,6 +393,46 @@ async fn the_console_refuses_what_an_attacker_tries() {
         .await;
     assert_eq!(w.status, 403, "{}", w.body);
     assert_eq!(status_of(&stack, &job).await, "RUNNING");
+
+    // A sign-in posted from another site's page (login CSRF): refused.
+    let cross = console
+        .request(
+            "POST",
+            "/sign-in",
+            &[
+                ("content-type", "application/x-www-form-urlencoded"),
+                ("origin", "https://evil.example"),
+            ],
+            &format!(
+                "accessKeyId=AKIAQMBOB0000000001&secret={}",
+                qm_integration_tests::browser::secret_of("bob")
+            ),
+        )
+        .await;
+    assert_eq!(cross.status, 403, "{}", cross.body);
+    assert!(cross.header("set-cookie").is_none());
+    // A team may not foresee a limit change (an admin's), through the
+    // console or on NATS.
+    let page = console.get(&alice, "/queues/training/what-if").await;
+    assert!(
+        !page.body.contains("What if a share's limit changed"),
+        "{}",
+        page.body
+    );
+    let refused = alice_api
+        .call::<_, serde_json::Value>(
+            Operation::DryRunUpdateQuotaShare,
+            &serde_json::json!({"jobQueue": "training", "quotaShareName": "QS1",
+                                "capacityLimits": [{"capacityUnit": "ml.g5.xlarge", "maxCapacity": 0}]}),
+        )
+        .await
+        .expect_err("refused");
+    assert!(
+        refused
+            .to_string()
+            .contains("may not change the configuration"),
+        "{refused}"
+    );
 
     // A session used after sign-out is no session.
     let again = console.sign_in("alice").await;

@@ -191,7 +191,9 @@ async fn main() {
             !j.status_reason.starts_with("QUEUED")
         })
         .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // ...and the audit copier has caught up with the burst of submits
+    // (a steady queue, not the moment after 100,000 writes).
+    tokio::time::sleep(Duration::from_secs(15)).await;
     let full_front = measure(
         &console,
         metrics_port,

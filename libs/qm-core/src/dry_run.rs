@@ -145,7 +145,14 @@ impl Cluster {
     /// What the next pass would do for job `id` (`qm explain`), changing
     /// nothing.
     pub fn outlook(&self, id: JobId, now: Time) -> Option<JobOutlook> {
-        self.job(id)?;
+        let status = self.job(id)?.status;
+        if !matches!(
+            status,
+            crate::job::JobStatus::Runnable | crate::job::JobStatus::Submitted
+        ) {
+            // Nothing to foresee, and no copy to make.
+            return Some(JobOutlook::NotWaiting(status));
+        }
         Some(self.clone().into_outlook(id, now))
     }
 
@@ -206,16 +213,19 @@ impl Cluster {
             .into_iter()
             .take_while(|j| *j != id)
             .collect();
-        let estimate =
-            self.projected_start(id, now)
-                .unwrap_or(crate::outlook::StartEstimate::Unknown {
-                    without_estimate: 0,
-                    beyond: None,
-                });
+        let position = line.len();
+        let ahead = line.into_iter().take(AHEAD_SHOWN).collect();
+        // The projection uses up this copy, and starts from the plan made.
+        let estimate = self.project_start_from(id, now, Some(plan)).unwrap_or(
+            crate::outlook::StartEstimate::Unknown {
+                without_estimate: 0,
+                beyond: None,
+            },
+        );
         JobOutlook::Waits {
             reason,
-            position: line.len(),
-            ahead: line.into_iter().take(AHEAD_SHOWN).collect(),
+            position,
+            ahead,
             estimate,
         }
     }

@@ -61,6 +61,17 @@ impl Cluster {
     /// [`Cluster::projected_start`] on this copy, which it uses up (a
     /// caller that already holds a copy saves cloning another).
     pub(crate) fn project_start(self, id: JobId, now: Time) -> Option<StartEstimate> {
+        self.project_start_from(id, now, None)
+    }
+
+    /// [`Cluster::project_start`], `first` the plan this copy's pass at
+    /// `now` makes, if the caller has it already (saves computing it again).
+    pub(crate) fn project_start_from(
+        self,
+        id: JobId,
+        now: Time,
+        mut first: Option<crate::pass::Plan>,
+    ) -> Option<StartEstimate> {
         let mut c = self;
         let mut ends: BinaryHeap<Reverse<(Time, JobId, u32)>> = BinaryHeap::new();
         for j in c.jobs().filter(|j| j.status.holds_instances()) {
@@ -72,7 +83,10 @@ impl Cluster {
         for _ in 0..PROJECTION_ENDS {
             let mut wake: Option<Time> = None;
             for _ in 0..PASSES_PER_INSTANT {
-                let plan = c.schedule(t);
+                let plan = match first.take() {
+                    Some(plan) => plan,
+                    None => c.schedule(t),
+                };
                 c.apply(&plan);
                 wake = plan.wake_at;
                 let placed = plan.starts.iter().any(|s| s.job == id);

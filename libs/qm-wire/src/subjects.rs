@@ -149,10 +149,11 @@ pub enum Operation {
     GetPolicyStabilityRecord,
     GetUsage,
     GetReclaimExposure,
+    DryRunUpdateQuotaShare,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 27] = [
+    pub const ALL: [Operation; 28] = [
         Operation::SubmitServiceJob,
         Operation::DescribeServiceJob,
         Operation::ListServiceJobs,
@@ -180,6 +181,7 @@ impl Operation {
         Operation::GetPolicyStabilityRecord,
         Operation::GetUsage,
         Operation::GetReclaimExposure,
+        Operation::DryRunUpdateQuotaShare,
     ];
 
     pub fn name(self) -> &'static str {
@@ -211,6 +213,7 @@ impl Operation {
             Operation::GetPolicyStabilityRecord => "GetPolicyStabilityRecord",
             Operation::GetUsage => "GetUsage",
             Operation::GetReclaimExposure => "GetReclaimExposure",
+            Operation::DryRunUpdateQuotaShare => "DryRunUpdateQuotaShare",
         }
     }
 

@@ -636,6 +636,9 @@ pub enum SchedOperation {
     GetPolicyStabilityRecord(crate::messages::GetPolicyStabilityRecord),
     GetUsage(crate::messages::GetUsage),
     GetReclaimExposure(crate::messages::GetReclaimExposure),
+    /// A configuration admission validated and did not store: what it
+    /// would do (`DryRunUpdateQuotaShare`).
+    DryRunJobQueue(QueueDocument),
 }
 
 impl SchedOperation {
@@ -653,6 +656,7 @@ impl SchedOperation {
             SchedOperation::GetPolicyStabilityRecord(_) => "GetPolicyStabilityRecord",
             SchedOperation::GetUsage(_) => "GetUsage",
             SchedOperation::GetReclaimExposure(_) => "GetReclaimExposure",
+            SchedOperation::DryRunJobQueue(_) => "DryRunUpdateQuotaShare",
         }
     }
 

@@ -226,9 +226,17 @@ fn audited_subjects() -> Vec<String> {
 /// Waits (at most 2 s) until the copier has copied everything the log held
 /// when this was called: a caller sees its own writes in `qm audit`.
 async fn caught_up(log: &Stream) {
+    // The log as it is now: the copier must have copied up to here (the
+    // writes made before this request), not until the log stops growing,
+    // which on a busy queue it never does.
+    let mut log_now = log.clone();
+    let Ok(target) = log_now.info().await.map(|i| i.state.last_sequence) else {
+        return;
+    };
     let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
     while tokio::time::Instant::now() < deadline {
         match log.consumer_info(subjects::AUDIT_COPIER).await {
+            Ok(i) if i.ack_floor.stream_sequence >= target => return,
             Ok(i) if i.num_pending == 0 && i.num_ack_pending == 0 => return,
             Ok(_) => tokio::time::sleep(Duration::from_millis(20)).await,
             Err(_) => return,

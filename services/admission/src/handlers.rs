@@ -317,6 +317,20 @@ impl Admission {
                     Err(e) => respond::<()>(c, &msg, &Err(e)).await,
                 }
             }
+            Operation::DryRunUpdateQuotaShare => {
+                let r = match decode::<QuotaShare>(p) {
+                    Ok(s) => self.foresee_share_update(caller, &s).await,
+                    Err(e) => Err(e),
+                };
+                match r {
+                    Ok(raw) => {
+                        if let Some(to) = &msg.reply {
+                            let _ = c.publish(to.clone(), raw).await;
+                        }
+                    }
+                    Err(e) => respond::<()>(c, &msg, &Err(e)).await,
+                }
+            }
             Operation::GetReclaimExposure => {
                 // Checked here first, and again by the scheduler.
                 let check = decode::<qm_wire::messages::GetReclaimExposure>(p).and_then(|g| {

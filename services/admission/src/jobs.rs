@@ -339,6 +339,7 @@ impl Admission {
             }
             Operation::GetUsage => SchedOperation::GetUsage(decode(payload)?),
             Operation::GetReclaimExposure => SchedOperation::GetReclaimExposure(decode(payload)?),
+            Operation::DryRunUpdateQuotaShare => SchedOperation::DryRunJobQueue(decode(payload)?),
             other => {
                 return Err(api::error(
                     ErrorCode::Internal,

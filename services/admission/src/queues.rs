@@ -51,6 +51,55 @@ pub(crate) fn merge_share(share: &mut QuotaShare, update: &QuotaShare) {
     }
 }
 
+/// Everything a queue change must pass before it is stored (or foreseen):
+/// every share's name and prefixes, the whole configuration as the core
+/// reads it, and the core's transition rules from `old`.
+pub(crate) fn check_change(old: Option<&QueueDocument>, new: &QueueDocument) -> Result<()> {
+    for (i, s) in new.quota_shares.iter().enumerate() {
+        token_field(
+            &format!("quotaShares[{i}].quotaShareName"),
+            &s.quota_share_name,
+        )?;
+        type Check = fn(&str) -> std::result::Result<(), String>;
+        let s3: Check = |p| qm_wire::messages::parse_s3_uri(p).map(|_| ());
+        let lists: [(&str, &Option<Vec<String>>, Check); 3] = [
+            (
+                "imagePrefixes",
+                &s.image_prefixes,
+                qm_tenancy::check_image_prefix,
+            ),
+            ("inputS3Prefixes", &s.input_s3_prefixes, s3),
+            ("checkpointS3Prefixes", &s.checkpoint_s3_prefixes, s3),
+        ];
+        for (key, list, check) in lists {
+            for (j, entry) in list.iter().flatten().enumerate() {
+                check(entry).map_err(|e| {
+                    invalid(
+                        "invalid queue configuration",
+                        vec![qm_wire::messages::Problem {
+                            field: format!("quotaShares[{i}].{key}[{j}]"),
+                            message: e,
+                        }],
+                    )
+                })?;
+            }
+        }
+    }
+    let config = convert::queue(new)
+        .map_err(|p| invalid("invalid queue configuration", api::problems(&p)))?;
+    if let Some(old) = old {
+        // The transition rules (e.g. a share must be DISABLED before
+        // it is deleted) are the core's.
+        let old_config = convert::queue(old)
+            .map_err(|p| invalid("the stored configuration is invalid", api::problems(&p)))?;
+        let mut c = Cluster::new(old_config, &[])
+            .map_err(|e| invalid("the stored configuration is invalid", api::problems(&e.0)))?;
+        c.update_queue(config, Time(now_ms()))
+            .map_err(|e| invalid("configuration change refused", api::problems(&e.0)))?;
+    }
+    Ok(())
+}
+
 impl Admission {
     pub(crate) async fn document(&self, queue: &str) -> Result<Option<(QueueDocument, u64)>> {
         let entry = self
@@ -100,50 +149,7 @@ impl Admission {
             let current = self.document(queue).await?;
             let old = current.as_ref().map(|(d, _)| d.clone());
             let new = change(old.clone())?;
-            for (i, s) in new.quota_shares.iter().enumerate() {
-                token_field(
-                    &format!("quotaShares[{i}].quotaShareName"),
-                    &s.quota_share_name,
-                )?;
-                type Check = fn(&str) -> std::result::Result<(), String>;
-                let s3: Check = |p| qm_wire::messages::parse_s3_uri(p).map(|_| ());
-                let lists: [(&str, &Option<Vec<String>>, Check); 3] = [
-                    (
-                        "imagePrefixes",
-                        &s.image_prefixes,
-                        qm_tenancy::check_image_prefix,
-                    ),
-                    ("inputS3Prefixes", &s.input_s3_prefixes, s3),
-                    ("checkpointS3Prefixes", &s.checkpoint_s3_prefixes, s3),
-                ];
-                for (key, list, check) in lists {
-                    for (j, entry) in list.iter().flatten().enumerate() {
-                        check(entry).map_err(|e| {
-                            invalid(
-                                "invalid queue configuration",
-                                vec![qm_wire::messages::Problem {
-                                    field: format!("quotaShares[{i}].{key}[{j}]"),
-                                    message: e,
-                                }],
-                            )
-                        })?;
-                    }
-                }
-            }
-            let config = convert::queue(&new)
-                .map_err(|p| invalid("invalid queue configuration", api::problems(&p)))?;
-            if let Some(old) = &old {
-                // The transition rules (e.g. a share must be DISABLED before
-                // it is deleted) are the core's.
-                let old_config = convert::queue(old).map_err(|p| {
-                    invalid("the stored configuration is invalid", api::problems(&p))
-                })?;
-                let mut c = Cluster::new(old_config, &[]).map_err(|e| {
-                    invalid("the stored configuration is invalid", api::problems(&e.0))
-                })?;
-                c.update_queue(config, Time(now_ms()))
-                    .map_err(|e| invalid("configuration change refused", api::problems(&e.0)))?;
-            }
+            check_change(old.as_ref(), &new)?;
             let body = serde_json::to_vec(&new)
                 .map_err(|e| api::error(ErrorCode::Internal, e.to_string()))?;
             let key = config_key(queue);
@@ -177,6 +183,37 @@ impl Admission {
             ErrorCode::Conflict,
             format!("job queue {queue:?} is being changed concurrently; try again"),
         ))
+    }
+
+    /// `DryRunUpdateQuotaShare`: the update merged and checked exactly as
+    /// `UpdateQuotaShare` would be, then foreseen by the scheduler on a
+    /// copy of its state; nothing is stored. The scheduler's raw reply.
+    pub(crate) async fn foresee_share_update(
+        &self,
+        caller: &Caller,
+        update: &QuotaShare,
+    ) -> Result<bytes::Bytes> {
+        let queue = update.job_queue.as_str();
+        token_field("jobQueue", queue)?;
+        authorize(caller, Action::ChangeConfig { queue }).map_err(denied)?;
+        let (old, _) = self.existing(queue).await?;
+        let mut new = old.clone();
+        let share = new
+            .quota_shares
+            .iter_mut()
+            .find(|s| s.quota_share_name == update.quota_share_name)
+            .ok_or_else(|| {
+                api::error(
+                    ErrorCode::NotFound,
+                    format!("no quota share {:?}", update.quota_share_name),
+                )
+            })?;
+        merge_share(share, update);
+        check_change(Some(&old), &new)?;
+        let body =
+            serde_json::to_vec(&new).map_err(|e| api::error(ErrorCode::Internal, e.to_string()))?;
+        self.relay(caller, Operation::DryRunUpdateQuotaShare, &body)
+            .await
     }
 
     /// A queue's configuration, for a caller that may read it.

@@ -59,6 +59,35 @@
     }
   }
 
+  // Re-renders at most once every two seconds, and not while the tab is
+  // hidden (it catches up when shown): many open pages must not turn a
+  // burst of events into a burst of page loads.
+  const GAP_MS = 2000;
+  let lastRefresh = 0;
+  let pending = null;
+  let timer = null;
+
+  function soon(newest) {
+    pending = newest;
+    if (timer !== null || document.hidden) {
+      return;
+    }
+    const wait = Math.max(0, lastRefresh + GAP_MS - Date.now());
+    timer = setTimeout(async () => {
+      timer = null;
+      const change = pending;
+      pending = null;
+      lastRefresh = Date.now();
+      await refresh(change);
+    }, wait);
+  }
+
+  document.addEventListener("visibilitychange", () => {
+    if (!document.hidden && pending !== null) {
+      soon(pending);
+    }
+  });
+
   async function follow() {
     for (;;) {
       try {
@@ -77,7 +106,7 @@
         if (news.changes.length > 0) {
           news.changes.forEach(show);
           say("Live: last change at " + new Date().toLocaleTimeString() + ".");
-          await refresh(news.changes[news.changes.length - 1]);
+          soon(news.changes[news.changes.length - 1]);
         }
       } catch (e) {
         failures += 1;

@@ -86,7 +86,8 @@ pub fn form_fields(body: &[u8]) -> BTreeMap<String, String> {
     out
 }
 
-/// An API failure, as a status and a sentence for the person.
+/// An API failure, as a status and a sentence for the person. Failures
+/// to reach the services are logged, and told in general terms.
 fn failure(e: &CallError) -> (StatusCode, String) {
     let status = match e.code() {
         Some(ErrorCode::AccessDenied) => StatusCode::FORBIDDEN,
@@ -95,7 +96,16 @@ fn failure(e: &CallError) -> (StatusCode, String) {
         Some(_) => StatusCode::BAD_GATEWAY,
         None => StatusCode::BAD_GATEWAY,
     };
-    (status, e.to_string())
+    match e {
+        CallError::Api(_) => (status, e.to_string()),
+        _ => {
+            tracing::warn!(error = %e, "an API call failed");
+            (
+                status,
+                "Quartermaster did not answer in time: try again in a moment.".into(),
+            )
+        }
+    }
 }
 
 impl Console {
@@ -123,12 +133,10 @@ impl Console {
         self.settings.tls()
     }
 
+    /// Always `__Host-` and Secure: behind a TLS proxy the browser sees
+    /// HTTPS, and browsers keep Secure cookies on http://localhost too.
     fn cookie_name(&self) -> &'static str {
-        if self.secure() {
-            session::COOKIE
-        } else {
-            session::COOKIE_PLAIN
-        }
+        session::COOKIE
     }
 
     /// Who is asking: a trusted proxy's header, or a live session. Err: the
@@ -139,8 +147,11 @@ impl Console {
         peer: Option<IpAddr>,
     ) -> Result<Viewer, Refusal> {
         let header = &self.settings.proxy_user_header;
-        if let Some(named) = req.headers().get(header.as_str()) {
-            let trusted = peer.is_some_and(|p| self.proxies.contains(&p));
+        let named_all: Vec<&hyper::header::HeaderValue> =
+            req.headers().get_all(header.as_str()).iter().collect();
+        if let Some(named) = named_all.first().copied() {
+            let trusted = peer.is_some_and(|p| self.proxies.contains(&p.to_canonical()))
+                && named_all.len() == 1;
             if !trusted {
                 tracing::warn!(?peer, header = %header, "a proxy header from an address that is not a trusted proxy: refused");
                 return Err(Box::new(html(
@@ -219,11 +230,69 @@ impl Console {
         }
     }
 
+    /// A form posted from another site's page: browsers name the page's
+    /// origin, which must be this console's (login CSRF, and a second
+    /// guard behind the token on every other form).
+    fn foreign_origin(&self, req: &Request<hyper::body::Incoming>) -> bool {
+        let Some(origin) = req.headers().get(hyper::header::ORIGIN) else {
+            return false;
+        };
+        let origin = origin.to_str().unwrap_or("null");
+        if !self.settings.public_origin.is_empty() {
+            return origin != self.settings.public_origin.trim_end_matches('/');
+        }
+        let host = req
+            .headers()
+            .get(hyper::header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or_default();
+        // Plain HTTP is served behind a TLS proxy: the page's origin is
+        // https (or http on localhost).
+        let https = format!("https://{host}");
+        let http = format!("http://{host}");
+        origin != https && (self.secure() || origin != http)
+    }
+
+    /// A request naming a host other than `publicOrigin`'s (DNS rebinding).
+    fn foreign_host(&self, req: &Request<hyper::body::Incoming>) -> bool {
+        let Some(public) = self.settings.public_host() else {
+            return false;
+        };
+        let host = req
+            .headers()
+            .get(hyper::header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or_default();
+        !host.eq_ignore_ascii_case(public)
+    }
+
     async fn route(&self, req: Request<hyper::body::Incoming>) -> (&'static str, Answer) {
         let peer = req
             .extensions()
             .get::<qm_service::http::Peer>()
             .map(|p| p.0.ip());
+        if self.foreign_host(&req) {
+            tracing::warn!(?peer, "a request for another host name: refused");
+            return (
+                "unauthenticated",
+                respond(
+                    StatusCode::MISDIRECTED_REQUEST,
+                    "text/plain; charset=utf-8",
+                    "refused: this console answers only at its public origin",
+                ),
+            );
+        }
+        if req.method() == Method::POST && self.foreign_origin(&req) {
+            tracing::warn!(?peer, "a form posted from another site: refused");
+            return (
+                "write",
+                respond(
+                    StatusCode::FORBIDDEN,
+                    "text/plain; charset=utf-8",
+                    "refused: this form was posted from another site",
+                ),
+            );
+        }
         let method = req.method().clone();
         let path = req.uri().path().to_string();
         let query = form_fields(req.uri().query().unwrap_or("").as_bytes());
@@ -309,6 +378,9 @@ impl Console {
             (Method::POST, ["queues", q, "what-if"], Some(form)) => {
                 ("what-if", self.what_if_page(&cx, q, Some(&form)).await)
             }
+            (Method::POST, ["queues", q, "what-if", "limit"], Some(form)) => {
+                ("what-if", self.what_if_page(&cx, q, Some(&form)).await)
+            }
             (Method::GET, ["jobs", id], None) => ("job", self.job_page(&cx, id).await),
             (Method::POST, ["jobs", id, "priority"], Some(form)) => {
                 ("write", self.change_priority(&cx, id, &form).await)
@@ -356,12 +428,7 @@ impl Console {
         match self.sessions.sign_in(from, key, secret, principal_of) {
             Ok((id, viewer)) => {
                 tracing::info!(principal = %viewer.principal, "signed in");
-                let cookie = session::set_cookie(
-                    self.cookie_name(),
-                    &id,
-                    self.sessions.ttl(),
-                    self.secure(),
-                );
+                let cookie = session::set_cookie(self.cookie_name(), &id, self.sessions.ttl());
                 redirect("/queues", Some(cookie))
             }
             Err(SignInError::Refused) => html(
@@ -385,10 +452,7 @@ impl Console {
         if let Some(id) = &viewer.session {
             self.sessions.sign_out(id);
         }
-        redirect(
-            "/sign-in",
-            Some(session::clear_cookie(self.cookie_name(), self.secure())),
-        )
+        redirect("/sign-in", Some(session::clear_cookie(self.cookie_name())))
     }
 
     /// The API client acting for the viewer.
@@ -543,48 +607,54 @@ impl Console {
         let r = wire::JobRef {
             job_id: id.to_string(),
         };
-        let job = match api
-            .call::<_, wire::ServiceJob>(Operation::DescribeServiceJob, &r)
-            .await
-        {
-            Ok(j) => j,
-            Err(e) => return self.failed(cx, None, &e),
-        };
-        let waiting = matches!(job.status.as_str(), "SUBMITTED" | "RUNNABLE");
         let logs_request = wire::GetServiceJobLogs {
             job_id: id.to_string(),
             attempt: None,
             tail_bytes: Some(4096),
         };
-        let (outlook, logs) = tokio::join!(
-            async {
-                if waiting {
-                    api.call::<_, wire::JobOutlook>(Operation::ExplainServiceJob, &r)
-                        .await
-                        .ok()
-                } else {
-                    None
-                }
-            },
-            async {
-                if job.attempts.is_empty() {
-                    return None;
-                }
-                api.call::<_, qm_wire::system::LogsResponse>(
-                    Operation::GetServiceJobLogs,
-                    &logs_request,
-                )
-                .await
-                .ok()
-                .map(|l| {
-                    if l.stderr.is_empty() {
-                        l.stdout
-                    } else {
-                        format!("{}\n--- stderr ---\n{}", l.stdout, l.stderr)
-                    }
-                })
-            }
+        // All three at once: a job that is not waiting is explained as
+        // NOT_WAITING without the scheduler copying anything, and one that
+        // has not started has no output (both refusals are ignored).
+        let (job, outlook, logs) = tokio::join!(
+            api.call::<_, wire::ServiceJob>(Operation::DescribeServiceJob, &r),
+            api.call::<_, wire::JobOutlook>(Operation::ExplainServiceJob, &r),
+            api.call::<_, qm_wire::system::LogsResponse>(
+                Operation::GetServiceJobLogs,
+                &logs_request
+            ),
         );
+        let job = match job {
+            Ok(j) => j,
+            // Another team's job answers as an unknown one: its share
+            // (and that it exists) is none of the viewer's business.
+            Err(e)
+                if matches!(
+                    e.code(),
+                    Some(ErrorCode::AccessDenied | ErrorCode::NotFound)
+                ) =>
+            {
+                return self.framed(
+                    cx,
+                    StatusCode::NOT_FOUND,
+                    "Not found",
+                    Nav::Job,
+                    None,
+                    pages::problem(
+                        "Not found",
+                        &format!("There is no job {id} that you may read."),
+                    ),
+                )
+            }
+            Err(e) => return self.failed(cx, None, &e),
+        };
+        let outlook = outlook.ok().filter(|o| o.outcome != "NOT_WAITING");
+        let logs = logs.ok().filter(|_| !job.attempts.is_empty()).map(|l| {
+            if l.stderr.is_empty() {
+                l.stdout
+            } else {
+                format!("{}\n--- stderr ---\n{}", l.stdout, l.stderr)
+            }
+        });
         let may_change = qm_tenancy::authorize(
             &cx.caller,
             qm_tenancy::Action::ChangeJob {
@@ -759,11 +829,25 @@ impl Console {
             priority: get("priority"),
             estimated_runtime: get("estimatedRuntime"),
         };
+        let limit_form = form.is_some_and(|f| f.contains_key("maxCapacity"));
         let result = match form {
-            None => None,
-            Some(_) => Some(self.foresee(&api, q, &values).await),
+            Some(_) if !limit_form => Some(self.foresee(&api, q, &values).await),
+            _ => None,
         };
-        let body = if shares.is_empty() {
+        let admin =
+            qm_tenancy::authorize(&cx.caller, qm_tenancy::Action::ChangeConfig { queue: q })
+                .is_ok();
+        let limit = pages::LimitChange {
+            share: get("share"),
+            instance_type: get("instanceType"),
+            max_capacity: get("maxCapacity"),
+        };
+        let limit_result = if limit_form && admin {
+            Some(self.foresee_limit(&api, &doc, &limit).await)
+        } else {
+            None
+        };
+        let submit = if shares.is_empty() {
             pages::problem(
                 "What if",
                 "You may submit to no share of this queue, so there is nothing to foresee.",
@@ -777,6 +861,24 @@ impl Console {
                 result.as_ref().map(|r| r.as_ref().map_err(String::as_str)),
                 &cx.viewer.csrf,
             )
+        };
+        let all_shares: Vec<String> = doc
+            .quota_shares
+            .iter()
+            .map(|s| s.quota_share_name.clone())
+            .collect();
+        let body = maud::html! {
+            (submit)
+            @if admin {
+                (pages::limit_what_if(
+                    q,
+                    &all_shares,
+                    &types,
+                    &limit,
+                    limit_result.as_ref().map(|r| r.as_ref().map_err(String::as_str)),
+                    &cx.viewer.csrf,
+                ))
+            }
         };
         self.framed(
             cx,
@@ -818,6 +920,46 @@ impl Console {
             ..Default::default()
         };
         api.call::<_, wire::JobOutlook>(Operation::DryRunServiceJob, &job)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// A share's limit for one type changed (its other types kept), foreseen.
+    async fn foresee_limit(
+        &self,
+        api: &qm_service::client::Client,
+        doc: &qm_wire::system::QueueDocument,
+        change: &pages::LimitChange,
+    ) -> Result<wire::QueueChangeOutlook, String> {
+        let max: i64 = change.max_capacity.parse().map_err(|_| {
+            format!(
+                "maxCapacity: {:?} is not a whole number",
+                change.max_capacity
+            )
+        })?;
+        let share = doc
+            .quota_shares
+            .iter()
+            .find(|s| s.quota_share_name == change.share)
+            .ok_or_else(|| format!("no quota share {:?}", change.share))?;
+        let mut limits = share.capacity_limits.clone().unwrap_or_default();
+        match limits
+            .iter_mut()
+            .find(|l| l.capacity_unit == change.instance_type)
+        {
+            Some(l) => l.max_capacity = max,
+            None => limits.push(wire::CapacityLimit {
+                capacity_unit: change.instance_type.clone(),
+                max_capacity: max,
+            }),
+        }
+        let update = wire::QuotaShare {
+            job_queue: doc.job_queue.job_queue_name.clone(),
+            quota_share_name: change.share.clone(),
+            capacity_limits: Some(limits),
+            ..Default::default()
+        };
+        api.call::<_, wire::QueueChangeOutlook>(Operation::DryRunUpdateQuotaShare, &update)
             .await
             .map_err(|e| e.to_string())
     }

@@ -361,7 +361,7 @@ pub fn share(
         }
         h2 { "Jobs" }
         nav aria-label="Filter jobs by status" class="filters" {
-            a href={ "/queues/" (enc(q)) "/shares/" (enc(name)) } aria-current=[status.is_none().then_some("page")] { "Unfinished" }
+            a href={ "/queues/" (enc(q)) "/shares/" (enc(name)) } aria-current=[status.is_none().then_some("page")] { "All" }
             @for f in filters {
                 a href={ "/queues/" (enc(q)) "/shares/" (enc(name)) "?status=" (f) } aria-current=[(status == Some(f)).then_some("page")] { (f.to_lowercase()) }
             }
@@ -635,6 +635,85 @@ pub fn what_if(
                     @if let Some(u) = &o.unblock { p { strong { "What would unblock it: " } (u) } }
                     @if let Some(ms) = o.estimated_start { p { strong { "Expected to start: " } (when(ms)) } }
                     @if let Some(n) = &o.estimate_note { p { strong { "Expected to start: " } (n) } }
+                }
+            },
+        }
+    }
+}
+
+/// The limit what-if form's values (admins).
+#[derive(Default)]
+pub struct LimitChange {
+    pub share: String,
+    pub instance_type: String,
+    pub max_capacity: String,
+}
+
+fn affected_list(title: &str, jobs: &[qm_wire::messages::AffectedJob]) -> Markup {
+    html! {
+        @if !jobs.is_empty() {
+            h3 { (title) " (" (jobs.len()) ")" }
+            ul {
+                @for j in jobs.iter().take(100) {
+                    li {
+                        a href={ "/jobs/" (enc(&j.job_id)) } { (j.job_name.as_deref().unwrap_or(&j.job_id)) }
+                        " (share " (j.quota_share_name) ")"
+                        @if !j.detail.is_empty() { ": " (j.detail) }
+                    }
+                }
+                @if jobs.len() > 100 { li { "and " (jobs.len() - 100) " more" } }
+            }
+        }
+    }
+}
+
+/// What-if for admins: a share's limit changed, foreseen by the core's
+/// dry run of the configuration; nothing is stored.
+pub fn limit_what_if(
+    q: &str,
+    shares: &[String],
+    types: &[String],
+    form: &LimitChange,
+    result: Option<Result<&qm_wire::messages::QueueChangeOutlook, &str>>,
+    csrf: &str,
+) -> Markup {
+    html! {
+        h2 { "What if a share's limit changed" }
+        form method="post" action={ "/queues/" (enc(q)) "/what-if/limit" } {
+            input type="hidden" name="csrf" value=(csrf);
+            p { label for="ls" { "Share" }
+                select id="ls" name="share" required {
+                    @for s in shares { option value=(s) selected[*s == form.share] { (s) } }
+                }
+            }
+            p { label for="lt" { "Instance type" }
+                select id="lt" name="instanceType" required {
+                    @for t in types { option value=(t) selected[*t == form.instance_type] { (t) } }
+                }
+            }
+            p { label for="lm" { "New maxCapacity" } input id="lm" name="maxCapacity" type="number" min="0" value=(form.max_capacity) required; }
+            button type="submit" { "Foresee the change" }
+        }
+        @match result {
+            None => {},
+            Some(Err(e)) => { p class="error" role="alert" { (e) } },
+            Some(Ok(o)) => {
+                section class="why" aria-labelledby="limit-result" {
+                    h3 id="limit-result" { "Lowering or raising " (form.share) "'s " (form.instance_type) " to " (form.max_capacity) " would:" }
+                    @if o.become_preemptible.is_empty() && o.become_protected.is_empty() && o.become_unfittable.is_empty()
+                        && o.reclassified.is_empty() && o.terminated.is_empty() && o.next_pass_starts.is_empty() && o.next_pass_preemptions.is_empty() {
+                        p { "change nothing for any job now." }
+                    }
+                    (affected_list("Become preemptible (on borrowed capacity)", &o.become_preemptible))
+                    (affected_list("No longer preemptible", &o.become_protected))
+                    (affected_list("Could never run", &o.become_unfittable))
+                    (affected_list("Moved to another class or priority", &o.reclassified))
+                    (affected_list("Stopped or failed", &o.terminated))
+                    (affected_list("Started by the next pass", &o.next_pass_starts))
+                    @if !o.next_pass_preemptions.is_empty() {
+                        h3 { "Preempted by the next pass (" (o.next_pass_preemptions.len()) ")" }
+                        ul { @for v in &o.next_pass_preemptions { li { (v.job_name.as_deref().unwrap_or(&v.job_id)) " (share " (v.quota_share_name) ", " (v.kind) "): " (span((v.work_at_risk_seconds * 1000.0) as u64)) " of work at risk" } } }
+                    }
                 }
             },
         }

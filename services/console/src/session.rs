@@ -2,7 +2,7 @@
 //! (an unguessable id in an HttpOnly, Secure, SameSite=Strict cookie, kept
 //! in memory with an expiry), a proxy's header believed only from the
 //! proxy's address, a CSRF token per viewer, and a limit on failed
-//! sign-ins per address.
+//! sign-ins per address and key.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
@@ -15,13 +15,22 @@ use sha2::Sha256;
 /// The session cookie's name (the `__Host-` prefix makes browsers keep it
 /// only when Secure, for this host and path `/`).
 pub const COOKIE: &str = "__Host-qm_session";
-/// The same on plain HTTP (loopback behind a TLS proxy), where browsers
-/// refuse `__Host-` cookies.
-pub const COOKIE_PLAIN: &str = "qm_session";
 
-/// Failed sign-ins allowed per address per [`FAILURE_WINDOW`].
+/// Failed sign-ins allowed per address and access key per
+/// [`FAILURE_WINDOW`] (so a guesser behind a shared proxy address locks
+/// out only the key it guesses, not everyone).
 pub const MAX_FAILURES: u32 = 10;
 pub const FAILURE_WINDOW: Duration = Duration::from_secs(300);
+/// Failed sign-ins allowed per address, whatever keys they name.
+pub const MAX_FAILURES_PER_ADDRESS: u32 = 100;
+/// Addresses and keys whose failures are remembered at most; when full,
+/// sign-ins from addresses and keys not in it are refused until entries
+/// age out (failing closed: flooding it never frees a guesser's entry).
+pub const MAX_FAILURE_ENTRIES: usize = 10_000;
+/// Sessions one person may hold (a new one ends their oldest).
+pub const MAX_SESSIONS_PER_PERSON: usize = 20;
+/// Sessions held at most (a new one ends the one closest to expiry).
+pub const MAX_SESSIONS: usize = 100_000;
 
 /// The person a request is made for, and how they are known.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,7 +54,8 @@ pub struct Sessions {
     /// Access key id -> secret.
     secrets: BTreeMap<String, String>,
     sessions: Mutex<HashMap<String, Session>>,
-    failures: Mutex<HashMap<IpAddr, (u32, Instant)>>,
+    /// (address, access key id) -> failures since.
+    failures: Mutex<HashMap<(IpAddr, String), (u32, Instant)>>,
     /// Keys the CSRF tokens of proxy-named viewers (no session to hold one).
     csrf_key: [u8; 32],
 }
@@ -101,9 +111,28 @@ impl Sessions {
         principal_of: impl Fn(&str) -> Option<String>,
     ) -> Result<(String, Viewer), SignInError> {
         let now = Instant::now();
+        // IPv6 clients are counted per /64, as one host may hold all of it.
+        let from = match from.to_canonical() {
+            IpAddr::V6(v6) => {
+                let mut o = v6.octets();
+                o[8..].fill(0);
+                IpAddr::V6(o.into())
+            }
+            v4 => v4,
+        };
+        let who = (from, key_id.chars().take(128).collect::<String>());
+        // Every failure from the address, whatever key it named ("*" is no
+        // access key id).
+        let address = (from, "*".to_string());
         if let Ok(mut f) = self.failures.lock() {
             f.retain(|_, (_, since)| now.duration_since(*since) < FAILURE_WINDOW);
-            if f.get(&from).is_some_and(|(n, _)| *n >= MAX_FAILURES) {
+            let full = f.len() >= MAX_FAILURE_ENTRIES
+                && !(f.contains_key(&who) && f.contains_key(&address));
+            if full
+                || f.get(&who).is_some_and(|(n, _)| *n >= MAX_FAILURES)
+                || f.get(&address)
+                    .is_some_and(|(n, _)| *n >= MAX_FAILURES_PER_ADDRESS)
+            {
                 return Err(SignInError::TooMany);
             }
         }
@@ -114,8 +143,11 @@ impl Sessions {
         let principal = principal_of(key_id).filter(|_| secret_ok);
         let Some(principal) = principal else {
             if let Ok(mut f) = self.failures.lock() {
-                let e = f.entry(from).or_insert((0, now));
-                e.0 += 1;
+                for k in [who, address] {
+                    if f.len() < MAX_FAILURE_ENTRIES || f.contains_key(&k) {
+                        f.entry(k).or_insert((0, now)).0 += 1;
+                    }
+                }
             }
             return Err(SignInError::Refused);
         };
@@ -123,6 +155,27 @@ impl Sessions {
         let csrf = random_hex();
         if let Ok(mut s) = self.sessions.lock() {
             s.retain(|_, v| v.expires > now);
+            // A person's oldest session ends past their limit, and the one
+            // closest to expiry past the console's.
+            let mine: Vec<(Instant, String)> = s
+                .iter()
+                .filter(|(_, v)| v.principal == principal)
+                .map(|(k, v)| (v.expires, k.clone()))
+                .collect();
+            if mine.len() >= MAX_SESSIONS_PER_PERSON {
+                if let Some((_, oldest)) = mine.into_iter().min() {
+                    s.remove(&oldest);
+                }
+            }
+            if s.len() >= MAX_SESSIONS {
+                let first = s
+                    .iter()
+                    .min_by_key(|(_, v)| v.expires)
+                    .map(|(k, _)| k.clone());
+                if let Some(first) = first {
+                    s.remove(&first);
+                }
+            }
             s.insert(
                 id.clone(),
                 Session {
@@ -172,13 +225,10 @@ impl Sessions {
         }
     }
 
-    /// Sessions live now (for the metrics).
+    /// Sessions held now, expired ones not yet dropped included (for the
+    /// metrics; counted without a scan).
     pub fn live(&self) -> usize {
-        let now = Instant::now();
-        self.sessions
-            .lock()
-            .map(|s| s.values().filter(|v| v.expires > now).count())
-            .unwrap_or(0)
+        self.sessions.lock().map(|s| s.len()).unwrap_or(0)
     }
 
     #[cfg(test)]
@@ -199,21 +249,19 @@ pub fn cookie<'a>(header: &'a str, name: &str) -> Option<&'a str> {
     })
 }
 
-/// The `Set-Cookie` value of a new session.
-pub fn set_cookie(name: &str, id: &str, ttl: Duration, secure: bool) -> String {
+/// The `Set-Cookie` value of a new session: always Secure (behind a TLS
+/// proxy the browser sees HTTPS; browsers keep Secure cookies on
+/// http://localhost too), as its `__Host-` name requires.
+pub fn set_cookie(name: &str, id: &str, ttl: Duration) -> String {
     format!(
-        "{name}={id}; Path=/; Max-Age={}; HttpOnly; SameSite=Strict{}",
-        ttl.as_secs(),
-        if secure { "; Secure" } else { "" }
+        "{name}={id}; Path=/; Max-Age={}; HttpOnly; SameSite=Strict; Secure",
+        ttl.as_secs()
     )
 }
 
 /// The `Set-Cookie` value that removes the session cookie.
-pub fn clear_cookie(name: &str, secure: bool) -> String {
-    format!(
-        "{name}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict{}",
-        if secure { "; Secure" } else { "" }
-    )
+pub fn clear_cookie(name: &str) -> String {
+    format!("{name}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict; Secure")
 }
 
 #[cfg(test)]
@@ -270,7 +318,6 @@ mod tests {
             .expect("signed in");
         s.expire_all();
         assert_eq!(s.viewer(&id), None);
-        assert_eq!(s.live(), 0);
     }
 
     #[test]
@@ -292,7 +339,59 @@ mod tests {
                 "s3cret-s3cret-s3cret",
                 alice
             )
+            .is_ok()); // The same address as IPv4-mapped IPv6 is the same address.
+        let mapped: IpAddr = "::ffff:127.0.0.1".parse().expect("ip");
+        assert_eq!(
+            s.sign_in(mapped, "AKIAQMALICE00000001", "s3cret-s3cret-s3cret", alice)
+                .map(|_| ()),
+            Err(SignInError::TooMany)
+        );
+    }
+
+    #[test]
+    fn a_guesser_behind_a_shared_address_locks_out_only_the_key_it_guesses() {
+        let mut secrets = BTreeMap::new();
+        secrets.insert("AKIAQMALICE00000001".into(), "s3cret-s3cret-s3cret".into());
+        secrets.insert("AKIAQMBOB0000000001".into(), "b0b-s3cret-b0b-s3cret".into());
+        let s = Sessions::new(secrets, Duration::from_secs(60));
+        let both = |k: &str| match k {
+            "AKIAQMALICE00000001" => Some("alice".to_string()),
+            "AKIAQMBOB0000000001" => Some("bob".to_string()),
+            _ => None,
+        };
+        for _ in 0..MAX_FAILURES {
+            let _ = s.sign_in(HOME, "AKIAQMALICE00000001", "guess", both);
+        }
+        assert!(s
+            .sign_in(HOME, "AKIAQMBOB0000000001", "b0b-s3cret-b0b-s3cret", both)
             .is_ok());
+    }
+
+    #[test]
+    fn one_address_guessing_many_keys_is_stopped_too() {
+        let s = sessions();
+        for i in 0..MAX_FAILURES_PER_ADDRESS {
+            let _ = s.sign_in(HOME, &format!("AKIAQMGUESS{i:08}"), "guess", alice);
+        }
+        assert_eq!(
+            s.sign_in(HOME, "AKIAQMALICE00000001", "s3cret-s3cret-s3cret", alice)
+                .map(|_| ()),
+            Err(SignInError::TooMany)
+        );
+    }
+
+    #[test]
+    fn a_person_holds_at_most_twenty_sessions_the_oldest_ending_first() {
+        let s = sessions();
+        let mut ids = Vec::new();
+        for _ in 0..MAX_SESSIONS_PER_PERSON + 5 {
+            let (id, _) = s
+                .sign_in(HOME, "AKIAQMALICE00000001", "s3cret-s3cret-s3cret", alice)
+                .expect("signed in");
+            ids.push(id);
+        }
+        assert_eq!(s.live(), MAX_SESSIONS_PER_PERSON);
+        assert!(s.viewer(&ids[ids.len() - 1]).is_some(), "the newest lives");
     }
 
     #[test]
@@ -301,8 +400,8 @@ mod tests {
             cookie("a=1; __Host-qm_session=abc; b=2", COOKIE),
             Some("abc")
         );
-        assert_eq!(cookie("qm_session_x=abc", COOKIE_PLAIN), None);
-        let set = set_cookie(COOKIE, "abc", Duration::from_secs(60), true);
+        assert_eq!(cookie("__Host-qm_session_x=abc", COOKIE), None);
+        let set = set_cookie(COOKIE, "abc", Duration::from_secs(60));
         for part in [
             "HttpOnly",
             "Secure",

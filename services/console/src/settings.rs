@@ -34,6 +34,10 @@ pub(crate) const SPEC: Spec = Spec {
             help: "serve plain HTTP on a loopback address (for a TLS-terminating proxy on the same host); browsers keep Secure cookies only on localhost then",
         },
         Key {
+            name: "publicOrigin",
+            help: "the origin people open the console at (https://console.example.com): requests naming another host are refused, and a form must come from a page of this origin (against DNS rebinding and cross-site forms); empty: the Host each request names",
+        },
+        Key {
             name: "sessionMinutes",
             help: "how long a sign-in lasts, in minutes (the session cookie's expiry); 5 to 10080",
         },
@@ -62,7 +66,7 @@ pub(crate) const SPEC: Spec = Spec {
             help: "connections from one IP address at once; more are closed as they arrive; 1 to maxConnections",
         },
     ],
-    notes: "Sessions are kept in memory: a restart signs everyone out. Sign-in failures are limited to 10 per address per 5 minutes.",
+    notes: "Sessions are kept in memory: a restart signs everyone out. Failed sign-ins are limited to 10 per address and access key, and 100 per address, in 5 minutes.",
 };
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -74,6 +78,7 @@ pub(crate) struct Settings {
     pub(crate) tls_cert_file: String,
     pub(crate) tls_key_file: String,
     pub(crate) insecure_plain_http: bool,
+    pub(crate) public_origin: String,
     pub(crate) session_minutes: u64,
     pub(crate) trusted_proxy_addresses: Vec<String>,
     pub(crate) proxy_user_header: String,
@@ -92,6 +97,7 @@ impl Default for Settings {
             tls_cert_file: String::new(),
             tls_key_file: String::new(),
             insecure_plain_http: false,
+            public_origin: String::new(),
             session_minutes: 480,
             trusted_proxy_addresses: Vec::new(),
             proxy_user_header: "X-Forwarded-User".into(),
@@ -111,8 +117,17 @@ impl Settings {
     pub(crate) fn proxies(&self) -> Vec<std::net::IpAddr> {
         self.trusted_proxy_addresses
             .iter()
-            .filter_map(|a| a.parse().ok())
+            .filter_map(|a| a.parse::<std::net::IpAddr>().ok())
+            .map(|a| a.to_canonical())
             .collect()
+    }
+
+    /// The host (and port) of `publicOrigin`, if set.
+    pub(crate) fn public_host(&self) -> Option<&str> {
+        self.public_origin
+            .strip_prefix("https://")
+            .or_else(|| self.public_origin.strip_prefix("http://"))
+            .filter(|h| !h.is_empty())
     }
 }
 
@@ -140,6 +155,19 @@ impl qm_service::settings::Validate for Settings {
         }
         if self.tls_cert_file.is_empty() != self.tls_key_file.is_empty() {
             p.push("tlsCertFile, tlsKeyFile: give both or neither".into());
+        }
+        if !self.public_origin.is_empty() {
+            let ok = self.public_host().is_some_and(|h| {
+                h.bytes().all(|b| {
+                    b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']')
+                })
+            });
+            if !ok {
+                p.push(format!(
+                    "publicOrigin: {:?} is not an origin (https://host or https://host:port, no path)",
+                    self.public_origin
+                ));
+            }
         }
         if !(5..=10_080).contains(&self.session_minutes) {
             p.push(format!(
@@ -219,6 +247,7 @@ mod tests {
             session_minutes: 1,
             trusted_proxy_addresses: vec!["proxy.local".into()],
             proxy_user_header: "X User".into(),
+            public_origin: "https://console.example.com/path".into(),
             ..Settings::default()
         };
         let p = bad.problems().join("\n");
@@ -228,6 +257,7 @@ mod tests {
             "sessionMinutes: 1",
             "\"proxy.local\" is not an IP address",
             "proxyUserHeader: \"X User\"",
+            "publicOrigin: \"https://console.example.com/path\" is not an origin",
         ] {
             assert!(p.contains(says), "{says:?} not in {p}");
         }

@@ -462,6 +462,44 @@ pub struct JobOutlook {
     pub unblock: Option<String>,
 }
 
+/// One job a configuration change would affect (`DryRunUpdateQuotaShare`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AffectedJob {
+    pub job_id: String,
+    /// Only when the caller may read the job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_name: Option<String>,
+    pub quota_share_name: String,
+    /// What changes for it, in a few words.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+}
+
+/// `DryRunUpdateQuotaShare` (a share update checked as an update is, and
+/// not stored): what applying it now would do, from the core's own dry run
+/// on a copy of the live state.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueChangeOutlook {
+    pub job_queue: String,
+    /// Running jobs that would be on borrowed capacity, preemptible by a
+    /// lender's reclaim, and are not now.
+    pub become_preemptible: Vec<AffectedJob>,
+    /// Running jobs preemptible now that would no longer be.
+    pub become_protected: Vec<AffectedJob>,
+    /// Waiting jobs that could never run under the change (why).
+    pub become_unfittable: Vec<AffectedJob>,
+    /// Jobs moved to another workload class or priority.
+    pub reclassified: Vec<AffectedJob>,
+    /// Jobs the change would stop or fail (a deleted share's).
+    pub terminated: Vec<AffectedJob>,
+    /// The pass after the change: jobs it would start, and jobs it would
+    /// preempt (limit reduced or reclaimed).
+    pub next_pass_starts: Vec<AffectedJob>,
+    pub next_pass_preemptions: Vec<OutlookVictim>,
+}
+
 /// `GetReclaimExposure`: which of a share's jobs on borrowed capacity each
 /// lending share would preempt if it submitted now (reading the share).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -138,6 +138,14 @@ impl Runner<'_> {
                 );
                 self.reply(msg.reply, r).await
             }
+            SchedOperation::DryRunJobQueue(doc) => {
+                let queue = doc.job_queue.job_queue_name.clone();
+                let r = allowed(caller, Action::ChangeConfig { queue: &queue }).and_then(|()| {
+                    let may_read = |s: &str| readable(caller, &queue, s);
+                    self.state.dry_run_queue(doc, &may_read, now)
+                });
+                self.reply(msg.reply, r).await
+            }
             SchedOperation::GetReclaimExposure(g) => {
                 let r =
                     allowed_read(caller, &g.job_queue, Some(&g.quota_share_name)).and_then(|()| {

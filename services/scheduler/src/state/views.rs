@@ -193,6 +193,90 @@ impl State {
         }
     }
 
+    /// `DryRunUpdateQuotaShare`: what a configuration admission checked
+    /// (and did not store) would do now (`qm_core::dry_run`).
+    pub fn dry_run_queue(
+        &self,
+        doc: &qm_wire::system::QueueDocument,
+        may_read: &dyn Fn(&str) -> bool,
+        now: u64,
+    ) -> Result<qm_wire::messages::QueueChangeOutlook, qm_wire::messages::ApiError> {
+        use qm_wire::messages::{AffectedJob, ErrorCode};
+        let q = doc.job_queue.job_queue_name.as_str();
+        let qs = self.queues.get(q).ok_or_else(|| {
+            qm_service::api::error(ErrorCode::NotFound, format!("no job queue {q:?}"))
+        })?;
+        let config = qm_wire::to_core::queue(doc).map_err(|p| {
+            qm_service::api::invalid("invalid queue configuration", qm_service::api::problems(&p))
+        })?;
+        let c = &qs.cluster;
+        let report = c.dry_run_queue(config, Time(now)).map_err(|e| {
+            qm_service::api::invalid(
+                "configuration change refused",
+                qm_service::api::problems(&e.0),
+            )
+        })?;
+        let affected = |id: JobId, detail: String| {
+            let share = c
+                .job(id)
+                .map(|j| c.share_config(j.spec.share).name.clone())
+                .unwrap_or_default();
+            let meta = qs.meta.get(&id);
+            AffectedJob {
+                job_id: meta.map_or_else(|| id.to_string(), |m| m.public_id.clone()),
+                job_name: may_read(&share)
+                    .then(|| meta.map(|m| m.submit.job_name.clone()))
+                    .flatten(),
+                quota_share_name: share,
+                detail,
+            }
+        };
+        let plain = |ids: &[JobId]| ids.iter().map(|id| affected(*id, String::new())).collect();
+        Ok(qm_wire::messages::QueueChangeOutlook {
+            job_queue: q.to_string(),
+            become_preemptible: plain(&report.become_preemptible),
+            become_protected: plain(&report.become_protected),
+            become_unfittable: report
+                .become_unfittable
+                .iter()
+                .map(|(id, why)| affected(*id, why.describe()))
+                .collect(),
+            reclassified: report
+                .reclassified
+                .iter()
+                .map(|(id, class, priority)| {
+                    let class = class.as_deref().unwrap_or("default");
+                    affected(*id, format!("class {class}, priority {priority}"))
+                })
+                .collect(),
+            terminated: plain(&report.terminated),
+            next_pass_starts: report
+                .next_pass
+                .starts
+                .iter()
+                .map(|s| {
+                    affected(
+                        s.job,
+                        format!("{} instance(s), {} borrowed", s.count, s.borrowed),
+                    )
+                })
+                .collect(),
+            next_pass_preemptions: report
+                .next_pass
+                .preemptions
+                .iter()
+                .map(|p| {
+                    let v = qm_core::dry_run::Victim {
+                        job: p.job,
+                        kind: p.kind,
+                        work_at_risk_ms: c.job(p.job).map_or(0, |j| j.work_at_risk(Time(now))),
+                    };
+                    self.victim_view(q, c, v, may_read)
+                })
+                .collect(),
+        })
+    }
+
     /// `GetReclaimExposure`: which of a share's borrowed jobs each lender's
     /// submit would stop now (`qm_core::outlook`).
     pub fn reclaim_exposure(
