@@ -144,7 +144,7 @@ async fn alice_watches_the_story_live_and_reads_why_a_job_waits_and_when_it_star
         "{exposure}"
     );
     assert!(
-        exposure.contains("of work since its last checkpoint"),
+        exposure.contains("of work (since its last checkpoint, or its start)"),
         "{exposure}"
     );
     browser.screenshot("share-exposure").await;

@@ -49,7 +49,7 @@ fn respond(status: StatusCode, content_type: &'static str, body: impl Into<Bytes
         HeaderValue::from_static("nosniff"),
     );
     h.insert("x-frame-options", HeaderValue::from_static("DENY"));
-    h.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
+    h.insert("referrer-policy", HeaderValue::from_static("same-origin"));
     h.insert(
         "cross-origin-opener-policy",
         HeaderValue::from_static("same-origin"),

@@ -77,7 +77,7 @@ fn head(title: &str) -> Markup {
         head {
             meta charset="utf-8";
             meta name="viewport" content="width=device-width, initial-scale=1";
-            meta name="referrer" content="no-referrer";
+            meta name="referrer" content="same-origin";
             title { (title) " · Quartermaster" }
             link rel="stylesheet" href="/assets/console.css";
             script src="/assets/console.js" defer {}
@@ -350,7 +350,7 @@ pub fn share(
                                 @for v in &e.victims {
                                     li {
                                         a href={ "/jobs/" (enc(&v.job_id)) } { (v.job_name.as_deref().unwrap_or(&v.job_id)) }
-                                        ", losing " (span((v.work_at_risk_seconds * 1000.0) as u64)) " of work since its last checkpoint"
+                                        ", losing " (span((v.work_at_risk_seconds * 1000.0) as u64)) " of work (since its last checkpoint, or its start)"
                                     }
                                 }
                             }
