@@ -189,6 +189,54 @@ async fn alice_watches_the_story_live_and_reads_why_a_job_waits_and_when_it_star
         "the what-if stored nothing: {described}"
     );
 
+    // alice's next job waits: QS1's instance and QS2's lent one are busy,
+    // QS3 keeps its own. Her page says why, what would unblock it, its
+    // place, and when it starts: when the first of her running jobs is
+    // expected to end (900 s after it started).
+    let waits = stack
+        .submit_as(&alice_api, &sleeper("a-waits", "QS1", 60))
+        .await;
+    stack
+        .wait_for(&waits, 30, "a reason", |j| {
+            j.status == "RUNNABLE" && !j.status_reason.starts_with("QUEUED")
+        })
+        .await;
+    let mut started = Vec::new();
+    for id in [&own, &lent] {
+        let j = stack
+            .wait_for(id, 10, "started", |j| {
+                j.attempts.first().is_some_and(|a| a.started_at.is_some())
+            })
+            .await;
+        started.extend(j.attempts[0].started_at);
+    }
+    let first_end = started.into_iter().min().expect("started") + 900_000;
+    let outlook: qm_wire::messages::JobOutlook = alice_api
+        .call(
+            Operation::ExplainServiceJob,
+            &qm_wire::messages::JobRef {
+                job_id: waits.clone(),
+            },
+        )
+        .await
+        .expect("explained");
+    let estimate = outlook.estimated_start.expect("an estimated start");
+    assert!(
+        estimate.abs_diff(first_end) < 5_000,
+        "expected when a-own or a-borrowing ends ({first_end}), got {estimate}: {outlook:?}"
+    );
+    assert_eq!(outlook.position_in_line, Some(0), "{outlook:?}");
+    browser.goto(&console.url(&format!("/jobs/{waits}"))).await;
+    let why = browser.wait_text("main", "Why it waits", 10).await;
+    assert!(why.contains("What would unblock it"), "{why}");
+    assert!(why.contains("first of its share and type"), "{why}");
+    assert!(
+        why.lines()
+            .any(|l| l.contains("Expected to start") && l.contains("UTC")),
+        "{why}"
+    );
+    browser.screenshot("job-waiting-alice").await;
+
     // alice may not read QS3: to her the job does not exist.
     browser.goto(&console.url(&format!("/jobs/{next}"))).await;
     let refused = browser.text("main").await;
