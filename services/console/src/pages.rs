@@ -573,7 +573,7 @@ pub fn audit(filter: &AuditFilter, events: &[AuditEvent], next: Option<&str>) ->
                 }
             }
             @if let Some(n) = next {
-                p { a rel="next" href={ "/audit?queue=" (enc(&filter.queue)) "&share=" (enc(&filter.share)) "&principal=" (enc(&filter.principal)) "&next=" (enc(n)) } { "Older" } }
+                p { a rel="next" href={ "/audit?queue=" (enc(&filter.queue)) "&share=" (enc(&filter.share)) "&principal=" (enc(&filter.principal)) "&next=" (enc(n)) } { "Next page" } }
             }
         }
     }
