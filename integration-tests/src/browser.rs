@@ -172,7 +172,11 @@ impl Browser {
         .into_iter()
         .find(|c| Command::new(c).arg("--version").output().is_ok())
         .expect("chromedriver (Debian's chromium-driver) is installed: make chromium");
+        // Its own process group: Chromium is its child, and both go when
+        // the group is killed (a failing test leaves no browser behind).
+        use std::os::unix::process::CommandExt;
         let driver = Command::new(chromedriver)
+            .process_group(0)
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -306,9 +310,17 @@ impl Browser {
         active.send_keys("\u{e004}").await.expect("Tab");
     }
 
-    pub async fn close(mut self) {
-        let _ = self.client.close().await;
-        let _ = self.driver.kill();
+    /// Ends the session, then chromedriver and its browser.
+    pub async fn close(self) {
+        let _ = self.client.clone().close().await;
+        // Drop kills the process group.
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let group = format!("-{}", self.driver.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
         let _ = self.driver.wait();
     }
 }

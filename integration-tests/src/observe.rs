@@ -236,6 +236,37 @@ pub async fn request_over<S>(
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
+    let headers: Vec<(&str, &str)> = authorization
+        .map(|a| ("authorization", a))
+        .into_iter()
+        .collect();
+    exchange(
+        stream,
+        port,
+        method,
+        path,
+        &headers,
+        "",
+        Duration::from_secs(10),
+    )
+    .await
+    .map(|a| (a.status, a.body))
+}
+
+/// Any request over an open connection, with the headers and body given,
+/// answered within `limit`: the whole answer.
+pub async fn exchange<S>(
+    stream: S,
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+    limit: Duration,
+) -> Result<crate::tls::Answer, String>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
     let (mut send, conn) =
         hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
             .await
@@ -245,24 +276,33 @@ where
         .method(method)
         .uri(path)
         .header("host", format!("127.0.0.1:{port}"));
-    if let Some(a) = authorization {
-        req = req.header("authorization", a);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
     }
     let req = req
-        .body(Full::new(Bytes::new()))
+        .body(Full::new(Bytes::from(body.to_string())))
         .map_err(|e| e.to_string())?;
-    let resp = tokio::time::timeout(Duration::from_secs(10), send.send_request(req))
+    let resp = tokio::time::timeout(limit, send.send_request(req))
         .await
-        .map_err(|_| "no answer within 10 s".to_string())?
+        .map_err(|_| format!("no answer within {} s", limit.as_secs()))?
         .map_err(|e| e.to_string())?;
     let status = resp.status().as_u16();
+    let headers = resp
+        .headers()
+        .iter()
+        .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string()))
+        .collect();
     let body = resp
         .into_body()
         .collect()
         .await
         .map_err(|e| e.to_string())?
         .to_bytes();
-    Ok((status, String::from_utf8_lossy(&body).into_owned()))
+    Ok(crate::tls::Answer {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    })
 }
 
 /// Polls `path` on `port` until it answers `status` (at most `secs`).

@@ -228,3 +228,19 @@ pub async fn three_shares(
 
     StoryJobs { p1, p2, p3, q2 }
 }
+
+/// A job of the story's queue that holds one instance for `secs` and says
+/// it expects to (`/bin/sleep`: no checkpoint).
+pub fn sleeper(name: &str, share: &str, secs: u64) -> SubmitServiceJob {
+    SubmitServiceJob {
+        job_name: name.into(),
+        job_queue: "training".into(),
+        quota_share_name: Some(share.into()),
+        instance_type: "ml.g5.xlarge".into(),
+        instance_count: Some(1),
+        termination_grace_period_seconds: Some(5),
+        estimated_runtime_seconds: Some(secs),
+        command: vec!["/bin/sleep".into(), secs.to_string()],
+        ..Default::default()
+    }
+}

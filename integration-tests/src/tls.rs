@@ -51,26 +51,7 @@ pub async fn https_get(
     ca_pem: &str,
     authorization: Option<&str>,
 ) -> Result<(u16, String), String> {
-    use rustls_pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls_pki_types::CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-        roots
-            .add(cert.map_err(|e| e.to_string())?)
-            .map_err(|e| e.to_string())?;
-    }
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let config = rustls::ClientConfig::builder()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .map_err(|e| e.to_string())?;
-    let name = rustls_pki_types::ServerName::try_from("127.0.0.1").map_err(|e| e.to_string())?;
-    let tls = tokio::time::timeout(Duration::from_secs(10), connector.connect(name, tcp))
-        .await
-        .map_err(|_| "no handshake within 10 s".to_string())?
-        .map_err(|e| format!("handshake: {e}"))?;
+    let tls = tls_to(port, ca_pem).await?;
     crate::observe::request_over(tls, port, "GET", path, authorization).await
 }
 
@@ -101,7 +82,17 @@ pub async fn https_request(
     headers: &[(&str, &str)],
     body: &str,
 ) -> Result<Answer, String> {
-    use http_body_util::BodyExt;
+    let tls = tls_to(port, ca_pem).await?;
+    // Long enough for a console's live poll (25 s).
+    let limit = Duration::from_secs(40);
+    crate::observe::exchange(tls, port, method, path, headers, body, limit).await
+}
+
+/// A TLS connection to 127.0.0.1:`port`, trusting only `ca_pem`.
+async fn tls_to(
+    port: u16,
+    ca_pem: &str,
+) -> Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>, String> {
     use rustls_pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();
     for cert in rustls_pki_types::CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
@@ -122,41 +113,5 @@ pub async fn https_request(
         .await
         .map_err(|_| "no handshake within 10 s".to_string())?
         .map_err(|e| format!("handshake: {e}"))?;
-    let (mut send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
-        .await
-        .map_err(|e| e.to_string())?;
-    tokio::spawn(conn);
-    let mut req = hyper::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", format!("127.0.0.1:{port}"));
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    let req = req
-        .body(http_body_util::Full::new(bytes::Bytes::from(
-            body.to_string(),
-        )))
-        .map_err(|e| e.to_string())?;
-    let resp = tokio::time::timeout(Duration::from_secs(40), send.send_request(req))
-        .await
-        .map_err(|_| "no answer within 40 s".to_string())?
-        .map_err(|e| e.to_string())?;
-    let status = resp.status().as_u16();
-    let headers = resp
-        .headers()
-        .iter()
-        .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string()))
-        .collect();
-    let body = resp
-        .into_body()
-        .collect()
-        .await
-        .map_err(|e| e.to_string())?
-        .to_bytes();
-    Ok(Answer {
-        status,
-        headers,
-        body: String::from_utf8_lossy(&body).into_owned(),
-    })
+    Ok(tls)
 }

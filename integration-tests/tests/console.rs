@@ -10,24 +10,9 @@ use std::time::Duration;
 use fantoccini::Locator;
 use qm_integration_tests::browser::{Browser, Console};
 use qm_integration_tests::stack::{running, Stack};
-use qm_integration_tests::story::{three_shares, QUEUE_YAML};
-use qm_wire::messages::{ServiceJob, SubmitServiceJob};
+use qm_integration_tests::story::{sleeper, three_shares, QUEUE_YAML};
+use qm_wire::messages::ServiceJob;
 use qm_wire::subjects::Operation;
-
-/// A job that holds its instance for `secs` and says how long it expects to.
-fn sleeper(name: &str, share: &str, secs: u64) -> SubmitServiceJob {
-    SubmitServiceJob {
-        job_name: name.into(),
-        job_queue: "training".into(),
-        quota_share_name: Some(share.into()),
-        instance_type: "ml.g5.xlarge".into(),
-        instance_count: Some(1),
-        termination_grace_period_seconds: Some(5),
-        estimated_runtime_seconds: Some(secs),
-        command: vec!["/bin/sleep".into(), secs.to_string()],
-        ..Default::default()
-    }
-}
 
 async fn status_of(stack: &Stack, id: &str) -> String {
     stack
@@ -481,6 +466,26 @@ async fn the_console_refuses_what_an_attacker_tries() {
             .contains("may not change the configuration"),
         "{refused}"
     );
+
+    // Nor may another team ask for QS1's reclaim exposure on NATS itself
+    // (it names QS1's jobs and what each would lose).
+    let bob_api = stack.auth.client(&stack.nats_url, "bob").await;
+    let exposure = serde_json::json!({"jobQueue": "training", "quotaShareName": "QS1"});
+    let refused = bob_api
+        .call::<_, serde_json::Value>(Operation::GetReclaimExposure, &exposure)
+        .await
+        .expect_err("refused");
+    assert!(
+        refused
+            .to_string()
+            .contains("may not read jobs of share training/QS1"),
+        "{refused}"
+    );
+    let allowed = alice_api
+        .call::<_, qm_wire::messages::ReclaimExposure>(Operation::GetReclaimExposure, &exposure)
+        .await
+        .expect("alice reads her own share's exposure");
+    assert_eq!(allowed.quota_share_name, "QS1");
 
     // A session used after sign-out is no session.
     let again = console.sign_in("alice").await;

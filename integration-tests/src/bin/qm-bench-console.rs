@@ -17,23 +17,9 @@ use std::time::{Duration, Instant};
 use qm_integration_tests::bench::{env_or, percentile};
 use qm_integration_tests::browser::Console;
 use qm_integration_tests::stack::running;
-use qm_integration_tests::story::QUEUE_YAML;
-use qm_wire::messages::{SubmitServiceJob, SubmitServiceJobResponse};
+use qm_integration_tests::story::{sleeper, QUEUE_YAML};
+use qm_wire::messages::SubmitServiceJobResponse;
 use qm_wire::subjects::Operation;
-
-fn sleeper(name: &str, share: &str, secs: u64) -> SubmitServiceJob {
-    SubmitServiceJob {
-        job_name: name.into(),
-        job_queue: "training".into(),
-        quota_share_name: Some(share.into()),
-        instance_type: "ml.g5.xlarge".into(),
-        instance_count: Some(1),
-        termination_grace_period_seconds: Some(5),
-        estimated_runtime_seconds: Some(secs),
-        command: vec!["/bin/sleep".into(), secs.to_string()],
-        ..Default::default()
-    }
-}
 
 /// Mean server seconds per route from a metrics scrape: (sum, count).
 fn server_times(text: &str) -> BTreeMap<String, (f64, f64)> {
