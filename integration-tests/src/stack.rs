@@ -640,6 +640,9 @@ impl Stack {
         let sink = events.clone();
         tokio::spawn(async move {
             while let Some(m) = sub.next().await {
+                if m.subject.as_str() == qm_wire::subjects::EVENT_FRAMES {
+                    continue; // the stored copy of events seen live
+                }
                 let v = serde_json::from_slice(&m.payload).unwrap_or_default();
                 if let Ok(mut e) = sink.0.lock() {
                     e.push((m.subject.to_string(), v));
@@ -1260,9 +1263,9 @@ impl Stack {
     }
 
     /// The job's status changes as stored in the QM_EVENTS stream (read as
-    /// the scheduler, which reads that stream after a failover), ordered by their
-    /// `Qm-Position` and with duplicates (the same position) dropped:
-    /// (from, to) pairs.
+    /// the scheduler, which reads that stream after a failover): in frames,
+    /// or one a message as stored before frames. Ordered by their position
+    /// and with duplicates (the same position) dropped: (from, to) pairs.
     pub async fn stored_transitions(&self, job_id: &str) -> Vec<(String, String)> {
         use futures::StreamExt;
         let scheduler = self.auth.client(&self.nats_url, "scheduler").await;
@@ -1270,7 +1273,10 @@ impl Stack {
         let stream = js.get_stream("QM_EVENTS").await.expect("events stream");
         let consumer = stream
             .create_consumer(async_nats::jetstream::consumer::pull::OrderedConfig {
-                filter_subject: "qm.v1.events.job.>".into(),
+                filter_subjects: vec![
+                    "qm.v1.events.job.>".into(),
+                    qm_wire::subjects::EVENT_FRAMES.into(),
+                ],
                 ..Default::default()
             })
             .await
@@ -1278,32 +1284,72 @@ impl Stack {
         let pending = consumer.cached_info().num_pending;
         let mut messages = consumer.messages().await.expect("messages");
         let mut seen = std::collections::BTreeMap::new();
+        let parse = |p: &str| -> Vec<u64> { p.split('.').filter_map(|n| n.parse().ok()).collect() };
         for _ in 0..pending {
             let Ok(Some(Ok(m))) =
                 tokio::time::timeout(Duration::from_secs(5), messages.next()).await
             else {
                 break;
             };
-            let v: serde_json::Value = serde_json::from_slice(&m.payload).unwrap_or_default();
-            if v["jobId"] != job_id {
-                continue;
-            }
-            let position: Vec<u64> = m
-                .headers
-                .as_ref()
-                .and_then(|h| h.get("Qm-Position"))
-                .map(|p| {
-                    p.as_str()
-                        .split('.')
-                        .filter_map(|n| n.parse().ok())
+            let events: Vec<(String, Vec<u64>, serde_json::Value)> =
+                if m.subject.as_str() == qm_wire::subjects::EVENT_FRAMES {
+                    let frame: qm_wire::messages::EventFrame =
+                        serde_json::from_slice(&m.payload).expect("a frame decodes");
+                    frame
+                        .events
+                        .into_iter()
+                        .map(|e| (e.subject, parse(&e.position), e.event))
                         .collect()
-                })
-                .unwrap_or_default();
-            let from = v["from"].as_str().unwrap_or("").to_string();
-            let to = v["to"].as_str().unwrap_or("").to_string();
-            seen.insert(position, (from, to));
+                } else {
+                    let position = m
+                        .headers
+                        .as_ref()
+                        .and_then(|h| h.get("Qm-Position"))
+                        .map(|p| parse(p.as_str()))
+                        .unwrap_or_default();
+                    let v = serde_json::from_slice(&m.payload).unwrap_or_default();
+                    vec![(m.subject.to_string(), position, v)]
+                };
+            for (subject, position, v) in events {
+                if !subject.starts_with("qm.v1.events.job.") || v["jobId"] != job_id {
+                    continue;
+                }
+                let from = v["from"].as_str().unwrap_or("").to_string();
+                let to = v["to"].as_str().unwrap_or("").to_string();
+                seen.insert(position, (from, to));
+            }
         }
         seen.into_values().collect()
+    }
+
+    /// The log entries stored on `subject` (read as the scheduler), in
+    /// order; unreadable ones are left out.
+    pub async fn log_entries(&self, subject: &str) -> Vec<qm_wire::system::LogEntry> {
+        use futures::StreamExt;
+        let scheduler = self.auth.client(&self.nats_url, "scheduler").await;
+        let js = async_nats::jetstream::new(scheduler.nats.clone());
+        let stream = js.get_stream("QM_LOG").await.expect("the log");
+        let consumer = stream
+            .create_consumer(async_nats::jetstream::consumer::pull::OrderedConfig {
+                filter_subject: subject.into(),
+                ..Default::default()
+            })
+            .await
+            .expect("consumer");
+        let pending = consumer.cached_info().num_pending;
+        let mut messages = consumer.messages().await.expect("messages");
+        let mut out = Vec::new();
+        for _ in 0..pending {
+            let Ok(Some(Ok(m))) =
+                tokio::time::timeout(Duration::from_secs(5), messages.next()).await
+            else {
+                break;
+            };
+            if let Ok(e) = serde_json::from_slice(&m.payload) {
+                out.push(e);
+            }
+        }
+        out
     }
 
     /// Waits until the job's first attempt has committed a checkpoint at

@@ -182,6 +182,11 @@ async fn zero_preemption_retries_fail_the_job_at_its_first_preemption() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_scheduler_killed_mid_run_loses_no_job_and_runs_none_twice() {
     let (_n, _s, mut stack) = stack("kill-scheduler").await;
+    // Its reports are batched (STARTING and RUNNING of each launch are one
+    // log entry): the failover replays and republishes those too.
+    stack
+        .executor_env
+        .push(("QM_EXECUTOR_BATCH_REPORTS".into(), "true".into()));
     stack.executor("node-1", "training", "ml.g5.xlarge", 3);
     let args = [
         "--steps",
@@ -253,6 +258,30 @@ async fn a_scheduler_killed_mid_run_loses_no_job_and_runs_none_twice() {
             "{id}: {statuses:?}"
         );
     }
+    // The log holds each launch's STARTING and RUNNING as one entry.
+    let batches = stack
+        .log_entries(&qm_wire::subjects::log_executor("node-1").expect("subject"))
+        .await
+        .into_iter()
+        .filter_map(|e| match e {
+            qm_wire::system::LogEntry::Reports { reports } => Some(reports),
+            _ => None,
+        })
+        .map(|r| {
+            r.windows(2)
+                .filter(|w| {
+                    w[0].phase == qm_wire::system::ReportPhase::Starting
+                        && w[1].phase == qm_wire::system::ReportPhase::Running
+                        && w[0].job_id == w[1].job_id
+                })
+                .count()
+        })
+        .sum::<usize>();
+    assert_eq!(
+        batches,
+        jobs.len(),
+        "every launch's STARTING and RUNNING in one entry"
+    );
     let log = stack.log_of("scheduler-2");
     // Started after the kill, it took over cold or after following the
     // log for a moment (the presence probe shows the leader gone at once).

@@ -17,7 +17,12 @@
 //!   standby's rebuild time and both schedulers' memory.
 //!
 //! CPU (user+system seconds) and memory (RSS) of every service are read
-//! from /proc after each phase.
+//! from /proc after each phase, and the messages each stream stored
+//! (log + events + KV a job, the issue 34 yardstick; archive, audit and
+//! snapshots beside it). `QM_BENCH_BATCH_REPORTS=0` runs the executors
+//! without `batchReports`; `QM_BENCH_PERF_DIR=dir` records the leader, one
+//! executor and NATS with `perf` during the steady phase and renders flame
+//! graphs there (perf and inferno on PATH).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -164,6 +169,129 @@ async fn submit_all(
     n as f64 / started.elapsed().as_secs_f64()
 }
 
+/// The streams whose stored messages are counted: (stream, what it is).
+/// "log + events + KV" is the issue's yardstick; the archive, the audit
+/// copy and the snapshots are shown beside it.
+const STREAMS: [(&str, &str); 8] = [
+    ("QM_LOG", "log"),
+    ("QM_EVENTS", "events"),
+    ("KV_qm_client_tokens", "KV"),
+    ("KV_qm_config", "KV"),
+    ("KV_qm_leader", "KV"),
+    ("QM_ARCHIVE", "archive"),
+    ("QM_AUDIT", "audit"),
+    ("OBJ_qm_snapshots", "snapshots"),
+];
+
+/// Messages each stream has ever stored (its last sequence: purges and
+/// truncation do not lower it), read as admission (which created them).
+struct Stored(BTreeMap<&'static str, u64>);
+
+impl Stored {
+    async fn read(js: &async_nats::jetstream::Context) -> Stored {
+        let mut out = BTreeMap::new();
+        for (name, _) in STREAMS {
+            if let Ok(mut stream) = js.get_stream(name).await {
+                if let Ok(info) = stream.info().await {
+                    out.insert(name, info.state.last_sequence);
+                }
+            }
+        }
+        Stored(out)
+    }
+
+    /// Stored messages a job since `before`, by kind, the yardstick first.
+    fn report(&self, before: &Stored, jobs: usize) {
+        let mut by_kind: BTreeMap<&str, u64> = BTreeMap::new();
+        for (name, kind) in STREAMS {
+            let count = |s: &Stored| s.0.get(name).copied().unwrap_or(0);
+            let n = count(self).saturating_sub(count(before));
+            *by_kind.entry(kind).or_default() += n;
+        }
+        let per = |n: u64| n as f64 / jobs.max(1) as f64;
+        let yardstick = ["log", "events", "KV"]
+            .iter()
+            .map(|k| by_kind.get(k).copied().unwrap_or(0))
+            .sum::<u64>();
+        let detail: Vec<String> = by_kind
+            .iter()
+            .map(|(k, n)| format!("{k} {:.2}", per(*n)))
+            .collect();
+        println!(
+            "stored messages a job           {:>8.2} (log + events + KV; by stream: {})",
+            per(yardstick),
+            detail.join(", ")
+        );
+    }
+}
+
+/// `perf record` of one process (call graphs from DWARF, 49 Hz) while the
+/// steady phase runs, when `QM_BENCH_PERF_DIR` is set: the folded stacks
+/// and a flame graph (inferno) of each go there.
+struct Profile {
+    runs: Vec<(String, std::process::Child)>,
+    dir: std::path::PathBuf,
+}
+
+impl Profile {
+    fn start(dir: &str, targets: &[(String, u32)]) -> Profile {
+        let dir = std::path::PathBuf::from(dir);
+        let _ = std::fs::create_dir_all(&dir);
+        let mut runs = Vec::new();
+        for (name, pid) in targets {
+            let data = dir.join(format!("{name}.perf.data"));
+            let child = std::process::Command::new("perf")
+                .args(["record", "-F", "49", "--call-graph", "dwarf,16384", "-o"])
+                .arg(&data)
+                .args(["-p", &pid.to_string()])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn();
+            match child {
+                Ok(c) => runs.push((name.clone(), c)),
+                Err(e) => eprintln!("bench: perf not started for {name}: {e}"),
+            }
+        }
+        Profile { runs, dir }
+    }
+
+    /// Stops the recordings and renders each as `<name>.svg`.
+    fn finish(self) {
+        for (name, mut child) in self.runs {
+            let _ = std::process::Command::new("kill")
+                .args(["-INT", &child.id().to_string()])
+                .status();
+            let _ = child.wait();
+            let data = self.dir.join(format!("{name}.perf.data"));
+            let folded = self.dir.join(format!("{name}.folded"));
+            let svg = self.dir.join(format!("{name}.svg"));
+            let script = format!(
+                "perf script -i {data} 2>/dev/null | inferno-collapse-perf > {folded} && inferno-flamegraph --title '{name}, steady phase' < {folded} > {svg}",
+                data = data.display(),
+                folded = folded.display(),
+                svg = svg.display()
+            );
+            match std::process::Command::new("sh")
+                .args(["-c", &script])
+                .status()
+            {
+                Ok(s) if s.success() => println!("flame graph: {}", svg.display()),
+                _ => eprintln!("bench: no flame graph for {name} (needs perf and inferno on PATH)"),
+            }
+        }
+    }
+}
+
+/// The host pid of the NATS server in its container.
+async fn nats_pid(nats: &qm_integration_tests::stack::Nats) -> Option<u32> {
+    let out = tokio::process::Command::new("docker")
+        .args(["inspect", "-f", "{{.State.Pid}}", nats.container.id()])
+        .output()
+        .await
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+}
+
 /// A metric's value summed over its series, from a scrape.
 fn metric(text: &str, name: &str) -> f64 {
     text.lines()
@@ -215,6 +343,13 @@ async fn main() {
         ("RUST_LOG".into(), "warn,qm_scheduler=info".into()),
     ];
     stack.executor_env = vec![("RUST_LOG".into(), "warn".into())];
+    // Batched reports (executor `batchReports`) unless QM_BENCH_BATCH_REPORTS=0
+    // (the services of a release before it ignore the variable).
+    if env_or("QM_BENCH_BATCH_REPORTS", 1) == 1 {
+        stack
+            .executor_env
+            .push(("QM_EXECUTOR_BATCH_REPORTS".into(), "true".into()));
+    }
     stack.admission_env = vec![("RUST_LOG".into(), "warn".into())];
     stack.admission();
     stack.scheduler("scheduler-1");
@@ -225,6 +360,9 @@ async fn main() {
         .map(String::from)
         .to_vec();
     let empty = Usage::read(&stack, &names);
+    let counter = stack.auth.client(&nats.url, "admission").await;
+    let js = async_nats::jetstream::new(counter.nats.clone());
+    let stored_before = Stored::read(&js).await;
 
     // Backlog: submitted while no executor runs.
     let timelines: Timelines = Default::default();
@@ -273,6 +411,7 @@ async fn main() {
     );
     let after = Usage::read(&stack, &names);
     after.report(&before, wall);
+    Stored::read(&js).await.report(&stored_before, backlog);
     let sched = scrape(&stack, "scheduler-1").await;
     let passes = metric(&sched, "qm_scheduling_pass_duration_seconds_count");
     let pass_sum = metric(&sched, "qm_scheduling_pass_duration_seconds_sum");
@@ -290,8 +429,24 @@ async fn main() {
     eprintln!("bench: steady: {steady} jobs at {rate} jobs/s");
     let mut pace = tokio::time::interval(Duration::from_micros(1_000_000 / rate as u64));
     pace.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let profile = match std::env::var("QM_BENCH_PERF_DIR") {
+        Ok(dir) if !dir.is_empty() => {
+            let mut targets = Vec::new();
+            for name in ["scheduler-1", executor_id(0).as_str()] {
+                if let Some(pid) = stack.pid(name) {
+                    targets.push((name.to_string(), pid));
+                }
+            }
+            if let Some(pid) = nats_pid(&nats).await {
+                targets.push(("nats-server".to_string(), pid));
+            }
+            Some(Profile::start(&dir, &targets))
+        }
+        _ => None,
+    };
     let started = Instant::now();
     let before = Usage::read(&stack, &names);
+    let stored_before = Stored::read(&js).await;
     let mut tasks = Vec::new();
     for i in backlog..backlog + steady {
         pace.tick().await;
@@ -303,9 +458,13 @@ async fn main() {
     }
     let offered = steady as f64 / started.elapsed().as_secs_f64();
     wait_done(&mut done, steady, &stack).await;
+    if let Some(p) = profile {
+        p.finish();
+    }
     println!("== steady: {steady} jobs at {offered:.0} jobs/s offered");
     report_latency(&finished(&timelines));
     Usage::read(&stack, &names).report(&before, started.elapsed().as_secs_f64());
+    Stored::read(&js).await.report(&stored_before, steady);
 
     // Heartbeats while idle.
     let hb = |t: &str| metric(t, "qm_heartbeats_total");

@@ -327,6 +327,46 @@ impl Default for Retention {
 /// Sets the stream's `max_age` to `age` if it is another (existing streams
 /// and buckets take a changed retention at admission's next start).
 async fn retain(js: &jetstream::Context, name: &str, age: Duration) -> Result<(), StorageError> {
+    reconfigure(js, name, |config| {
+        if config.max_age == age {
+            return false;
+        }
+        tracing::info!(stream = name, from = ?config.max_age, to = ?age, "retention changed");
+        config.max_age = age;
+        // JetStream refuses a deduplication window longer than the age.
+        if !age.is_zero() && config.duplicate_window > age {
+            config.duplicate_window = age;
+        }
+        true
+    })
+    .await
+}
+
+/// Sets the subjects of stream `name` to `want` if they differ (what it
+/// stored before is kept).
+async fn resubject(
+    js: &jetstream::Context,
+    name: &str,
+    want: Vec<String>,
+) -> Result<(), StorageError> {
+    reconfigure(js, name, |config| {
+        if config.subjects == want {
+            return false;
+        }
+        tracing::info!(stream = name, from = ?config.subjects, to = ?want, "stored subjects changed");
+        config.subjects = want;
+        true
+    })
+    .await
+}
+
+/// Reads stream `name`'s configuration and stores it again if `change`
+/// changed it (says true).
+async fn reconfigure(
+    js: &jetstream::Context,
+    name: &str,
+    change: impl FnOnce(&mut stream::Config) -> bool,
+) -> Result<(), StorageError> {
     let failed = |e: async_nats::Error| StorageError {
         what: "stream",
         name: name.to_string(),
@@ -339,13 +379,7 @@ async fn retain(js: &jetstream::Context, name: &str, age: Duration) -> Result<()
         .map_err(|e| failed(e.into()))?
         .config
         .clone();
-    if config.max_age != age {
-        tracing::info!(stream = name, from = ?config.max_age, to = ?age, "retention changed");
-        config.max_age = age;
-        // JetStream refuses a deduplication window longer than the age.
-        if !age.is_zero() && config.duplicate_window > age {
-            config.duplicate_window = age;
-        }
+    if change(&mut config) {
         js.update_stream(config)
             .await
             .map_err(|e| failed(e.into()))?;
@@ -380,7 +414,7 @@ pub async fn create_storage(
         &js,
         stream::Config {
             name: subjects::EVENTS_STREAM.into(),
-            subjects: vec![subjects::all_events()],
+            subjects: subjects::stored_events(),
             storage: stream::StorageType::File,
             max_age: retention.events,
             num_replicas: replicas,
@@ -458,6 +492,11 @@ pub async fn create_storage(
             },
         )
         .await?;
+    }
+    // Events are stored as frames since issue 34: a stream created before
+    // stores every live event too (the leader's frames would double them).
+    if let Err(e) = resubject(&js, subjects::EVENTS_STREAM, subjects::stored_events()).await {
+        tracing::warn!(stream = subjects::EVENTS_STREAM, error = %e, "the stream's subjects not changed (rerun `qm auth` and reload the NATS servers if it was refused); events are stored twice meanwhile");
     }
     // A changed retention that cannot be applied (e.g. the servers still
     // have the authorization of a version without it: rerun `qm auth`) is
@@ -605,15 +644,29 @@ pub async fn publish_batch_durably(
     js: &jetstream::Context,
     batch: Vec<(String, bytes::Bytes, async_nats::HeaderMap)>,
 ) {
-    let mut pending = Vec::with_capacity(batch.len());
-    for (subject, payload, headers) in batch {
-        let ack = js
-            .publish_with_headers(subject.clone(), headers.clone(), payload.clone())
-            .await;
-        pending.push((subject, payload, headers, ack));
-    }
-    let mut failed = Vec::new();
-    for (subject, payload, headers, ack) in pending {
+    publish_windowed_durably(js, batch, usize::MAX).await;
+}
+
+/// [`publish_batch_durably`] with at most `window` messages awaiting their
+/// acknowledgement at a time: a large batch (the archive's) is then fed to
+/// the server at the pace it stores it, interleaved with everyone else's
+/// messages, instead of queued ahead of them all at once.
+pub async fn publish_windowed_durably(
+    js: &jetstream::Context,
+    batch: Vec<(String, bytes::Bytes, async_nats::HeaderMap)>,
+    window: usize,
+) {
+    type Pending = (
+        String,
+        bytes::Bytes,
+        async_nats::HeaderMap,
+        Result<jetstream::context::PublishAckFuture, jetstream::context::PublishError>,
+    );
+    async fn settle(
+        pending: Pending,
+        failed: &mut Vec<(String, bytes::Bytes, async_nats::HeaderMap)>,
+    ) {
+        let (subject, payload, headers, ack) = pending;
         let stored = match ack {
             Ok(ack) => ack.await.is_ok(),
             Err(_) => false,
@@ -621,6 +674,23 @@ pub async fn publish_batch_durably(
         if !stored {
             failed.push((subject, payload, headers));
         }
+    }
+    let window = window.max(1);
+    let mut pending = std::collections::VecDeque::with_capacity(batch.len().min(window));
+    let mut failed = Vec::new();
+    for (subject, payload, headers) in batch {
+        if pending.len() >= window {
+            if let Some(oldest) = pending.pop_front() {
+                settle(oldest, &mut failed).await;
+            }
+        }
+        let ack = js
+            .publish_with_headers(subject.clone(), headers.clone(), payload.clone())
+            .await;
+        pending.push_back((subject, payload, headers, ack));
+    }
+    for p in pending {
+        settle(p, &mut failed).await;
     }
     for (subject, payload, headers) in failed {
         publish_durably(js, subject, payload, headers).await;

@@ -8,6 +8,7 @@
 //! | `qm.v1.events.job.<queue>.<share>.<jobId>.<STATUS>` | a job's state change |
 //! | `qm.v1.events.preemption.<queue>.<share>.<jobId>.<started\|completed>` | a preemption of the job |
 //! | `qm.v1.events.checkpoint.<queue>.<share>.<jobId>` | a checkpoint committed |
+//! | `qm.v1.events.frames` | the job and preemption events as stored (stream `QM_EVENTS`), many to a message |
 //! | `qm.v1.exec.<executorId>.command` | start/stop commands to one executor |
 //! | `qm.v1.exec.<executorId>.report` | attempt lifecycle reports from an executor |
 //! | `qm.v1.exec.<executorId>.heartbeat` | executor heartbeats (request; the leader answers) |
@@ -53,7 +54,8 @@ pub fn sched_presence(holder: &str) -> String {
 
 /// The JetStream stream holding `qm.v1.log.>`.
 pub const LOG_STREAM: &str = "QM_LOG";
-/// The JetStream stream keeping `qm.v1.events.>` for late subscribers.
+/// The JetStream stream keeping the events for late readers: the leader's
+/// event frames ([`EVENT_FRAMES`]) and the checkpoint events.
 pub const EVENTS_STREAM: &str = "QM_EVENTS";
 /// KV bucket: one key `queue.<name>` per job queue (a `QueueDocument`).
 pub const CONFIG_BUCKET: &str = "qm_config";
@@ -377,9 +379,26 @@ pub fn all_audit() -> String {
     format!("{AUDIT_PREFIX}.>")
 }
 
-/// Every event (the `QM_EVENTS` stream's subjects).
-pub fn all_events() -> String {
-    "qm.v1.events.>".into()
+/// Where the scheduler leader stores its job and preemption events, many
+/// to a message (an [`EventFrame`](crate::messages::EventFrame), in the
+/// order they were produced). Each event is also published live, unstored,
+/// on its own subject (`qm.v1.events.job.…`, `qm.v1.events.preemption.…`).
+pub const EVENT_FRAMES: &str = "qm.v1.events.frames";
+
+/// Every event as published live, each on its own subject (not the
+/// stored frames).
+pub fn live_events() -> [String; 3] {
+    [
+        format!("{JOB_EVENTS}.>"),
+        format!("{PREEMPTION_EVENTS}.>"),
+        format!("{CHECKPOINT_EVENTS}.>"),
+    ]
+}
+
+/// What the `QM_EVENTS` stream stores: the leader's event frames and the
+/// checkpoint services' events.
+pub fn stored_events() -> Vec<String> {
+    vec![EVENT_FRAMES.into(), format!("{CHECKPOINT_EVENTS}.>")]
 }
 
 /// Events of one queue and job (each may be `*`), of every kind and share.

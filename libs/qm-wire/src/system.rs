@@ -68,6 +68,17 @@ pub enum LogEntry {
     Register(RegisterExecutor),
     /// An attempt's lifecycle, from its executor.
     Report(Report),
+    /// Several reports of one executor stored as one entry, applied in
+    /// order as if each were its own `Report` entry: an executor with
+    /// `batchReports` on appends what it has queued together (STARTING and
+    /// RUNNING of a process that starts at once always share one). Every
+    /// report must be the subject's executor's. A scheduler that does not
+    /// know this kind skips it (ADR 0009, rule 3: executors write it only
+    /// once every scheduler reads it).
+    #[serde(rename_all = "camelCase")]
+    Reports {
+        reports: Vec<Report>,
+    },
     /// A checkpoint committed, from a checkpoint service.
     Checkpoint(CheckpointCommit),
     /// A checkpoint service cannot upload an attempt's checkpoints (S3
@@ -164,6 +175,11 @@ impl LogEntry {
             }
             ("register", LogEntry::Register(r)) if r.executor_id == name => Ok(()),
             ("exec", LogEntry::Report(r)) if r.executor_id == name => Ok(()),
+            ("exec", LogEntry::Reports { reports })
+                if !reports.is_empty() && reports.iter().all(|r| r.executor_id == name) =>
+            {
+                Ok(())
+            }
             ("checkpoint", LogEntry::Checkpoint(c)) => {
                 c.node = Some(name.to_string());
                 Ok(())
@@ -177,6 +193,9 @@ impl LogEntry {
             (_, LogEntry::Config { .. }) => wrong("a configuration of another queue, or"),
             (_, LogEntry::Register(_)) => wrong("another executor's registration, or"),
             (_, LogEntry::Report(_)) => wrong("another executor's report, or"),
+            (_, LogEntry::Reports { .. }) => {
+                wrong("an empty batch of reports, another executor's report, or")
+            }
             _ => wrong("an entry of another kind"),
         }
     }

@@ -259,3 +259,75 @@ fn an_archive_entry_names_the_jobs_that_leave_the_state() {
         serde_json::from_str(&serde_json::to_string(&e).expect("encodes")).expect("decodes");
     assert_eq!(again, e);
 }
+
+#[test]
+fn a_batch_of_reports_is_each_report_in_order() {
+    use qm_wire::system::{LogEntry, ReportPhase};
+    let e: LogEntry = serde_json::from_str(&fixture("log_entry_reports.json")).expect("decodes");
+    let LogEntry::Reports { reports } = &e else {
+        panic!("a batch of reports: {e:?}")
+    };
+    let phases: Vec<(&str, u32, ReportPhase)> = reports
+        .iter()
+        .map(|r| (r.job_id.as_str(), r.attempt, r.phase))
+        .collect();
+    assert_eq!(
+        phases,
+        vec![
+            ("j-5e1f0c3a9d2b47e8", 2, ReportPhase::Starting),
+            ("j-5e1f0c3a9d2b47e8", 2, ReportPhase::Running),
+            ("j-0a7c", 1, ReportPhase::Ended),
+        ]
+    );
+    assert_eq!(reports[0].restored.as_ref().map(|c| c.seq), Some(4));
+    assert_eq!(reports[0].restored_bytes, Some(1_048_576));
+    assert_eq!(reports[2].exit_code, Some(0));
+    let again: LogEntry =
+        serde_json::from_str(&serde_json::to_string(&e).expect("encodes")).expect("decodes");
+    assert_eq!(again, e);
+}
+
+#[test]
+fn an_event_frame_holds_its_events_as_published() {
+    use qm_wire::messages::{EventFrame, JobStateChange};
+    let change = JobStateChange {
+        job_id: "j-1".into(),
+        job_name: "train \"big\"".into(),
+        job_queue: "training".into(),
+        quota_share_name: "QS1".into(),
+        from: "STARTING".into(),
+        to: "RUNNING".into(),
+        attempt: Some(1),
+        at: 1_764_756_000_000,
+        ..Default::default()
+    };
+    let payload = serde_json::to_vec(&change).expect("encodes");
+    let encoded = EventFrame::encode([
+        (
+            "qm.v1.events.job.training.QS1.j-1.RUNNING",
+            "12.0.3",
+            payload.as_slice(),
+        ),
+        (
+            "qm.v1.events.job.training.QS1.j-2.RUNNING",
+            "12.0.4",
+            b"not json",
+        ),
+    ]);
+    let frame: EventFrame = serde_json::from_slice(&encoded).expect("a frame decodes");
+    assert_eq!(frame.events.len(), 2);
+    assert_eq!(
+        frame.events[0].subject,
+        "qm.v1.events.job.training.QS1.j-1.RUNNING"
+    );
+    assert_eq!(frame.events[0].position, "12.0.3");
+    let back: JobStateChange =
+        serde_json::from_value(frame.events[0].event.clone()).expect("the event decodes");
+    assert_eq!(back, change);
+    // A payload that is not JSON cannot break the frame: it is stored as null.
+    assert_eq!(frame.events[1].event, serde_json::Value::Null);
+    let fixture: EventFrame =
+        serde_json::from_str(&fixture("event_frame.json")).expect("the fixture decodes");
+    assert_eq!(fixture.events[0].position, "40.41.0");
+    assert_eq!(fixture.events[1].event["to"], "RUNNING");
+}

@@ -98,3 +98,23 @@ fn a_drill_is_stored_only_on_its_queues_submit_subject() {
     let exec = subjects::log_executor("node-1").expect("subject");
     assert!(drill.clone().bind_to_subject(&exec).is_err());
 }
+
+#[test]
+fn a_batch_of_reports_is_refused_if_any_report_is_another_executors() {
+    let own = subjects::log_executor("node-1").expect("subject");
+    let of = |executors: &[&str]| LogEntry::Reports {
+        reports: executors
+            .iter()
+            .map(|e| Report::new(e, "j-1", 1, ReportPhase::Running))
+            .collect(),
+    };
+    assert!(of(&["node-1", "node-1"]).bind_to_subject(&own).is_ok());
+    let forged = of(&["node-1", "node-2"])
+        .bind_to_subject(&own)
+        .expect_err("one report is another executor's");
+    assert!(forged.contains("another executor's report"), "{forged}");
+    assert!(of(&[]).bind_to_subject(&own).is_err(), "an empty batch");
+    assert!(of(&["node-1"])
+        .bind_to_subject(subjects::LOG_SCHED)
+        .is_err());
+}

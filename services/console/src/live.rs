@@ -170,17 +170,26 @@ impl Live {
     }
 }
 
-/// Follows the events subject into `live` until the subscription ends
-/// (the NATS client reconnects by itself; a closed one ends the process).
+/// Follows the live events (not the stored frames) into `live` until the
+/// subscriptions end (the NATS client reconnects by itself; a closed one
+/// ends the process).
 pub async fn follow(client: async_nats::Client, live: std::sync::Arc<Live>) {
     loop {
-        match client.subscribe("qm.v1.events.>").await {
-            Ok(mut sub) => {
-                while let Some(m) = sub.next().await {
-                    live.record(&m.subject, &m.payload);
+        let mut subs = Vec::new();
+        for subject in qm_wire::subjects::live_events() {
+            match client.subscribe(subject).await {
+                Ok(sub) => subs.push(sub),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot subscribe to the events; retrying");
+                    break;
                 }
             }
-            Err(e) => tracing::warn!(error = %e, "cannot subscribe to the events; retrying"),
+        }
+        if subs.len() == 3 {
+            let mut all = futures::stream::select_all(subs);
+            while let Some(m) = all.next().await {
+                live.record(&m.subject, &m.payload);
+            }
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }

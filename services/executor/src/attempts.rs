@@ -302,9 +302,19 @@ impl Executor {
         starting.restored = restored.checkpoint.clone();
         starting.restored_bytes = restored.progress.as_ref().map(|p| p.bytes_moved);
         starting.restore_skipped.clone_from(&restored.skipped);
-        self.send(starting);
+        // A host process starts in a moment: with batchReports its STARTING
+        // waits for its RUNNING (or its end), and both are one log entry.
+        let mut held = None;
+        if self.settings.batch_reports && launch.image.is_none() {
+            held = Some(starting);
+        } else {
+            self.send(starting);
+        }
         let stopped = stop.borrow().is_some();
         if stopped {
+            if let Some(starting) = held.take() {
+                self.send(starting);
+            }
             return self.finish(ended); // stopped before it launched
         }
         // Each step of the preparation (pulling the image, downloading an
@@ -334,6 +344,9 @@ impl Executor {
         let launched = match launched {
             Ok(l) => l,
             Err(e) => {
+                if let Some(starting) = held.take() {
+                    self.send(starting);
+                }
                 if !matches!(e, LaunchError::Stopped) {
                     tracing::warn!(job = %job_id, attempt, error = %e, "launch failed");
                     ended.error = Some(e.to_string());
@@ -352,7 +365,11 @@ impl Executor {
         }
         let what = launched.describe();
         tracing::info!(job = %job_id, attempt, launched = %what, restored = ?restored.checkpoint.as_ref().map(|c| c.seq), "launched");
-        self.send(self.report(&job_id, attempt, ReportPhase::Running));
+        let running = self.report(&job_id, attempt, ReportPhase::Running);
+        match held.take() {
+            Some(starting) => self.send_together(vec![starting, running]),
+            None => self.send(running),
+        }
         // Tracking is asked for beside the process, never before watching
         // for stops: a slow checkpoint service must not delay a SIGTERM
         // (the periodic re-assertion asks again if this call fails).

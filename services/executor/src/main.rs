@@ -131,7 +131,11 @@ async fn run(
     let kept = outbox.load();
     if !kept.is_empty() {
         tracing::info!(reports = kept.len(), path = %outbox.path().display(), "delivering reports kept from the last shutdown");
-        nats::append_batch_durably(&js, node::appends(&report_subject, kept)).await;
+        nats::append_batch_durably(
+            &js,
+            node::appends(&report_subject, kept, settings.batch_reports),
+        )
+        .await;
         outbox.clear_saved();
     }
     let incarnation = qm_service::random_id();
@@ -174,7 +178,13 @@ async fn run(
         );
         return std::process::ExitCode::from(2);
     }
-    let reporter = tokio::spawn(reporter(js, report_subject, rx, Arc::clone(&outbox)));
+    let reporter = tokio::spawn(reporter(
+        js,
+        report_subject,
+        rx,
+        Arc::clone(&outbox),
+        settings.batch_reports,
+    ));
     let executor = Arc::new(Executor {
         incarnation,
         engine,

@@ -16,7 +16,7 @@ use qm_wire::system::{
 use tokio::sync::{mpsc, watch};
 use tracing::Instrument;
 
-use crate::outbox::{report_id, Outbox};
+use crate::outbox::{fnv1a, report_id, Outbox};
 use crate::settings::Settings;
 
 /// A running attempt: how to stop it.
@@ -62,7 +62,7 @@ pub struct Executor {
     pub(crate) leader: async_nats::jetstream::kv::Store,
     /// The lease's epoch as last read, and when.
     pub(crate) epoch: Mutex<Option<(u64, tokio::time::Instant)>>,
-    pub(crate) reports: mpsc::UnboundedSender<Report>,
+    pub(crate) reports: mpsc::UnboundedSender<Vec<Report>>,
     /// Every report queued and not yet stored by the log.
     pub(crate) outbox: Arc<Outbox>,
     /// Shutting down: attempts end without reports; withdrawing the
@@ -179,8 +179,17 @@ impl Executor {
     }
 
     pub(crate) fn send(&self, r: Report) {
-        self.outbox.hold(&r);
-        let _ = self.reports.send(r);
+        self.send_together(vec![r]);
+    }
+
+    /// Queues reports to be appended together: with `batchReports` on they
+    /// share one log entry (STARTING and RUNNING of a process that started
+    /// at once: one stored message, two events).
+    pub(crate) fn send_together(&self, reports: Vec<Report>) {
+        for r in &reports {
+            self.outbox.hold(r);
+        }
+        let _ = self.reports.send(reports);
     }
 
     /// The epoch of the scheduler's current lease. A cached value is used
@@ -359,28 +368,137 @@ impl Executor {
 pub(crate) async fn reporter(
     js: async_nats::jetstream::Context,
     subject: String,
-    mut rx: mpsc::UnboundedReceiver<Report>,
+    mut rx: mpsc::UnboundedReceiver<Vec<Report>>,
     outbox: Arc<Outbox>,
+    batch: bool,
 ) {
     // Whatever is queued goes out together, pipelined (one round trip for
-    // the batch, not one per report).
-    let mut batch = Vec::new();
-    while rx.recv_many(&mut batch, 512).await > 0 {
-        let reports: Vec<Report> = std::mem::take(&mut batch);
+    // the batch, not one per report), and with `batchReports` as few
+    // entries as the size allows.
+    let mut queued = Vec::new();
+    while rx.recv_many(&mut queued, 512).await > 0 {
+        let reports: Vec<Report> = queued.drain(..).flatten().collect();
         let ids: Vec<String> = reports.iter().map(report_id).collect();
-        nats::append_batch_durably(&js, appends(&subject, reports)).await;
+        nats::append_batch_durably(&js, appends(&subject, reports, batch)).await;
         outbox.delivered(&ids);
     }
 }
 
-/// Reports as log appends, each with its message id.
-pub(crate) fn appends(subject: &str, reports: Vec<Report>) -> Vec<nats::Append> {
-    reports
+/// Most bytes of reports one `Reports` entry holds (a report's declared
+/// result alone may be 16 KiB; NATS refuses messages over 1 MiB).
+const BATCH_BYTES: usize = 256 * 1024;
+
+/// Reports as log appends, each with its message id: one entry per report,
+/// or (`batch`) consecutive reports together in `Reports` entries of at
+/// most [`BATCH_BYTES`], whose id is made of its reports' ids (the same
+/// batch sent again is stored once).
+pub(crate) fn appends(subject: &str, reports: Vec<Report>, batch: bool) -> Vec<nats::Append> {
+    let single = |r: Report| {
+        let id = report_id(&r);
+        let body = serde_json::to_vec(&LogEntry::Report(r)).ok()?;
+        Some((subject.to_string(), bytes::Bytes::from(body), id))
+    };
+    if !batch {
+        return reports.into_iter().filter_map(single).collect();
+    }
+    let mut groups: Vec<Vec<(Report, usize)>> = Vec::new();
+    let mut bytes = 0;
+    for r in reports {
+        let size = serde_json::to_vec(&r).map_or(0, |b| b.len());
+        match groups.last_mut() {
+            Some(g) if bytes + size <= BATCH_BYTES => {
+                bytes += size;
+                g.push((r, size));
+            }
+            _ => {
+                bytes = size;
+                groups.push(vec![(r, size)]);
+            }
+        }
+    }
+    groups
         .into_iter()
-        .filter_map(|r: Report| {
-            let id = report_id(&r);
-            let body = serde_json::to_vec(&LogEntry::Report(r)).ok()?;
-            Some((subject.to_string(), body.into(), id))
+        .filter_map(|mut g| {
+            if g.len() == 1 {
+                return single(g.pop()?.0);
+            }
+            let reports: Vec<Report> = g.into_iter().map(|(r, _)| r).collect();
+            let ids: Vec<String> = reports.iter().map(report_id).collect();
+            let h = fnv1a(ids.iter().flat_map(|id| id.bytes().chain([0])));
+            let id = format!(
+                "{}-batch-{}-{h:016x}",
+                reports[0].executor_id,
+                reports.len()
+            );
+            let body = serde_json::to_vec(&LogEntry::Reports { reports }).ok()?;
+            Some((subject.to_string(), bytes::Bytes::from(body), id))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use qm_wire::system::ReportPhase;
+
+    fn decoded(append: &nats::Append) -> LogEntry {
+        serde_json::from_slice(&append.1).expect("an entry")
+    }
+
+    fn reports(n: usize) -> Vec<Report> {
+        (0..n)
+            .map(|i| Report::new("node-1", &format!("j-{i}"), 1, ReportPhase::Running))
+            .collect()
+    }
+
+    #[test]
+    fn reports_queued_together_are_one_entry_when_batched() {
+        let subject = "qm.v1.log.exec.node-1";
+        // Not batched: one entry each, named by the report.
+        let each = appends(subject, reports(3), false);
+        assert_eq!(each.len(), 3);
+        assert!(matches!(decoded(&each[0]), LogEntry::Report(_)));
+        assert_eq!(each[0].2, report_id(&reports(1)[0]));
+        // Batched: one entry, in order, bound to the executor's subject.
+        let batched = appends(subject, reports(3), true);
+        assert_eq!(batched.len(), 1);
+        let mut entry = decoded(&batched[0]);
+        entry.bind_to_subject(subject).expect("its own reports");
+        let LogEntry::Reports { reports: got } = entry else {
+            panic!("a batch")
+        };
+        assert_eq!(got, reports(3));
+        // The same batch sent again has the same id (stored once); another
+        // batch has another.
+        assert_eq!(appends(subject, reports(3), true)[0].2, batched[0].2);
+        assert_ne!(appends(subject, reports(2), true)[0].2, batched[0].2);
+        // A batch of one is the plain entry, as an unbatched executor's.
+        let one = appends(subject, reports(1), true);
+        assert!(matches!(decoded(&one[0]), LogEntry::Report(_)));
+        assert_eq!(one[0].2, each[0].2);
+    }
+
+    #[test]
+    fn a_batch_is_split_before_it_grows_too_large() {
+        // Results of 16 KiB each: 40 of them are 640 KiB.
+        let big: Vec<Report> = reports(40)
+            .into_iter()
+            .map(|r| Report {
+                result: Some("x".repeat(16 * 1024)),
+                ..r
+            })
+            .collect();
+        let batched = appends("qm.v1.log.exec.node-1", big.clone(), true);
+        assert!(batched.len() >= 3, "{} entries", batched.len());
+        assert!(batched.iter().all(|a| a.1.len() <= BATCH_BYTES + 1024));
+        let mut back = Vec::new();
+        for a in &batched {
+            match decoded(a) {
+                LogEntry::Reports { reports } => back.extend(reports),
+                LogEntry::Report(r) => back.push(r),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(back, big, "every report, in order");
+    }
 }

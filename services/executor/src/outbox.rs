@@ -46,16 +46,16 @@ pub(crate) fn report_id(r: &Report) -> String {
     let base = format!("{}-{}-{}-{:?}", r.executor_id, r.job_id, r.attempt, r.phase);
     match &r.progress {
         // A progress step is its own message (the same step twice is one).
-        Some(text) => {
-            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-            for b in text.bytes() {
-                h ^= u64::from(b);
-                h = h.wrapping_mul(0x0100_0000_01b3);
-            }
-            format!("{base}-progress-{h:016x}")
-        }
+        Some(text) => format!("{base}-progress-{:016x}", fnv1a(text.bytes())),
         None => base,
     }
+}
+
+/// FNV-1a of `bytes`: a stable short name for what a message id covers.
+pub(crate) fn fnv1a(bytes: impl IntoIterator<Item = u8>) -> u64 {
+    bytes.into_iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 impl Outbox {

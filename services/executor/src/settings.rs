@@ -56,6 +56,10 @@ pub const SPEC: Spec = Spec {
             help: "a checkpoint restore may take as long as it keeps moving bytes; the attempt fails (exit code 127) only when it made no progress, or the checkpoint service did not answer, for this long; at least 30",
         },
         Key {
+            name: "batchReports",
+            help: "append the reports queued together (and STARTING with RUNNING of a host process) as one log entry: fewer stored messages a job; turn it on once every scheduler runs this release (an older one skips such entries)",
+        },
+        Key {
             name: "runAsUser",
             help: "run every host-process attempt as this uid; default: the executor's own",
         },
@@ -137,6 +141,8 @@ pub struct Settings {
     pub fence_after_seconds: u64,
     pub finished_retention_seconds: u64,
     pub restore_stall_seconds: u64,
+    /// Reports queued together are appended as one `Reports` entry.
+    pub batch_reports: bool,
     pub run_as_user: Option<u32>,
     pub run_as_group: Option<u32>,
     pub runtimes: Vec<String>,
@@ -164,6 +170,7 @@ impl Default for Settings {
             fence_after_seconds: 30,
             finished_retention_seconds: 6 * 3600,
             restore_stall_seconds: 600,
+            batch_reports: false,
             run_as_user: None,
             run_as_group: None,
             runtimes: vec!["process".into()],

@@ -211,7 +211,8 @@ impl Follower {
 /// one before it asks NATS for the last matching one instead.
 const WALK_BACK: u64 = 1024;
 
-/// The position of the newest job or preemption event stored. When the
+/// The position of the newest job or preemption event stored (a frame's
+/// position is its last event's). When the
 /// events stream has never stored anything, no leader ever published:
 /// every event of the log is due (the position before the first), so
 /// submits stored before the first leader started are announced too. When
@@ -241,10 +242,12 @@ pub async fn last_published(
     if state.messages == 0 {
         return Ok(None);
     }
+    // A frame, or an event stored one a message (before issue 34).
     let scheduler_event = |subject: &str| {
-        [subjects::JOB_EVENTS, subjects::PREEMPTION_EVENTS]
-            .iter()
-            .any(|p| subject.strip_prefix(p).is_some_and(|r| r.starts_with('.')))
+        subject == subjects::EVENT_FRAMES
+            || [subjects::JOB_EVENTS, subjects::PREEMPTION_EVENTS]
+                .iter()
+                .any(|p| subject.strip_prefix(p).is_some_and(|r| r.starts_with('.')))
     };
     let lowest = state
         .first_sequence
@@ -266,7 +269,10 @@ pub async fn last_published(
     let mut consumer = stream
         .create_consumer(pull::OrderedConfig {
             deliver_policy: DeliverPolicy::Last,
-            filter_subjects: subjects::all_job_and_preemption_events().to_vec(),
+            filter_subjects: subjects::all_job_and_preemption_events()
+                .into_iter()
+                .chain([subjects::EVENT_FRAMES.to_string()])
+                .collect(),
             ..Default::default()
         })
         .await

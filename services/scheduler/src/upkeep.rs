@@ -18,10 +18,14 @@ use futures::StreamExt;
 use crate::snapshot::{self, Image};
 use crate::state::{Cut, Positions};
 
-/// How often the leader looks for finished jobs to archive.
-const ARCHIVE_EVERY: Duration = Duration::from_secs(2);
+/// How often the leader looks for finished jobs to archive: often, and a
+/// bounded batch each time, so the archive keeps pace with finishing jobs
+/// in small steps rather than in bursts that queue live traffic behind them.
+const ARCHIVE_EVERY: Duration = Duration::from_millis(250);
 /// Most jobs archived at once.
-pub const ARCHIVE_BATCH: usize = 5_000;
+pub const ARCHIVE_BATCH: usize = 1_000;
+/// Most archive records awaiting the server's acknowledgement at a time.
+const ARCHIVE_WINDOW: usize = 64;
 
 /// The leader's upkeep bookkeeping.
 pub struct Upkeep {
@@ -83,17 +87,34 @@ impl Upkeep {
         true
     }
 
-    /// Stores `records` on the archive stream beside the loop, then tells
-    /// the loop (`done`) which jobs they were.
+    /// Encodes and stores the records of `jobs` on the archive stream
+    /// beside the loop (one record per job, at most [`ARCHIVE_WINDOW`]
+    /// unacknowledged), then tells the loop (`done`) which jobs they were.
     pub fn archive(
         &mut self,
         js: async_nats::jetstream::Context,
-        records: Vec<(String, bytes::Bytes, async_nats::HeaderMap)>,
-        job_ids: Vec<String>,
+        jobs: Vec<qm_wire::messages::ServiceJob>,
         done: Option<tokio::sync::mpsc::UnboundedSender<Vec<String>>>,
     ) {
         self.archiving = Some(tokio::spawn(async move {
-            qm_service::nats::publish_batch_durably(&js, records).await;
+            let mut records = Vec::with_capacity(jobs.len());
+            let mut job_ids = Vec::with_capacity(jobs.len());
+            for job in &jobs {
+                let share = match job.quota_share_name.as_str() {
+                    "" => "-", // rejected before it had a share
+                    s => s,
+                };
+                let (Ok(subject), Ok(body)) = (
+                    qm_wire::subjects::archived_job(&job.job_queue, share, &job.job_id),
+                    serde_json::to_vec(job),
+                ) else {
+                    tracing::warn!(job = %job.job_id, "job cannot be archived (its names cannot be a subject); kept");
+                    continue;
+                };
+                records.push((subject, body.into(), async_nats::HeaderMap::new()));
+                job_ids.push(job.job_id.clone());
+            }
+            qm_service::nats::publish_windowed_durably(&js, records, ARCHIVE_WINDOW).await;
             if let Some(done) = done {
                 let _ = done.send(job_ids);
             }
@@ -127,9 +148,23 @@ impl Upkeep {
                 return; // the publisher is gone: so is this leader
             }
             let started = Instant::now();
-            let encode =
-                move || snapshot::encode(&image, cut, positions, qm_service::now_ms(), &holder);
-            let Ok(bytes) = tokio::task::spawn_blocking(encode).await else {
+            // Encoded on a thread of its own at a lower priority (nice 10):
+            // it takes what the loop, NATS and the executors leave over, so
+            // a snapshot does not queue live work behind it.
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let spawned = std::thread::Builder::new()
+                .name("qm-snapshot".into())
+                .spawn(move || {
+                    lower_priority();
+                    let bytes =
+                        snapshot::encode(&image, cut, positions, qm_service::now_ms(), &holder);
+                    let _ = tx.send(bytes);
+                });
+            if let Err(e) = spawned {
+                tracing::warn!(error = %e, "snapshot not encoded (no thread); the next one is tried later");
+                return;
+            }
+            let Ok(bytes) = rx.await else {
                 return;
             };
             let encoded = started.elapsed();
@@ -242,4 +277,13 @@ pub async fn archive_retention(archive: &Stream) -> Duration {
             Duration::ZERO
         }
     }
+}
+
+/// Lowers the calling thread's CPU priority to nice 10 (Linux sets it per
+/// thread); a failure leaves it as it was.
+fn lower_priority() {
+    // SAFETY: setpriority only reads its integer arguments; on Linux, 0 as
+    // `who` with PRIO_PROCESS means the calling thread.
+    #[allow(unsafe_code)]
+    let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 10) };
 }

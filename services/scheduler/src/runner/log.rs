@@ -22,27 +22,111 @@ pub(super) enum Outbound {
     Flushed(tokio::sync::oneshot::Sender<()>),
 }
 
-/// Stores events on the events stream in the order they were produced, each
-/// until acknowledged: batches are pipelined and any event not acknowledged
-/// is sent again (its message id keeps it from being stored twice). Runs
-/// until the leader that feeds it is gone and its queue is empty.
+/// How long a stored event waits for others to share its frame: under
+/// load one message stores hundreds of events; live delivery never waits.
+const FRAME_EVERY: Duration = Duration::from_millis(20);
+/// Most events, and bytes, in one frame.
+const FRAME_EVENTS: usize = 4096;
+const FRAME_BYTES: usize = 512 * 1024;
+
+/// Events waiting to be stored, as one frame.
+#[derive(Default)]
+struct Frame {
+    events: Vec<(String, String, bytes::Bytes)>,
+    bytes: usize,
+    /// When its first event arrived.
+    since: Option<tokio::time::Instant>,
+}
+
+impl Frame {
+    fn push(&mut self, subject: String, position: String, payload: bytes::Bytes) {
+        self.bytes += subject.len() + position.len() + payload.len() + 40;
+        self.since.get_or_insert_with(tokio::time::Instant::now);
+        self.events.push((subject, position, payload));
+    }
+
+    fn full(&self) -> bool {
+        self.events.len() >= FRAME_EVENTS || self.bytes >= FRAME_BYTES
+    }
+
+    /// Stores the frame (until acknowledged; its message id, made of its
+    /// first event's position, keeps a frame sent again from doubling) and
+    /// empties it.
+    async fn store(&mut self, js: &async_nats::jetstream::Context) {
+        let (Some(first), Some(last)) = (self.events.first(), self.events.last()) else {
+            return;
+        };
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert(POSITION_HEADER, last.1.as_str());
+        headers.insert(
+            async_nats::header::NATS_MESSAGE_ID,
+            format!("frame-{}", first.1).as_str(),
+        );
+        let body = qm_wire::messages::EventFrame::encode(
+            self.events
+                .iter()
+                .map(|(s, p, b)| (s.as_str(), p.as_str(), b.as_ref())),
+        );
+        let frame = (subjects::EVENT_FRAMES.to_string(), body.into(), headers);
+        qm_service::nats::publish_batch_durably(js, vec![frame]).await;
+        *self = Frame::default();
+    }
+}
+
+/// Publishes each event live on its own subject at once, and stores them on
+/// the events stream as frames (many events a message, in the order they
+/// were produced; one frame acknowledged before the next is sent, so the
+/// newest stored frame's position says every event up to it is stored).
+/// Runs until the leader that feeds it is gone and its queue is empty.
 pub(super) async fn publish_events(
+    client: async_nats::Client,
     js: async_nats::jetstream::Context,
     mut queued: tokio::sync::mpsc::UnboundedReceiver<Outbound>,
 ) {
-    let mut batch = Vec::new();
-    while queued.recv_many(&mut batch, 512).await > 0 {
-        let mut events = Vec::with_capacity(batch.len());
-        let mut flushed = Vec::new();
-        for item in batch.drain(..) {
+    let mut items = Vec::new();
+    let mut frame = Frame::default();
+    let mut flushed = Vec::new();
+    let mut open = true;
+    while open || !frame.events.is_empty() {
+        let due = frame.since.map(|t| t + FRAME_EVERY);
+        let received = match due {
+            _ if !open => 0,
+            None => queued.recv_many(&mut items, 1024).await,
+            Some(due) => tokio::time::timeout_at(due, queued.recv_many(&mut items, 1024))
+                .await
+                .unwrap_or(0),
+        };
+        if received == 0 && due.is_none() {
+            open = false; // the leader is gone and nothing is queued
+        }
+        for item in items.drain(..) {
             match item {
-                Outbound::Event(e) => events.push(e),
+                Outbound::Event((subject, payload, headers)) => {
+                    let position = headers
+                        .get(POSITION_HEADER)
+                        .map(|p| p.as_str().to_string())
+                        .unwrap_or_default();
+                    if let Err(e) = client
+                        .publish_with_headers(subject.clone(), headers, payload.clone())
+                        .await
+                    {
+                        tracing::warn!(error = %e, "event not published live");
+                    }
+                    frame.push(subject, position, payload);
+                    if frame.full() {
+                        frame.store(&js).await;
+                    }
+                }
                 Outbound::Flushed(done) => flushed.push(done),
             }
         }
-        qm_service::nats::publish_batch_durably(&js, events).await;
-        for done in flushed {
-            let _ = done.send(());
+        let store_now =
+            !open || !flushed.is_empty() || frame.since.is_some_and(|t| t.elapsed() >= FRAME_EVERY);
+        if store_now {
+            frame.store(&js).await;
+            for done in flushed.drain(..) {
+                let _ = done.send(());
+            }
         }
     }
 }
@@ -173,14 +257,9 @@ impl Runner<'_> {
         if effect.is_event() {
             let (a, b, i) = self.positions.next_event();
             let position = format!("{a}.{b}.{i}");
+            // The position names the event: a subscriber tells one
+            // republished after a failover by it.
             headers.insert(POSITION_HEADER, position.as_str());
-            // The position names the event: one republished after a
-            // failover, or sent again after a lost acknowledgement, is
-            // stored once (within the stream's duplicate window).
-            headers.insert(
-                async_nats::header::NATS_MESSAGE_ID,
-                format!("event-{position}").as_str(),
-            );
         }
         let (subject, body) = match &effect {
             Effect::Job(e, subject) => (subject.clone(), serde_json::to_vec(e)),
@@ -230,8 +309,8 @@ impl Runner<'_> {
         };
         let Ok(body) = body else { return };
         if effect.is_event() {
-            // Events go to the events stream through the publisher: stored
-            // (acknowledged) at least once, deduplicated by their position.
+            // Events go out through the publisher: live at once, and stored
+            // (acknowledged) at least once, in frames.
             let _ = self
                 .events
                 .send(Outbound::Event((subject, body.into(), headers)));

@@ -15,12 +15,14 @@
 //! Events. Every event carries a `Qm-Position` header `a.b.i`: the position
 //! of the entry whose application produced it in that order (`a` the input's
 //! sequence, or a decision's `Qm-After`; `b` 0 for an input, else the
-//! decision's own sequence) and its index among that entry's events. The
-//! events stream stores them. A new leader finds the newest stored position
-//! and, while replaying, republishes every event after it: the events a
-//! crashed leader had stored in the log but not yet published are not lost
-//! (delivery is at least once across a failover; `jobId`, `to` and `attempt`
-//! identify a duplicate).
+//! decision's own sequence) and its index among that entry's events. Each
+//! is published live at once, and the events stream stores them in frames
+//! (`qm.v1.events.frames`, many events a message, every 20 ms under load;
+//! `log.rs`). A new leader finds the newest stored position and, while
+//! replaying, republishes every event after it: the events a crashed leader
+//! had stored in the log but not yet stored as events are not lost
+//! (delivery is at least once across a failover; the position, or `jobId`,
+//! `to` and `attempt`, identify a duplicate).
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -165,7 +167,7 @@ pub async fn run(
         tenure,
     } = lease;
     let (events, queued) = tokio::sync::mpsc::unbounded_channel();
-    tokio::spawn(publish_events(storage.js.clone(), queued));
+    tokio::spawn(publish_events(client.clone(), storage.js.clone(), queued));
     let mut runner = Runner {
         metrics,
         role: &role,
@@ -360,9 +362,10 @@ impl Runner<'_> {
                 self.check_executors().await;
                 self.resend().await;
                 self.snapshot_if_due();
-                self.archive_if_due();
                 self.dirty = true;
             }
+            // Every 250 ms at most (see upkeep.rs): small steps.
+            self.archive_if_due();
             while let Ok(job_ids) = archived.try_recv() {
                 self.archived(job_ids).await;
             }
@@ -577,29 +580,8 @@ impl Runner<'_> {
         if due.is_empty() {
             return;
         }
-        let mut records = Vec::with_capacity(due.len());
-        let mut job_ids = Vec::with_capacity(due.len());
-        for job in &due {
-            let share = match job.quota_share_name.as_str() {
-                "" => "-", // rejected before it had a share
-                s => s,
-            };
-            let (Ok(subject), Ok(body)) = (
-                subjects::archived_job(&job.job_queue, share, &job.job_id),
-                serde_json::to_vec(job),
-            ) else {
-                tracing::warn!(job = %job.job_id, "job cannot be archived (its names cannot be a subject); kept");
-                continue;
-            };
-            records.push((subject, body.into(), async_nats::HeaderMap::new()));
-            job_ids.push(job.job_id.clone());
-        }
-        self.upkeep.archive(
-            self.storage.js.clone(),
-            records,
-            job_ids,
-            self.archived_tx.clone(),
-        );
+        self.upkeep
+            .archive(self.storage.js.clone(), due, self.archived_tx.clone());
     }
 
     /// Records of these jobs are stored in the archive: the decision that

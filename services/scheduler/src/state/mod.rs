@@ -220,6 +220,11 @@ impl State {
             } => self.configure(queue, revision, principal, now, &mut fx),
             LogEntry::Register(r) => self.register(r, now, &mut fx),
             LogEntry::Report(r) => self.report(r, now, &mut fx),
+            LogEntry::Reports { reports } => {
+                for r in reports {
+                    self.report(r, now, &mut fx);
+                }
+            }
             LogEntry::Checkpoint(c) => self.checkpoint(c, &mut fx),
             LogEntry::CheckpointLagging(lag) => {
                 // Only the attempt's own checkpoint node says it lags.

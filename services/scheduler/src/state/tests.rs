@@ -1372,3 +1372,86 @@ fn a_starting_attempts_progress_and_a_failed_ones_reason_reach_describe() {
         Some("diverged at step 3")
     );
 }
+
+/// (subject, from, to) of each job event, in order.
+fn transitions(events: &[(Position, Effect)]) -> Vec<(String, String, String)> {
+    events
+        .iter()
+        .filter_map(|(_, e)| match e {
+            Effect::Job(e, subject) => Some((subject.clone(), e.from.clone(), e.to.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_batch_of_reports_is_each_report_in_turn() {
+    let start = |extra: Vec<LogEntry>| {
+        let mut inputs = vec![
+            config(),
+            node_1_with_three(),
+            LogEntry::Submit {
+                job_id: "j1".into(),
+                job: submit("j1", "QS1", 1),
+                principal: None,
+            },
+            LogEntry::Submit {
+                job_id: "j2".into(),
+                job: submit("j2", "QS1", 1),
+                principal: None,
+            },
+        ];
+        inputs.extend(extra);
+        live(inputs)
+    };
+    let each = vec![
+        report("j1", 1, ReportPhase::Starting, None),
+        report("j1", 1, ReportPhase::Running, None),
+        report("j2", 1, ReportPhase::Starting, None),
+        report("j2", 1, ReportPhase::Running, None),
+        report("j1", 1, ReportPhase::Ended, Some(0)),
+    ];
+    let batched = LogEntry::Reports {
+        reports: each
+            .iter()
+            .map(|e| match e {
+                LogEntry::Report(r) => r.clone(),
+                _ => unreachable!(),
+            })
+            .collect(),
+    };
+    let one_by_one = start(each);
+    let together = start(vec![batched]);
+    let (a, b) = (
+        transitions(&one_by_one.events),
+        transitions(&together.events),
+    );
+    assert_eq!(a, b, "the same events, in the same order");
+    let to: Vec<&str> = b
+        .iter()
+        .filter(|(s, _, _)| s.contains(".j1."))
+        .map(|(_, _, to)| to.as_str())
+        .collect();
+    assert_eq!(
+        to,
+        ["RUNNABLE", "SCHEDULED", "STARTING", "RUNNING", "SUCCEEDED"]
+    );
+    // The batch's events share its position's input, numbered in turn.
+    let batch_seq = together.log.last().expect("entries").seq;
+    let numbered: Vec<u64> = together
+        .events
+        .iter()
+        .filter(|(p, _)| p.0 == batch_seq && p.1 == 0)
+        .map(|(p, _)| p.2)
+        .collect();
+    assert_eq!(numbered, (0..numbered.len() as u64).collect::<Vec<_>>());
+    assert!(numbered.len() >= 5, "{numbered:?}");
+    // A replay of the batched log rebuilds the same state.
+    let mut replayed = State::default();
+    let mut replay = Replay::new(Cut::default(), Positions::default(), None);
+    for l in together.log.clone() {
+        replay.push(&mut replayed, l);
+    }
+    replay.finish(&mut replayed);
+    assert_eq!(observable(&replayed), observable(&together.state));
+}
