@@ -492,7 +492,8 @@ pub fn bin(name: &str) -> PathBuf {
     path
 }
 
-/// Every event seen on `qm.v1.events.>`, in arrival order.
+/// Every event seen live (job, preemption and checkpoint events), in
+/// arrival order.
 #[derive(Clone, Default)]
 pub struct Events(pub Arc<Mutex<Vec<(String, serde_json::Value)>>>);
 
@@ -633,16 +634,15 @@ impl Stack {
                 .await
                 .expect("NATS connects as platform");
         let events = Events::default();
-        let mut sub = nats_client
-            .subscribe("qm.v1.events.>")
-            .await
-            .expect("subscribe");
+        // The live events, not the stored frames (a copy of the same).
+        let mut subs = Vec::new();
+        for subject in qm_wire::subjects::live_events() {
+            subs.push(nats_client.subscribe(subject).await.expect("subscribe"));
+        }
+        let mut sub = futures::stream::select_all(subs);
         let sink = events.clone();
         tokio::spawn(async move {
             while let Some(m) = sub.next().await {
-                if m.subject.as_str() == qm_wire::subjects::EVENT_FRAMES {
-                    continue; // the stored copy of events seen live
-                }
                 let v = serde_json::from_slice(&m.payload).unwrap_or_default();
                 if let Ok(mut e) = sink.0.lock() {
                     e.push((m.subject.to_string(), v));

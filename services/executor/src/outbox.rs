@@ -80,10 +80,16 @@ impl Outbox {
             u.push((report_id(r), r.clone()));
         }
         if end {
+            // An end kept on disk as it is queued is on disk already (the
+            // file holds what is kept and what is unsent alike): no write.
+            let mut on_disk = false;
             if let Ok(mut k) = self.kept.lock() {
+                on_disk = k.iter().any(|e| e == r);
                 k.retain(|e| !same_attempt(e, r));
             }
-            self.persist_or_warn();
+            if !on_disk {
+                self.persist_or_warn();
+            }
         }
     }
 
@@ -115,7 +121,12 @@ impl Outbox {
             });
         }
         if ended {
-            self.persist_or_warn();
+            // Not synced: should the file still name a delivered end after
+            // a crash, the next executor appends it again, and a second
+            // end of an ended attempt changes nothing.
+            if let Err(e) = self.write(false) {
+                tracing::error!(path = %self.path.display(), error = %e, "cannot keep the undelivered reports on disk");
+            }
         }
     }
 
@@ -134,6 +145,12 @@ impl Outbox {
     /// renamed over the old one; no file when there is nothing). Returns
     /// how many reports it wrote.
     pub(crate) fn persist(&self) -> std::io::Result<usize> {
+        self.write(true)
+    }
+
+    /// [`Outbox::persist`], flushed to the disk before it returns (`sync`)
+    /// or not.
+    fn write(&self, sync: bool) -> std::io::Result<usize> {
         let _one_writer = self.writing.lock();
         let mut all: Vec<Report> = self
             .unsent
@@ -156,7 +173,10 @@ impl Outbox {
             .open(&tmp)
             .and_then(|mut f| {
                 f.write_all(&body)?;
-                f.sync_all()
+                if sync {
+                    f.sync_all()?;
+                }
+                Ok(())
             })?;
         std::fs::rename(&tmp, &self.path)?;
         Ok(all.len())
