@@ -149,11 +149,16 @@ bench-services: images-infra
 	QM_BIN_DIR=target/release target/release/qm-bench
 
 ## bench-fleet: the services at fleet scale (100 executors x 8, a 100,000-job
-## backlog, 500 jobs/s steady, takeover after 1,000,000 finished jobs); the
-## QM_BENCH_* variables in integration-tests/src/bin/qm-bench-fleet.rs size it
+## backlog, 500 jobs/s steady, takeover after 1,000,000 finished jobs, stored
+## messages a job); the QM_BENCH_* variables in
+## integration-tests/src/bin/qm-bench-fleet.rs size it; QM_BENCH_PERF_DIR=dir
+## adds flame graphs (perf; inferno is installed the first time)
 bench-fleet: images-infra
 	$(CARGO) build --locked --release --bins
-	QM_BIN_DIR=target/release target/release/qm-bench-fleet
+	@if [ -n "$$QM_BENCH_PERF_DIR" ] && ! command -v inferno-flamegraph >/dev/null && [ ! -x "$$HOME/.cache/quartermaster/inferno/bin/inferno-flamegraph" ]; then \
+		echo "bench-fleet: installing inferno (flame graphs) into ~/.cache/quartermaster/inferno"; \
+		$(CARGO) install --quiet --root "$$HOME/.cache/quartermaster/inferno" inferno --version 0.12.8 --no-default-features --features cli,multithreaded; fi
+	PATH="$$HOME/.cache/quartermaster/inferno/bin:$$PATH" QM_BIN_DIR=target/release target/release/qm-bench-fleet
 
 ## bench-console: the web console's server time per page, an empty queue
 ## against QM_BENCH_JOBS (100,000) waiting jobs, in the same run
