@@ -50,7 +50,9 @@ impl Frame {
     }
 
     /// Stores the frame (until acknowledged; its message id, made of its
-    /// first event's position, keeps a frame sent again from doubling) and
+    /// first and last events' positions, keeps a frame sent again from
+    /// doubling, while a new leader's frame republishing from the same
+    /// position is never mistaken for a deposed leader's shorter one) and
     /// empties it.
     async fn store(&mut self, js: &async_nats::jetstream::Context) {
         let (Some(first), Some(last)) = (self.events.first(), self.events.last()) else {
@@ -60,7 +62,7 @@ impl Frame {
         headers.insert(POSITION_HEADER, last.1.as_str());
         headers.insert(
             async_nats::header::NATS_MESSAGE_ID,
-            format!("frame-{}", first.1).as_str(),
+            format!("frame-{}-{}", first.1, last.1).as_str(),
         );
         let body = qm_wire::messages::EventFrame::encode(
             self.events
@@ -89,14 +91,15 @@ pub(super) async fn publish_events(
     let mut open = true;
     while open || !frame.events.is_empty() {
         let due = frame.since.map(|t| t + FRAME_EVERY);
+        // None: the frame is due (nothing came before its time).
         let received = match due {
-            _ if !open => 0,
-            None => queued.recv_many(&mut items, 1024).await,
+            _ if !open => Some(0),
+            None => Some(queued.recv_many(&mut items, 1024).await),
             Some(due) => tokio::time::timeout_at(due, queued.recv_many(&mut items, 1024))
                 .await
-                .unwrap_or(0),
+                .ok(),
         };
-        if received == 0 && due.is_none() {
+        if received == Some(0) {
             open = false; // the leader is gone and nothing is queued
         }
         for item in items.drain(..) {
