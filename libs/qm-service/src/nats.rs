@@ -342,22 +342,42 @@ async fn retain(js: &jetstream::Context, name: &str, age: Duration) -> Result<()
     .await
 }
 
-/// Sets the subjects of stream `name` to `want` if they differ (what it
-/// stored before is kept).
-async fn resubject(
+/// Adds to stream `name` those of `want` it does not store (a subject that
+/// an existing one already covers is left out: JetStream refuses
+/// overlapping subjects).
+async fn add_subjects(
     js: &jetstream::Context,
     name: &str,
     want: Vec<String>,
 ) -> Result<(), StorageError> {
     reconfigure(js, name, |config| {
-        if config.subjects == want {
+        let missing: Vec<String> = want
+            .into_iter()
+            .filter(|w| !config.subjects.iter().any(|s| subject_covers(s, w)))
+            .collect();
+        if missing.is_empty() {
             return false;
         }
-        tracing::info!(stream = name, from = ?config.subjects, to = ?want, "stored subjects changed");
-        config.subjects = want;
+        tracing::info!(stream = name, added = ?missing, "stored subjects added");
+        config.subjects.extend(missing);
         true
     })
     .await
+}
+
+/// Whether subject pattern `pattern` matches every subject `subject`
+/// matches (`*` one token, `>` the rest).
+fn subject_covers(pattern: &str, subject: &str) -> bool {
+    let (mut p, mut s) = (pattern.split('.'), subject.split('.'));
+    loop {
+        match (p.next(), s.next()) {
+            (Some(">"), Some(_)) => return true,
+            (Some("*"), Some(t)) if t != ">" => {}
+            (Some(a), Some(b)) if a == b => {}
+            (None, None) => return true,
+            _ => return false,
+        }
+    }
 }
 
 /// Reads stream `name`'s configuration and stores it again if `change`
@@ -493,10 +513,14 @@ pub async fn create_storage(
         )
         .await?;
     }
-    // Events are stored as frames since issue 34: a stream created before
-    // stores every live event too (the leader's frames would double them).
-    if let Err(e) = resubject(&js, subjects::EVENTS_STREAM, subjects::stored_events()).await {
-        tracing::warn!(stream = subjects::EVENTS_STREAM, error = %e, "the stream's subjects not changed (rerun `qm auth` and reload the NATS servers if it was refused); events are stored twice meanwhile");
+    // Events are stored as frames since issue 34. A stream created before
+    // gets the frames' subject added and keeps its own: a scheduler of an
+    // earlier release may still lead, and it stores each event alone (it
+    // would retry forever on a subject no stream stores). Once every
+    // scheduler runs this release, an operator removes the old subjects
+    // (docs/deploying.md); until then live events are stored twice.
+    if let Err(e) = add_subjects(&js, subjects::EVENTS_STREAM, subjects::stored_events()).await {
+        tracing::warn!(stream = subjects::EVENTS_STREAM, error = %e, "the stream's subjects not changed (rerun `qm auth` and reload the NATS servers if it was refused)");
     }
     // A changed retention that cannot be applied (e.g. the servers still
     // have the authorization of a version without it: rerun `qm auth`) is
@@ -723,4 +747,31 @@ async fn publish_durably(
             })
             .await,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::subject_covers;
+
+    #[test]
+    fn a_stream_subject_covers_what_its_wildcards_match() {
+        assert!(subject_covers("qm.v1.events.>", "qm.v1.events.frames"));
+        assert!(subject_covers(
+            "qm.v1.events.>",
+            "qm.v1.events.checkpoint.>"
+        ));
+        assert!(subject_covers(
+            "qm.v1.events.checkpoint.>",
+            "qm.v1.events.checkpoint.>"
+        ));
+        assert!(subject_covers("qm.v1.events.*", "qm.v1.events.frames"));
+        assert!(subject_covers("qm.v1.events.frames", "qm.v1.events.frames"));
+        assert!(!subject_covers("qm.v1.events.job.>", "qm.v1.events.frames"));
+        assert!(!subject_covers(
+            "qm.v1.events.*",
+            "qm.v1.events.checkpoint.>"
+        ));
+        assert!(!subject_covers("qm.v1.events.frames", "qm.v1.events.>"));
+        assert!(!subject_covers("qm.v1.events", "qm.v1.events.frames"));
+    }
 }

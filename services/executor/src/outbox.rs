@@ -75,20 +75,29 @@ impl Outbox {
 
     /// A report was queued for the log (an end is written to disk first).
     pub(crate) fn hold(&self, r: &Report) {
-        let end = r.phase == ReportPhase::Ended;
+        if r.phase != ReportPhase::Ended {
+            if let Ok(mut u) = self.unsent.lock() {
+                u.push((report_id(r), r.clone()));
+            }
+            return;
+        }
+        // An end moves from kept to unsent with no write between (one
+        // writer at a time): a write at that moment would find it in
+        // neither and leave it off the file.
+        let _one_writer = self.writing.lock();
         if let Ok(mut u) = self.unsent.lock() {
             u.push((report_id(r), r.clone()));
         }
-        if end {
-            // An end kept on disk as it is queued is on disk already (the
-            // file holds what is kept and what is unsent alike): no write.
-            let mut on_disk = false;
-            if let Ok(mut k) = self.kept.lock() {
-                on_disk = k.iter().any(|e| e == r);
-                k.retain(|e| !same_attempt(e, r));
-            }
-            if !on_disk {
-                self.persist_or_warn();
+        // An end kept on disk as it is queued is on disk already (the file
+        // holds what is kept and what is unsent alike): no write.
+        let mut on_disk = false;
+        if let Ok(mut k) = self.kept.lock() {
+            on_disk = k.iter().any(|e| e == r);
+            k.retain(|e| !same_attempt(e, r));
+        }
+        if !on_disk {
+            if let Err(e) = self.write_locked(true) {
+                tracing::error!(path = %self.path.display(), error = %e, "cannot keep the undelivered reports on disk");
             }
         }
     }
@@ -121,9 +130,11 @@ impl Outbox {
             });
         }
         if ended {
-            // Not synced: should the file still name a delivered end after
-            // a crash, the next executor appends it again, and a second
-            // end of an ended attempt changes nothing.
+            // Synced only while other ends are on it: should the file still
+            // name a delivered end after a crash, the next executor appends
+            // it again, and a second end of an ended attempt changes
+            // nothing; but an end not stored yet must not be lost to a
+            // rename that was never flushed.
             if let Err(e) = self.write(false) {
                 tracing::error!(path = %self.path.display(), error = %e, "cannot keep the undelivered reports on disk");
             }
@@ -148,10 +159,15 @@ impl Outbox {
         self.write(true)
     }
 
-    /// [`Outbox::persist`], flushed to the disk before it returns (`sync`)
-    /// or not.
+    /// [`Outbox::persist`], flushed to the disk before it returns when
+    /// `sync` is asked or the file holds an end.
     fn write(&self, sync: bool) -> std::io::Result<usize> {
         let _one_writer = self.writing.lock();
+        self.write_locked(sync)
+    }
+
+    /// [`Outbox::write`] by the caller that holds `writing`.
+    fn write_locked(&self, sync: bool) -> std::io::Result<usize> {
         let mut all: Vec<Report> = self
             .unsent
             .lock()
@@ -173,7 +189,7 @@ impl Outbox {
             .open(&tmp)
             .and_then(|mut f| {
                 f.write_all(&body)?;
-                if sync {
+                if sync || all.iter().any(|r| r.phase == ReportPhase::Ended) {
                     f.sync_all()?;
                 }
                 Ok(())

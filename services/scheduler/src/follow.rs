@@ -235,7 +235,8 @@ pub async fn last_published(
         .get_stream(subjects::EVENTS_STREAM)
         .await
         .map_err(events_error)?;
-    let state = stream.info().await.map_err(events_error)?.state.clone();
+    let info = stream.info().await.map_err(events_error)?;
+    let (state, stored) = (info.state.clone(), info.config.subjects.clone());
     if state.last_sequence == 0 {
         return Ok(Some((0, 0, 0)));
     }
@@ -269,9 +270,17 @@ pub async fn last_published(
     let mut consumer = stream
         .create_consumer(pull::OrderedConfig {
             deliver_policy: DeliverPolicy::Last,
+            // Only subjects the stream stores (JetStream refuses a filter
+            // outside them): frames, and events one a message where an
+            // older stream still stores them.
             filter_subjects: subjects::all_job_and_preemption_events()
                 .into_iter()
                 .chain([subjects::EVENT_FRAMES.to_string()])
+                .filter(|f| {
+                    stored
+                        .iter()
+                        .any(|s| s == f || s == "qm.v1.events.>" || s == ">")
+                })
                 .collect(),
             ..Default::default()
         })

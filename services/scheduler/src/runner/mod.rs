@@ -364,11 +364,14 @@ impl Runner<'_> {
                 self.snapshot_if_due();
                 self.dirty = true;
             }
-            // Every 250 ms at most (see upkeep.rs): small steps.
-            self.archive_if_due();
+            // The stored batch's decision first: the jobs it names leave the
+            // state before the next batch is chosen (a finished task whose
+            // batch is not yet decided would be chosen again).
             while let Ok(job_ids) = archived.try_recv() {
                 self.archived(job_ids).await;
             }
+            // Every 250 ms at most (see upkeep.rs): small steps.
+            self.archive_if_due();
             // Heartbeats and requests are answered every turn however busy
             // the log is: the select prefers the log, and a leader that only
             // read the log under load would leave heartbeats unacknowledged
