@@ -210,7 +210,7 @@ async fn a_drill_that_passes_lets_the_class_borrow_and_one_that_forgets_the_opti
         async move {
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
             loop {
-                let list: ListResumeDrillsResponse = c
+                let listed: Result<ListResumeDrillsResponse, _> = c
                     .call(
                         Operation::ListResumeDrills,
                         &ListResumeDrills {
@@ -218,8 +218,19 @@ async fn a_drill_that_passes_lets_the_class_borrow_and_one_that_forgets_the_opti
                             quota_share_name: None,
                         },
                     )
-                    .await
-                    .expect("drills listed");
+                    .await;
+                // A transient error (no leader for a moment on a loaded
+                // machine) is retried, as the API tells clients to.
+                let list = match listed {
+                    Err(qm_service::client::CallError::Api(e))
+                        if e.code == qm_wire::messages::ErrorCode::Transient
+                            && std::time::Instant::now() < deadline =>
+                    {
+                        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                        continue;
+                    }
+                    other => other.expect("drills listed"),
+                };
                 let d: Option<ResumeDrill> =
                     list.drills.into_iter().find(|d| d.drill_id == drill_id);
                 if let Some(d) = d.as_ref().filter(|d| d.status != "RUNNING") {
