@@ -112,9 +112,11 @@ images-infra:
 integration: images-test images-torch bins aws-clients chromium
 	tools/test-binaries.sh integration
 
-## chromium: headless Chromium, which renders the what-if report in the tests
+## chromium: headless Chromium, which renders the what-if report in the
+## tests, and chromedriver, through which the console's tests drive it
 chromium:
 	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || { echo "chromium: needed by the what-if report test (Debian's package chromium)" >&2; exit 2; }
+	@command -v chromedriver >/dev/null || [ -x /usr/lib/chromium/chromedriver ] || { [ "$$(id -u)" = 0 ] && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium-driver >/dev/null; } || { echo "chromium: the console's tests need chromedriver (Debian's package chromium-driver)" >&2; exit 2; }
 
 ## evaluate: the what-if report on the full ITP-2021 trace (../shared/traces,
 ## or QM_TRACES), both mappings, into docs/evaluation/ (docs/evaluation.md)
