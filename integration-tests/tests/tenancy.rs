@@ -21,18 +21,14 @@ use qm_wire::system::{CheckpointRequest, ExecCommand};
 
 const QUEUE_YAML: &str = include_str!("../../examples/queues/three-shares.yaml");
 
-/// A job that runs a while (so it can be attacked while RUNNING).
-fn sleeper(name: &str, share: &str, secs: u32) -> SubmitServiceJob {
+/// A job that runs a while (so it can be attacked while RUNNING): the
+/// story's sleeper at priority 1, stopped within a second.
+fn sleeper(name: &str, share: &str, secs: u64) -> SubmitServiceJob {
     SubmitServiceJob {
-        job_name: name.into(),
-        job_queue: "training".into(),
-        quota_share_name: Some(share.into()),
-        instance_type: "ml.g5.xlarge".into(),
-        instance_count: Some(1),
         scheduling_priority: Some(1),
         termination_grace_period_seconds: Some(1),
-        command: vec!["sleep".into(), secs.to_string()],
-        ..Default::default()
+        estimated_runtime_seconds: None,
+        ..qm_integration_tests::story::sleeper(name, share, secs)
     }
 }
 
