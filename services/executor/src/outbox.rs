@@ -15,10 +15,16 @@
 //! or stored. Whatever happens next (the executor is stopped, killed, or
 //! its host restarts), the next executor on that work directory reports the
 //! end, and the job is not run again.
+//!
+//! Writes are group-committed: a change is counted, and a writer that takes
+//! the file after another wrote a version holding its change does not
+//! write again (eight attempts ending together are one synced write, not
+//! eight in a row).
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use qm_wire::system::{Report, ReportPhase};
@@ -32,8 +38,13 @@ pub(crate) struct Outbox {
     /// Ends of attempts whose processes ended on their own, not yet queued
     /// (their outputs and final checkpoint are still being saved).
     kept: Mutex<Vec<Report>>,
-    /// One writer of the file at a time.
-    writing: Mutex<()>,
+    /// Changes made to what the file must hold, counted.
+    changed: AtomicU64,
+    /// One writer of the file at a time; it holds the count of changes
+    /// the file on disk holds.
+    writing: Mutex<u64>,
+    /// Files written (for tests of the group commit).
+    writes: AtomicU64,
     path: PathBuf,
     /// Whose reports these are: a saved report of any other executor is
     /// dropped (this executor may only report as itself).
@@ -63,7 +74,9 @@ impl Outbox {
         Outbox {
             unsent: Mutex::new(Vec::new()),
             kept: Mutex::new(Vec::new()),
-            writing: Mutex::new(()),
+            changed: AtomicU64::new(0),
+            writing: Mutex::new(0),
+            writes: AtomicU64::new(0),
             path: PathBuf::from(work_dir).join("undelivered-reports.json"),
             executor_id: executor_id.to_string(),
         }
@@ -84,7 +97,7 @@ impl Outbox {
         // An end moves from kept to unsent with no write between (one
         // writer at a time): a write at that moment would find it in
         // neither and leave it off the file.
-        let _one_writer = self.writing.lock();
+        let mut written = self.writing.lock();
         if let Ok(mut u) = self.unsent.lock() {
             u.push((report_id(r), r.clone()));
         }
@@ -96,8 +109,11 @@ impl Outbox {
             k.retain(|e| !same_attempt(e, r));
         }
         if !on_disk {
-            if let Err(e) = self.write_locked(true) {
-                tracing::error!(path = %self.path.display(), error = %e, "cannot keep the undelivered reports on disk");
+            self.changed.fetch_add(1, Ordering::SeqCst);
+            if let Ok(written) = written.as_deref_mut() {
+                if let Err(e) = self.write_locked(true, written) {
+                    tracing::error!(path = %self.path.display(), error = %e, "cannot keep the undelivered reports on disk");
+                }
             }
         }
     }
@@ -109,7 +125,10 @@ impl Outbox {
             k.retain(|e| !same_attempt(e, r));
             k.push(r.clone());
         }
-        self.persist_or_warn();
+        let change = self.changed.fetch_add(1, Ordering::SeqCst) + 1;
+        if let Err(e) = self.write(true, change) {
+            tracing::error!(path = %self.path.display(), error = %e, "cannot keep the undelivered reports on disk");
+        }
     }
 
     /// Whether the attempt's end is kept (it ended on its own).
@@ -135,7 +154,8 @@ impl Outbox {
             // it again, and a second end of an ended attempt changes
             // nothing; but an end not stored yet must not be lost to a
             // rename that was never flushed.
-            if let Err(e) = self.write(false) {
+            let change = self.changed.fetch_add(1, Ordering::SeqCst) + 1;
+            if let Err(e) = self.write(false, change) {
                 tracing::error!(path = %self.path.display(), error = %e, "cannot keep the undelivered reports on disk");
             }
         }
@@ -146,28 +166,52 @@ impl Outbox {
             && self.kept.lock().map_or(true, |k| k.is_empty())
     }
 
-    fn persist_or_warn(&self) {
-        if let Err(e) = self.persist() {
-            tracing::error!(path = %self.path.display(), error = %e, "cannot keep the undelivered reports on disk");
-        }
-    }
-
     /// Writes what is held and kept to disk (atomically: a temporary file
     /// renamed over the old one; no file when there is nothing). Returns
     /// how many reports it wrote.
     pub(crate) fn persist(&self) -> std::io::Result<usize> {
-        self.write(true)
+        let mut written = self
+            .writing
+            .lock()
+            .map_err(|_| std::io::Error::other("outbox lock poisoned"))?;
+        self.write_locked(true, &mut written)
     }
 
-    /// [`Outbox::persist`], flushed to the disk before it returns when
-    /// `sync` is asked or the file holds an end.
-    fn write(&self, sync: bool) -> std::io::Result<usize> {
-        let _one_writer = self.writing.lock();
-        self.write_locked(sync)
+    /// Change `change` on disk (a write flushed to the disk before it
+    /// returns when `sync` is asked or the file holds an end), unless a
+    /// write since the change made it (a group commit).
+    fn write(&self, sync: bool, change: u64) -> std::io::Result<usize> {
+        let mut written = self
+            .writing
+            .lock()
+            .map_err(|_| std::io::Error::other("outbox lock poisoned"))?;
+        if *written >= change {
+            return Ok(0);
+        }
+        self.write_locked(sync, &mut written)
     }
 
-    /// [`Outbox::write`] by the caller that holds `writing`.
-    fn write_locked(&self, sync: bool) -> std::io::Result<usize> {
+    /// Files written so far.
+    #[cfg(test)]
+    fn writes(&self) -> u64 {
+        self.writes.load(Ordering::SeqCst)
+    }
+
+    /// [`Outbox::write`] by the caller that holds `writing` (`written`):
+    /// writes every change counted so far.
+    fn write_locked(&self, sync: bool, written: &mut u64) -> std::io::Result<usize> {
+        // Counted before what is held is read: every change counted up to
+        // here is in what follows.
+        let changes = self.changed.load(Ordering::SeqCst);
+        self.writes.fetch_add(1, Ordering::SeqCst);
+        let result = self.write_file(sync);
+        if result.is_ok() {
+            *written = changes;
+        }
+        result
+    }
+
+    fn write_file(&self, sync: bool) -> std::io::Result<usize> {
         let mut all: Vec<Report> = self
             .unsent
             .lock()
@@ -287,6 +331,46 @@ mod tests {
         outbox.delivered(&[report_id(&ended)]);
         assert!(outbox.is_empty());
         assert!(!outbox.path().exists(), "nothing to deliver, no file");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn ends_kept_while_a_write_is_under_way_are_written_together_once() {
+        let dir = std::env::temp_dir().join(format!("qm-outbox-group-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let outbox = std::sync::Arc::new(Outbox::new(dir.to_str().expect("utf-8"), "node-1"));
+        let ends: Vec<Report> = (0..8)
+            .map(|i| report(&format!("j-{i}"), ReportPhase::Ended))
+            .collect();
+        // A write is under way (the lock is the writer's) while eight
+        // attempts end.
+        let writer = outbox.writing.lock().expect("lock");
+        let threads: Vec<_> = ends
+            .iter()
+            .cloned()
+            .map(|end| {
+                let outbox = std::sync::Arc::clone(&outbox);
+                std::thread::spawn(move || outbox.keep_end(&end))
+            })
+            .collect();
+        while outbox.changed.load(Ordering::SeqCst) < 8 {
+            std::thread::yield_now();
+        }
+        drop(writer);
+        for t in threads {
+            t.join().expect("kept");
+        }
+        assert_eq!(
+            outbox.writes(),
+            1,
+            "the first writer writes all eight ends; the others find theirs written"
+        );
+        let mut on_disk = Outbox::new(dir.to_str().expect("utf-8"), "node-1").load();
+        on_disk.sort_by(|a, b| a.job_id.cmp(&b.job_id));
+        assert_eq!(on_disk, ends, "every end is on disk");
+        // A change after that write is written again.
+        outbox.keep_end(&report("j-8", ReportPhase::Ended));
+        assert_eq!(outbox.writes(), 2);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

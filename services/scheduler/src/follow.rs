@@ -78,8 +78,8 @@ impl Follower {
                     taken_by = %l.header.holder, ms = started.elapsed().as_millis() as u64,
                     "snapshot loaded"
                 );
+                traces.import(&l.image.traces, &l.image.state);
                 state = l.image.state;
-                traces.import(&l.image.traces);
                 (l.header.cut, l.header.positions)
             }
             None => (Cut::default(), Positions::default()),
@@ -163,7 +163,9 @@ impl Follower {
         }
         self.seq = at;
         if let Some(logged) = self.logged(msg) {
+            let submitted = crate::observe::Traces::submitted(&logged.entry, msg.headers.as_ref());
             self.replay.push(&mut self.state, logged);
+            self.traces.keep(submitted, &self.state);
         }
         Ok(())
     }
@@ -190,7 +192,6 @@ impl Follower {
             tracing::warn!(seq, subject = %msg.subject, error = %e, "log entry refused: its subject does not allow it");
             return None;
         }
-        self.traces.entry(&entry, msg.headers.as_ref());
         let after = decision.then(|| {
             msg.headers
                 .as_ref()

@@ -5,9 +5,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use opentelemetry::trace::{Link, Span as _, SpanContext, SpanKind, TraceContextExt, Tracer};
+use opentelemetry::trace::{
+    Link, Span as _, SpanContext, SpanId, SpanKind, TraceContextExt, TraceFlags, TraceId,
+    TraceState, Tracer,
+};
 use opentelemetry::{Context, KeyValue};
 use prometheus::{GaugeVec, HistogramVec, IntCounter, IntCounterVec, IntGauge};
 use qm_core::{AttemptOutcome, JobStatus};
@@ -355,13 +359,22 @@ impl Metrics {
                     }
                 }
             }
+            // Counted by share and status first: a backlog of 100,000
+            // jobs is 100,000 lookups of a small map, not as many labels
+            // made and looked up.
+            let mut counts: BTreeMap<(qm_core::ShareIdx, &'static str), f64> = BTreeMap::new();
             for j in c.jobs() {
+                *counts
+                    .entry((j.spec.share, j.status.as_str()))
+                    .or_insert(0.0) += 1.0;
+            }
+            for ((s, status), n) in counts {
                 let key = vec![
                     q.clone(),
-                    c.share_config(j.spec.share).name.clone(),
-                    j.status.as_str().to_string(),
+                    c.share_config(s).name.clone(),
+                    status.to_string(),
                 ];
-                *jobs.entry(key).or_insert(0.0) += 1.0;
+                *jobs.entry(key).or_insert(0.0) += n;
             }
         }
         self.jobs.replace(jobs);
@@ -405,10 +418,45 @@ impl Metrics {
 /// job continues from (the submit's log append at first, then the
 /// scheduler's own spans). Rebuilt from the log's headers on a takeover,
 /// so a job keeps one trace across leaders; forgotten when the job ends.
+///
+/// Kept packed, as a waiting backlog holds one per job: the job's public id
+/// shared with the state's index, and the trace and span ids and flags
+/// (the W3C `tracestate` of a submit is not carried on).
 #[derive(Default)]
 pub struct Traces {
-    jobs: HashMap<String, SpanContext>,
+    jobs: HashMap<Arc<str>, Place>,
 }
+
+/// A span context without its trace state: 25 bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Place {
+    trace: [u8; 16],
+    span: [u8; 8],
+    flags: u8,
+}
+
+impl Place {
+    fn of(cx: &SpanContext) -> Place {
+        Place {
+            trace: cx.trace_id().to_bytes(),
+            span: cx.span_id().to_bytes(),
+            flags: cx.trace_flags().to_u8(),
+        }
+    }
+
+    fn context(self) -> SpanContext {
+        SpanContext::new(
+            TraceId::from_bytes(self.trace),
+            SpanId::from_bytes(self.span),
+            TraceFlags::new(self.flags),
+            true,
+            TraceState::default(),
+        )
+    }
+}
+
+/// A submit's place in its trace, read before the state applies it.
+pub struct Submitted(String, Place);
 
 fn at(ms: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(ms)
@@ -416,14 +464,33 @@ fn at(ms: u64) -> SystemTime {
 
 impl Traces {
     /// The context to send with a command for `job_id`.
-    pub fn of(&self, job_id: &str) -> Option<&SpanContext> {
-        self.jobs.get(job_id)
+    pub fn of(&self, job_id: &str) -> Option<SpanContext> {
+        self.jobs.get(job_id).map(|p| p.context())
+    }
+
+    /// Sets a job's place: under the key it has, else under the state's
+    /// own copy of its public id.
+    fn set(&mut self, job_id: &str, cx: &SpanContext, state: Option<&State>) {
+        let place = Place::of(cx);
+        if let Some(p) = self.jobs.get_mut(job_id) {
+            *p = place;
+            return;
+        }
+        let key = state
+            .and_then(|s| {
+                s.queues
+                    .values()
+                    .find_map(|qs| qs.ids.get_key_value(job_id))
+                    .map(|(k, _)| Arc::clone(k))
+            })
+            .unwrap_or_else(|| job_id.into());
+        self.jobs.insert(key, place);
     }
 
     /// A job's event: a job that ended is forgotten.
     pub fn event(&mut self, e: &JobStateChange) {
         if JobStatus::from_name(&e.to).is_some_and(JobStatus::is_final) {
-            self.jobs.remove(&e.job_id);
+            self.jobs.remove(e.job_id.as_str());
         }
     }
 
@@ -445,32 +512,45 @@ impl Traces {
     pub fn export(&self) -> std::collections::BTreeMap<String, String> {
         self.jobs
             .iter()
-            .filter_map(|(id, cx)| {
+            .filter_map(|(id, p)| {
                 let mut headers = async_nats::HeaderMap::new();
-                qm_service::trace::inject_span(cx, &mut headers);
+                qm_service::trace::inject_span(&p.context(), &mut headers);
                 let parent = headers.get("traceparent")?.as_str().to_string();
-                Some((id.clone(), parent))
+                Some((id.to_string(), parent))
             })
             .collect()
     }
 
-    /// Places read back from a snapshot (see [`Traces::export`]).
-    pub fn import(&mut self, places: &std::collections::BTreeMap<String, String>) {
+    /// Places read back from a snapshot (see [`Traces::export`]), keyed by
+    /// the state's own copies of the jobs' ids.
+    pub fn import(&mut self, places: &std::collections::BTreeMap<String, String>, state: &State) {
         for (id, parent) in places {
             let mut headers = async_nats::HeaderMap::new();
             headers.insert("traceparent", parent.as_str());
             if let Some(cx) = qm_service::trace::extract_span(Some(&headers)) {
-                self.jobs.insert(id.clone(), cx);
+                self.set(id, &cx, Some(state));
             }
         }
     }
 
-    /// Notes the trace a log entry carries (a submit's), live or replayed.
-    pub fn entry(&mut self, entry: &LogEntry, headers: Option<&async_nats::HeaderMap>) {
-        if let LogEntry::Submit { job_id, .. } = entry {
-            if let Some(cx) = qm_service::trace::extract_span(headers) {
-                self.jobs.insert(job_id.clone(), cx);
-            }
+    /// The trace a log entry carries (a submit's), read before the state
+    /// applies the entry; [`Traces::keep`] it after.
+    pub fn submitted(
+        entry: &LogEntry,
+        headers: Option<&async_nats::HeaderMap>,
+    ) -> Option<Submitted> {
+        let LogEntry::Submit { job_id, .. } = entry else {
+            return None;
+        };
+        let cx = qm_service::trace::extract_span(headers)?;
+        Some(Submitted(job_id.clone(), Place::of(&cx)))
+    }
+
+    /// Notes a submit's trace, live or replayed, once the state holds the
+    /// job (so that its id is held once).
+    pub fn keep(&mut self, submitted: Option<Submitted>, state: &State) {
+        if let Some(Submitted(job_id, place)) = submitted {
+            self.set(&job_id, &place.context(), Some(state));
         }
     }
 
@@ -480,10 +560,22 @@ impl Traces {
         self.jobs.len()
     }
 
+    /// Whether a job's place is kept under the state's own copy of its id.
+    #[cfg(test)]
+    pub fn holds_the_states_id(&self, job_id: &str, state: &State) -> bool {
+        let ours = self.jobs.get_key_value(job_id).map(|(k, _)| k);
+        let theirs = state
+            .queues
+            .values()
+            .find_map(|qs| qs.ids.get_key_value(job_id))
+            .map(|(k, _)| k);
+        matches!((ours, theirs), (Some(a), Some(b)) if Arc::ptr_eq(a, b))
+    }
+
     fn parent(&self, job_id: &str) -> Option<Context> {
         self.jobs
             .get(job_id)
-            .map(|cx| Context::new().with_remote_span_context(cx.clone()))
+            .map(|p| Context::new().with_remote_span_context(p.context()))
     }
 
     /// The spans of a stored pass, in each job's own trace: for a start,
@@ -503,7 +595,7 @@ impl Traces {
             // A job whose submit carried no context (sent without tracing)
             // starts its trace here.
             let parent = self.parent(&s.job_id).unwrap_or_default();
-            let Some(j) = qs.ids.get(&s.job_id).and_then(|id| c.job(*id)) else {
+            let Some(j) = qs.ids.get(s.job_id.as_str()).and_then(|id| c.job(*id)) else {
                 continue;
             };
             let attrs = vec![
@@ -546,7 +638,7 @@ impl Traces {
             let cx = span.span_context().clone();
             drop_at(span, now);
             if cx.is_valid() {
-                self.jobs.insert(s.job_id.clone(), cx);
+                self.set(&s.job_id, &cx, Some(state));
             }
         }
         for p in &record.preemptions {
@@ -598,10 +690,10 @@ impl Traces {
             drop_at(span, now);
             // The stop command continues the victim's trace from here.
             if preempted.is_valid() {
-                self.jobs.insert(p.job_id.clone(), preempted);
+                self.set(&p.job_id, &preempted, Some(state));
             }
-            if preempt.is_valid() && !self.jobs.contains_key(&p.for_job_id) {
-                self.jobs.insert(p.for_job_id.clone(), preempt);
+            if preempt.is_valid() && !self.jobs.contains_key(p.for_job_id.as_str()) {
+                self.set(&p.for_job_id, &preempt, Some(state));
             }
         }
     }

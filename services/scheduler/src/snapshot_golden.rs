@@ -117,9 +117,11 @@ fn sample() -> Image {
         .checkpoint_lagging(j2, 1, qm_core::Time(8_500), "S3 unreachable".into())
         .expect("j2 runs");
     let meta = qs.meta.get_mut(&j2).expect("j2");
-    meta.attempt_reasons
+    meta.notes_mut()
+        .attempt_reasons
         .insert(1, "CUDA out of memory on rank 0".into());
-    meta.start_progress = Some((1, "pulling quartermaster/pytorch-trainer:local".into()));
+    meta.notes_mut().start_progress =
+        Some((1, "pulling quartermaster/pytorch-trainer:local".into()));
     let mut image = Image {
         state,
         ..Image::default()

@@ -183,12 +183,13 @@ impl Runner<'_> {
             });
         match entry {
             Ok(entry) => {
-                self.traces.entry(&entry, msg.headers.as_ref());
+                let submitted = crate::observe::Traces::submitted(&entry, msg.headers.as_ref());
                 let registrations = matches!(
                     entry,
                     LogEntry::Register(_) | LogEntry::ExecutorLost { .. } | LogEntry::Leader { .. }
                 );
                 let fx = self.state.apply(entry, at);
+                self.traces.keep(submitted, &self.state);
                 if registrations {
                     self.refresh_acks();
                 }
@@ -305,7 +306,7 @@ impl Runner<'_> {
                 };
                 // The command continues the job's trace.
                 if let Some(cx) = self.traces.of(job) {
-                    qm_service::trace::inject_span(cx, &mut headers);
+                    qm_service::trace::inject_span(&cx, &mut headers);
                 }
                 (subject, serde_json::to_vec(cmd))
             }

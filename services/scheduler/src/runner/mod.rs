@@ -257,7 +257,7 @@ impl Runner<'_> {
             entries,
             from,
             caught_up = seq.saturating_sub(behind),
-            jobs = self.state.job_queue.len(),
+            jobs = self.state.jobs(),
             ms = took.elapsed().as_millis() as u64,
             following_ms = started.elapsed().as_millis() as u64,
             "{}",

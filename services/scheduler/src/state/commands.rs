@@ -22,6 +22,7 @@ impl State {
         let Some((qs, job, meta, attempt)) = self.current(q, id) else {
             return Vec::new();
         };
+        let submit = meta.submit.get();
         let node = |r: &qm_core::Rank| qs.cluster.node(r.node).name.clone();
         let hosts: Vec<String> = if attempt.placement.len() > 1 {
             attempt
@@ -49,28 +50,26 @@ impl State {
                     node(r),
                     Box::new(ExecCommand::Start {
                         epoch: self.epoch,
-                        job_id: meta.public_id.clone(),
+                        job_id: meta.public_id.to_string(),
                         attempt: attempt.number,
                         job_queue: q.to_string(),
-                        quota_share_name: meta.submit.quota_share_name.clone().unwrap_or_default(),
-                        command: meta.submit.command.clone(),
-                        environment: meta.submit.environment.clone(),
-                        instance_type: meta.submit.instance_type.clone(),
+                        quota_share_name: submit.quota_share_name.clone().unwrap_or_default(),
+                        command: submit.command.clone(),
+                        environment: submit.environment.clone(),
+                        instance_type: submit.instance_type.clone(),
                         slots: r.slots.to_vec(),
-                        checkpoints: meta.submit.checkpoint_config.is_some(),
-                        checkpoint_config: meta.submit.checkpoint_config.clone(),
+                        checkpoints: submit.checkpoint_config.is_some(),
+                        checkpoint_config: submit.checkpoint_config.clone(),
                         rank: rank as u32,
                         hosts: hosts.clone(),
                         grace_seconds: Some(job.spec.grace_period_secs),
-                        container_image: meta.submit.container_image.clone(),
-                        output_s3_uri: meta
-                            .submit
+                        container_image: submit.container_image.clone(),
+                        output_s3_uri: submit
                             .output_data_config
                             .as_ref()
                             .map(|o| o.s3_output_path.clone()),
-                        input_channels: meta.submit.input_data_config.clone(),
-                        run_as_non_root: meta
-                            .submit
+                        input_channels: submit.input_data_config.clone(),
+                        run_as_non_root: submit
                             .quota_share_name
                             .as_ref()
                             .is_some_and(|s| qs.non_root_shares.contains(s)),
@@ -91,6 +90,7 @@ impl State {
         // gets the signal); the stop follows the commit or the window's end.
         let signal = job.checkpoint_first.map(|_| {
             meta.submit
+                .get()
                 .checkpoint_config
                 .as_ref()
                 .and_then(|c| c.checkpoint_signal.clone())
@@ -105,13 +105,13 @@ impl State {
                 let command = match &signal {
                     Some(signal) => ExecCommand::Checkpoint {
                         epoch: self.epoch,
-                        job_id: meta.public_id.clone(),
+                        job_id: meta.public_id.to_string(),
                         attempt: attempt.number,
                         signal: signal.clone(),
                     },
                     None => ExecCommand::Stop {
                         epoch: self.epoch,
-                        job_id: meta.public_id.clone(),
+                        job_id: meta.public_id.to_string(),
                         attempt: attempt.number,
                         grace_seconds: job.spec.grace_period_secs,
                         reason: reason.clone(),
@@ -142,12 +142,12 @@ impl State {
         let name = |j: JobId| {
             qs.meta
                 .get(&j)
-                .map_or_else(|| j.to_string(), |m| m.public_id.clone())
+                .map_or_else(|| j.to_string(), |m| m.public_id.to_string())
         };
         let share = qs
-            .meta
-            .get(&id)
-            .and_then(|m| m.submit.quota_share_name.clone())
+            .cluster
+            .job(id)
+            .map(|j| qs.cluster.share_config(j.spec.share).name.clone())
             .unwrap_or_default();
         let event = PreemptionEvent {
             job_id: name(id),
@@ -177,17 +177,19 @@ impl State {
                 let name = |j: JobId| {
                     qs.meta
                         .get(&j)
-                        .map_or_else(|| j.to_string(), |m| m.public_id.clone())
+                        .map_or_else(|| j.to_string(), |m| m.public_id.to_string())
                 };
-                let share = meta.submit.quota_share_name.clone().unwrap_or_default();
-                let attempt = qs
-                    .cluster
-                    .job(e.job)
-                    .and_then(|j| j.attempts.last())
-                    .map(|a| a.number);
+                // The job's share as it was submitted (the core checked
+                // that it exists); its name as submitted (a drill's jobs
+                // are named apart from the core's spec).
+                let Some(job) = qs.cluster.job(e.job) else {
+                    continue;
+                };
+                let share = qs.cluster.share_config(job.spec.share).name.clone();
+                let attempt = job.attempts.last().map(|a| a.number);
                 let change = JobStateChange {
-                    job_id: meta.public_id.clone(),
-                    job_name: meta.submit.job_name.clone(),
+                    job_id: meta.public_id.to_string(),
+                    job_name: meta.submit.get().job_name,
                     job_queue: q.clone(),
                     quota_share_name: share.clone(),
                     from: e.from.as_str().into(),

@@ -2,15 +2,13 @@
 //! the core's drill (its two jobs get the ids admission gave them), and a
 //! queue's drills are read back as `ResumeDrill`s.
 
-use std::collections::BTreeMap;
-
 use qm_core::Time;
 use qm_wire::messages::{ResumeDrill, SubmitServiceJob};
 use qm_wire::to_core as convert;
 
 use serde::{Deserialize, Serialize};
 
-use super::{JobMeta, State};
+use super::State;
 
 /// A drill's public id and its two jobs'.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,7 +32,7 @@ impl State {
     ) {
         if ids
             .iter()
-            .any(|id| self.job_queue.contains_key(id) || self.rejected.contains_key(id))
+            .any(|id| self.knows(id) || self.rejected.contains_key(id))
         {
             return; // a retried append of a drill we already have
         }
@@ -68,17 +66,7 @@ impl State {
         for (public, core, suffix) in copies {
             let mut submit = job.clone();
             submit.job_name.push_str(suffix);
-            qs.ids.insert(public.clone(), core);
-            qs.meta.insert(
-                core,
-                JobMeta {
-                    public_id: public.clone(),
-                    submit,
-                    attempt_reasons: BTreeMap::new(),
-                    start_progress: None,
-                },
-            );
-            self.job_queue.insert(public, job.job_queue.clone());
+            qs.insert(core, &public, &submit);
         }
         qs.drill_ids.insert(
             d,

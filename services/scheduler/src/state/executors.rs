@@ -76,7 +76,7 @@ impl State {
                     qs.cluster.node(n).name.clone(),
                     Box::new(ExecCommand::Stop {
                         epoch: self.epoch,
-                        job_id: meta.public_id.clone(),
+                        job_id: meta.public_id.to_string(),
                         attempt: l.attempt,
                         grace_seconds: job.spec.grace_period_secs,
                         reason: reason.clone(),
@@ -103,7 +103,8 @@ impl State {
                 .and_then(|j| j.attempts.last())
                 .is_some_and(|a| a.number == r.attempt && a.outcome.is_none());
             if let (true, Some(meta)) = (current, qs.meta.get_mut(&id)) {
-                meta.start_progress = Some((r.attempt, doing.chars().take(512).collect()));
+                meta.notes_mut().start_progress =
+                    Some((r.attempt, doing.chars().take(512).collect()));
             }
             return;
         }
@@ -141,7 +142,10 @@ impl State {
                 if let (Some(why), true) = (why, current) {
                     if let Some(meta) = self.queues.get_mut(&q).and_then(|qs| qs.meta.get_mut(&id))
                     {
-                        meta.attempt_reasons.entry(r.attempt).or_insert(why);
+                        meta.notes_mut()
+                            .attempt_reasons
+                            .entry(r.attempt)
+                            .or_insert(why);
                     }
                 }
                 let cluster = &mut self.queues.get_mut(&q).expect("located").cluster;

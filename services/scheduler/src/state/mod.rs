@@ -26,15 +26,19 @@ mod commands;
 mod drills;
 mod executors;
 pub mod governance;
+mod meta;
 mod passes;
 mod positions;
 pub mod usage;
 mod views;
 
 #[cfg(test)]
+mod memory;
+#[cfg(test)]
 mod tests;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use qm_core::{Cluster, JobId, PreemptionKind, Time};
 use qm_wire::messages::{
@@ -44,6 +48,7 @@ use qm_wire::system::{ExecCommand, LogEntry, QueueDocument};
 use qm_wire::to_core as convert;
 use serde::{Deserialize, Serialize};
 
+pub use meta::JobMeta;
 pub use positions::{Cut, Logged, Position, Positions, Replay};
 
 /// Something to publish after an entry was applied (live only).
@@ -63,26 +68,12 @@ impl Effect {
     }
 }
 
-/// What the scheduler keeps per job beyond the core's state.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct JobMeta {
-    pub public_id: String,
-    pub submit: SubmitServiceJob,
-    /// Per attempt: why it failed, as its first failing rank reported it
-    /// (the job's `/opt/ml/output/failure`, an out-of-memory kill, or why it
-    /// could not be launched: a refused image pull).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub attempt_reasons: BTreeMap<u32, String>,
-    /// The current attempt's start, as its executor last reported it
-    /// (pulling its image, downloading an input channel).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub start_progress: Option<(u32, String)>,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(from = "StoredQueueState")]
 pub struct QueueState {
     pub cluster: Cluster,
-    pub ids: HashMap<String, JobId>,
+    /// Each job's core id by its public id (the key is its `meta`'s).
+    pub ids: HashMap<Arc<str>, JobId>,
     pub meta: BTreeMap<JobId, JobMeta>,
     pub config_revision: u64,
     /// Shares whose containers may not run as root (`runAsNonRoot`).
@@ -105,7 +96,58 @@ impl QueueState {
     pub fn public_id(&self, id: JobId) -> String {
         self.meta
             .get(&id)
-            .map_or_else(|| id.to_string(), |m| m.public_id.clone())
+            .map_or_else(|| id.to_string(), |m| m.public_id.to_string())
+    }
+
+    /// A job enters the queue's indexes under its public id.
+    fn insert(&mut self, id: JobId, public_id: &str, submit: &SubmitServiceJob) {
+        let public: Arc<str> = public_id.into();
+        self.ids.insert(Arc::clone(&public), id);
+        self.meta.insert(id, JobMeta::new(public, submit));
+    }
+}
+
+/// [`QueueState`] as a snapshot holds it: read, its id index is rebuilt
+/// from the jobs' own ids, so that each public id is held once.
+#[derive(Deserialize)]
+struct StoredQueueState {
+    cluster: Cluster,
+    ids: HashMap<String, JobId>,
+    meta: BTreeMap<JobId, JobMeta>,
+    config_revision: u64,
+    #[serde(default)]
+    non_root_shares: std::collections::BTreeSet<String>,
+    #[serde(default)]
+    drill_ids: BTreeMap<u64, drills::DrillNames>,
+    #[serde(default)]
+    governance: BTreeMap<String, BTreeMap<u64, governance::WeekRecord>>,
+    #[serde(default)]
+    reclaim_pending: BTreeMap<JobId, u64>,
+}
+
+impl From<StoredQueueState> for QueueState {
+    fn from(s: StoredQueueState) -> QueueState {
+        let mut ids: HashMap<Arc<str>, JobId> = s
+            .meta
+            .iter()
+            .map(|(id, m)| (Arc::clone(&m.public_id), *id))
+            .collect();
+        // An id without its job's record (none is written so) is kept.
+        for (public, id) in s.ids {
+            if !ids.contains_key(public.as_str()) {
+                ids.insert(public.into(), id);
+            }
+        }
+        QueueState {
+            cluster: s.cluster,
+            ids,
+            meta: s.meta,
+            config_revision: s.config_revision,
+            non_root_shares: s.non_root_shares,
+            drill_ids: s.drill_ids,
+            governance: s.governance,
+            reclaim_pending: s.reclaim_pending,
+        }
     }
 }
 
@@ -144,18 +186,80 @@ impl QueueJob {
 
 /// Everything here is in a snapshot (see `snapshot.rs`): what is added
 /// must be serializable and keep old snapshots readable (`serde(default)`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// A snapshot also holds `job_queue` (each public job id's queue), which
+/// schedulers before issue 34 kept and read; this one finds a job's queue
+/// in the queues' id indexes and ignores the map when it reads one.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(from = "StoredState")]
 pub struct State {
     pub queues: BTreeMap<String, QueueState>,
     pub executors: BTreeMap<String, ExecutorState>,
     /// Attempts the scheduler asked to stop (all their ranks), not yet ended.
     pub stopping: BTreeSet<QueueJob>,
     pub rejected: BTreeMap<String, Rejected>,
-    /// Which queue each public job id is in.
-    pub job_queue: HashMap<String, String>,
     pub epoch: u64,
     /// The log's time: never goes backwards.
     pub clock: u64,
+}
+
+/// [`State`] as a snapshot holds it (see [`State`] on `job_queue`).
+#[derive(Deserialize)]
+struct StoredState {
+    queues: BTreeMap<String, QueueState>,
+    executors: BTreeMap<String, ExecutorState>,
+    stopping: BTreeSet<QueueJob>,
+    rejected: BTreeMap<String, Rejected>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    job_queue: serde::de::IgnoredAny,
+    epoch: u64,
+    clock: u64,
+}
+
+impl From<StoredState> for State {
+    fn from(s: StoredState) -> State {
+        State {
+            queues: s.queues,
+            executors: s.executors,
+            stopping: s.stopping,
+            rejected: s.rejected,
+            epoch: s.epoch,
+            clock: s.clock,
+        }
+    }
+}
+
+/// Each public job id's queue, as a map (written for the schedulers that
+/// read it; see [`State`]).
+struct JobQueues<'a>(&'a BTreeMap<String, QueueState>);
+
+impl Serialize for JobQueues<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let jobs = self.0.values().map(|qs| qs.ids.len()).sum();
+        let mut map = s.serialize_map(Some(jobs))?;
+        for (q, qs) in self.0 {
+            for public in qs.ids.keys() {
+                map.serialize_entry(&**public, q)?;
+            }
+        }
+        map.end()
+    }
+}
+
+impl Serialize for State {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut out = s.serialize_struct("State", 7)?;
+        out.serialize_field("queues", &self.queues)?;
+        out.serialize_field("executors", &self.executors)?;
+        out.serialize_field("stopping", &self.stopping)?;
+        out.serialize_field("rejected", &self.rejected)?;
+        out.serialize_field("job_queue", &JobQueues(&self.queues))?;
+        out.serialize_field("epoch", &self.epoch)?;
+        out.serialize_field("clock", &self.clock)?;
+        out.end()
+    }
 }
 
 fn kind_of(name: &str) -> Option<PreemptionKind> {
@@ -315,13 +419,23 @@ impl State {
 
     /// The queue and core id of a public job id.
     pub fn locate(&self, job_id: &str) -> Option<(String, JobId)> {
-        let q = self.job_queue.get(job_id)?;
-        let id = *self.queues.get(q)?.ids.get(job_id)?;
-        Some((q.clone(), id))
+        self.queues
+            .iter()
+            .find_map(|(q, qs)| Some((q.clone(), *qs.ids.get(job_id)?)))
+    }
+
+    /// Whether a job of this public id is in a queue.
+    pub fn knows(&self, job_id: &str) -> bool {
+        self.queues.values().any(|qs| qs.ids.contains_key(job_id))
+    }
+
+    /// Jobs in the queues (not counting rejected ones).
+    pub fn jobs(&self) -> usize {
+        self.queues.values().map(|qs| qs.ids.len()).sum()
     }
 
     fn submit(&mut self, job_id: String, job: SubmitServiceJob, now: u64) {
-        if self.job_queue.contains_key(&job_id) || self.rejected.contains_key(&job_id) {
+        if self.knows(&job_id) || self.rejected.contains_key(&job_id) {
             return; // a retried append of a job we already have
         }
         let Some(qs) = self.queues.get_mut(&job.job_queue) else {
@@ -343,17 +457,7 @@ impl State {
                     let share = qs.cluster.share_config(core.spec.share).name.clone();
                     qs.week(&share, now).missing_proof += 1;
                 }
-                qs.ids.insert(job_id.clone(), id);
-                qs.meta.insert(
-                    id,
-                    JobMeta {
-                        public_id: job_id.clone(),
-                        submit: job.clone(),
-                        attempt_reasons: BTreeMap::new(),
-                        start_progress: None,
-                    },
-                );
-                self.job_queue.insert(job_id, job.job_queue);
+                qs.insert(id, &job_id, &job);
             }
             Err(e) => self.reject(job_id, job, e.to_string(), now),
         }
@@ -371,9 +475,8 @@ impl State {
             };
             let qs = self.queue_mut(&q);
             if qs.cluster.forget(id).is_ok() {
-                qs.ids.remove(job_id);
+                qs.ids.remove(job_id.as_str());
                 qs.meta.remove(&id);
-                self.job_queue.remove(job_id);
             }
         }
     }

@@ -883,7 +883,10 @@ fn after_a_replay_only_jobs_that_have_not_ended_keep_their_place_in_a_trace() {
     );
     let mut traces = crate::observe::Traces::default();
     for l in &log {
-        traces.entry(&l.entry, Some(&headers));
+        traces.keep(
+            crate::observe::Traces::submitted(&l.entry, Some(&headers)),
+            &state,
+        );
     }
     assert_eq!(traces.len(), 2);
     traces.retain_live(&state);
@@ -931,7 +934,11 @@ fn lagging_leader(ops: &[(u8, u8)]) -> (Vec<Logged>, Vec<Cut>) {
     for &(op, arg) in ops {
         t += 700;
         let known: Vec<String> = {
-            let mut ids: Vec<String> = state.job_queue.keys().cloned().collect();
+            let mut ids: Vec<String> = state
+                .queues
+                .values()
+                .flat_map(|qs| qs.ids.keys().map(|id| id.to_string()))
+                .collect();
             ids.sort();
             ids
         };
@@ -1140,11 +1147,11 @@ fn archived_jobs_leave_the_state_and_only_finished_ones_go() {
         "SCHEDULED",
         "a job that has not finished is not let go"
     );
-    assert!(!state.job_queue.contains_key("j1"));
+    assert!(!state.knows("j1"));
     assert!(state.queues["training"]
         .meta
         .values()
-        .all(|m| m.public_id != "j1"));
+        .all(|m| &*m.public_id != "j1"));
 }
 
 #[test]
@@ -1158,17 +1165,26 @@ fn a_jobs_place_in_its_trace_survives_a_snapshot() {
         job: submit("p1", "QS1", 1),
         principal: None,
     };
-    traces.entry(&entry, Some(&headers));
+    let mut state = State::default();
+    state.apply(config(), 1);
+    let submitted = crate::observe::Traces::submitted(&entry, Some(&headers));
+    state.apply(entry, 2);
+    traces.keep(submitted, &state);
+    assert!(
+        traces.holds_the_states_id("j1", &state),
+        "the job's id is held once, by the state"
+    );
     let exported = traces.export();
     assert_eq!(exported.get("j1").map(String::as_str), Some(parent));
     let mut again = crate::observe::Traces::default();
-    again.import(&exported);
+    again.import(&exported, &state);
     assert!(again.of("j1").is_some());
     assert_eq!(again.of("j1"), traces.of("j1"));
+    assert!(again.holds_the_states_id("j1", &state));
     // A place that does not read is left out, not guessed.
     let mut bad = std::collections::BTreeMap::new();
     bad.insert("j2".to_string(), "not a traceparent".to_string());
-    again.import(&bad);
+    again.import(&bad, &state);
     assert!(again.of("j2").is_none());
 }
 

@@ -31,11 +31,8 @@ impl State {
         let qs = &self.queues[q];
         let job = qs.cluster.job(id).expect("known job");
         let meta = &qs.meta[&id];
-        let name = |j: JobId| {
-            qs.meta
-                .get(&j)
-                .map_or_else(|| j.to_string(), |m| m.public_id.clone())
-        };
+        let submit = meta.submit.get();
+        let name = |j: JobId| qs.public_id(j);
         let reason = match job.status {
             JobStatus::Runnable => qs
                 .cluster
@@ -67,10 +64,9 @@ impl State {
             restore_skipped: a.restore_skipped.clone(),
             checkpoint_upload_failing_since: a.checkpoint_lag.as_ref().map(|(t, _)| t.as_millis()),
             checkpoint_upload_error: a.checkpoint_lag.as_ref().map(|(_, e)| e.clone()),
-            status_reason: meta.attempt_reasons.get(&a.number).cloned(),
+            status_reason: meta.attempt_reason(a.number).cloned(),
             progress: meta
-                .start_progress
-                .as_ref()
+                .start_progress()
                 .filter(|(n, _)| *n == a.number && a.running_at.is_none())
                 .map(|(_, doing)| doing.clone()),
         };
@@ -81,13 +77,13 @@ impl State {
             .map(detail)
             .collect();
         ServiceJob {
-            job_id: meta.public_id.clone(),
-            job_name: meta.submit.job_name.clone(),
+            job_id: meta.public_id.to_string(),
+            job_name: submit.job_name,
             job_queue: q.into(),
-            quota_share_name: meta.submit.quota_share_name.clone().unwrap_or_default(),
+            quota_share_name: submit.quota_share_name.unwrap_or_default(),
             status: job.status.as_str().into(),
             status_reason: reason.render(&name),
-            instance_type: meta.submit.instance_type.clone(),
+            instance_type: submit.instance_type,
             instance_count: job.spec.count,
             scheduling_priority: job.spec.priority,
             workload_class: (!qs.cluster.share_config(job.spec.share).classes.is_empty()).then(
@@ -107,8 +103,8 @@ impl State {
             }),
             runnable_since: (job.status == JobStatus::Runnable)
                 .then(|| job.runnable_since.as_millis()),
-            tags: meta.submit.tags.clone(),
-            container_image: meta.submit.container_image.clone(),
+            tags: submit.tags,
+            container_image: submit.container_image,
             trace_id: None,
         }
     }
@@ -183,9 +179,9 @@ impl State {
             job_id: qs
                 .meta
                 .get(&v.job)
-                .map_or_else(|| v.job.to_string(), |m| m.public_id.clone()),
+                .map_or_else(|| v.job.to_string(), |m| m.public_id.to_string()),
             job_name: may_read(&share)
-                .then(|| qs.meta.get(&v.job).map(|m| m.submit.job_name.clone()))
+                .then(|| qs.meta.get(&v.job).map(|m| m.submit.get().job_name))
                 .flatten(),
             quota_share_name: share,
             kind: v.kind.as_str().into(),
@@ -223,9 +219,9 @@ impl State {
                 .unwrap_or_default();
             let meta = qs.meta.get(&id);
             AffectedJob {
-                job_id: meta.map_or_else(|| id.to_string(), |m| m.public_id.clone()),
+                job_id: meta.map_or_else(|| id.to_string(), |m| m.public_id.to_string()),
                 job_name: may_read(&share)
-                    .then(|| meta.map(|m| m.submit.job_name.clone()))
+                    .then(|| meta.map(|m| m.submit.get().job_name))
                     .flatten(),
                 quota_share_name: share,
                 detail,
@@ -301,7 +297,7 @@ impl State {
         let public = |j: JobId| {
             qs.meta
                 .get(&j)
-                .map_or_else(|| j.to_string(), |m| m.public_id.clone())
+                .map_or_else(|| j.to_string(), |m| m.public_id.to_string())
         };
         let exposures = c
             .reclaim_exposure(s, Time(now))
@@ -338,7 +334,7 @@ impl State {
         let public = |j: JobId| {
             qs.meta
                 .get(&j)
-                .map_or_else(|| j.to_string(), |m| m.public_id.clone())
+                .map_or_else(|| j.to_string(), |m| m.public_id.to_string())
         };
         let mut view = qm_wire::messages::JobOutlook::default();
         match outlook {
