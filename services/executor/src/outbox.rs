@@ -97,7 +97,7 @@ impl Outbox {
         // An end moves from kept to unsent with no write between (one
         // writer at a time): a write at that moment would find it in
         // neither and leave it off the file.
-        let mut written = self.writing.lock();
+        let mut written = self.lock_writing();
         if let Ok(mut u) = self.unsent.lock() {
             u.push((report_id(r), r.clone()));
         }
@@ -110,10 +110,8 @@ impl Outbox {
         }
         if !on_disk {
             self.changed.fetch_add(1, Ordering::SeqCst);
-            if let Ok(written) = written.as_deref_mut() {
-                if let Err(e) = self.write_locked(true, written) {
-                    tracing::error!(path = %self.path.display(), error = %e, "cannot keep the undelivered reports on disk");
-                }
+            if let Err(e) = self.write_locked(true, &mut written) {
+                tracing::error!(path = %self.path.display(), error = %e, "cannot keep the undelivered reports on disk");
             }
         }
     }
@@ -170,10 +168,7 @@ impl Outbox {
     /// renamed over the old one; no file when there is nothing). Returns
     /// how many reports it wrote.
     pub(crate) fn persist(&self) -> std::io::Result<usize> {
-        let mut written = self
-            .writing
-            .lock()
-            .map_err(|_| std::io::Error::other("outbox lock poisoned"))?;
+        let mut written = self.lock_writing();
         self.write_locked(true, &mut written)
     }
 
@@ -181,14 +176,19 @@ impl Outbox {
     /// returns when `sync` is asked or the file holds an end), unless a
     /// write since the change made it (a group commit).
     fn write(&self, sync: bool, change: u64) -> std::io::Result<usize> {
-        let mut written = self
-            .writing
-            .lock()
-            .map_err(|_| std::io::Error::other("outbox lock poisoned"))?;
+        let mut written = self.lock_writing();
         if *written >= change {
             return Ok(0);
         }
         self.write_locked(sync, &mut written)
+    }
+
+    /// The file's lock (a writer that panicked left the file as whole as
+    /// a rename leaves it: the next writer goes on).
+    fn lock_writing(&self) -> std::sync::MutexGuard<'_, u64> {
+        self.writing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Files written so far.
