@@ -212,12 +212,21 @@ impl Outbox {
     }
 
     fn write_file(&self, sync: bool) -> std::io::Result<usize> {
+        // A lock a panicking thread left holds what it held: written whole.
         let mut all: Vec<Report> = self
             .unsent
             .lock()
-            .map(|u| u.iter().map(|(_, r)| r.clone()).collect())
-            .unwrap_or_default();
-        all.extend(self.kept.lock().map(|k| k.clone()).unwrap_or_default());
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .map(|(_, r)| r.clone())
+            .collect();
+        all.extend(
+            self.kept
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .iter()
+                .cloned(),
+        );
         if all.is_empty() {
             self.clear_saved();
             return Ok(0);
@@ -226,6 +235,7 @@ impl Outbox {
         let body = serde_json::to_vec_pretty(&all).map_err(std::io::Error::other)?;
         let _ = std::fs::remove_file(&tmp);
         // Readable by the executor's user only; never through a link.
+        let durable = sync || all.iter().any(|r| r.phase == ReportPhase::Ended);
         std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -233,12 +243,19 @@ impl Outbox {
             .open(&tmp)
             .and_then(|mut f| {
                 f.write_all(&body)?;
-                if sync || all.iter().any(|r| r.phase == ReportPhase::Ended) {
+                if durable {
                     f.sync_all()?;
                 }
                 Ok(())
             })?;
         std::fs::rename(&tmp, &self.path)?;
+        if durable {
+            // The rename itself survives a power loss once its folder is
+            // synced.
+            if let Some(dir) = self.path.parent() {
+                std::fs::File::open(dir)?.sync_all()?;
+            }
+        }
         Ok(all.len())
     }
 

@@ -496,16 +496,20 @@ impl Traces {
 
     /// Keeps only the jobs that have not ended: after a replay, which
     /// read the submit of every job the log still holds.
+    /// Each kept place is then under the state's own copy of its job's id
+    /// (a follower notes a submit before its replay applies it).
     pub fn retain_live(&mut self, state: &State) {
-        self.jobs.retain(|id, _| {
-            state.locate(id).is_some_and(|(q, job)| {
-                state
-                    .queues
-                    .get(&q)
-                    .and_then(|qs| qs.cluster.job(job))
-                    .is_some_and(|j| !j.status.is_final())
-            })
-        });
+        let places = std::mem::take(&mut self.jobs);
+        for (id, place) in places {
+            let live = state.queues.values().find_map(|qs| {
+                let (key, job) = qs.ids.get_key_value(&*id)?;
+                let job = qs.cluster.job(*job)?;
+                (!job.status.is_final()).then(|| Arc::clone(key))
+            });
+            if let Some(key) = live {
+                self.jobs.insert(key, place);
+            }
+        }
     }
 
     /// Each job's place as a W3C `traceparent` (for a snapshot).

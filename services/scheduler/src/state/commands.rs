@@ -189,7 +189,7 @@ impl State {
                 let attempt = job.attempts.last().map(|a| a.number);
                 let change = JobStateChange {
                     job_id: meta.public_id.to_string(),
-                    job_name: meta.submit.get().job_name,
+                    job_name: meta.submit.job_name(),
                     job_queue: q.clone(),
                     quota_share_name: share.clone(),
                     from: e.from.as_str().into(),

@@ -1,8 +1,8 @@
 //! What the scheduler keeps of a job beyond the core's state, packed: a
 //! backlog of 100,000 waiting jobs is 100,000 of these, so each is a
 //! public id shared with the id index, the submit as its compact JSON (read
-//! when the job starts or is described, never in a pass), and the notes
-//! only a few jobs ever have behind one pointer.
+//! whole when the job starts or is described; an event reads only its name),
+//! and the notes only a few jobs ever have behind one pointer.
 //!
 //! The snapshot form is the one from before the packing, field for field
 //! (`snapshot_golden.rs`): the submit as its object, the notes as two
@@ -23,17 +23,32 @@ pub struct StoredSubmit(Box<[u8]>);
 impl StoredSubmit {
     pub fn new(job: &SubmitServiceJob) -> StoredSubmit {
         // A submit is strings, numbers and maps of strings: it serializes.
-        StoredSubmit(
-            serde_json::to_vec(job)
-                .unwrap_or_default()
-                .into_boxed_slice(),
-        )
+        let json = serde_json::to_vec(job).unwrap_or_else(|e| {
+            tracing::error!(job = %job.job_name, error = %e, "a submit did not encode; kept empty");
+            Vec::new()
+        });
+        StoredSubmit(json.into_boxed_slice())
     }
 
     /// The submit as it was stored.
     pub fn get(&self) -> SubmitServiceJob {
         // Written by `new` from a submit: it reads back.
-        serde_json::from_slice(&self.0).unwrap_or_default()
+        serde_json::from_slice(&self.0).unwrap_or_else(|e| {
+            tracing::error!(error = %e, "a kept submit did not decode");
+            SubmitServiceJob::default()
+        })
+    }
+
+    /// Its `jobName`, read alone (the rest is skipped, not built).
+    pub fn job_name(&self) -> String {
+        #[derive(Deserialize)]
+        struct Name<'a> {
+            #[serde(borrow, rename = "jobName")]
+            job_name: std::borrow::Cow<'a, str>,
+        }
+        serde_json::from_slice::<Name<'_>>(&self.0)
+            .map(|n| n.job_name.into_owned())
+            .unwrap_or_else(|_| self.get().job_name)
     }
 }
 
@@ -165,6 +180,7 @@ mod tests {
         };
         let mut meta = JobMeta::new("j-1".into(), &job);
         assert_eq!(meta.submit.get(), job);
+        assert_eq!(meta.submit.job_name(), "train");
         assert_eq!(meta.attempt_reason(1), None);
         let plain = serde_json::to_value(&meta).expect("json");
         assert_eq!(

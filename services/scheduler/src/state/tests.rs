@@ -882,10 +882,12 @@ fn after_a_replay_only_jobs_that_have_not_ended_keep_their_place_in_a_trace() {
         "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
     );
     let mut traces = crate::observe::Traces::default();
+    // Noted as a follower notes them: before the replay applied the submit.
+    let before = State::default();
     for l in &log {
         traces.keep(
             crate::observe::Traces::submitted(&l.entry, Some(&headers)),
-            &state,
+            &before,
         );
     }
     assert_eq!(traces.len(), 2);
@@ -893,6 +895,10 @@ fn after_a_replay_only_jobs_that_have_not_ended_keep_their_place_in_a_trace() {
     assert!(traces.of("j1").is_none(), "a finished job is forgotten");
     assert!(traces.of("j2").is_some(), "a live job keeps its trace");
     assert_eq!(traces.len(), 1);
+    assert!(
+        traces.holds_the_states_id("j2", &state),
+        "kept under the state's copy of the id (held once)"
+    );
 }
 
 /// A leader that lags behind the log, as a real one does: inputs are

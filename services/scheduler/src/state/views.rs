@@ -181,7 +181,7 @@ impl State {
                 .get(&v.job)
                 .map_or_else(|| v.job.to_string(), |m| m.public_id.to_string()),
             job_name: may_read(&share)
-                .then(|| qs.meta.get(&v.job).map(|m| m.submit.get().job_name))
+                .then(|| qs.meta.get(&v.job).map(|m| m.submit.job_name()))
                 .flatten(),
             quota_share_name: share,
             kind: v.kind.as_str().into(),
@@ -221,7 +221,7 @@ impl State {
             AffectedJob {
                 job_id: meta.map_or_else(|| id.to_string(), |m| m.public_id.to_string()),
                 job_name: may_read(&share)
-                    .then(|| meta.map(|m| m.submit.get().job_name))
+                    .then(|| meta.map(|m| m.submit.job_name()))
                     .flatten(),
                 quota_share_name: share,
                 detail,
