@@ -16,6 +16,12 @@
 //! its host restarts), the next executor on that work directory reports the
 //! end, and the job is not run again.
 //!
+//! In operation the file holds the ends only (kept and queued): a report
+//! of a start or of progress is moot once its executor is gone, and writing
+//! every held report at each end made each end's write grow with the
+//! reports in flight (hundreds at 1,000 instances). A stop writes
+//! everything held ([`Outbox::persist`]).
+//!
 //! Writes are group-committed: a change is counted, and a writer that takes
 //! the file after another wrote a version holding its change does not
 //! write again (eight attempts ending together are one synced write, not
@@ -31,6 +37,17 @@ use qm_wire::system::{Report, ReportPhase};
 
 fn same_attempt(a: &Report, b: &Report) -> bool {
     a.job_id == b.job_id && a.attempt == b.attempt
+}
+
+/// What a write of the file holds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Held {
+    /// The ends, kept and queued: what must survive this executor dying.
+    /// (Its other reports, progress and starts, are moot once it is gone:
+    /// the scheduler finds the executor lost, or the next one reports.)
+    Ends,
+    /// Everything not yet stored: a stop while NATS is unreachable.
+    All,
 }
 
 pub(crate) struct Outbox {
@@ -164,12 +181,18 @@ impl Outbox {
             && self.kept.lock().map_or(true, |k| k.is_empty())
     }
 
-    /// Writes what is held and kept to disk (atomically: a temporary file
-    /// renamed over the old one; no file when there is nothing). Returns
-    /// how many reports it wrote.
+    /// Writes everything held and kept to disk, not only the ends (at a
+    /// stop; atomically: a temporary file renamed over the old one; no
+    /// file when there is nothing). Returns how many reports it wrote.
     pub(crate) fn persist(&self) -> std::io::Result<usize> {
         let mut written = self.lock_writing();
-        self.write_locked(true, &mut written)
+        let changes = self.changed.load(Ordering::SeqCst);
+        self.writes.fetch_add(1, Ordering::SeqCst);
+        let result = self.write_file(true, Held::All);
+        if result.is_ok() {
+            *written = changes;
+        }
+        result
     }
 
     /// Change `change` on disk (a write flushed to the disk before it
@@ -204,20 +227,21 @@ impl Outbox {
         // here is in what follows.
         let changes = self.changed.load(Ordering::SeqCst);
         self.writes.fetch_add(1, Ordering::SeqCst);
-        let result = self.write_file(sync);
+        let result = self.write_file(sync, Held::Ends);
         if result.is_ok() {
             *written = changes;
         }
         result
     }
 
-    fn write_file(&self, sync: bool) -> std::io::Result<usize> {
+    fn write_file(&self, sync: bool, held: Held) -> std::io::Result<usize> {
         // A lock a panicking thread left holds what it held: written whole.
         let mut all: Vec<Report> = self
             .unsent
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .iter()
+            .filter(|(_, r)| held == Held::All || r.phase == ReportPhase::Ended)
             .map(|(_, r)| r.clone())
             .collect();
         all.extend(
@@ -388,6 +412,30 @@ mod tests {
         // A change after that write is written again.
         outbox.keep_end(&report("j-8", ReportPhase::Ended));
         assert_eq!(outbox.writes(), 2);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn in_operation_the_file_holds_the_ends_and_a_stop_writes_everything() {
+        let dir = std::env::temp_dir().join(format!("qm-outbox-ends-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let work = dir.to_str().expect("utf-8");
+        let outbox = Outbox::new(work, "node-1");
+        let running: Vec<Report> = (0..50)
+            .map(|i| report(&format!("busy-{i}"), ReportPhase::Running))
+            .collect();
+        for r in &running {
+            outbox.hold(r);
+        }
+        let ended = report("j-1", ReportPhase::Ended);
+        outbox.keep_end(&ended);
+        assert_eq!(
+            Outbox::new(work, "node-1").load(),
+            vec![ended.clone()],
+            "an end's write does not carry the fifty reports in flight"
+        );
+        assert_eq!(outbox.persist().expect("saved"), 51, "a stop saves all");
+        assert_eq!(Outbox::new(work, "node-1").load().len(), 51);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
