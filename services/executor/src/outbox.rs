@@ -11,8 +11,8 @@
 //! ([`Outbox::keep_end`]): the moment its process ends on its own, before
 //! outputs are uploaded or the final checkpoint flushed (which wait for the
 //! checkpoint service, and through an outage for a long time), the end is
-//! written to the same file, and written again whenever an end is queued
-//! or stored. Whatever happens next (the executor is stopped, killed, or
+//! written to the same file, which is written again when an end is queued
+//! without having been kept (a stopped attempt's) and when one is stored. Whatever happens next (the executor is stopped, killed, or
 //! its host restarts), the next executor on that work directory reports the
 //! end, and the job is not run again.
 //!
@@ -34,6 +34,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use qm_wire::system::{Report, ReportPhase};
+
+/// A lock a panicking thread left holds what it held: used as it is (the
+/// file is whole, as a rename leaves it, and the lists are whole vectors).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 fn same_attempt(a: &Report, b: &Report) -> bool {
     a.job_id == b.job_id && a.attempt == b.attempt
@@ -106,112 +112,89 @@ impl Outbox {
     /// A report was queued for the log (an end is written to disk first).
     pub(crate) fn hold(&self, r: &Report) {
         if r.phase != ReportPhase::Ended {
-            if let Ok(mut u) = self.unsent.lock() {
-                u.push((report_id(r), r.clone()));
-            }
+            lock(&self.unsent).push((report_id(r), r.clone()));
             return;
         }
         // An end moves from kept to unsent with no write between (one
         // writer at a time): a write at that moment would find it in
         // neither and leave it off the file.
-        let mut written = self.lock_writing();
-        if let Ok(mut u) = self.unsent.lock() {
-            u.push((report_id(r), r.clone()));
-        }
+        let mut written = lock(&self.writing);
+        lock(&self.unsent).push((report_id(r), r.clone()));
         // An end kept on disk as it is queued is on disk already (the file
         // holds what is kept and what is unsent alike): no write.
-        let mut on_disk = false;
-        if let Ok(mut k) = self.kept.lock() {
-            on_disk = k.iter().any(|e| e == r);
-            k.retain(|e| !same_attempt(e, r));
-        }
+        let on_disk = {
+            let mut kept = lock(&self.kept);
+            let on_disk = kept.iter().any(|e| e == r);
+            kept.retain(|e| !same_attempt(e, r));
+            on_disk
+        };
         if !on_disk {
             self.changed.fetch_add(1, Ordering::SeqCst);
-            if let Err(e) = self.write_locked(true, &mut written) {
-                tracing::error!(path = %self.path.display(), error = %e, "cannot keep the undelivered reports on disk");
-            }
+            self.warn(self.write_locked(Held::Ends, &mut written));
         }
     }
 
     /// The process of `r`'s attempt ended on its own: its end is kept on
     /// disk now (replacing an earlier version of it), before it is queued.
     pub(crate) fn keep_end(&self, r: &Report) {
-        if let Ok(mut k) = self.kept.lock() {
-            k.retain(|e| !same_attempt(e, r));
-            k.push(r.clone());
+        {
+            let mut kept = lock(&self.kept);
+            kept.retain(|e| !same_attempt(e, r));
+            kept.push(r.clone());
         }
-        let change = self.changed.fetch_add(1, Ordering::SeqCst) + 1;
-        if let Err(e) = self.write(true, change) {
-            tracing::error!(path = %self.path.display(), error = %e, "cannot keep the undelivered reports on disk");
-        }
+        self.write_change();
     }
 
     /// Whether the attempt's end is kept (it ended on its own).
     pub(crate) fn is_kept(&self, job_id: &str, attempt: u32) -> bool {
-        self.kept
-            .lock()
-            .is_ok_and(|k| k.iter().any(|e| e.job_id == job_id && e.attempt == attempt))
+        lock(&self.kept)
+            .iter()
+            .any(|e| e.job_id == job_id && e.attempt == attempt)
     }
 
     /// The log stored these.
     pub(crate) fn delivered(&self, ids: &[String]) {
         let mut ended = false;
-        if let Ok(mut u) = self.unsent.lock() {
-            u.retain(|(id, r)| {
-                let stored = ids.contains(id);
-                ended |= stored && r.phase == ReportPhase::Ended;
-                !stored
-            });
-        }
+        lock(&self.unsent).retain(|(id, r)| {
+            let stored = ids.contains(id);
+            ended |= stored && r.phase == ReportPhase::Ended;
+            !stored
+        });
         if ended {
-            // Synced only while other ends are on it: should the file still
-            // name a delivered end after a crash, the next executor appends
-            // it again, and a second end of an ended attempt changes
-            // nothing; but an end not stored yet must not be lost to a
-            // rename that was never flushed.
-            let change = self.changed.fetch_add(1, Ordering::SeqCst) + 1;
-            if let Err(e) = self.write(false, change) {
-                tracing::error!(path = %self.path.display(), error = %e, "cannot keep the undelivered reports on disk");
-            }
+            // The file then holds the ends still undelivered (synced), or
+            // is removed: should a crash undo the removal, the next
+            // executor appends the delivered ends again, and a second end
+            // of an ended attempt changes nothing.
+            self.write_change();
         }
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.unsent.lock().map_or(true, |u| u.is_empty())
-            && self.kept.lock().map_or(true, |k| k.is_empty())
+        lock(&self.unsent).is_empty() && lock(&self.kept).is_empty()
     }
 
     /// Writes everything held and kept to disk, not only the ends (at a
     /// stop; atomically: a temporary file renamed over the old one; no
     /// file when there is nothing). Returns how many reports it wrote.
     pub(crate) fn persist(&self) -> std::io::Result<usize> {
-        let mut written = self.lock_writing();
-        let changes = self.changed.load(Ordering::SeqCst);
-        self.writes.fetch_add(1, Ordering::SeqCst);
-        let result = self.write_file(true, Held::All);
-        if result.is_ok() {
-            *written = changes;
-        }
-        result
+        let mut written = lock(&self.writing);
+        self.write_locked(Held::All, &mut written)
     }
 
-    /// Change `change` on disk (a write flushed to the disk before it
-    /// returns when `sync` is asked or the file holds an end), unless a
-    /// write since the change made it (a group commit).
-    fn write(&self, sync: bool, change: u64) -> std::io::Result<usize> {
-        let mut written = self.lock_writing();
-        if *written >= change {
-            return Ok(0);
+    /// Counts a change of the ends and puts it on disk, unless a write
+    /// since the change made it (a group commit).
+    fn write_change(&self) {
+        let change = self.changed.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut written = lock(&self.writing);
+        if *written < change {
+            self.warn(self.write_locked(Held::Ends, &mut written));
         }
-        self.write_locked(sync, &mut written)
     }
 
-    /// The file's lock (a writer that panicked left the file as whole as
-    /// a rename leaves it: the next writer goes on).
-    fn lock_writing(&self) -> std::sync::MutexGuard<'_, u64> {
-        self.writing
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn warn(&self, result: std::io::Result<usize>) {
+        if let Err(e) = result {
+            tracing::error!(path = %self.path.display(), error = %e, "cannot keep the undelivered reports on disk");
+        }
     }
 
     /// Files written so far.
@@ -220,37 +203,29 @@ impl Outbox {
         self.writes.load(Ordering::SeqCst)
     }
 
-    /// [`Outbox::write`] by the caller that holds `writing` (`written`):
-    /// writes every change counted so far.
-    fn write_locked(&self, sync: bool, written: &mut u64) -> std::io::Result<usize> {
+    /// Writes the file, by the caller that holds `writing` (`written`):
+    /// every change counted so far is in it.
+    fn write_locked(&self, held: Held, written: &mut u64) -> std::io::Result<usize> {
         // Counted before what is held is read: every change counted up to
         // here is in what follows.
         let changes = self.changed.load(Ordering::SeqCst);
         self.writes.fetch_add(1, Ordering::SeqCst);
-        let result = self.write_file(sync, Held::Ends);
+        let result = self.write_file(held);
         if result.is_ok() {
             *written = changes;
         }
         result
     }
 
-    fn write_file(&self, sync: bool, held: Held) -> std::io::Result<usize> {
-        // A lock a panicking thread left holds what it held: written whole.
-        let mut all: Vec<Report> = self
-            .unsent
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    /// The file, synced with its folder (it holds ends, or everything at a
+    /// stop); removed when there is nothing to hold.
+    fn write_file(&self, held: Held) -> std::io::Result<usize> {
+        let mut all: Vec<Report> = lock(&self.unsent)
             .iter()
             .filter(|(_, r)| held == Held::All || r.phase == ReportPhase::Ended)
             .map(|(_, r)| r.clone())
             .collect();
-        all.extend(
-            self.kept
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .iter()
-                .cloned(),
-        );
+        all.extend(lock(&self.kept).iter().cloned());
         if all.is_empty() {
             self.clear_saved();
             return Ok(0);
@@ -259,7 +234,6 @@ impl Outbox {
         let body = serde_json::to_vec_pretty(&all).map_err(std::io::Error::other)?;
         let _ = std::fs::remove_file(&tmp);
         // Readable by the executor's user only; never through a link.
-        let durable = sync || all.iter().any(|r| r.phase == ReportPhase::Ended);
         std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -267,18 +241,12 @@ impl Outbox {
             .open(&tmp)
             .and_then(|mut f| {
                 f.write_all(&body)?;
-                if durable {
-                    f.sync_all()?;
-                }
-                Ok(())
+                f.sync_all()
             })?;
         std::fs::rename(&tmp, &self.path)?;
-        if durable {
-            // The rename itself survives a power loss once its folder is
-            // synced.
-            if let Some(dir) = self.path.parent() {
-                std::fs::File::open(dir)?.sync_all()?;
-            }
+        // The rename itself survives a power loss once its folder is synced.
+        if let Some(dir) = self.path.parent() {
+            std::fs::File::open(dir)?.sync_all()?;
         }
         Ok(all.len())
     }
