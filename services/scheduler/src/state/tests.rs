@@ -1160,6 +1160,60 @@ fn archived_jobs_leave_the_state_and_only_finished_ones_go() {
         .all(|m| &*m.public_id != "j1"));
 }
 
+/// Each job's public id is one allocation, shared by the queue's id index
+/// and the job's record, live and as a snapshot reads back; the snapshot
+/// still names each job's queue for schedulers that read `job_queue`.
+#[test]
+fn a_jobs_public_id_is_held_once_live_and_after_a_snapshot() {
+    let mut state = State::default();
+    state.apply(config(), 1);
+    for i in 0..3 {
+        state.apply(
+            LogEntry::Submit {
+                job_id: format!("j{i}"),
+                job: submit(&format!("p{i}"), "QS1", 1),
+                principal: None,
+            },
+            2 + i,
+        );
+    }
+    let shared = |s: &State| {
+        let qs = &s.queues["training"];
+        qs.ids.len() == 3
+            && qs.ids.iter().all(|(public, id)| {
+                qs.meta
+                    .get(id)
+                    .is_some_and(|m| std::sync::Arc::ptr_eq(public, &m.public_id))
+            })
+    };
+    assert!(shared(&state), "live: one copy of each id");
+    // As a snapshot encodes it (CBOR).
+    let mut bytes = Vec::new();
+    ciborium::into_writer(&state, &mut bytes).expect("serializes");
+    let tree: ciborium::Value = ciborium::from_reader(bytes.as_slice()).expect("cbor");
+    let field = |v: &ciborium::Value, name: &str| {
+        v.as_map()
+            .and_then(|m| m.iter().find(|(k, _)| k.as_text() == Some(name)))
+            .map(|(_, v)| v.clone())
+    };
+    let job_queue = field(&tree, "job_queue").expect("job_queue is written");
+    let named: Vec<(String, String)> = job_queue
+        .as_map()
+        .expect("a map")
+        .iter()
+        .map(|(k, v)| {
+            let text = |x: &ciborium::Value| x.as_text().unwrap_or_default().to_string();
+            (text(k), text(v))
+        })
+        .collect();
+    assert_eq!(named.len(), 3);
+    assert!(named.iter().all(|(_, q)| q == "training"), "{named:?}");
+    let back: State = ciborium::from_reader(bytes.as_slice()).expect("reads back");
+    assert_eq!(back, state);
+    assert!(shared(&back), "read back: one copy of each id");
+    assert_eq!(back.locate("j2"), state.locate("j2"));
+}
+
 #[test]
 fn a_jobs_place_in_its_trace_survives_a_snapshot() {
     let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
