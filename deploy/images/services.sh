@@ -38,7 +38,7 @@ esac
 if [ -z "${QM_SKIP_BUILD:-}" ]; then
   say "building the $profile binaries"
   (cd "$root" && cargo build $profile_flag --locked --bins \
-    -p qm-admission -p qm-scheduler -p qm-executor -p qm-checkpointd -p qm-trainer \
+    -p qm-admission -p qm-scheduler -p qm-executor -p qm-supervise -p qm-checkpointd -p qm-trainer \
     -p qm-gateway -p qm-console \
     -p qm -p qm-probe)
 fi
@@ -102,8 +102,8 @@ service_image qm-admission qm-admission qm-probe
 service_image qm-scheduler qm-scheduler qm-probe
 # Jobs run inside the executor's container: the image carries the example
 # workload; for real training, build FROM your training image and copy
-# /qm-executor into it (deploy/README.md).
-service_image qm-executor qm-executor qm-trainer qm-probe
+# /qm-executor and /qm-supervise into it (deploy/README.md).
+service_image qm-executor qm-executor qm-supervise qm-trainer qm-probe
 service_image qm-checkpoint qm-checkpoint qm-probe
 service_image qm-gateway qm-gateway qm-probe
 service_image qm-console qm-console qm-probe

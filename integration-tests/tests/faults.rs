@@ -462,7 +462,7 @@ async fn a_frozen_executor_is_fenced_by_its_attempts_watchdog_so_its_job_never_r
     );
     let node_1 = stack.log_of("node-1");
     assert!(
-        node_1.contains("qm-executor supervise: the executor has not renewed its fence deadline"),
+        node_1.contains("qm-supervise: the executor has not renewed its fence deadline"),
         "the supervisor, not the frozen executor, fenced the job:\n{node_1}"
     );
     let out = stack.attempt_stdout("node-2", &job, 2);

@@ -19,14 +19,15 @@
 //! | `container/` | the `container` runtime: images through the Docker Engine API, guards, reconciling |
 //! | `sagemaker.rs` | the `/opt/ml` contract and what ranks need to find each other |
 //! | `gpus.rs` | GPU discovery and assignment |
-//! | `fence.rs` | the fence deadline every attempt's watcher enforces |
-//! | `supervise.rs` | `qm-executor supervise`: a host process's parent and watchdog |
+//!
+//! The fence deadline every attempt's watcher enforces is `qm-fence`
+//! (`fence` here); a host process's parent and watchdog is the small
+//! `qm-supervise` binary (`services/supervise`).
 //! | `outbox.rs` | reports (and ends) kept until the log stores them |
 
 mod attempts;
 mod container;
 mod error;
-mod fence;
 mod gpus;
 mod node;
 mod observe;
@@ -36,7 +37,6 @@ mod record;
 mod runtime;
 mod sagemaker;
 mod settings;
-mod supervise;
 mod sweep;
 
 use std::collections::HashMap;
@@ -50,6 +50,8 @@ use qm_wire::system::{ExecCommand, LogsRequest};
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
+use qm_fence as fence;
+
 use node::{reporter, Executor};
 use settings::{Settings, SPEC};
 
@@ -57,12 +59,8 @@ fn main() -> std::process::ExitCode {
     // `qm-executor guard ...`: a container's guard (container/guard.rs), started by
     // the executor itself; it needs no settings and no NATS.
     let args: Vec<String> = std::env::args().collect();
-    match args.get(1).map(String::as_str) {
-        Some("guard") => return container::guard(&args[2..]),
-        // `qm-executor supervise ...`: a host process's supervisor
-        // (supervise.rs), started by the executor for every attempt.
-        Some("supervise") => return supervise::main(&args[2..]),
-        _ => {}
+    if args.get(1).map(String::as_str) == Some("guard") {
+        return container::guard(&args[2..]);
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -138,6 +136,17 @@ async fn run(
         .await;
         outbox.clear_saved();
     }
+    let supervisor = if settings.offers(qm_core::Runtime::Process) {
+        match process::Supervisor::open(&settings.supervisor) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                eprintln!("qm-executor: runtimes lists process, but {e}");
+                return std::process::ExitCode::from(2);
+            }
+        }
+    } else {
+        None
+    };
     let incarnation = qm_service::random_id();
     let engine = if settings.offers(qm_core::Runtime::Container) {
         match container::Engine::connect(
@@ -187,6 +196,7 @@ async fn run(
     ));
     let executor = Arc::new(Executor {
         incarnation,
+        supervisor,
         engine,
         gpus,
         client: client.clone(),

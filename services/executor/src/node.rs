@@ -50,6 +50,8 @@ pub struct Executor {
     pub(crate) incarnation: String,
     /// GPU indices per instance slot, per type.
     pub(crate) gpus: BTreeMap<String, Vec<Vec<u32>>>,
+    /// `qm-supervise`, when this executor offers the process runtime.
+    pub(crate) supervisor: Option<crate::process::Supervisor>,
     /// The container engine, when this executor offers that runtime.
     pub(crate) engine: crate::runtime::SharedEngine,
     pub(crate) attempts: Mutex<HashMap<AttemptKey, Running>>,

@@ -66,7 +66,68 @@ impl Launch {
     }
 }
 
-/// A job's process, started under its supervisor (`supervise.rs`).
+/// `qm-supervise`, the parent and fence watchdog of every host-process
+/// attempt (`services/supervise`), opened once when the executor starts:
+/// every attempt runs under this very file, even if an upgrade has
+/// replaced it on disk since (the flags it is given are this release's).
+pub struct Supervisor {
+    file: std::fs::File,
+    /// Where it was found (for messages).
+    path: PathBuf,
+}
+
+impl Supervisor {
+    /// Opens `configured` (the `supervisor` setting) or, when that is
+    /// empty, `qm-supervise` beside this executable, and checks that it is
+    /// this release's.
+    pub fn open(configured: &str) -> Result<Supervisor, String> {
+        let path = if configured.is_empty() {
+            let exe = std::env::current_exe()
+                .map_err(|e| format!("cannot tell where qm-executor is: {e}"))?;
+            exe.with_file_name("qm-supervise")
+        } else {
+            PathBuf::from(configured)
+        };
+        let file = std::fs::File::open(&path).map_err(|e| {
+            format!(
+                "cannot open the supervisor {} ({e}): qm-supervise is installed beside qm-executor, or named by the supervisor setting",
+                path.display()
+            )
+        })?;
+        let supervisor = Supervisor { file, path };
+        use std::os::unix::process::CommandExt;
+        let answer = std::process::Command::new(supervisor.program())
+            .arg0("qm-supervise")
+            .arg("--version")
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output()
+            .map_err(|e| {
+                format!(
+                    "cannot run the supervisor {}: {e}",
+                    supervisor.path.display()
+                )
+            })?;
+        let expected = format!("qm-supervise {}", env!("CARGO_PKG_VERSION"));
+        let said = String::from_utf8_lossy(&answer.stdout);
+        if said.trim_end() != expected {
+            return Err(format!(
+                "{} is not this release's supervisor: it says {:?}, where {expected:?} was expected",
+                supervisor.path.display(),
+                said.trim_end()
+            ));
+        }
+        Ok(supervisor)
+    }
+
+    /// What to execute: the opened file itself.
+    fn program(&self) -> String {
+        use std::os::fd::AsRawFd;
+        format!("/proc/self/fd/{}", self.file.as_raw_fd())
+    }
+}
+
+/// A job's process, started under its supervisor (`qm-supervise`).
 pub struct Supervised {
     /// The supervisor: it exits as the job did.
     pub child: Child,
@@ -81,17 +142,23 @@ const HANDSHAKE: Duration = Duration::from_secs(30);
 /// process group, output to `stdout.log` / `stderr.log` in `dir`, killed if
 /// the executor dies, and stopped by the supervisor once the fence deadline
 /// (`fence`) has passed, whatever the executor is doing then.
+///
+/// The supervisor is spawned without a fork of the executor (nothing runs
+/// in the child before exec, so the standard library uses `posix_spawn`,
+/// which copies no page tables); it asks for its parent-death signal
+/// itself, and checks that its parent is still this executor.
 pub async fn spawn(
+    supervisor: &Supervisor,
     launch: &Launch,
     dir: &Path,
     checkpoint_dir: &Path,
     fence: &crate::fence::Terms,
 ) -> Result<Supervised, LaunchError> {
     let program = launch.command.first().ok_or(LaunchError::EmptyCommand)?;
-    // The supervisor is this very executable (/proc/self/exe: the same
-    // binary even if the file was replaced by an upgrade since).
-    let mut cmd = Command::new("/proc/self/exe");
-    cmd.arg("supervise").args(fence.args());
+    let mut cmd = Command::new(supervisor.program());
+    cmd.arg0("qm-supervise")
+        .args(["--parent", &std::process::id().to_string()])
+        .args(fence.args());
     for (flag, name) in [("--stdout", "stdout.log"), ("--stderr", "stderr.log")] {
         cmd.arg(flag).arg(dir.join(name));
     }
@@ -159,7 +226,6 @@ pub async fn spawn(
         // Dropped unwaited (an attempt cut short): the supervisor is killed,
         // and the kernel kills the job with it.
         .kill_on_drop(true);
-    die_with_parent(&mut cmd);
     let spawn_error = |source| LaunchError::Spawn {
         program: program.clone(),
         source,
@@ -220,12 +286,6 @@ pub fn run_record(job_dir: &Path, attempt: u32) -> PathBuf {
     job_dir.join(format!("attempt-{attempt}.run.json"))
 }
 
-/// The child gets SIGKILL when the executor dies, so a killed executor never
-/// leaves a training process running that the scheduler believes is gone.
-fn die_with_parent(cmd: &mut Command) {
-    on_parent_death(cmd, libc::SIGKILL);
-}
-
 /// The kernel sends the child `signal` when the executor (the thread that
 /// spawned it: always a runtime worker, which lives as long as the
 /// executor) dies, whatever killed it.
@@ -233,21 +293,6 @@ fn die_with_parent(cmd: &mut Command) {
 pub fn on_parent_death(cmd: &mut Command, signal: i32) {
     // SAFETY: the closure runs in the forked child before exec and only calls
     // prctl(2), which is async-signal-safe; it touches no memory of the parent.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, signal) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-}
-
-/// [`on_parent_death`] for a `std` command (the supervisor's job).
-#[allow(unsafe_code)]
-pub fn on_parent_death_std(cmd: &mut std::process::Command, signal: i32) {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: as in `on_parent_death`: only prctl(2) runs in the child.
     unsafe {
         cmd.pre_exec(move || {
             if libc::prctl(libc::PR_SET_PDEATHSIG, signal) != 0 {

@@ -146,12 +146,18 @@ impl Executor {
         progress: &(dyn Fn(String) + Send + Sync),
     ) -> Result<Launched, LaunchError> {
         let Some(image) = &launch.image else {
-            if !self.settings.offers(qm_core::Runtime::Process) {
+            let Some(supervisor) = &self.supervisor else {
                 return Err(LaunchError::NoRuntime("process"));
-            }
-            return process::spawn(launch, dir, ckpt_dir, &self.fence_terms(launch, dir))
-                .await
-                .map(Launched::Process);
+            };
+            return process::spawn(
+                supervisor,
+                launch,
+                dir,
+                ckpt_dir,
+                &self.fence_terms(launch, dir),
+            )
+            .await
+            .map(Launched::Process);
         };
         let Some(engine) = &self.engine else {
             return Err(LaunchError::NoRuntime("container"));

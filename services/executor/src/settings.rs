@@ -72,6 +72,10 @@ pub const SPEC: Spec = Spec {
             help: "how attempts are launched: [\"process\"] (host commands), [\"container\"] (images, through the Docker Engine API), or both; a job with a containerImage is placed only on executors offering container",
         },
         Key {
+            name: "supervisor",
+            help: "the qm-supervise binary every host-process attempt runs under (its parent and fence watchdog); default: qm-supervise beside qm-executor. It is opened once at start and must be this release's",
+        },
+        Key {
             name: "container",
             help: "the container runtime, e.g. {\"dockerHost\":\"unix:///var/run/docker.sock\",\"pullPolicy\":\"IfNotPresent\",\"registryAuthFile\":\"/etc/qm/registry-auth.json\",\"network\":\"host\",\"shmSizeMiB\":1024,\"networkInterfaceName\":\"eth0\"}; any field may be left out (the example shows the defaults, but registryAuthFile: none); pullPolicy IfNotPresent or Always; registryAuthFile, a Docker config.json, is read by the executor and never given to a job; network host (multi-node jobs need it) or a Docker network's name",
         },
@@ -146,6 +150,7 @@ pub struct Settings {
     pub run_as_user: Option<u32>,
     pub run_as_group: Option<u32>,
     pub runtimes: Vec<String>,
+    pub supervisor: String,
     pub container: ContainerSettings,
 }
 
@@ -174,6 +179,7 @@ impl Default for Settings {
             run_as_user: None,
             run_as_group: None,
             runtimes: vec!["process".into()],
+            supervisor: String::new(),
             container: ContainerSettings::default(),
         }
     }

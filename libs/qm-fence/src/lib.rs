@@ -6,9 +6,10 @@
 //! watchdog runs in the executor's event loop: an executor that is stopped
 //! (SIGSTOP), stuck in a blocking call or frozen in its cgroup never runs
 //! it, while its jobs, in process groups of their own, run on. So beside
-//! every attempt runs a small process of this binary (`qm-executor
-//! supervise` for a host process, `qm-executor guard` for a container) that
-//! enforces the same deadline by itself.
+//! every attempt runs a small process (`qm-supervise` for a host process,
+//! `qm-executor guard` for a container) that enforces the same deadline by
+//! itself. This crate is what the two sides share: the executor writes the
+//! deadline, a watcher reads it.
 //!
 //! The deadline lives in one file, `<workDir>/fence-deadline`: the instant
 //! (CLOCK_BOOTTIME, nanoseconds; the same clock for every process of one
@@ -16,9 +17,8 @@
 //! nothing of this executor may run. The executor moves it forward each
 //! time the scheduler acknowledges a heartbeat: it is the send instant of
 //! that heartbeat plus `fenceAfterSeconds`, exactly the instant its own
-//! watchdog fences at. A watcher reads the file at least four times a second
-//! (a supervisor every 50 ms, a container guard every 250 ms); once
-//! the instant has passed, it stops its attempt with the attempt's grace
+//! watchdog fences at. A watcher reads the file four times a second
+//! ([`WATCH_EVERY`]); once the instant has passed, it stops its attempt with the attempt's grace
 //! (SIGTERM, grace, SIGKILL), without asking the executor anything. An
 //! executor that stops renewing, for whatever reason, is thus fenced on
 //! time, and the scheduler's wait (`fence + longest grace + 5 s`) holds.
@@ -214,13 +214,20 @@ impl Watch {
     }
 }
 
+/// Now, in milliseconds since the Unix epoch (what the records hold).
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
 /// Records that the attempt's process was launched at `launched_at_ms`
 /// (ms since the Unix epoch), before anything else of it runs.
 pub fn record_launch(path: &Path, launched_at_ms: u64) {
     let body = serde_json::json!({"launchedAtMs": launched_at_ms});
     if let Err(e) = write_atomically(path, body.to_string().as_bytes()) {
         eprintln!(
-            "qm-executor: cannot record the attempt's launch in {}: {e}",
+            "attempt watcher: cannot record the attempt's launch in {}: {e}",
             path.display()
         );
     }
@@ -239,7 +246,7 @@ pub fn record_exit(path: &Path, ended_at_ms: u64, fenced: bool) {
     }
     if let Err(e) = write_atomically(path, body.to_string().as_bytes()) {
         eprintln!(
-            "qm-executor: cannot record the attempt's end in {}: {e}",
+            "attempt watcher: cannot record the attempt's end in {}: {e}",
             path.display()
         );
     }
