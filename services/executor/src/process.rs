@@ -519,6 +519,53 @@ mod tests {
         assert_eq!(end.signal, Some(libc::SIGTERM), "{end:?}");
     }
 
+    /// A missing or foreign supervisor stops the executor at its start,
+    /// named, rather than failing every attempt later.
+    #[test]
+    fn a_supervisor_that_is_missing_or_not_this_releases_is_refused_by_name() {
+        let Err(missing) = Supervisor::open("/nonexistent/qm-supervise") else {
+            panic!("opened a missing supervisor");
+        };
+        assert!(
+            missing.starts_with("cannot open the supervisor /nonexistent/qm-supervise"),
+            "{missing}"
+        );
+        let dir = std::env::temp_dir().join(format!("qm-sup-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let other = dir.join("qm-supervise");
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o755)
+                .open(&other)
+                .expect("script");
+            std::io::Write::write_all(&mut f, b"#!/bin/sh\necho qm-supervise 0.0.1\n")
+                .expect("written");
+        }
+        let Err(foreign) = Supervisor::open(other.to_str().expect("utf-8")) else {
+            panic!("took another release's supervisor");
+        };
+        // (A script run from its open descriptor cannot reopen itself, so
+        // this one says nothing at all; another release's binary would
+        // say its version.)
+        let start = format!(
+            "{} is not this release's supervisor: it says ",
+            other.display()
+        );
+        let end = format!(
+            ", where \"qm-supervise {}\" was expected",
+            env!("CARGO_PKG_VERSION")
+        );
+        assert!(
+            foreign.starts_with(&start) && foreign.ends_with(&end),
+            "{foreign}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn a_logs_answer_is_bounded_whatever_is_asked() {
         let dir = std::env::temp_dir().join(format!("qm-logs-{}", std::process::id()));

@@ -118,6 +118,7 @@ fn main() -> ExitCode {
         let _ = writeln!(handshake, "{line}");
         let _ = handshake.flush();
     };
+    name_this_process();
     if let Err(why) = die_with(s.parent) {
         say(format!("failed {why}"));
         return ExitCode::from(127);
@@ -205,6 +206,17 @@ fn die_with(parent: i32) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The executor runs this file from its descriptor (`/proc/self/fd/N`),
+/// so the kernel names the process `N`; `top` and `ps -o comm` should say
+/// what it is.
+#[allow(unsafe_code)]
+fn name_this_process() {
+    // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16 bytes.
+    unsafe {
+        libc::prctl(libc::PR_SET_NAME, c"qm-supervise".as_ptr());
+    }
 }
 
 /// A no-op handler for the signals a supervisor outlives. Caught, not
