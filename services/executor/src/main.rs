@@ -19,11 +19,11 @@
 //! | `container/` | the `container` runtime: images through the Docker Engine API, guards, reconciling |
 //! | `sagemaker.rs` | the `/opt/ml` contract and what ranks need to find each other |
 //! | `gpus.rs` | GPU discovery and assignment |
+//! | `outbox.rs` | reports (and ends) kept until the log stores them |
 //!
 //! The fence deadline every attempt's watcher enforces is `qm-fence`
 //! (`fence` here); a host process's parent and watchdog is the small
 //! `qm-supervise` binary (`services/supervise`).
-//! | `outbox.rs` | reports (and ends) kept until the log stores them |
 
 mod attempts;
 mod container;

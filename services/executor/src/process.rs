@@ -108,23 +108,31 @@ impl Supervisor {
                     supervisor.path.display()
                 )
             })?;
-        let expected = format!("qm-supervise {}", env!("CARGO_PKG_VERSION"));
-        let said = String::from_utf8_lossy(&answer.stdout);
-        if said.trim_end() != expected {
-            return Err(format!(
-                "{} is not this release's supervisor: it says {:?}, where {expected:?} was expected",
-                supervisor.path.display(),
-                said.trim_end()
-            ));
-        }
+        check_version(&supervisor.path, &String::from_utf8_lossy(&answer.stdout))?;
         Ok(supervisor)
     }
 
-    /// What to execute: the opened file itself.
+    /// What to execute: the opened file itself (a new file renamed over
+    /// the old one on disk does not change it; overwriting the file in
+    /// place does).
     fn program(&self) -> String {
         use std::os::fd::AsRawFd;
         format!("/proc/self/fd/{}", self.file.as_raw_fd())
     }
+}
+
+/// Whether `said`, the answer of `path --version`, is this release's
+/// supervisor.
+fn check_version(path: &Path, said: &str) -> Result<(), String> {
+    let expected = format!("qm-supervise {}", env!("CARGO_PKG_VERSION"));
+    if said.trim_end() == expected {
+        return Ok(());
+    }
+    Err(format!(
+        "{} is not this release's supervisor: it says {:?}, where {expected:?} was expected",
+        path.display(),
+        said.trim_end()
+    ))
 }
 
 /// A job's process, started under its supervisor (`qm-supervise`).
@@ -144,9 +152,11 @@ const HANDSHAKE: Duration = Duration::from_secs(30);
 /// (`fence`) has passed, whatever the executor is doing then.
 ///
 /// The supervisor is spawned without a fork of the executor (nothing runs
-/// in the child before exec, so the standard library uses `posix_spawn`,
-/// which copies no page tables); it asks for its parent-death signal
-/// itself, and checks that its parent is still this executor.
+/// in the child before exec, and it changes into the job's directory
+/// itself, so the standard library uses `posix_spawn`, which copies no
+/// page tables, whatever the C library's version); it asks for its
+/// parent-death signal itself, and checks that its parent is still this
+/// executor.
 pub async fn spawn(
     supervisor: &Supervisor,
     launch: &Launch,
@@ -158,7 +168,9 @@ pub async fn spawn(
     let mut cmd = Command::new(supervisor.program());
     cmd.arg0("qm-supervise")
         .args(["--parent", &std::process::id().to_string()])
-        .args(fence.args());
+        .args(fence.args())
+        .arg("--cwd")
+        .arg(dir);
     for (flag, name) in [("--stdout", "stdout.log"), ("--stderr", "stderr.log")] {
         cmd.arg(flag).arg(dir.join(name));
     }
@@ -192,40 +204,39 @@ pub async fn spawn(
         .write_into(&config)?;
         cmd.env("SM_INPUT_CONFIG_DIR", &config);
     }
-    cmd.current_dir(dir)
-        // The job's own environment may override what the ranks are told.
-        .envs(crate::sagemaker::rank_environment(
-            &launch.job_id,
-            launch.attempt,
-            launch.rank,
-            launch.hosts.len(),
-            launch.hosts.first().map_or("127.0.0.1", String::as_str),
-            launch.gpus.len(),
-        ))
-        .envs(&launch.environment)
-        .env("QM_JOB_ID", &launch.job_id)
-        .env("QM_ATTEMPT", launch.attempt.to_string())
-        .env("QM_JOB_QUEUE", &launch.job_queue)
-        .env("QM_CHECKPOINT_DIR", checkpoint_dir)
-        .env("QM_RESULT_FILE", dir.join(RESULT_FILE))
-        .env("QM_NODE_RANK", launch.rank.to_string())
-        .env("QM_NUM_NODES", launch.hosts.len().max(1).to_string())
-        .env("QM_HOSTS", launch.hosts.join(","))
-        .env(
-            "CUDA_VISIBLE_DEVICES",
-            launch
-                .gpus
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(","),
-        )
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::inherit())
-        // Dropped unwaited (an attempt cut short): the supervisor is killed,
-        // and the kernel kills the job with it.
-        .kill_on_drop(true);
+    // The job's own environment may override what the ranks are told.
+    cmd.envs(crate::sagemaker::rank_environment(
+        &launch.job_id,
+        launch.attempt,
+        launch.rank,
+        launch.hosts.len(),
+        launch.hosts.first().map_or("127.0.0.1", String::as_str),
+        launch.gpus.len(),
+    ))
+    .envs(&launch.environment)
+    .env("QM_JOB_ID", &launch.job_id)
+    .env("QM_ATTEMPT", launch.attempt.to_string())
+    .env("QM_JOB_QUEUE", &launch.job_queue)
+    .env("QM_CHECKPOINT_DIR", checkpoint_dir)
+    .env("QM_RESULT_FILE", dir.join(RESULT_FILE))
+    .env("QM_NODE_RANK", launch.rank.to_string())
+    .env("QM_NUM_NODES", launch.hosts.len().max(1).to_string())
+    .env("QM_HOSTS", launch.hosts.join(","))
+    .env(
+        "CUDA_VISIBLE_DEVICES",
+        launch
+            .gpus
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(","),
+    )
+    .stdin(std::process::Stdio::null())
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::inherit())
+    // Dropped unwaited (an attempt cut short): the supervisor is killed,
+    // and the kernel kills the job with it.
+    .kill_on_drop(true);
     let spawn_error = |source| LaunchError::Spawn {
         program: program.clone(),
         source,
@@ -564,6 +575,17 @@ mod tests {
             "{foreign}"
         );
         let _ = std::fs::remove_dir_all(&dir);
+        // What another release's binary says.
+        let path = Path::new("/usr/bin/qm-supervise");
+        assert_eq!(
+            check_version(path, "qm-supervise 0.0.1\n"),
+            Err(format!(
+                "/usr/bin/qm-supervise is not this release's supervisor: it says \"qm-supervise 0.0.1\", where \"qm-supervise {}\" was expected",
+                env!("CARGO_PKG_VERSION")
+            ))
+        );
+        let this = format!("qm-supervise {}\n", env!("CARGO_PKG_VERSION"));
+        assert_eq!(check_version(path, &this), Ok(()));
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! qm-supervise --parent PID --deadline-file F --deadline NS --grace S
-//!     --record R --stdout OUT --stderr ERR [--uid U --gid G] -- PROGRAM ARGS...
+//!     --record R --cwd DIR --stdout OUT --stderr ERR [--uid U --gid G]
+//!     -- PROGRAM ARGS...
 //! qm-supervise --version
 //! ```
 //!
@@ -47,13 +48,17 @@ use std::time::{Duration, Instant};
 
 use qm_fence as fence;
 
-const USAGE: &str = "usage: qm-supervise --parent PID --deadline-file F --deadline NS --grace S --record R --stdout OUT --stderr ERR [--uid U --gid G] -- PROGRAM ARGS...\n       qm-supervise --version\n\nThe parent and fence watchdog of one attempt's host process; qm-executor starts it for every attempt (it is not meant to be run by hand).";
+const USAGE: &str = "usage: qm-supervise --parent PID --deadline-file F --deadline NS --grace S --record R --cwd DIR --stdout OUT --stderr ERR [--uid U --gid G] -- PROGRAM ARGS...\n       qm-supervise --version\n\nThe parent and fence watchdog of one attempt's host process; qm-executor starts it for every attempt (it is not meant to be run by hand).";
 
 /// What one run supervises.
 #[derive(Debug)]
 struct Supervision {
     parent: i32,
     terms: fence::Terms,
+    /// The job's working directory (the supervisor changes into it for
+    /// the job, so the executor's spawn needs no `chdir` of its own, which
+    /// an older C library cannot do without a fork).
+    cwd: String,
     stdout: String,
     stderr: String,
     run_as: Option<(u32, u32)>,
@@ -75,10 +80,12 @@ fn parse(args: &[String]) -> Result<Supervision, String> {
             .map(|v| v.parse().map_err(|_| format!("--{name} is not a number")))
             .transpose()
     };
+    // 1 is a parent like any other: an executor is the first process of
+    // its container.
     let parent = get("parent")?
         .parse::<i32>()
         .ok()
-        .filter(|p| *p > 1)
+        .filter(|p| *p > 0)
         .ok_or("--parent is not a process id")?;
     if argv.is_empty() {
         return Err("no program after --".to_string());
@@ -86,6 +93,7 @@ fn parse(args: &[String]) -> Result<Supervision, String> {
     Ok(Supervision {
         parent,
         terms,
+        cwd: get("cwd")?,
         stdout: get("stdout")?,
         stderr: get("stderr")?,
         run_as: id("uid")?.zip(id("gid")?),
@@ -124,7 +132,7 @@ fn main() -> ExitCode {
         return ExitCode::from(127);
     }
     catch_stop_signals();
-    let mut child = match start(&s.argv, &s.stdout, &s.stderr, s.run_as) {
+    let mut child = match start(&s) {
         Ok(child) => {
             fence::record_launch(&s.terms.record, fence::now_ms());
             say(format!("started {}", child.id()));
@@ -150,6 +158,11 @@ fn main() -> ExitCode {
     loop {
         match child.try_wait() {
             Ok(Some(status)) => {
+                if fenced_at.is_some() {
+                    // Whatever of the job's group outlived its leader
+                    // must not run on past the fence.
+                    signal_group(pid, libc::SIGKILL);
+                }
                 fence::record_exit(&s.terms.record, fence::now_ms(), fenced_at.is_some());
                 mirror(status);
             }
@@ -187,6 +200,9 @@ fn main() -> ExitCode {
 /// Asks the kernel for SIGKILL when the parent dies, then checks that the
 /// parent is still `parent`: if it died before the request, this process
 /// was already handed to another parent, and no signal would ever come.
+/// (The signal follows the executor's thread that spawned this one, a
+/// runtime worker that lives as long as the executor; the check sees the
+/// executor's process.)
 #[allow(unsafe_code)]
 fn die_with(parent: i32) -> Result<(), String> {
     // SAFETY: prctl(2) and getppid(2) change and read only this process's
@@ -270,12 +286,8 @@ fn wait_for_end(pidfd: Option<&OwnedFd>, wait: Duration) {
 }
 
 /// Starts the job.
-fn start(
-    argv: &[String],
-    stdout: &str,
-    stderr: &str,
-    run_as: Option<(u32, u32)>,
-) -> Result<std::process::Child, String> {
+fn start(s: &Supervision) -> Result<std::process::Child, String> {
+    let (argv, run_as) = (&s.argv, s.run_as);
     // The attempt's directory may be the job's user's: never through a
     // link, never waiting on a FIFO planted there, and only a regular file.
     let open = |path: &str| {
@@ -290,9 +302,10 @@ fn start(
             _ => Err(format!("cannot open {path}: not a regular file")),
         }
     };
-    let (out, err) = (open(stdout)?, open(stderr)?);
+    let (out, err) = (open(&s.stdout)?, open(&s.stderr)?);
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..])
+        .current_dir(&s.cwd)
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err)
@@ -300,15 +313,21 @@ fn start(
     if let Some((uid, gid)) = run_as {
         cmd.uid(uid).gid(gid);
     }
-    // The job gets SIGKILL when this supervisor dies.
+    // The job gets SIGKILL when this supervisor dies; should it die
+    // before the job asked for that, the job does not start (it would
+    // run with no watchdog).
+    let me = std::process::id() as libc::pid_t;
     #[allow(unsafe_code)]
     // SAFETY: the closure runs in the forked child before exec and only
-    // calls prctl(2), which is async-signal-safe; it touches no memory of
-    // the parent.
+    // calls prctl(2) and getppid(2), which are async-signal-safe; it
+    // touches no memory of the parent.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                 return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() != me {
+                return Err(std::io::Error::other("its supervisor is gone"));
             }
             Ok(())
         });
@@ -363,18 +382,23 @@ mod tests {
 
     #[test]
     fn every_flag_is_checked_and_the_program_is_required() {
-        let ok = "--parent 42 --deadline-file /w/fence-deadline --deadline 7 --grace 3 --record /w/r --stdout o --stderr e --uid 1 --gid 2 -- prog --flag";
+        let ok = "--parent 42 --deadline-file /w/fence-deadline --deadline 7 --grace 3 --record /w/r --cwd /w --stdout o --stderr e --uid 1 --gid 2 -- prog --flag";
         let s = parse(&args(ok)).expect("parsed");
         assert_eq!(s.parent, 42);
         assert_eq!(s.terms.grace_seconds, 3);
         assert_eq!(s.run_as, Some((1, 2)));
         assert_eq!(s.argv, args("prog --flag"));
+        assert_eq!(s.cwd, "/w");
+        // An executor that is its container's first process.
+        let first = parse(&args(&ok.replace("--parent 42", "--parent 1"))).expect("pid 1");
+        assert_eq!(first.parent, 1);
         for (line, why) in [
             (ok.replace("--parent 42 ", ""), "missing --parent"),
             (
-                ok.replace("--parent 42", "--parent 1"),
+                ok.replace("--parent 42", "--parent 0"),
                 "--parent is not a process id",
             ),
+            (ok.replace("--cwd /w ", ""), "missing --cwd"),
             (
                 ok.replace("--parent 42", "--parent x"),
                 "--parent is not a process id",

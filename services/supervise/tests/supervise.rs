@@ -34,6 +34,8 @@ impl Dir {
             "1".into(),
             "--record".into(),
             path(&self.0.join("exit.json")),
+            "--cwd".into(),
+            path(&self.0),
             "--stdout".into(),
             path(&self.0.join("stdout.log")),
             "--stderr".into(),
@@ -89,18 +91,15 @@ fn the_job_gets_its_output_files_and_the_supervisor_exits_as_it_did() {
     let me = std::process::id().to_string();
     let mut sup = supervise(
         &dir.flags(&me, FAR),
-        &["sh", "-c", "echo out; echo err >&2; exit 7"],
+        &["sh", "-c", "echo out; echo err >&2; pwd > where; exit 7"],
     );
     assert!(said(&mut sup).starts_with("started "));
     assert_eq!(sup.wait().expect("waited").code(), Some(7));
-    assert_eq!(
-        std::fs::read_to_string(dir.0.join("stdout.log")).expect("out"),
-        "out\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(dir.0.join("stderr.log")).expect("err"),
-        "err\n"
-    );
+    let read = |name: &str| std::fs::read_to_string(dir.0.join(name)).expect(name);
+    assert_eq!(read("stdout.log"), "out\n");
+    assert_eq!(read("stderr.log"), "err\n");
+    // It ran in its directory (`--cwd`).
+    assert_eq!(read("where").trim_end(), dir.0.display().to_string());
     let record = dir.record();
     assert!(record["launchedAtMs"].as_u64() <= record["endedAtMs"].as_u64());
     assert_eq!(record["fenced"], false);
@@ -114,18 +113,26 @@ fn the_job_gets_its_output_files_and_the_supervisor_exits_as_it_did() {
 fn a_supervisor_whose_executor_is_gone_starts_nothing() {
     let dir = Dir::new("orphan");
     let marker = dir.0.join("ran");
-    // Its parent is the test, not pid 2: as if the executor had died and
-    // the supervisor been handed to another parent before it checked.
-    let mut sup = supervise(
-        &dir.flags("2", FAR),
-        &["touch", marker.to_str().expect("utf-8")],
-    );
-    let line = said(&mut sup);
+    // Told its executor is the test, it finds a shell for a parent: as if
+    // the executor had died and the supervisor been handed to another
+    // parent before it checked.
+    let me = std::process::id();
+    let flags = dir.flags(&me.to_string(), FAR).join(" ");
+    let mut sh = Command::new("sh")
+        .args([
+            "-c",
+            &format!("{SUPERVISE} {flags} -- touch {}; exit $?", marker.display()),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("sh");
+    let line = said(&mut sh);
     assert!(
-        line.starts_with("failed the executor (pid 2) is gone"),
+        line.starts_with(&format!("failed the executor (pid {me}) is gone")),
         "{line}"
     );
-    assert_eq!(sup.wait().expect("waited").code(), Some(127));
+    assert_eq!(sh.wait().expect("waited").code(), Some(127));
     assert!(!marker.exists(), "the job ran");
 }
 
@@ -161,16 +168,39 @@ fn a_killed_executor_takes_the_supervisor_and_its_job_with_it() {
 fn past_the_fence_deadline_the_job_is_stopped_and_the_end_recorded_as_fenced() {
     let dir = Dir::new("fenced");
     let me = std::process::id().to_string();
-    // The deadline passes in a second (the job has set its trap by then):
-    // SIGTERM, which the job ignores, then SIGKILL after the 1 s grace.
+    // The deadline passes in five seconds (the job has set its trap long
+    // before): SIGTERM, which the job ignores, then SIGKILL after the 1 s
+    // grace.
+    let began = Instant::now();
     let mut sup = supervise(
-        &dir.flags(&me, qm_fence::boot_now_ns() + 1_000_000_000),
-        &["sh", "-c", "trap '' TERM; sleep 300 & wait; wait"],
+        &dir.flags(&me, qm_fence::boot_now_ns() + 5_000_000_000),
+        &[
+            "sh",
+            "-c",
+            "trap '' TERM; touch trapped; sleep 300 & wait; wait",
+        ],
     );
     assert!(said(&mut sup).starts_with("started "));
     let status = sup.wait().expect("waited");
+    assert!(dir.0.join("trapped").exists(), "the job never set its trap");
     assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
+    // Not before the deadline and its grace.
+    let took = began.elapsed();
+    assert!(took >= Duration::from_secs(6), "{took:?}");
     assert_eq!(dir.record()["fenced"], true);
+}
+
+#[test]
+fn a_supervisor_outlives_sigterm_and_still_exits_as_its_job_did() {
+    let dir = Dir::new("term");
+    let me = std::process::id().to_string();
+    let mut sup = supervise(&dir.flags(&me, FAR), &["sh", "-c", "sleep 1; exit 3"]);
+    assert!(said(&mut sup).starts_with("started "));
+    // SAFETY: kill(2) of the supervisor this test started.
+    #[allow(unsafe_code)]
+    let sent = unsafe { libc::kill(sup.id() as i32, libc::SIGTERM) };
+    assert_eq!(sent, 0);
+    assert_eq!(sup.wait().expect("waited").code(), Some(3));
 }
 
 #[test]
