@@ -137,7 +137,7 @@ async fn run(
         outbox.clear_saved();
     }
     let supervisor = if settings.offers(qm_core::Runtime::Process) {
-        match process::Supervisor::open(&settings.supervisor) {
+        match process::Supervisor::open(&settings.supervisor).await {
             Ok(s) => Some(s),
             Err(e) => {
                 eprintln!("qm-executor: runtimes lists process, but {e}");

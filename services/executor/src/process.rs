@@ -79,8 +79,10 @@ pub struct Supervisor {
 impl Supervisor {
     /// Opens `configured` (the `supervisor` setting) or, when that is
     /// empty, `qm-supervise` beside this executable, and checks that it is
-    /// this release's.
-    pub fn open(configured: &str) -> Result<Supervisor, String> {
+    /// this release's (a file that does not answer `--version` within
+    /// [`VERSION_WAIT`] is killed and refused: a wrong binary named here
+    /// must not hang the executor's start).
+    pub async fn open(configured: &str) -> Result<Supervisor, String> {
         let path = if configured.is_empty() {
             let exe = std::env::current_exe()
                 .map_err(|e| format!("cannot tell where qm-executor is: {e}"))?;
@@ -95,13 +97,22 @@ impl Supervisor {
             )
         })?;
         let supervisor = Supervisor { file, path };
-        use std::os::unix::process::CommandExt;
-        let answer = std::process::Command::new(supervisor.program())
+        let asked = Command::new(supervisor.program())
             .arg0("qm-supervise")
             .arg("--version")
             .stdin(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
-            .output()
+            .kill_on_drop(true)
+            .output();
+        let answer = tokio::time::timeout(VERSION_WAIT, asked)
+            .await
+            .map_err(|_| {
+                format!(
+                    "the supervisor {} did not answer --version within {} s",
+                    supervisor.path.display(),
+                    VERSION_WAIT.as_secs()
+                )
+            })?
             .map_err(|e| {
                 format!(
                     "cannot run the supervisor {}: {e}",
@@ -120,6 +131,9 @@ impl Supervisor {
         format!("/proc/self/fd/{}", self.file.as_raw_fd())
     }
 }
+
+/// How long the supervisor may take to say its version at start.
+const VERSION_WAIT: Duration = Duration::from_secs(10);
 
 /// Whether `said`, the answer of `path --version`, is this release's
 /// supervisor.
@@ -532,9 +546,9 @@ mod tests {
 
     /// A missing or foreign supervisor stops the executor at its start,
     /// named, rather than failing every attempt later.
-    #[test]
-    fn a_supervisor_that_is_missing_or_not_this_releases_is_refused_by_name() {
-        let Err(missing) = Supervisor::open("/nonexistent/qm-supervise") else {
+    #[tokio::test]
+    async fn a_supervisor_that_is_missing_or_not_this_releases_is_refused_by_name() {
+        let Err(missing) = Supervisor::open("/nonexistent/qm-supervise").await else {
             panic!("opened a missing supervisor");
         };
         assert!(
@@ -556,7 +570,7 @@ mod tests {
             std::io::Write::write_all(&mut f, b"#!/bin/sh\necho qm-supervise 0.0.1\n")
                 .expect("written");
         }
-        let Err(foreign) = Supervisor::open(other.to_str().expect("utf-8")) else {
+        let Err(foreign) = Supervisor::open(other.to_str().expect("utf-8")).await else {
             panic!("took another release's supervisor");
         };
         // (A script run from its open descriptor cannot reopen itself, so
