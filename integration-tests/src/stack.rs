@@ -59,8 +59,11 @@ impl Auth {
     fn made(dir: &Path, path: PathBuf) -> Auth {
         let tenancy = qm_tenancy::Tenancy::load(&path).expect("the tenancy is valid");
         let keys = qm_tenancy::nats::ensure_keys(&tenancy, dir).expect("credentials");
-        let authorization =
-            qm_tenancy::nats::authorization(&tenancy, &keys).expect("authorization");
+        let authorization = qm_tenancy::nats::authorization(
+            &tenancy,
+            &qm_tenancy::nats::public_keys(&tenancy, &keys),
+        )
+        .expect("authorization");
         Auth {
             tenancy_file: path,
             dir: dir.to_path_buf(),
@@ -131,9 +134,29 @@ pub struct Nats {
     pub inside_url: Option<String>,
     /// Where JetStream stores its data, on the host.
     pub store: StoreDir,
+    /// The host directory the server includes its authorization from
+    /// ([`start_nats_reloadable`]).
+    pub live: Option<PathBuf>,
 }
 
 impl Nats {
+    /// The authorization file the server includes (on the host), for a
+    /// server from [`start_nats_reloadable`].
+    pub fn live_authorization(&self) -> PathBuf {
+        self.live
+            .as_ref()
+            .expect("a NATS from start_nats_reloadable")
+            .join("nats-auth.conf")
+    }
+
+    /// The command that makes this server reload its configuration
+    /// (SIGHUP to its container's first process).
+    pub fn reload_command(&self) -> Vec<String> {
+        ["docker", "kill", "--signal", "HUP", self.container.id()]
+            .map(String::from)
+            .to_vec()
+    }
+
     /// The server's own address on Docker's bridge, reached from the host
     /// without Docker's userland port proxy (which copies every byte and,
     /// under a benchmark's load, used a sixth of the machine). Falls back
@@ -216,6 +239,21 @@ pub async fn start_nats_for(auth: Auth) -> Nats {
     start_nats_auth(None, None, None, auth).await
 }
 
+/// NATS that includes its authorization from a host file,
+/// [`Nats::live_authorization`] (`<auth dir>/live/nats-auth.conf`, at first
+/// `auth`'s), so that `qm tenancy sync-nats` can rewrite it and have the
+/// server reload it ([`Nats::reload_command`]).
+pub async fn start_nats_reloadable(auth: Auth) -> Nats {
+    let live = auth.dir.join("live");
+    std::fs::create_dir_all(&live).expect("a directory for the live authorization");
+    std::fs::write(live.join("nats-auth.conf"), &auth.authorization).expect("authorization");
+    let mut auth = auth;
+    auth.authorization = "include \"/etc/qm/live/nats-auth.conf\"\n".into();
+    let mut nats = start_nats_auth(None, None, None, auth).await;
+    nats.live = Some(live);
+    nats
+}
+
 async fn start_nats_full(host_port: Option<u16>, tls: Option<Tls>, network: Option<&str>) -> Nats {
     let auth = Auth::dev(&format!("nats-{}", free_port()));
     start_nats_auth(host_port, tls, network, auth).await
@@ -249,6 +287,17 @@ async fn start_nats_auth(
             .with_copy_to("/etc/qm/nats.conf", config.clone().into_bytes())
             .with_mount(store.mount())
             .with_cmd(["-c", "/etc/qm/nats.conf"]);
+        if let Some(live) = auth
+            .dir
+            .join("live")
+            .is_dir()
+            .then(|| auth.dir.join("live"))
+        {
+            image = image.with_mount(testcontainers::core::Mount::bind_mount(
+                live.to_string_lossy(),
+                "/etc/qm/live",
+            ));
+        }
         if let Some(t) = &tls {
             image = image
                 .with_copy_to("/etc/qm/server.pem", t.cert_pem.clone().into_bytes())
@@ -293,6 +342,7 @@ async fn start_nats_auth(
         auth,
         inside_url,
         store,
+        live: None,
     }
 }
 
@@ -411,6 +461,7 @@ pub async fn start_nats_cluster() -> NatsCluster {
                     .join(","),
             ),
             store,
+            live: None,
         },
         others: containers,
         stores,

@@ -230,6 +230,12 @@ enum Command {
     },
     /// Who the server and admission take you for: principal, role, team, shares.
     Whoami,
+    /// Change who may do what while everything runs: apply a tenancy file
+    /// as a new revision (admins), compare, show, list the history, rotate
+    /// a NATS key with an overlap, and keep NATS servers' authorization in
+    /// step (docs/tenancy.md).
+    #[command(subcommand)]
+    Tenancy(live::TenancyCommand),
     /// Turn a tenancy file into the NATS server's authorization and one
     /// credentials file per principal.
     ///
@@ -276,6 +282,7 @@ impl Command {
             Command::Auth { .. } => "auth",
             Command::Audit { .. } => "audit",
             Command::Whoami => "whoami",
+            Command::Tenancy(_) => "tenancy",
             Command::Apply { .. } => "apply",
             Command::Submit(_) => "submit",
             Command::Drill(_) => "drill",
@@ -403,6 +410,9 @@ async fn run_live(
     {
         return live::auth(tenancy, out.as_deref(), *check, json);
     }
+    if let Command::Tenancy(live::TenancyCommand::SyncNats(args)) = &command {
+        live::tenancy_ops::check_sync_args(args)?;
+    }
     let audit = match &command {
         Command::Audit {
             queue,
@@ -430,6 +440,7 @@ async fn run_live(
             None => Ok(()),
         },
         Command::Whoami => live::whoami(&c, json).await,
+        Command::Tenancy(t) => tenancy(&c, t, json).await,
         Command::Apply { file } => live::apply(&c, &file, json).await,
         Command::Submit(ref args) => match submit {
             Some(job) if args.dry_run => live::dry_run(&c, &job, json).await,
@@ -475,6 +486,32 @@ async fn run_live(
             let every = std::time::Duration::from_secs_f64(interval);
             live::top(&c, &queue, every, iterations).await
         }
+    }
+}
+
+async fn tenancy(
+    c: &qm_service::client::Client,
+    command: live::TenancyCommand,
+    json: bool,
+) -> Result<(), live::Failure> {
+    use live::tenancy_ops as t;
+    use live::TenancyCommand as T;
+    match command {
+        T::Apply {
+            file,
+            keys,
+            dry_run,
+            expect_revision,
+        } => t::apply(c, &file, keys.as_deref(), (dry_run, expect_revision), json).await,
+        T::Diff { file } => t::diff(c, &file, json).await,
+        T::Show { revision } => t::show(c, revision, json).await,
+        T::History => t::history(c, json).await,
+        T::RotateKey {
+            principal,
+            keys,
+            finish,
+        } => t::rotate_key(c, &principal, &keys, finish, json).await,
+        T::SyncNats(args) => t::sync_nats(c, &args).await,
     }
 }
 

@@ -15,6 +15,7 @@ pub mod observe;
 pub mod retry;
 pub mod settings;
 pub mod telemetry;
+pub mod tenancy;
 pub mod trace;
 
 /// Milliseconds since the Unix epoch, from the system clock.

@@ -12,7 +12,11 @@
 //! async runtime.
 
 pub mod aws;
+mod diff;
+pub mod live;
 pub mod nats;
+
+pub use diff::changes;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -42,6 +46,14 @@ pub struct Tenancy {
     /// file (ADR 0012).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub aws_access_keys: BTreeMap<String, String>,
+    /// Principal -> the public NATS nkeys (`U...`) it may connect with:
+    /// one, or two while a key is being rotated (both work until the old
+    /// one is removed). The seeds are never here: each stays in its
+    /// owner's `.nk` file. `qm tenancy apply --keys DIR` fills this in from
+    /// the `.nk` files `qm auth` writes; a principal a new revision lists
+    /// no keys for keeps the keys it had.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub nkeys: BTreeMap<String, Vec<String>>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -79,6 +91,11 @@ pub struct Services {
     /// each filtered to what its viewer may read (ADR 0018).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub console: Vec<String>,
+    /// Principals of `qm tenancy sync-nats`, which writes each NATS
+    /// server's authorization from the tenancy in effect and has the
+    /// server reload it: they read the tenancy and nothing else.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nats_auth: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -107,6 +124,10 @@ pub struct CheckpointIdentity {
     pub nodes: Vec<String>,
 }
 
+/// Public keys one principal may hold at once (two while rotating; a few
+/// more for people with several machines).
+pub const MAX_KEYS_PER_PRINCIPAL: usize = 4;
+
 /// Everything wrong with a tenancy file.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid tenancy ({} problem{}):\n  - {}", .0.len(), if .0.len() == 1 { "" } else { "s" }, .0.join("\n  - "))]
@@ -124,6 +145,7 @@ pub enum Role {
     Checkpoint(CheckpointIdentity),
     Gateway,
     Console,
+    NatsAuth,
 }
 
 impl Role {
@@ -139,6 +161,7 @@ impl Role {
             Role::Checkpoint(_) => "checkpoint service".into(),
             Role::Gateway => "AWS Batch gateway".into(),
             Role::Console => "web console".into(),
+            Role::NatsAuth => "NATS authorization sync".into(),
         }
     }
 }
@@ -268,6 +291,9 @@ impl Tenancy {
         for (i, a) in s.gateway.iter().enumerate() {
             principal(&mut p, a, format!("services.gateway[{i}]"));
         }
+        for (i, a) in s.nats_auth.iter().enumerate() {
+            principal(&mut p, a, format!("services.natsAuth[{i}]"));
+        }
         let mut executor_owner: BTreeMap<&str, &str> = BTreeMap::new();
         for (name, e) in &s.executors {
             principal(&mut p, name, format!("services.executors.{name}"));
@@ -327,6 +353,7 @@ impl Tenancy {
                 ));
             }
         }
+        p.extend(self.key_problems());
         if !self.aws_access_keys.is_empty() && s.gateway.is_empty() {
             p.push(
                 "awsAccessKeys: name the gateway's principal in services.gateway (no one can use the keys without it)"
@@ -334,6 +361,68 @@ impl Tenancy {
             );
         }
         p
+    }
+
+    /// What is wrong with `nkeys`: keys of principals the file does not
+    /// declare, strings that are not public user nkeys, a key two
+    /// principals share (a key is one identity).
+    fn key_problems(&self) -> Vec<String> {
+        let mut p = Vec::new();
+        let declared: BTreeSet<String> = self.principals().into_iter().collect();
+        let mut owner: BTreeMap<&str, &str> = BTreeMap::new();
+        for (who, keys) in &self.nkeys {
+            if !declared.contains(who) {
+                p.push(format!(
+                    "nkeys.{who}: {who:?} is not a principal of this file (remove its keys with it)"
+                ));
+            }
+            if keys.is_empty() || keys.len() > MAX_KEYS_PER_PRINCIPAL {
+                p.push(format!(
+                    "nkeys.{who}: list 1 to {MAX_KEYS_PER_PRINCIPAL} keys (two while one is rotated)"
+                ));
+            }
+            for (i, k) in keys.iter().enumerate() {
+                if !k.starts_with('U') || nkeys::KeyPair::from_public_key(k).is_err() {
+                    p.push(format!(
+                        "nkeys.{who}[{i}]: {:?} is not a public user nkey (56 characters starting with U; never the seed, which starts with SU)",
+                        k.chars().take(12).collect::<String>()
+                    ));
+                }
+                if let Some(other) = owner.insert(k, who) {
+                    if other != who {
+                        p.push(format!(
+                            "nkeys.{who}[{i}]: the key is also {other:?}'s (one key, one principal)"
+                        ));
+                    } else {
+                        p.push(format!("nkeys.{who}[{i}]: the key is listed twice"));
+                    }
+                }
+            }
+        }
+        p
+    }
+
+    /// The principals that have no NATS key in `nkeys`.
+    pub fn missing_keys(&self) -> Vec<String> {
+        self.principals()
+            .into_iter()
+            .filter(|p| self.nkeys.get(p).is_none_or(Vec::is_empty))
+            .collect()
+    }
+
+    /// Gives every principal that `nkeys` lists no keys for the keys it
+    /// has in `before` (a revision changes keys only where it names them),
+    /// and drops the keys of principals no longer declared.
+    pub fn keep_keys_from(&mut self, before: &Tenancy) {
+        let declared: BTreeSet<String> = self.principals().into_iter().collect();
+        self.nkeys.retain(|p, _| declared.contains(p));
+        for p in declared {
+            if self.nkeys.get(&p).is_none_or(Vec::is_empty) {
+                if let Some(keys) = before.nkeys.get(&p) {
+                    self.nkeys.insert(p, keys.clone());
+                }
+            }
+        }
     }
 
     /// May the AWS Batch gateway act for `principal` at all? Only admins,
@@ -409,6 +498,9 @@ impl Tenancy {
         if s.console.iter().any(|a| a == principal) {
             return Some(Role::Console);
         }
+        if s.nats_auth.iter().any(|a| a == principal) {
+            return Some(Role::NatsAuth);
+        }
         None
     }
 
@@ -427,6 +519,7 @@ impl Tenancy {
         all.extend(s.checkpoint.keys().cloned());
         all.extend(s.gateway.iter().cloned());
         all.extend(s.console.iter().cloned());
+        all.extend(s.nats_auth.iter().cloned());
         all.into_iter().collect()
     }
 

@@ -307,3 +307,91 @@ fn a_read_of_a_share_needs_the_share_and_of_a_queue_a_share_in_it() {
     assert!(authorize_read(&alice, "training", None).is_ok());
     assert!(authorize_read(&alice, "elsewhere", None).is_err());
 }
+
+#[test]
+fn nkeys_must_be_public_user_keys_of_declared_principals_each_held_once() {
+    let a = nkeys::KeyPair::new_user();
+    let b = nkeys::KeyPair::new_user().public_key();
+    let seed = a.seed().expect("seed");
+    let account = nkeys::KeyPair::new_account().public_key();
+    let text = format!(
+        "{EXAMPLE}nkeys:\n  alice: [{a}, {b}]\n  bob: [{seed}]\n  carol: [{account}]\n  dashboard: [{b}]\n  ghost: [{a2}]\n  platform: []\n",
+        a = a.public_key(),
+        a2 = nkeys::KeyPair::new_user().public_key(),
+    );
+    let e = Tenancy::parse(&text).expect_err("invalid");
+    let all = e.0.join("\n");
+    assert!(
+        all.contains("nkeys.bob[0]: \"SU"),
+        "a seed is named, cut short: {all}"
+    );
+    assert!(
+        !all.contains(&seed),
+        "the seed is never echoed whole: {all}"
+    );
+    assert!(all.contains("nkeys.carol[0]"), "an account key: {all}");
+    assert!(
+        all.contains("nkeys.dashboard[0]: the key is also \"alice\"'s"),
+        "{all}"
+    );
+    assert!(
+        all.contains("nkeys.ghost: \"ghost\" is not a principal"),
+        "{all}"
+    );
+    assert!(all.contains("nkeys.platform: list 1 to 4 keys"), "{all}");
+    assert_eq!(e.0.len(), 5, "{all}");
+}
+
+#[test]
+fn a_revision_keeps_the_keys_it_does_not_name_and_drops_those_of_the_gone() {
+    let key = |_: u8| nkeys::KeyPair::new_user().public_key();
+    let mut before = tenancy();
+    before.nkeys.insert("alice".into(), vec![key(1)]);
+    before.nkeys.insert("bob".into(), vec![key(2)]);
+    let mut next = tenancy();
+    next.teams.get_mut("speech").expect("speech").users = vec!["carol".into()];
+    let rotated = vec![key(3), key(4)];
+    next.nkeys.insert("alice".into(), rotated.clone());
+    next.keep_keys_from(&before);
+    assert_eq!(
+        next.nkeys["alice"], rotated,
+        "named keys are taken as given"
+    );
+    assert!(
+        !next.nkeys.contains_key("bob"),
+        "bob left: his key goes with him"
+    );
+    assert!(next.missing_keys().contains(&"carol".to_string()));
+    assert!(!next.missing_keys().contains(&"alice".to_string()));
+}
+
+#[test]
+fn a_principal_with_two_keys_is_two_users_of_the_same_rights_and_the_sync_reads_only_the_tenancy() {
+    let mut t = Tenancy::parse(&format!("{EXAMPLE}  natsAuth: [nats-auth]\n")).expect("valid");
+    assert_eq!(t.role("nats-auth"), Some(Role::NatsAuth));
+    let mut keys = std::collections::BTreeMap::new();
+    for p in t.principals() {
+        keys.insert(p, nkeys::KeyPair::new_user().public_key());
+    }
+    let second = nkeys::KeyPair::new_user().public_key();
+    t.nkeys = crate::nats::public_keys(&t, &keys);
+    t.nkeys
+        .get_mut("alice")
+        .expect("alice")
+        .push(second.clone());
+    let conf = crate::nats::authorization(&t, &t.nkeys).expect("config");
+    assert_eq!(conf.matches("# alice (team vision)").count(), 2, "{conf}");
+    assert!(conf.contains(&second) && conf.contains(&keys["alice"]));
+    let sync = crate::nats::permissions(&t, "nats-auth").expect("declared");
+    assert!(
+        sync.publish.iter().all(|s| s.contains("KV_qm_tenancy")),
+        "{:?}",
+        sync.publish
+    );
+    assert_eq!(sync.subscribe, vec!["_INBOX_nats-auth.>".to_string()]);
+    // Without a key for someone, no configuration is made (it would lock
+    // them out).
+    t.nkeys.remove("bob");
+    let e = crate::nats::authorization(&t, &t.nkeys).expect_err("bob has no key");
+    assert!(e.contains("bob"), "{e}");
+}

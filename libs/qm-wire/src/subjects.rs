@@ -86,6 +86,12 @@ pub const GATEWAY_JOBS_BUCKET: &str = "qm_gateway_jobs";
 /// The header in which the gateway names the principal whose signature it
 /// verified; admission believes it only on a gateway principal's subject.
 pub const CALLER_HEADER: &str = "Qm-Caller";
+/// KV bucket: the tenancy in effect (key [`TENANCY_KEY`], a revision per
+/// change, the last 64 kept), written only by admission (`qm tenancy
+/// apply`), watched by admission, the gateway, the console and `qm tenancy
+/// sync-nats`.
+pub const TENANCY_BUCKET: &str = "qm_tenancy";
+pub const TENANCY_KEY: &str = "current";
 /// Object store: the scheduler leader's snapshots of its state.
 pub const SNAPSHOT_BUCKET: &str = "qm_snapshots";
 
@@ -152,10 +158,13 @@ pub enum Operation {
     GetUsage,
     GetReclaimExposure,
     DryRunUpdateQuotaShare,
+    ApplyTenancy,
+    DescribeTenancy,
+    ListTenancyRevisions,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 28] = [
+    pub const ALL: [Operation; 31] = [
         Operation::SubmitServiceJob,
         Operation::DescribeServiceJob,
         Operation::ListServiceJobs,
@@ -184,6 +193,9 @@ impl Operation {
         Operation::GetUsage,
         Operation::GetReclaimExposure,
         Operation::DryRunUpdateQuotaShare,
+        Operation::ApplyTenancy,
+        Operation::DescribeTenancy,
+        Operation::ListTenancyRevisions,
     ];
 
     pub fn name(self) -> &'static str {
@@ -216,6 +228,9 @@ impl Operation {
             Operation::GetUsage => "GetUsage",
             Operation::GetReclaimExposure => "GetReclaimExposure",
             Operation::DryRunUpdateQuotaShare => "DryRunUpdateQuotaShare",
+            Operation::ApplyTenancy => "ApplyTenancy",
+            Operation::DescribeTenancy => "DescribeTenancy",
+            Operation::ListTenancyRevisions => "ListTenancyRevisions",
         }
     }
 

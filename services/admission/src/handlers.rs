@@ -36,7 +36,8 @@ impl Admission {
     /// speak for it (ADR 0012). A `Qm-Caller` header anywhere else is
     /// ignored: the subject is what the NATS server vouches for.
     fn caller(&self, principal: &str, msg: &async_nats::Message) -> Result<Caller> {
-        let relay = self.tenancy.role(principal);
+        let tenancy = self.tenancy.get();
+        let relay = tenancy.role(principal);
         if matches!(
             relay,
             Some(qm_tenancy::Role::Gateway | qm_tenancy::Role::Console)
@@ -57,12 +58,12 @@ impl Admission {
                 ));
             };
             return if relay == Some(qm_tenancy::Role::Console) {
-                self.tenancy.console_speaks_for(&named).map_err(denied)
+                tenancy.console_speaks_for(&named).map_err(denied)
             } else {
-                self.tenancy.spoken_for(&named).map_err(denied)
+                tenancy.spoken_for(&named).map_err(denied)
             };
         }
-        self.tenancy.caller(principal).ok_or_else(|| {
+        tenancy.caller(principal).ok_or_else(|| {
             api::error(
                 ErrorCode::AccessDenied,
                 format!(
@@ -262,6 +263,27 @@ impl Admission {
             Operation::GetServiceJobLogs => {
                 let r = match decode(p) {
                     Ok(req) => self.logs(caller, req).await,
+                    Err(e) => Err(e),
+                };
+                respond(c, &msg, &r).await
+            }
+            Operation::ApplyTenancy => {
+                let r = match decode(p) {
+                    Ok(req) => self.apply_tenancy(caller, req).await,
+                    Err(e) => Err(e),
+                };
+                respond(c, &msg, &r).await
+            }
+            Operation::DescribeTenancy => {
+                let r = match decode(p) {
+                    Ok(req) => self.describe_tenancy(caller, req).await,
+                    Err(e) => Err(e),
+                };
+                respond(c, &msg, &r).await
+            }
+            Operation::ListTenancyRevisions => {
+                let r = match decode::<qm_tenancy::live::ListTenancyRevisions>(p) {
+                    Ok(_) => self.list_tenancy_revisions(caller).await,
                     Err(e) => Err(e),
                 };
                 respond(c, &msg, &r).await

@@ -271,14 +271,15 @@ impl Admission {
         r: RegisterExecutor,
     ) -> Result<serde_json::Value> {
         token_field("executorId", &r.executor_id)?;
-        self.tenancy
+        let tenancy = self.tenancy.get();
+        tenancy
             .may_register(principal, &r.executor_id)
             .map_err(denied)?;
         if let Some(node) = &r.checkpoint_node {
             token_field("checkpointNode", node)?;
         }
         let node = r.checkpoint_node.as_deref().unwrap_or(&r.executor_id);
-        self.tenancy
+        tenancy
             .may_use_checkpoint_node(principal, node)
             .map_err(denied)?;
         self.existing(&r.job_queue).await?;

@@ -16,6 +16,7 @@ mod handlers;
 mod jobs;
 mod queues;
 mod settings;
+mod tenancy;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -26,6 +27,7 @@ use qm_core::Cluster;
 use qm_service::api::{self, invalid};
 use qm_service::nats;
 
+use qm_service::tenancy::LiveTenancy;
 use qm_tenancy::Tenancy;
 use qm_wire::messages::{ApiError, ErrorCode};
 use qm_wire::subjects;
@@ -79,7 +81,12 @@ struct Admission {
     config: async_nats::jetstream::kv::Store,
     tokens: async_nats::jetstream::kv::Store,
     settings: Settings,
-    tenancy: Tenancy,
+    /// The tenancy in effect: the file at start, then each stored
+    /// revision (`qm tenancy apply`) as it is written.
+    tenancy: LiveTenancy,
+    /// Where revisions are stored (None: the NATS authorization predates
+    /// them; the file stays in effect).
+    tenancy_bucket: Option<async_nats::jetstream::kv::Store>,
     /// Per queue: the configuration revision and an empty cluster of it,
     /// cloned to validate each submit with the core's own rules.
     scratch: Mutex<HashMap<String, (u64, Cluster)>>,
@@ -132,10 +139,19 @@ async fn run(
     nats_settings: qm_service::settings::NatsSettings,
     observe: qm_service::settings::ObserveSettings,
 ) -> std::process::ExitCode {
-    let tenancy = match Tenancy::load(std::path::Path::new(&settings.tenancy)) {
-        Ok(t) => t,
+    let (tenancy, tenancy_text) = match std::fs::read_to_string(&settings.tenancy) {
+        Ok(text) => match Tenancy::parse(&text) {
+            Ok(t) => (t, text),
+            Err(e) => {
+                eprintln!("qm-admission: {}: {e}", settings.tenancy);
+                return std::process::ExitCode::from(2);
+            }
+        },
         Err(e) => {
-            eprintln!("qm-admission: {e}");
+            eprintln!(
+                "qm-admission: invalid tenancy (1 problem):\n  - {}: cannot read: {e}",
+                settings.tenancy
+            );
             return std::process::ExitCode::from(2);
         }
     };
@@ -172,6 +188,20 @@ async fn run(
     let audit = nats::open_stream(&js, subjects::AUDIT_STREAM).await;
     // Every accepted write is copied to the audit stream (audit.rs).
     let copier = tokio::spawn(audit::copy(js.clone(), log.clone()));
+    // The tenancy: the file applied when its text changed, then whatever
+    // revision is stored, followed live.
+    let tenancy_bucket = tenancy::bucket(&client, settings.stream_replicas).await;
+    if let Some(bucket) = &tenancy_bucket {
+        tenancy::apply_file(
+            bucket,
+            &settings.tenancy,
+            &tenancy_text,
+            tenancy.clone(),
+            &principal,
+        )
+        .await;
+    }
+    let tenancy = qm_service::tenancy::follow(client.clone(), "admission", tenancy);
     let config = nats::open_bucket(&js, subjects::CONFIG_BUCKET).await;
     let tokens = nats::open_bucket(&js, subjects::TOKENS_BUCKET).await;
     let mut requests = match client
@@ -194,6 +224,7 @@ async fn run(
         tokens,
         settings,
         tenancy,
+        tenancy_bucket,
         scratch: Mutex::new(HashMap::new()),
     });
     tracing::info!("admission ready");

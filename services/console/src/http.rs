@@ -165,7 +165,7 @@ impl Console {
                 )));
             }
             let named = named.to_str().unwrap_or_default();
-            return match self.tenancy.console_speaks_for(named) {
+            return match self.tenancy.get().console_speaks_for(named) {
                 Ok(_) => Ok(self.sessions.proxied(named)),
                 Err(e) => Err(Box::new(html(
                     StatusCode::FORBIDDEN,
@@ -179,7 +179,12 @@ impl Console {
             .iter()
             .filter_map(|v| v.to_str().ok())
             .find_map(|c| session::cookie(c, self.cookie_name()).map(str::to_string));
-        match cookies.and_then(|id| self.sessions.viewer(&id)) {
+        let tenancy = self.tenancy.get();
+        let acts_for = |key: &str, principal: &str| {
+            tenancy.access_key_principal(key) == Some(principal)
+                && tenancy.console_speaks_for(principal).is_ok()
+        };
+        match cookies.and_then(|id| self.sessions.viewer(&id, acts_for)) {
             Some(v) => Ok(v),
             None if req.method() == Method::GET => Err(Box::new(redirect("/sign-in", None))),
             None => Err(Box::new(html(
@@ -328,7 +333,7 @@ impl Console {
             Ok(v) => v,
             Err(answer) => return ("unauthenticated", *answer),
         };
-        let Some(caller) = self.tenancy.caller(&viewer.principal) else {
+        let Some(caller) = self.tenancy.get().caller(&viewer.principal) else {
             return ("unauthenticated", redirect("/sign-in", None));
         };
         let segments: Vec<String> = path
@@ -418,12 +423,10 @@ impl Console {
             .unwrap_or_default();
         let secret = form.get("secret").map(String::as_str).unwrap_or_default();
         let from = peer.unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+        let tenancy = self.tenancy.get();
         let principal_of = |k: &str| {
-            let p = self.tenancy.access_key_principal(k)?;
-            self.tenancy
-                .console_speaks_for(p)
-                .ok()
-                .map(|_| p.to_string())
+            let p = tenancy.access_key_principal(k)?;
+            tenancy.console_speaks_for(p).ok().map(|_| p.to_string())
         };
         match self.sessions.sign_in(from, key, secret, principal_of) {
             Ok((id, viewer)) => {
@@ -973,7 +976,18 @@ impl Console {
         let may_read = |queue: &str, share: &str| {
             qm_tenancy::authorize(caller, qm_tenancy::Action::ReadJob { queue, share }).is_ok()
         };
-        let (seen, changes) = self.live.wait(since, LIVE_WAIT, &may_read).await;
+        // A change of the tenancy ends the wait at once: the next poll
+        // checks the viewer again (and is refused if their session ended).
+        let mut tenancy = self.tenancy.changes();
+        let tenancy_changed = async move {
+            if tenancy.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
+        let (seen, changes) = tokio::select! {
+            r = self.live.wait(since, LIVE_WAIT, &may_read) => r,
+            () = tenancy_changed => (since, Vec::new()),
+        };
         let body = serde_json::json!({ "seq": seen, "changes": changes });
         respond(StatusCode::OK, "application/json", body.to_string())
     }

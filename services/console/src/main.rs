@@ -53,7 +53,8 @@ impl Metrics {
 
 pub(crate) struct Console {
     settings: Settings,
-    tenancy: Tenancy,
+    /// The tenancy in effect (the file, then each stored revision).
+    tenancy: qm_service::tenancy::LiveTenancy,
     sessions: session::Sessions,
     live: Arc<live::Live>,
     /// Requests go on `qm.v1.api.<console principal>.*`.
@@ -81,9 +82,12 @@ async fn run(
         Err(e) => return fail(e.to_string()),
     };
     let secrets = if settings.keys_file.is_empty() {
-        Default::default()
+        qm_service::tenancy::KeysFile::fixed(Default::default())
     } else {
-        match qm_tenancy::aws::load_keys(std::path::Path::new(&settings.keys_file)) {
+        match qm_service::tenancy::KeysFile::follow(
+            std::path::Path::new(&settings.keys_file),
+            "console",
+        ) {
             Ok(k) => k,
             Err(e) => return fail(e),
         }
@@ -131,7 +135,7 @@ async fn run(
         ),
         proxies: settings.proxies(),
         settings,
-        tenancy,
+        tenancy: qm_service::tenancy::follow(client.clone(), "console", tenancy),
         live,
         client: api,
         metrics,

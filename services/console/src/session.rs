@@ -4,7 +4,7 @@
 //! proxy's address, a CSRF token per viewer, and a limit on failed
 //! sign-ins per address and key.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -44,6 +44,9 @@ pub struct Viewer {
 
 struct Session {
     principal: String,
+    /// The access key it was signed in with: the session ends when the
+    /// key stops acting for its principal (ADR 0020).
+    key_id: String,
     csrf: String,
     expires: Instant,
 }
@@ -51,8 +54,8 @@ struct Session {
 /// Sign-ins and sessions.
 pub struct Sessions {
     ttl: Duration,
-    /// Access key id -> secret.
-    secrets: BTreeMap<String, String>,
+    /// Access key id -> secret (the keys file, followed).
+    secrets: qm_service::tenancy::KeysFile,
     sessions: Mutex<HashMap<String, Session>>,
     /// (address, access key id) -> failures since.
     failures: Mutex<HashMap<(IpAddr, String), (u32, Instant)>>,
@@ -85,7 +88,7 @@ pub fn same(a: &[u8], b: &[u8]) -> bool {
 }
 
 impl Sessions {
-    pub fn new(secrets: BTreeMap<String, String>, ttl: Duration) -> Sessions {
+    pub fn new(secrets: qm_service::tenancy::KeysFile, ttl: Duration) -> Sessions {
         let mut csrf_key = [0u8; 32];
         csrf_key.copy_from_slice(&random_hex().as_bytes()[..32]);
         Sessions {
@@ -136,7 +139,8 @@ impl Sessions {
                 return Err(SignInError::TooMany);
             }
         }
-        let known = self.secrets.get(key_id);
+        let secrets = self.secrets.get();
+        let known = secrets.get(key_id);
         // Compared even for an unknown key, so timing says nothing of it.
         let expected = known.map_or("-", String::as_str);
         let secret_ok = same(expected.as_bytes(), secret.as_bytes()) && known.is_some();
@@ -180,6 +184,7 @@ impl Sessions {
                 id.clone(),
                 Session {
                     principal: principal.clone(),
+                    key_id: key_id.to_string(),
                     csrf: csrf.clone(),
                     expires: now + self.ttl,
                 },
@@ -193,11 +198,23 @@ impl Sessions {
         Ok((id, viewer))
     }
 
-    /// The viewer a session id belongs to, if it is live.
-    pub fn viewer(&self, id: &str) -> Option<Viewer> {
-        let s = self.sessions.lock().ok()?;
+    /// The viewer a session id belongs to, if it is live: not expired,
+    /// its key still in the keys file, and `acts_for(key, principal)`
+    /// (the tenancy in effect still maps the key to the person). A session
+    /// that fails either has ended, and is dropped.
+    pub fn viewer(&self, id: &str, acts_for: impl Fn(&str, &str) -> bool) -> Option<Viewer> {
+        let mut s = self.sessions.lock().ok()?;
         let session = s.get(id)?;
-        (session.expires > Instant::now()).then(|| Viewer {
+        let live = session.expires > Instant::now()
+            && self.secrets.get().contains_key(&session.key_id)
+            && acts_for(&session.key_id, &session.principal);
+        if !live {
+            if let Some(ended) = s.remove(id) {
+                tracing::info!(principal = %ended.principal, key = %ended.key_id, "a console session ended (expired, or its key no longer acts for its principal)");
+            }
+            return None;
+        }
+        Some(Viewer {
             principal: session.principal.clone(),
             csrf: session.csrf.clone(),
             session: Some(id.to_string()),
@@ -267,11 +284,15 @@ pub fn clear_cookie(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     fn sessions() -> Sessions {
         let mut secrets = BTreeMap::new();
         secrets.insert("AKIAQMALICE00000001".into(), "s3cret-s3cret-s3cret".into());
-        Sessions::new(secrets, Duration::from_secs(60))
+        Sessions::new(
+            qm_service::tenancy::KeysFile::fixed(secrets),
+            Duration::from_secs(60),
+        )
     }
 
     fn alice(key: &str) -> Option<String> {
@@ -287,11 +308,15 @@ mod tests {
             .sign_in(HOME, "AKIAQMALICE00000001", "s3cret-s3cret-s3cret", alice)
             .expect("signed in");
         assert_eq!(viewer.principal, "alice");
-        assert_eq!(s.viewer(&id), Some(viewer.clone()));
+        assert_eq!(s.viewer(&id, |_, _| true), Some(viewer.clone()));
         assert_eq!(id.len(), 64, "an unguessable id");
         assert_ne!(viewer.csrf, id);
         s.sign_out(&id);
-        assert_eq!(s.viewer(&id), None, "a session used after sign-out");
+        assert_eq!(
+            s.viewer(&id, |_, _| true),
+            None,
+            "a session used after sign-out"
+        );
     }
 
     #[test]
@@ -307,7 +332,46 @@ mod tests {
                 Err(SignInError::Refused)
             );
         }
-        assert_eq!(s.viewer("0".repeat(64).as_str()), None);
+        assert_eq!(s.viewer("0".repeat(64).as_str(), |_, _| true), None);
+    }
+
+    #[test]
+    fn a_session_ends_when_its_key_stops_acting_for_its_person() {
+        let s = sessions();
+        let (id, _) = s
+            .sign_in(HOME, "AKIAQMALICE00000001", "s3cret-s3cret-s3cret", alice)
+            .expect("signed in");
+        let seen = std::cell::RefCell::new(Vec::new());
+        let revoked = s.viewer(&id, |key, who| {
+            seen.borrow_mut().push((key.to_string(), who.to_string()));
+            false
+        });
+        assert_eq!(revoked, None, "the tenancy no longer maps the key to alice");
+        assert_eq!(
+            seen.into_inner(),
+            vec![("AKIAQMALICE00000001".to_string(), "alice".to_string())],
+            "asked about the key the session was signed in with"
+        );
+        assert_eq!(
+            s.viewer(&id, |_, _| true),
+            None,
+            "an ended session stays ended when the key acts for her again"
+        );
+        // A key gone from the keys file ends its sessions too.
+        let gone = Sessions::new(
+            qm_service::tenancy::KeysFile::fixed(BTreeMap::new()),
+            Duration::from_secs(60),
+        );
+        gone.sessions.lock().expect("lock").insert(
+            "x".into(),
+            Session {
+                principal: "alice".into(),
+                key_id: "AKIAQMALICE00000001".into(),
+                csrf: "c".into(),
+                expires: Instant::now() + Duration::from_secs(60),
+            },
+        );
+        assert_eq!(gone.viewer("x", |_, _| true), None);
     }
 
     #[test]
@@ -317,7 +381,7 @@ mod tests {
             .sign_in(HOME, "AKIAQMALICE00000001", "s3cret-s3cret-s3cret", alice)
             .expect("signed in");
         s.expire_all();
-        assert_eq!(s.viewer(&id), None);
+        assert_eq!(s.viewer(&id, |_, _| true), None);
     }
 
     #[test]
@@ -353,7 +417,10 @@ mod tests {
         let mut secrets = BTreeMap::new();
         secrets.insert("AKIAQMALICE00000001".into(), "s3cret-s3cret-s3cret".into());
         secrets.insert("AKIAQMBOB0000000001".into(), "b0b-s3cret-b0b-s3cret".into());
-        let s = Sessions::new(secrets, Duration::from_secs(60));
+        let s = Sessions::new(
+            qm_service::tenancy::KeysFile::fixed(secrets),
+            Duration::from_secs(60),
+        );
         let both = |k: &str| match k {
             "AKIAQMALICE00000001" => Some("alice".to_string()),
             "AKIAQMBOB0000000001" => Some("bob".to_string()),
@@ -391,7 +458,10 @@ mod tests {
             ids.push(id);
         }
         assert_eq!(s.live(), MAX_SESSIONS_PER_PERSON);
-        assert!(s.viewer(&ids[ids.len() - 1]).is_some(), "the newest lives");
+        assert!(
+            s.viewer(&ids[ids.len() - 1], |_, _| true).is_some(),
+            "the newest lives"
+        );
     }
 
     #[test]

@@ -175,8 +175,8 @@ impl Gateway {
     /// The secret of `key`, if the keys file has it and the tenancy maps
     /// it to a principal (else the key is unknown).
     fn secret(&self, key: &str) -> Option<String> {
-        self.tenancy.access_key_principal(key)?;
-        self.secrets.get(key).cloned()
+        self.tenancy.get().access_key_principal(key)?;
+        self.secrets.get().get(key).cloned()
     }
 
     /// Answers one request: checked, then run, timed and counted.
@@ -373,8 +373,9 @@ impl Gateway {
             Ok(k) => k,
             Err(e) => return (unauthenticated, Err(refused(e))),
         };
-        let principal = self.tenancy.access_key_principal(&key).unwrap_or_default();
-        let caller = match self.tenancy.spoken_for(principal) {
+        let tenancy = self.tenancy.get();
+        let principal = tenancy.access_key_principal(&key).unwrap_or_default();
+        let caller = match tenancy.spoken_for(principal) {
             Ok(c) => c,
             Err(e) => {
                 return (

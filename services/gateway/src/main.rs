@@ -18,7 +18,6 @@ mod payload;
 mod settings;
 mod store;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -59,9 +58,10 @@ impl Metrics {
 pub(crate) struct Gateway {
     settings: Settings,
     arns: arn::Arns,
-    tenancy: Tenancy,
-    /// Access key id -> secret.
-    secrets: BTreeMap<String, String>,
+    /// The tenancy in effect (the file, then each stored revision).
+    tenancy: qm_service::tenancy::LiveTenancy,
+    /// Access key id -> secret: the keys file, read again when it changes.
+    secrets: qm_service::tenancy::KeysFile,
     /// Requests go on `qm.v1.api.<gateway principal>.*`.
     client: qm_service::client::Client,
     store: store::Store,
@@ -89,11 +89,15 @@ async fn run(
         Ok(t) => t,
         Err(e) => return fail(e.to_string()),
     };
-    let secrets = match qm_tenancy::aws::load_keys(std::path::Path::new(&settings.keys_file)) {
+    let secrets = match qm_service::tenancy::KeysFile::follow(
+        std::path::Path::new(&settings.keys_file),
+        "gateway",
+    ) {
         Ok(k) => k,
         Err(e) => return fail(e),
     };
-    let unmapped: Vec<&String> = secrets
+    let in_file = secrets.get();
+    let unmapped: Vec<&String> = in_file
         .keys()
         .filter(|k| tenancy.access_key_principal(k).is_none())
         .collect();
@@ -160,7 +164,7 @@ async fn run(
             account: settings.account_id.clone(),
         },
         settings,
-        tenancy,
+        tenancy: qm_service::tenancy::follow(client.clone(), "gateway", tenancy),
         secrets,
         client: api,
         store,
@@ -171,7 +175,7 @@ async fn run(
         |_| gateway.settings.listen_address.clone(),
         |a| a.to_string(),
     );
-    tracing::info!(%principal, keys = gateway.secrets.len(), "AWS Batch API at {scheme}://{bound} (region {})", gateway.settings.region);
+    tracing::info!(%principal, keys = gateway.secrets.get().len(), "AWS Batch API at {scheme}://{bound} (region {})", gateway.settings.region);
     let shutdown = async {
         qm_service::nats::shutdown_signal().await;
         stopping.store(true, std::sync::atomic::Ordering::Relaxed);

@@ -50,7 +50,8 @@ pub fn auth(
         .collect();
     let keys = qm_tenancy::nats::ensure_keys(&t, out).map_err(|e| Failure(e, 1))?;
     let aws = qm_tenancy::aws::ensure_secrets(&t, out).map_err(|e| Failure(e, 1))?;
-    let conf = qm_tenancy::nats::authorization(&t, &keys).map_err(|e| Failure(e, 1))?;
+    let conf = qm_tenancy::nats::authorization(&t, &qm_tenancy::nats::public_keys(&t, &keys))
+        .map_err(|e| Failure(e, 1))?;
     let conf_path = out.join("nats-auth.conf");
     let tmp = out.join(".nats-auth.conf.tmp");
     std::fs::write(&tmp, conf)

@@ -13,6 +13,7 @@ mod governance;
 mod jobs;
 mod observe;
 mod submit;
+mod tenancy;
 mod usage;
 
 pub use admin::{apply, auth, whoami};
@@ -22,7 +23,12 @@ pub use governance::governance;
 pub use jobs::{describe, list, logs, terminate, update};
 pub use observe::{snapshot, top, watch};
 pub use submit::{dry_run, explain, submit, submit_request, SubmitArgs};
+pub use tenancy::TenancyCommand;
 pub use usage::{check_usage_days, show_usage, UsagePeriod};
+
+pub mod tenancy_ops {
+    pub use super::tenancy::{apply, check_sync_args, diff, history, rotate_key, show, sync_nats};
+}
 
 /// A failure: one line for the user and the exit code.
 pub struct Failure(pub String, pub u8);
