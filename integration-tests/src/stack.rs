@@ -248,7 +248,8 @@ pub async fn start_nats_reloadable(auth: Auth) -> Nats {
     std::fs::create_dir_all(&live).expect("a directory for the live authorization");
     std::fs::write(live.join("nats-auth.conf"), &auth.authorization).expect("authorization");
     let mut auth = auth;
-    auth.authorization = "include \"/etc/qm/live/nats-auth.conf\"\n".into();
+    // Relative to the configuration file (/etc/qm/nats.conf), as nats-server reads includes.
+    auth.authorization = "include \"live/nats-auth.conf\"\n".into();
     let mut nats = start_nats_auth(None, None, None, auth).await;
     nats.live = Some(live);
     nats

@@ -366,6 +366,14 @@ async fn a_team_member_added_live_works_at_once_and_once_removed_is_cut_off_on_e
         gateway_answers(&endpoint, DAVE_KEY, "dave").await.is_ok()
     })
     .await;
+    // The console has read dave's secret from its keys file (looked at
+    // every second) before he signs in.
+    until(
+        added_at,
+        "the console reads the new keys file",
+        async || stack.log_of("console").contains("the keys file changed"),
+    )
+    .await;
     let dave_cookie = {
         let deadline = Instant::now() + BOUND;
         loop {
@@ -694,6 +702,7 @@ async fn keys_rotate_with_an_overlap_and_only_admins_change_the_tenancy() {
         .call(Operation::DescribeTenancy, &DescribeTenancy::default())
         .await
         .expect("describe");
+    stack.signal("admission", "TERM");
     stack.restart("admission");
     let deadline = Instant::now() + Duration::from_secs(30);
     let after: TenancyRevision = loop {

@@ -506,11 +506,7 @@ async fn tenancy(
         T::Diff { file } => t::diff(c, &file, json).await,
         T::Show { revision } => t::show(c, revision, json).await,
         T::History => t::history(c, json).await,
-        T::RotateKey {
-            principal,
-            keys,
-            finish,
-        } => t::rotate_key(c, &principal, &keys, finish, json).await,
+        T::RotateKey { who, keys, finish } => t::rotate_key(c, &who, &keys, finish, json).await,
         T::SyncNats(args) => t::sync_nats(c, &args).await,
     }
 }

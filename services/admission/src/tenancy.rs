@@ -215,8 +215,10 @@ impl Admission {
         let empty = Tenancy::default();
         let old = before.as_ref().map_or(&empty, |b| &b.tenancy);
         let mut tenancy = req.tenancy;
-        tenancy.keep_keys_from(old);
+        // Checked as sent (keys of principals it does not declare are
+        // named, not dropped), then given the keys it does not change.
         let mut found = tenancy.problems();
+        tenancy.keep_keys_from(old);
         let missing = tenancy.missing_keys();
         if !missing.is_empty() {
             found.push(format!(

@@ -75,7 +75,10 @@ pub enum TenancyCommand {
         after_help = "Example:\n  qm tenancy rotate-key alice --keys /etc/quartermaster/auth\n  # give alice /etc/quartermaster/auth/alice.nk.next; once she uses it:\n  qm tenancy rotate-key alice --keys /etc/quartermaster/auth --finish"
     )]
     RotateKey {
-        principal: String,
+        /// The principal whose key is rotated (named `who` inside: the
+        /// global --principal is yours).
+        #[arg(value_name = "PRINCIPAL")]
+        who: String,
         #[arg(long, value_name = "DIR")]
         keys: PathBuf,
         /// Retire the old key: only the new one works from now on.
