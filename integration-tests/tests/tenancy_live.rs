@@ -123,8 +123,13 @@ impl Sync {
     /// Waits until revision `n` is written and the server told to reload.
     async fn wait_for(&self, n: u64) {
         let deadline = Instant::now() + BOUND;
-        let line = format!("revision {n}: wrote");
-        while !self.log().contains(&line) {
+        let done = |log: String| {
+            log.lines().any(|l| {
+                l.starts_with(&format!("revision {n}: "))
+                    && (l.contains("; ran docker kill") || l.contains("already in effect"))
+            })
+        };
+        while !done(self.log()) {
             assert!(
                 Instant::now() < deadline,
                 "sync-nats did not write revision {n}:\n{}",
@@ -309,6 +314,16 @@ async fn a_team_member_added_live_works_at_once_and_once_removed_is_cut_off_on_e
     // dave joins team vision, with an AWS access key. A dry run says so
     // and changes nothing.
     let file = tenancy_file(&stack, "with-dave.yaml", with_dave);
+    let diff = ok(
+        qm(
+            &stack,
+            "dashboard",
+            &["tenancy", "diff", "-f", &file.display().to_string()],
+        ),
+        "diff as a reader",
+    );
+    assert!(diff.contains("+ dave: added as team vision"), "{diff}");
+    assert!(diff.contains("no NATS key yet for dave"), "{diff}");
     let dry = ok(
         qm(
             &stack,
@@ -414,9 +429,38 @@ async fn a_team_member_added_live_works_at_once_and_once_removed_is_cut_off_on_e
         ms(console_in)
     );
 
-    // dave leaves: the dev tenancy again. Every path he had closes.
-    let removed_at = Instant::now();
-    let removed = apply(&stack, &stack.auth.tenancy_file.clone());
+    // dave leaves: the dev tenancy again. Every path he had closes, and a
+    // live view he was waiting on (nothing of his changes now) is answered
+    // at once instead of after its 25 s.
+    stack
+        .wait_for(&job, 60, "RUNNING", |j| j.status == "RUNNING")
+        .await;
+    let page = console.get(&dave_cookie, "/queues").await.body;
+    let at = page
+        .find("data-live-since=\"")
+        .expect("the page's live position")
+        + "data-live-since=\"".len();
+    let since = &page[at..at + page[at..].find('"').expect("closed")];
+    let live_path = format!("/live?since={since}");
+    let stack_ref = &stack;
+    let answered = async {
+        let poll = console.get(&dave_cookie, &live_path).await;
+        (Instant::now(), poll)
+    };
+    let ((poll_at, poll), (removed_at, removed)) = tokio::join!(answered, async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let file = stack_ref.auth.tenancy_file.clone();
+        let at = Instant::now();
+        (at, tokio::task::block_in_place(|| apply(stack_ref, &file)))
+    });
+    assert!(
+        poll_at > removed_at,
+        "the live view was answered before the apply began: it did not wait"
+    );
+    let poll_out = poll_at.duration_since(removed_at);
+    assert_eq!(poll.status, 200, "{}", poll.body);
+    assert!(poll.body.contains("\"changes\":[]"), "{}", poll.body);
+    assert!(poll_out < BOUND, "the live view waited {poll_out:?}");
     assert!(
         removed
             .changes
@@ -426,7 +470,15 @@ async fn a_team_member_added_live_works_at_once_and_once_removed_is_cut_off_on_e
         removed.changes
     );
     let nats_out = closed_within(&dave_closed, removed_at, "dave's NATS connection").await;
-    let refused = watched(&stack.nats_url, "dave", &stack.auth.key("dave")).await;
+    let aside = stack
+        .auth
+        .dir
+        .join(format!("dave.nk.removed-{}", removed.revision));
+    assert!(
+        !stack.auth.key("dave").exists() && aside.exists(),
+        "qm set dave's credentials aside"
+    );
+    let refused = watched(&stack.nats_url, "dave", &aside).await;
     assert!(refused.is_err(), "dave's key still connects");
     let gateway_out = until(removed_at, "the gateway refuses dave", async || {
         gateway_answers(&endpoint, DAVE_KEY, "dave").await.is_err()
@@ -438,11 +490,12 @@ async fn a_team_member_added_live_works_at_once_and_once_removed_is_cut_off_on_e
     })
     .await;
     println!(
-        "dave removed (revision {}): NATS connection closed {} ms, gateway key refused {} ms, console session ended {} ms after the apply began",
+        "dave removed (revision {}): NATS connection closed {} ms, gateway key refused {} ms, console session ended {} ms after the apply began (his waiting live view answered within {} ms of it)",
         removed.revision,
         ms(nats_out),
         ms(gateway_out),
-        ms(console_out)
+        ms(console_out),
+        ms(poll_out)
     );
     // The others never noticed: alice still works through every path.
     let (_alice, _) = connects(&stack.nats_url, "alice", &stack.auth.key("alice")).await;
@@ -519,6 +572,24 @@ async fn keys_rotate_with_an_overlap_and_only_admins_change_the_tenancy() {
         .await
         .expect_err("a reader may not change it");
     assert_eq!(e.code(), Some(ErrorCode::AccessDenied), "{e}");
+
+    // Nor can the gateway or the console, even naming an admin.
+    for relay in ["gateway", "console"] {
+        let relayed = stack
+            .auth
+            .client(&stack.nats_url, relay)
+            .await
+            .acting_for("platform");
+        let e = relayed
+            .call::<_, ApplyTenancyResponse>(Operation::ApplyTenancy, &change)
+            .await
+            .expect_err("no change through a relay");
+        assert_eq!(e.code(), Some(ErrorCode::AccessDenied), "{relay}: {e}");
+        assert!(
+            e.to_string().contains("own NATS connection"),
+            "{relay}: {e}"
+        );
+    }
 
     // A bad tenancy: every problem named, nothing stored.
     let mut bad = current.tenancy.clone();

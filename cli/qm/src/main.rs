@@ -245,8 +245,9 @@ enum Command {
     /// permissions) and `<principal>.nk` for every principal (its nkey seed,
     /// mode 0600: give each to its owner only). Existing credentials files are
     /// kept, so after adding a team only the new principals get new keys.
-    /// Then reload the server (`nats-server --signal reload`) and restart
-    /// admission (it reads the tenancy file at start).
+    /// This sets a deployment up; to change the tenancy of a running one,
+    /// use `qm tenancy apply` (no restart, NATS follows through `qm
+    /// tenancy sync-nats`).
     #[command(
         after_help = "Example:\n  qm auth --tenancy deploy/tenancy.example.yaml --out /etc/quartermaster/auth\n  # nats-server.conf:  include /etc/quartermaster/auth/nats-auth.conf\n  qm --nkey /etc/quartermaster/auth/alice.nk whoami\n\nThe tenancy file's format: docs/tenancy.md"
     )]
@@ -410,8 +411,16 @@ async fn run_live(
     {
         return live::auth(tenancy, out.as_deref(), *check, json);
     }
-    if let Command::Tenancy(live::TenancyCommand::SyncNats(args)) = &command {
-        live::tenancy_ops::check_sync_args(args)?;
+    match &command {
+        Command::Tenancy(live::TenancyCommand::SyncNats(args)) => {
+            live::tenancy_ops::check_sync_args(args)?;
+        }
+        Command::Tenancy(
+            live::TenancyCommand::Apply { file, .. } | live::TenancyCommand::Diff { file },
+        ) => {
+            qm_tenancy::Tenancy::load(file).map_err(|e| live::Failure(e.to_string(), 2))?;
+        }
+        _ => {}
     }
     let audit = match &command {
         Command::Audit {

@@ -211,3 +211,59 @@ fn audit_times_and_credentials_are_checked_before_connecting() {
         "{err}"
     );
 }
+
+#[test]
+fn tenancy_commands_check_their_input_before_connecting() {
+    // Nothing listens on port 1: each is refused before any connection.
+    let far = ["--nats", "nats://127.0.0.1:1"];
+    let args = |rest: &[&'static str]| far.iter().chain(rest).copied().collect::<Vec<_>>();
+    let (code, _, err) = qm(&args(&["tenancy", "apply", "-f", "no/such/tenancy.yaml"]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no/such/tenancy.yaml: cannot read"), "{err}");
+    let dir = std::env::temp_dir().join(format!("qm-cli-tenancy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let bad = dir.join("bad.yaml");
+    std::fs::write(&bad, "teams:\n  vision: {shares: [training], users: []}\n").expect("write");
+    let bad = bad.display().to_string();
+    let (code, _, err) = qm(&far
+        .iter()
+        .copied()
+        .chain(["tenancy", "diff", "-f", bad.as_str()])
+        .collect::<Vec<_>>());
+    assert_eq!(code, 2, "{err}");
+    for needle in [
+        "must be queue/share",
+        "at least one user",
+        "services.admission",
+    ] {
+        assert!(err.contains(needle), "{needle:?} missing in {err}");
+    }
+    let out = dir.join("auth.conf").display().to_string();
+    let (code, _, err) = qm(&far
+        .iter()
+        .copied()
+        .chain(["tenancy", "sync-nats", "--out", out.as_str()])
+        .collect::<Vec<_>>());
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--pid-file FILE (SIGHUP), or a command after --"),
+        "{err}"
+    );
+    let (code, _, err) = qm(&args(&[
+        "tenancy",
+        "sync-nats",
+        "--out",
+        "/no/such/dir/auth.conf",
+        "--pid-file",
+        "/run/nats.pid",
+    ]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("/no/such/dir does not exist"), "{err}");
+    let (code, out, _) = qm(&["tenancy", "rotate-key", "--help"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("--finish") && out.contains("<PRINCIPAL>"),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -54,21 +54,50 @@ impl LiveTenancy {
         self.rx.borrow().revision
     }
 
-    /// Notified at each revision put in effect.
+    /// Notified at each revision put in effect from now on (not of the
+    /// ones before: its `changed()` waits for the next).
     pub fn changes(&self) -> watch::Receiver<Effective> {
-        self.rx.clone()
+        let mut rx = self.rx.clone();
+        rx.mark_unchanged();
+        rx
     }
 }
 
+/// How long a service waits at start for the stored tenancy before it
+/// serves on its file.
+pub const FIRST_READ: Duration = Duration::from_secs(10);
+
 /// Starts with `initial` and follows the stored revisions for as long as
 /// the process runs. `service` names the follower in its log lines.
-pub fn follow(client: async_nats::Client, service: &'static str, initial: Tenancy) -> LiveTenancy {
+///
+/// Returns once the tenancy to start with is known: the newest stored
+/// revision that validates (not just the newest: one that does not is
+/// skipped), or, when no bucket or revision is there, `initial`. A bucket
+/// that cannot be read within [`FIRST_READ`] leaves `initial` in effect
+/// until it can.
+pub async fn follow(
+    client: async_nats::Client,
+    service: &'static str,
+    initial: Tenancy,
+) -> LiveTenancy {
     let (tx, rx) = watch::channel(Effective {
         tenancy: Arc::new(initial),
         revision: 0,
     });
+    let js = jetstream::new(client);
+    let first = tokio::time::timeout(FIRST_READ, async {
+        let bucket = js.get_key_value(subjects::TENANCY_BUCKET).await.ok()?;
+        newest_valid(&bucket, service).await
+    })
+    .await;
+    match first {
+        Ok(Some(r)) => put_in_effect(service, &tx, r),
+        Ok(None) => {}
+        Err(_) => {
+            tracing::warn!(service, "the stored tenancy could not be read at start; the tenancy file is in effect until it can");
+        }
+    }
     tokio::spawn(async move {
-        let js = jetstream::new(client);
         let mut told = false;
         loop {
             match js.get_key_value(subjects::TENANCY_BUCKET).await {
@@ -91,6 +120,24 @@ pub fn follow(client: async_nats::Client, service: &'static str, initial: Tenanc
         }
     });
     LiveTenancy { rx }
+}
+
+/// The newest revision in the bucket's history that validates.
+pub async fn newest_valid(bucket: &kv::Store, service: &'static str) -> Option<TenancyRevision> {
+    let mut history = bucket.history(subjects::TENANCY_KEY).await.ok()?;
+    let mut newest = None;
+    while let Some(Ok(entry)) = history.next().await {
+        if entry.operation != kv::Operation::Put {
+            continue;
+        }
+        match read_revision(&entry.value, entry.revision) {
+            Ok(r) => newest = Some(r),
+            Err(e) => {
+                tracing::error!(service, error = %e, "a stored tenancy revision does not validate; it is skipped");
+            }
+        }
+    }
+    newest
 }
 
 async fn follow_bucket(

@@ -13,6 +13,9 @@ use crate::Tenancy;
 /// change stays in the audit log for its retention.
 pub const HISTORY: i64 = 64;
 
+/// File texts remembered as applied.
+pub const FILE_DIGESTS: usize = 256;
+
 /// One revision of the tenancy, as stored.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -26,11 +29,12 @@ pub struct TenancyRevision {
     pub principal: String,
     /// How it was made: `qm tenancy apply`, or `tenancy file <path>`.
     pub source: String,
-    /// The SHA-256 of the last tenancy file admission applied (carried
-    /// along by later revisions): a file is applied again only when its
-    /// text changes, so a restart with an old file undoes nothing.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub file_sha256: Option<String>,
+    /// The SHA-256 of every tenancy file text admission has applied
+    /// (carried along by later revisions, oldest first, the last
+    /// [`FILE_DIGESTS`]): a file is applied only if its text never was, so
+    /// a restart, or a replica with an older file, undoes nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub file_digests: Vec<String>,
     /// Who gains and loses what against the revision before.
     #[serde(default)]
     pub changes: Vec<String>,

@@ -269,7 +269,10 @@ impl Admission {
             }
             Operation::ApplyTenancy => {
                 let r = match decode(p) {
-                    Ok(req) => self.apply_tenancy(caller, req).await,
+                    Ok(req) => {
+                        let relayed = caller.principal != principal;
+                        self.apply_tenancy(caller, relayed, req).await
+                    }
                     Err(e) => Err(e),
                 };
                 respond(c, &msg, &r).await

@@ -87,6 +87,8 @@ struct Admission {
     /// Where revisions are stored (None: the NATS authorization predates
     /// them; the file stays in effect).
     tenancy_bucket: Option<async_nats::jetstream::kv::Store>,
+    /// Who this admission is on NATS.
+    principal: String,
     /// Per queue: the configuration revision and an empty cluster of it,
     /// cloned to validate each submit with the core's own rules.
     scratch: Mutex<HashMap<String, (u64, Cluster)>>,
@@ -193,6 +195,7 @@ async fn run(
     let tenancy_bucket = tenancy::bucket(&client, settings.stream_replicas).await;
     if let Some(bucket) = &tenancy_bucket {
         tenancy::apply_file(
+            &js,
             bucket,
             &settings.tenancy,
             &tenancy_text,
@@ -201,7 +204,7 @@ async fn run(
         )
         .await;
     }
-    let tenancy = qm_service::tenancy::follow(client.clone(), "admission", tenancy);
+    let tenancy = qm_service::tenancy::follow(client.clone(), "admission", tenancy).await;
     let config = nats::open_bucket(&js, subjects::CONFIG_BUCKET).await;
     let tokens = nats::open_bucket(&js, subjects::TOKENS_BUCKET).await;
     let mut requests = match client
@@ -225,6 +228,7 @@ async fn run(
         settings,
         tenancy,
         tenancy_bucket,
+        principal: principal.clone(),
         scratch: Mutex::new(HashMap::new()),
     });
     tracing::info!("admission ready");

@@ -1,13 +1,13 @@
 //! The tenancy, live (ADR 0020): `ApplyTenancy`, `DescribeTenancy` and
 //! `ListTenancyRevisions`, the `qm_tenancy` bucket they keep, and the
-//! tenancy file admission applies at start when its text changed.
+//! tenancy file admission applies at start when its text is new.
 //!
-//! Admins change the tenancy; admins and readers read it (it names every
-//! principal and public key, never a secret). A revision is checked whole
-//! before it is stored: every problem is named, every principal needs a
-//! NATS key (a principal the request gives no keys keeps the ones it had),
-//! and an admin cannot remove the last admin (no one could change it
-//! again). Each stored revision is also an audit record (`qm audit`).
+//! Admins change the tenancy, over their own NATS connection only (never
+//! through the gateway or the console); admins and readers read it (it
+//! names every principal and public key, never a secret). A revision is
+//! checked whole before it is stored ([`checked`]), stored with a
+//! compare-and-set on the revision it replaces, and recorded in the audit
+//! stream (`qm audit`).
 
 use std::time::Duration;
 
@@ -50,17 +50,72 @@ pub async fn bucket(client: &async_nats::Client, replicas: usize) -> Option<kv::
     }
 }
 
-/// The revision in effect, if one is stored.
-async fn current(bucket: &kv::Store) -> Result<Option<TenancyRevision>> {
+/// The bucket's last revision number (what a change must replace: 0 for
+/// none) and the revision in effect: the last one, or, if it does not
+/// validate, the newest one before it that does.
+async fn state(bucket: &kv::Store) -> Result<(u64, Option<TenancyRevision>)> {
     let entry = bucket
         .entry(subjects::TENANCY_KEY)
         .await
         .map_err(|e| transient("the stored tenancy is unavailable", e))?;
-    match entry {
-        Some(e) if e.operation == kv::Operation::Put => live::read_revision(&e.value, e.revision)
-            .map(Some)
-            .map_err(|m| api::error(ErrorCode::Internal, m)),
-        _ => Ok(None),
+    let Some(entry) = entry else {
+        return Ok((0, None));
+    };
+    if entry.operation == kv::Operation::Put {
+        if let Ok(r) = live::read_revision(&entry.value, entry.revision) {
+            return Ok((entry.revision, Some(r)));
+        }
+    }
+    let valid = qm_service::tenancy::newest_valid(bucket, "admission").await;
+    Ok((entry.revision, valid))
+}
+
+/// Everything that keeps a revision from being stored, with the keys of
+/// `before` merged in: the tenancy as sent (every problem named), again
+/// after the merge (a key the merge would leave with two principals), at
+/// least one admin, and nothing that would lock the running services out:
+/// `running_as` (this admission's principal) stays an admission identity,
+/// and where `before` had `natsAuth` principals one stays. With
+/// `every_key`, every principal must have a NATS key.
+fn checked(
+    sent: Tenancy,
+    before: &Tenancy,
+    running_as: &str,
+    every_key: bool,
+) -> std::result::Result<Tenancy, Vec<String>> {
+    let mut found = sent.problems();
+    let mut merged = sent;
+    merged.keep_keys_from(before);
+    if found.is_empty() {
+        found = merged.problems();
+    }
+    if merged.admins.is_empty() {
+        found
+            .push("admins: name at least one admin (no one could change the tenancy again)".into());
+    }
+    if !before.principals().is_empty()
+        && merged.role(running_as) != Some(qm_tenancy::Role::Admission)
+    {
+        found.push(format!(
+            "services.admission: {running_as:?}, the identity this admission runs as, would be removed (its connection closed, and no one could undo it): add the new identity first, move the services to it, then remove the old"
+        ));
+    }
+    if !before.services.nats_auth.is_empty() && merged.services.nats_auth.is_empty() {
+        found.push("services.natsAuth: the last principal of `qm tenancy sync-nats` would be removed (NATS would stop following the tenancy)".into());
+    }
+    if every_key {
+        let missing = merged.missing_keys();
+        if !missing.is_empty() {
+            found.push(format!(
+                "nkeys: no NATS key for {} (`qm tenancy apply --keys DIR` makes and fills them in, or list them under nkeys)",
+                missing.join(", ")
+            ));
+        }
+    }
+    if found.is_empty() {
+        Ok(merged)
+    } else {
+        Err(found)
     }
 }
 
@@ -73,18 +128,28 @@ async fn store(bucket: &kv::Store, next: &TenancyRevision, expected: u64) -> Res
         bucket
             .create(subjects::TENANCY_KEY, body.into())
             .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| {
+                (
+                    e.kind() == kv::CreateErrorKind::AlreadyExists,
+                    e.to_string(),
+                )
+            })
     } else {
         bucket
             .update(subjects::TENANCY_KEY, body.into(), expected)
             .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| {
+                (
+                    e.kind() == kv::UpdateErrorKind::WrongLastRevision,
+                    e.to_string(),
+                )
+            })
     };
-    stored.map_err(|e| {
-        if e.contains("wrong last sequence") || e.contains("key already exists") {
+    stored.map_err(|(conflict, e)| {
+        if conflict {
             api::error(
                 ErrorCode::Conflict,
-                format!("the tenancy changed while this change was made (revision {expected} is no longer in effect); look again and retry"),
+                format!("the tenancy changed while this change was made (revision {expected} is no longer the last); look again and retry"),
             )
         } else {
             transient("the tenancy could not be stored", e)
@@ -92,10 +157,51 @@ async fn store(bucket: &kv::Store, next: &TenancyRevision, expected: u64) -> Res
     })
 }
 
-/// Applies the tenancy file at start when its text differs from the last
-/// file applied (so restarting with an unchanged file undoes no `qm
-/// tenancy apply`), and waits until the revision in effect is known.
+/// The audit record of a tenancy change (admins and readers see it).
+async fn audit(js: &jetstream::Context, revision: u64, r: &TenancyRevision) {
+    let record = AuditEvent {
+        at: r.at,
+        principal: r.principal.clone(),
+        operation: "ApplyTenancy".into(),
+        job_queue: String::new(),
+        quota_share_name: None,
+        job_id: None,
+        detail: format!(
+            "tenancy revision {revision} ({}): {}",
+            r.source,
+            if r.changes.is_empty() {
+                "no one's rights changed".to_string()
+            } else {
+                r.changes.join("; ")
+            }
+        ),
+        sequence: revision,
+    };
+    let Ok(body) = serde_json::to_vec(&record) else {
+        return;
+    };
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert("Nats-Msg-Id", format!("tenancy-{revision}").as_str());
+    let subject = format!("{}._tenancy", subjects::AUDIT_PREFIX);
+    let stored = async {
+        js.publish_with_headers(subject, headers, body.into())
+            .await?
+            .await?;
+        Ok::<_, async_nats::Error>(())
+    };
+    if let Err(e) = stored.await {
+        tracing::error!(revision, error = %e, "the tenancy change is stored but its audit record is not");
+    }
+}
+
+/// Applies the tenancy file at start if its text was never applied (a
+/// restart with the same file, or a replica with an older one, undoes no
+/// `qm tenancy apply`). It is checked as `ApplyTenancy` checks, except
+/// that new principals may lack a NATS key (they cannot connect until
+/// `qm tenancy apply --keys DIR` gives them one); a file that fails a
+/// check is not applied, and the stored revision stays.
 pub async fn apply_file(
+    js: &jetstream::Context,
     bucket: &kv::Store,
     path: &str,
     text: &str,
@@ -104,7 +210,7 @@ pub async fn apply_file(
 ) {
     let digest = live::file_digest(text);
     for _ in 0..10 {
-        let before = match current(bucket).await {
+        let (previous, before) = match state(bucket).await {
             Ok(b) => b,
             Err(e) => {
                 tracing::warn!(error = %e.message, "cannot read the stored tenancy; retrying");
@@ -112,20 +218,31 @@ pub async fn apply_file(
                 continue;
             }
         };
-        if before.as_ref().and_then(|b| b.file_sha256.as_deref()) == Some(digest.as_str()) {
-            return; // this file's text is already applied
+        let mut digests = before
+            .as_ref()
+            .map(|b| b.file_digests.clone())
+            .unwrap_or_default();
+        if digests.contains(&digest) {
+            return;
         }
-        let mut tenancy = file.clone();
-        let previous = before.as_ref().map_or(0, |b| b.revision);
         let empty = Tenancy::default();
         let old = before.as_ref().map_or(&empty, |b| &b.tenancy);
-        tenancy.keep_keys_from(old);
+        let tenancy = match checked(file.clone(), old, principal, false) {
+            Ok(t) => t,
+            Err(problems) => {
+                tracing::error!(file = path, problems = %problems.join("; "), "the tenancy file was not applied; the stored revision stays in effect");
+                return;
+            }
+        };
+        digests.push(digest.clone());
+        let excess = digests.len().saturating_sub(live::FILE_DIGESTS);
+        digests.drain(..excess);
         let next = TenancyRevision {
             revision: 0,
             at: qm_service::now_ms(),
             principal: principal.to_string(),
             source: format!("tenancy file {path}"),
-            file_sha256: Some(digest.clone()),
+            file_digests: digests,
             changes: qm_tenancy::changes(old, &tenancy),
             tenancy,
         };
@@ -135,8 +252,13 @@ pub async fn apply_file(
                     revision,
                     file = path,
                     changes = next.changes.len(),
-                    "the tenancy file changed: applied as a new revision"
+                    "the tenancy file is new: applied as a revision"
                 );
+                let without = next.tenancy.missing_keys();
+                if !without.is_empty() {
+                    tracing::warn!(revision, principals = %without.join(", "), "principals without a NATS key in the stored tenancy: NATS lets them in only by a `qm auth` authorization until `qm tenancy apply --keys DIR` gives them one");
+                }
+                audit(js, revision, &next).await;
                 return;
             }
             Err(e) if e.code == ErrorCode::Conflict => continue,
@@ -186,12 +308,23 @@ impl Admission {
         })
     }
 
-    /// `ApplyTenancy`: admins only.
+    /// `ApplyTenancy`: admins only, on their own connection (`relayed`:
+    /// the request came through the gateway or the console).
     pub(crate) async fn apply_tenancy(
         &self,
         caller: &Caller,
+        relayed: bool,
         req: ApplyTenancy,
     ) -> Result<ApplyTenancyResponse> {
+        if relayed {
+            return Err(api::error(
+                ErrorCode::AccessDenied,
+                format!(
+                    "the tenancy changes only over an admin's own NATS connection, not through the gateway or the console (asked for {:?})",
+                    caller.principal
+                ),
+            ));
+        }
         if caller.role != "ADMIN" {
             return Err(api::error(
                 ErrorCode::AccessDenied,
@@ -202,50 +335,36 @@ impl Admission {
             ));
         }
         let bucket = self.tenancy_bucket()?;
-        let before = current(bucket).await?;
-        let previous = before.as_ref().map_or(0, |b| b.revision);
+        let (previous, before) = state(bucket).await?;
         if let Some(expected) = req.expected_revision {
             if expected != previous {
                 return Err(api::error(
                     ErrorCode::Conflict,
-                    format!("revision {previous} is in effect, not {expected}: look again (`qm tenancy diff`) and retry"),
+                    format!("revision {previous} is the last, not {expected}: look again (`qm tenancy diff`) and retry"),
                 ));
             }
         }
         let empty = Tenancy::default();
         let old = before.as_ref().map_or(&empty, |b| &b.tenancy);
-        let mut tenancy = req.tenancy;
-        // Checked as sent (keys of principals it does not declare are
-        // named, not dropped), then given the keys it does not change.
-        let mut found = tenancy.problems();
-        tenancy.keep_keys_from(old);
-        let missing = tenancy.missing_keys();
-        if !missing.is_empty() {
-            found.push(format!(
-                "nkeys: no NATS key for {} (`qm tenancy apply --keys DIR` makes and fills them in, or list them under nkeys)",
-                missing.join(", ")
-            ));
-        }
-        if tenancy.admins.is_empty() {
-            found.push(
-                "admins: name at least one admin (no one could change the tenancy again)".into(),
-            );
-        }
-        if !found.is_empty() {
-            return Err(api::invalid(
-                format!(
-                    "the tenancy is invalid ({} problem{}); nothing was changed",
-                    found.len(),
-                    if found.len() == 1 { "" } else { "s" }
-                ),
-                problems(found),
-            ));
-        }
+        let tenancy = match checked(req.tenancy, old, &self.principal, true) {
+            Ok(t) => t,
+            Err(found) => {
+                return Err(api::invalid(
+                    format!(
+                        "the tenancy is invalid ({} problem{}); nothing was changed",
+                        found.len(),
+                        if found.len() == 1 { "" } else { "s" }
+                    ),
+                    problems(found),
+                ))
+            }
+        };
         let changes = qm_tenancy::changes(old, &tenancy);
-        if req.dry_run || (changes.is_empty() && before.is_some() && *old == tenancy) {
+        let in_effect = before.as_ref().map_or(0, |b| b.revision);
+        if req.dry_run || (before.is_some() && *old == tenancy && in_effect == previous) {
             return Ok(ApplyTenancyResponse {
-                revision: previous,
-                previous_revision: previous,
+                revision: in_effect,
+                previous_revision: in_effect,
                 applied: false,
                 changes,
             });
@@ -255,12 +374,15 @@ impl Admission {
             at: qm_service::now_ms(),
             principal: caller.principal.clone(),
             source: "qm tenancy apply".into(),
-            file_sha256: before.as_ref().and_then(|b| b.file_sha256.clone()),
+            file_digests: before
+                .as_ref()
+                .map(|b| b.file_digests.clone())
+                .unwrap_or_default(),
             changes: changes.clone(),
             tenancy,
         };
         let revision = store(bucket, &next, previous).await?;
-        self.audit_tenancy(revision, &next).await;
+        audit(&self.js, revision, &next).await;
         // Read your writes: the caller's next request meets the new revision.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
         while self.tenancy.revision() < revision && tokio::time::Instant::now() < deadline {
@@ -269,47 +391,10 @@ impl Admission {
         tracing::info!(revision, by = %caller.principal, changes = changes.len(), "tenancy applied");
         Ok(ApplyTenancyResponse {
             revision,
-            previous_revision: previous,
+            previous_revision: in_effect,
             applied: true,
             changes,
         })
-    }
-
-    /// The audit record of a tenancy change (admins and readers see it).
-    async fn audit_tenancy(&self, revision: u64, r: &TenancyRevision) {
-        let record = AuditEvent {
-            at: r.at,
-            principal: r.principal.clone(),
-            operation: "ApplyTenancy".into(),
-            job_queue: String::new(),
-            quota_share_name: None,
-            job_id: None,
-            detail: format!(
-                "tenancy revision {revision}: {}",
-                if r.changes.is_empty() {
-                    "no one's rights changed".to_string()
-                } else {
-                    r.changes.join("; ")
-                }
-            ),
-            sequence: revision,
-        };
-        let Ok(body) = serde_json::to_vec(&record) else {
-            return;
-        };
-        let mut headers = async_nats::HeaderMap::new();
-        headers.insert("Nats-Msg-Id", format!("tenancy-{revision}").as_str());
-        let subject = format!("{}._tenancy", subjects::AUDIT_PREFIX);
-        let stored = async {
-            self.js
-                .publish_with_headers(subject, headers, body.into())
-                .await?
-                .await?;
-            Ok::<_, async_nats::Error>(())
-        };
-        if let Err(e) = stored.await {
-            tracing::error!(revision, error = %e, "the tenancy change is stored but its audit record is not");
-        }
     }
 
     /// `DescribeTenancy`: admins and readers.
@@ -321,7 +406,7 @@ impl Admission {
         sees_tenancy(caller)?;
         let bucket = self.tenancy_bucket()?;
         let found = match req.revision {
-            None => current(bucket).await?,
+            None => state(bucket).await?.1,
             Some(n) => {
                 let entry = bucket
                     .entry_for_revision(subjects::TENANCY_KEY, n)
@@ -347,7 +432,8 @@ impl Admission {
         })
     }
 
-    /// `ListTenancyRevisions`: admins and readers; newest first.
+    /// `ListTenancyRevisions`: admins and readers; newest first. A stored
+    /// revision that does not validate is listed as such (never in effect).
     pub(crate) async fn list_tenancy_revisions(
         &self,
         caller: &Caller,
@@ -355,19 +441,88 @@ impl Admission {
         sees_tenancy(caller)?;
         let bucket = self.tenancy_bucket()?;
         let mut out = ListTenancyRevisionsResponse::default();
-        let history = bucket.history(subjects::TENANCY_KEY).await;
-        let mut history = match history {
-            Ok(h) => h,
-            Err(e) if e.to_string().contains("not found") => return Ok(out),
-            Err(e) => return Err(transient("the stored tenancy is unavailable", e)),
-        };
+        if state(bucket).await?.0 == 0 {
+            return Ok(out);
+        }
+        let mut history = bucket
+            .history(subjects::TENANCY_KEY)
+            .await
+            .map_err(|e| transient("the stored tenancy is unavailable", e))?;
         while let Some(entry) = history.next().await {
             let entry = entry.map_err(|e| transient("the stored tenancy is unavailable", e))?;
-            if let Ok(r) = live::read_revision(&entry.value, entry.revision) {
-                out.revisions.push(RevisionSummary::from(&r));
+            match live::read_revision(&entry.value, entry.revision) {
+                Ok(r) => out.revisions.push(RevisionSummary::from(&r)),
+                Err(e) => out.revisions.push(RevisionSummary {
+                    revision: entry.revision,
+                    source: "(never in effect: it does not validate)".into(),
+                    changes: vec![e],
+                    ..Default::default()
+                }),
             }
         }
         out.revisions.reverse();
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = "teams:\n  vision: {shares: [training/QS1], users: [alice]}\nadmins: [platform]\nservices: {admission: [admission], scheduler: [scheduler], natsAuth: [sync]}\n";
+
+    fn t(text: &str) -> Tenancy {
+        Tenancy::parse(text).expect("valid")
+    }
+
+    fn keyed(text: &str) -> Tenancy {
+        let mut t = t(text);
+        for p in t.principals() {
+            t.nkeys
+                .insert(p, vec![nkeys::KeyPair::new_user().public_key()]);
+        }
+        t
+    }
+
+    #[test]
+    fn a_revision_that_would_lock_the_services_out_is_refused() {
+        let before = keyed(BASE);
+        let no_admission = t(&BASE.replace("admission: [admission]", "admission: [admission-2]"));
+        let e = checked(no_admission, &before, "admission", false).expect_err("locked out");
+        assert!(
+            e.iter()
+                .any(|p| p.contains("the identity this admission runs as")),
+            "{e:?}"
+        );
+        let no_sync = t(&BASE.replace(", natsAuth: [sync]", ""));
+        let e = checked(no_sync, &before, "admission", false).expect_err("no sync left");
+        assert!(
+            e.iter().any(|p| p.starts_with("services.natsAuth")),
+            "{e:?}"
+        );
+        // The very first revision names whoever it likes.
+        assert!(checked(t(BASE), &Tenancy::default(), "someone-else", false).is_ok());
+    }
+
+    #[test]
+    fn keys_merged_in_are_checked_again_and_every_key_is_asked_for_only_when_told() {
+        let before = keyed(BASE);
+        let alice = before.nkeys["alice"].clone();
+        // bob takes alice's key; alice lists none, so she would keep hers.
+        let mut sent = t(&BASE.replace("users: [alice]", "users: [alice, bob]"));
+        sent.nkeys.insert("bob".into(), alice);
+        let e = checked(sent, &before, "admission", true).expect_err("a shared key");
+        assert!(e.iter().any(|p| p.contains("the key is also")), "{e:?}");
+        let carol = t(&BASE.replace("users: [alice]", "users: [alice, carol]"));
+        let e = checked(carol.clone(), &before, "admission", true).expect_err("carol has no key");
+        assert!(
+            e.iter().any(|p| p.contains("no NATS key for carol")),
+            "{e:?}"
+        );
+        let merged = checked(carol, &before, "admission", false).expect("a file may lack keys");
+        assert_eq!(
+            merged.nkeys["alice"], before.nkeys["alice"],
+            "alice keeps hers"
+        );
     }
 }

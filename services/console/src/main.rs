@@ -135,7 +135,7 @@ async fn run(
         ),
         proxies: settings.proxies(),
         settings,
-        tenancy: qm_service::tenancy::follow(client.clone(), "console", tenancy),
+        tenancy: qm_service::tenancy::follow(client.clone(), "console", tenancy).await,
         live,
         client: api,
         metrics,

@@ -164,7 +164,7 @@ async fn run(
             account: settings.account_id.clone(),
         },
         settings,
-        tenancy: qm_service::tenancy::follow(client.clone(), "gateway", tenancy),
+        tenancy: qm_service::tenancy::follow(client.clone(), "gateway", tenancy).await,
         secrets,
         client: api,
         store,

@@ -147,8 +147,9 @@ pub async fn apply(
     json: bool,
 ) -> Result<(), Failure> {
     let mut tenancy = read_file(file)?;
+    let mut before = None;
     if let Some(dir) = keys {
-        let before = in_effect(c).await?;
+        before = in_effect(c).await?;
         let has = |p: &str| {
             before
                 .as_ref()
@@ -168,6 +169,7 @@ pub async fn apply(
             }
         }
     }
+    let after = tenancy.principals();
     let r: ApplyTenancyResponse = c
         .call(
             Operation::ApplyTenancy,
@@ -178,6 +180,31 @@ pub async fn apply(
             },
         )
         .await?;
+    // A removed principal's credentials file is set aside, so adding the
+    // name again later makes a new key instead of reviving the old one.
+    if let (Some(dir), Some(before), true) = (keys, &before, r.applied) {
+        let now: std::collections::BTreeSet<String> = after.into_iter().collect();
+        for gone in before
+            .tenancy
+            .principals()
+            .into_iter()
+            .filter(|p| !now.contains(p))
+        {
+            let path = qm_tenancy::nats::key_path(dir, &gone);
+            if path.exists() {
+                let aside = dir.join(format!("{gone}.nk.removed-{}", r.revision));
+                match std::fs::rename(&path, &aside) {
+                    Ok(()) if !json => eprintln!(
+                        "qm: {gone} was removed: {} is now {}",
+                        path.display(),
+                        aside.display()
+                    ),
+                    Ok(()) => {}
+                    Err(e) => eprintln!("qm: warning: cannot set {} aside: {e}", path.display()),
+                }
+            }
+        }
+    }
     if json {
         print_json(&r);
     } else if r.applied {
@@ -323,7 +350,23 @@ pub async fn rotate_key(
                 1,
             ));
         }
-        vec![new]
+        // The key retired is the one of DIR/<principal>.nk; any other keys
+        // the principal holds (other machines) stay.
+        let path = qm_tenancy::nats::key_path(dir, principal);
+        let old = qm_tenancy::nats::public_key_of(&path).map_err(|e| {
+            Failure(
+                format!("{e}: the key to retire is the one of {}", path.display()),
+                1,
+            )
+        })?;
+        if old == new {
+            return Err(usage(format!(
+                "{} and {} hold the same key: nothing to retire",
+                path.display(),
+                next.display()
+            )));
+        }
+        current.into_iter().filter(|k| *k != old).collect()
     } else {
         std::fs::create_dir_all(dir)
             .map_err(|e| Failure(format!("cannot create {}: {e}", dir.display()), 1))?;
@@ -384,12 +427,45 @@ pub async fn rotate_key(
     Ok(())
 }
 
-/// Writes `text` to `path` whole (a temporary file renamed over it).
+/// Writes `text` to `path` whole: a temporary file of this process's own
+/// beside it, synced, renamed over it, and the directory synced, so a
+/// crash leaves the old file or the new one, never a part.
 fn write_whole(path: &Path, text: &str) -> Result<(), String> {
-    let tmp = path.with_extension("tmp-qm");
-    std::fs::write(&tmp, text)
-        .and_then(|()| std::fs::rename(&tmp, path))
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+    use std::io::Write;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let failed = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
+    let mut f = std::fs::File::create(&tmp).map_err(failed)?;
+    f.write_all(text.as_bytes())
+        .and_then(|()| f.sync_all())
+        .map_err(failed)?;
+    std::fs::rename(&tmp, path).map_err(failed)?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// The process of `pid` must be nats-server: a stale pid file must not
+/// have SIGHUP (whose default action ends a process) sent to another.
+fn is_nats_server(pid: i32) -> Result<(), String> {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map_err(|e| format!("no process {pid} (from the pid file): {e}"))?;
+    if comm.trim().starts_with("nats-server") {
+        Ok(())
+    } else {
+        Err(format!(
+            "process {pid} (from the pid file) is {:?}, not nats-server: not signalled",
+            comm.trim()
+        ))
+    }
 }
 
 fn reload(args: &SyncNatsArgs) -> Result<String, String> {
@@ -402,17 +478,14 @@ fn reload(args: &SyncNatsArgs) -> Result<String, String> {
             .ok()
             .and_then(rustix::process::Pid::from_raw)
             .ok_or_else(|| format!("{} holds no process id", pid_file.display()))?;
-        rustix::process::kill_process(pid, rustix::process::Signal::HUP).map_err(|e| {
-            format!(
-                "cannot signal nats-server (pid {}): {e}",
-                pid.as_raw_nonzero()
-            )
-        })?;
-        let pid = pid.as_raw_nonzero();
-        return Ok(format!("sent SIGHUP to nats-server (pid {pid})"));
+        let raw = pid.as_raw_nonzero().get();
+        is_nats_server(raw)?;
+        rustix::process::kill_process(pid, rustix::process::Signal::HUP)
+            .map_err(|e| format!("cannot signal nats-server (pid {raw}): {e}"))?;
+        return Ok(format!("sent SIGHUP to nats-server (pid {raw})"));
     }
     let Some((program, rest)) = args.reload_command.split_first() else {
-        return Ok("no reload asked for".into());
+        return Err("no way to reload the server was given".into());
     };
     let out = std::process::Command::new(program)
         .args(rest)
@@ -428,36 +501,88 @@ fn reload(args: &SyncNatsArgs) -> Result<String, String> {
     Ok(format!("ran {}", args.reload_command.join(" ")))
 }
 
-/// Writes the authorization of revision `r` and reloads, if it changed.
-fn sync_revision(r: &TenancyRevision, args: &SyncNatsArgs) -> Result<String, String> {
-    let conf = qm_tenancy::nats::authorization(&r.tenancy, &r.tenancy.nkeys).map_err(|e| {
-        format!(
-            "revision {} not written (the file keeps the one before): {e}",
-            r.revision
-        )
-    })?;
+/// The authorization file's text for revision `r`, and a line saying what
+/// is in it. Err: nothing to write (no principal has a key yet).
+fn authorization_text(r: &TenancyRevision) -> Result<(String, String), String> {
+    let (conf, skipped) = qm_tenancy::nats::authorization_of_keyed(&r.tenancy, &r.tenancy.nkeys)
+        .map_err(|e| {
+            format!(
+                "revision {} not written (the file keeps the one before): {e}",
+                r.revision
+            )
+        })?;
     let text = format!(
         "# tenancy revision {} ({} by {})\n{conf}",
         r.revision,
         rfc3339(r.at),
         r.principal
     );
-    if std::fs::read_to_string(&args.out).ok().as_deref() == Some(text.as_str()) {
-        return Ok(format!(
-            "revision {}: {} is already up to date",
-            r.revision,
-            args.out.display()
+    let keys: usize = r.tenancy.nkeys.values().map(Vec::len).sum();
+    let mut what = format!(
+        "{} principals, {keys} keys",
+        r.tenancy.principals().len() - skipped.len()
+    );
+    if !skipped.is_empty() {
+        what.push_str(&format!(
+            "; without a key, so not let in: {}",
+            skipped.join(", ")
         ));
     }
-    write_whole(&args.out, &text)?;
-    let keys: usize = r.tenancy.nkeys.values().map(Vec::len).sum();
-    let reloaded = reload(args)?;
-    Ok(format!(
-        "revision {}: wrote {} ({} principals, {keys} keys); {reloaded}",
-        r.revision,
-        args.out.display(),
-        r.tenancy.principals().len()
-    ))
+    Ok((text, what))
+}
+
+/// What sync-nats has done: the text the server last reloaded
+/// successfully (None: not yet, so the first revision always reloads).
+#[derive(Default)]
+struct Synced {
+    reloaded: Option<String>,
+    /// A text written but not yet reloaded (the reload failed): retried.
+    pending: Option<(u64, String)>,
+}
+
+impl Synced {
+    /// Writes revision `r`'s authorization if the file differs, and
+    /// reloads if the server has not loaded exactly this text.
+    fn revision(&mut self, r: &TenancyRevision, args: &SyncNatsArgs) -> Result<String, String> {
+        let (text, what) = authorization_text(r)?;
+        let on_disk = std::fs::read_to_string(&args.out).ok();
+        let wrote = on_disk.as_deref() != Some(text.as_str());
+        if wrote {
+            write_whole(&args.out, &text)?;
+        }
+        if self.reloaded.as_deref() == Some(text.as_str()) {
+            self.pending = None;
+            return Ok(format!(
+                "revision {}: {} is already in effect",
+                r.revision,
+                args.out.display()
+            ));
+        }
+        self.pending = Some((r.revision, text.clone()));
+        let reloaded = reload(args)
+            .map_err(|e| format!("revision {}: written, but {e}; retrying", r.revision))?;
+        self.reloaded = Some(text);
+        self.pending = None;
+        Ok(format!(
+            "revision {}: {} {} ({what}); {reloaded}",
+            r.revision,
+            if wrote { "wrote" } else { "kept" },
+            args.out.display(),
+        ))
+    }
+
+    /// Retries a failed reload.
+    fn retry(&mut self, args: &SyncNatsArgs) -> Option<Result<String, String>> {
+        let (revision, text) = self.pending.clone()?;
+        Some(match reload(args) {
+            Ok(line) => {
+                self.reloaded = Some(text);
+                self.pending = None;
+                Ok(format!("revision {revision}: reloaded at last; {line}"))
+            }
+            Err(e) => Err(format!("revision {revision}: {e}; retrying")),
+        })
+    }
 }
 
 pub fn check_sync_args(args: &SyncNatsArgs) -> Result<(), Failure> {
@@ -486,9 +611,13 @@ pub fn check_sync_args(args: &SyncNatsArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// How often a failed reload is tried again.
+const RETRY: Duration = Duration::from_secs(2);
+
 pub async fn sync_nats(c: &Client, args: &SyncNatsArgs) -> Result<(), Failure> {
     let js = async_nats::jetstream::new(c.nats.clone());
     let mut told = false;
+    let mut synced = Synced::default();
     let shutdown = qm_service::nats::shutdown_signal();
     tokio::pin!(shutdown);
     loop {
@@ -507,27 +636,28 @@ pub async fn sync_nats(c: &Client, args: &SyncNatsArgs) -> Result<(), Failure> {
                 }
                 tokio::select! {
                     _ = &mut shutdown => return Ok(()),
-                    _ = tokio::time::sleep(Duration::from_secs(2)) => continue,
+                    _ = tokio::time::sleep(RETRY) => continue,
                 }
             }
         };
         if args.once {
-            let entry = bucket
-                .entry(subjects::TENANCY_KEY)
+            let r = qm_service::tenancy::newest_valid(&bucket, "sync-nats")
                 .await
-                .map_err(|e| Failure(format!("cannot read the tenancy: {e}"), 3))?
-                .ok_or_else(|| Failure("no tenancy revision is stored yet".into(), 1))?;
-            let r = qm_tenancy::live::read_revision(&entry.value, entry.revision)
-                .map_err(|e| Failure(e, 1))?;
-            let line = sync_revision(&r, args).map_err(|e| Failure(e, 1))?;
+                .ok_or_else(|| Failure("no valid tenancy revision is stored yet".into(), 1))?;
+            let line = synced.revision(&r, args).map_err(|e| Failure(e, 1))?;
             println!("{line}");
             return Ok(());
+        }
+        // The newest valid revision first (the last one may not validate),
+        // then the last one and every one written after it.
+        if let Some(r) = qm_service::tenancy::newest_valid(&bucket, "sync-nats").await {
+            report(synced.revision(&r, args));
         }
         let mut updates = match bucket.watch_with_history(subjects::TENANCY_KEY).await {
             Ok(u) => u,
             Err(e) => {
                 eprintln!("qm: cannot follow the tenancy ({e}); retrying");
-                tokio::time::sleep(Duration::from_secs(2)).await;
+                tokio::time::sleep(RETRY).await;
                 continue;
             }
         };
@@ -535,6 +665,12 @@ pub async fn sync_nats(c: &Client, args: &SyncNatsArgs) -> Result<(), Failure> {
             let next = tokio::select! {
                 _ = &mut shutdown => return Ok(()),
                 n = updates.next() => n,
+                _ = tokio::time::sleep(RETRY), if synced.pending.is_some() => {
+                    if let Some(r) = synced.retry(args) {
+                        report(r);
+                    }
+                    continue;
+                }
             };
             let entry = match next {
                 Some(Ok(e)) => e,
@@ -547,13 +683,18 @@ pub async fn sync_nats(c: &Client, args: &SyncNatsArgs) -> Result<(), Failure> {
             if entry.operation != async_nats::jetstream::kv::Operation::Put {
                 continue;
             }
-            let line = qm_tenancy::live::read_revision(&entry.value, entry.revision)
-                .and_then(|r| sync_revision(&r, args));
-            match line {
-                Ok(line) => println!("{line}"),
-                Err(e) => eprintln!("qm: error: {e}"),
+            match qm_tenancy::live::read_revision(&entry.value, entry.revision) {
+                Ok(r) => report(synced.revision(&r, args)),
+                Err(e) => eprintln!("qm: error: {e}; not written"),
             }
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+fn report(line: Result<String, String>) {
+    match line {
+        Ok(line) => println!("{line}"),
+        Err(e) => eprintln!("qm: error: {e}"),
     }
 }
