@@ -55,11 +55,18 @@ docker run --rm --network none --user "$(id -u):65532" \
   -v "$creds:/out" -v "$tenancy:/etc/quartermaster/tenancy.yaml:ro" \
   "${prefix}qm:$tag" auth --tenancy /etc/quartermaster/tenancy.yaml --out /out >/dev/null
 [ -f "$creds/console.nk" ] || { say "the tenancy $tenancy has no principal console in services.console (the console's NATS identity; deploy/tenancy.dev.yaml has it)"; exit 2; }
+[ -f "$creds/nats-auth.nk" ] || { say "the tenancy $tenancy has no principal nats-auth in services.natsAuth (the identity of each NATS server's \`qm tenancy sync-nats\`; deploy/tenancy.dev.yaml has it)"; exit 2; }
 [ -f "$creds/gateway-keys.yaml" ] || { say "the tenancy $tenancy maps no awsAccessKeys: no one could sign in to the console (deploy/tenancy.dev.yaml has examples)"; exit 2; }
 # Each container mounts only its own key file, and runs as user 65532: the
 # files are readable, the directory (0700) keeps them from other host users.
 chmod 0644 "$creds"/*.nk "$creds/nats-auth.conf"
 chmod 0640 "$creds/gateway-keys.yaml"
+# Each NATS server's live authorization (its sync-N sidecar rewrites it
+# from the tenancy in effect): seeded with `qm auth`'s on the first run.
+for n in 1 2 3; do
+  mkdir -p "$creds/live/nats-$n"
+  [ -s "$creds/live/nats-$n/nats-auth.conf" ] || cp "$creds/nats-auth.conf" "$creds/live/nats-$n/nats-auth.conf"
+done
 # The NATS cluster's routes: their own user and password (first run only),
 # so that no server without them joins the cluster.
 if [ ! -s "$creds/nats-routes.conf" ]; then
@@ -120,7 +127,8 @@ while :; do
     total=$((total + 1))
     state=$(docker inspect -f '{{ .Name }} {{ .State.Status }} {{ if .State.Health }}{{ .State.Health.Status }}{{ end }}' "$id")
     read -r name status health <<<"$state"
-    if [ "$health" = healthy ]; then
+    # A container without a health check (the sync sidecars) counts once running.
+    if [ "$health" = healthy ] || { [ -z "$health" ] && [ "$status" = running ]; }; then
       healthy=$((healthy + 1))
     else
       waiting="$waiting ${name#/}($status${health:+ $health})"

@@ -82,6 +82,50 @@ impl Drop for Project {
     }
 }
 
+/// `qm tenancy apply` as the admin, with the credentials directory's keys;
+/// the revision stored.
+fn tenancy_apply(url: &str, credentials: &Path, file: &Path, keys: &str) -> u64 {
+    let out = Command::new(qm_integration_tests::stack::bin("qm"))
+        .args(["--nats", url, "--nkey"])
+        .arg(credentials.join("platform.nk"))
+        .args(["--output", "json", "tenancy", "apply", "-f"])
+        .arg(file)
+        .args(["--keys", keys])
+        .output()
+        .expect("qm runs");
+    assert!(
+        out.status.success(),
+        "qm tenancy apply: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    r["revision"].as_u64().expect("a revision")
+}
+
+/// Waits until sidecar `sync` has had its server reload revision `n`.
+async fn synced(project: &Project, sync: &str, n: u64) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = Command::new("docker")
+            .args(["logs", &project.container(sync)])
+            .output()
+            .expect("docker logs");
+        let log = String::from_utf8_lossy(&out.stdout).into_owned();
+        let done = log.lines().any(|l| {
+            l.starts_with(&format!("revision {n}: ")) && l.contains("sent SIGHUP to nats-server")
+        });
+        if done {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{sync} did not reload revision {n}:\n{log}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 fn open_to_all(dir: &Path) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::create_dir_all(dir).expect("dir");
@@ -222,6 +266,38 @@ async fn compose_up_starts_every_service_healthy_and_the_demo_story_runs_against
         "compose: the story's jobs {} {} {} {}",
         jobs.p1, jobs.p2, jobs.p3, jobs.q2
     );
+
+    // The tenancy, live (issue 35): applied with the keys up.sh made, a
+    // new team member can connect at once, through every server of the
+    // cluster's sidecar having reloaded it, and is cut off once removed.
+    let keys = credentials.display().to_string();
+    let dev = root().join("deploy/tenancy.dev.yaml");
+    let applied = tenancy_apply(&url, &credentials, &dev, &keys);
+    for sync in ["sync-1", "sync-2", "sync-3"] {
+        synced(&project, sync, applied).await;
+    }
+    let with_erin = base.join("with-erin.yaml");
+    let text = std::fs::read_to_string(&dev)
+        .expect("the dev tenancy")
+        .replace("users: [alice]", "users: [alice, erin]");
+    std::fs::write(&with_erin, text).expect("written");
+    let added = tenancy_apply(&url, &credentials, &with_erin, &keys);
+    for sync in ["sync-1", "sync-2", "sync-3"] {
+        synced(&project, sync, added).await;
+    }
+    let erin = auth.client(&url, "erin").await;
+    let me: qm_wire::messages::Caller = erin
+        .call(qm_wire::subjects::Operation::WhoAmI, &serde_json::json!({}))
+        .await
+        .expect("erin is known at once");
+    assert_eq!(me.team.as_deref(), Some("vision"));
+    let removed = tenancy_apply(&url, &credentials, &dev, &keys);
+    synced(&project, "sync-1", removed).await;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while erin.nats.connection_state() == async_nats::connection::State::Connected {
+        assert!(Instant::now() < deadline, "erin's connection stayed open");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 
     // The restart policy: a scheduler that crashes (its process killed
     // from this machine; `docker kill` would count as stopping it by hand)
