@@ -84,7 +84,7 @@ impl Drop for Project {
 
 /// `qm tenancy apply` as the admin, with the credentials directory's keys;
 /// the revision stored.
-fn tenancy_apply(url: &str, credentials: &Path, file: &Path, keys: &str) -> u64 {
+fn tenancy_apply(project: &Project, url: &str, credentials: &Path, file: &Path, keys: &str) -> u64 {
     let out = Command::new(qm_integration_tests::stack::bin("qm"))
         .args(["--nats", url, "--nkey"])
         .arg(credentials.join("platform.nk"))
@@ -93,11 +93,27 @@ fn tenancy_apply(url: &str, credentials: &Path, file: &Path, keys: &str) -> u64 
         .args(["--keys", keys])
         .output()
         .expect("qm runs");
-    assert!(
-        out.status.success(),
-        "qm tenancy apply: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    if !out.status.success() {
+        let logs: Vec<String> = ["admission-1", "admission-2", "sync-1"]
+            .iter()
+            .map(|s| {
+                let l = Command::new("docker")
+                    .args(["logs", "--tail", "40", &project.container(s)])
+                    .output()
+                    .expect("docker logs");
+                format!(
+                    "--- {s}\n{}{}",
+                    String::from_utf8_lossy(&l.stdout),
+                    String::from_utf8_lossy(&l.stderr)
+                )
+            })
+            .collect();
+        panic!(
+            "qm tenancy apply: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            logs.join("\n")
+        );
+    }
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     r["revision"].as_u64().expect("a revision")
 }
@@ -272,7 +288,7 @@ async fn compose_up_starts_every_service_healthy_and_the_demo_story_runs_against
     // cluster's sidecar having reloaded it, and is cut off once removed.
     let keys = credentials.display().to_string();
     let dev = root().join("deploy/tenancy.dev.yaml");
-    let applied = tenancy_apply(&url, &credentials, &dev, &keys);
+    let applied = tenancy_apply(&project, &url, &credentials, &dev, &keys);
     for sync in ["sync-1", "sync-2", "sync-3"] {
         synced(&project, sync, applied).await;
     }
@@ -281,7 +297,7 @@ async fn compose_up_starts_every_service_healthy_and_the_demo_story_runs_against
         .expect("the dev tenancy")
         .replace("users: [alice]", "users: [alice, erin]");
     std::fs::write(&with_erin, text).expect("written");
-    let added = tenancy_apply(&url, &credentials, &with_erin, &keys);
+    let added = tenancy_apply(&project, &url, &credentials, &with_erin, &keys);
     for sync in ["sync-1", "sync-2", "sync-3"] {
         synced(&project, sync, added).await;
     }
@@ -291,7 +307,7 @@ async fn compose_up_starts_every_service_healthy_and_the_demo_story_runs_against
         .await
         .expect("erin is known at once");
     assert_eq!(me.team.as_deref(), Some("vision"));
-    let removed = tenancy_apply(&url, &credentials, &dev, &keys);
+    let removed = tenancy_apply(&project, &url, &credentials, &dev, &keys);
     synced(&project, "sync-1", removed).await;
     let deadline = Instant::now() + Duration::from_secs(15);
     while erin.nats.connection_state() == async_nats::connection::State::Connected {

@@ -78,6 +78,29 @@ fn team_events(grant: &Grant) -> Vec<String> {
     .collect()
 }
 
+/// The inboxes of the principals with the given roles: where a service
+/// that answers their requests may publish its replies. Granted besides
+/// `allow_responses`, because nats-server forgets which replies a
+/// connection may send when it reloads its authorization: without these,
+/// every reply in flight at a `qm tenancy sync-nats` reload would be
+/// refused (ADR 0020).
+fn inboxes_of(tenancy: &Tenancy, roles: &[&str]) -> Vec<String> {
+    tenancy
+        .principals()
+        .into_iter()
+        .filter(|p| {
+            let label = match tenancy.role(p) {
+                Some(Role::Admission) => "admission",
+                Some(Role::Scheduler) => "scheduler",
+                Some(Role::Executor(_)) => "executor",
+                _ => "",
+            };
+            roles.contains(&label)
+        })
+        .map(|p| format!("_INBOX_{p}.>"))
+        .collect()
+}
+
 /// The permissions of `principal` under `tenancy` (None: not declared).
 pub fn permissions(tenancy: &Tenancy, principal: &str) -> Option<Permissions> {
     let role = tenancy.role(principal)?;
@@ -104,6 +127,8 @@ pub fn permissions(tenancy: &Tenancy, principal: &str) -> Option<Permissions> {
                 .subscribe
                 .push(format!("{}.*.*", subjects::API_PREFIX));
             let p = &mut perms.publish;
+            // It answers everyone's API requests (see `inboxes_of`).
+            p.push("_INBOX_*.>".into());
             for s in ["submit", "config", "register"] {
                 p.push(format!("{}.{s}.*", subjects::LOG_PREFIX));
             }
@@ -160,6 +185,9 @@ pub fn permissions(tenancy: &Tenancy, principal: &str) -> Option<Permissions> {
             let presence = format!("{}.*", subjects::SCHED_PRESENCE_PREFIX);
             perms.subscribe.push(presence.clone());
             let p = &mut perms.publish;
+            // It answers admission's relays, the other schedulers' probes
+            // and the executors' heartbeats (see `inboxes_of`).
+            p.extend(inboxes_of(tenancy, &["admission", "scheduler", "executor"]));
             p.push(presence);
             p.push(format!("{}.*.command", subjects::EXEC_PREFIX));
             p.push(subjects::LOG_SCHED.into());
@@ -180,6 +208,8 @@ pub fn permissions(tenancy: &Tenancy, principal: &str) -> Option<Permissions> {
         Role::Executor(identity) => {
             perms.responds = true;
             let p = &mut perms.publish;
+            // It answers admission's log requests (see `inboxes_of`).
+            p.extend(inboxes_of(tenancy, &["admission", "scheduler"]));
             p.push(format!(
                 "{}.{principal}.{}",
                 subjects::API_PREFIX,
@@ -232,6 +262,8 @@ pub fn permissions(tenancy: &Tenancy, principal: &str) -> Option<Permissions> {
         Role::Checkpoint(identity) => {
             perms.responds = true;
             let p = &mut perms.publish;
+            // It answers the executors' requests (see `inboxes_of`).
+            p.extend(inboxes_of(tenancy, &["executor", "admission", "scheduler"]));
             for node in &identity.nodes {
                 perms
                     .subscribe

@@ -395,3 +395,33 @@ fn a_principal_with_two_keys_is_two_users_of_the_same_rights_and_the_sync_reads_
     let e = crate::nats::authorization(&t, &t.nkeys).expect_err("bob has no key");
     assert!(e.contains("bob"), "{e}");
 }
+
+#[test]
+fn responders_may_reply_into_their_requesters_inboxes_without_the_servers_reply_tracking() {
+    // A reload of the server's authorization forgets which replies each
+    // connection may send; the services' replies must not depend on it.
+    let t = tenancy();
+    let publish = |p: &str| crate::nats::permissions(&t, p).expect("declared").publish;
+    assert!(publish("admission").contains(&"_INBOX_*.>".to_string()));
+    let scheduler = publish("scheduler");
+    for requester in ["admission", "scheduler", "node-1", "gpu-pool"] {
+        assert!(
+            scheduler.contains(&format!("_INBOX_{requester}.>")),
+            "{requester}: {scheduler:?}"
+        );
+    }
+    assert!(
+        !scheduler
+            .iter()
+            .any(|s| s == "_INBOX_alice.>" || s == "_INBOX_*.>"),
+        "{scheduler:?}"
+    );
+    assert!(publish("node-1").contains(&"_INBOX_admission.>".to_string()));
+    assert!(publish("ckpt-node-1").contains(&"_INBOX_node-1.>".to_string()));
+    for person in ["alice", "platform", "dashboard"] {
+        assert!(
+            !publish(person).iter().any(|s| s.starts_with("_INBOX_")),
+            "{person}"
+        );
+    }
+}

@@ -650,7 +650,9 @@ pub async fn sync_nats(c: &Client, args: &SyncNatsArgs) -> Result<(), Failure> {
         }
         // The newest valid revision first (the last one may not validate),
         // then the last one and every one written after it.
+        let mut seen = 0;
         if let Some(r) = qm_service::tenancy::newest_valid(&bucket, "sync-nats").await {
+            seen = r.revision;
             report(synced.revision(&r, args));
         }
         let mut updates = match bucket.watch_with_history(subjects::TENANCY_KEY).await {
@@ -680,9 +682,12 @@ pub async fn sync_nats(c: &Client, args: &SyncNatsArgs) -> Result<(), Failure> {
                 }
                 None => break,
             };
-            if entry.operation != async_nats::jetstream::kv::Operation::Put {
+            if entry.operation != async_nats::jetstream::kv::Operation::Put
+                || entry.revision <= seen
+            {
                 continue;
             }
+            seen = entry.revision;
             match qm_tenancy::live::read_revision(&entry.value, entry.revision) {
                 Ok(r) => report(synced.revision(&r, args)),
                 Err(e) => eprintln!("qm: error: {e}; not written"),
