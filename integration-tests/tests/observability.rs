@@ -307,3 +307,43 @@ fn metrics_beyond_loopback_without_a_real_token_refuse_to_start() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("metricsAddress"), "{stderr}");
 }
+
+/// Logs a collector can read: through a pipe, text without colour codes;
+/// with `QM_LOG_FORMAT=json`, one JSON object a line (any case of the
+/// value); an unknown format is said, and text is logged.
+#[test]
+fn logs_are_plain_text_in_a_pipe_and_one_json_object_a_line_when_asked() {
+    let run = |format: Option<&str>| {
+        let mut cmd = std::process::Command::new(qm_integration_tests::stack::bin("qm-scheduler"));
+        cmd.env("QM_NATS_URL", "nats://127.0.0.1:1")
+            .env_remove("QM_LOG_FORMAT")
+            .env_remove("RUST_LOG")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        if let Some(f) = format {
+            cmd.env("QM_LOG_FORMAT", f);
+        }
+        let mut child = cmd.spawn().expect("qm-scheduler starts");
+        // It logs each failed try to reach NATS; a second is plenty.
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        let _ = child.kill();
+        let out = child.wait_with_output().expect("its output");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let text = run(None);
+    assert!(text.contains("NATS not reachable"), "{text}");
+    assert!(!text.contains('\u{1b}'), "colour codes in a pipe: {text:?}");
+    for format in ["json", "JSON"] {
+        let json = run(Some(format));
+        let lines: Vec<&str> = json.lines().collect();
+        assert!(!lines.is_empty(), "{format}: nothing logged");
+        for line in lines {
+            let v: serde_json::Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("{format}: not one JSON object a line ({e}): {line}"));
+            assert!(v["level"].is_string() && v["fields"]["message"].is_string(), "{line}");
+        }
+    }
+    let odd = run(Some("yaml"));
+    assert!(odd.contains("unknown log format"), "{odd}");
+    assert!(odd.contains("NATS not reachable"), "{odd}");
+}

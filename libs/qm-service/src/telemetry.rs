@@ -113,8 +113,15 @@ where
 pub fn init(service: &str) -> Telemetry {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let json = std::env::var("QM_LOG_FORMAT").as_deref() == Ok("json");
-    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let format = std::env::var("QM_LOG_FORMAT").unwrap_or_default();
+    let json = format.eq_ignore_ascii_case("json");
+    let unknown = !json && !format.is_empty() && !format.eq_ignore_ascii_case("text");
+    // Colour codes only for a person at a terminal: a collector reading a
+    // pipe or a file gets plain text.
+    use std::io::IsTerminal;
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(!json && std::io::stderr().is_terminal());
     let fmt = if json {
         fmt.json().with_filter(filter).boxed()
     } else {
@@ -127,6 +134,9 @@ pub fn init(service: &str) -> Telemetry {
         .with(fmt)
         .with(otel)
         .try_init();
+    if unknown {
+        tracing::warn!(QM_LOG_FORMAT = %format, "unknown log format (json or text): logging text");
+    }
     match made {
         Err(e) => tracing::error!(error = %e, "traces are not exported"),
         Ok(Some(_)) => tracing::info!("exporting traces over OTLP"),
