@@ -2,7 +2,7 @@
 CARGO ?= cargo
 QM := target/release/qm
 
-.PHONY: bench-console docs test-phases images-test fuzz bench-runtimes images-torch aws-clients chromium evaluate up down check-deploy demo simulate bins bench-services bench-fleet bench-checkpoint bench-peers test lint check-core-deps unit integration images images-infra bench bench-pass bench-sim build clean
+.PHONY: nats-clients bench-console docs test-phases images-test fuzz bench-runtimes images-torch aws-clients chromium evaluate up down check-deploy demo simulate bins bench-services bench-fleet bench-checkpoint bench-peers test lint check-core-deps unit integration images images-infra bench bench-pass bench-sim build clean
 
 ## demo: the three-share story on a real Quartermaster (NATS + Garage in
 ## containers, the four services, the example trainer), live, with a summary
@@ -23,7 +23,7 @@ bins:
 ## test: formatting, lints, the purity rule, the deploy files, the book and
 ## its links, unit tests, and the integration tests against real servers in
 ## containers (builds the images they run); prints each phase's time at the end
-TEST_PHASES := lint check-core-deps check-deploy docs unit bins images-test images-torch aws-clients chromium integration
+TEST_PHASES := lint check-core-deps check-deploy docs unit bins images-test images-torch aws-clients nats-clients chromium integration
 test:
 	@tools/phases.sh $(TEST_PHASES)
 
@@ -109,7 +109,7 @@ images-infra:
 ## integration: end-to-end tests against real servers in containers, the
 ## services as processes and, for the story, the rolling upgrade and the
 ## compose file, in containers from their images (so it builds them)
-integration: images-test images-torch bins aws-clients chromium
+integration: images-test images-torch bins aws-clients nats-clients chromium
 	tools/test-binaries.sh integration
 
 ## chromium: headless Chromium, which renders the what-if report in the
@@ -124,6 +124,11 @@ QM_TRACES ?= ../shared/traces
 evaluate:
 	$(CARGO) build --release --locked -p qm
 	bench/evaluate.sh "$(QM_TRACES)"
+
+## nats-clients: NATS's own Python client (nats-py, pinned), which the
+## tests connect with using the credentials `qm auth` writes
+nats-clients:
+	@integration-tests/nats-clients/setup.sh >/dev/null
 
 ## aws-clients: the pinned boto3 and AWS CLI the gateway tests drive, in a
 ## virtual environment of their own under ~/.cache/quartermaster

@@ -340,7 +340,10 @@ fn logs_are_plain_text_in_a_pipe_and_one_json_object_a_line_when_asked() {
         for line in lines {
             let v: serde_json::Value = serde_json::from_str(line)
                 .unwrap_or_else(|e| panic!("{format}: not one JSON object a line ({e}): {line}"));
-            assert!(v["level"].is_string() && v["fields"]["message"].is_string(), "{line}");
+            assert!(
+                v["level"].is_string() && v["fields"]["message"].is_string(),
+                "{line}"
+            );
         }
     }
     let odd = run(Some("yaml"));

@@ -427,9 +427,12 @@ pub fn ensure_keys(tenancy: &Tenancy, dir: &Path) -> Result<BTreeMap<String, Str
 }
 
 /// The public key of the credentials file at `path`, which is made (mode
-/// 0600, a new seed, naming `principal`) when it does not exist.
+/// 0600, a new seed, naming `principal`) when it does not exist; and the
+/// seed alone beside it ([`seed_path`]), made when missing.
 pub fn ensure_key(path: &Path, principal: &str) -> Result<String, String> {
     if path.exists() {
+        let (_, seed) = read_key_file(path)?;
+        ensure_seed_file(path, &seed)?;
         return public_key_of(path);
     }
     let pair = nkeys::KeyPair::new_user();
@@ -440,7 +443,35 @@ pub fn ensure_key(path: &Path, principal: &str) -> Result<String, String> {
         "{HEADER}{principal}\n# Keep this file secret: it is {principal}'s NATS credential.\n{seed}\n"
     );
     write_private(path, text.as_bytes())?;
+    ensure_seed_file(path, &seed)?;
     Ok(pair.public_key())
+}
+
+/// Where the seed of the credentials file `nk` is kept alone, for NATS's
+/// own clients and tools, which take a file holding nothing but the seed
+/// (nats-py's `nkeys_seed`, the `nats` CLI's `--nkey`): `alice.nk` ->
+/// `alice.seed`, `alice.nk.next` -> `alice.seed.next`.
+pub fn seed_path(nk: &Path) -> PathBuf {
+    let name = nk
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let seed = match name.rfind(".nk") {
+        Some(at) => format!("{}.seed{}", &name[..at], &name[at + 3..]),
+        None => format!("{name}.seed"),
+    };
+    nk.with_file_name(seed)
+}
+
+/// Writes the seed-only file of `nk` (mode 0600) unless it already holds
+/// that seed.
+fn ensure_seed_file(nk: &Path, seed: &str) -> Result<(), String> {
+    let path = seed_path(nk);
+    if std::fs::read_to_string(&path).is_ok_and(|t| t.trim() == seed) {
+        return Ok(());
+    }
+    let _ = std::fs::remove_file(&path);
+    write_private(&path, format!("{seed}\n").as_bytes())
 }
 
 /// The public key of the seed in the credentials file at `path`.
@@ -540,6 +571,31 @@ mod tests {
         assert_eq!(first, again, "existing keys are kept");
         let (principal, seed) = read_key_file(&key_path(&dir, "alice")).expect("readable");
         assert_eq!(principal.as_deref(), Some("alice"));
+        // The seed alone beside it, private too, for NATS's own clients.
+        let alone = seed_path(&key_path(&dir, "alice"));
+        assert_eq!(alone, dir.join("alice.seed"));
+        assert_eq!(
+            std::fs::read_to_string(&alone).expect("seed file").trim(),
+            seed
+        );
+        assert_eq!(
+            std::fs::metadata(&alone)
+                .expect("exists")
+                .permissions()
+                .mode()
+                & 0o777,
+            0o600
+        );
+        std::fs::remove_file(&alone).expect("removed");
+        ensure_keys(&t, &dir).expect("keys");
+        assert!(
+            alone.exists(),
+            "made again for a file made before it existed"
+        );
+        assert_eq!(
+            seed_path(Path::new("d/alice.nk.next")),
+            Path::new("d/alice.seed.next")
+        );
         assert_eq!(
             nkeys::KeyPair::from_seed(&seed).expect("seed").public_key(),
             first["alice"]

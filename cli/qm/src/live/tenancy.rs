@@ -191,6 +191,10 @@ pub async fn apply(
             .filter(|p| !now.contains(p))
         {
             let path = qm_tenancy::nats::key_path(dir, &gone);
+            let _ = std::fs::rename(
+                qm_tenancy::nats::seed_path(&path),
+                dir.join(format!("{gone}.seed.removed-{}", r.revision)),
+            );
             if path.exists() {
                 let aside = dir.join(format!("{gone}.nk.removed-{}", r.revision));
                 match std::fs::rename(&path, &aside) {
@@ -390,6 +394,10 @@ pub async fn rotate_key(
         .await?;
     if finish {
         let path = qm_tenancy::nats::key_path(dir, principal);
+        let _ = std::fs::rename(
+            qm_tenancy::nats::seed_path(&next),
+            qm_tenancy::nats::seed_path(&path),
+        );
         std::fs::rename(&next, &path).map_err(|e| {
             Failure(
                 format!(
