@@ -103,7 +103,7 @@ pub fn auth(
         }
     }
     println!(
-        "next: `include {}` in the nats-server configuration and reload it; give each principal its .nk file only{}",
+        "next: `include {}` in the nats-server configuration and reload it; give each principal its .nk file (and .seed, for NATS's own clients) only{}",
         conf_path.display(),
         if aws.is_empty() { "" } else { " (and each person its .aws-credentials file)" }
     );
