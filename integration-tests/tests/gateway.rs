@@ -320,6 +320,31 @@ async fn aws_clients_drive_quartermaster_unchanged() {
         .await
         .expect("snapshot");
     assert!(snapshot.queue_utilization().is_some());
+    // A team member may not touch the queue's own fields, even those only
+    // the gateway keeps (its priority, its scheduling policy).
+    let refused = bob
+        .update_job_queue()
+        .job_queue("training")
+        .priority(999)
+        .send()
+        .await
+        .expect_err("bob may not change the queue's priority");
+    let refused = format!("{:?}", refused.into_service_error());
+    assert!(
+        refused.contains("AccessDenied") && refused.contains("bob"),
+        "{refused}"
+    );
+    let queues = bob
+        .describe_job_queues()
+        .job_queues("training")
+        .send()
+        .await
+        .expect("describe");
+    assert_ne!(
+        queues.job_queues().first().and_then(|q| q.priority()),
+        Some(999),
+        "nothing changed"
+    );
     let listed = bob
         .list_quota_shares()
         .job_queue("training")

@@ -27,6 +27,16 @@ impl Gateway {
                 .queue_name("jobQueue", q.job_queue.as_deref().unwrap_or_default())
                 .map_err(|e| self.bad(e))?
         };
+        // Only who may change the queue's configuration (admins) may: the
+        // gateway's own fields (priority, scheduling policy) never reach
+        // admission when nothing else changes, so it checks here itself.
+        qm_tenancy::authorize(caller, qm_tenancy::Action::ChangeConfig { queue: &name }).map_err(
+            |e| AwsError {
+                status: 403,
+                code: "AccessDeniedException",
+                message: e.0,
+            },
+        )?;
         state_ok("state", &q.state)?;
         if !q.compute_environment_order.is_empty() {
             return Err(self.bad(
