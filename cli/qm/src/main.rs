@@ -8,7 +8,7 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use qm_sim::{Options, SimError, Simulation};
 use tracing::Instrument;
 
@@ -18,14 +18,15 @@ use tracing::Instrument;
 struct Cli {
     #[command(subcommand)]
     command: Command,
-    /// NATS server of the Quartermaster to talk to.
-    #[arg(
-        long,
-        global = true,
-        env = "QM_NATS_URL",
-        default_value = "nats://127.0.0.1:4222"
-    )]
-    nats: String,
+    /// NATS server of the Quartermaster to talk to (default: the
+    /// profile's, else nats://127.0.0.1:4222).
+    #[arg(long, global = true, env = "QM_NATS_URL")]
+    nats: Option<String>,
+    /// The profile of ~/.config/quartermaster/config.yaml (or the file
+    /// QM_CONFIG names) to take the server and credentials from (default:
+    /// the file's `default`); flags and QM_NATS_* variables win over it.
+    #[arg(long, global = true, env = "QM_PROFILE", value_name = "NAME")]
+    profile: Option<String>,
     #[command(flatten)]
     credentials: live::Credentials,
     /// How to print results: readable tables, or JSON for scripts.
@@ -230,6 +231,21 @@ enum Command {
     },
     /// Who the server and admission take you for: principal, role, team, shares.
     Whoami,
+    /// Print a shell completion script for qm.
+    #[command(
+        after_help = "Examples:\n  qm completions bash > /etc/bash_completion.d/qm\n  qm completions zsh > \"${fpath[1]}/_qm\"\n  qm completions fish > ~/.config/fish/completions/qm.fish"
+    )]
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Write qm's man pages into DIR: qm.1, and one per command
+    /// (qm-submit.1, qm-tenancy-apply.1, ...).
+    #[command(after_help = "Example:\n  qm man --out /usr/local/share/man/man1 && man qm-submit")]
+    Man {
+        #[arg(long, value_name = "DIR")]
+        out: std::path::PathBuf,
+    },
     /// Change who may do what while everything runs: apply a tenancy file
     /// as a new revision (admins), compare, show, list the history, rotate
     /// a NATS key with an overlap, and keep NATS servers' authorization in
@@ -261,6 +277,12 @@ enum Command {
         /// Only validate the tenancy file; write nothing.
         #[arg(long)]
         check: bool,
+        /// Also write `<person>.config.yaml` for every admin, reader and
+        /// team user: a qm profile naming the server (--nats, required)
+        /// and their .nk file beside it (and --tls-ca, if given), to put
+        /// at ~/.config/quartermaster/config.yaml.
+        #[arg(long)]
+        profiles: bool,
     },
 }
 
@@ -284,6 +306,8 @@ impl Command {
             Command::Audit { .. } => "audit",
             Command::Whoami => "whoami",
             Command::Tenancy(_) => "tenancy",
+            Command::Completions { .. } => "completions",
+            Command::Man { .. } => "man",
             Command::Apply { .. } => "apply",
             Command::Submit(_) => "submit",
             Command::Drill(_) => "drill",
@@ -320,6 +344,20 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "qm", &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
+        Command::Man { out } => match man_pages(&out) {
+            Ok(pages) => {
+                println!("wrote {} man pages into {}", pages, out.display());
+                ExitCode::SUCCESS
+            }
+            Err(message) => {
+                eprintln!("qm: error: {message}");
+                ExitCode::from(2)
+            }
+        },
         Command::Whatif(args) => match whatif::run(&args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(message) => {
@@ -349,7 +387,7 @@ fn main() -> ExitCode {
             );
             let result = runtime.block_on(
                 run_live(
-                    &cli.nats,
+                    (cli.nats.as_deref(), cli.profile.as_deref()),
                     &cli.credentials,
                     (output == Output::Json, output == Output::Csv),
                     command,
@@ -373,7 +411,7 @@ fn main() -> ExitCode {
 }
 
 async fn run_live(
-    nats: &str,
+    (nats, profile): (Option<&str>, Option<&str>),
     credentials: &live::Credentials,
     (json, csv): (bool, bool),
     command: Command,
@@ -403,13 +441,25 @@ async fn run_live(
         Command::Drill(args) => Some(live::drill_request(args)?),
         _ => None,
     };
+    let env = |k: &str| std::env::var(k).ok();
     if let Command::Auth {
         tenancy,
         out,
         check,
+        profiles,
     } = &command
     {
-        return live::auth(tenancy, out.as_deref(), *check, json);
+        let profiles = match (profiles, nats) {
+            (false, _) => None,
+            (true, Some(url)) => Some((url, credentials.tls_ca.as_deref())),
+            (true, None) => {
+                return Err(live::Failure(
+                    "--profiles needs --nats URL: the server the people's profiles name".into(),
+                    2,
+                ))
+            }
+        };
+        return live::auth(tenancy, out.as_deref(), (*check, profiles), json);
     }
     match &command {
         Command::Tenancy(live::TenancyCommand::SyncNats(args)) => {
@@ -441,9 +491,14 @@ async fn run_live(
             ));
         }
     }
-    let c = live::connect(nats, credentials).await?;
+    let (url, credentials) = live::profile::resolve(nats, credentials, profile, &env)?;
+    let c = live::connect(&url, &credentials).await?;
     match command {
-        Command::Simulate { .. } | Command::Whatif(_) | Command::Auth { .. } => Ok(()),
+        Command::Simulate { .. }
+        | Command::Whatif(_)
+        | Command::Auth { .. }
+        | Command::Completions { .. }
+        | Command::Man { .. } => Ok(()),
         Command::Audit { max, .. } => match audit {
             Some(req) => live::audit(&c, req, max, json).await,
             None => Ok(()),
@@ -518,6 +573,27 @@ async fn tenancy(
         T::RotateKey { who, keys, finish } => t::rotate_key(c, &who, &keys, finish, json).await,
         T::SyncNats(args) => t::sync_nats(c, &args).await,
     }
+}
+
+/// Writes `qm.1` and a page per command and subcommand into `dir`; how
+/// many were written.
+fn man_pages(dir: &std::path::Path) -> Result<usize, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    fn write(dir: &std::path::Path, name: &str, cmd: clap::Command) -> Result<usize, String> {
+        let cmd = cmd.name(name.to_string());
+        let mut page = Vec::new();
+        clap_mangen::Man::new(cmd.clone())
+            .render(&mut page)
+            .map_err(|e| format!("cannot render {name}: {e}"))?;
+        let path = dir.join(format!("{name}.1"));
+        std::fs::write(&path, page).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        let mut n = 1;
+        for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+            n += write(dir, &format!("{name}-{}", sub.get_name()), sub.clone())?;
+        }
+        Ok(n)
+    }
+    write(dir, "qm", Cli::command())
 }
 
 fn simulate(

@@ -267,3 +267,115 @@ fn tenancy_commands_check_their_input_before_connecting() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn completions_and_man_pages_come_from_the_command_definitions() {
+    let (code, out, err) = qm(&["completions", "bash"]);
+    assert_eq!(code, 0, "{err}");
+    for word in ["tenancy", "rotate-key", "sync-nats", "submit", "--profile"] {
+        assert!(
+            out.contains(word),
+            "{word} missing from the bash completions"
+        );
+    }
+    let (code, out, _) = qm(&["completions", "zsh"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("#compdef qm"), "{out}");
+    let (code, _, err) = qm(&["completions", "tcsh"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("tcsh") && err.contains("bash"), "{err}");
+    let dir = std::env::temp_dir().join(format!("qm-man-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (code, out, err) = qm(&["man", "--out", &dir.display().to_string()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("wrote "), "{out}");
+    let page =
+        std::fs::read_to_string(dir.join("qm-tenancy-apply.1")).expect("a page per subcommand");
+    assert!(
+        page.contains(".TH qm-tenancy-apply") && page.contains("dry"),
+        "{page}"
+    );
+    assert!(dir.join("qm.1").exists() && dir.join("qm-submit.1").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_profile_names_the_server_and_the_credentials() {
+    let dir = std::env::temp_dir().join(format!("qm-cli-profile-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let file = dir.join("config.yaml");
+    std::fs::write(
+        &file,
+        "default: far\nprofiles:\n  far: {nats: 'nats://127.0.0.1:1'}\n",
+    )
+    .expect("written");
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_qm"))
+            .args(args)
+            .env("QM_CONFIG", &file)
+            .env_remove("QM_NATS_URL")
+            .env_remove("QM_PROFILE")
+            .output()
+            .expect("qm runs");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // The profile's server is the one tried (nothing listens there).
+    let (code, err) = run(&["list", "--queue", "q"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("nats://127.0.0.1:1"), "{err}");
+    let (code, err) = run(&["--profile", "near", "list", "--queue", "q"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("no profile \"near\"") && err.contains("far"),
+        "{err}"
+    );
+    let (code, err) = run(&["--nats", "nats://127.0.0.1:2", "list", "--queue", "q"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("nats://127.0.0.1:2"), "a flag wins: {err}");
+    // qm auth writes one per person (never per service), naming the server.
+    let creds = dir.join("auth");
+    let creds_s = creds.display().to_string();
+    let (code, _, err) = qm(&[
+        "auth",
+        "--tenancy",
+        "deploy/tenancy.dev.yaml",
+        "--out",
+        &creds_s,
+        "--profiles",
+    ]);
+    assert_eq!(code, 2, "--profiles without --nats: {err}");
+    assert!(err.contains("--profiles needs --nats"), "{err}");
+    let (code, _, err) = qm(&[
+        "--nats",
+        "tls://q.example:4222",
+        "auth",
+        "--tenancy",
+        "deploy/tenancy.dev.yaml",
+        "--out",
+        &creds_s,
+        "--profiles",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let alice = std::fs::read_to_string(creds.join("alice.config.yaml")).expect("alice's profile");
+    assert!(
+        alice.contains("tls://q.example:4222") && alice.contains("nkey: alice.nk"),
+        "{alice}"
+    );
+    assert!(
+        creds.join("platform.config.yaml").exists(),
+        "admins get one"
+    );
+    assert!(
+        !creds.join("scheduler.config.yaml").exists(),
+        "services get none"
+    );
+    assert!(
+        creds.join("alice.seed").exists(),
+        "the seed for NATS's own clients"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -29,7 +29,7 @@ pub async fn whoami(c: &Client, json: bool) -> Result<(), Failure> {
 pub fn auth(
     tenancy: &std::path::Path,
     out: Option<&std::path::Path>,
-    check: bool,
+    (check, profiles): (bool, Option<(&str, Option<&str>)>),
     json: bool,
 ) -> Result<(), Failure> {
     let t = qm_tenancy::Tenancy::load(tenancy).map_err(|e| Failure(e.to_string(), 1))?;
@@ -52,6 +52,25 @@ pub fn auth(
     let aws = qm_tenancy::aws::ensure_secrets(&t, out).map_err(|e| Failure(e, 1))?;
     let conf = qm_tenancy::nats::authorization(&t, &qm_tenancy::nats::public_keys(&t, &keys))
         .map_err(|e| Failure(e, 1))?;
+    // A qm profile per person, naming the server and their key beside it.
+    let mut people = Vec::new();
+    if let Some((url, ca)) = profiles {
+        for p in &principals {
+            if matches!(
+                t.role(p),
+                Some(
+                    qm_tenancy::Role::Admin
+                        | qm_tenancy::Role::Reader
+                        | qm_tenancy::Role::Team { .. }
+                )
+            ) {
+                let path = out.join(format!("{p}.config.yaml"));
+                std::fs::write(&path, super::profile::for_person(p, url, ca))
+                    .map_err(|e| Failure(format!("cannot write {}: {e}", path.display()), 1))?;
+                people.push(path);
+            }
+        }
+    }
     let conf_path = out.join("nats-auth.conf");
     let tmp = out.join(".nats-auth.conf.tmp");
     std::fs::write(&tmp, conf)
@@ -74,6 +93,7 @@ pub fn auth(
                 "new": k.new,
             })).collect::<Vec<_>>(),
             "gatewayKeysFile": (!aws.is_empty()).then(|| qm_tenancy::aws::keys_path(out)),
+            "profiles": people,
         }));
         return Ok(());
     }
@@ -101,6 +121,9 @@ pub fn auth(
                 if k.new { "new" } else { "kept" }
             );
         }
+    }
+    for p in &people {
+        println!("wrote {} (a qm profile)", p.display());
     }
     println!(
         "next: `include {}` in the nats-server configuration and reload it; give each principal its .nk file (and .seed, for NATS's own clients) only{}",

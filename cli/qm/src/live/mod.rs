@@ -12,6 +12,7 @@ mod drill;
 mod governance;
 mod jobs;
 mod observe;
+pub mod profile;
 mod submit;
 mod tenancy;
 mod usage;
@@ -49,7 +50,7 @@ fn usage(message: impl Into<String>) -> Failure {
 
 /// Who `qm` is to NATS (global flags, or the same `QM_NATS_*` variables
 /// the services read).
-#[derive(Debug, Default, clap::Args)]
+#[derive(Clone, Debug, Default, clap::Args)]
 pub struct Credentials {
     /// Credentials file `qm auth` wrote for you (`<principal>.nk`).
     #[arg(long, global = true, env = "QM_NATS_NKEY_FILE", value_name = "FILE")]
