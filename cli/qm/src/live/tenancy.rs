@@ -495,19 +495,48 @@ fn reload(args: &SyncNatsArgs) -> Result<String, String> {
     let Some((program, rest)) = args.reload_command.split_first() else {
         return Err("no way to reload the server was given".into());
     };
-    let out = std::process::Command::new(program)
+    // A reload command that hangs is killed, and the reload retried: it
+    // must not stop sync-nats from following the tenancy.
+    let mut child = std::process::Command::new(program)
         .args(rest)
-        .output()
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .map_err(|e| format!("cannot run the reload command {program:?}: {e}"))?;
-    if !out.status.success() {
+    let deadline = std::time::Instant::now() + RELOAD_COMMAND_LIMIT;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "the reload command {program:?} did not finish within {} s: killed",
+                    RELOAD_COMMAND_LIMIT.as_secs()
+                ));
+            }
+        }
+    };
+    if !status.success() {
+        let mut said = String::new();
+        if let Some(mut e) = child.stderr.take() {
+            use std::io::Read;
+            let _ = e.read_to_string(&mut said);
+        }
         return Err(format!(
-            "the reload command {program:?} failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
+            "the reload command {program:?} failed ({status}): {}",
+            said.trim()
         ));
     }
     Ok(format!("ran {}", args.reload_command.join(" ")))
 }
+
+/// How long a reload command may run before it is killed.
+const RELOAD_COMMAND_LIMIT: Duration = Duration::from_secs(10);
 
 /// The authorization file's text for revision `r`, and a line saying what
 /// is in it. Err: nothing to write (no principal has a key yet).
@@ -709,5 +738,42 @@ fn report(line: Result<String, String>) {
     match line {
         Ok(line) => println!("{line}"),
         Err(e) => eprintln!("qm: error: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(command: &[&str]) -> SyncNatsArgs {
+        SyncNatsArgs {
+            out: PathBuf::from("/nonexistent/auth.conf"),
+            pid_file: None,
+            once: false,
+            reload_command: command.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_reload_command_is_run_and_a_failing_or_hanging_one_is_an_error() {
+        assert!(reload(&args(&["true"]))
+            .expect("runs")
+            .starts_with("ran true"));
+        let e = reload(&args(&["sh", "-c", "echo no server >&2; exit 3"])).expect_err("fails");
+        assert!(e.contains("no server"), "{e}");
+        let started = std::time::Instant::now();
+        let e = reload(&args(&["sleep", "600"])).expect_err("hangs");
+        assert!(e.contains("killed"), "{e}");
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "it was not waited out"
+        );
+    }
+
+    #[test]
+    fn only_nats_server_is_signalled() {
+        let me = std::process::id() as i32;
+        let e = is_nats_server(me).expect_err("a test binary is not nats-server");
+        assert!(e.contains("not nats-server"), "{e}");
     }
 }
