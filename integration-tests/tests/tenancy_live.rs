@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use aws_sdk_batch::config::{BehaviorVersion, Credentials, Region};
+use futures::StreamExt;
 use qm_integration_tests::browser::{secret_of, Console};
 use qm_integration_tests::stack::{
     bin, free_port, running_on, start_nats_reloadable, Auth, Nats, Stack,
@@ -344,6 +345,30 @@ async fn a_team_member_added_live_works_at_once_and_once_removed_is_cut_off_on_e
         first.changes
     );
     sync.wait_for(first.revision).await;
+
+    // A reload forgets which replies each connection may send; admission
+    // must still reach a person's inbox, with no request of hers pending.
+    let (alice, _) = connects(&stack.nats_url, "alice", &stack.auth.key("alice")).await;
+    let (admission, _) = watched(&stack.nats_url, "admission", &stack.auth.key("admission"))
+        .await
+        .expect("admission connects");
+    let mut inbox = alice
+        .nats
+        .subscribe("_INBOX_alice.probe")
+        .await
+        .expect("alice subscribes to her inbox");
+    alice.nats.flush().await.expect("flushed");
+    admission
+        .nats
+        .publish("_INBOX_alice.probe", "unasked".into())
+        .await
+        .expect("published");
+    admission.nats.flush().await.expect("flushed");
+    let got = tokio::time::timeout(Duration::from_secs(5), inbox.next())
+        .await
+        .expect("admission may publish into alice's inbox after a reload")
+        .expect("a message");
+    assert_eq!(&got.payload[..], b"unasked");
 
     // dave joins team vision, with an AWS access key. A dry run says so
     // and changes nothing.

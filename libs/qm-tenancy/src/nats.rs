@@ -127,8 +127,10 @@ pub fn permissions(tenancy: &Tenancy, principal: &str) -> Option<Permissions> {
                 .subscribe
                 .push(format!("{}.*.*", subjects::API_PREFIX));
             let p = &mut perms.publish;
-            // It answers everyone's API requests (see `inboxes_of`).
-            p.push("_INBOX_*.>".into());
+            // It answers everyone's API requests (see `inboxes_of`). Each
+            // inbox is named: `*` is a wildcard only as a whole token, so
+            // `_INBOX_*.>` would grant nothing.
+            p.extend(tenancy.principals().into_iter().map(|p| inbox(&p)));
             for s in ["submit", "config", "register"] {
                 p.push(format!("{}.{s}.*", subjects::LOG_PREFIX));
             }
