@@ -252,6 +252,11 @@ enum Command {
     /// step (docs/tenancy.md).
     #[command(subcommand)]
     Tenancy(live::TenancyCommand),
+    /// A job queue's life: enable, disable, and delete a queue or one of
+    /// its quota shares (admins and the queue's admins). A queue is
+    /// deleted only once DISABLED and every job in it has finished.
+    #[command(subcommand)]
+    Queue(live::QueueCommand),
     /// Turn a tenancy file into the NATS server's authorization and one
     /// credentials file per principal.
     ///
@@ -306,6 +311,7 @@ impl Command {
             Command::Audit { .. } => "audit",
             Command::Whoami => "whoami",
             Command::Tenancy(_) => "tenancy",
+            Command::Queue(_) => "queue",
             Command::Completions { .. } => "completions",
             Command::Man { .. } => "man",
             Command::Apply { .. } => "apply",
@@ -505,6 +511,7 @@ async fn run_live(
         },
         Command::Whoami => live::whoami(&c, json).await,
         Command::Tenancy(t) => tenancy(&c, t, json).await,
+        Command::Queue(q) => live::queue(&c, q, json).await,
         Command::Apply { file } => live::apply(&c, &file, json).await,
         Command::Submit(ref args) => match submit {
             Some(job) if args.dry_run => live::dry_run(&c, &job, json).await,

@@ -33,7 +33,7 @@ pub mod usage;
 
 pub use budget::{BorrowBudget, BudgetStatus, BudgetWindow, OnBudgetExhausted};
 pub use class::{BorrowBar, ClassRules, WorkloadClass, IMPLICIT_CLASS, MAX_CLASSES_PER_SHARE};
-pub use cluster::{Cluster, JobError, JobEvent, ShareUsage, TypeAccounting};
+pub use cluster::{Cluster, DeletionBlockers, JobError, JobEvent, ShareUsage, TypeAccounting};
 pub use config::{
     priority_problem, validate_queue, CapacityLimit, ConfigError, ConfigProblem, Protections,
     QueueConfig, QueueingStrategy, QuotaShare, State, Strategy,

@@ -892,6 +892,53 @@ fn deleting_a_share_needs_it_disabled_and_terminates_its_jobs() {
 }
 
 #[test]
+fn a_queue_is_deleted_only_once_disabled_and_drained() {
+    let mut w = World::new(1, vec![share("S", Strategy::Reserve, 1)]);
+    w.submit("running", "S", 1, 0);
+    w.step();
+    w.submit("waiting", "S", 1, 0);
+    w.submit("done", "S", 1, 0);
+    let blockers = w.c.deletion_blockers().expect("ENABLED, with jobs");
+    assert!(blockers.enabled);
+    // DISABLED stops new jobs; the waiting and running ones go on.
+    let mut cfg = w.c.queue_config();
+    cfg.state = State::Disabled;
+    w.c.update_queue(cfg, w.now).expect("valid");
+    let spec = w.spec("late", "S", 1, 0);
+    assert!(
+        w.c.submit(spec, w.now).is_err(),
+        "a DISABLED queue takes no job"
+    );
+    let blockers = w.c.deletion_blockers().expect("jobs unfinished");
+    assert!(!blockers.enabled);
+    assert_eq!(
+        blockers.unfinished,
+        [
+            (JobStatus::Runnable, vec![w.id("waiting"), w.id("done")]),
+            (JobStatus::Running, vec![w.id("running")]),
+        ]
+        .into_iter()
+        .collect()
+    );
+    w.exit("running", 0);
+    let plan = w.step();
+    assert_eq!(
+        w.started(&plan),
+        names(&["waiting"]),
+        "a DISABLED queue still runs its jobs"
+    );
+    w.c.terminate(w.id("done"), w.now).expect("terminated");
+    w.exit("waiting", 1);
+    assert_eq!(w.status("waiting"), JobStatus::Failed);
+    assert_eq!(w.status("done"), JobStatus::Failed);
+    assert_eq!(
+        w.c.deletion_blockers(),
+        None,
+        "DISABLED and every job SUCCEEDED or FAILED: finished jobs do not block"
+    );
+}
+
+#[test]
 fn configuration_changes_are_validated_whole() {
     let mut w = World::new(1, vec![share("A", Strategy::Reserve, 1)]);
     let before = w.c.queue_config();

@@ -161,10 +161,11 @@ pub enum Operation {
     ApplyTenancy,
     DescribeTenancy,
     ListTenancyRevisions,
+    DeleteJobQueue,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 31] = [
+    pub const ALL: [Operation; 32] = [
         Operation::SubmitServiceJob,
         Operation::DescribeServiceJob,
         Operation::ListServiceJobs,
@@ -196,6 +197,7 @@ impl Operation {
         Operation::ApplyTenancy,
         Operation::DescribeTenancy,
         Operation::ListTenancyRevisions,
+        Operation::DeleteJobQueue,
     ];
 
     pub fn name(self) -> &'static str {
@@ -212,6 +214,7 @@ impl Operation {
             Operation::DescribeQuotaShare => "DescribeQuotaShare",
             Operation::ListQuotaShares => "ListQuotaShares",
             Operation::DeleteQuotaShare => "DeleteQuotaShare",
+            Operation::DeleteJobQueue => "DeleteJobQueue",
             Operation::GetJobQueueSnapshot => "GetJobQueueSnapshot",
             Operation::RegisterExecutor => "RegisterExecutor",
             Operation::ApplyJobQueue => "ApplyJobQueue",

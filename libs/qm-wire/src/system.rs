@@ -132,6 +132,18 @@ pub enum LogEntry {
         job_ids: Vec<String>,
         at: u64,
     },
+    /// `DeleteJobQueue`, decided by the leader once the queue was DISABLED
+    /// at configuration `revision` and held no job (its finished jobs
+    /// archived first): the queue leaves the state, and a configuration of
+    /// it at `revision` or before is never applied again.
+    #[serde(rename_all = "camelCase")]
+    QueueDeleted {
+        job_queue: String,
+        revision: u64,
+        at: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        principal: Option<String>,
+    },
 }
 
 impl LogEntry {
@@ -153,7 +165,8 @@ impl LogEntry {
                 | LogEntry::Priority { .. }
                 | LogEntry::Terminate { .. }
                 | LogEntry::ExecutorLost { .. }
-                | LogEntry::Archive { .. } => Ok(()),
+                | LogEntry::Archive { .. }
+                | LogEntry::QueueDeleted { .. } => Ok(()),
                 _ => wrong("an entry only admission, executors or checkpoint services write"),
             };
         }
@@ -658,6 +671,17 @@ pub enum SchedOperation {
     /// A configuration admission validated and did not store: what it
     /// would do (`DryRunUpdateQuotaShare`).
     DryRunJobQueue(QueueDocument),
+    /// `DeleteJobQueue` of the queue admission read DISABLED at `revision`.
+    DeleteJobQueue(DeleteJobQueueRequest),
+}
+
+/// What admission asks the leader when a queue is deleted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeleteJobQueueRequest {
+    pub job_queue: String,
+    /// The configuration revision admission found DISABLED.
+    pub revision: u64,
 }
 
 impl SchedOperation {
@@ -676,6 +700,7 @@ impl SchedOperation {
             SchedOperation::GetUsage(_) => "GetUsage",
             SchedOperation::GetReclaimExposure(_) => "GetReclaimExposure",
             SchedOperation::DryRunJobQueue(_) => "DryRunUpdateQuotaShare",
+            SchedOperation::DeleteJobQueue(_) => "DeleteJobQueue",
         }
     }
 
@@ -683,7 +708,9 @@ impl SchedOperation {
     pub fn writes(&self) -> bool {
         matches!(
             self,
-            SchedOperation::UpdateServiceJob(_) | SchedOperation::TerminateServiceJob(_)
+            SchedOperation::UpdateServiceJob(_)
+                | SchedOperation::TerminateServiceJob(_)
+                | SchedOperation::DeleteJobQueue(_)
         )
     }
 }

@@ -44,6 +44,17 @@ fn an_executor_reports_only_as_itself_and_only_reports() {
         .bind_to_subject(subjects::LOG_SCHED)
         .is_err());
     assert!(commit(None).bind_to_subject(&own).is_err());
+    // Only the leader deletes a queue: not admission, not an executor.
+    let deleted = LogEntry::QueueDeleted {
+        job_queue: "training".into(),
+        revision: 7,
+        at: 1,
+        principal: None,
+    };
+    assert!(deleted.clone().bind_to_subject(&own).is_err());
+    let config = subjects::log_config("training").expect("subject");
+    assert!(deleted.clone().bind_to_subject(&config).is_err());
+    assert!(deleted.clone().bind_to_subject(subjects::LOG_SCHED).is_ok());
 }
 
 #[test]

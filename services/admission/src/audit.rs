@@ -130,6 +130,21 @@ pub fn event(entry: LogEntry, at: u64, sequence: u64) -> Option<AuditEvent> {
             job_id: Some(job_id),
             sequence,
         },
+        LogEntry::QueueDeleted {
+            job_queue,
+            revision,
+            at: when,
+            principal,
+        } => AuditEvent {
+            at: when,
+            principal: principal.unwrap_or_default(),
+            operation: "DeleteJobQueue".into(),
+            detail: format!("deleted at configuration revision {revision}"),
+            job_queue,
+            quota_share_name: None,
+            job_id: None,
+            sequence,
+        },
         _ => return None,
     };
     Some(event)

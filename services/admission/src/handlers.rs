@@ -249,6 +249,16 @@ impl Admission {
                 };
                 respond(c, &msg, &r).await
             }
+            Operation::DeleteJobQueue => {
+                let r = match decode::<QueueRef>(p) {
+                    Ok(q) => self
+                        .delete_queue(caller, &q.job_queue)
+                        .await
+                        .map(|()| serde_json::json!({})),
+                    Err(e) => Err(e),
+                };
+                respond(c, &msg, &r).await
+            }
             Operation::ListJobQueues => {
                 let r = self.queue_names(caller).await;
                 respond(c, &msg, &r).await

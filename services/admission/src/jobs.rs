@@ -348,6 +348,15 @@ impl Admission {
                 ))
             }
         };
+        self.ask_scheduler(caller, operation).await
+    }
+
+    /// Sends `operation` to the scheduler leader; its raw reply.
+    pub(crate) async fn ask_scheduler(
+        &self,
+        caller: &Caller,
+        operation: SchedOperation,
+    ) -> std::result::Result<bytes::Bytes, ApiError> {
         let request = SchedRequest {
             operation,
             caller: caller.clone(),

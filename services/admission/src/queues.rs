@@ -216,6 +216,57 @@ impl Admission {
             .await
     }
 
+    /// `DeleteJobQueue`: a DISABLED queue whose jobs have all finished is
+    /// deleted by the scheduler leader (its finished jobs archived, where
+    /// `DescribeServiceJob` still finds them), then its configuration is
+    /// removed. Refused, naming why, while it is ENABLED or a job of it
+    /// has not finished; asked again after an answer was lost, it finishes
+    /// the deletion.
+    pub(crate) async fn delete_queue(&self, caller: &Caller, queue: &str) -> Result<()> {
+        token_field("jobQueue", queue)?;
+        authorize(caller, Action::ChangeConfig { queue }).map_err(denied)?;
+        let (doc, revision) = self.existing(queue).await?;
+        if doc.job_queue.state.as_deref() != Some("DISABLED") {
+            return Err(api::error(
+                ErrorCode::Conflict,
+                format!(
+                    "job queue {queue:?} is ENABLED: disable it first (`qm disable {queue}`, or UpdateJobQueue with state DISABLED); it is deleted once its jobs have finished"
+                ),
+            ));
+        }
+        let ask = qm_wire::system::SchedOperation::DeleteJobQueue(
+            qm_wire::system::DeleteJobQueueRequest {
+                job_queue: queue.to_string(),
+                revision,
+            },
+        );
+        let raw = self.ask_scheduler(caller, ask).await?;
+        match serde_json::from_slice::<qm_wire::messages::Reply<serde_json::Value>>(&raw) {
+            Ok(qm_wire::messages::Reply::Ok(_)) => {}
+            Ok(qm_wire::messages::Reply::Error(e)) => return Err(e),
+            Err(e) => {
+                return Err(api::error(
+                    ErrorCode::Internal,
+                    format!("unreadable answer of the scheduler: {e}"),
+                ))
+            }
+        }
+        // The scheduler has let it go: its configuration goes too, unless
+        // it was changed meanwhile (then the queue exists, as changed).
+        let key = config_key(queue);
+        match self.config.delete_expect_revision(&key, Some(revision)).await {
+            Ok(()) => Ok(()),
+            Err(e) => match self.document(queue).await? {
+                None => Ok(()), // deleted by a retry meanwhile
+                Some((_, now)) if now != revision => Err(api::error(
+                    ErrorCode::Conflict,
+                    format!("job queue {queue:?} was changed while being deleted (revision {now}); it exists as changed"),
+                )),
+                Some(_) => Err(transient("the configuration store did not delete it", e)),
+            },
+        }
+    }
+
     /// A queue's configuration, for a caller that may read it.
     pub(crate) async fn readable(
         &self,

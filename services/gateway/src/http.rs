@@ -64,6 +64,7 @@ pub enum Op {
     CreateJobQueue,
     UpdateJobQueue,
     DescribeJobQueues,
+    DeleteJobQueue,
     CreateServiceEnvironment,
     DescribeServiceEnvironments,
     UpdateServiceEnvironment,
@@ -73,7 +74,7 @@ pub enum Op {
     ListTagsForResource,
 }
 
-const POST_OPS: [Op; 24] = [
+const POST_OPS: [Op; 25] = [
     Op::SubmitServiceJob,
     Op::DescribeServiceJob,
     Op::ListServiceJobs,
@@ -94,6 +95,7 @@ const POST_OPS: [Op; 24] = [
     Op::CreateJobQueue,
     Op::UpdateJobQueue,
     Op::DescribeJobQueues,
+    Op::DeleteJobQueue,
     Op::CreateServiceEnvironment,
     Op::DescribeServiceEnvironments,
     Op::UpdateServiceEnvironment,

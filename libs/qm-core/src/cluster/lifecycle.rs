@@ -280,6 +280,24 @@ impl Cluster {
             .collect()
     }
 
+    /// What stands in the way of deleting this queue (`DeleteJobQueue`),
+    /// every reason at once; `None`: it may be deleted. A queue is deleted
+    /// only once DISABLED (no new job enters) and drained: every job in it
+    /// SUCCEEDED or FAILED. Its finished jobs do not stand in the way (they
+    /// are archived as the queue goes).
+    pub fn deletion_blockers(&self) -> Option<DeletionBlockers> {
+        let mut unfinished: std::collections::BTreeMap<JobStatus, Vec<JobId>> =
+            std::collections::BTreeMap::new();
+        for job in self.jobs.values().filter(|j| !j.status.is_final()) {
+            unfinished.entry(job.status).or_default().push(job.id);
+        }
+        let enabled = self.queue_state != State::Disabled;
+        (enabled || !unfinished.is_empty()).then_some(DeletionBlockers {
+            enabled,
+            unfinished,
+        })
+    }
+
     /// Forgets a finished job (its record leaves the state; its id is never
     /// reused). Nothing a pass looks at refers to a finished job, so this
     /// changes no decision.
@@ -612,4 +630,13 @@ impl Cluster {
             }
         }
     }
+}
+
+/// Why a queue may not be deleted yet ([`Cluster::deletion_blockers`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeletionBlockers {
+    /// The queue is ENABLED: it must be DISABLED first.
+    pub enabled: bool,
+    /// Jobs not yet SUCCEEDED or FAILED, by status, in id order.
+    pub unfinished: std::collections::BTreeMap<JobStatus, Vec<JobId>>,
 }

@@ -13,6 +13,7 @@ mod classes;
 mod configure;
 mod drills;
 mod lifecycle;
+pub use lifecycle::DeletionBlockers;
 mod usage;
 
 use std::cmp::Reverse;

@@ -11,8 +11,8 @@ use crate::store::{self, JobRecord, QueueRecord};
 use crate::Gateway;
 
 use super::{
-    check_tags, is_admin, page_size, range, status_ok, store_failed, Answer, JobIdIn, ListJobsIn,
-    ListToken, SubmitIn, TerminateManyIn, UpdateJobIn, JOB_TYPE, PAGE,
+    check_tags, is_admin, is_not_found, page_size, range, status_ok, store_failed, Answer, JobIdIn,
+    ListJobsIn, ListToken, SubmitIn, TerminateManyIn, UpdateJobIn, JOB_TYPE, PAGE,
 };
 
 /// The tag that names a job's workload class through the AWS API.
@@ -189,7 +189,22 @@ impl Gateway {
             } else {
                 q.service_environment.as_deref() == Some(name.as_str())
             };
-            if uses {
+            // A queue deleted other than through the gateway (`qm queue
+            // delete`) left its record: it uses nothing.
+            let gone = uses
+                && self
+                    .api(caller)
+                    .call::<_, Value>(
+                        Operation::DescribeJobQueue,
+                        &wire::QueueRef {
+                            job_queue: queue.clone(),
+                        },
+                    )
+                    .await
+                    .is_err_and(|e| is_not_found(&e));
+            if gone {
+                self.forget_queue(&queue).await?;
+            } else if uses {
                 return Err(self.bad(format!(
                     "job queue {queue:?} uses {name:?}; update the queue first"
                 )));

@@ -387,6 +387,13 @@ struct JobQueueIn {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
+struct DeleteQueueIn {
+    #[serde(default)]
+    job_queue: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct DescribeQueuesIn {
     #[serde(default)]
     job_queues: Vec<String>,
@@ -557,6 +564,7 @@ impl Gateway {
                     .await
             }
             Op::DescribeJobQueues => self.describe_queues(c.caller, input(c.body)?).await,
+            Op::DeleteJobQueue => self.delete_queue(c.caller, input(c.body)?).await,
             Op::CreateServiceEnvironment | Op::UpdateServiceEnvironment => {
                 self.put_environment(c.caller, input(c.body)?, op == Op::CreateServiceEnvironment)
                     .await

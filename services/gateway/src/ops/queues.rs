@@ -13,7 +13,7 @@ use crate::Gateway;
 
 use super::{
     api_failed, check_tags, is_not_found, page, page_size, range, state_ok, store_failed, Answer,
-    DescribeQueuesIn, JobQueueIn, JOB_TYPE,
+    DeleteQueueIn, DescribeQueuesIn, JobQueueIn, JOB_TYPE,
 };
 
 impl Gateway {
@@ -159,7 +159,13 @@ impl Gateway {
         self.store
             .config
             .update(&key, |record: Option<QueueRecord>| {
-                let mut record = record.unwrap_or_default();
+                // A queue made anew (after one of its name was deleted
+                // elsewhere) keeps nothing of the old one's record.
+                let mut record = if create {
+                    QueueRecord::default()
+                } else {
+                    record.unwrap_or_default()
+                };
                 if let Some(env) = &environment {
                     record.service_environment = env.as_ref().map(|(n, _)| n.clone());
                 }
@@ -179,6 +185,58 @@ impl Gateway {
             "jobQueueName": name,
             "jobQueueArn": self.arns.queue(&name),
         }))
+    }
+
+    /// `DeleteJobQueue`: a DISABLED queue whose jobs have all finished
+    /// (admission and the scheduler decide; the error names what is left),
+    /// then the gateway's own records of it and its shares. While a large
+    /// queue's finished jobs are archived, it asks again for a while.
+    pub(super) async fn delete_queue(&self, caller: &Caller, d: DeleteQueueIn) -> Answer {
+        let name = self
+            .arns
+            .queue_name("jobQueue", d.job_queue.as_deref().unwrap_or_default())
+            .map_err(|e| self.bad(e))?;
+        let request = wire::QueueRef {
+            job_queue: name.clone(),
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(25);
+        loop {
+            match self
+                .api(caller)
+                .call::<_, Value>(Operation::DeleteJobQueue, &request)
+                .await
+            {
+                Ok(_) => break,
+                Err(e)
+                    if e.code() == Some(qm_wire::messages::ErrorCode::Transient)
+                        && std::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                }
+                Err(e) => return Err(api_failed(e)),
+            }
+        }
+        self.forget_queue(&name).await?;
+        Ok(json!({}))
+    }
+
+    /// The gateway's records of a deleted queue and its shares.
+    pub(super) async fn forget_queue(&self, name: &str) -> Result<(), AwsError> {
+        let config = &self.store.config;
+        for share in config
+            .names(&format!("share.{name}."))
+            .await
+            .map_err(store_failed)?
+        {
+            config
+                .delete(&store::share_key(name, &share))
+                .await
+                .map_err(store_failed)?;
+        }
+        config
+            .delete(&store::queue_key(name))
+            .await
+            .map_err(store_failed)
     }
 
     pub(super) async fn describe_queues(&self, caller: &Caller, d: DescribeQueuesIn) -> Answer {

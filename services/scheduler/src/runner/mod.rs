@@ -132,6 +132,11 @@ struct Runner<'a> {
     /// Where the archive task says which jobs' records it stored.
     archived_tx: Option<tokio::sync::mpsc::UnboundedSender<Vec<String>>>,
     writes: VecDeque<(SchedRequest, Option<async_nats::Subject>)>,
+    /// `DeleteJobQueue` requests waiting for their queue's finished jobs to
+    /// be archived (retried after each archived batch).
+    deleting: Vec<(SchedRequest, Option<async_nats::Subject>)>,
+    /// Queues whose finished jobs are archived now, whatever their age.
+    retiring: std::collections::BTreeSet<String>,
     dirty: bool,
     /// Numbers the events published (see the module comment).
     positions: Positions,
@@ -188,6 +193,8 @@ pub async fn run(
         last_check: None,
         sent: HashMap::new(),
         writes: VecDeque::new(),
+        deleting: Vec::new(),
+        retiring: std::collections::BTreeSet::new(),
         dirty: true,
         positions: Positions::default(),
         upkeep: crate::upkeep::Upkeep::new(),
@@ -577,9 +584,18 @@ impl Runner<'_> {
         }
         let now = self.state.clock.max(now_ms());
         let cutoff = now.saturating_sub(self.settings.finished_retention_seconds * 1000);
-        let due = self
-            .state
-            .due_for_archive(cutoff, crate::upkeep::ARCHIVE_BATCH);
+        // A queue being deleted first: all its finished jobs, at once.
+        self.retiring.retain(|q| self.state.queues.contains_key(q));
+        let mut due = Vec::new();
+        for q in &self.retiring {
+            let left = crate::upkeep::ARCHIVE_BATCH.saturating_sub(due.len());
+            due.extend(self.state.finished_of(q, now, left));
+        }
+        if due.is_empty() {
+            due = self
+                .state
+                .due_for_archive(cutoff, crate::upkeep::ARCHIVE_BATCH);
+        }
         if due.is_empty() {
             return;
         }
@@ -599,6 +615,8 @@ impl Runner<'_> {
             tracing::info!(jobs = job_ids.len(), "finished jobs archived");
             let fx = self.state.apply(entry, now);
             self.publish(fx).await;
+            // Deletions waiting for this are looked at again.
+            self.writes.extend(self.deleting.drain(..));
         }
     }
 

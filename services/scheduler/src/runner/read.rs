@@ -196,7 +196,9 @@ impl Runner<'_> {
                 };
                 self.reply(msg.reply, r).await
             }
-            SchedOperation::UpdateServiceJob(_) | SchedOperation::TerminateServiceJob(_) => {
+            SchedOperation::UpdateServiceJob(_)
+            | SchedOperation::TerminateServiceJob(_)
+            | SchedOperation::DeleteJobQueue(_) => {
                 unreachable!("writes are queued above")
             }
         }

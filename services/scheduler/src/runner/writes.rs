@@ -5,7 +5,7 @@ use qm_service::api::{self};
 use qm_service::now_ms;
 use qm_tenancy::Action;
 use qm_wire::messages::{ApiError, Caller, ErrorCode};
-use qm_wire::system::{LogEntry, SchedOperation, SchedRequest};
+use qm_wire::system::{DeleteJobQueueRequest, LogEntry, SchedOperation, SchedRequest};
 
 use super::{allowed, Runner};
 
@@ -16,6 +16,46 @@ impl Runner<'_> {
     pub(super) async fn do_writes(&mut self) {
         while let Some((req, reply)) = self.writes.pop_front() {
             let now = self.state.clock.max(now_ms());
+            if let SchedOperation::DeleteJobQueue(d) = &req.operation {
+                let entry = match self.deletion(&req.caller, d, now) {
+                    Deletion::Answer(r) => {
+                        self.reply(reply, r).await;
+                        continue;
+                    }
+                    Deletion::Archiving(n) => {
+                        if self.retiring.insert(d.job_queue.clone()) {
+                            tracing::info!(queue = %d.job_queue, jobs = n, "archiving a deleted queue's finished jobs first");
+                        }
+                        if n <= ANSWER_AFTER_ARCHIVING {
+                            self.deleting.push((req, reply));
+                        } else {
+                            // Longer than a caller waits: archiving goes on,
+                            // and the caller asks again.
+                            let e = api::error(
+                                ErrorCode::Transient,
+                                format!(
+                                    "job queue {:?}: archiving its {n} finished jobs before it is deleted; ask again in a few seconds",
+                                    d.job_queue
+                                ),
+                            );
+                            self.reply::<()>(reply, Err(e)).await;
+                        }
+                        continue;
+                    }
+                    Deletion::Entry(entry) => entry,
+                };
+                if self.append(&entry).await.is_none() {
+                    self.writes.push_front((req, reply));
+                    return;
+                }
+                tracing::info!(queue = %d.job_queue, revision = d.revision, by = %req.caller.principal, "job queue deleted");
+                self.retiring.remove(&d.job_queue);
+                let fx = self.state.apply(entry, now);
+                self.publish(fx).await;
+                self.dirty = true;
+                self.reply(reply, Ok(serde_json::json!({}))).await;
+                continue;
+            }
             let entry = match self.write_entry(&req, now) {
                 Ok(Some(entry)) => entry,
                 Ok(None) => {
@@ -46,6 +86,91 @@ impl Runner<'_> {
                 .ok_or_else(|| not_found(&job_id));
             self.reply(reply, r).await;
         }
+    }
+
+    /// What `DeleteJobQueue` of `d` comes to now: the queue must be the
+    /// one admission read (DISABLED at `d.revision`) and hold no job that
+    /// has not finished; its finished jobs are archived before it goes.
+    fn deletion(&self, caller: &Caller, d: &DeleteJobQueueRequest, now: u64) -> Deletion {
+        let queue = d.job_queue.as_str();
+        if let Err(e) = allowed(caller, Action::ChangeConfig { queue }) {
+            return Deletion::Answer(Err(e));
+        }
+        let Some(qs) = self.state.queues.get(queue) else {
+            // Deleted at this revision already (an answer lost, or a retry).
+            return Deletion::Answer(match self.state.deleted_queues.get(queue) {
+                Some(&r) if r >= d.revision => Ok(serde_json::json!({})),
+                _ => Err(api::error(
+                    ErrorCode::Transient,
+                    format!("the scheduler does not know job queue {queue:?} yet; try again"),
+                )),
+            });
+        };
+        match qs.config_revision.cmp(&d.revision) {
+            std::cmp::Ordering::Less => return Deletion::Answer(Err(api::error(
+                ErrorCode::Transient,
+                format!(
+                    "the scheduler has not read revision {} of job queue {queue:?} yet; try again",
+                    d.revision
+                ),
+            ))),
+            std::cmp::Ordering::Greater => {
+                return Deletion::Answer(Err(api::error(
+                    ErrorCode::Conflict,
+                    format!(
+                        "job queue {queue:?} was changed while being deleted; look at it again"
+                    ),
+                )))
+            }
+            std::cmp::Ordering::Equal => {}
+        }
+        if let Some(b) = qs.cluster.deletion_blockers() {
+            let mut why = Vec::new();
+            if b.enabled {
+                why.push("it is ENABLED: set its state to DISABLED first".to_string());
+            }
+            for (status, ids) in &b.unfinished {
+                const SHOWN: usize = 5;
+                let mut names: Vec<String> =
+                    ids.iter().take(SHOWN).map(|&id| qs.public_id(id)).collect();
+                if ids.len() > SHOWN {
+                    names.push(format!("and {} more", ids.len() - SHOWN));
+                }
+                why.push(format!(
+                    "{} {} job{} ({})",
+                    ids.len(),
+                    status,
+                    if ids.len() == 1 { "" } else { "s" },
+                    names.join(", ")
+                ));
+            }
+            return Deletion::Answer(Err(api::error(
+                ErrorCode::Conflict,
+                format!(
+                    "job queue {queue:?} cannot be deleted yet: {} (wait for its jobs to finish, or terminate them)",
+                    why.join("; ")
+                ),
+            )));
+        }
+        if let Some(stopping) = self.state.stopping.iter().find(|qj| qj.queue == queue) {
+            return Deletion::Answer(Err(api::error(
+                ErrorCode::Conflict,
+                format!(
+                    "job queue {queue:?} cannot be deleted yet: job {} is still stopping; try again shortly",
+                    qs.public_id(stopping.job)
+                ),
+            )));
+        }
+        let finished = qs.cluster.jobs().count();
+        if finished > 0 {
+            return Deletion::Archiving(finished);
+        }
+        Deletion::Entry(LogEntry::QueueDeleted {
+            job_queue: queue.to_string(),
+            revision: d.revision,
+            at: now,
+            principal: Some(caller.principal.clone()),
+        })
     }
 
     /// The job's queue, share and state, if `caller` may change it.
@@ -119,6 +244,21 @@ impl Runner<'_> {
             )),
         }
     }
+}
+
+/// Most finished jobs a `DeleteJobQueue` waits to see archived before it
+/// is answered (about 2.5 s of archiving); with more, the caller is told
+/// to ask again while the archiving goes on.
+const ANSWER_AFTER_ARCHIVING: usize = 10_000;
+
+/// What a `DeleteJobQueue` comes to ([`Runner::deletion`]).
+enum Deletion {
+    /// Answered now: already deleted, or refused.
+    Answer(Result<serde_json::Value, ApiError>),
+    /// This many finished jobs are archived first.
+    Archiving(usize),
+    /// Deleted by this entry.
+    Entry(LogEntry),
 }
 
 fn not_found(job_id: &str) -> ApiError {

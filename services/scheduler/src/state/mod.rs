@@ -200,6 +200,10 @@ pub struct State {
     pub epoch: u64,
     /// The log's time: never goes backwards.
     pub clock: u64,
+    /// Deleted queues and the configuration revision each was deleted at:
+    /// a configuration of theirs at or before it is never applied again
+    /// (a newer one makes the queue anew).
+    pub deleted_queues: BTreeMap<String, u64>,
 }
 
 /// [`State`] as a snapshot holds it (see [`State`] on `job_queue`).
@@ -214,6 +218,8 @@ struct StoredState {
     job_queue: serde::de::IgnoredAny,
     epoch: u64,
     clock: u64,
+    #[serde(default)]
+    deleted_queues: BTreeMap<String, u64>,
 }
 
 impl From<StoredState> for State {
@@ -225,6 +231,7 @@ impl From<StoredState> for State {
             rejected: s.rejected,
             epoch: s.epoch,
             clock: s.clock,
+            deleted_queues: s.deleted_queues,
         }
     }
 }
@@ -250,7 +257,8 @@ impl Serialize for JobQueues<'_> {
 impl Serialize for State {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        let mut out = s.serialize_struct("State", 7)?;
+        let fields = if self.deleted_queues.is_empty() { 7 } else { 8 };
+        let mut out = s.serialize_struct("State", fields)?;
         out.serialize_field("queues", &self.queues)?;
         out.serialize_field("executors", &self.executors)?;
         out.serialize_field("stopping", &self.stopping)?;
@@ -258,6 +266,9 @@ impl Serialize for State {
         out.serialize_field("job_queue", &JobQueues(&self.queues))?;
         out.serialize_field("epoch", &self.epoch)?;
         out.serialize_field("clock", &self.clock)?;
+        if !self.deleted_queues.is_empty() {
+            out.serialize_field("deleted_queues", &self.deleted_queues)?;
+        }
         out.end()
     }
 }
@@ -288,7 +299,8 @@ impl State {
             LogEntry::Priority { at, .. }
             | LogEntry::Terminate { at, .. }
             | LogEntry::ExecutorLost { at, .. }
-            | LogEntry::Archive { at, .. } => *at,
+            | LogEntry::Archive { at, .. }
+            | LogEntry::QueueDeleted { at, .. } => *at,
             LogEntry::Leader { .. } => self.clock,
             _ => at,
         };
@@ -399,6 +411,11 @@ impl State {
                 self.lose_executor(&executor_id, now, &mut fx)
             }
             LogEntry::Archive { job_ids, .. } => self.forget(&job_ids),
+            LogEntry::QueueDeleted {
+                job_queue,
+                revision,
+                ..
+            } => self.delete_queue(&job_queue, revision),
         }
         self.collect_events(&mut fx);
         fx
@@ -463,6 +480,31 @@ impl State {
         }
     }
 
+    /// `DeleteJobQueue`, decided: the queue leaves the state with what is
+    /// left of it (the leader decides it only once no job is), and its
+    /// executors wait, registered, for a queue of that name to exist again.
+    fn delete_queue(&mut self, queue: &str, revision: u64) {
+        if self
+            .queues
+            .get(queue)
+            .is_some_and(|qs| qs.config_revision > revision)
+        {
+            return; // made anew since (not written so by a leader)
+        }
+        if let Some(qs) = self.queues.remove(queue) {
+            if !qs.ids.is_empty() {
+                tracing::warn!(
+                    queue,
+                    jobs = qs.ids.len(),
+                    "a deleted queue still held jobs; they go with it"
+                );
+            }
+        }
+        self.stopping.retain(|qj| qj.queue != queue);
+        let kept = self.deleted_queues.entry(queue.to_string()).or_default();
+        *kept = (*kept).max(revision);
+    }
+
     /// Finished jobs archived by the leader leave the state (a job not
     /// finished, or not known, is left as it is).
     fn forget(&mut self, job_ids: &[String]) {
@@ -501,6 +543,20 @@ impl State {
         due
     }
 
+    /// The finished jobs of `queue` still in the state, as their records
+    /// read at `now`, at most `limit`: archived whatever their age when the
+    /// queue is being deleted.
+    pub fn finished_of(&self, queue: &str, now: u64, limit: usize) -> Vec<ServiceJob> {
+        let Some(qs) = self.queues.get(queue) else {
+            return Vec::new();
+        };
+        qs.cluster
+            .finished_before(Time(u64::MAX), limit)
+            .into_iter()
+            .map(|id| self.service_job(queue, id, now))
+            .collect()
+    }
+
     pub(crate) fn reject(
         &mut self,
         job_id: String,
@@ -528,6 +584,13 @@ impl State {
             .is_some_and(|q| q.config_revision >= revision)
         {
             return; // already applied (a retried append)
+        }
+        if self
+            .deleted_queues
+            .get(&name)
+            .is_some_and(|&r| r >= revision)
+        {
+            return; // a configuration of the queue since deleted
         }
         let config = match convert::queue(&doc) {
             Ok(c) => c,

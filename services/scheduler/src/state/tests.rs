@@ -1160,6 +1160,75 @@ fn archived_jobs_leave_the_state_and_only_finished_ones_go() {
         .all(|m| &*m.public_id != "j1"));
 }
 
+#[test]
+fn a_deleted_queue_leaves_the_state_for_good_until_it_is_made_anew() {
+    let Live { mut state, .. } = j1_done_j2_placed();
+    // Its finished jobs are archived first, whatever their age.
+    let finished: Vec<String> = state
+        .finished_of("training", 10_000, 100)
+        .into_iter()
+        .map(|j| j.job_id)
+        .collect();
+    assert_eq!(finished, vec!["j1".to_string()]);
+    assert!(state.finished_of("no-such-queue", 10_000, 100).is_empty());
+    state.apply(
+        LogEntry::QueueDeleted {
+            job_queue: "training".into(),
+            revision: 1,
+            at: 20_000,
+            principal: Some("platform".into()),
+        },
+        20_000,
+    );
+    assert!(!state.queues.contains_key("training"));
+    assert!(state.stopping.iter().all(|qj| qj.queue != "training"));
+    assert_eq!(state.deleted_queues.get("training"), Some(&1));
+    // A configuration appended again from before the deletion is not.
+    state.apply(config(), 21_000);
+    assert!(
+        !state.queues.contains_key("training"),
+        "an old revision never makes a deleted queue again"
+    );
+    state.apply(
+        LogEntry::Submit {
+            job_id: "late".into(),
+            job: submit("late", "QS1", 1),
+            principal: None,
+        },
+        22_000,
+    );
+    assert!(
+        state.describe("late", 22_000).expect("reported").status == "FAILED",
+        "a job of a deleted queue is refused"
+    );
+    // The tombstone is in a snapshot.
+    let mut bytes = Vec::new();
+    ciborium::into_writer(&state, &mut bytes).expect("serializes");
+    let back: State = ciborium::from_reader(bytes.as_slice()).expect("reads back");
+    assert_eq!(back.deleted_queues, state.deleted_queues);
+    // A newer revision makes it anew: empty, with the executors that
+    // stayed registered.
+    let LogEntry::Config { queue, .. } = config() else {
+        unreachable!()
+    };
+    state.apply(
+        LogEntry::Config {
+            queue,
+            revision: 9,
+            principal: None,
+            operation: None,
+        },
+        23_000,
+    );
+    let qs = &state.queues["training"];
+    assert_eq!(qs.config_revision, 9);
+    assert_eq!(qs.cluster.jobs().count(), 0);
+    assert!(
+        !qs.cluster.queue_config().shares.is_empty() && state.executors.contains_key("node-1"),
+        "made anew from the new revision"
+    );
+}
+
 /// Each job's public id is one allocation, shared by the queue's id index
 /// and the job's record, live and as a snapshot reads back; the snapshot
 /// still names each job's queue for schedulers that read `job_queue`.
