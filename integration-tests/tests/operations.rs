@@ -788,3 +788,121 @@ async fn a_dry_run_says_what_the_scheduler_then_does() {
     }
     stack.stop_all();
 }
+
+/// `qm` as `principal`: its exit code, stdout and stderr.
+fn qm_as(
+    stack: &qm_integration_tests::stack::Stack,
+    principal: &str,
+    args: &[&str],
+) -> (i32, String, String) {
+    let out = std::process::Command::new(qm_integration_tests::stack::bin("qm"))
+        .args(["--nats", &stack.nats_url, "--nkey"])
+        .arg(stack.auth.key(principal))
+        .args(args)
+        .output()
+        .expect("qm runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A queue's whole life: DISABLED stops new jobs and nothing else; it is
+/// deleted only once drained (the refusal names the jobs left), by an
+/// admin; its finished jobs stay readable from the archive; a scheduler
+/// restart does not bring it back; made anew, it starts empty on the
+/// executors that stayed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_queue_is_disabled_drained_and_deleted_and_its_finished_jobs_stay_readable() {
+    let (_nats, _s3, mut stack) = running("retire", TEAM_QUEUE).await;
+    stack.executor("node-1", "ops", "cpu.small", 2);
+    let done = stack.submit(&shell_job("done", 1, "exit 0")).await;
+    assert_eq!(stack.wait_final(&done, 60).await.status, "SUCCEEDED");
+    let running = stack.submit(&shell_job("long", 1, "sleep 600")).await;
+    stack
+        .wait_for(&running, 60, "RUNNING", |j| j.status == "RUNNING")
+        .await;
+
+    let (code, _, err) = qm_as(&stack, "platform", &["queue", "delete", "ops"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("is ENABLED: disable it first"), "{err}");
+    // Only who may change the queue's configuration may end it.
+    for who in ["alice", "dashboard"] {
+        let (code, _, err) = qm_as(&stack, who, &["queue", "disable", "ops"]);
+        assert_ne!(code, 0, "{who} disabled the queue");
+        let (code, _, err2) = qm_as(&stack, who, &["queue", "delete", "ops"]);
+        assert_ne!(code, 0, "{who} deleted the queue");
+        for said in [&err, &err2] {
+            assert!(
+                said.contains("may not change the configuration of job queue ops"),
+                "{who}: {said}"
+            );
+        }
+    }
+
+    let (code, out, err) = qm_as(&stack, "platform", &["queue", "disable", "ops"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("job queue ops is DISABLED"), "{out}");
+    let refused = stack
+        .try_submit(&shell_job("late", 1, "exit 0"))
+        .await
+        .expect_err("a DISABLED queue takes no job");
+    assert!(refused.contains("DISABLED"), "{refused}");
+    let (code, _, err) = qm_as(&stack, "platform", &["queue", "delete", "ops"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("cannot be deleted yet")
+            && err.contains("1 RUNNING job")
+            && err.contains(&running),
+        "the refusal names the job left: {err}"
+    );
+    assert_eq!(
+        stack.describe(&running).await.expect("running").status,
+        "RUNNING",
+        "DISABLED stops nothing that runs"
+    );
+
+    let (code, _, err) = qm_as(&stack, "platform", &["terminate", &running]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(stack.wait_final(&running, 60).await.status, "FAILED");
+    let (code, out, err) = qm_as(&stack, "platform", &["queue", "delete", "ops"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("job queue ops deleted"), "{out}");
+
+    // Gone from the configuration and the scheduler; its jobs archived.
+    let (code, _, err) = qm_as(&stack, "platform", &["snapshot", "--queue", "ops"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("no job queue \"ops\""), "{err}");
+    for job in [&done, &running] {
+        let j = stack.describe(job).await.expect("archived, still readable");
+        assert_eq!(j.job_queue, "ops");
+    }
+    let refused = stack
+        .try_submit(&shell_job("after", 1, "exit 0"))
+        .await
+        .expect_err("no queue");
+    assert!(refused.contains("no job queue"), "{refused}");
+    // Deleting it again says it is not there.
+    let (code, _, err) = qm_as(&stack, "platform", &["queue", "delete", "ops"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no job queue"), "{err}");
+    let (code, out, _) = qm_as(&stack, "platform", &["audit", "--queue", "ops"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.lines()
+            .any(|l| l.contains("DeleteJobQueue") && l.contains("platform")),
+        "{out}"
+    );
+
+    // A scheduler killed and restarted replays the log, the deletion in it.
+    stack.signal("scheduler-1", "KILL");
+    stack.restart("scheduler-1");
+    stack.wait_leader("scheduler-1").await;
+
+    // Made anew: empty, and the executor that stayed runs its jobs.
+    stack.apply(TEAM_QUEUE).await;
+    let again = stack.submit(&shell_job("again", 1, "exit 0")).await;
+    assert_eq!(stack.wait_final(&again, 60).await.status, "SUCCEEDED");
+    stack.stop_all();
+}

@@ -107,13 +107,15 @@ impl Runner<'_> {
             });
         };
         match qs.config_revision.cmp(&d.revision) {
-            std::cmp::Ordering::Less => return Deletion::Answer(Err(api::error(
-                ErrorCode::Transient,
-                format!(
+            std::cmp::Ordering::Less => {
+                return Deletion::Answer(Err(api::error(
+                    ErrorCode::Transient,
+                    format!(
                     "the scheduler has not read revision {} of job queue {queue:?} yet; try again",
                     d.revision
                 ),
-            ))),
+                )))
+            }
             std::cmp::Ordering::Greater => {
                 return Deletion::Answer(Err(api::error(
                     ErrorCode::Conflict,
