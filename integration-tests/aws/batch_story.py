@@ -417,6 +417,51 @@ def story(out):
     left = [s["quotaShareName"] for s in admin.list_quota_shares(jobQueue="training")["quotaShares"]]
     assert left == ["QS1", "QS2"], left
 
+    # A queue is deleted only once DISABLED and drained; its jobs stay
+    # readable. (No executor serves "scratch": its job waits.)
+    admin.create_job_queue(jobQueueName="scratch", priority=5, tags={"temp": "yes"})
+    admin.create_quota_share(
+        quotaShareName="tmp",
+        jobQueue="scratch",
+        capacityLimits=[{"maxCapacity": 1, "capacityUnit": TYPE}],
+        resourceSharingConfiguration={"strategy": "RESERVE"},
+        preemptionConfiguration={"inSharePreemption": "DISABLED"},
+    )
+    waiting = admin.submit_service_job(
+        jobName="waits",
+        jobQueue="scratch",
+        serviceJobType="SAGEMAKER_TRAINING",
+        quotaShareName="tmp",
+        serviceRequestPayload=payload("waits", "tmp", checkpoint=False),
+    )["jobId"]
+    expect_error("ClientException", admin.delete_job_queue, jobQueue="scratch", says="is ENABLED")
+    expect_error("AccessDeniedException", alice.delete_job_queue, jobQueue="training")
+    admin.update_job_queue(jobQueue="scratch", state="DISABLED")
+    expect_error(
+        "ClientException",
+        admin.submit_service_job,
+        jobName="late",
+        jobQueue="scratch",
+        serviceJobType="SAGEMAKER_TRAINING",
+        quotaShareName="tmp",
+        serviceRequestPayload=payload("late", "tmp", checkpoint=False),
+        says="DISABLED",
+    )
+    expect_error("ClientException", admin.delete_job_queue, jobQueue="scratch", says=waiting)
+    admin.terminate_service_job(jobId=waiting, reason="retiring the queue")
+    wait(admin, waiting, "failed", lambda j: j["status"] == "FAILED")
+    admin.delete_job_queue(jobQueue=f"arn:aws:batch:{REGION}:000000000000:job-queue/scratch")
+    assert admin.describe_job_queues(jobQueues=["scratch"])["jobQueues"] == [], "deleted"
+    assert admin.describe_service_job(jobId=waiting)["jobQueue"].endswith("scratch"), "archived"
+    expect_error("ClientException", admin.delete_job_queue, jobQueue="scratch", says="no job queue")
+    # Made anew, it keeps nothing of the old one (tags, priority).
+    admin.create_job_queue(jobQueueName="scratch", priority=7)
+    q = admin.describe_job_queues(jobQueues=["scratch"])["jobQueues"][0]
+    assert (q["priority"], q["tags"], q["state"]) == (7, {}, "ENABLED"), q
+    admin.update_job_queue(jobQueue="scratch", state="DISABLED")
+    admin.delete_job_queue(jobQueue="scratch")
+    log("a queue disabled, drained and deleted; its job still described")
+
     with open(out, "w") as f:
         json.dump({"p1": p1, "p2": p2, "p3": p3, "qs2_job": q2}, f)
 
@@ -486,8 +531,13 @@ def attacks():
     )
     assert r.status == 403 and r.headers.get("x-amzn-ErrorType") == "InvalidSignatureException", r.data
 
-    status, code, shape = raw("POST", "/v1/deletejobqueue", b"{}")
+    status, code, shape = raw("POST", "/v1/createcomputeenvironment", b"{}")
     assert (status, code) == (404, "UnknownOperationException"), (status, code, shape)
+    # A team user cannot end a queue, whatever the body says.
+    arn = f"arn:aws:batch:{REGION}:000000000000:job-queue/training"
+    for queue in ["training", arn]:
+        status, code, shape = raw("POST", "/v1/deletejobqueue", json.dumps({"jobQueue": queue}).encode())
+        assert (status, code) == (403, "AccessDeniedException"), (status, code, shape)
 
     after = admin.list_service_jobs(
         jobQueue="training", filters=[{"name": "AFTER_CREATED_AT", "values": ["0"]}]

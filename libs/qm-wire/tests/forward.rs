@@ -76,6 +76,7 @@ fn every_v1_fixture_decodes_with_fields_from_a_newer_version() {
         "job_state_change.json" => JobStateChange,
         "list_audit_events_response.json" => ListAuditEventsResponse,
         "log_entry_pass.json" => LogEntry,
+        "log_entry_queue_deleted.json" => LogEntry,
         "log_entry_reports.json" => LogEntry,
         "log_entry_submit.json" => LogEntry,
         "log_entry_submit_v1_no_principal.json" => LogEntry,

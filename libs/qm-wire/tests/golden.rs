@@ -261,6 +261,28 @@ fn an_archive_entry_names_the_jobs_that_leave_the_state() {
 }
 
 #[test]
+fn a_queue_deleted_entry_names_the_queue_and_the_revision_it_ends() {
+    let e: qm_wire::system::LogEntry =
+        serde_json::from_str(&fixture("log_entry_queue_deleted.json")).expect("decodes");
+    let qm_wire::system::LogEntry::QueueDeleted {
+        job_queue,
+        revision,
+        at,
+        principal,
+    } = &e
+    else {
+        panic!("a queue-deleted entry: {e:?}")
+    };
+    assert_eq!(
+        (job_queue.as_str(), *revision, *at, principal.as_deref()),
+        ("training", 42, 1_764_756_000_000, Some("platform"))
+    );
+    let again: qm_wire::system::LogEntry =
+        serde_json::from_str(&serde_json::to_string(&e).expect("encodes")).expect("decodes");
+    assert_eq!(again, e);
+}
+
+#[test]
 fn a_batch_of_reports_is_each_report_in_order() {
     use qm_wire::system::{LogEntry, ReportPhase};
     let e: LogEntry = serde_json::from_str(&fixture("log_entry_reports.json")).expect("decodes");
