@@ -42,7 +42,7 @@ impl Runner<'_> {
                         }
                         continue;
                     }
-                    Deletion::Entry(entry) => entry,
+                    Deletion::Entry(entry) => *entry,
                 };
                 if self.append(&entry).await.is_none() {
                     self.writes.push_front((req, reply));
@@ -167,12 +167,12 @@ impl Runner<'_> {
         if finished > 0 {
             return Deletion::Archiving(finished);
         }
-        Deletion::Entry(LogEntry::QueueDeleted {
+        Deletion::Entry(Box::new(LogEntry::QueueDeleted {
             job_queue: queue.to_string(),
             revision: d.revision,
             at: now,
             principal: Some(caller.principal.clone()),
-        })
+        }))
     }
 
     /// The job's queue, share and state, if `caller` may change it.
@@ -260,7 +260,7 @@ enum Deletion {
     /// This many finished jobs are archived first.
     Archiving(usize),
     /// Deleted by this entry.
-    Entry(LogEntry),
+    Entry(Box<LogEntry>),
 }
 
 fn not_found(job_id: &str) -> ApiError {
