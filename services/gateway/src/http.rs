@@ -494,7 +494,11 @@ mod tests {
             Some((Op::GetJobQueueSnapshot, None))
         );
         assert_eq!(route(&Method::GET, "/v1/submitservicejob"), None);
-        assert_eq!(route(&Method::POST, "/v1/deletejobqueue"), None);
+        assert_eq!(
+            route(&Method::POST, "/v1/deletejobqueue"),
+            Some((Op::DeleteJobQueue, None))
+        );
+        assert_eq!(route(&Method::POST, "/v1/createcomputeenvironment"), None);
         assert_eq!(route(&Method::POST, "/v1/tags"), None);
         let arn = "arn:aws:batch:us-east-1:000000000000:job-queue/training";
         let encoded = arn.replace(':', "%3A").replace('/', "%2F");
