@@ -11,6 +11,7 @@ use std::time::Duration;
 pub mod bench;
 pub mod browser;
 pub mod containers;
+pub mod gateway;
 pub mod observe;
 pub mod proxy;
 pub mod stack;

@@ -11,7 +11,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use aws_sdk_batch::config::{BehaviorVersion, Credentials, Region};
-use qm_integration_tests::stack::{bin, digest_in, free_port, reference_digest, start_nats, Stack};
+use qm_integration_tests::gateway::GatewayProc;
+use qm_integration_tests::stack::{bin, digest_in, reference_digest, start_nats, Stack};
 use qm_wire::subjects;
 
 const REGION: &str = "eu-west-1";
@@ -88,11 +89,15 @@ fn run_ok(mut cmd: Command, what: &str) -> String {
 struct Gateway {
     endpoint: String,
     keys: serde_json::Value,
+    proc: GatewayProc,
+    /// Its CA and certificate, when it serves HTTPS.
+    certs: Option<qm_integration_tests::tls::TestCerts>,
 }
 
 /// NATS, S3, admission, a scheduler and the gateway (no queue yet).
 async fn started(
     name: &str,
+    tls: Option<&Path>,
     extra: &[(String, String)],
 ) -> (
     Stack,
@@ -109,43 +114,21 @@ async fn started(
     stack.scheduler("scheduler-1");
     stack.wait_leader("scheduler-1").await;
     let (keys_file, keys) = write_keys(&stack.dir);
-    let port = free_port();
-    let env = vec![
-        (
-            "QM_GATEWAY_TENANCY".to_string(),
-            stack.auth.tenancy_file.display().to_string(),
-        ),
-        (
-            "QM_GATEWAY_KEYS_FILE".to_string(),
-            keys_file.display().to_string(),
-        ),
-        (
-            "QM_GATEWAY_LISTEN_ADDRESS".to_string(),
-            format!("127.0.0.1:{port}"),
-        ),
-        ("QM_GATEWAY_REGION".to_string(), REGION.to_string()),
-        // The example trainer's "image" is this host's binary: run as a
-        // host command (container jobs: tests/containers.rs).
-        (
-            "QM_GATEWAY_HOST_COMMAND_IMAGES".to_string(),
-            r#"["quartermaster/qm-trainer:local"]"#.to_string(),
-        ),
-    ];
-    let env: Vec<_> = env.into_iter().chain(extra.iter().cloned()).collect();
-    stack.spawn_as("gateway", "qm-gateway", "gateway", &env);
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while !stack.log_of("gateway").contains("AWS Batch API at") {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the gateway did not start:\n{}",
-            stack.log_of("gateway")
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let scheme = if extra.is_empty() { "http" } else { "https" };
+    let certs = tls.map(|dir| qm_integration_tests::tls::make(dir, "gateway"));
+    let gw = GatewayProc::start(
+        &mut stack,
+        "gateway",
+        &keys_file,
+        certs.as_ref(),
+        REGION,
+        extra,
+    )
+    .await;
     let gateway = Gateway {
-        endpoint: format!("{scheme}://127.0.0.1:{port}"),
+        endpoint: gw.endpoint.clone(),
         keys,
+        proc: gw,
+        certs,
     };
     // The servers live as long as the caller holds them.
     (stack, gateway, (nats, s3))
@@ -171,7 +154,7 @@ fn story_phase(venv: &Path, stack: &Stack, gw: &Gateway, phase: &str, out: &Path
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn aws_clients_drive_quartermaster_unchanged() {
     let venv = clients();
-    let (mut stack, gw, _servers) = started("gateway", &[]).await;
+    let (mut stack, gw, _servers) = started("gateway", None, &[]).await;
     let ids_file = stack.dir.join("story-jobs.json");
 
     story_phase(&venv, &stack, &gw, "setup", &ids_file);
@@ -537,19 +520,8 @@ async fn only_the_gateway_names_the_caller_and_only_for_key_holders() {
 async fn https_with_a_ca_made_at_test_time_and_no_plain_http_beyond_loopback() {
     let venv = clients();
     let dir = std::env::temp_dir().join(format!("qm-gw-tls-{}", std::process::id()));
-    let certs = qm_integration_tests::tls::make(&dir, "gateway");
-    let (ca, crt, pem) = (certs.ca.clone(), certs.cert.clone(), certs.key.clone());
-    let tls = [
-        (
-            "QM_GATEWAY_TLS_CERT_FILE".to_string(),
-            crt.display().to_string(),
-        ),
-        (
-            "QM_GATEWAY_TLS_KEY_FILE".to_string(),
-            pem.display().to_string(),
-        ),
-    ];
-    let (mut stack, gw, _servers) = started("gateway-tls", &tls).await;
+    let (mut stack, gw, _servers) = started("gateway-tls", Some(&dir), &[]).await;
+    let ca = gw.certs.as_ref().expect("HTTPS").ca.clone();
     assert!(gw.endpoint.starts_with("https://"), "{}", gw.endpoint);
     let (id, secret) = (KEYS[0].1, secret_of(KEYS[0].0));
     let probe = |verify: &str| {
@@ -582,6 +554,25 @@ async fn https_with_a_ca_made_at_test_time_and_no_plain_http_beyond_loopback() {
         !untrusted.status.success() && said.contains("SSL"),
         "{said}"
     );
+
+    // The command `make demo` prints, as a person types it: the AWS CLI,
+    // unchanged, trusting the CA.
+    let line = gw
+        .proc
+        .aws_command(id, &secret, Some(&ca), "describe-service-environments");
+    let mut cmd = Command::new("sh");
+    client_env(&mut cmd, &stack.dir);
+    cmd.env(
+        "PATH",
+        format!(
+            "{}:{}",
+            venv.join("bin").display(),
+            std::env::var("PATH").unwrap_or_default()
+        ),
+    )
+    .args(["-c", &line]);
+    let said = run_ok(cmd, "the printed aws batch command");
+    assert!(said.contains("\"serviceEnvironments\": []"), "{said}");
 
     // Plain HTTP on an address other hosts reach: refused at start, named.
     let out = Command::new(bin("qm-gateway"))
@@ -619,7 +610,7 @@ async fn boto3_runs_a_training_image_on_two_nodes_that_resumes_after_a_reclaim()
         "{image} is missing: run `make images-torch`"
     );
     let venv = clients();
-    let (mut stack, gw, servers) = started("gateway-containers", &[]).await;
+    let (mut stack, gw, servers) = started("gateway-containers", None, &[]).await;
     let repository = image.rsplit_once(':').map_or(image.as_str(), |(r, _)| r);
     stack
         .apply(&format!(
@@ -811,7 +802,7 @@ fn rss_kib(pid: u32, field: &str) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn slow_and_unauthenticated_clients_neither_lock_others_out_nor_exhaust_the_gateway() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let (stack, gw, _servers) = started("gw-hostile", &[]).await;
+    let (stack, gw, _servers) = started("gw-hostile", None, &[]).await;
     let port: u16 = gw
         .endpoint
         .rsplit(':')
@@ -968,7 +959,7 @@ async fn slow_and_unauthenticated_clients_neither_lock_others_out_nor_exhaust_th
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_changes_of_one_queue_through_the_gateway_all_land() {
-    let (stack, gw, _servers) = started("gw-concurrent", &[]).await;
+    let (stack, gw, _servers) = started("gw-concurrent", None, &[]).await;
     stack
         .apply(include_str!("../../examples/queues/three-shares.yaml"))
         .await;
@@ -1042,7 +1033,7 @@ async fn status_of(port: u16, path: &str) -> Option<u16> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_stopping_gateway_turns_unready_first_then_drains_and_exits() {
-    let (mut stack, gw, _servers) = started("gw-stop", &[]).await;
+    let (mut stack, gw, _servers) = started("gw-stop", None, &[]).await;
     let metrics = stack.metrics_port("gateway");
     let api: u16 = gw
         .endpoint

@@ -8,6 +8,7 @@
 use std::time::{Duration, Instant};
 
 use qm_integration_tests::browser::{secret_of, Console};
+use qm_integration_tests::gateway::GatewayProc;
 use qm_integration_tests::observe::{Metrics, OtlpReceiver};
 use qm_integration_tests::stack::{digest_in, reference_digest, start_nats, trainer_job, Stack};
 use qm_integration_tests::start_s3;
@@ -184,6 +185,30 @@ async fn main() {
         "     sign in as alice: access key AKIAQMALICE00000001, secret {} (bob: AKIAQMBOB0000000001, {})",
         secret_of("alice"),
         secret_of("bob")
+    );
+    // The AWS Batch API, with the same keys and the same CA's certificate.
+    let keys = stack.dir.join("console-keys.yaml");
+    let gateway = GatewayProc::start(
+        &mut stack,
+        "gateway",
+        &keys,
+        Some(&console.certs),
+        "us-east-1",
+        &[],
+    )
+    .await;
+    println!(
+        "   AWS Batch API (qm-gateway): {} (same CA); as alice, with the AWS CLI:",
+        gateway.endpoint
+    );
+    println!(
+        "     {}",
+        gateway.aws_command(
+            "AKIAQMALICE00000001",
+            &secret_of("alice"),
+            Some(&console.certs.ca),
+            "get-job-queue-snapshot --job-queue training"
+        )
     );
     println!("     QM_DEMO_PAUSE_SECONDS=30 waits before the story (time to sign in); QM_DEMO_KEEP=1 keeps it all running at the end until Ctrl-C");
     if own_collector {
