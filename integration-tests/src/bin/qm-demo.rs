@@ -198,7 +198,7 @@ async fn main() {
     )
     .await;
     println!(
-        "   AWS Batch API (qm-gateway): {} (same CA); as alice, with the AWS CLI:",
+        "   AWS Batch API (qm-gateway): {} (same CA); as alice, with the AWS CLI (pip install awscli), while the demo runs:",
         gateway.endpoint
     );
     println!(
@@ -367,8 +367,9 @@ async fn main() {
     println!("(service logs: {})", stack.path().display());
     if std::env::var("QM_DEMO_KEEP").is_ok_and(|v| v == "1") {
         println!(
-            "\neverything keeps running (QM_DEMO_KEEP=1): the console is at {}; Ctrl-C stops it",
-            console.url("/queues/training")
+            "\neverything keeps running (QM_DEMO_KEEP=1): the console is at {}, the AWS Batch API at {}; Ctrl-C stops it",
+            console.url("/queues/training"),
+            gateway.endpoint
         );
         let _ = tokio::signal::ctrl_c().await;
     }
