@@ -4,8 +4,10 @@
 #     (QM_COMPOSE_CREDENTIALS): every principal's NATS key and the servers'
 #     authorization from the tenancy (`qm auth`, run from the qm image), the
 #     NATS cluster's route credentials, a metrics token, Garage's secrets,
-#     the checkpoint service's S3 key and the console's certificate
-#     (self-signed with openssl; put your own in console.crt and console.key);
+#     the checkpoint service's S3 key, a CA (ca.crt; its key ca.key stays
+#     here, mounted nowhere) and the console's and the gateway's HTTPS
+#     certificates it signs (openssl; put your own in console.crt/.key and
+#     gateway.crt/.key instead);
 #  2. `up -d` (docker compose plugin if present, else docker-compose);
 #  3. waits until every container reports healthy, showing progress.
 #
@@ -13,6 +15,7 @@
 #   QM_TENANCY=/path/tenancy.yaml deploy/compose/up.sh
 #   QM_COMPOSE_NATS_PORT=14222 deploy/compose/up.sh     NATS for clients on another port
 #   QM_COMPOSE_CONSOLE_PORT=19660 deploy/compose/up.sh  the console on another port
+#   QM_COMPOSE_GATEWAY_PORT=19650 deploy/compose/up.sh  the AWS Batch API on another port
 #   QM_COMPOSE_NODE_1_DIR=/srv/qm deploy/compose/up.sh  node-1's work directories on the host
 #     (a directory user 65532 may write; default: the node-1-work volume)
 # Stop: docker-compose -p quartermaster -f deploy/compose/docker-compose.yml down
@@ -36,7 +39,7 @@ say() { printf 'compose: %s\n' "$*" >&2; }
 project_compose() { compose -p "$project" -f "$here/docker-compose.yml" "$@"; }
 
 [ -f "$tenancy" ] || { say "no tenancy file at $tenancy (set QM_TENANCY)"; exit 2; }
-for image in "${prefix}qm:$tag" "${prefix}qm-admission:$tag" "${prefix}qm-executor:$tag" "${prefix}qm-console:$tag" \
+for image in "${prefix}qm:$tag" "${prefix}qm-admission:$tag" "${prefix}qm-executor:$tag" "${prefix}qm-console:$tag" "${prefix}qm-gateway:$tag" \
   "${QM_NATS_IMAGE:-quartermaster/nats:local}" "${QM_GARAGE_IMAGE:-quartermaster/garage:local}"; do
   docker image inspect "$image" >/dev/null 2>&1 || { say "image $image is missing: run \`make images\`"; exit 2; }
 done
@@ -103,17 +106,40 @@ ENV
   chmod 0600 "$creds/s3.env" "$creds/checkpoint-s3.env"
 fi
 
-# The console's HTTPS certificate (first run only): self-signed, for
-# localhost, 127.0.0.1 and the compose network's name; browsers will ask
-# before trusting it. Put your own in console.crt and console.key instead.
-if [ ! -s "$creds/console.crt" ] || [ ! -s "$creds/console.key" ]; then
+# A CA of this deployment (first run only), and the HTTPS certificates of
+# the console and the gateway it signs, for localhost, 127.0.0.1 and the
+# service's name on the compose network. Clients trust ca.crt (browsers
+# ask first; `aws --ca-bundle`, boto3's `verify=`). Put your own in
+# console.crt/.key or gateway.crt/.key instead: existing files are kept.
+need_openssl() {
   command -v openssl >/dev/null \
-    || { say "openssl is needed to make the console's certificate (or put yours in $creds/console.crt and console.key)"; exit 2; }
-  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 825 \
-    -subj /CN=localhost -addext "subjectAltName=DNS:localhost,IP:127.0.0.1,DNS:console" \
-    -keyout "$creds/console.key" -out "$creds/console.crt" 2>/dev/null
-  chmod 0644 "$creds/console.crt" "$creds/console.key"
+    || { say "openssl is needed to make the HTTPS certificates (or put yours in $creds/$1.crt and $1.key)"; exit 2; }
+}
+if [ ! -s "$creds/ca.crt" ] || [ ! -s "$creds/ca.key" ]; then
+  need_openssl ca
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 3650 \
+    -subj "/CN=Quartermaster $project CA" \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
+    -keyout "$creds/ca.key" -out "$creds/ca.crt" 2>/dev/null
+  chmod 0600 "$creds/ca.key"
+  chmod 0644 "$creds/ca.crt"
 fi
+for service in console gateway; do
+  [ -s "$creds/$service.crt" ] && [ -s "$creds/$service.key" ] && continue
+  need_openssl "$service"
+  ext=$(mktemp)
+  printf '%s\n' "basicConstraints=critical,CA:FALSE" "keyUsage=critical,digitalSignature" \
+    "extendedKeyUsage=serverAuth" "subjectAltName=DNS:localhost,IP:127.0.0.1,DNS:$service" \
+    "subjectKeyIdentifier=hash" "authorityKeyIdentifier=keyid,issuer" >"$ext"
+  openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=localhost \
+    -keyout "$creds/$service.key" -out "$creds/$service.csr" 2>/dev/null
+  openssl x509 -req -in "$creds/$service.csr" -CA "$creds/ca.crt" -CAkey "$creds/ca.key" \
+    -CAcreateserial -days 825 -extfile "$ext" -out "$creds/$service.crt" 2>/dev/null
+  rm -f "$ext" "$creds/$service.csr"
+  # Read by the service's user (65532) through the bind mount; the
+  # directory (0700) keeps them from other host users.
+  chmod 0644 "$creds/$service.crt" "$creds/$service.key"
+done
 
 say "starting project $project"
 project_compose up -d --remove-orphans
@@ -150,5 +176,7 @@ done
 port=${QM_COMPOSE_NATS_PORT:-4222}
 say "NATS: nats://127.0.0.1:$port; the admin's key: $creds/platform.nk"
 say "  qm --nats nats://127.0.0.1:$port --nkey $creds/platform.nk apply -f examples/queues/three-shares.yaml"
-say "console: https://127.0.0.1:${QM_COMPOSE_CONSOLE_PORT:-9660}/ (its certificate: $creds/console.crt);"
+say "console: https://127.0.0.1:${QM_COMPOSE_CONSOLE_PORT:-9660}/ (trust the CA $creds/ca.crt);"
 say "  sign in with an access key and secret from $creds/<principal>.aws-credentials"
+say "AWS Batch API: https://127.0.0.1:${QM_COMPOSE_GATEWAY_PORT:-9650}; as alice, with the AWS CLI:"
+say "  AWS_SHARED_CREDENTIALS_FILE=$creds/alice.aws-credentials aws batch describe-job-queues --profile quartermaster --endpoint-url https://127.0.0.1:${QM_COMPOSE_GATEWAY_PORT:-9650} --region us-east-1 --ca-bundle $creds/ca.crt"

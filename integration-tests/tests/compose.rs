@@ -17,6 +17,19 @@ use qm_integration_tests::containers::docker;
 use qm_integration_tests::stack::{free_port, Auth, Stack};
 use qm_integration_tests::story::{three_shares, QUEUE_YAML};
 
+/// The pinned AWS clients' virtual environment (integration-tests/aws).
+fn aws_clients() -> PathBuf {
+    let out = Command::new(root().join("integration-tests/aws/setup.sh"))
+        .output()
+        .expect("setup.sh runs");
+    assert!(
+        out.status.success(),
+        "installing the AWS clients failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
@@ -148,7 +161,7 @@ fn open_to_all(dir: &Path) {
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
 }
 
-const SERVICES: [&str; 10] = [
+const SERVICES: [&str; 12] = [
     "nats-1",
     "nats-2",
     "nats-3",
@@ -159,11 +172,14 @@ const SERVICES: [&str; 10] = [
     "scheduler-2",
     "executor-node-1",
     "checkpoint-node-1",
+    "console",
+    "gateway",
 ];
 
 #[tokio::test(flavor = "multi_thread")]
 async fn compose_up_starts_every_service_healthy_and_the_demo_story_runs_against_it() {
     let port = free_port();
+    let gateway_port = free_port();
     let base = std::env::temp_dir().join(format!("qm-compose-{}-{port}", std::process::id()));
     let _ = std::fs::remove_dir_all(&base);
     let credentials = base.join("credentials");
@@ -178,6 +194,8 @@ async fn compose_up_starts_every_service_healthy_and_the_demo_story_runs_against
                 credentials.display().to_string(),
             ),
             ("QM_COMPOSE_NODE_1_DIR".into(), work.display().to_string()),
+            ("QM_COMPOSE_GATEWAY_PORT".into(), gateway_port.to_string()),
+            ("QM_COMPOSE_CONSOLE_PORT".into(), free_port().to_string()),
         ],
     };
     let up = Command::new(root().join("deploy/compose/up.sh"))
@@ -281,6 +299,49 @@ async fn compose_up_starts_every_service_healthy_and_the_demo_story_runs_against
     println!(
         "compose: the story's jobs {} {} {} {}",
         jobs.p1, jobs.p2, jobs.p3, jobs.q2
+    );
+
+    // The AWS Batch API (issue 35): the AWS CLI, unchanged, as alice with
+    // the credentials file `qm auth` wrote, trusting the CA up.sh made; it
+    // refuses the certificate without that CA.
+    let venv = aws_clients();
+    let aws = |ca: bool| {
+        let mut cmd = Command::new(venv.join("bin/aws"));
+        cmd.env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", &base)
+            .env("AWS_CONFIG_FILE", base.join("no-config"))
+            .env(
+                "AWS_SHARED_CREDENTIALS_FILE",
+                credentials.join("alice.aws-credentials"),
+            )
+            .args([
+                "batch",
+                "describe-job-queues",
+                "--profile",
+                "quartermaster",
+                "--region",
+                "us-east-1",
+                "--endpoint-url",
+                &format!("https://127.0.0.1:{gateway_port}"),
+            ]);
+        if ca {
+            cmd.arg("--ca-bundle").arg(credentials.join("ca.crt"));
+        }
+        cmd.output().expect("aws runs")
+    };
+    let out = aws(true);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && said.contains("\"jobQueueName\": \"training\""),
+        "aws batch describe-job-queues through the compose gateway:\n{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = aws(false);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("SSL"),
+        "trusted without the CA: {err}"
     );
 
     // The tenancy, live (issue 35): applied with the keys up.sh made, a
