@@ -25,36 +25,9 @@ base_image=quartermaster/pytorch-base:$suite
 say() { printf 'torch image: %s\n' "$*" >&2; }
 started=$(date +%s)
 
-sources=${QM_DEBIAN_SOURCES:-}
-if [ -z "$sources" ]; then
-  for f in /etc/apt/sources.list.d/*.sources /etc/apt/sources.list; do
-    if [ -s "$f" ] && grep -qE '^(deb |Types: *deb)' "$f"; then sources=$f; break; fi
-  done
-fi
-[ -n "$sources" ] || { say "no Debian package sources found; set QM_DEBIAN_SOURCES"; exit 2; }
-
-# The base: rebuilt only when the recipe (suite, packages) changes.
-recipe=$(printf '%s %s' "$suite" "$packages" | sha256sum | cut -c1-16)
-rootfs="$cache/pytorch-rootfs/$recipe.tar"
-if [ "$(docker image inspect -f '{{ index .Config.Labels "qm.recipe" }}' "$base_image" 2>/dev/null || true)" != "$recipe" ]; then
-  if [ ! -s "$rootfs" ]; then
-    command -v mmdebstrap >/dev/null || {
-      [ "$(id -u)" = 0 ] && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mmdebstrap >/dev/null
-    } || { say "mmdebstrap is needed (Debian's package mmdebstrap)"; exit 2; }
-    say "making a Debian $suite root file system with $packages (first time only; a few minutes)"
-    mkdir -p "$(dirname "$rootfs")"
-    mmdebstrap --quiet --format=tar --variant=minbase --include="$packages" \
-      --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
-      --dpkgopt='path-exclude=/usr/share/locale/*' \
-      --customize-hook='chroot "$1" useradd --uid 1000 --create-home trainer' \
-      "$suite" "$rootfs.partial" "$sources" >&2
-    mv "$rootfs.partial" "$rootfs"
-    say "root file system ready ($(du -h "$rootfs" | cut -f1 | tail -1)) after $(( $(date +%s) - started )) s"
-  fi
-  docker import --change "LABEL qm.recipe=$recipe" --change 'ENV PYTHONUNBUFFERED=1' \
-    "$rootfs" "$base_image" >/dev/null
-  say "imported $base_image"
-fi
+# The base: rebuilt only when its recipe (suite, packages) changes.
+QM_DEBIAN_SUITE=$suite "$here/../../deploy/images/debian-base.sh" "$base_image" "$packages" \
+  'chroot "$1" useradd --uid 1000 --create-home trainer'
 
 # The script on top: rebuilt only when it or this recipe changes.
 sum=$(cat "$here/train.py" "$0" | sha256sum | cut -c1-16)
@@ -72,6 +45,7 @@ COPY train /usr/local/bin/train
 LABEL qm.script.sha256="$sum"
 WORKDIR /opt/ml
 USER trainer
+ENV PYTHONUNBUFFERED=1
 ENTRYPOINT ["/usr/bin/tini", "-s", "--"]
 DOCKERFILE
 docker build -q -t "$image" "$ctx" >"$ctx/build.log" 2>&1 || { cat "$ctx/build.log" >&2; exit 1; }

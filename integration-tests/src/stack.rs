@@ -611,7 +611,7 @@ pub struct Stack {
     exits: BTreeMap<String, i32>,
     /// Where jobs find the example trainer, when not as [`Stack::trainer`]
     /// works it out (an attached deployment's executor image).
-    trainer_at: Option<String>,
+    pub trainer_at: Option<String>,
     /// Settings every scheduler started gets (e.g. short timeouts in tests).
     pub scheduler_env: Vec<(String, String)>,
     /// Extra settings for admission replicas started after it is set.
