@@ -2,7 +2,7 @@
 CARGO ?= cargo
 QM := target/release/qm
 
-.PHONY: nats-clients bench-console docs test-phases images-test fuzz bench-runtimes images-torch aws-clients chromium evaluate up down check-deploy demo simulate bins bench-services bench-fleet bench-checkpoint bench-peers test lint check-core-deps unit integration images images-infra bench bench-pass bench-sim build clean
+.PHONY: dist nats-clients bench-console docs test-phases images-test fuzz bench-runtimes images-torch aws-clients chromium evaluate up down check-deploy demo simulate bins bench-services bench-fleet bench-checkpoint bench-peers test lint check-core-deps unit integration images images-infra bench bench-pass bench-sim build clean
 
 ## demo: the three-share story on a real Quartermaster (NATS + Garage in
 ## containers, the four services, the example trainer), live, with a summary
@@ -79,6 +79,13 @@ fuzz:
 ## release binaries; deploy/README.md)
 images: images-infra
 	deploy/images/services.sh
+
+## dist: release files in dist/: a tarball of every binary with the systemd
+## units and example configurations, a Debian package per service (hardened
+## systemd unit, /etc/quartermaster/<service>.yaml) and one for qm, and
+## SHA256SUMS (deploy/packages/build.sh; docs/packages.md)
+dist:
+	deploy/packages/build.sh
 
 ## up: the whole system on this host with the compose file (deploy/compose):
 ## three NATS servers, S3, every service in its own container; `make down`
