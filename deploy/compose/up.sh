@@ -120,6 +120,7 @@ if [ ! -s "$creds/ca.crt" ] || [ ! -s "$creds/ca.key" ]; then
   openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 3650 \
     -subj "/CN=Quartermaster $project CA" \
     -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
+    -addext "nameConstraints=critical,permitted;DNS:localhost,permitted;DNS:console,permitted;DNS:gateway,permitted;IP:127.0.0.0/255.0.0.0" \
     -keyout "$creds/ca.key" -out "$creds/ca.crt" 2>/dev/null
   chmod 0600 "$creds/ca.key"
   chmod 0644 "$creds/ca.crt"

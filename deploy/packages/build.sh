@@ -47,8 +47,9 @@ version=$(awk -F'"' '/^version = / { print $2; exit }' "$root/Cargo.toml")
 debarch=$(dpkg --print-architecture)
 arch=$(uname -m)
 glibc=$(ldd --version 2>/dev/null | awk 'NR == 1 { print $NF }')
-rm -rf "$out"
+# Only what an earlier run made goes (QM_DIST_DIR may hold other files).
 mkdir -p "$out"
+rm -f "$out"/quartermaster-*.deb "$out"/quartermaster-*-linux.tar.gz "$out/SHA256SUMS"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -71,9 +72,16 @@ if [ "$1" = configure ]; then
     adduser --system --ingroup quartermaster --home /var/lib/quartermaster \
       --no-create-home --shell /usr/sbin/nologin quartermaster >/dev/null
   fi
-  # Keys and secrets: readable by the services, not by other users.
-  install -d -m 0750 -o root -g quartermaster /etc/quartermaster/credentials
-  if [ -d /run/systemd/system ]; then systemctl daemon-reload >/dev/null || true; fi
+  # Keys and secrets: readable by the services, not by other users (made
+  # once: a mode the administrator chose since is kept).
+  if [ ! -d /etc/quartermaster/credentials ]; then
+    install -d -m 0750 -o root -g quartermaster /etc/quartermaster/credentials
+  fi
+  if [ -d /run/systemd/system ]; then
+    systemctl daemon-reload >/dev/null || true
+    # An upgrade: a running service restarts on the new binary.
+    if [ -n "$2" ]; then systemctl try-restart "$UNIT" >/dev/null || true; fi
+  fi
 fi
 exit 0
 SH
@@ -83,7 +91,7 @@ prerm() {
 #!/bin/sh
 set -e
 if [ -d /run/systemd/system ] && [ "\$1" = remove ]; then
-  systemctl stop $1.service >/dev/null 2>&1 || true
+  systemctl disable --now $1.service >/dev/null 2>&1 || true
 fi
 exit 0
 SH
@@ -138,7 +146,7 @@ for s in "${services[@]}"; do
   chmod 0644 "$tree/lib/systemd/system/qm-$s.service"
   install -D -m 0644 "$here/etc/$s.yaml" "$tree/etc/quartermaster/$s.yaml"
   mkdir -p "$tree/DEBIAN"
-  postinst >"$tree/DEBIAN/postinst"
+  postinst | sed "s/\$UNIT/qm-$s.service/" >"$tree/DEBIAN/postinst"
   prerm "qm-$s" >"$tree/DEBIAN/prerm"
   postrm >"$tree/DEBIAN/postrm"
   chmod 0755 "$tree/DEBIAN/postinst" "$tree/DEBIAN/prerm" "$tree/DEBIAN/postrm"

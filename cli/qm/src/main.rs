@@ -253,7 +253,7 @@ enum Command {
     #[command(subcommand)]
     Tenancy(live::TenancyCommand),
     /// A job queue's life: enable, disable, and delete a queue or one of
-    /// its quota shares (admins and the queue's admins). A queue is
+    /// its quota shares (admins only). A queue is
     /// deleted only once DISABLED and every job in it has finished.
     #[command(subcommand)]
     Queue(live::QueueCommand),

@@ -130,7 +130,20 @@ pub fn permissions(tenancy: &Tenancy, principal: &str) -> Option<Permissions> {
             // It answers everyone's API requests (see `inboxes_of`). Each
             // inbox is named: `*` is a wildcard only as a whole token, so
             // `_INBOX_*.>` would grant nothing.
-            p.extend(tenancy.principals().into_iter().map(|p| inbox(&p)));
+            // (Not the services admission itself asks, nor the other
+            // replicas: no reply of theirs could be forged.)
+            p.extend(
+                tenancy
+                    .principals()
+                    .into_iter()
+                    .filter(|p| {
+                        !matches!(
+                            tenancy.role(p),
+                            Some(Role::Admission | Role::Scheduler | Role::NatsAuth)
+                        )
+                    })
+                    .map(|p| inbox(&p)),
+            );
             for s in ["submit", "config", "register"] {
                 p.push(format!("{}.{s}.*", subjects::LOG_PREFIX));
             }

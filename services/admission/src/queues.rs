@@ -230,7 +230,7 @@ impl Admission {
             return Err(api::error(
                 ErrorCode::Conflict,
                 format!(
-                    "job queue {queue:?} is ENABLED: disable it first (`qm disable {queue}`, or UpdateJobQueue with state DISABLED); it is deleted once its jobs have finished"
+                    "job queue {queue:?} is ENABLED: disable it first (`qm queue disable {queue}`, or UpdateJobQueue with state DISABLED); it is deleted once its jobs have finished"
                 ),
             ));
         }
@@ -260,7 +260,7 @@ impl Admission {
                 None => Ok(()), // deleted by a retry meanwhile
                 Some((_, now)) if now != revision => Err(api::error(
                     ErrorCode::Conflict,
-                    format!("job queue {queue:?} was changed while being deleted (revision {now}); it exists as changed"),
+                    format!("job queue {queue:?} was changed while being deleted (revision {now}): it exists anew as changed, empty (its finished jobs were archived)"),
                 )),
                 Some(_) => Err(transient("the configuration store did not delete it", e)),
             },

@@ -154,6 +154,11 @@ impl Gateway {
         if to_admission {
             let _: Value = self.call(caller, op, &jq).await?;
         }
+        if create {
+            // Nothing of a queue once deleted under this name (outside the
+            // gateway) comes back: its shares' records go.
+            self.forget_queue(&name).await?;
+        }
         // Only the fields this request gives change, on the record as
         // stored (under its revision: a concurrent update is never lost).
         self.store
@@ -212,6 +217,12 @@ impl Gateway {
                         && std::time::Instant::now() < deadline =>
                 {
                     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                }
+                Err(e) if is_not_found(&e) => {
+                    // Deleted already (elsewhere, or this request's answer
+                    // was lost before its records went): they go now.
+                    self.forget_queue(&name).await?;
+                    return Err(api_failed(e));
                 }
                 Err(e) => return Err(api_failed(e)),
             }

@@ -135,8 +135,10 @@ struct Runner<'a> {
     /// `DeleteJobQueue` requests waiting for their queue's finished jobs to
     /// be archived (retried after each archived batch).
     deleting: Vec<(SchedRequest, Option<async_nats::Subject>)>,
-    /// Queues whose finished jobs are archived now, whatever their age.
-    retiring: std::collections::BTreeSet<String>,
+    /// Queues whose finished jobs are archived now, whatever their age,
+    /// with the configuration revision their deletion was asked at (a
+    /// queue changed since is retired no longer).
+    retiring: std::collections::BTreeMap<String, u64>,
     dirty: bool,
     /// Numbers the events published (see the module comment).
     positions: Positions,
@@ -194,7 +196,7 @@ pub async fn run(
         sent: HashMap::new(),
         writes: VecDeque::new(),
         deleting: Vec::new(),
-        retiring: std::collections::BTreeSet::new(),
+        retiring: std::collections::BTreeMap::new(),
         dirty: true,
         positions: Positions::default(),
         upkeep: crate::upkeep::Upkeep::new(),
@@ -585,9 +587,11 @@ impl Runner<'_> {
         let now = self.state.clock.max(now_ms());
         let cutoff = now.saturating_sub(self.settings.finished_retention_seconds * 1000);
         // A queue being deleted first: all its finished jobs, at once.
-        self.retiring.retain(|q| self.state.queues.contains_key(q));
+        let queues = &self.state.queues;
+        self.retiring
+            .retain(|q, rev| queues.get(q).is_some_and(|qs| qs.config_revision == *rev));
         let mut due = Vec::new();
-        for q in &self.retiring {
+        for q in self.retiring.keys() {
             let left = crate::upkeep::ARCHIVE_BATCH.saturating_sub(due.len());
             due.extend(self.state.finished_of(q, now, left));
         }

@@ -19,11 +19,19 @@ impl Runner<'_> {
             if let SchedOperation::DeleteJobQueue(d) = &req.operation {
                 let entry = match self.deletion(&req.caller, d, now) {
                     Deletion::Answer(r) => {
+                        if r.is_err() {
+                            // Refused: its finished jobs keep their retention.
+                            self.retiring.remove(&d.job_queue);
+                        }
                         self.reply(reply, r).await;
                         continue;
                     }
                     Deletion::Archiving(n) => {
-                        if self.retiring.insert(d.job_queue.clone()) {
+                        if self
+                            .retiring
+                            .insert(d.job_queue.clone(), d.revision)
+                            .is_none()
+                        {
                             tracing::info!(queue = %d.job_queue, jobs = n, "archiving a deleted queue's finished jobs first");
                         }
                         if n <= ANSWER_AFTER_ARCHIVING {
