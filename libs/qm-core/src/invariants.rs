@@ -75,9 +75,19 @@ pub fn check_nodes(c: &Cluster) -> Result<(), Violation> {
     }
     for (i, node) in c.nodes.iter().enumerate() {
         for (t, slots) in &node.slots {
+            let withheld = node.withheld(*t);
             let free: BTreeSet<u32> = (0..slots.len() as u32)
-                .filter(|s| slots[*s as usize].is_none())
+                .filter(|s| slots[*s as usize].is_none() && !withheld.contains(s))
                 .collect();
+            if let Some(s) = withheld
+                .iter()
+                .find(|s| slots.get(**s as usize).is_some_and(Option::is_some))
+            {
+                return violation(
+                    "a withheld slot is held by no job of this queue",
+                    format!("node {} type {t:?} slot {s}", node.name),
+                );
+            }
             if node.free.get(t).cloned().unwrap_or_default() != free {
                 return violation(
                     "free slots are the unheld ones",
@@ -498,8 +508,9 @@ pub fn check_plan(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
         for r in &s.placement {
             let node = &before.nodes[r.node.index()];
             for i in &r.slots {
-                let free =
-                    node.live && node.slots.get(&t).and_then(|x| x.get(*i as usize)) == Some(&None);
+                let free = node.live
+                    && node.slots.get(&t).and_then(|x| x.get(*i as usize)) == Some(&None)
+                    && !node.withheld(t).contains(i);
                 if !free || !taken.insert((r.node.index(), t, *i)) {
                     return violation(
                         "no instance is used twice",

@@ -16,6 +16,7 @@ pub mod cluster;
 pub mod config;
 pub mod drill;
 pub mod dry_run;
+pub mod environment;
 pub mod groups;
 pub mod ids;
 pub mod index;

@@ -70,12 +70,23 @@ pub struct Node {
     /// Per type: the free slots (kept with `slots`, so placement never
     /// scans a node).
     pub(crate) free: BTreeMap<TypeIdx, BTreeSet<u32>>,
+    /// Per type: slots this queue may not use, held by another queue's job
+    /// in the same service environment ([`crate::environment`]). They are
+    /// neither free nor in this queue's fleet.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) withheld: BTreeMap<TypeIdx, BTreeSet<u32>>,
 }
 
 impl Node {
-    /// Slots of type `t` this node offers.
+    /// Slots of type `t` this node offers this queue (not those withheld).
     pub fn offered(&self, t: TypeIdx) -> u32 {
-        self.slots.get(&t).map_or(0, |s| s.len() as u32)
+        let all = self.slots.get(&t).map_or(0, |s| s.len() as u32);
+        all - self.withheld.get(&t).map_or(0, |w| w.len() as u32)
+    }
+
+    /// Slots of type `t` withheld from this queue.
+    pub fn withheld(&self, t: TypeIdx) -> BTreeSet<u32> {
+        self.withheld.get(&t).cloned().unwrap_or_default()
     }
 
     /// How many slots of type `t` are free.
@@ -89,8 +100,10 @@ impl Node {
             .slots
             .iter()
             .map(|(t, s)| {
+                let withheld = self.withheld.get(t);
                 let free = (0..s.len() as u32)
                     .filter(|i| s[*i as usize].is_none())
+                    .filter(|i| !withheld.is_some_and(|w| w.contains(i)))
                     .collect();
                 (*t, free)
             })
@@ -394,6 +407,7 @@ impl Cluster {
                     runtimes,
                     slots: BTreeMap::new(),
                     free: BTreeMap::new(),
+                    withheld: BTreeMap::new(),
                 });
                 self.node_index.insert(name.to_string(), n);
                 n
@@ -410,6 +424,8 @@ impl Cluster {
             .iter()
             .map(|(t, c)| (*t, vec![None; *c as usize]))
             .collect();
+        // A new offer: what other queues hold is set afresh.
+        node.withheld.clear();
         node.recount_free();
         for t in wanted.keys() {
             self.nodes_of_type[t.index()].push(n);
@@ -417,6 +433,55 @@ impl Cluster {
         }
         self.recount_fleet();
         lost
+    }
+
+    /// Sets the slots of `instance_type` on node `name` that this queue may
+    /// not use because another queue of its service environment holds them
+    /// ([`crate::environment`]). A slot this queue's own job holds cannot
+    /// be withheld (the environment never gives one slot to two queues).
+    /// Returns whether anything changed; an unknown node or type changes
+    /// nothing.
+    pub fn withhold(
+        &mut self,
+        name: &str,
+        instance_type: &str,
+        slots: &BTreeSet<u32>,
+        now: Time,
+    ) -> Result<bool, String> {
+        let (Some(n), Some(t)) = (self.node_id(name), self.type_idx(instance_type)) else {
+            return Ok(false);
+        };
+        let node = &self.nodes[n.index()];
+        let Some(own) = node.slots.get(&t) else {
+            return Ok(false);
+        };
+        if let Some(i) = slots
+            .iter()
+            .find(|i| own.get(**i as usize).is_some_and(Option::is_some))
+        {
+            return Err(format!(
+                "slot {i} of {instance_type} on node {name} is held by a job of this queue"
+            ));
+        }
+        let wanted: BTreeSet<u32> = slots
+            .iter()
+            .copied()
+            .filter(|i| (*i as usize) < own.len())
+            .collect();
+        if node.withheld(t) == wanted {
+            return Ok(false);
+        }
+        self.advance_usage(now);
+        let node = &mut self.nodes[n.index()];
+        if wanted.is_empty() {
+            node.withheld.remove(&t);
+        } else {
+            node.withheld.insert(t, wanted);
+        }
+        node.recount_free();
+        self.recount_fleet();
+        self.unsettle(t);
+        Ok(true)
     }
 
     /// A node stopped heartbeating or left: every attempt placed on it ends

@@ -1,0 +1,101 @@
+//! Service environments: one fleet, several queues (issue 35).
+//!
+//! An executor joins a service environment; queues attach to it, each with
+//! a priority (0-1000, higher first, as AWS Batch). The rules:
+//!
+//! 1. **Order.** Each round, the environment's queues are served in
+//!    [`serve_order`]: priority descending, then name. A queue places its
+//!    jobs on the instances left free by the queues served before it; what
+//!    it leaves free, the next queue may take.
+//! 2. **Within a queue**, shares, lending, borrowing, reclaim and in-share
+//!    preemption work as in a queue of its own, over the instances the queue
+//!    holds and those free on its turn: a share's entitlement is a claim
+//!    within its queue, not on the environment.
+//! 3. **Across queues, no preemption.** A queue never stops another
+//!    queue's job, whatever their priorities (AWS Batch does not either); a
+//!    higher-priority queue's job waits for an instance to free and gets it
+//!    before a lower one's. A queue's `capacityLimits` cap what it may hold
+//!    of the environment.
+//!
+//! Each queue is its own [`Cluster`] holding every node of the environment;
+//! a slot another queue's job holds is *withheld* from it
+//! ([`Cluster::withhold`]), so it is neither free nor in its fleet.
+//! [`share_out`] sets that for every queue from the others' jobs: called
+//! before each queue's turn (and after any change of what runs), it is
+//! what makes the rules above hold. A queue alone in its environment
+//! withholds nothing: nothing changes for single-queue deployments.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::{Cluster, Time};
+
+/// The order queues are served in: priority descending, then name.
+pub fn serve_order(queues: &[(&str, u32)]) -> Vec<String> {
+    let mut v: Vec<(&str, u32)> = queues.to_vec();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+    v.into_iter().map(|(q, _)| q.to_string()).collect()
+}
+
+/// Per node and instance type, the slots a queue's jobs hold.
+pub fn held(c: &Cluster) -> BTreeMap<(String, String), BTreeSet<u32>> {
+    let mut out: BTreeMap<(String, String), BTreeSet<u32>> = BTreeMap::new();
+    for (_, node) in c.nodes() {
+        for (t, slots) in &node.slots {
+            let taken: BTreeSet<u32> = slots
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.is_some())
+                .map(|(i, _)| i as u32)
+                .collect();
+            if !taken.is_empty() {
+                out.insert((node.name.clone(), c.type_name(*t).to_string()), taken);
+            }
+        }
+    }
+    out
+}
+
+/// Withholds from each queue of an environment the slots the others' jobs
+/// hold (and gives back those they no longer hold). `queues` are the
+/// environment's queues, each with its cluster. Returns the queues whose
+/// capacity changed (their next pass must look again).
+pub fn share_out(queues: &mut [(&str, &mut Cluster)], now: Time) -> Result<Vec<String>, String> {
+    let holds: Vec<BTreeMap<(String, String), BTreeSet<u32>>> =
+        queues.iter().map(|(_, c)| held(c)).collect();
+    let mut changed = Vec::new();
+    for (i, (name, cluster)) in queues.iter_mut().enumerate() {
+        let mut others: BTreeMap<(String, String), BTreeSet<u32>> = BTreeMap::new();
+        for h in holds
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(_, h)| h)
+        {
+            for (key, slots) in h {
+                others.entry(key.clone()).or_default().extend(slots);
+            }
+        }
+        // Every node and type this queue knows: withheld what others hold,
+        // nothing else.
+        let mut keys: BTreeSet<(String, String)> = others.keys().cloned().collect();
+        for (_, node) in cluster.nodes() {
+            for t in node.slots.keys() {
+                keys.insert((node.name.clone(), cluster.type_name(*t).to_string()));
+            }
+        }
+        let mut any = false;
+        for (node, t) in keys {
+            let slots = others
+                .get(&(node.clone(), t.clone()))
+                .cloned()
+                .unwrap_or_default();
+            any |= cluster
+                .withhold(&node, &t, &slots, now)
+                .map_err(|e| format!("queue {name}: {e}"))?;
+        }
+        if any {
+            changed.push(name.to_string());
+        }
+    }
+    Ok(changed)
+}
