@@ -43,6 +43,8 @@ pub struct Console {
     pub port: u16,
     pub certs: TestCerts,
     pub name: String,
+    /// Its keys file (people's access keys and secrets).
+    pub keys: PathBuf,
 }
 
 impl Console {
@@ -89,6 +91,7 @@ impl Console {
             port,
             certs,
             name: name.to_string(),
+            keys,
         }
     }
 

@@ -1,7 +1,7 @@
 //! The AWS Batch gateway as the demo and the tests start it, and the `aws
 //! batch` command a person types against it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::stack::{free_port, Stack};
@@ -100,4 +100,19 @@ pub fn aws_command(
     format!(
         "AWS_ACCESS_KEY_ID={key_id} AWS_SECRET_ACCESS_KEY={secret} aws batch {args} --endpoint-url {endpoint} --region {region}{ca}"
     )
+}
+
+/// The pinned AWS clients' virtual environment (`integration-tests/aws`,
+/// installed on first use): boto3 and the AWS CLI.
+pub fn aws_clients() -> PathBuf {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("aws/setup.sh");
+    let out = std::process::Command::new(&script)
+        .output()
+        .expect("setup.sh runs");
+    assert!(
+        out.status.success(),
+        "installing the AWS clients failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }

@@ -17,19 +17,6 @@ use qm_integration_tests::containers::docker;
 use qm_integration_tests::stack::{free_port, Auth, Stack};
 use qm_integration_tests::story::{three_shares, QUEUE_YAML};
 
-/// The pinned AWS clients' virtual environment (integration-tests/aws).
-fn aws_clients() -> PathBuf {
-    let out = Command::new(root().join("integration-tests/aws/setup.sh"))
-        .output()
-        .expect("setup.sh runs");
-    assert!(
-        out.status.success(),
-        "installing the AWS clients failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-}
-
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
@@ -304,7 +291,7 @@ async fn compose_up_starts_every_service_healthy_and_the_demo_story_runs_against
     // The AWS Batch API (issue 35): the AWS CLI, unchanged, as alice with
     // the credentials file `qm auth` wrote, trusting the CA up.sh made; it
     // refuses the certificate without that CA.
-    let venv = aws_clients();
+    let venv = qm_integration_tests::gateway::aws_clients();
     let aws = |ca: bool| {
         let mut cmd = Command::new(venv.join("bin/aws"));
         cmd.env_clear()

@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use aws_sdk_batch::config::{BehaviorVersion, Credentials, Region};
-use qm_integration_tests::gateway::GatewayProc;
+use qm_integration_tests::gateway::{aws_clients, GatewayProc};
 use qm_integration_tests::stack::{bin, digest_in, reference_digest, start_nats, Stack};
 use qm_wire::subjects;
 
@@ -52,18 +52,6 @@ fn write_keys(dir: &Path) -> (PathBuf, serde_json::Value) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
     (path, serde_json::Value::Object(json))
-}
-
-/// The pinned AWS clients' virtual environment (installed on first use).
-fn clients() -> PathBuf {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("aws/setup.sh");
-    let out = Command::new(&script).output().expect("setup.sh runs");
-    assert!(
-        out.status.success(),
-        "installing the AWS clients failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
 /// The environment of an AWS client process: only what it needs (no
@@ -153,7 +141,7 @@ fn story_phase(venv: &Path, stack: &Stack, gw: &Gateway, phase: &str, out: &Path
 /// Rust, then requests no client would make.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn aws_clients_drive_quartermaster_unchanged() {
-    let venv = clients();
+    let venv = aws_clients();
     let (mut stack, gw, _servers) = started("gateway", None, &[]).await;
     let ids_file = stack.dir.join("story-jobs.json");
 
@@ -518,7 +506,7 @@ async fn only_the_gateway_names_the_caller_and_only_for_key_holders() {
 /// start.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn https_with_a_ca_made_at_test_time_and_no_plain_http_beyond_loopback() {
-    let venv = clients();
+    let venv = aws_clients();
     let dir = std::env::temp_dir().join(format!("qm-gw-tls-{}", std::process::id()));
     let (mut stack, gw, _servers) = started("gateway-tls", Some(&dir), &[]).await;
     let ca = gw.certs.as_ref().expect("HTTPS").ca.clone();
@@ -609,7 +597,7 @@ async fn boto3_runs_a_training_image_on_two_nodes_that_resumes_after_a_reclaim()
         !listed.stdout.is_empty(),
         "{image} is missing: run `make images-torch`"
     );
-    let venv = clients();
+    let venv = aws_clients();
     let (mut stack, gw, servers) = started("gateway-containers", None, &[]).await;
     let repository = image.rsplit_once(':').map_or(image.as_str(), |(r, _)| r);
     stack

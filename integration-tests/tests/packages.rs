@@ -4,7 +4,7 @@
 //! systemd in a container, the services started by their hardened units,
 //! and the three-share story run against them with NATS and S3 beside.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -378,5 +378,4 @@ async fn the_debian_packages_install_and_systemd_runs_the_services_through_the_s
     stack.stop_all();
     drop(node);
     let _ = std::fs::remove_dir_all(&dist);
-    let _ = Path::new(&dist);
 }

@@ -13,9 +13,8 @@ use std::time::{Duration, Instant};
 use aws_sdk_batch::config::{BehaviorVersion, Credentials, Region};
 use futures::StreamExt;
 use qm_integration_tests::browser::{secret_of, Console};
-use qm_integration_tests::stack::{
-    bin, free_port, running_on, start_nats_reloadable, Auth, Nats, Stack,
-};
+use qm_integration_tests::gateway::GatewayProc;
+use qm_integration_tests::stack::{bin, running_on, start_nats_reloadable, Auth, Nats, Stack};
 use qm_service::client::{CallError, Client};
 use qm_tenancy::live::{
     ApplyTenancy, ApplyTenancyResponse, DescribeTenancy, ListTenancyRevisions,
@@ -252,35 +251,11 @@ async fn closed_within(
     }
 }
 
-/// The gateway, started on the shared keys file.
+/// The gateway, started on the shared keys file: its endpoint.
 async fn gateway(stack: &mut Stack, keys: &Path) -> String {
-    let port = free_port();
-    let env = vec![
-        (
-            "QM_GATEWAY_TENANCY".to_string(),
-            stack.auth.tenancy_file.display().to_string(),
-        ),
-        (
-            "QM_GATEWAY_KEYS_FILE".to_string(),
-            keys.display().to_string(),
-        ),
-        (
-            "QM_GATEWAY_LISTEN_ADDRESS".to_string(),
-            format!("127.0.0.1:{port}"),
-        ),
-        ("QM_GATEWAY_REGION".to_string(), "eu-west-1".to_string()),
-    ];
-    stack.spawn_as("gateway", "qm-gateway", "gateway", &env);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !stack.log_of("gateway").contains("AWS Batch API at") {
-        assert!(
-            Instant::now() < deadline,
-            "the gateway did not start:\n{}",
-            stack.log_of("gateway")
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    format!("http://127.0.0.1:{port}")
+    GatewayProc::start(stack, "gateway", keys, None, "eu-west-1", &[])
+        .await
+        .endpoint
 }
 
 /// Whether the gateway answers a request signed with `key` (of `who`).

@@ -187,11 +187,10 @@ async fn main() {
         secret_of("bob")
     );
     // The AWS Batch API, with the same keys and the same CA's certificate.
-    let keys = stack.dir.join("console-keys.yaml");
     let gateway = GatewayProc::start(
         &mut stack,
         "gateway",
-        &keys,
+        &console.keys,
         Some(&console.certs),
         "us-east-1",
         &[],

@@ -225,15 +225,9 @@ impl Admission {
     pub(crate) async fn delete_queue(&self, caller: &Caller, queue: &str) -> Result<()> {
         token_field("jobQueue", queue)?;
         authorize(caller, Action::ChangeConfig { queue }).map_err(denied)?;
-        let (doc, revision) = self.existing(queue).await?;
-        if doc.job_queue.state.as_deref() != Some("DISABLED") {
-            return Err(api::error(
-                ErrorCode::Conflict,
-                format!(
-                    "job queue {queue:?} is ENABLED: disable it first (`qm queue disable {queue}`, or UpdateJobQueue with state DISABLED); it is deleted once its jobs have finished"
-                ),
-            ));
-        }
+        // Whether it may go (DISABLED, drained) is the core's rule, which
+        // the scheduler applies to the revision read here.
+        let (_, revision) = self.existing(queue).await?;
         let ask = qm_wire::system::SchedOperation::DeleteJobQueue(
             qm_wire::system::DeleteJobQueueRequest {
                 job_queue: queue.to_string(),

@@ -135,10 +135,15 @@ impl Runner<'_> {
             std::cmp::Ordering::Equal => {}
         }
         if let Some(b) = qs.cluster.deletion_blockers() {
-            let mut why = Vec::new();
             if b.enabled {
-                why.push("it is ENABLED: set its state to DISABLED first".to_string());
+                return Deletion::Answer(Err(api::error(
+                    ErrorCode::Conflict,
+                    format!(
+                        "job queue {queue:?} is ENABLED: disable it first (`qm queue disable {queue}`, or UpdateJobQueue with state DISABLED); it is deleted once its jobs have finished"
+                    ),
+                )));
             }
+            let mut why = Vec::new();
             for (status, ids) in &b.unfinished {
                 const SHOWN: usize = 5;
                 let mut names: Vec<String> =

@@ -1224,9 +1224,14 @@ fn a_deleted_queue_leaves_the_state_for_good_until_it_is_made_anew() {
     assert_eq!(qs.config_revision, 9);
     assert_eq!(qs.cluster.jobs().count(), 0);
     assert!(
-        !qs.cluster.queue_config().shares.is_empty() && state.executors.contains_key("node-1"),
+        !qs.cluster.queue_config().shares.is_empty(),
         "made anew from the new revision"
     );
+    let node = qs
+        .cluster
+        .node_id("node-1")
+        .expect("node-1 serves it again");
+    assert!(qs.cluster.node(node).live, "its executor stayed registered");
 }
 
 /// Each job's public id is one allocation, shared by the queue's id index
