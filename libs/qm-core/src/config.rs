@@ -258,7 +258,18 @@ pub struct QueueConfig {
     /// Share groups (`groups.rs`); shares name theirs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<ShareGroup>,
+    /// The service environment whose capacity the queue uses
+    /// ([`crate::environment`]); None: an environment of the queue's own
+    /// name (the executors started for this queue).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_environment: Option<String>,
+    /// The queue's priority in its environment (0-1000, higher served first).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub priority: u32,
 }
+
+/// Highest queue `priority` (as AWS Batch).
+pub const MAX_QUEUE_PRIORITY: u32 = 1000;
 
 /// Longest `fairShareRebalanceSeconds` (a week).
 pub const MAX_REBALANCE_SECS: u64 = 7 * 24 * 3600;
@@ -284,7 +295,15 @@ impl QueueConfig {
             fair_share_half_life_hours: DEFAULT_FAIR_SHARE_HALF_LIFE_HOURS,
             fair_share_rebalance_secs: None,
             groups: Vec::new(),
+            service_environment: None,
+            priority: 0,
         }
+    }
+
+    /// The service environment the queue draws capacity from: its
+    /// `serviceEnvironment`, or its own name.
+    pub fn environment(&self) -> &str {
+        self.service_environment.as_deref().unwrap_or(&self.name)
     }
 
     pub fn share(&self, name: &str) -> Option<&QuotaShare> {
@@ -458,6 +477,22 @@ pub fn validate_queue(queue: &QueueConfig) -> Result<(), ConfigError> {
         });
     }
     limit_problems("capacityLimits", &queue.capacity_limits, &mut out);
+    if let Some(env) = &queue.service_environment {
+        out.extend(name_problem(
+            "serviceEnvironment".into(),
+            "service environment name",
+            env,
+        ));
+    }
+    if queue.priority > MAX_QUEUE_PRIORITY {
+        out.push(ConfigProblem {
+            field: "priority".into(),
+            message: format!(
+                "must be 0..={MAX_QUEUE_PRIORITY}, got {}",
+                queue.priority
+            ),
+        });
+    }
     if let Some(secs) = queue.fair_share_rebalance_secs {
         if queue.idle_assignment != IdleAssignment::FairShare {
             out.push(ConfigProblem {

@@ -37,7 +37,7 @@ pub use class::{BorrowBar, ClassRules, WorkloadClass, IMPLICIT_CLASS, MAX_CLASSE
 pub use cluster::{Cluster, DeletionBlockers, JobError, JobEvent, ShareUsage, TypeAccounting};
 pub use config::{
     priority_problem, validate_queue, CapacityLimit, ConfigError, ConfigProblem, Protections,
-    QueueConfig, QueueingStrategy, QuotaShare, State, Strategy,
+    QueueConfig, QueueingStrategy, QuotaShare, State, Strategy, MAX_QUEUE_PRIORITY,
 };
 pub use drill::{compare_results, Drill, DrillRole, DrillState, DRILL_MAX_DELAY_MS};
 pub use ids::{JobId, ShareIdx, TypeIdx};

@@ -350,19 +350,29 @@ impl Cluster {
     }
 
     fn recount_fleet(&mut self) {
+        let mut withheld_of_type = vec![0; self.types.len()];
         for t in 0..self.types.len() {
             let t = TypeIdx(t as u16);
-            let n: u32 = self.nodes_of_type[t.index()]
+            let (n, withheld) = self.nodes_of_type[t.index()]
                 .iter()
                 .map(|n| &self.nodes[n.index()])
                 .filter(|n| n.live)
-                .map(|n| n.offered(t))
-                .sum();
+                .fold((0u32, 0u32), |(n, w), node| {
+                    let held = node.withheld.get(&t).map_or(0, |s| s.len() as u32);
+                    (n + node.offered(t), w + held)
+                });
+            withheld_of_type[t.index()] = withheld;
             if self.fleet[t.index()] != n {
                 self.touch_lending(t, None);
                 self.fleet[t.index()] = n;
                 self.unsettle(t);
             }
+        }
+        // Kept empty while nothing is withheld (as a queue alone is).
+        if withheld_of_type.iter().all(|n| *n == 0) {
+            self.withheld.clear();
+        } else {
+            self.withheld = withheld_of_type;
         }
     }
 

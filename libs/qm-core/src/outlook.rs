@@ -287,6 +287,7 @@ impl WaitReason {
             WaitReason::FleetFull { in_use, fleet } => format!(
                 "a running job ending ({in_use} of the fleet's {fleet} instances in use), or more instances in the fleet"
             ),
+            WaitReason::EnvironmentCapacityHeld { .. } => "a job of another queue of its service environment ending (queues are served by priority; none preempts another's jobs), or a running job of its own queue ending".into(),
             WaitReason::FleetLacksType => "an executor offering its instance type registering".into(),
             WaitReason::WaitingForRelease => "the jobs preempted for it stopping (it starts then, within their grace period)".into(),
             WaitReason::VictimsProtectedUntil(_) => "time: the jobs holding its capacity are protected by their minimum runtime until the time its reason names".into(),

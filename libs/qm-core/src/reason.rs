@@ -99,6 +99,10 @@ pub enum WaitReason {
     NoLendableCapacity { lendable: u32, borrowed: u32 },
     /// The fleet has no free instance and nothing can be reclaimed.
     FleetFull { in_use: u32, fleet: u32 },
+    /// As `FleetFull`, in a queue whose service environment's other queues
+    /// hold `held` more instances of the type (`environment.rs`): a queue
+    /// never preempts another's jobs, so it waits for one to end.
+    EnvironmentCapacityHeld { held: u32, in_use: u32, fleet: u32 },
     /// The fleet has no instance of the type at all.
     FleetLacksType,
     /// Its capacity is being reclaimed; it starts when the preempted jobs stop.
@@ -239,6 +243,9 @@ fn render_wait(wait: WaitReason, name: &dyn Fn(JobId) -> String) -> String {
         ),
         WaitReason::FleetFull { in_use, fleet } => format!(
             "WAITING_FOR_FLEET_CAPACITY: {in_use} of {fleet} instance(s) in use and none can be reclaimed"
+        ),
+        WaitReason::EnvironmentCapacityHeld { held, in_use, fleet } => format!(
+            "WAITING_FOR_ENVIRONMENT_CAPACITY: other queues of its service environment hold {held} instance(s) of the type and are not preempted for it; this queue uses {in_use} of the {fleet} left to it"
         ),
         WaitReason::FleetLacksType => "FLEET_LACKS_TYPE: no executor offers this instance type".into(),
         WaitReason::WaitingForRelease => {

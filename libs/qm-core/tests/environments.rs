@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 
 use common::*;
 use qm_core::environment::{serve_order, share_out};
-use qm_core::{JobStatus, PreemptionKind, Strategy};
+use qm_core::{JobStatus, NeverFits, PreemptionKind, Strategy, WaitReason};
 
 /// The environment's queues see what the others hold (before a turn).
 fn share_env(queues: &mut [(&str, &mut World)]) -> Vec<String> {
@@ -146,4 +146,94 @@ fn a_slot_a_queue_holds_is_never_withheld_from_it() {
     // Nothing changed: the other slot is still free.
     let t = w.c.type_idx(T).expect("type");
     assert_eq!(w.c.node(w.node("n1")).free_count(t), 1);
+}
+
+#[test]
+fn a_job_waiting_on_another_queues_instances_says_so_and_is_not_misconfigured() {
+    let nodes = [("n1", 2)];
+    let mut hi = World::with_nodes(&nodes, vec![lab("A", 2, -1)]);
+    let mut lo = World::with_nodes(&nodes, vec![share("B", Strategy::Reserve, 2)]);
+    lo.submit("l1", "B", 1, 0);
+    lo.submit("l2", "B", 1, 0);
+    share_env(&mut [("hi", &mut hi), ("lo", &mut lo)]);
+    hi.step();
+    share_env(&mut [("hi", &mut hi), ("lo", &mut lo)]);
+    lo.step();
+    // Both instances are lo's. A job of hi asking for both fits the
+    // environment (it is not a misconfiguration), and waits for lo's jobs.
+    hi.at(10).submit("h2", "A", 2, 0);
+    share_env(&mut [("hi", &mut hi), ("lo", &mut lo)]);
+    hi.step();
+    assert_eq!(
+        hi.wait("h2"),
+        Some(WaitReason::EnvironmentCapacityHeld {
+            held: 2,
+            in_use: 0,
+            fleet: 0
+        })
+    );
+    let text = hi.reason("h2").render(&|j| j.to_string());
+    assert!(
+        text.starts_with("WAITING_FOR_ENVIRONMENT_CAPACITY: other queues"),
+        "{text}"
+    );
+    // More than the whole environment is still a misconfiguration.
+    hi.submit("h3", "A", 3, 0);
+    hi.step();
+    assert_eq!(
+        hi.wait("h3"),
+        Some(WaitReason::Misconfiguration(NeverFits::FleetMaximum {
+            count: 3,
+            fleet: 2
+        }))
+    );
+    // lo's jobs end: hi, served first, takes both.
+    lo.at(20).exit("l1", 0);
+    lo.exit("l2", 0);
+    share_env(&mut [("hi", &mut hi), ("lo", &mut lo)]);
+    let plan = hi.step();
+    assert_eq!(hi.started(&plan), names(&["h2"]));
+}
+
+#[test]
+fn a_queues_capacity_limit_caps_what_it_takes_of_the_environment() {
+    let nodes = [("n1", 4)];
+    let mut q = qm_core::QueueConfig::new("q", vec![share("A", Strategy::Reserve, 4)]);
+    q.capacity_limits = vec![qm_core::CapacityLimit {
+        capacity_unit: T.into(),
+        max_capacity: 1,
+    }];
+    let mut hi = World::with_nodes(&nodes, vec![share("A", Strategy::Reserve, 4)]);
+    hi.c.update_queue(q, hi.now).expect("limit set");
+    let mut lo = World::with_nodes(&nodes, vec![share("B", Strategy::Reserve, 4)]);
+    hi.submit("h1", "A", 1, 0);
+    hi.submit("h2", "A", 1, 0);
+    for i in 1..=4 {
+        lo.submit(&format!("l{i}"), "B", 1, 0);
+    }
+    share_env(&mut [("hi", &mut hi), ("lo", &mut lo)]);
+    let plan = hi.step();
+    assert_eq!(hi.started(&plan), names(&["h1"]), "its limit is 1");
+    share_env(&mut [("hi", &mut hi), ("lo", &mut lo)]);
+    let plan = lo.step();
+    assert_eq!(
+        lo.started(&plan),
+        names(&["l1", "l2", "l3"]),
+        "the rest is the next queue's"
+    );
+}
+
+#[test]
+fn a_queue_names_its_environment_or_is_its_own_and_its_priority_is_bounded() {
+    let mut q = qm_core::QueueConfig::new("research", vec![share("A", Strategy::Reserve, 1)]);
+    assert_eq!(q.environment(), "research");
+    q.service_environment = Some("gpu-fleet".into());
+    q.priority = 1000;
+    assert_eq!(q.environment(), "gpu-fleet");
+    qm_core::validate_queue(&q).expect("valid");
+    q.priority = 1001;
+    q.service_environment = Some("bad name!".into());
+    let err = qm_core::validate_queue(&q).expect_err("invalid").to_string();
+    assert!(err.contains("priority: must be 0..=1000, got 1001"), "{err}");
+    assert!(err.contains("serviceEnvironment"), "{err}");
 }

@@ -386,17 +386,17 @@ impl Metrics {
             let r = &e.registration;
             for st in ["live", "lost"] {
                 executors
-                    .entry(vec![r.job_queue.clone(), st.to_string()])
+                    .entry(vec![r.environment().to_string(), st.to_string()])
                     .or_insert(0.0);
             }
             let st = if e.live { "live" } else { "lost" };
             *executors
-                .entry(vec![r.job_queue.clone(), st.to_string()])
+                .entry(vec![r.environment().to_string(), st.to_string()])
                 .or_insert(0.0) += 1.0;
             if e.live {
                 for i in &r.instances {
                     *offered
-                        .entry(vec![r.job_queue.clone(), i.instance_type.clone()])
+                        .entry(vec![r.environment().to_string(), i.instance_type.clone()])
                         .or_insert(0.0) += f64::from(i.count);
                 }
             }

@@ -71,6 +71,7 @@ fn sample() -> Image {
             address: Some("node-1.example".into()),
             fence_after_seconds: Some(30),
             runtimes: Vec::new(),
+            service_environment: None,
         }),
     ];
     for (id, share, priority, instances) in [

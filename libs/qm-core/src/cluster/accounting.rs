@@ -18,6 +18,19 @@ impl Cluster {
         cap.map_or(fleet, |cap| cap.min(fleet))
     }
 
+    /// The most of a type the queue could hold: its service environment's
+    /// live instances (those other queues hold too), capped by the queue's
+    /// own limit.
+    pub fn environment_fleet(&self, t: TypeIdx) -> u32 {
+        let all = self.fleet[t.index()] + self.withheld_of(t);
+        let cap = self
+            .queue_limits
+            .iter()
+            .find(|l| l.capacity_unit == self.types[t.index()])
+            .map(|l| config::clamp_u32(l.max_capacity));
+        cap.map_or(all, |cap| cap.min(all))
+    }
+
     pub fn fleet_of(&self, t: TypeIdx) -> u32 {
         self.fleet[t.index()]
     }
@@ -215,7 +228,9 @@ impl Cluster {
                 Some(crate::class::BorrowBar::ResumeNotVerified) | None => {}
             }
         }
-        let fleet = self.effective_fleet(t);
+        // Against what the queue could ever hold: instances another queue
+        // of its environment holds now may be its later.
+        let fleet = self.environment_fleet(t);
         if fleet > 0 && count > fleet {
             return Some(NeverFits::FleetMaximum { count, fleet });
         }

@@ -207,6 +207,19 @@ pub struct Cluster {
     pub(crate) node_index: BTreeMap<String, NodeId>,
     /// Per type: the nodes offering it, by index.
     pub(crate) nodes_of_type: Vec<Vec<NodeId>>,
+    /// Per type: live instances withheld from this queue because another
+    /// queue of its service environment holds them (`environment.rs`).
+    #[serde(default, skip_serializing_if = "none_withheld")]
+    pub(crate) withheld: Vec<u32>,
+    /// `serviceEnvironment` and `priority` (`environment.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) service_environment: Option<String>,
+    #[serde(default, skip_serializing_if = "config::is_default")]
+    pub(crate) priority: u32,
+}
+
+fn none_withheld(v: &[u32]) -> bool {
+    v.iter().all(|n| *n == 0)
 }
 
 impl Cluster {
@@ -245,6 +258,9 @@ impl Cluster {
             nodes: Vec::new(),
             node_index: BTreeMap::new(),
             nodes_of_type: Vec::new(),
+            withheld: Vec::new(),
+            service_environment: None,
+            priority: 0,
         };
         for (name, count) in fleet {
             cluster.set_fleet(name, *count, Time::ZERO);
@@ -281,7 +297,33 @@ impl Cluster {
             fair_share_half_life_hours: self.fair_share_half_life_hours,
             fair_share_rebalance_secs: self.fair_share_rebalance_secs,
             groups: self.groups.clone(),
+            service_environment: self.service_environment.clone(),
+            priority: self.priority,
         }
+    }
+
+    /// The service environment the queue draws capacity from (its own name
+    /// unless it names one).
+    pub fn environment(&self) -> &str {
+        self.service_environment
+            .as_deref()
+            .unwrap_or(&self.queue_name)
+    }
+
+    /// The queue's priority in its environment.
+    pub fn priority(&self) -> u32 {
+        self.priority
+    }
+
+    /// Live instances of type `t` withheld from this queue: other queues of
+    /// its environment hold them.
+    pub fn withheld_of(&self, t: TypeIdx) -> u32 {
+        self.withheld.get(t.index()).copied().unwrap_or(0)
+    }
+
+    /// Whether any live instance is withheld from this queue.
+    pub fn withholds_any(&self) -> bool {
+        !none_withheld(&self.withheld)
     }
 
     /// The type's ordinal, adding it to the type table if new.

@@ -18,7 +18,7 @@ impl Pass<'_> {
         let job = self.job(id);
         let (s, t, count) = (job.spec.share, job.spec.instance_type, job.spec.count);
         let view = &self.views[t.index()];
-        if view.fleet == 0 {
+        if view.fleet == 0 && view.withheld == 0 {
             return Err(WaitReason::FleetLacksType);
         }
         let (used, entitlement) = (view.used[s.index()], view.entitlement[s.index()]);

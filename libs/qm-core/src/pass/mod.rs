@@ -252,6 +252,7 @@ impl<'a> Pass<'a> {
                 }
                 TypeView {
                     fleet: c.effective_fleet(t),
+                    withheld: c.withheld_of(t),
                     sum_entitlement: entitlement.iter().map(|&e| u64::from(e)).sum(),
                     used,
                     entitlement,

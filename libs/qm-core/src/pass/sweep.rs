@@ -183,7 +183,9 @@ impl Pass<'_> {
                         // for every share of the type in this sweep.
                         let type_wide = matches!(
                             reason,
-                            WaitReason::FleetFull { .. } | WaitReason::NoLendableCapacity { .. }
+                            WaitReason::FleetFull { .. }
+                                | WaitReason::EnvironmentCapacityHeld { .. }
+                                | WaitReason::NoLendableCapacity { .. }
                         );
                         if step == Step::Borrow && type_wide && count < type_fails_from {
                             type_fails_from = count;

@@ -15,6 +15,8 @@ use super::*;
 #[derive(Clone, Debug)]
 pub(super) struct TypeView {
     pub(super) fleet: u32,
+    /// Instances other queues of the environment hold (`environment.rs`).
+    pub(super) withheld: u32,
     /// `U_s` per share slot, projected.
     pub(super) used: Vec<u32>,
     pub(super) entitlement: Vec<u32>,
@@ -36,8 +38,16 @@ impl TypeView {
             });
         }
         if sum_u > u64::from(self.fleet) {
+            let in_use = u32::try_from(sum_u - u64::from(count)).unwrap_or(u32::MAX);
+            if self.withheld > 0 {
+                return Err(WaitReason::EnvironmentCapacityHeld {
+                    held: self.withheld,
+                    in_use,
+                    fleet: self.fleet,
+                });
+            }
             return Err(WaitReason::FleetFull {
-                in_use: u32::try_from(sum_u - u64::from(count)).unwrap_or(u32::MAX),
+                in_use,
                 fleet: self.fleet,
             });
         }

@@ -208,6 +208,7 @@ impl Simulation {
                 fair_share_half_life_hours: q.fair_share_half_life_hours,
                 fair_share_rebalance_seconds: q.fair_share_rebalance_seconds,
                 share_groups: q.share_groups.clone(),
+                ..Default::default()
             },
             quota_shares: q.quota_shares.clone(),
         };

@@ -17,7 +17,14 @@ pub struct ExecutorInstances {
 #[serde(rename_all = "camelCase")]
 pub struct RegisterExecutor {
     pub executor_id: String,
+    /// The queue it serves (its environment is the queue's name); empty
+    /// when it joins a `serviceEnvironment` instead.
+    #[serde(default)]
     pub job_queue: String,
+    /// The service environment it joins: it runs the jobs of every queue
+    /// attached to it (`jobQueue` then is empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_environment: Option<String>,
     pub instances: Vec<ExecutorInstances>,
     /// Changes when the executor process restarts: the attempts of an
     /// earlier incarnation are gone (they end HOST_LOST).
@@ -42,4 +49,13 @@ pub struct RegisterExecutor {
     /// before runtimes existed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub runtimes: Vec<String>,
+}
+
+impl RegisterExecutor {
+    /// The service environment it serves: the one it names, or its queue's
+    /// own (a queue without `serviceEnvironment` is an environment of its
+    /// own name).
+    pub fn environment(&self) -> &str {
+        self.service_environment.as_deref().unwrap_or(&self.job_queue)
+    }
 }

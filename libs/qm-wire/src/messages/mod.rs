@@ -269,6 +269,15 @@ pub struct JobQueue {
     /// with a borrow limit for them together (docs/share-groups.md).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub share_groups: Vec<ShareGroup>,
+    /// The service environment whose executors run the queue's jobs
+    /// (docs/semantics-decisions.md, "Service environments"); absent: the
+    /// executors started for this queue by name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_environment: Option<String>,
+    /// 0-1000 (default 0): in a service environment, the queue with the
+    /// higher priority takes free capacity first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u32>,
 }
 
 /// One share group of a queue.

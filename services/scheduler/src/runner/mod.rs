@@ -449,7 +449,7 @@ impl Runner<'_> {
             if let Some(e) = self.state.executors.get(&executor_id) {
                 self.metrics
                     .lost
-                    .with_label_values(&[e.registration.job_queue.as_str()])
+                    .with_label_values(&[e.registration.environment()])
                     .inc();
             }
             self.missing.retain(|(e, _), _| e != &executor_id);
@@ -625,7 +625,9 @@ impl Runner<'_> {
     }
 
     async fn passes(&mut self) {
-        let queues: Vec<String> = self.state.queues.keys().cloned().collect();
+        // By priority within a service environment: a queue served first
+        // takes what is free before the next (`qm_core::environment`).
+        let queues = self.state.pass_order();
         let now = self.state.clock.max(now_ms());
         for q in queues {
             let (started, began) = (Instant::now(), std::time::SystemTime::now());

@@ -24,17 +24,19 @@ pub(super) fn add_node(cluster: &mut Cluster, r: &RegisterExecutor, now: u64) ->
 
 impl State {
     pub(super) fn register(&mut self, r: RegisterExecutor, now: u64, fx: &mut Effects) {
-        // An executor that moves to another queue leaves the old one's fleet.
+        // An executor that moves to another environment leaves the old
+        // one's queues.
         let moved = self
             .executors
             .get(&r.executor_id)
-            .is_some_and(|e| e.registration.job_queue != r.job_queue);
+            .is_some_and(|e| e.registration.environment() != r.environment());
         if moved {
             self.lose_executor(&r.executor_id, now, fx);
         }
-        let queue = r.job_queue.clone();
-        if let Some(qs) = self.queues.get_mut(&queue) {
-            let lost = add_node(&mut qs.cluster, &r, now);
+        // It is a node of every queue attached to its environment.
+        for queue in self.queues_of(r.environment()) {
+            let cluster = &mut self.queues.get_mut(&queue).expect("listed").cluster;
+            let lost = add_node(cluster, &r, now);
             self.lost_attempts(&queue, lost, fx);
         }
         self.executors.insert(
@@ -53,17 +55,17 @@ impl State {
             return;
         };
         e.live = false;
-        let queue = e.registration.job_queue.clone();
-        let Some(qs) = self.queues.get_mut(&queue) else {
-            return;
-        };
-        let lost = qs.cluster.lose_node(executor_id, Time(now));
-        self.lost_attempts(&queue, lost, fx);
+        let env = e.registration.environment().to_string();
+        for queue in self.queues_of(&env) {
+            let cluster = &mut self.queues.get_mut(&queue).expect("listed").cluster;
+            let lost = cluster.lose_node(executor_id, Time(now));
+            self.lost_attempts(&queue, lost, fx);
+        }
     }
 
     /// Ranks of lost attempts on other executors are told to stop (their
     /// executors' heartbeats would stop them anyway, later).
-    fn lost_attempts(&mut self, q: &str, lost: Vec<LostAttempt>, fx: &mut Effects) {
+    pub(super) fn lost_attempts(&mut self, q: &str, lost: Vec<LostAttempt>, fx: &mut Effects) {
         for l in lost {
             self.stopping.remove(&QueueJob::new(q, l.job));
             let qs = &self.queues[q];
@@ -261,9 +263,11 @@ impl State {
             return default_secs;
         };
         let longest_grace = self
-            .queues
-            .get(&e.registration.job_queue)
-            .map_or(0, |qs| qs.cluster.longest_grace_on(executor_id));
+            .queues_of(e.registration.environment())
+            .iter()
+            .map(|q| self.queues[q].cluster.longest_grace_on(executor_id))
+            .max()
+            .unwrap_or(0);
         default_secs.max(qm_core::silence_before_lost(fence_after, longest_grace))
     }
 
@@ -278,23 +282,24 @@ impl State {
         self.attempt_keys(executor_id, Cluster::attempts_on)
     }
 
-    /// Attempts of the executor's queue that `pick` lists for it, named as
-    /// on the wire.
+    /// Attempts of the executor's environment's queues that `pick` lists
+    /// for it, named as on the wire.
     fn attempt_keys(
         &self,
         executor_id: &str,
         pick: fn(&Cluster, &str) -> Vec<(JobId, u32)>,
     ) -> std::collections::BTreeSet<AttemptKey> {
-        let Some(qs) = self
-            .executors
-            .get(executor_id)
-            .and_then(|e| self.queues.get(&e.registration.job_queue))
-        else {
+        let Some(e) = self.executors.get(executor_id) else {
             return Default::default();
         };
-        pick(&qs.cluster, executor_id)
-            .into_iter()
-            .map(|(id, attempt)| AttemptKey::new(qs.public_id(id), attempt))
+        self.queues_of(e.registration.environment())
+            .iter()
+            .flat_map(|q| {
+                let qs = &self.queues[q];
+                pick(&qs.cluster, executor_id)
+                    .into_iter()
+                    .map(|(id, attempt)| AttemptKey::new(qs.public_id(id), attempt))
+            })
             .collect()
     }
 }

@@ -24,6 +24,7 @@
 
 mod commands;
 mod drills;
+mod environments;
 mod executors;
 pub mod governance;
 mod meta;
@@ -306,6 +307,7 @@ impl State {
         };
         self.clock = self.clock.max(at);
         let now = self.clock;
+        let touched = self.touched_by(&entry);
         // Whatever this entry changes changes at its time (the ledger of
         // usage counts up to it first).
         for qs in self.queues.values_mut() {
@@ -417,6 +419,7 @@ impl State {
                 ..
             } => self.delete_queue(&job_queue, revision),
         }
+        self.share_environments(touched, now);
         self.collect_events(&mut fx);
         fx
     }
@@ -428,6 +431,7 @@ impl State {
         for qs in self.queues.values_mut() {
             qs.cluster.reconsider();
         }
+        self.share_environments(environments::Touched::All, self.clock);
     }
 
     fn queue_mut(&mut self, q: &str) -> &mut QueueState {
@@ -633,19 +637,15 @@ impl State {
                         self.stopping.insert(QueueJob::new(&name, id));
                         self.stop_command(&name, id, fx);
                     }
+                    // Its environment may be another now.
+                    self.join_environment(&name, now, fx);
                 }
                 Err(e) => {
                     tracing::error!(queue = %name, error = %e, "configuration change refused")
                 }
             },
             None => match Cluster::new(config, &[]) {
-                Ok(mut cluster) => {
-                    // Executors that registered before their queue existed.
-                    for e in self.executors.values() {
-                        if e.live && e.registration.job_queue == name {
-                            executors::add_node(&mut cluster, &e.registration, now);
-                        }
-                    }
+                Ok(cluster) => {
                     self.queues.insert(
                         name.clone(),
                         QueueState {
@@ -659,6 +659,9 @@ impl State {
                             reclaim_pending: BTreeMap::new(),
                         },
                     );
+                    // Executors of its environment that registered before
+                    // the queue existed.
+                    self.join_environment(&name, now, fx);
                 }
                 Err(e) => tracing::error!(queue = %name, error = %e, "configuration refused"),
             },

@@ -172,7 +172,11 @@ impl State {
     pub fn apply_planned(&mut self, record: &PassRecord, plan: Plan) -> Effects {
         self.clock = self.clock.max(record.now);
         let mut fx = Vec::new();
+        let touched = super::environments::Touched::Some(
+            self.environment_of(&record.job_queue).into_iter().collect(),
+        );
         self.apply_pass(record, Some(plan), &mut fx);
+        self.share_environments(touched, self.clock);
         self.collect_events(&mut fx);
         fx
     }

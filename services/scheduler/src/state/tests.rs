@@ -123,8 +123,7 @@ fn live(inputs: Vec<LogEntry>) -> Live {
             entry,
             at: t,
         });
-        let queues: Vec<String> = l.state.queues.keys().cloned().collect();
-        for q in queues {
+        for q in l.state.pass_order() {
             if let Some((record, plan)) = l.state.plan(&q, t) {
                 let decided = !record.decides_nothing();
                 if decided {
@@ -162,6 +161,7 @@ fn node_1_with_three() -> LogEntry {
         address: None,
         fence_after_seconds: None,
         runtimes: Vec::new(),
+        service_environment: None,
     })
 }
 
@@ -267,6 +267,7 @@ fn a_lost_or_restarted_executor_ends_its_attempts_host_lost() {
             address: None,
             fence_after_seconds: None,
             runtimes: Vec::new(),
+            service_environment: None,
         })
     };
     let Live { state: mut s, .. } = live(vec![
@@ -332,6 +333,7 @@ fn a_job_spread_over_executors_runs_as_one_gang() {
             address: Some(format!("{id}.cluster.local")),
             fence_after_seconds: None,
             runtimes: Vec::new(),
+            service_environment: None,
         })
     };
     let rank = |executor: &str, phase: ReportPhase, exit: Option<i32>| {
@@ -499,6 +501,7 @@ fn entry_of(r: &qm_sim::trace::Recorded, s: &State) -> (u64, LogEntry) {
                 address: None,
                 fence_after_seconds: None,
                 runtimes: Vec::new(),
+                service_environment: None,
             }),
         ),
         Recorded::NodeLost { at, name } => (
@@ -1604,4 +1607,142 @@ fn a_batch_of_reports_is_each_report_in_turn() {
     }
     replay.finish(&mut replayed);
     assert_eq!(observable(&replayed), observable(&together.state));
+}
+
+/// Two queues attached to the gpu-fleet environment (one RESERVE share
+/// each), `hi` at priority 10, and node-1 joining it with two instances.
+fn environment_inputs() -> Vec<LogEntry> {
+    let queue = |name: &str, priority: u32| {
+        let text = format!(
+            "jobQueue: {{jobQueueName: {name}, serviceEnvironment: gpu-fleet, priority: {priority}}}\n\
+             quotaShares:\n  - quotaShareName: S\n    capacityLimits: [{{capacityUnit: ml.g5.xlarge, maxCapacity: 2}}]\n    resourceSharingConfiguration: {{strategy: RESERVE}}\n"
+        );
+        config_of(serde_yaml_ng::from_str(&text).expect("queue document"))
+    };
+    let join = LogEntry::Register(RegisterExecutor {
+        executor_id: "node-1".into(),
+        service_environment: Some("gpu-fleet".into()),
+        instances: vec![ExecutorInstances {
+            instance_type: "ml.g5.xlarge".into(),
+            count: 2,
+            gpus: vec![],
+        }],
+        incarnation: "a".into(),
+        ..Default::default()
+    });
+    let sub = |id: &str, queue: &str| LogEntry::Submit {
+        job_id: id.into(),
+        job: SubmitServiceJob {
+            job_queue: queue.into(),
+            ..submit(id, "S", 1)
+        },
+        principal: None,
+    };
+    vec![
+        // The executor joins before either queue exists.
+        join,
+        queue("lo", 0),
+        queue("hi", 10),
+        sub("l1", "lo"),
+        sub("l2", "lo"),
+        report("l1", 1, ReportPhase::Running, None),
+        report("l2", 1, ReportPhase::Running, None),
+        // hi's jobs wait: no queue preempts another's.
+        sub("h1", "hi"),
+        sub("l3", "lo"),
+        // An instance frees: hi, served first, takes it, not lo's l3.
+        report("l1", 1, ReportPhase::Ended, Some(0)),
+        report("h1", 1, ReportPhase::Running, None),
+    ]
+}
+
+#[test]
+fn queues_of_one_environment_share_its_executors_by_priority() {
+    let inputs = environment_inputs();
+    let Live {
+        state: leader, log, ..
+    } = live(inputs[..9].to_vec());
+    assert_eq!(leader.pass_order(), ["hi", "lo"]);
+    assert_eq!(leader.describe("l1", 100_000).expect("l1").status, "RUNNING");
+    assert_eq!(leader.describe("l2", 100_000).expect("l2").status, "RUNNING");
+    let h1 = leader.describe("h1", 100_000).expect("h1");
+    assert_eq!(h1.status, "RUNNABLE");
+    assert!(
+        h1.status_reason.starts_with("WAITING_FOR_ENVIRONMENT_CAPACITY")
+            && h1
+                .status_reason
+                .ends_with("in service environment gpu-fleet, queue lo (priority 0) holds 2"),
+        "{}",
+        h1.status_reason
+    );
+    assert!(leader.stopping.is_empty(), "nothing was preempted");
+    // Both queues hold node-1; its attempts are listed across them.
+    assert_eq!(leader.expected_on("node-1").len(), 2);
+    let mut replayed = State::default();
+    assert!(replayed.replay(log, None).is_empty());
+    assert_eq!(observable(&replayed), observable(&leader));
+
+    let Live {
+        state: leader, log, ..
+    } = live(inputs.clone());
+    assert_eq!(leader.describe("h1", 100_000).expect("h1").status, "RUNNING");
+    assert_eq!(leader.describe("l3", 100_000).expect("l3").status, "RUNNABLE");
+    let placed = |q: &str| leader.queues[q].cluster.placed_jobs();
+    let (hi, lo) = (placed("hi"), placed("lo"));
+    assert_eq!(hi.len() + lo.len(), 2, "{hi:?} {lo:?}");
+    let mut replayed = State::default();
+    assert!(replayed.replay(log, None).is_empty());
+    assert_eq!(observable(&replayed), observable(&leader));
+    // A snapshot keeps what each queue may use.
+    let mut bytes = Vec::new();
+    ciborium::into_writer(&leader, &mut bytes).expect("serialized");
+    let mut loaded: State = ciborium::from_reader(&bytes[..]).expect("read");
+    loaded.reconsider();
+    assert_eq!(loaded, {
+        let mut l = leader.clone();
+        l.reconsider();
+        l
+    });
+
+    // The executor is lost: both queues' attempts on it end HOST_LOST.
+    let mut state = leader;
+    state.apply(
+        LogEntry::ExecutorLost {
+            executor_id: "node-1".into(),
+            incarnation: "a".into(),
+            at: 90_000,
+        },
+        90_000,
+    );
+    for job in ["h1", "l2"] {
+        let d = state.describe(job, 100_000).expect("job");
+        assert_eq!(d.attempts[0].outcome.as_deref(), Some("HOST_LOST"), "{job}");
+    }
+}
+
+#[test]
+fn a_queue_moved_to_another_environment_leaves_the_old_ones_executors() {
+    let mut inputs = environment_inputs()[..7].to_vec();
+    let text = "jobQueue: {jobQueueName: lo, serviceEnvironment: other}\n\
+                quotaShares:\n  - quotaShareName: S\n    capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 2}]\n    resourceSharingConfiguration: {strategy: RESERVE}\n";
+    inputs.push(LogEntry::Config {
+        queue: serde_yaml_ng::from_str(text).expect("queue document"),
+        revision: 2,
+        principal: None,
+        operation: None,
+    });
+    let Live { state, log, .. } = live(inputs);
+    // lo's jobs on node-1 lost their host and wait for other's executors;
+    // hi now has both instances.
+    for job in ["l1", "l2"] {
+        let d = state.describe(job, 100_000).expect("job");
+        assert_eq!(d.status, "RUNNABLE", "{job}");
+        assert_eq!(d.attempts[0].outcome.as_deref(), Some("HOST_LOST"), "{job}");
+    }
+    let t = state.queues["hi"].cluster.type_idx("ml.g5.xlarge").expect("type");
+    assert_eq!(state.queues["hi"].cluster.effective_fleet(t), 2);
+    assert_eq!(state.queues["lo"].cluster.environment_fleet(t), 0);
+    let mut replayed = State::default();
+    assert!(replayed.replay(log, None).is_empty());
+    assert_eq!(observable(&replayed), observable(&state));
 }

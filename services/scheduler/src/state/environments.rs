@@ -1,0 +1,194 @@
+//! Service environments (issue 35): an executor joins one, and each queue
+//! attached to it holds every one of its executors as a node of its own
+//! cluster. What one queue's jobs hold is withheld from the others
+//! (`qm_core::environment`), after every entry that may change it, live
+//! and replaying alike; the leader's passes serve the queues in
+//! [`qm_core::environment::serve_order`]. A queue without
+//! `serviceEnvironment` is an environment of its own name: alone in it, it
+//! withholds nothing and nothing here changes what it does.
+
+use std::collections::BTreeMap;
+
+use qm_core::{environment, Time};
+use qm_wire::system::LogEntry;
+
+use super::{executors, Effects, State};
+
+/// Which environments an entry may change the holdings of.
+pub(super) enum Touched {
+    None,
+    Some(Vec<String>),
+    All,
+}
+
+impl State {
+    /// A reason that waits on instances other queues of the environment
+    /// hold names them and how many each holds (`text` is the reason as
+    /// rendered).
+    pub(super) fn with_holders(
+        &self,
+        queue: &str,
+        reason: &qm_core::StatusReason,
+        instance_type: &str,
+        text: String,
+    ) -> String {
+        let qm_core::StatusReason::Waiting(qm_core::WaitReason::EnvironmentCapacityHeld { .. }) =
+            reason
+        else {
+            return text;
+        };
+        let Some(env) = self.environment_of(queue) else {
+            return text;
+        };
+        let holders: Vec<String> = self
+            .queues_of(&env)
+            .into_iter()
+            .filter(|q| q != queue)
+            .filter_map(|q| {
+                let held: usize = environment::held(&self.queues[&q].cluster)
+                    .iter()
+                    .filter(|((_, t), _)| t == instance_type)
+                    .map(|(_, slots)| slots.len())
+                    .sum();
+                let priority = self.queues[&q].cluster.priority();
+                (held > 0).then(|| format!("queue {q} (priority {priority}) holds {held}"))
+            })
+            .collect();
+        if holders.is_empty() {
+            return text;
+        }
+        format!("{text}; in service environment {env}, {}", holders.join(", "))
+    }
+
+    /// The queues attached to `env`, by name.
+    pub fn queues_of(&self, env: &str) -> Vec<String> {
+        self.queues
+            .iter()
+            .filter(|(_, qs)| qs.cluster.environment() == env)
+            .map(|(q, _)| q.clone())
+            .collect()
+    }
+
+    /// The environment of a queue (None if the queue does not exist).
+    pub fn environment_of(&self, queue: &str) -> Option<String> {
+        self.queues
+            .get(queue)
+            .map(|qs| qs.cluster.environment().to_string())
+    }
+
+    /// Every queue, in the order the leader's passes serve them: within an
+    /// environment by priority, then name (across environments the order
+    /// changes nothing).
+    pub fn pass_order(&self) -> Vec<String> {
+        let queues: Vec<(&str, u32)> = self
+            .queues
+            .iter()
+            .map(|(q, qs)| (q.as_str(), qs.cluster.priority()))
+            .collect();
+        environment::serve_order(&queues)
+    }
+
+    /// The environments whose holdings `entry` may change (before it is
+    /// applied: a lost executor's or a deleted queue's are still known).
+    pub(super) fn touched_by(&self, entry: &LogEntry) -> Touched {
+        let of_job = |job_id: &str| {
+            self.locate(job_id)
+                .and_then(|(q, _)| self.environment_of(&q))
+        };
+        let of_executor = |id: &str| {
+            self.executors
+                .get(id)
+                .map(|e| e.registration.environment().to_string())
+        };
+        let envs: Vec<String> = match entry {
+            LogEntry::Pass(record) => self.environment_of(&record.job_queue).into_iter().collect(),
+            LogEntry::Report(r) => of_job(&r.job_id).into_iter().collect(),
+            LogEntry::Reports { reports } => reports.iter().filter_map(|r| of_job(&r.job_id)).collect(),
+            LogEntry::Terminate { job_id, .. } => of_job(job_id).into_iter().collect(),
+            LogEntry::Register(r) => of_executor(&r.executor_id)
+                .into_iter()
+                .chain([r.environment().to_string()])
+                .collect(),
+            LogEntry::ExecutorLost { executor_id, .. } => {
+                of_executor(executor_id).into_iter().collect()
+            }
+            LogEntry::Config { .. } | LogEntry::QueueDeleted { .. } => return Touched::All,
+            _ => return Touched::None,
+        };
+        Touched::Some(envs)
+    }
+
+    /// Withholds from each queue of the touched environments what the
+    /// others hold. An environment of one queue is left alone unless it
+    /// still withholds something (its other queues were deleted or moved).
+    pub(super) fn share_environments(&mut self, touched: Touched, now: u64) {
+        let wanted: Option<std::collections::BTreeSet<String>> = match touched {
+            Touched::None => return,
+            Touched::Some(envs) => Some(envs.into_iter().collect()),
+            Touched::All => None,
+        };
+        let mut by_env: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (q, qs) in &self.queues {
+            let env = qs.cluster.environment();
+            if wanted.as_ref().is_none_or(|w| w.contains(env)) {
+                by_env.entry(env.to_string()).or_default().push(q.clone());
+            }
+        }
+        for (env, names) in by_env {
+            let alone_and_clear = names.len() == 1
+                && !self.queues[&names[0]].cluster.withholds_any();
+            if alone_and_clear {
+                continue;
+            }
+            let mut clusters: Vec<(&str, &mut qm_core::Cluster)> = self
+                .queues
+                .iter_mut()
+                .filter(|(q, _)| names.contains(q))
+                .map(|(q, qs)| (q.as_str(), &mut qs.cluster))
+                .collect();
+            if let Err(e) = environment::share_out(&mut clusters, Time(now)) {
+                // Never so: a slot is placed only where it was free.
+                tracing::error!(environment = %env, error = %e, "an instance is held by two queues");
+            }
+        }
+    }
+
+    /// Makes the queue's nodes the live executors of its environment: an
+    /// executor that joined registers in it, and one of another
+    /// environment (after the queue moved to another) leaves it, its
+    /// attempts there ending HOST_LOST (requeued; a checkpointing job
+    /// resumes).
+    pub(super) fn join_environment(&mut self, queue: &str, now: u64, fx: &mut Effects) {
+        let Some(env) = self.environment_of(queue) else {
+            return;
+        };
+        let members: Vec<_> = self
+            .executors
+            .values()
+            .filter(|e| e.live && e.registration.environment() == env)
+            .map(|e| e.registration.clone())
+            .collect();
+        let strangers: Vec<String> = {
+            let cluster = &self.queues[queue].cluster;
+            cluster
+                .nodes()
+                .filter(|(_, n)| n.live && !members.iter().any(|m| m.executor_id == n.name))
+                .map(|(_, n)| n.name.clone())
+                .collect()
+        };
+        for name in strangers {
+            let lost = self
+                .queues
+                .get_mut(queue)
+                .expect("exists")
+                .cluster
+                .lose_node(&name, Time(now));
+            self.lost_attempts(queue, lost, fx);
+        }
+        for r in members {
+            let cluster = &mut self.queues.get_mut(queue).expect("exists").cluster;
+            let lost = executors::add_node(cluster, &r, now);
+            self.lost_attempts(queue, lost, fx);
+        }
+    }
+}
