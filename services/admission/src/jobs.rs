@@ -282,7 +282,26 @@ impl Admission {
         tenancy
             .may_use_checkpoint_node(principal, node)
             .map_err(denied)?;
-        self.existing(&r.job_queue).await?;
+        // A queue it serves by name, or a service environment it joins
+        // (which may have no queue yet: queues attach to it later).
+        match (r.job_queue.is_empty(), &r.service_environment) {
+            (false, None) => {
+                self.existing(&r.job_queue).await?;
+            }
+            (true, Some(env)) => token_field("serviceEnvironment", env)?,
+            (false, Some(_)) => {
+                return Err(invalid(
+                    "an executor serves one job queue or joins one service environment: give jobQueue or serviceEnvironment, not both",
+                    Vec::new(),
+                ))
+            }
+            (true, None) => {
+                return Err(invalid(
+                    "jobQueue or serviceEnvironment is required (the queue it serves, or the service environment it joins)",
+                    Vec::new(),
+                ))
+            }
+        }
         let mut problems = Vec::new();
         for (i, inst) in r.instances.iter().enumerate() {
             if inst.instance_type.is_empty() {

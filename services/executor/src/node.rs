@@ -143,6 +143,8 @@ impl Executor {
         RegisterExecutor {
             executor_id: self.settings.executor_id.clone(),
             job_queue: self.settings.job_queue.clone(),
+            service_environment: (!self.settings.service_environment.is_empty())
+                .then(|| self.settings.service_environment.clone()),
             instances,
             incarnation: self.incarnation.clone(),
             checkpoint_node: Some(self.settings.checkpoint_node.clone()),

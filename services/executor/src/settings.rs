@@ -17,7 +17,11 @@ pub const SPEC: Spec = Spec {
         },
         Key {
             name: "jobQueue",
-            help: "required: the job queue it runs jobs of",
+            help: "the job queue it runs jobs of (this, or serviceEnvironment, is required)",
+        },
+        Key {
+            name: "serviceEnvironment",
+            help: "the service environment it joins: it runs the jobs of every queue attached to it (a queue's serviceEnvironment), higher-priority queues first; instead of jobQueue",
         },
         Key {
             name: "instances",
@@ -136,6 +140,7 @@ impl Default for ContainerSettings {
 pub struct Settings {
     pub executor_id: String,
     pub job_queue: String,
+    pub service_environment: String,
     pub instances: Vec<InstanceSpec>,
     pub gpus: Option<Vec<u32>>,
     pub work_dir: String,
@@ -166,6 +171,7 @@ impl Default for Settings {
         Settings {
             executor_id: String::new(),
             job_queue: String::new(),
+            service_environment: String::new(),
             instances: Vec::new(),
             gpus: None,
             work_dir: String::new(),
@@ -191,8 +197,23 @@ impl settings::Validate for Settings {
         if let Err(e) = subjects::token(&self.executor_id) {
             p.push(format!("executorId: {e}"));
         }
-        if let Err(e) = subjects::token(&self.job_queue) {
-            p.push(format!("jobQueue: {e}"));
+        match (self.job_queue.is_empty(), self.service_environment.is_empty()) {
+            (true, true) => p.push(
+                "jobQueue or serviceEnvironment is required: the queue it runs jobs of, or the service environment it joins".into(),
+            ),
+            (false, false) => p.push(
+                "jobQueue and serviceEnvironment: give one (an executor serves one queue by name, or every queue of one service environment)".into(),
+            ),
+            (false, true) => {
+                if let Err(e) = subjects::token(&self.job_queue) {
+                    p.push(format!("jobQueue: {e}"));
+                }
+            }
+            (true, false) => {
+                if let Err(e) = subjects::token(&self.service_environment) {
+                    p.push(format!("serviceEnvironment: {e}"));
+                }
+            }
         }
         if !self.checkpoint_node.is_empty() {
             if let Err(e) = subjects::token(&self.checkpoint_node) {

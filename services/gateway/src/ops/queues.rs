@@ -119,7 +119,8 @@ impl Gateway {
         // What admission holds (state, capacity limits) is sent only when
         // this request changes it: resending what was read would undo a
         // concurrent change of the other.
-        let to_admission = create || q.state.is_some() || environment.is_some();
+        let to_admission =
+            create || q.state.is_some() || environment.is_some() || q.priority.is_some();
         let mut jq = if create {
             wire::JobQueue {
                 job_queue_name: name.clone(),
@@ -141,10 +142,16 @@ impl Gateway {
             jq.state = Some(s.clone());
         }
         if let Some(env) = &environment {
+            // The queue draws on the environment's executors (those that
+            // joined it by name), at most its capacityLimits.
             jq.capacity_limits = match env {
                 Some((n, e)) => self.queue_limits(n, &e.capacity_limits)?,
                 None => Vec::new(),
             };
+            jq.service_environment = env.as_ref().map(|(n, _)| n.clone());
+        }
+        if let Some(p) = q.priority {
+            jq.priority = Some(u32::try_from(p).unwrap_or(0));
         }
         let op = if create {
             Operation::CreateJobQueue
@@ -298,7 +305,7 @@ impl Gateway {
                 "jobQueueArn": self.arns.queue(&name),
                 "state": doc.job_queue.state.clone().unwrap_or_else(|| "ENABLED".into()),
                 "status": "VALID",
-                "priority": record.priority,
+                "priority": doc.job_queue.priority.map_or(record.priority, i64::from),
                 "computeEnvironmentOrder": [],
                 "jobQueueType": JOB_TYPE,
                 "tags": record.tags,
@@ -307,7 +314,12 @@ impl Gateway {
             if let Some(p) = &record.scheduling_policy_arn {
                 v["schedulingPolicyArn"] = json!(p);
             }
-            if let Some(e) = &record.service_environment {
+            let environment = doc
+                .job_queue
+                .service_environment
+                .as_ref()
+                .or(record.service_environment.as_ref());
+            if let Some(e) = environment {
                 v["serviceEnvironmentOrder"] = json!([{
                     "order": 1,
                     "serviceEnvironment": self.arns.of(&Resource::ServiceEnvironment(e.clone())),

@@ -12,7 +12,20 @@ use std::collections::BTreeMap;
 use qm_core::{environment, Time};
 use qm_wire::system::LogEntry;
 
+use qm_wire::messages::RegisterExecutor;
+
 use super::{executors, Effects, State};
+
+/// Whether an executor serves queue `queue` of environment `env`: one that
+/// joined a service environment serves its queues; one registered for a
+/// queue by name serves that queue (whatever its environment), as before
+/// environments existed.
+pub(super) fn serves(r: &RegisterExecutor, queue: &str, env: &str) -> bool {
+    match &r.service_environment {
+        Some(joined) => joined == env,
+        None => r.job_queue == queue,
+    }
+}
 
 /// Which environments an entry may change the holdings of.
 pub(super) enum Touched {
@@ -60,6 +73,16 @@ impl State {
         format!("{text}; in service environment {env}, {}", holders.join(", "))
     }
 
+    /// The queues an executor serves: the one it registered for by name, or
+    /// every queue attached to the environment it joined.
+    pub fn served_by(&self, r: &RegisterExecutor) -> Vec<String> {
+        self.queues
+            .iter()
+            .filter(|(q, qs)| serves(r, q, qs.cluster.environment()))
+            .map(|(q, _)| q.clone())
+            .collect()
+    }
+
     /// The queues attached to `env`, by name.
     pub fn queues_of(&self, env: &str) -> Vec<String> {
         self.queues
@@ -95,10 +118,17 @@ impl State {
             self.locate(job_id)
                 .and_then(|(q, _)| self.environment_of(&q))
         };
-        let of_executor = |id: &str| {
+        let envs_served = |r: &RegisterExecutor| -> Vec<String> {
+            self.served_by(r)
+                .iter()
+                .filter_map(|q| self.environment_of(q))
+                .collect()
+        };
+        let of_executor = |id: &str| -> Vec<String> {
             self.executors
                 .get(id)
-                .map(|e| e.registration.environment().to_string())
+                .map(|e| envs_served(&e.registration))
+                .unwrap_or_default()
         };
         let envs: Vec<String> = match entry {
             LogEntry::Pass(record) => self.environment_of(&record.job_queue).into_iter().collect(),
@@ -107,11 +137,9 @@ impl State {
             LogEntry::Terminate { job_id, .. } => of_job(job_id).into_iter().collect(),
             LogEntry::Register(r) => of_executor(&r.executor_id)
                 .into_iter()
-                .chain([r.environment().to_string()])
+                .chain(envs_served(r))
                 .collect(),
-            LogEntry::ExecutorLost { executor_id, .. } => {
-                of_executor(executor_id).into_iter().collect()
-            }
+            LogEntry::ExecutorLost { executor_id, .. } => of_executor(executor_id),
             LogEntry::Config { .. } | LogEntry::QueueDeleted { .. } => return Touched::All,
             _ => return Touched::None,
         };
@@ -153,9 +181,9 @@ impl State {
         }
     }
 
-    /// Makes the queue's nodes the live executors of its environment: an
-    /// executor that joined registers in it, and one of another
-    /// environment (after the queue moved to another) leaves it, its
+    /// Makes the queue's nodes the live executors that serve it: one that
+    /// joined its environment (or registered for it by name) is a node, and
+    /// one of another environment (after the queue moved) leaves it, its
     /// attempts there ending HOST_LOST (requeued; a checkpointing job
     /// resumes).
     pub(super) fn join_environment(&mut self, queue: &str, now: u64, fx: &mut Effects) {
@@ -165,7 +193,7 @@ impl State {
         let members: Vec<_> = self
             .executors
             .values()
-            .filter(|e| e.live && e.registration.environment() == env)
+            .filter(|e| e.live && serves(&e.registration, queue, &env))
             .map(|e| e.registration.clone())
             .collect();
         let strangers: Vec<String> = {

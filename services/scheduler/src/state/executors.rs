@@ -24,17 +24,17 @@ pub(super) fn add_node(cluster: &mut Cluster, r: &RegisterExecutor, now: u64) ->
 
 impl State {
     pub(super) fn register(&mut self, r: RegisterExecutor, now: u64, fx: &mut Effects) {
-        // An executor that moves to another environment leaves the old
-        // one's queues.
-        let moved = self
-            .executors
-            .get(&r.executor_id)
-            .is_some_and(|e| e.registration.environment() != r.environment());
+        // An executor that moves to another queue or environment leaves the
+        // old one's queues.
+        let moved = self.executors.get(&r.executor_id).is_some_and(|e| {
+            (&e.registration.job_queue, &e.registration.service_environment)
+                != (&r.job_queue, &r.service_environment)
+        });
         if moved {
             self.lose_executor(&r.executor_id, now, fx);
         }
-        // It is a node of every queue attached to its environment.
-        for queue in self.queues_of(r.environment()) {
+        // It is a node of every queue it serves.
+        for queue in self.served_by(&r) {
             let cluster = &mut self.queues.get_mut(&queue).expect("listed").cluster;
             let lost = add_node(cluster, &r, now);
             self.lost_attempts(&queue, lost, fx);
@@ -55,8 +55,8 @@ impl State {
             return;
         };
         e.live = false;
-        let env = e.registration.environment().to_string();
-        for queue in self.queues_of(&env) {
+        let registration = e.registration.clone();
+        for queue in self.served_by(&registration) {
             let cluster = &mut self.queues.get_mut(&queue).expect("listed").cluster;
             let lost = cluster.lose_node(executor_id, Time(now));
             self.lost_attempts(&queue, lost, fx);
@@ -263,7 +263,7 @@ impl State {
             return default_secs;
         };
         let longest_grace = self
-            .queues_of(e.registration.environment())
+            .served_by(&e.registration)
             .iter()
             .map(|q| self.queues[q].cluster.longest_grace_on(executor_id))
             .max()
@@ -292,7 +292,7 @@ impl State {
         let Some(e) = self.executors.get(executor_id) else {
             return Default::default();
         };
-        self.queues_of(e.registration.environment())
+        self.served_by(&e.registration)
             .iter()
             .flat_map(|q| {
                 let qs = &self.queues[q];

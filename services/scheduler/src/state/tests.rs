@@ -1746,3 +1746,33 @@ fn a_queue_moved_to_another_environment_leaves_the_old_ones_executors() {
     assert!(replayed.replay(log, None).is_empty());
     assert_eq!(observable(&replayed), observable(&state));
 }
+
+#[test]
+fn an_executor_registered_for_a_queue_by_name_serves_it_whatever_its_environment() {
+    let mut inputs = environment_inputs()[..3].to_vec();
+    // node-2 was started for hi by name (as before environments existed).
+    inputs.push(LogEntry::Register(RegisterExecutor {
+        executor_id: "node-2".into(),
+        job_queue: "hi".into(),
+        instances: vec![ExecutorInstances {
+            instance_type: "ml.g5.xlarge".into(),
+            count: 1,
+            gpus: vec![],
+        }],
+        incarnation: "a".into(),
+        ..Default::default()
+    }));
+    let Live { state, .. } = live(inputs);
+    let nodes = |q: &str| -> Vec<String> {
+        state.queues[q]
+            .cluster
+            .nodes()
+            .filter(|(_, n)| n.live)
+            .map(|(_, n)| n.name.clone())
+            .collect()
+    };
+    assert_eq!(nodes("hi"), ["node-1", "node-2"]);
+    assert_eq!(nodes("lo"), ["node-1"]);
+    let t = state.queues["hi"].cluster.type_idx("ml.g5.xlarge").expect("type");
+    assert_eq!(state.queues["hi"].cluster.effective_fleet(t), 3);
+}
