@@ -955,10 +955,32 @@ impl Stack {
     /// of `instance_type`, without a checkpoint service (for jobs that do
     /// not checkpoint).
     pub fn executor_alone(&mut self, id: &str, queue: &str, instance_type: &str, count: u32) {
+        self.spawn_executor(id, ("QM_EXECUTOR_JOB_QUEUE", queue), instance_type, count);
+    }
+
+    /// An executor (with its node's checkpoint service) that joins service
+    /// environment `env`: it serves every queue attached to it.
+    pub fn executor_joining(&mut self, id: &str, env: &str, instance_type: &str, count: u32) {
+        self.checkpoint(id);
+        self.spawn_executor(
+            id,
+            ("QM_EXECUTOR_SERVICE_ENVIRONMENT", env),
+            instance_type,
+            count,
+        );
+    }
+
+    fn spawn_executor(
+        &mut self,
+        id: &str,
+        serves: (&str, &str),
+        instance_type: &str,
+        count: u32,
+    ) {
         let instances = format!(r#"[{{"instanceType":"{instance_type}","count":{count}}}]"#);
         let env = vec![
             ("QM_EXECUTOR_EXECUTOR_ID".into(), id.to_string()),
-            ("QM_EXECUTOR_JOB_QUEUE".into(), queue.to_string()),
+            (serves.0.to_string(), serves.1.to_string()),
             ("QM_EXECUTOR_INSTANCES".into(), instances),
             (
                 "QM_EXECUTOR_WORK_DIR".into(),

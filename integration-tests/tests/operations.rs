@@ -906,3 +906,87 @@ async fn a_queue_is_disabled_drained_and_deleted_and_its_finished_jobs_stay_read
     assert_eq!(stack.wait_final(&again, 60).await.status, "SUCCEEDED");
     stack.stop_all();
 }
+
+/// Two queues attached to one service environment, by `qm apply`.
+const SHARED_FLEET: [&str; 2] = [
+    "jobQueue: {jobQueueName: research, serviceEnvironment: gpu-fleet, priority: 10}
+quotaShares:
+  - quotaShareName: team
+    capacityLimits: [{capacityUnit: cpu.small, maxCapacity: 2}]
+    resourceSharingConfiguration: {strategy: RESERVE}
+",
+    "jobQueue: {jobQueueName: batch, serviceEnvironment: gpu-fleet}
+quotaShares:
+  - quotaShareName: team
+    capacityLimits: [{capacityUnit: cpu.small, maxCapacity: 2}]
+    resourceSharingConfiguration: {strategy: RESERVE}
+",
+];
+
+fn queue_job(queue: &str, name: &str, script: &str) -> SubmitServiceJob {
+    SubmitServiceJob {
+        job_queue: queue.into(),
+        ..shell_job(name, 1, script)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_queues_share_one_fleet_the_higher_priority_first_and_neither_preempts_the_other() {
+    let (_nats, _s3, mut stack) = running("fleet", SHARED_FLEET[0]).await;
+    stack.apply(SHARED_FLEET[1]).await;
+    // One executor joins the environment: both queues run on it.
+    stack.executor_joining("node-1", "gpu-fleet", "cpu.small", 2);
+    let b1 = stack.submit(&queue_job("batch", "b1", "sleep 600")).await;
+    let b2 = stack.submit(&queue_job("batch", "b2", "sleep 600")).await;
+    for j in [&b1, &b2] {
+        stack.wait_for(j, 60, "RUNNING", |j| j.status == "RUNNING").await;
+    }
+
+    // research has the higher priority, but no queue stops another's job:
+    // its job waits, and says on whose instances.
+    let r1 = stack.submit(&queue_job("research", "r1", "sleep 600")).await;
+    let waiting = stack
+        .wait_for(&r1, 60, "a waiting reason", |j| {
+            j.status_reason.starts_with("WAITING_FOR_ENVIRONMENT_CAPACITY")
+        })
+        .await;
+    assert!(
+        waiting
+            .status_reason
+            .contains("in service environment gpu-fleet, queue batch (priority 0) holds 2"),
+        "{}",
+        waiting.status_reason
+    );
+    let b3 = stack.submit(&queue_job("batch", "b3", "exit 0")).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for j in [&b1, &b2] {
+        assert_eq!(stack.describe(j).await.expect("job").status, "RUNNING");
+    }
+
+    // An instance frees: research, served first, takes it; b3 waits on.
+    let (code, _, err) = qm_as(&stack, "platform", &["terminate", &b1]);
+    assert_eq!(code, 0, "{err}");
+    stack
+        .wait_for(&r1, 60, "RUNNING", |j| j.status == "RUNNING")
+        .await;
+    let b3_job = stack
+        .wait_for(&b3, 60, "waiting on research", |j| {
+            j.status_reason.contains("queue research (priority 10) holds 1")
+        })
+        .await;
+    assert_eq!(
+        b3_job.status, "RUNNABLE",
+        "the lower-priority queue's job comes second"
+    );
+    // Then batch gets what research leaves.
+    let (code, _, err) = qm_as(&stack, "platform", &["terminate", &r1]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(stack.wait_final(&b3, 60).await.status, "SUCCEEDED");
+
+    // Nothing was preempted on the way: b2 ran through on its first attempt.
+    let b2_job = stack.describe(&b2).await.expect("b2");
+    assert_eq!((b2_job.status.as_str(), b2_job.attempts.len()), ("RUNNING", 1));
+    let (code, _, err) = qm_as(&stack, "platform", &["terminate", &b2]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(stack.wait_final(&b2, 60).await.status, "FAILED");
+}
