@@ -146,8 +146,28 @@ async fn aws_clients_drive_quartermaster_unchanged() {
     let ids_file = stack.dir.join("story-jobs.json");
 
     story_phase(&venv, &stack, &gw, "setup", &ids_file);
-    // The queue exists: the fleet joins it (three instances, one per share).
-    stack.executor("node-1", "training", "ml.g5.xlarge", 3);
+    // The queue boto3 made draws on the service environment it named, with
+    // its priority, as admission stores it; the fleet joins the
+    // environment (three instances, one per share), not the queue.
+    let described: qm_wire::system::QueueDocument = stack
+        .client
+        .call(
+            subjects::Operation::DescribeJobQueue,
+            &qm_wire::messages::QueueRef {
+                job_queue: "training".into(),
+            },
+        )
+        .await
+        .expect("described");
+    assert_eq!(
+        (
+            described.job_queue.service_environment.as_deref(),
+            described.job_queue.priority
+        ),
+        (Some("fleet"), Some(1)),
+        "{described:#?}"
+    );
+    stack.executor_joining("node-1", "fleet", "ml.g5.xlarge", 3);
     story_phase(&venv, &stack, &gw, "story", &ids_file);
 
     // The preempted jobs resumed from their checkpoints: every job ends
