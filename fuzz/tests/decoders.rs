@@ -141,6 +141,9 @@ proptest! {
         let base = std::fs::read(&files[which % files.len()]).expect("scenario");
         let text = String::from_utf8_lossy(&mutate(&base, &edits)).into_owned();
         let _ = qm_sim::sim::parse(&text);
+        if let Ok(env) = qm_sim::sim::parse_environment(&text) {
+            let _ = qm_sim::Environment::new(env, qm_sim::Options::default());
+        }
     }
 
     #[test]

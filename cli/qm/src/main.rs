@@ -618,7 +618,6 @@ fn simulate(
         }
     }
     let in_file = |e: SimError| format!("{}: {e}", path.display());
-    let scenario = qm_sim::parse(&text).map_err(in_file)?;
     let options = Options {
         until: until.map(qm_core_time),
         record_timeline: !summary,
@@ -629,11 +628,9 @@ fn simulate(
     };
     let started = Instant::now();
     let show_progress = std::io::stderr().is_terminal();
-    let report = Simulation::new(scenario, options)
-        .map_err(in_file)?
-        .run(&mut |p| {
-            if show_progress {
-                eprint!(
+    let mut progress = |p: qm_sim::Progress| {
+        if show_progress {
+            eprint!(
                 "\rqm: t={:.0}s virtual, {} jobs submitted, {} finished, {} passes, {:.1}s wall   ",
                 p.now.as_secs_f64(),
                 p.submitted,
@@ -641,8 +638,58 @@ fn simulate(
                 p.passes,
                 started.elapsed().as_secs_f64()
             );
+        }
+    };
+    if qm_sim::is_environment(&text) {
+        // Several queues on one fleet: a report per queue.
+        let scenario = qm_sim::parse_environment(&text).map_err(in_file)?;
+        let report = qm_sim::Environment::new(scenario, options)
+            .map_err(in_file)?
+            .run(&mut progress);
+        if show_progress {
+            eprintln!();
+        }
+        let report = report.map_err(in_file)?;
+        return match (output, summary) {
+            (Output::Json, false) => {
+                println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
+                Ok(())
             }
-        });
+            (Output::Json, true) => {
+                let summaries: Vec<serde_json::Value> = report
+                    .queues
+                    .iter()
+                    .map(|q| {
+                        serde_json::json!({
+                            "jobQueueName": q.job_queue_name,
+                            "priority": q.priority,
+                            "summary": q.report.summary,
+                        })
+                    })
+                    .collect();
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&serde_json::json!({
+                        "serviceEnvironment": report.service_environment,
+                        "queues": summaries,
+                    }))
+                    .map_err(|e| e.to_string())?
+                );
+                Ok(())
+            }
+            (Output::Table, _) => {
+                print!("{}", report.to_table());
+                Ok(())
+            }
+            (Output::Csv, _) => {
+                Err("--output csv: only qm governance and qm usage write CSV".into())
+            }
+        };
+    }
+    let scenario = qm_sim::parse(&text).map_err(in_file)?;
+    let report = Simulation::new(scenario, options)
+        .map_err(in_file)?
+        .run(&mut progress);
     if show_progress {
         eprintln!();
     }

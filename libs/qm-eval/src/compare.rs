@@ -375,6 +375,7 @@ pub fn scenario(workload: &Workload, policy: &Policy) -> Scenario {
             fair_share_half_life_hours: None,
             fair_share_rebalance_seconds: policy.rebalance_seconds,
             share_groups: Vec::new(),
+            priority: None,
             quota_shares,
         },
         defaults: JobDefaults {

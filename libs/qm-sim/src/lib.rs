@@ -14,4 +14,8 @@ pub mod trace;
 
 pub use report::Report;
 pub use scenario::Scenario;
-pub use sim::{parse, simulate, simulate_recorded, Options, Progress, SimError, Simulation};
+pub use sim::environment::{Environment, EnvironmentReport};
+pub use sim::{
+    is_environment, parse, parse_environment, simulate, simulate_recorded, Options, Progress,
+    SimError, Simulation,
+};

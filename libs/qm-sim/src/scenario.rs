@@ -34,6 +34,58 @@ pub struct Scenario {
     pub generate: Option<Generate>,
 }
 
+/// Several queues on one fleet: a service environment (`queues` instead
+/// of `queue`). Each queue has its own jobs; the fleet is the
+/// environment's, shared by priority (`qm_core::environment`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EnvironmentScenario {
+    /// As a scenario's `fleet`: the environment's instances.
+    #[serde(default)]
+    pub fleet: BTreeMap<String, u32>,
+    /// As a scenario's `nodes`: the environment's executors.
+    #[serde(default)]
+    pub nodes: Vec<NodeGroup>,
+    /// The environment's name (reports show it).
+    #[serde(default = "default_environment")]
+    pub service_environment: String,
+    pub queues: Vec<QueueScenario>,
+}
+
+fn default_environment() -> String {
+    "environment".into()
+}
+
+/// One queue of an [`EnvironmentScenario`], with its own jobs.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct QueueScenario {
+    pub queue: QueueSpec,
+    #[serde(default)]
+    pub defaults: JobDefaults,
+    #[serde(default)]
+    pub actions: Vec<Action>,
+    #[serde(default)]
+    pub generate: Option<Generate>,
+}
+
+impl EnvironmentScenario {
+    /// Each queue as a scenario of its own over the environment's fleet.
+    pub fn scenarios(&self) -> Vec<Scenario> {
+        self.queues
+            .iter()
+            .map(|q| Scenario {
+                fleet: self.fleet.clone(),
+                nodes: self.nodes.clone(),
+                queue: q.queue.clone(),
+                defaults: q.defaults.clone(),
+                actions: q.actions.clone(),
+                generate: q.generate.clone(),
+            })
+            .collect()
+    }
+}
+
 /// `count` nodes alike, named `<name>-1` .. `<name>-<count>` (the name
 /// defaults to the instance type).
 #[derive(Clone, Debug, Deserialize)]
@@ -101,6 +153,10 @@ pub struct QueueSpec {
     /// Share groups, as `CreateJobQueue` takes them.
     #[serde(default)]
     pub share_groups: Vec<wire::ShareGroup>,
+    /// In an environment scenario (`queues`): the queue's priority, 0-1000,
+    /// higher served first.
+    #[serde(default)]
+    pub priority: Option<u32>,
     /// Quota shares exactly as the API takes them (`CreateQuotaShare`).
     pub quota_shares: Vec<wire::QuotaShare>,
 }

@@ -804,3 +804,56 @@ fn the_usage_ledger_agrees_with_the_simulators_own_integrals() {
         );
     }
 }
+
+#[test]
+fn two_queues_share_a_fleet_by_priority_and_neither_preempts_the_other() {
+    let path = format!(
+        "{}/../../examples/scenarios/shared-fleet.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).expect("example scenario exists");
+    assert!(qm_sim::is_environment(&text));
+    let scenario = qm_sim::parse_environment(&text).expect("parsed");
+    let options = Options {
+        check_invariants: true,
+        ..Options::default()
+    };
+    let env = qm_sim::Environment::new(scenario, options)
+        .expect("valid")
+        .run(&mut |_| {})
+        .expect("ran");
+    assert_eq!(env.service_environment, "gpu-fleet");
+    let names: Vec<&str> = env.queues.iter().map(|q| q.job_queue_name.as_str()).collect();
+    assert_eq!(names, ["research", "batch"], "served by priority");
+    let (research, batch) = (&env.queues[0].report, &env.queues[1].report);
+    // r1 waited on batch's instances, nothing was preempted for it, and it
+    // took the first one to free (b1's), ahead of batch's own b3.
+    let waited = research.transitions.iter().any(|t| {
+        t.job_name == "r1"
+            && t.to == "RUNNABLE"
+            && t.status_reason
+                .starts_with("WAITING_FOR_ENVIRONMENT_CAPACITY: other queues of its service environment hold 2")
+    });
+    assert!(waited, "{:#?}", research.transitions);
+    assert!(research.preemptions.is_empty() && batch.preemptions.is_empty());
+    let scheduled = |r: &Report, name: &str| {
+        r.transitions
+            .iter()
+            .find(|t| t.job_name == name && t.to == "SCHEDULED")
+            .map(|t| t.t)
+    };
+    assert_eq!(scheduled(research, "r1"), Some(205.0), "when b1 ended");
+    assert_eq!(scheduled(batch, "b3"), Some(510.0), "when r1 ended");
+    for name in ["b1", "b2", "b3"] {
+        assert_eq!(job(batch, name).status, "SUCCEEDED", "{name}");
+    }
+    assert_eq!(job(research, "r1").status, "SUCCEEDED");
+
+    // A queue given twice is refused by name.
+    let twice = text.replace("jobQueueName: batch", "jobQueueName: research");
+    let err = qm_sim::Environment::new(qm_sim::parse_environment(&twice).expect("parsed"), options)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(err.contains("\"research\" is given twice"), "{err}");
+}

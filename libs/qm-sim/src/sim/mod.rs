@@ -18,6 +18,7 @@ use qm_wire::system::QueueDocument;
 use qm_wire::to_core;
 
 mod actions;
+pub mod environment;
 mod events;
 
 /// Why a simulation could not run.
@@ -85,8 +86,25 @@ pub struct Progress {
 /// Unknown fields anywhere are errors (naming their path), so a typo never
 /// passes silently, also inside the API's own types the scenario uses.
 pub fn parse(text: &str) -> Result<Scenario, SimError> {
+    parse_as(text)
+}
+
+/// Whether the scenario is a service environment's (it lists `queues`).
+pub fn is_environment(text: &str) -> bool {
+    serde_yaml_ng::from_str::<serde_yaml_ng::Value>(text)
+        .ok()
+        .and_then(|v| v.get("queues").cloned())
+        .is_some()
+}
+
+/// Parses a service environment's scenario (`queues`), as [`parse`] does.
+pub fn parse_environment(text: &str) -> Result<crate::scenario::EnvironmentScenario, SimError> {
+    parse_as(text)
+}
+
+fn parse_as<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, SimError> {
     let mut unknown = Vec::new();
-    let scenario: Scenario =
+    let scenario: T =
         serde_ignored::deserialize(serde_yaml_ng::Deserializer::from_str(text), |path| {
             unknown.push(path.to_string())
         })
@@ -208,6 +226,7 @@ impl Simulation {
                 fair_share_half_life_hours: q.fair_share_half_life_hours,
                 fair_share_rebalance_seconds: q.fair_share_rebalance_seconds,
                 share_groups: q.share_groups.clone(),
+                priority: q.priority,
                 ..Default::default()
             },
             quota_shares: q.quota_shares.clone(),
@@ -317,49 +336,71 @@ impl Simulation {
         progress: &mut dyn FnMut(Progress),
     ) -> Result<(Report, Vec<Recorded>), SimError> {
         let mut since_progress = 0u32;
-        while let Some(Reverse((at, _, _))) = self.queue.peek().copied() {
-            if self.options.until.is_some_and(|u| at > u) {
-                break;
-            }
-            self.recorder.advance(&self.cluster, self.now, at);
-            self.now = at;
-            // Checkpoint commits and processes coming up change nothing a
-            // pass decides on; any other event may. (Under STRICT_FIFO a pass
-            // always runs: there a second pass may still start a job.)
-            let mut needs_pass =
-                self.cluster.queueing_strategy() == qm_core::QueueingStrategy::StrictFifo;
-            while let Some(Reverse((t, _, ev))) = self.queue.peek().copied() {
-                if t != at {
-                    break;
-                }
-                self.queue.pop();
-                needs_pass |= !matches!(ev, Ev::Checkpoint(..) | Ev::Running(..));
-                self.handle(ev)?;
-            }
-            if needs_pass {
+        while let Some(at) = self.next_at() {
+            if self.needs_pass_at(at)? {
                 self.pass()?;
             }
             since_progress += 1;
             if since_progress >= 50_000 {
                 since_progress = 0;
-                progress(Progress {
-                    now: self.now,
-                    submitted: self.jobs.len() as u64,
-                    finished: self.recorder.finished,
-                    passes: self.passes,
-                });
+                progress(self.progress());
             }
         }
         let end = self.options.until.unwrap_or(self.now).max(self.now);
+        Ok(self.finish(end))
+    }
+
+    /// The time of the next event (None: nothing left before `until`).
+    pub(crate) fn next_at(&self) -> Option<Time> {
+        let Reverse((at, _, _)) = self.queue.peek().copied()?;
+        (!self.options.until.is_some_and(|u| at > u)).then_some(at)
+    }
+
+    /// Moves the clock to `at` and handles every event due then; returns
+    /// whether a pass must follow.
+    pub(crate) fn needs_pass_at(&mut self, at: Time) -> Result<bool, SimError> {
+        self.recorder.advance(&self.cluster, self.now, at);
+        self.now = at;
+        // Checkpoint commits and processes coming up change nothing a
+        // pass decides on; any other event may. (Under STRICT_FIFO a pass
+        // always runs: there a second pass may still start a job.)
+        let mut needs_pass =
+            self.cluster.queueing_strategy() == qm_core::QueueingStrategy::StrictFifo;
+        while let Some(Reverse((t, _, ev))) = self.queue.peek().copied() {
+            if t != at {
+                break;
+            }
+            self.queue.pop();
+            needs_pass |= !matches!(ev, Ev::Checkpoint(..) | Ev::Running(..));
+            self.handle(ev)?;
+        }
+        Ok(needs_pass)
+    }
+
+    pub(crate) fn progress(&self) -> Progress {
+        Progress {
+            now: self.now,
+            submitted: self.jobs.len() as u64,
+            finished: self.recorder.finished,
+            passes: self.passes,
+        }
+    }
+
+    /// The report (and the trace, if kept) at `end`.
+    pub(crate) fn finish(mut self, end: Time) -> (Report, Vec<Recorded>) {
         self.recorder.advance(&self.cluster, self.now, end);
         self.now = end;
         let trace = self.trace.take().unwrap_or_default();
-        Ok((crate::report::build(&self, end), trace))
+        (crate::report::build(&self, end), trace)
+    }
+
+    pub(crate) fn now(&self) -> Time {
+        self.now
     }
 
     /// Passes at the current time until one decides nothing more (the live
     /// scheduler gets the same from its once-a-second pass).
-    fn pass(&mut self) -> Result<(), SimError> {
+    pub(crate) fn pass(&mut self) -> Result<(), SimError> {
         for _ in 0..MAX_PASSES_PER_INSTANT {
             if !self.one_pass()? {
                 return Ok(());
