@@ -970,13 +970,7 @@ impl Stack {
         );
     }
 
-    fn spawn_executor(
-        &mut self,
-        id: &str,
-        serves: (&str, &str),
-        instance_type: &str,
-        count: u32,
-    ) {
+    fn spawn_executor(&mut self, id: &str, serves: (&str, &str), instance_type: &str, count: u32) {
         let instances = format!(r#"[{{"instanceType":"{instance_type}","count":{count}}}]"#);
         let env = vec![
             ("QM_EXECUTOR_EXECUTOR_ID".into(), id.to_string()),

@@ -933,21 +933,40 @@ fn queue_job(queue: &str, name: &str, script: &str) -> SubmitServiceJob {
 #[tokio::test(flavor = "multi_thread")]
 async fn two_queues_share_one_fleet_the_higher_priority_first_and_neither_preempts_the_other() {
     let (_nats, _s3, mut stack) = running("fleet", SHARED_FLEET[0]).await;
-    stack.apply(SHARED_FLEET[1]).await;
+    // Both queues in one file, as `qm apply -f` takes them.
+    let file = stack.dir.join("shared-fleet.yaml");
+    std::fs::write(&file, SHARED_FLEET.join("---\n")).expect("written");
+    let (code, out, err) = qm_as(
+        &stack,
+        "platform",
+        &["apply", "-f", &file.display().to_string()],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("job queue research applied in service environment gpu-fleet (priority 10)")
+            && out
+                .contains("job queue batch applied in service environment gpu-fleet (priority 0)"),
+        "{out}"
+    );
     // One executor joins the environment: both queues run on it.
     stack.executor_joining("node-1", "gpu-fleet", "cpu.small", 2);
     let b1 = stack.submit(&queue_job("batch", "b1", "sleep 600")).await;
     let b2 = stack.submit(&queue_job("batch", "b2", "sleep 600")).await;
     for j in [&b1, &b2] {
-        stack.wait_for(j, 60, "RUNNING", |j| j.status == "RUNNING").await;
+        stack
+            .wait_for(j, 60, "RUNNING", |j| j.status == "RUNNING")
+            .await;
     }
 
     // research has the higher priority, but no queue stops another's job:
     // its job waits, and says on whose instances.
-    let r1 = stack.submit(&queue_job("research", "r1", "sleep 600")).await;
+    let r1 = stack
+        .submit(&queue_job("research", "r1", "sleep 600"))
+        .await;
     let waiting = stack
         .wait_for(&r1, 60, "a waiting reason", |j| {
-            j.status_reason.starts_with("WAITING_FOR_ENVIRONMENT_CAPACITY")
+            j.status_reason
+                .starts_with("WAITING_FOR_ENVIRONMENT_CAPACITY")
         })
         .await;
     assert!(
@@ -971,7 +990,8 @@ async fn two_queues_share_one_fleet_the_higher_priority_first_and_neither_preemp
         .await;
     let b3_job = stack
         .wait_for(&b3, 60, "waiting on research", |j| {
-            j.status_reason.contains("queue research (priority 10) holds 1")
+            j.status_reason
+                .contains("queue research (priority 10) holds 1")
         })
         .await;
     assert_eq!(
@@ -985,7 +1005,10 @@ async fn two_queues_share_one_fleet_the_higher_priority_first_and_neither_preemp
 
     // Nothing was preempted on the way: b2 ran through on its first attempt.
     let b2_job = stack.describe(&b2).await.expect("b2");
-    assert_eq!((b2_job.status.as_str(), b2_job.attempts.len()), ("RUNNING", 1));
+    assert_eq!(
+        (b2_job.status.as_str(), b2_job.attempts.len()),
+        ("RUNNING", 1)
+    );
     let (code, _, err) = qm_as(&stack, "platform", &["terminate", &b2]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(stack.wait_final(&b2, 60).await.status, "FAILED");

@@ -73,7 +73,9 @@ enum Command {
         after_help = "Examples:\n  qm whatif --trace traces/itp-2021/ --out eval/\n  qm whatif --trace traces/itp-2021/ --mapping teams --quota cluster_gpu_number.csv --seed 7 --out eval-teams/\n  qm whatif --trace cluster03.csv --max-jobs 2000 --policies partitions,borrow-100 --out /tmp/w"
     )]
     Whatif(Box<whatif::WhatifArgs>),
-    /// Create or update a job queue and all its quota shares from a YAML/JSON file.
+    /// Create or update job queues and all their quota shares from a YAML/JSON
+    /// file (several queues: YAML documents separated by `---`, applied in
+    /// order; all are read before any is applied).
     #[command(after_help = "Example:\n  qm apply -f examples/queues/three-shares.yaml")]
     Apply {
         #[arg(short = 'f', long = "file")]
@@ -652,7 +654,10 @@ fn simulate(
         let report = report.map_err(in_file)?;
         return match (output, summary) {
             (Output::Json, false) => {
-                println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?
+                );
                 Ok(())
             }
             (Output::Json, true) => {

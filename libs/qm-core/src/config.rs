@@ -487,10 +487,7 @@ pub fn validate_queue(queue: &QueueConfig) -> Result<(), ConfigError> {
     if queue.priority > MAX_QUEUE_PRIORITY {
         out.push(ConfigProblem {
             field: "priority".into(),
-            message: format!(
-                "must be 0..={MAX_QUEUE_PRIORITY}, got {}",
-                queue.priority
-            ),
+            message: format!("must be 0..={MAX_QUEUE_PRIORITY}, got {}", queue.priority),
         });
     }
     if let Some(secs) = queue.fair_share_rebalance_secs {

@@ -233,7 +233,12 @@ fn a_queue_names_its_environment_or_is_its_own_and_its_priority_is_bounded() {
     qm_core::validate_queue(&q).expect("valid");
     q.priority = 1001;
     q.service_environment = Some("bad name!".into());
-    let err = qm_core::validate_queue(&q).expect_err("invalid").to_string();
-    assert!(err.contains("priority: must be 0..=1000, got 1001"), "{err}");
+    let err = qm_core::validate_queue(&q)
+        .expect_err("invalid")
+        .to_string();
+    assert!(
+        err.contains("priority: must be 0..=1000, got 1001"),
+        "{err}"
+    );
     assert!(err.contains("serviceEnvironment"), "{err}");
 }

@@ -823,7 +823,11 @@ fn two_queues_share_a_fleet_by_priority_and_neither_preempts_the_other() {
         .run(&mut |_| {})
         .expect("ran");
     assert_eq!(env.service_environment, "gpu-fleet");
-    let names: Vec<&str> = env.queues.iter().map(|q| q.job_queue_name.as_str()).collect();
+    let names: Vec<&str> = env
+        .queues
+        .iter()
+        .map(|q| q.job_queue_name.as_str())
+        .collect();
     assert_eq!(names, ["research", "batch"], "served by priority");
     let (research, batch) = (&env.queues[0].report, &env.queues[1].report);
     // r1 waited on batch's instances, nothing was preempted for it, and it
@@ -831,8 +835,9 @@ fn two_queues_share_a_fleet_by_priority_and_neither_preempts_the_other() {
     let waited = research.transitions.iter().any(|t| {
         t.job_name == "r1"
             && t.to == "RUNNABLE"
-            && t.status_reason
-                .starts_with("WAITING_FOR_ENVIRONMENT_CAPACITY: other queues of its service environment hold 2")
+            && t.status_reason.starts_with(
+                "WAITING_FOR_ENVIRONMENT_CAPACITY: other queues of its service environment hold 2",
+            )
     });
     assert!(waited, "{:#?}", research.transitions);
     assert!(research.preemptions.is_empty() && batch.preemptions.is_empty());

@@ -275,7 +275,9 @@ pub fn queue(doc: &QueueDocument) -> Result<QueueConfig, Vec<ConfigProblem>> {
         config.fair_share_half_life_hours = h;
     }
     config.fair_share_rebalance_secs = q.fair_share_rebalance_seconds;
-    config.service_environment.clone_from(&q.service_environment);
+    config
+        .service_environment
+        .clone_from(&q.service_environment);
     config.priority = q.priority.unwrap_or(0);
     config.groups = q
         .share_groups

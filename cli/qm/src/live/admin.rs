@@ -133,26 +133,46 @@ pub fn auth(
     Ok(())
 }
 
+/// Applies every queue document of the file (YAML documents separated by
+/// `---`), in order; all are read before any is applied, so a malformed
+/// one changes nothing.
 pub async fn apply(c: &Client, file: &std::path::Path, json: bool) -> Result<(), Failure> {
+    use serde::Deserialize;
     let text = std::fs::read_to_string(file)
         .map_err(|e| usage(format!("cannot read {}: {e}", file.display())))?;
-    let doc: QueueDocument =
-        serde_yaml_ng::from_str(&text).map_err(|e| usage(format!("{}: {e}", file.display())))?;
-    let r: QueueDocument = c.call(Operation::ApplyJobQueue, &doc).await?;
-    if json {
-        print_json(&r);
-    } else {
-        let names: Vec<&str> = r
-            .quota_shares
-            .iter()
-            .map(|s| s.quota_share_name.as_str())
-            .collect();
-        println!(
-            "job queue {} applied: {} quota share(s) {}",
-            r.job_queue.job_queue_name,
-            names.len(),
-            names.join(", ")
-        );
+    let mut docs = Vec::new();
+    for (i, d) in serde_yaml_ng::Deserializer::from_str(&text).enumerate() {
+        let doc = QueueDocument::deserialize(d)
+            .map_err(|e| usage(format!("{}: document {}: {e}", file.display(), i + 1)))?;
+        docs.push(doc);
+    }
+    if docs.is_empty() {
+        return Err(usage(format!("{}: no queue document", file.display())));
+    }
+    for doc in docs {
+        let r: QueueDocument = c.call(Operation::ApplyJobQueue, &doc).await?;
+        if json {
+            print_json(&r);
+        } else {
+            let names: Vec<&str> = r
+                .quota_shares
+                .iter()
+                .map(|s| s.quota_share_name.as_str())
+                .collect();
+            let environment = match (&r.job_queue.service_environment, r.job_queue.priority) {
+                (Some(env), p) => format!(
+                    " in service environment {env} (priority {})",
+                    p.unwrap_or(0)
+                ),
+                (None, _) => String::new(),
+            };
+            println!(
+                "job queue {} applied{environment}: {} quota share(s) {}",
+                r.job_queue.job_queue_name,
+                names.len(),
+                names.join(", ")
+            );
+        }
     }
     Ok(())
 }

@@ -71,7 +71,8 @@ impl Cluster {
         self.fair_share_half_life_hours = queue.fair_share_half_life_hours;
         self.fair_share_rebalance_secs = queue.fair_share_rebalance_secs;
         self.groups.clone_from(&queue.groups);
-        self.service_environment.clone_from(&queue.service_environment);
+        self.service_environment
+            .clone_from(&queue.service_environment);
         self.priority = queue.priority;
         let mut to_delete = Vec::new();
         for (i, slot) in self.shares.iter().enumerate() {

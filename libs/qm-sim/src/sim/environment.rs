@@ -41,7 +41,9 @@ impl Environment {
     /// must differ.
     pub fn new(scenario: EnvironmentScenario, options: Options) -> Result<Environment, SimError> {
         if scenario.queues.is_empty() {
-            return Err(SimError::Parse("queues: at least one queue is required".into()));
+            return Err(SimError::Parse(
+                "queues: at least one queue is required".into(),
+            ));
         }
         let mut queues = Vec::new();
         for (i, s) in scenario.scenarios().into_iter().enumerate() {
@@ -86,7 +88,10 @@ impl Environment {
     }
 
     /// Runs every queue to the end (or `until`).
-    pub fn run(mut self, progress: &mut dyn FnMut(Progress)) -> Result<EnvironmentReport, SimError> {
+    pub fn run(
+        mut self,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<EnvironmentReport, SimError> {
         let mut since_progress = 0u32;
         while let Some(at) = self.queues.iter().filter_map(|(_, _, s)| s.next_at()).min() {
             let mut needs_pass = false;

@@ -56,6 +56,8 @@ impl RegisterExecutor {
     /// own (a queue without `serviceEnvironment` is an environment of its
     /// own name).
     pub fn environment(&self) -> &str {
-        self.service_environment.as_deref().unwrap_or(&self.job_queue)
+        self.service_environment
+            .as_deref()
+            .unwrap_or(&self.job_queue)
     }
 }

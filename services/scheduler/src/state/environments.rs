@@ -70,7 +70,10 @@ impl State {
         if holders.is_empty() {
             return text;
         }
-        format!("{text}; in service environment {env}, {}", holders.join(", "))
+        format!(
+            "{text}; in service environment {env}, {}",
+            holders.join(", ")
+        )
     }
 
     /// The queues an executor serves: the one it registered for by name, or
@@ -133,7 +136,9 @@ impl State {
         let envs: Vec<String> = match entry {
             LogEntry::Pass(record) => self.environment_of(&record.job_queue).into_iter().collect(),
             LogEntry::Report(r) => of_job(&r.job_id).into_iter().collect(),
-            LogEntry::Reports { reports } => reports.iter().filter_map(|r| of_job(&r.job_id)).collect(),
+            LogEntry::Reports { reports } => {
+                reports.iter().filter_map(|r| of_job(&r.job_id)).collect()
+            }
             LogEntry::Terminate { job_id, .. } => of_job(job_id).into_iter().collect(),
             LogEntry::Register(r) => of_executor(&r.executor_id)
                 .into_iter()
@@ -163,8 +168,8 @@ impl State {
             }
         }
         for (env, names) in by_env {
-            let alone_and_clear = names.len() == 1
-                && !self.queues[&names[0]].cluster.withholds_any();
+            let alone_and_clear =
+                names.len() == 1 && !self.queues[&names[0]].cluster.withholds_any();
             if alone_and_clear {
                 continue;
             }

@@ -27,8 +27,10 @@ impl State {
         // An executor that moves to another queue or environment leaves the
         // old one's queues.
         let moved = self.executors.get(&r.executor_id).is_some_and(|e| {
-            (&e.registration.job_queue, &e.registration.service_environment)
-                != (&r.job_queue, &r.service_environment)
+            (
+                &e.registration.job_queue,
+                &e.registration.service_environment,
+            ) != (&r.job_queue, &r.service_environment)
         });
         if moved {
             self.lose_executor(&r.executor_id, now, fx);

@@ -1663,12 +1663,19 @@ fn queues_of_one_environment_share_its_executors_by_priority() {
         state: leader, log, ..
     } = live(inputs[..9].to_vec());
     assert_eq!(leader.pass_order(), ["hi", "lo"]);
-    assert_eq!(leader.describe("l1", 100_000).expect("l1").status, "RUNNING");
-    assert_eq!(leader.describe("l2", 100_000).expect("l2").status, "RUNNING");
+    assert_eq!(
+        leader.describe("l1", 100_000).expect("l1").status,
+        "RUNNING"
+    );
+    assert_eq!(
+        leader.describe("l2", 100_000).expect("l2").status,
+        "RUNNING"
+    );
     let h1 = leader.describe("h1", 100_000).expect("h1");
     assert_eq!(h1.status, "RUNNABLE");
     assert!(
-        h1.status_reason.starts_with("WAITING_FOR_ENVIRONMENT_CAPACITY")
+        h1.status_reason
+            .starts_with("WAITING_FOR_ENVIRONMENT_CAPACITY")
             && h1
                 .status_reason
                 .ends_with("in service environment gpu-fleet, queue lo (priority 0) holds 2"),
@@ -1685,8 +1692,14 @@ fn queues_of_one_environment_share_its_executors_by_priority() {
     let Live {
         state: leader, log, ..
     } = live(inputs.clone());
-    assert_eq!(leader.describe("h1", 100_000).expect("h1").status, "RUNNING");
-    assert_eq!(leader.describe("l3", 100_000).expect("l3").status, "RUNNABLE");
+    assert_eq!(
+        leader.describe("h1", 100_000).expect("h1").status,
+        "RUNNING"
+    );
+    assert_eq!(
+        leader.describe("l3", 100_000).expect("l3").status,
+        "RUNNABLE"
+    );
     let placed = |q: &str| leader.queues[q].cluster.placed_jobs();
     let (hi, lo) = (placed("hi"), placed("lo"));
     assert_eq!(hi.len() + lo.len(), 2, "{hi:?} {lo:?}");
@@ -1739,7 +1752,10 @@ fn a_queue_moved_to_another_environment_leaves_the_old_ones_executors() {
         assert_eq!(d.status, "RUNNABLE", "{job}");
         assert_eq!(d.attempts[0].outcome.as_deref(), Some("HOST_LOST"), "{job}");
     }
-    let t = state.queues["hi"].cluster.type_idx("ml.g5.xlarge").expect("type");
+    let t = state.queues["hi"]
+        .cluster
+        .type_idx("ml.g5.xlarge")
+        .expect("type");
     assert_eq!(state.queues["hi"].cluster.effective_fleet(t), 2);
     assert_eq!(state.queues["lo"].cluster.environment_fleet(t), 0);
     let mut replayed = State::default();
@@ -1773,6 +1789,9 @@ fn an_executor_registered_for_a_queue_by_name_serves_it_whatever_its_environment
     };
     assert_eq!(nodes("hi"), ["node-1", "node-2"]);
     assert_eq!(nodes("lo"), ["node-1"]);
-    let t = state.queues["hi"].cluster.type_idx("ml.g5.xlarge").expect("type");
+    let t = state.queues["hi"]
+        .cluster
+        .type_idx("ml.g5.xlarge")
+        .expect("type");
     assert_eq!(state.queues["hi"].cluster.effective_fleet(t), 3);
 }
