@@ -948,6 +948,34 @@ async fn two_queues_share_one_fleet_the_higher_priority_first_and_neither_preemp
                 .contains("job queue batch applied in service environment gpu-fleet (priority 0)"),
         "{out}"
     );
+    // A registration must say what it serves, once, in a name that is one
+    // subject token (node-1's own identity tries; nothing is stored).
+    let node = stack.auth.client(&stack.nats_url, "node-1").await;
+    for (body, says) in [
+        (
+            serde_json::json!({"executorId": "node-1", "instances": []}),
+            "jobQueue or serviceEnvironment is required",
+        ),
+        (
+            serde_json::json!({"executorId": "node-1", "jobQueue": "batch",
+                               "serviceEnvironment": "gpu-fleet", "instances": []}),
+            "give jobQueue or serviceEnvironment, not both",
+        ),
+        (
+            serde_json::json!({"executorId": "node-1", "serviceEnvironment": "gpu.>",
+                               "instances": []}),
+            "serviceEnvironment:",
+        ),
+    ] {
+        let e = node
+            .call::<_, serde_json::Value>(
+                qm_wire::subjects::Operation::RegisterExecutor,
+                &body,
+            )
+            .await
+            .expect_err("refused");
+        assert!(e.to_string().contains(says), "{body}: {e}");
+    }
     // One executor joins the environment: both queues run on it.
     stack.executor_joining("node-1", "gpu-fleet", "cpu.small", 2);
     let b1 = stack.submit(&queue_job("batch", "b1", "sleep 600")).await;
