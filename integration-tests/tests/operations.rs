@@ -968,10 +968,7 @@ async fn two_queues_share_one_fleet_the_higher_priority_first_and_neither_preemp
         ),
     ] {
         let e = node
-            .call::<_, serde_json::Value>(
-                qm_wire::subjects::Operation::RegisterExecutor,
-                &body,
-            )
+            .call::<_, serde_json::Value>(qm_wire::subjects::Operation::RegisterExecutor, &body)
             .await
             .expect_err("refused");
         assert!(e.to_string().contains(says), "{body}: {e}");

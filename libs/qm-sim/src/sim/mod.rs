@@ -353,7 +353,7 @@ impl Simulation {
     /// The time of the next event (None: nothing left before `until`).
     pub(crate) fn next_at(&self) -> Option<Time> {
         let Reverse((at, _, _)) = self.queue.peek().copied()?;
-        (!self.options.until.is_some_and(|u| at > u)).then_some(at)
+        self.options.until.is_none_or(|u| at <= u).then_some(at)
     }
 
     /// Moves the clock to `at` and handles every event due then; returns
