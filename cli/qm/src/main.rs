@@ -75,7 +75,8 @@ enum Command {
     Whatif(Box<whatif::WhatifArgs>),
     /// Create or update job queues and all their quota shares from a YAML/JSON
     /// file (several queues: YAML documents separated by `---`, applied in
-    /// order; all are read before any is applied).
+    /// order; all are parsed before any is applied, and the first refused
+    /// stops the rest).
     #[command(after_help = "Example:\n  qm apply -f examples/queues/three-shares.yaml")]
     Apply {
         #[arg(short = 'f', long = "file")]

@@ -55,14 +55,85 @@ pub fn held(c: &Cluster) -> BTreeMap<(String, String), BTreeSet<u32>> {
     out
 }
 
+/// Slots a queue keeps from the others for its claims: jobs for which it
+/// started preemptions and that have not started yet (`Cluster::claims`).
+/// The capacity their victims release is theirs; a higher-priority queue
+/// served first must not take it (the queue would preempt again). Each
+/// claim keeps as many slots of its type as it asks for, from those no
+/// queue's job holds and no queue served before it keeps (`taken`), lowest
+/// node and slot first.
+fn claimed(
+    c: &Cluster,
+    taken: &mut BTreeMap<(String, String), BTreeSet<u32>>,
+) -> BTreeMap<(String, String), BTreeSet<u32>> {
+    let mut need: BTreeMap<crate::TypeIdx, u32> = BTreeMap::new();
+    for id in &c.claims {
+        if let Some(j) = c.job(*id) {
+            if j.status == crate::JobStatus::Runnable {
+                *need.entry(j.spec.instance_type).or_default() += j.spec.count;
+            }
+        }
+    }
+    let mut out: BTreeMap<(String, String), BTreeSet<u32>> = BTreeMap::new();
+    for (t, mut n) in need {
+        let type_name = c.type_name(t).to_string();
+        for node in c.nodes_of_type[t.index()]
+            .iter()
+            .map(|n| &c.nodes[n.index()])
+        {
+            if n == 0 {
+                break;
+            }
+            if !node.live {
+                continue;
+            }
+            let key = (node.name.clone(), type_name.clone());
+            let len = node.slots.get(&t).map_or(0, Vec::len) as u32;
+            for slot in 0..len {
+                if n == 0 {
+                    break;
+                }
+                if taken.entry(key.clone()).or_default().insert(slot) {
+                    out.entry(key.clone()).or_default().insert(slot);
+                    n -= 1;
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Withholds from each queue of an environment the slots the others' jobs
-/// hold (and gives back those they no longer hold). `queues` are the
-/// environment's queues, each with its cluster. Returns the queues whose
-/// capacity changed (their next pass must look again).
+/// hold, and those they keep for their claims (and gives back those they no
+/// longer hold). `queues` are the environment's queues, each with its
+/// cluster. Returns the queues whose capacity changed (their next pass must
+/// look again); a queue whose capacity could not be set (a slot its own job
+/// holds is another's: never so) is named in the error, after every other
+/// queue's was set.
 pub fn share_out(queues: &mut [(&str, &mut Cluster)], now: Time) -> Result<Vec<String>, String> {
-    let holds: Vec<BTreeMap<(String, String), BTreeSet<u32>>> =
+    let mut holds: Vec<BTreeMap<(String, String), BTreeSet<u32>>> =
         queues.iter().map(|(_, c)| held(c)).collect();
+    // Claims keep free slots, queue by queue in the order they are served.
+    let mut taken: BTreeMap<(String, String), BTreeSet<u32>> = BTreeMap::new();
+    for h in &holds {
+        for (key, slots) in h {
+            taken.entry(key.clone()).or_default().extend(slots);
+        }
+    }
+    let order = serve_order(
+        &queues
+            .iter()
+            .map(|(n, c)| (*n, c.priority()))
+            .collect::<Vec<_>>(),
+    );
+    for name in &order {
+        let i = queues.iter().position(|(n, _)| n == name).expect("listed");
+        for (key, slots) in claimed(queues[i].1, &mut taken) {
+            holds[i].entry(key).or_default().extend(slots);
+        }
+    }
     let mut changed = Vec::new();
+    let mut failed = Vec::new();
     for (i, (name, cluster)) in queues.iter_mut().enumerate() {
         let mut others: BTreeMap<(String, String), BTreeSet<u32>> = BTreeMap::new();
         for h in holds
@@ -89,13 +160,18 @@ pub fn share_out(queues: &mut [(&str, &mut Cluster)], now: Time) -> Result<Vec<S
                 .get(&(node.clone(), t.clone()))
                 .cloned()
                 .unwrap_or_default();
-            any |= cluster
-                .withhold(&node, &t, &slots, now)
-                .map_err(|e| format!("queue {name}: {e}"))?;
+            match cluster.withhold(&node, &t, &slots, now) {
+                Ok(c) => any |= c,
+                Err(e) => failed.push(format!("queue {name}: {e}")),
+            }
         }
         if any {
             changed.push(name.to_string());
         }
     }
-    Ok(changed)
+    if failed.is_empty() {
+        Ok(changed)
+    } else {
+        Err(failed.join("; "))
+    }
 }

@@ -399,7 +399,11 @@ impl Cluster {
         if let Some(n) = self.node_id(name) {
             let node = &self.nodes[n.index()];
             let same_offer = node.slots.len() == wanted.len()
-                && wanted.iter().all(|(t, c)| node.offered(*t) == *c)
+                // What it offers, withheld slots included (another queue's
+                // jobs holding some changes nothing of the offer).
+                && wanted
+                    .iter()
+                    .all(|(t, c)| node.slots.get(t).map_or(0, Vec::len) == *c as usize)
                 && node.runtimes == runtimes;
             if node.live && node.incarnation == incarnation && same_offer {
                 return Vec::new();

@@ -242,3 +242,101 @@ fn a_queue_names_its_environment_or_is_its_own_and_its_priority_is_bounded() {
     );
     assert!(err.contains("serviceEnvironment"), "{err}");
 }
+
+#[test]
+fn the_same_registration_again_changes_nothing_where_another_queue_holds_slots() {
+    let nodes = [("n1", 2)];
+    let mut hi = World::with_nodes(&nodes, vec![share("A", Strategy::Reserve, 2)]);
+    let mut lo = World::with_nodes(&nodes, vec![share("B", Strategy::Reserve, 2)]);
+    hi.submit("h1", "A", 1, 0);
+    lo.submit("l1", "B", 1, 0);
+    share_env(&mut [("hi", &mut hi), ("lo", &mut lo)]);
+    hi.step();
+    share_env(&mut [("hi", &mut hi), ("lo", &mut lo)]);
+    lo.step();
+    share_env(&mut [("hi", &mut hi), ("lo", &mut lo)]);
+    // The executor registers again, unchanged (a retried registration, or
+    // the scheduler re-adding the environment's executors to a queue).
+    let (incarnation, runtimes) = {
+        let n = hi.c.node(hi.node("n1"));
+        (n.incarnation.clone(), n.runtimes)
+    };
+    let now = hi.now;
+    for w in [&mut hi, &mut lo] {
+        let lost =
+            w.c.register_node("n1", &incarnation, &[(T, 2)], runtimes, now);
+        assert!(lost.is_empty(), "{lost:?}");
+    }
+    assert_eq!(hi.status("h1"), JobStatus::Running);
+    assert_eq!(lo.status("l1"), JobStatus::Running);
+}
+
+#[test]
+fn a_queues_environment_cannot_change() {
+    let mut w = World::new(2, vec![share("A", Strategy::Reserve, 2)]);
+    let mut q = w.c.queue_config();
+    q.service_environment = Some("gpu-fleet".into());
+    let now = w.now;
+    let err =
+        w.c.update_queue(q.clone(), now)
+            .expect_err("refused")
+            .to_string();
+    assert!(
+        err.contains("serviceEnvironment: is gpu-fleet; a queue's service environment is set when it is made and cannot change"),
+        "{err}"
+    );
+    // Its priority may change.
+    let mut p = w.c.queue_config();
+    p.priority = 7;
+    w.c.update_queue(p, now).expect("priority changed");
+    assert_eq!(w.c.priority(), 7);
+}
+
+#[test]
+fn what_a_queue_reclaimed_for_its_own_job_is_not_taken_by_a_higher_priority_queue() {
+    let nodes = [("n1", 2)];
+    let mut hi = World::with_nodes(&nodes, vec![share("H", Strategy::Reserve, 2)]);
+    let mut lo = World::with_nodes(
+        &nodes,
+        vec![share("A", Strategy::Lend, 1), lab("B", 1, 100)],
+    );
+    lo.submit("b1", "B", 1, 0);
+    lo.submit("b2", "B", 1, 0);
+    share_env(&mut [("hi", &mut hi), ("lo", &mut lo)]);
+    hi.step();
+    share_env(&mut [("hi", &mut hi), ("lo", &mut lo)]);
+    let plan = lo.step();
+    assert_eq!(lo.started(&plan), names(&["b1", "b2"]), "b2 borrows A's");
+    // hi's job waits; then A wants its instance back: b2 is reclaimed.
+    hi.at(10).submit("h1", "H", 1, 0);
+    lo.at(10).submit("a1", "A", 1, 0);
+    share_env(&mut [("hi", &mut hi), ("lo", &mut lo)]);
+    assert!(hi.step().starts.is_empty());
+    share_env(&mut [("hi", &mut hi), ("lo", &mut lo)]);
+    let plan = lo.step();
+    assert_eq!(
+        lo.preempted(&plan),
+        vec![(
+            "b2".to_string(),
+            PreemptionKind::CrossShare,
+            "a1".to_string()
+        )]
+    );
+    // b2 stops. hi is served first, but the instance was reclaimed for a1.
+    lo.at(20).exit("b2", 0);
+    share_env(&mut [("hi", &mut hi), ("lo", &mut lo)]);
+    let plan = hi.step();
+    assert!(plan.starts.is_empty(), "{plan:?}");
+    assert!(matches!(
+        hi.wait("h1"),
+        Some(WaitReason::EnvironmentCapacityHeld { held: 2, .. })
+    ));
+    share_env(&mut [("hi", &mut hi), ("lo", &mut lo)]);
+    let plan = lo.step();
+    assert_eq!(lo.started(&plan), names(&["a1"]));
+    assert!(plan.preemptions.is_empty(), "reclaimed once");
+    // a1 started: nothing is kept for it any more.
+    share_env(&mut [("hi", &mut hi), ("lo", &mut lo)]);
+    let t = hi.c.type_idx(T).expect("type");
+    assert_eq!(hi.c.withheld_of(t), 2);
+}

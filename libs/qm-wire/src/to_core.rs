@@ -720,11 +720,16 @@ mod tests {
         for entry in std::fs::read_dir(dir).expect("examples/queues") {
             let path = entry.expect("entry").path();
             if path.extension().is_some_and(|e| e == "yaml") {
+                // A file may hold several queues (`---`), as `qm apply -f`
+                // takes them.
+                use serde::Deserialize;
                 let text = std::fs::read_to_string(&path).expect("readable");
-                let doc: QueueDocument = serde_yaml_ng::from_str(&text)
-                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-                queue(&doc).unwrap_or_else(|p| panic!("{}: {p:?}", path.display()));
-                seen += 1;
+                for d in serde_yaml_ng::Deserializer::from_str(&text) {
+                    let doc = QueueDocument::deserialize(d)
+                        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                    queue(&doc).unwrap_or_else(|p| panic!("{}: {p:?}", path.display()));
+                    seen += 1;
+                }
             }
         }
         assert!(seen >= 2, "the examples are there");

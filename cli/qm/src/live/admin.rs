@@ -134,17 +134,23 @@ pub fn auth(
 }
 
 /// Applies every queue document of the file (YAML documents separated by
-/// `---`), in order; all are read before any is applied, so a malformed
-/// one changes nothing.
+/// `---`), in order. All are read before any is applied, so one that does
+/// not parse changes nothing; admission checks each as it is applied and
+/// the first it refuses stops the rest (those before it stay applied, and
+/// are said).
 pub async fn apply(c: &Client, file: &std::path::Path, json: bool) -> Result<(), Failure> {
     use serde::Deserialize;
     let text = std::fs::read_to_string(file)
         .map_err(|e| usage(format!("cannot read {}: {e}", file.display())))?;
     let mut docs = Vec::new();
     for (i, d) in serde_yaml_ng::Deserializer::from_str(&text).enumerate() {
-        let doc = QueueDocument::deserialize(d)
-            .map_err(|e| usage(format!("{}: document {}: {e}", file.display(), i + 1)))?;
-        docs.push(doc);
+        let in_doc =
+            |e: serde_yaml_ng::Error| usage(format!("{}: document {}: {e}", file.display(), i + 1));
+        let value = serde_yaml_ng::Value::deserialize(d).map_err(in_doc)?;
+        if value.is_null() {
+            continue; // an empty document (a trailing `---`)
+        }
+        docs.push(serde_yaml_ng::from_value::<QueueDocument>(value).map_err(in_doc)?);
     }
     if docs.is_empty() {
         return Err(usage(format!("{}: no queue document", file.display())));

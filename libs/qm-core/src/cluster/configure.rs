@@ -28,6 +28,23 @@ impl Cluster {
                 message: format!("is {:?}; this is queue {:?}", queue.name, self.queue_name),
             });
         }
+        if queue.service_environment != self.service_environment {
+            // Its running jobs hold instances of the environment it draws
+            // on; moving them would free those instances for other queues
+            // while their processes still run.
+            let name = |e: &Option<String>| {
+                e.clone()
+                    .unwrap_or_else(|| format!("{} (its own)", self.queue_name))
+            };
+            problems.push(ConfigProblem {
+                field: "serviceEnvironment".into(),
+                message: format!(
+                    "is {}; a queue's service environment is set when it is made and cannot change (it draws on {}): make a queue in the other environment, or delete this one (DISABLED, drained) and make it anew",
+                    name(&queue.service_environment),
+                    name(&self.service_environment)
+                ),
+            });
+        }
         for slot in self.shares.iter().filter(|s| !s.deleted) {
             let kept = queue.shares.iter().any(|n| n.name == slot.config.name);
             if !kept && slot.config.state != State::Disabled {

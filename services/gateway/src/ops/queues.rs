@@ -148,10 +148,26 @@ impl Gateway {
                 Some((n, e)) => self.queue_limits(n, &e.capacity_limits)?,
                 None => Vec::new(),
             };
-            jq.service_environment = env.as_ref().map(|(n, _)| n.clone());
+            let wanted = env.as_ref().map(|(n, _)| n.clone());
+            // A queue this gateway made before environments were scheduled
+            // recorded its environment only here; naming it again changes
+            // nothing (a queue's environment cannot change).
+            let recorded_only =
+                !create && jq.service_environment.is_none() && wanted.is_some() && {
+                    let record: Option<QueueRecord> =
+                        self.store.config.get(&key).await.map_err(store_failed)?;
+                    record.and_then(|r| r.service_environment) == wanted
+                };
+            if !recorded_only {
+                jq.service_environment = wanted;
+            }
         }
         if let Some(p) = q.priority {
-            jq.priority = Some(u32::try_from(p).unwrap_or(0));
+            // Checked 0-1000 above.
+            jq.priority = Some(
+                u32::try_from(p)
+                    .map_err(|_| self.bad(format!("priority: {p} is not 0 to 1000")))?,
+            );
         }
         let op = if create {
             Operation::CreateJobQueue
@@ -314,12 +330,11 @@ impl Gateway {
             if let Some(p) = &record.scheduling_policy_arn {
                 v["schedulingPolicyArn"] = json!(p);
             }
-            let environment = doc
-                .job_queue
-                .service_environment
-                .as_ref()
-                .or(record.service_environment.as_ref());
-            if let Some(e) = environment {
+            // The environment it draws on, as admission holds it (a queue
+            // the gateway made before environments were scheduled kept one
+            // only in its own record: it runs on the executors named for it,
+            // and says so by naming none).
+            if let Some(e) = &doc.job_queue.service_environment {
                 v["serviceEnvironmentOrder"] = json!([{
                     "order": 1,
                     "serviceEnvironment": self.arns.of(&Resource::ServiceEnvironment(e.clone())),

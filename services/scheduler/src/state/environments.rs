@@ -35,45 +35,30 @@ pub(super) enum Touched {
 }
 
 impl State {
-    /// A reason that waits on instances other queues of the environment
-    /// hold names them and how many each holds (`text` is the reason as
-    /// rendered).
-    pub(super) fn with_holders(
-        &self,
-        queue: &str,
-        reason: &qm_core::StatusReason,
-        instance_type: &str,
-        text: String,
-    ) -> String {
-        let qm_core::StatusReason::Waiting(qm_core::WaitReason::EnvironmentCapacityHeld { .. }) =
-            reason
-        else {
-            return text;
-        };
+    /// The other queues of `queue`'s environment that hold instances of
+    /// `instance_type`: the environment, and each queue's name, priority
+    /// and how many it holds. What a reason that waits on them
+    /// (`WAITING_FOR_ENVIRONMENT_CAPACITY`) names, to a reader who may read
+    /// those queues.
+    pub fn holders(&self, queue: &str, instance_type: &str) -> (String, Vec<(String, u32, usize)>) {
         let Some(env) = self.environment_of(queue) else {
-            return text;
+            return (String::new(), Vec::new());
         };
-        let holders: Vec<String> = self
+        let holders = self
             .queues_of(&env)
             .into_iter()
             .filter(|q| q != queue)
             .filter_map(|q| {
-                let held: usize = environment::held(&self.queues[&q].cluster)
+                let cluster = &self.queues[&q].cluster;
+                let held: usize = environment::held(cluster)
                     .iter()
                     .filter(|((_, t), _)| t == instance_type)
                     .map(|(_, slots)| slots.len())
                     .sum();
-                let priority = self.queues[&q].cluster.priority();
-                (held > 0).then(|| format!("queue {q} (priority {priority}) holds {held}"))
+                (held > 0).then(|| (q, cluster.priority(), held))
             })
             .collect();
-        if holders.is_empty() {
-            return text;
-        }
-        format!(
-            "{text}; in service environment {env}, {}",
-            holders.join(", ")
-        )
+        (env, holders)
     }
 
     /// The queues an executor serves: the one it registered for by name, or

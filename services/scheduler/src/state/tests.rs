@@ -1674,13 +1674,15 @@ fn queues_of_one_environment_share_its_executors_by_priority() {
     let h1 = leader.describe("h1", 100_000).expect("h1");
     assert_eq!(h1.status, "RUNNABLE");
     assert!(
-        h1.status_reason
-            .starts_with("WAITING_FOR_ENVIRONMENT_CAPACITY")
-            && h1
-                .status_reason
-                .ends_with("in service environment gpu-fleet, queue lo (priority 0) holds 2"),
+        h1.status_reason.starts_with(
+            "WAITING_FOR_ENVIRONMENT_CAPACITY: other queues of its service environment hold 2"
+        ),
         "{}",
         h1.status_reason
+    );
+    assert_eq!(
+        leader.holders("hi", "ml.g5.xlarge"),
+        ("gpu-fleet".to_string(), vec![("lo".to_string(), 0, 2)])
     );
     assert!(leader.stopping.is_empty(), "nothing was preempted");
     // Both queues hold node-1; its attempts are listed across them.
@@ -1734,30 +1736,44 @@ fn queues_of_one_environment_share_its_executors_by_priority() {
 }
 
 #[test]
-fn a_queue_moved_to_another_environment_leaves_the_old_ones_executors() {
+fn a_queues_environment_does_not_change_and_its_other_settings_keep_its_jobs_running() {
     let mut inputs = environment_inputs()[..7].to_vec();
-    let text = "jobQueue: {jobQueueName: lo, serviceEnvironment: other}\n\
+    // A configuration naming another environment (admission refuses it;
+    // one in the log anyway is not applied).
+    let moved = "jobQueue: {jobQueueName: lo, serviceEnvironment: other}\n\
                 quotaShares:\n  - quotaShareName: S\n    capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 2}]\n    resourceSharingConfiguration: {strategy: RESERVE}\n";
     inputs.push(LogEntry::Config {
-        queue: serde_yaml_ng::from_str(text).expect("queue document"),
+        queue: serde_yaml_ng::from_str(moved).expect("queue document"),
         revision: 2,
         principal: None,
         operation: None,
     });
+    // Its priority changes: every executor of the environment is added to
+    // it again, unchanged; what runs goes on.
+    let raised = "jobQueue: {jobQueueName: lo, serviceEnvironment: gpu-fleet, priority: 500}\n\
+                quotaShares:\n  - quotaShareName: S\n    capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 2}]\n    resourceSharingConfiguration: {strategy: RESERVE}\n";
+    inputs.push(LogEntry::Config {
+        queue: serde_yaml_ng::from_str(raised).expect("queue document"),
+        revision: 3,
+        principal: None,
+        operation: None,
+    });
     let Live { state, log, .. } = live(inputs);
-    // lo's jobs on node-1 lost their host and wait for other's executors;
-    // hi now has both instances.
+    assert_eq!(state.environment_of("lo").as_deref(), Some("gpu-fleet"));
+    assert_eq!(state.pass_order(), ["lo", "hi"], "lo's priority is 500 now");
     for job in ["l1", "l2"] {
         let d = state.describe(job, 100_000).expect("job");
-        assert_eq!(d.status, "RUNNABLE", "{job}");
-        assert_eq!(d.attempts[0].outcome.as_deref(), Some("HOST_LOST"), "{job}");
+        assert_eq!(
+            (d.status.as_str(), d.attempts.len()),
+            ("RUNNING", 1),
+            "{job}"
+        );
     }
     let t = state.queues["hi"]
         .cluster
         .type_idx("ml.g5.xlarge")
         .expect("type");
-    assert_eq!(state.queues["hi"].cluster.effective_fleet(t), 2);
-    assert_eq!(state.queues["lo"].cluster.environment_fleet(t), 0);
+    assert_eq!(state.queues["hi"].cluster.effective_fleet(t), 0);
     let mut replayed = State::default();
     assert!(replayed.replay(log, None).is_empty());
     assert_eq!(observable(&replayed), observable(&state));

@@ -82,12 +82,7 @@ impl State {
             job_queue: q.into(),
             quota_share_name: submit.quota_share_name.unwrap_or_default(),
             status: job.status.as_str().into(),
-            status_reason: self.with_holders(
-                q,
-                &reason,
-                &submit.instance_type,
-                reason.render(&name),
-            ),
+            status_reason: reason.render(&name),
             instance_type: submit.instance_type,
             instance_count: job.spec.count,
             scheduling_priority: job.spec.priority,
