@@ -210,6 +210,15 @@ def setup():
         capacityLimits=[{"maxCapacity": 1, "capacityUnit": TYPE}],
     )
     expect_error("ClientException", admin.delete_service_environment, serviceEnvironment="spare", says="is ENABLED")
+    # A queue's environment is fixed once made; its priority is not.
+    expect_error(
+        "ClientException",
+        admin.update_job_queue,
+        jobQueue="training",
+        serviceEnvironmentOrder=[{"order": 1, "serviceEnvironment": "spare"}],
+        says="cannot change",
+    )
+    admin.update_job_queue(jobQueue="training", priority=1, serviceEnvironmentOrder=[{"order": 1, "serviceEnvironment": "fleet"}])
     admin.update_service_environment(serviceEnvironment="spare", state="DISABLED")
     admin.delete_service_environment(serviceEnvironment="spare")
     expect_error("ClientException", admin.delete_service_environment, serviceEnvironment=env["serviceEnvironmentArn"])
