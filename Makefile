@@ -146,7 +146,7 @@ aws-clients:
 bench: bench-pass bench-sim
 
 bench-pass:
-	$(CARGO) bench --locked -p qm-core --bench pass
+	$(CARGO) bench --locked -p qm-core --bench pass --bench environment
 
 bench-sim:
 	$(CARGO) bench --locked -p qm-sim --bench simulate

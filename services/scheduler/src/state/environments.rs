@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use qm_core::{environment, Time};
-use qm_wire::system::LogEntry;
+use qm_wire::system::{LogEntry, ReportPhase};
 
 use qm_wire::messages::RegisterExecutor;
 
@@ -120,10 +120,16 @@ impl State {
         };
         let envs: Vec<String> = match entry {
             LogEntry::Pass(record) => self.environment_of(&record.job_queue).into_iter().collect(),
-            LogEntry::Report(r) => of_job(&r.job_id).into_iter().collect(),
-            LogEntry::Reports { reports } => {
-                reports.iter().filter_map(|r| of_job(&r.job_id)).collect()
+            // A rank starting or running holds what the pass gave it; only
+            // an end gives slots back.
+            LogEntry::Report(r) if r.phase == ReportPhase::Ended => {
+                of_job(&r.job_id).into_iter().collect()
             }
+            LogEntry::Reports { reports } => reports
+                .iter()
+                .filter(|r| r.phase == ReportPhase::Ended)
+                .filter_map(|r| of_job(&r.job_id))
+                .collect(),
             LogEntry::Terminate { job_id, .. } => of_job(job_id).into_iter().collect(),
             LogEntry::Register(r) => of_executor(&r.executor_id)
                 .into_iter()
