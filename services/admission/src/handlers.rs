@@ -108,28 +108,55 @@ impl Admission {
                 };
                 respond(c, &msg, &r).await
             }
-            Operation::CreateJobQueue | Operation::UpdateJobQueue => {
-                let create = op == Operation::CreateJobQueue;
+            Operation::CreateJobQueue => {
                 let r = match decode::<JobQueue>(p) {
                     Ok(q) => {
                         let name = q.job_queue_name.clone();
-                        self.change(caller, op, &name, move |old| match (old, create) {
-                            (Some(_), true) => Err(api::error(
+                        self.change(caller, op, &name, move |old| match old {
+                            Some(_) => Err(api::error(
                                 ErrorCode::Conflict,
                                 format!("job queue {:?} already exists", q.job_queue_name),
                             )),
-                            (None, false) => Err(api::error(
-                                ErrorCode::NotFound,
-                                format!("no job queue {:?}", q.job_queue_name),
-                            )),
-                            (old, _) => Ok(QueueDocument {
+                            None => Ok(QueueDocument {
                                 job_queue: q.clone(),
-                                quota_shares: old.map(|d| d.quota_shares).unwrap_or_default(),
+                                quota_shares: Vec::new(),
                             }),
                         })
                         .await
                         .map(|d| d.job_queue)
                     }
+                    Err(e) => Err(e),
+                };
+                respond(c, &msg, &r).await
+            }
+            Operation::UpdateJobQueue => {
+                // As AWS's: the fields given change, the others stay as
+                // stored when the change lands (merged inside the
+                // compare-and-set, so concurrent updates of different
+                // fields all land). A field given as null is cleared.
+                let r = match decode::<serde_json::Map<String, serde_json::Value>>(p) {
+                    Ok(patch) => match patch.get("jobQueueName").and_then(|v| v.as_str()) {
+                        Some(name) => {
+                            let name = name.to_string();
+                            let queue = name.clone();
+                            self.change(caller, op, &name, move |old| {
+                                let Some(old) = old else {
+                                    return Err(api::error(
+                                        ErrorCode::NotFound,
+                                        format!("no job queue {queue:?}"),
+                                    ));
+                                };
+                                let job_queue = merged(&old.job_queue, &patch)?;
+                                Ok(QueueDocument {
+                                    job_queue,
+                                    quota_shares: old.quota_shares,
+                                })
+                            })
+                            .await
+                            .map(|d| d.job_queue)
+                        }
+                        None => Err(invalid("jobQueueName: is required", Vec::new())),
+                    },
                     Err(e) => Err(e),
                 };
                 respond(c, &msg, &r).await
@@ -393,4 +420,24 @@ impl Admission {
             | Operation::TerminateServiceJob => self.relay_reply(caller, op, &msg).await,
         }
     }
+}
+
+/// `stored` with the fields of `patch` (camelCase, as the API names them)
+/// replacing its own; a field given as null is cleared.
+fn merged(
+    stored: &JobQueue,
+    patch: &serde_json::Map<String, serde_json::Value>,
+) -> crate::Result<JobQueue> {
+    let mut value =
+        serde_json::to_value(stored).map_err(|e| api::error(ErrorCode::Internal, e.to_string()))?;
+    let fields = value.as_object_mut().expect("a job queue is an object");
+    for (k, v) in patch {
+        if v.is_null() {
+            fields.remove(k);
+        } else {
+            fields.insert(k.clone(), v.clone());
+        }
+    }
+    serde_json::from_value(value)
+        .map_err(|e| invalid(format!("invalid job queue: {e}"), Vec::new()))
 }

@@ -6,7 +6,6 @@ use std::time::{Duration, Instant};
 use qm_service::client::{CallError, Client};
 use qm_wire::messages::{ErrorCode, QueueRef, QuotaShare, ShareRef};
 use qm_wire::subjects::Operation;
-use qm_wire::system::QueueDocument;
 
 use super::{print_json, Failure};
 
@@ -107,17 +106,10 @@ async fn set_state(
             c.call(Operation::UpdateQuotaShare, &update).await?
         }
         None => {
-            let doc: QueueDocument = c
-                .call(
-                    Operation::DescribeJobQueue,
-                    &QueueRef {
-                        job_queue: queue.into(),
-                    },
-                )
-                .await?;
-            let mut q = doc.job_queue;
-            q.state = Some(state.into());
-            c.call(Operation::UpdateJobQueue, &q).await?
+            // Only the state: the queue's other fields stay as stored when
+            // the change lands.
+            let patch = serde_json::json!({"jobQueueName": queue, "state": state});
+            c.call(Operation::UpdateJobQueue, &patch).await?
         }
     };
     if json {

@@ -2,7 +2,6 @@
 
 use qm_wire::messages::{self as wire, Caller};
 use qm_wire::subjects::Operation;
-use qm_wire::system::QueueDocument;
 use serde_json::{json, Value};
 
 use crate::arn::Resource;
@@ -121,18 +120,13 @@ impl Gateway {
                 // The queues drawing on it take its new limits.
                 for (queue, q) in self.queue_records().await? {
                     if q.service_environment.as_deref() == Some(name.as_str()) {
-                        let doc: QueueDocument = self
-                            .call(
-                                caller,
-                                Operation::DescribeJobQueue,
-                                &wire::QueueRef {
-                                    job_queue: queue.clone(),
-                                },
-                            )
-                            .await?;
-                        let mut jq = doc.job_queue;
-                        jq.capacity_limits = self.queue_limits(&name, &record.capacity_limits)?;
-                        let _: Value = self.call(caller, Operation::UpdateJobQueue, &jq).await?;
+                        // Only the limits change (the queue's other fields
+                        // stay as stored when the change lands).
+                        let patch = json!({
+                            "jobQueueName": queue,
+                            "capacityLimits": self.queue_limits(&name, &record.capacity_limits)?,
+                        });
+                        let _: Value = self.call(caller, Operation::UpdateJobQueue, &patch).await?;
                     }
                 }
             }

@@ -116,9 +116,10 @@ impl Gateway {
             check_tags(t)?;
         }
         let key = store::queue_key(&name);
-        // What admission holds (state, capacity limits) is sent only when
-        // this request changes it: resending what was read would undo a
-        // concurrent change of the other.
+        // What admission holds (state, capacity limits, environment,
+        // priority) is sent only when this request changes it, and only
+        // those fields: resending what was read would undo a concurrent
+        // change of another.
         let to_admission =
             create || q.state.is_some() || environment.is_some() || q.priority.is_some();
         let mut jq = if create {
@@ -138,8 +139,13 @@ impl Gateway {
                 .await?;
             doc.job_queue
         };
+        // An update sends admission only the fields this request gives
+        // (merged there into what is stored when it lands).
+        let mut patch = serde_json::Map::new();
+        patch.insert("jobQueueName".into(), json!(name));
         if let Some(s) = &q.state {
             jq.state = Some(s.clone());
+            patch.insert("state".into(), json!(s));
         }
         if let Some(env) = &environment {
             // The queue draws on the environment's executors (those that
@@ -160,7 +166,9 @@ impl Gateway {
                 };
             if !recorded_only {
                 jq.service_environment = wanted;
+                patch.insert("serviceEnvironment".into(), json!(jq.service_environment));
             }
+            patch.insert("capacityLimits".into(), json!(jq.capacity_limits));
         }
         if let Some(p) = q.priority {
             // Checked 0-1000 above.
@@ -168,6 +176,7 @@ impl Gateway {
                 u32::try_from(p)
                     .map_err(|_| self.bad(format!("priority: {p} is not 0 to 1000")))?,
             );
+            patch.insert("priority".into(), json!(jq.priority));
         }
         let op = if create {
             Operation::CreateJobQueue
@@ -175,7 +184,11 @@ impl Gateway {
             Operation::UpdateJobQueue
         };
         if to_admission {
-            let _: Value = self.call(caller, op, &jq).await?;
+            let _: Value = if create {
+                self.call(caller, op, &jq).await?
+            } else {
+                self.call(caller, op, &Value::Object(patch)).await?
+            };
         }
         if create {
             // Nothing of a queue once deleted under this name (outside the
