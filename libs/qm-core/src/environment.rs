@@ -55,17 +55,31 @@ pub fn held(c: &Cluster) -> BTreeMap<(String, String), BTreeSet<u32>> {
     out
 }
 
+/// Which queue (its index in `share_out`'s list) holds or keeps each slot:
+/// node name -> type name -> slot -> queue.
+type Owners = BTreeMap<String, BTreeMap<String, BTreeMap<u32, usize>>>;
+
+/// The owners of node `node`'s slots of type `t` (names allocated only
+/// the first time).
+fn slots_of<'a>(owners: &'a mut Owners, node: &str, t: &str) -> &'a mut BTreeMap<u32, usize> {
+    if !owners.contains_key(node) {
+        owners.insert(node.to_string(), BTreeMap::new());
+    }
+    let types = owners.get_mut(node).expect("inserted");
+    if !types.contains_key(t) {
+        types.insert(t.to_string(), BTreeMap::new());
+    }
+    types.get_mut(t).expect("inserted")
+}
+
 /// Slots a queue keeps from the others for its claims: jobs for which it
 /// started preemptions and that have not started yet (`Cluster::claims`).
 /// The capacity their victims release is theirs; a higher-priority queue
 /// served first must not take it (the queue would preempt again). Each
 /// claim keeps as many slots of its type as it asks for, from those no
-/// queue's job holds and no queue served before it keeps (`taken`), lowest
-/// node and slot first.
-fn claimed(
-    c: &Cluster,
-    taken: &mut BTreeMap<(String, String), BTreeSet<u32>>,
-) -> BTreeMap<(String, String), BTreeSet<u32>> {
+/// queue's job holds and no queue served before it keeps, lowest node and
+/// slot first; they are marked in `owners` as queue `me`'s.
+fn claim(c: &Cluster, me: usize, owners: &mut Owners) {
     let mut need: BTreeMap<crate::TypeIdx, u32> = BTreeMap::new();
     for id in &c.claims {
         if let Some(j) = c.job(*id) {
@@ -74,9 +88,8 @@ fn claimed(
             }
         }
     }
-    let mut out: BTreeMap<(String, String), BTreeSet<u32>> = BTreeMap::new();
     for (t, mut n) in need {
-        let type_name = c.type_name(t).to_string();
+        let type_name = c.type_name(t);
         for node in c.nodes_of_type[t.index()]
             .iter()
             .map(|n| &c.nodes[n.index()])
@@ -87,20 +100,19 @@ fn claimed(
             if !node.live {
                 continue;
             }
-            let key = (node.name.clone(), type_name.clone());
             let len = node.slots.get(&t).map_or(0, Vec::len) as u32;
+            let slots = slots_of(owners, &node.name, type_name);
             for slot in 0..len {
                 if n == 0 {
                     break;
                 }
-                if taken.entry(key.clone()).or_default().insert(slot) {
-                    out.entry(key.clone()).or_default().insert(slot);
+                if let std::collections::btree_map::Entry::Vacant(e) = slots.entry(slot) {
+                    e.insert(me);
                     n -= 1;
                 }
             }
         }
     }
-    out
 }
 
 /// Withholds from each queue of an environment the slots the others' jobs
@@ -111,13 +123,21 @@ fn claimed(
 /// holds is another's: never so) is named in the error, after every other
 /// queue's was set.
 pub fn share_out(queues: &mut [(&str, &mut Cluster)], now: Time) -> Result<Vec<String>, String> {
-    let mut holds: Vec<BTreeMap<(String, String), BTreeSet<u32>>> =
-        queues.iter().map(|(_, c)| held(c)).collect();
-    // Claims keep free slots, queue by queue in the order they are served.
-    let mut taken: BTreeMap<(String, String), BTreeSet<u32>> = BTreeMap::new();
-    for h in &holds {
-        for (key, slots) in h {
-            taken.entry(key.clone()).or_default().extend(slots);
+    // Who holds what: the queues' jobs, then their claims in serve order.
+    let mut owners: Owners = BTreeMap::new();
+    for (i, (_, c)) in queues.iter().enumerate() {
+        for (_, node) in c.nodes() {
+            for (t, slots) in &node.slots {
+                if slots.iter().all(Option::is_none) {
+                    continue;
+                }
+                let mine = slots_of(&mut owners, &node.name, c.type_name(*t));
+                for (s, holder) in slots.iter().enumerate() {
+                    if holder.is_some() {
+                        mine.insert(s as u32, i);
+                    }
+                }
+            }
         }
     }
     let order = serve_order(
@@ -128,38 +148,36 @@ pub fn share_out(queues: &mut [(&str, &mut Cluster)], now: Time) -> Result<Vec<S
     );
     for name in &order {
         let i = queues.iter().position(|(n, _)| n == name).expect("listed");
-        for (key, slots) in claimed(queues[i].1, &mut taken) {
-            holds[i].entry(key).or_default().extend(slots);
-        }
+        claim(queues[i].1, i, &mut owners);
     }
     let mut changed = Vec::new();
     let mut failed = Vec::new();
     for (i, (name, cluster)) in queues.iter_mut().enumerate() {
-        let mut others: BTreeMap<(String, String), BTreeSet<u32>> = BTreeMap::new();
-        for h in holds
-            .iter()
-            .enumerate()
-            .filter(|(j, _)| *j != i)
-            .map(|(_, h)| h)
-        {
-            for (key, slots) in h {
-                others.entry(key.clone()).or_default().extend(slots);
-            }
-        }
-        // Every node and type this queue knows: withheld what others hold,
-        // nothing else.
-        let mut keys: BTreeSet<(String, String)> = others.keys().cloned().collect();
+        // What this queue may not use on each of its nodes, where that is
+        // not what it has withheld already (read first, then set).
+        let mut updates: Vec<(String, String, BTreeSet<u32>)> = Vec::new();
         for (_, node) in cluster.nodes() {
             for t in node.slots.keys() {
-                keys.insert((node.name.clone(), cluster.type_name(*t).to_string()));
+                let type_name = cluster.type_name(*t);
+                let others = owners
+                    .get(node.name.as_str())
+                    .and_then(|types| types.get(type_name))
+                    .into_iter()
+                    .flatten()
+                    .filter(|(_, q)| **q != i)
+                    .map(|(s, _)| *s);
+                let current = node.withheld.get(t);
+                let same = match current {
+                    Some(w) => others.clone().eq(w.iter().copied()),
+                    None => others.clone().next().is_none(),
+                };
+                if !same {
+                    updates.push((node.name.clone(), type_name.to_string(), others.collect()));
+                }
             }
         }
         let mut any = false;
-        for (node, t) in keys {
-            let slots = others
-                .get(&(node.clone(), t.clone()))
-                .cloned()
-                .unwrap_or_default();
+        for (node, t, slots) in updates {
             match cluster.withhold(&node, &t, &slots, now) {
                 Ok(c) => any |= c,
                 Err(e) => failed.push(format!("queue {name}: {e}")),
