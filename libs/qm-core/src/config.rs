@@ -300,12 +300,6 @@ impl QueueConfig {
         }
     }
 
-    /// The service environment the queue draws capacity from: its
-    /// `serviceEnvironment`, or its own name.
-    pub fn environment(&self) -> &str {
-        self.service_environment.as_deref().unwrap_or(&self.name)
-    }
-
     pub fn share(&self, name: &str) -> Option<&QuotaShare> {
         self.shares.iter().find(|s| s.name == name)
     }

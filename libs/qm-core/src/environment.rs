@@ -36,25 +36,6 @@ pub fn serve_order(queues: &[(&str, u32)]) -> Vec<String> {
     v.into_iter().map(|(q, _)| q.to_string()).collect()
 }
 
-/// Per node and instance type, the slots a queue's jobs hold.
-pub fn held(c: &Cluster) -> BTreeMap<(String, String), BTreeSet<u32>> {
-    let mut out: BTreeMap<(String, String), BTreeSet<u32>> = BTreeMap::new();
-    for (_, node) in c.nodes() {
-        for (t, slots) in &node.slots {
-            let taken: BTreeSet<u32> = slots
-                .iter()
-                .enumerate()
-                .filter(|(_, s)| s.is_some())
-                .map(|(i, _)| i as u32)
-                .collect();
-            if !taken.is_empty() {
-                out.insert((node.name.clone(), c.type_name(*t).to_string()), taken);
-            }
-        }
-    }
-    out
-}
-
 /// Which queue (its index in `share_out`'s list) holds or keeps each slot:
 /// node name -> type name -> slot -> queue.
 type Owners = BTreeMap<String, BTreeMap<String, BTreeMap<u32, usize>>>;

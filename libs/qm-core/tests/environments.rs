@@ -226,11 +226,15 @@ fn a_queues_capacity_limit_caps_what_it_takes_of_the_environment() {
 #[test]
 fn a_queue_names_its_environment_or_is_its_own_and_its_priority_is_bounded() {
     let mut q = qm_core::QueueConfig::new("research", vec![share("A", Strategy::Reserve, 1)]);
-    assert_eq!(q.environment(), "research");
+    let alone = qm_core::Cluster::new(q.clone(), &[]).expect("valid");
+    assert_eq!(alone.environment(), "research");
     q.service_environment = Some("gpu-fleet".into());
     q.priority = 1000;
-    assert_eq!(q.environment(), "gpu-fleet");
-    qm_core::validate_queue(&q).expect("valid");
+    let attached = qm_core::Cluster::new(q.clone(), &[]).expect("valid");
+    assert_eq!(
+        (attached.environment(), attached.priority()),
+        ("gpu-fleet", 1000)
+    );
     q.priority = 1001;
     q.service_environment = Some("bad name!".into());
     let err = qm_core::validate_queue(&q)
@@ -255,8 +259,8 @@ fn the_same_registration_again_changes_nothing_where_another_queue_holds_slots()
     share_env(&mut [("hi", &mut hi), ("lo", &mut lo)]);
     lo.step();
     share_env(&mut [("hi", &mut hi), ("lo", &mut lo)]);
-    // The executor registers again, unchanged (a retried registration, or
-    // the scheduler re-adding the environment's executors to a queue).
+    // The executor registers again, unchanged (a retried registration that
+    // the log stored twice).
     let (incarnation, runtimes) = {
         let n = hi.c.node(hi.node("n1"));
         (n.incarnation.clone(), n.runtimes)

@@ -7,28 +7,25 @@ use super::*;
 impl Cluster {
     // ----- accounting -------------------------------------------------------
 
-    /// `F` for a type: the fleet, capped by the queue's own limit if it has one.
-    pub fn effective_fleet(&self, t: TypeIdx) -> u32 {
-        let fleet = self.fleet[t.index()];
-        let cap = self
-            .queue_limits
+    /// `n` instances of type `t`, capped by the queue's own limit if it has
+    /// one.
+    fn queue_capped(&self, t: TypeIdx, n: u32) -> u32 {
+        self.queue_limits
             .iter()
             .find(|l| l.capacity_unit == self.types[t.index()])
-            .map(|l| config::clamp_u32(l.max_capacity));
-        cap.map_or(fleet, |cap| cap.min(fleet))
+            .map_or(n, |l| config::clamp_u32(l.max_capacity).min(n))
+    }
+
+    /// `F` for a type: the fleet, capped by the queue's own limit if it has one.
+    pub fn effective_fleet(&self, t: TypeIdx) -> u32 {
+        self.queue_capped(t, self.fleet[t.index()])
     }
 
     /// The most of a type the queue could hold: its service environment's
     /// live instances (those other queues hold too), capped by the queue's
     /// own limit.
     pub fn environment_fleet(&self, t: TypeIdx) -> u32 {
-        let all = self.fleet[t.index()] + self.withheld_of(t);
-        let cap = self
-            .queue_limits
-            .iter()
-            .find(|l| l.capacity_unit == self.types[t.index()])
-            .map(|l| config::clamp_u32(l.max_capacity));
-        cap.map_or(all, |cap| cap.min(all))
+        self.queue_capped(t, self.fleet[t.index()] + self.withheld_of(t))
     }
 
     pub fn fleet_of(&self, t: TypeIdx) -> u32 {

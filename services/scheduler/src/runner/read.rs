@@ -53,7 +53,10 @@ impl Runner<'_> {
                     return;
                 };
                 let mut job = job;
-                self.name_holders(caller, &mut job);
+                let may_read = |q: &str| qm_tenancy::authorize_read(caller, q, None).is_ok();
+                if let Some(holders) = self.state.holders_of(&j.job_id, &may_read) {
+                    job.status_reason = format!("{}; {holders}", job.status_reason);
+                }
                 job.trace_id = self
                     .traces
                     .of(&j.job_id)
@@ -369,35 +372,6 @@ impl Runner<'_> {
             lost_work,
             budgets,
         })
-    }
-
-    /// A job waiting on instances other queues of its service environment
-    /// hold: its reason names those of them the caller may read, with their
-    /// priority and how many they hold (the others stay a count).
-    fn name_holders(
-        &self,
-        caller: &qm_wire::messages::Caller,
-        job: &mut qm_wire::messages::ServiceJob,
-    ) {
-        if !job
-            .status_reason
-            .starts_with("WAITING_FOR_ENVIRONMENT_CAPACITY")
-        {
-            return;
-        }
-        let (env, holders) = self.state.holders(&job.job_queue, &job.instance_type);
-        let named: Vec<String> = holders
-            .into_iter()
-            .filter(|(q, _, _)| qm_tenancy::authorize_read(caller, q, None).is_ok())
-            .map(|(q, priority, held)| format!("queue {q} (priority {priority}) holds {held}"))
-            .collect();
-        if !named.is_empty() {
-            job.status_reason = format!(
-                "{}; in service environment {env}, {}",
-                job.status_reason,
-                named.join(", ")
-            );
-        }
     }
 }
 

@@ -14,7 +14,7 @@ use qm_wire::system::{LogEntry, ReportPhase};
 
 use qm_wire::messages::RegisterExecutor;
 
-use super::{executors, Effects, State};
+use super::{executors, State};
 
 /// Whether an executor serves queue `queue` of environment `env`: one that
 /// joined a service environment serves its queues; one registered for a
@@ -40,7 +40,11 @@ impl State {
     /// and how many it holds. What a reason that waits on them
     /// (`WAITING_FOR_ENVIRONMENT_CAPACITY`) names, to a reader who may read
     /// those queues.
-    pub fn holders(&self, queue: &str, instance_type: &str) -> (String, Vec<(String, u32, usize)>) {
+    pub(super) fn holders(
+        &self,
+        queue: &str,
+        instance_type: &str,
+    ) -> (String, Vec<(String, u32, u32)>) {
         let Some(env) = self.environment_of(queue) else {
             return (String::new(), Vec::new());
         };
@@ -50,11 +54,9 @@ impl State {
             .filter(|q| q != queue)
             .filter_map(|q| {
                 let cluster = &self.queues[&q].cluster;
-                let held: usize = environment::held(cluster)
-                    .iter()
-                    .filter(|((_, t), _)| t == instance_type)
-                    .map(|(_, slots)| slots.len())
-                    .sum();
+                let held = cluster
+                    .type_idx(instance_type)
+                    .map_or(0, |t| cluster.accounting(t).in_use);
                 (held > 0).then(|| (q, cluster.priority(), held))
             })
             .collect();
@@ -136,7 +138,21 @@ impl State {
                 .chain(envs_served(r))
                 .collect(),
             LogEntry::ExecutorLost { executor_id, .. } => of_executor(executor_id),
-            LogEntry::Config { .. } | LogEntry::QueueDeleted { .. } => return Touched::All,
+            // A queue made, changed (its priority orders its claims) or
+            // deleted: its environment (fixed once made).
+            LogEntry::Config { queue, .. } => {
+                let name = &queue.job_queue.job_queue_name;
+                vec![self.environment_of(name).unwrap_or_else(|| {
+                    queue
+                        .job_queue
+                        .service_environment
+                        .clone()
+                        .unwrap_or_else(|| name.clone())
+                })]
+            }
+            LogEntry::QueueDeleted { job_queue, .. } => {
+                self.environment_of(job_queue).into_iter().collect()
+            }
             _ => return Touched::None,
         };
         Touched::Some(envs)
@@ -177,42 +193,44 @@ impl State {
         }
     }
 
-    /// Makes the queue's nodes the live executors that serve it: one that
-    /// joined its environment (or registered for it by name) is a node, and
-    /// one of another environment (after the queue moved) leaves it, its
-    /// attempts there ending HOST_LOST (requeued; a checkpointing job
-    /// resumes).
-    pub(super) fn join_environment(&mut self, queue: &str, now: u64, fx: &mut Effects) {
+    /// A queue just made: the live executors that already serve it (those
+    /// that joined its environment, or registered for it by name) become
+    /// its nodes. (Its environment never changes afterwards: the core
+    /// refuses that.)
+    pub(super) fn add_serving_executors(&mut self, queue: &str, now: u64) {
         let Some(env) = self.environment_of(queue) else {
             return;
         };
-        let members: Vec<_> = self
-            .executors
-            .values()
-            .filter(|e| e.live && serves(&e.registration, queue, &env))
-            .map(|e| e.registration.clone())
-            .collect();
-        let strangers: Vec<String> = {
-            let cluster = &self.queues[queue].cluster;
-            cluster
-                .nodes()
-                .filter(|(_, n)| n.live && !members.iter().any(|m| m.executor_id == n.name))
-                .map(|(_, n)| n.name.clone())
-                .collect()
+        let cluster = &mut self.queues.get_mut(queue).expect("exists").cluster;
+        for e in self.executors.values() {
+            if e.live && serves(&e.registration, queue, &env) {
+                executors::add_node(cluster, &e.registration, now);
+            }
+        }
+    }
+
+    /// The tail `DescribeServiceJob` adds to the reason of a job that waits
+    /// on instances other queues of its service environment hold
+    /// (`WAITING_FOR_ENVIRONMENT_CAPACITY`): those queues the reader may
+    /// read (`may_read`), with their priority and how many they hold. None
+    /// for any other job, or when the reader may read none of them.
+    pub fn holders_of(&self, job_id: &str, may_read: &dyn Fn(&str) -> bool) -> Option<String> {
+        let (q, id) = self.locate(job_id)?;
+        let cluster = &self.queues[&q].cluster;
+        let job = cluster.job(id)?;
+        let qm_core::StatusReason::Waiting(qm_core::WaitReason::EnvironmentCapacityHeld { .. }) =
+            job.status_reason
+        else {
+            return None;
         };
-        for name in strangers {
-            let lost = self
-                .queues
-                .get_mut(queue)
-                .expect("exists")
-                .cluster
-                .lose_node(&name, Time(now));
-            self.lost_attempts(queue, lost, fx);
-        }
-        for r in members {
-            let cluster = &mut self.queues.get_mut(queue).expect("exists").cluster;
-            let lost = executors::add_node(cluster, &r, now);
-            self.lost_attempts(queue, lost, fx);
-        }
+        let (env, holders) = self.holders(&q, cluster.type_name(job.spec.instance_type));
+        let named: Vec<String> = holders
+            .into_iter()
+            .filter(|(holder, _, _)| may_read(holder))
+            .map(|(holder, priority, held)| {
+                format!("queue {holder} (priority {priority}) holds {held}")
+            })
+            .collect();
+        (!named.is_empty()).then(|| format!("in service environment {env}, {}", named.join(", ")))
     }
 }

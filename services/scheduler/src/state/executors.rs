@@ -67,7 +67,7 @@ impl State {
 
     /// Ranks of lost attempts on other executors are told to stop (their
     /// executors' heartbeats would stop them anyway, later).
-    pub(super) fn lost_attempts(&mut self, q: &str, lost: Vec<LostAttempt>, fx: &mut Effects) {
+    fn lost_attempts(&mut self, q: &str, lost: Vec<LostAttempt>, fx: &mut Effects) {
         for l in lost {
             self.stopping.remove(&QueueJob::new(q, l.job));
             let qs = &self.queues[q];

@@ -637,8 +637,6 @@ impl State {
                         self.stopping.insert(QueueJob::new(&name, id));
                         self.stop_command(&name, id, fx);
                     }
-                    // Its environment may be another now.
-                    self.join_environment(&name, now, fx);
                 }
                 Err(e) => {
                     tracing::error!(queue = %name, error = %e, "configuration change refused")
@@ -661,7 +659,7 @@ impl State {
                     );
                     // Executors of its environment that registered before
                     // the queue existed.
-                    self.join_environment(&name, now, fx);
+                    self.add_serving_executors(&name, now);
                 }
                 Err(e) => tracing::error!(queue = %name, error = %e, "configuration refused"),
             },

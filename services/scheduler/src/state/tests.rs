@@ -1684,6 +1684,14 @@ fn queues_of_one_environment_share_its_executors_by_priority() {
         leader.holders("hi", "ml.g5.xlarge"),
         ("gpu-fleet".to_string(), vec![("lo".to_string(), 0, 2)])
     );
+    // describe names the holding queue to a reader who may read it, and
+    // only the count to one who may not; other jobs get no tail.
+    assert_eq!(
+        leader.holders_of("h1", &|_| true).as_deref(),
+        Some("in service environment gpu-fleet, queue lo (priority 0) holds 2")
+    );
+    assert_eq!(leader.holders_of("h1", &|q| q != "lo"), None);
+    assert_eq!(leader.holders_of("l1", &|_| true), None);
     assert!(leader.stopping.is_empty(), "nothing was preempted");
     // Both queues hold node-1; its attempts are listed across them.
     assert_eq!(leader.expected_on("node-1").len(), 2);
@@ -1748,8 +1756,7 @@ fn a_queues_environment_does_not_change_and_its_other_settings_keep_its_jobs_run
         principal: None,
         operation: None,
     });
-    // Its priority changes: every executor of the environment is added to
-    // it again, unchanged; what runs goes on.
+    // Its priority changes; what runs goes on.
     let raised = "jobQueue: {jobQueueName: lo, serviceEnvironment: gpu-fleet, priority: 500}\n\
                 quotaShares:\n  - quotaShareName: S\n    capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 2}]\n    resourceSharingConfiguration: {strategy: RESERVE}\n";
     inputs.push(LogEntry::Config {
