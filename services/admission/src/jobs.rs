@@ -282,25 +282,15 @@ impl Admission {
         tenancy
             .may_use_checkpoint_node(principal, node)
             .map_err(denied)?;
-        // A queue it serves by name, or a service environment it joins
-        // (which may have no queue yet: queues attach to it later).
-        match (r.job_queue.is_empty(), &r.service_environment) {
-            (false, None) => {
-                self.existing(&r.job_queue).await?;
-            }
-            (true, Some(env)) => token_field("serviceEnvironment", env)?,
-            (false, Some(_)) => {
-                return Err(invalid(
-                    "an executor serves one job queue or joins one service environment: give jobQueue or serviceEnvironment, not both",
-                    Vec::new(),
-                ))
-            }
-            (true, None) => {
-                return Err(invalid(
-                    "jobQueue or serviceEnvironment is required (the queue it serves, or the service environment it joins)",
-                    Vec::new(),
-                ))
-            }
+        // A queue it serves by name (which must exist), or a service
+        // environment it joins (which may have no queue yet: queues attach
+        // to it later).
+        let env = r.service_environment.as_deref().unwrap_or_default();
+        if let Some(problem) = qm_wire::messages::serving_problem(&r.job_queue, env) {
+            return Err(invalid(problem, Vec::new()));
+        }
+        if !r.job_queue.is_empty() {
+            self.existing(&r.job_queue).await?;
         }
         let mut problems = Vec::new();
         for (i, inst) in r.instances.iter().enumerate() {

@@ -197,24 +197,10 @@ impl settings::Validate for Settings {
         if let Err(e) = subjects::token(&self.executor_id) {
             p.push(format!("executorId: {e}"));
         }
-        match (self.job_queue.is_empty(), self.service_environment.is_empty()) {
-            (true, true) => p.push(
-                "jobQueue or serviceEnvironment is required: the queue it runs jobs of, or the service environment it joins".into(),
-            ),
-            (false, false) => p.push(
-                "jobQueue and serviceEnvironment: give one (an executor serves one queue by name, or every queue of one service environment)".into(),
-            ),
-            (false, true) => {
-                if let Err(e) = subjects::token(&self.job_queue) {
-                    p.push(format!("jobQueue: {e}"));
-                }
-            }
-            (true, false) => {
-                if let Err(e) = subjects::token(&self.service_environment) {
-                    p.push(format!("serviceEnvironment: {e}"));
-                }
-            }
-        }
+        p.extend(qm_wire::messages::serving_problem(
+            &self.job_queue,
+            &self.service_environment,
+        ));
         if !self.checkpoint_node.is_empty() {
             if let Err(e) = subjects::token(&self.checkpoint_node) {
                 p.push(format!("checkpointNode: {e}"));

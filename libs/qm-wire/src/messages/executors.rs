@@ -51,6 +51,31 @@ pub struct RegisterExecutor {
     pub runtimes: Vec<String>,
 }
 
+/// What an executor serves, checked (by the executor at start and by
+/// admission on every registration): exactly one of a queue by name
+/// (`jobQueue`, a subject token) and a service environment it joins
+/// (`serviceEnvironment`, named as a queue's is); the problem, naming the
+/// field, or None.
+pub fn serving_problem(job_queue: &str, service_environment: &str) -> Option<String> {
+    match (job_queue.is_empty(), service_environment.is_empty()) {
+        (true, true) => Some(
+            "jobQueue or serviceEnvironment is required: the queue it serves, or the service environment it joins".into(),
+        ),
+        (false, false) => Some(
+            "give jobQueue or serviceEnvironment, not both: an executor serves one queue by name, or every queue of one service environment".into(),
+        ),
+        (false, true) => crate::subjects::token(job_queue)
+            .err()
+            .map(|e| format!("jobQueue: {e}")),
+        (true, false) => (!qm_core::config::valid_name(service_environment)).then(|| {
+            format!(
+                "serviceEnvironment: {service_environment:?} must be 1-{} characters of letters, digits, '-' and '_'",
+                qm_core::config::MAX_NAME_LEN
+            )
+        }),
+    }
+}
+
 impl RegisterExecutor {
     /// The service environment it serves: the one it names, or its queue's
     /// own (a queue without `serviceEnvironment` is an environment of its
@@ -59,5 +84,26 @@ impl RegisterExecutor {
         self.service_environment
             .as_deref()
             .unwrap_or(&self.job_queue)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::serving_problem;
+
+    #[test]
+    fn an_executor_serves_one_queue_or_joins_one_environment() {
+        assert_eq!(serving_problem("training", ""), None);
+        assert_eq!(serving_problem("", "gpu-fleet"), None);
+        for (queue, env, says) in [
+            ("", "", "jobQueue or serviceEnvironment is required"),
+            ("training", "gpu-fleet", "not both"),
+            ("train.>", "", "jobQueue:"),
+            ("", "gpu.>", "serviceEnvironment: \"gpu.>\" must be"),
+            ("", "a b", "serviceEnvironment:"),
+        ] {
+            let p = serving_problem(queue, env).expect("a problem");
+            assert!(p.contains(says), "{queue:?} {env:?}: {p}");
+        }
     }
 }
