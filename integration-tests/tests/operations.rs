@@ -973,6 +973,70 @@ async fn two_queues_share_one_fleet_the_higher_priority_first_and_neither_preemp
             .expect_err("refused");
         assert!(e.to_string().contains(says), "{body}: {e}");
     }
+    // UpdateJobQueue changes only the fields it is given, and only for who
+    // may change the queue: tried raw, as an attacker would.
+    let update = qm_wire::subjects::Operation::UpdateJobQueue;
+    let alice = stack.auth.client(&stack.nats_url, "alice").await;
+    let e = alice
+        .call::<_, serde_json::Value>(
+            update,
+            &serde_json::json!({"jobQueueName": "research", "priority": 1000}),
+        )
+        .await
+        .expect_err("alice may not change the queue");
+    assert!(
+        e.to_string()
+            .contains("may not change the configuration of job queue research"),
+        "{e}"
+    );
+    for (body, says) in [
+        (serde_json::json!("research"), "invalid"),
+        (
+            serde_json::json!({"priority": 5}),
+            "jobQueueName: is required",
+        ),
+        (
+            serde_json::json!({"jobQueueName": "nowhere", "priority": 5}),
+            "no job queue \"nowhere\"",
+        ),
+        (
+            serde_json::json!({"jobQueueName": "research", "priority": 5000}),
+            "priority: must be 0..=1000",
+        ),
+        (
+            serde_json::json!({"jobQueueName": "research", "serviceEnvironment": "other"}),
+            "cannot change",
+        ),
+        (
+            serde_json::json!({"jobQueueName": "research", "serviceEnvironment": null}),
+            "cannot change",
+        ),
+    ] {
+        let e = stack
+            .client
+            .call::<_, serde_json::Value>(update, &body)
+            .await
+            .expect_err("refused");
+        assert!(e.to_string().contains(says), "{body}: {e}");
+    }
+    let stored: qm_wire::system::QueueDocument = stack
+        .client
+        .call(
+            qm_wire::subjects::Operation::DescribeJobQueue,
+            &qm_wire::messages::QueueRef {
+                job_queue: "research".into(),
+            },
+        )
+        .await
+        .expect("described");
+    assert_eq!(
+        (
+            stored.job_queue.service_environment.as_deref(),
+            stored.job_queue.priority
+        ),
+        (Some("gpu-fleet"), Some(10)),
+        "nothing refused was stored"
+    );
     // One executor joins the environment: both queues run on it.
     stack.executor_joining("node-1", "gpu-fleet", "cpu.small", 2);
     let b1 = stack.submit(&queue_job("batch", "b1", "sleep 600")).await;

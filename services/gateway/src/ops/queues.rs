@@ -116,17 +116,9 @@ impl Gateway {
             check_tags(t)?;
         }
         let key = store::queue_key(&name);
-        // What admission holds (state, capacity limits, environment,
-        // priority) is sent only when this request changes it, and only
-        // those fields: resending what was read would undo a concurrent
-        // change of another.
-        let to_admission =
-            create || q.state.is_some() || environment.is_some() || q.priority.is_some();
-        let mut jq = if create {
-            wire::JobQueue {
-                job_queue_name: name.clone(),
-                ..Default::default()
-            }
+        // An update proves the queue exists (and reads its environment).
+        let stored: Option<wire::JobQueue> = if create {
+            None
         } else {
             let doc: QueueDocument = self
                 .call(
@@ -137,58 +129,55 @@ impl Gateway {
                     },
                 )
                 .await?;
-            doc.job_queue
+            Some(doc.job_queue)
         };
-        // An update sends admission only the fields this request gives
-        // (merged there into what is stored when it lands).
-        let mut patch = serde_json::Map::new();
-        patch.insert("jobQueueName".into(), json!(name));
+        // What admission holds (state, capacity limits, environment,
+        // priority) is sent only when this request gives it, and only those
+        // fields: an update is merged there into what is stored when it
+        // lands, so a concurrent change of another field is kept.
+        let mut fields = serde_json::Map::new();
+        fields.insert("jobQueueName".into(), json!(name));
         if let Some(s) = &q.state {
-            jq.state = Some(s.clone());
-            patch.insert("state".into(), json!(s));
+            fields.insert("state".into(), json!(s));
         }
         if let Some(env) = &environment {
             // The queue draws on the environment's executors (those that
             // joined it by name), at most its capacityLimits.
-            jq.capacity_limits = match env {
+            let limits = match env {
                 Some((n, e)) => self.queue_limits(n, &e.capacity_limits)?,
                 None => Vec::new(),
             };
+            fields.insert("capacityLimits".into(), json!(limits));
             let wanted = env.as_ref().map(|(n, _)| n.clone());
             // A queue this gateway made before environments were scheduled
             // recorded its environment only here; naming it again changes
             // nothing (a queue's environment cannot change).
-            let recorded_only =
-                !create && jq.service_environment.is_none() && wanted.is_some() && {
+            let recorded_only = wanted.is_some()
+                && stored
+                    .as_ref()
+                    .is_some_and(|s| s.service_environment.is_none())
+                && {
                     let record: Option<QueueRecord> =
                         self.store.config.get(&key).await.map_err(store_failed)?;
                     record.and_then(|r| r.service_environment) == wanted
                 };
             if !recorded_only {
-                jq.service_environment = wanted;
-                patch.insert("serviceEnvironment".into(), json!(jq.service_environment));
+                fields.insert("serviceEnvironment".into(), json!(wanted));
             }
-            patch.insert("capacityLimits".into(), json!(jq.capacity_limits));
         }
         if let Some(p) = q.priority {
             // Checked 0-1000 above.
-            jq.priority = Some(
-                u32::try_from(p)
-                    .map_err(|_| self.bad(format!("priority: {p} is not 0 to 1000")))?,
-            );
-            patch.insert("priority".into(), json!(jq.priority));
+            let p = u32::try_from(p)
+                .map_err(|_| self.bad(format!("priority: {p} is not 0 to 1000")))?;
+            fields.insert("priority".into(), json!(p));
         }
-        let op = if create {
-            Operation::CreateJobQueue
-        } else {
-            Operation::UpdateJobQueue
-        };
-        if to_admission {
-            let _: Value = if create {
-                self.call(caller, op, &jq).await?
+        if create || fields.len() > 1 {
+            let op = if create {
+                Operation::CreateJobQueue
             } else {
-                self.call(caller, op, &Value::Object(patch)).await?
+                Operation::UpdateJobQueue
             };
+            let _: Value = self.call(caller, op, &Value::Object(fields)).await?;
         }
         if create {
             // Nothing of a queue once deleted under this name (outside the
