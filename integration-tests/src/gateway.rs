@@ -105,13 +105,22 @@ pub fn aws_command(
 /// The pinned AWS clients' virtual environment (`integration-tests/aws`,
 /// installed on first use): boto3 and the AWS CLI.
 pub fn aws_clients() -> PathBuf {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("aws/setup.sh");
+    pinned_clients("aws")
+}
+
+/// The virtual environment of the pinned Python clients under
+/// `integration-tests/<dir>` (its `setup.sh` installs them on first use and
+/// prints the environment's path).
+pub fn pinned_clients(dir: &str) -> PathBuf {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join(dir)
+        .join("setup.sh");
     let out = std::process::Command::new(&script)
         .output()
-        .expect("setup.sh runs");
+        .unwrap_or_else(|e| panic!("{} runs: {e}", script.display()));
     assert!(
         out.status.success(),
-        "installing the AWS clients failed:\n{}",
+        "installing the clients of integration-tests/{dir} failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())

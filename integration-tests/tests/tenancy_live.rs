@@ -93,14 +93,7 @@ fn with_dave(text: String) -> String {
 /// `WhoAmI` asked by nats-py (NATS's own Python client, pinned in
 /// integration-tests/nats-clients) connecting with a seed file: its answer.
 fn nats_py_whoami(url: &str, principal: &str, seed: &Path) -> String {
-    let setup = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("nats-clients/setup.sh");
-    let venv = Command::new(&setup).output().expect("setup.sh runs");
-    assert!(
-        venv.status.success(),
-        "{}",
-        String::from_utf8_lossy(&venv.stderr)
-    );
-    let python = PathBuf::from(String::from_utf8_lossy(&venv.stdout).trim()).join("bin/python");
+    let python = qm_integration_tests::gateway::pinned_clients("nats-clients").join("bin/python");
     let script = r#"
 import asyncio, sys, nats
 async def main():

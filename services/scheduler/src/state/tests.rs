@@ -1609,16 +1609,25 @@ fn a_batch_of_reports_is_each_report_in_turn() {
     assert_eq!(observable(&replayed), observable(&together.state));
 }
 
+/// Revision `revision` of queue `name` in environment `env` at `priority`,
+/// with one RESERVE share S of two ml.g5.xlarge.
+fn env_queue(name: &str, env: &str, priority: u32, revision: u64) -> LogEntry {
+    let text = format!(
+        "jobQueue: {{jobQueueName: {name}, serviceEnvironment: {env}, priority: {priority}}}\n\
+         quotaShares:\n  - quotaShareName: S\n    capacityLimits: [{{capacityUnit: ml.g5.xlarge, maxCapacity: 2}}]\n    resourceSharingConfiguration: {{strategy: RESERVE}}\n"
+    );
+    LogEntry::Config {
+        queue: serde_yaml_ng::from_str(&text).expect("queue document"),
+        revision,
+        principal: None,
+        operation: None,
+    }
+}
+
 /// Two queues attached to the gpu-fleet environment (one RESERVE share
 /// each), `hi` at priority 10, and node-1 joining it with two instances.
 fn environment_inputs() -> Vec<LogEntry> {
-    let queue = |name: &str, priority: u32| {
-        let text = format!(
-            "jobQueue: {{jobQueueName: {name}, serviceEnvironment: gpu-fleet, priority: {priority}}}\n\
-             quotaShares:\n  - quotaShareName: S\n    capacityLimits: [{{capacityUnit: ml.g5.xlarge, maxCapacity: 2}}]\n    resourceSharingConfiguration: {{strategy: RESERVE}}\n"
-        );
-        config_of(serde_yaml_ng::from_str(&text).expect("queue document"))
-    };
+    let queue = |name: &str, priority: u32| env_queue(name, "gpu-fleet", priority, 1);
     let join = LogEntry::Register(RegisterExecutor {
         executor_id: "node-1".into(),
         service_environment: Some("gpu-fleet".into()),
@@ -1748,23 +1757,9 @@ fn a_queues_environment_does_not_change_and_its_other_settings_keep_its_jobs_run
     let mut inputs = environment_inputs()[..7].to_vec();
     // A configuration naming another environment (admission refuses it;
     // one in the log anyway is not applied).
-    let moved = "jobQueue: {jobQueueName: lo, serviceEnvironment: other}\n\
-                quotaShares:\n  - quotaShareName: S\n    capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 2}]\n    resourceSharingConfiguration: {strategy: RESERVE}\n";
-    inputs.push(LogEntry::Config {
-        queue: serde_yaml_ng::from_str(moved).expect("queue document"),
-        revision: 2,
-        principal: None,
-        operation: None,
-    });
+    inputs.push(env_queue("lo", "other", 0, 2));
     // Its priority changes; what runs goes on.
-    let raised = "jobQueue: {jobQueueName: lo, serviceEnvironment: gpu-fleet, priority: 500}\n\
-                quotaShares:\n  - quotaShareName: S\n    capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 2}]\n    resourceSharingConfiguration: {strategy: RESERVE}\n";
-    inputs.push(LogEntry::Config {
-        queue: serde_yaml_ng::from_str(raised).expect("queue document"),
-        revision: 3,
-        principal: None,
-        operation: None,
-    });
+    inputs.push(env_queue("lo", "gpu-fleet", 500, 3));
     let Live { state, log, .. } = live(inputs);
     assert_eq!(state.environment_of("lo").as_deref(), Some("gpu-fleet"));
     assert_eq!(state.pass_order(), ["lo", "hi"], "lo's priority is 500 now");
