@@ -20,9 +20,9 @@
 //! Each queue is its own [`Cluster`] holding every node of the environment;
 //! a slot another queue's job holds is *withheld* from it
 //! ([`Cluster::withhold`]), so it is neither free nor in its fleet.
-//! [`share_out`] sets that for every queue from the others' jobs: called
-//! before each queue's turn (and after any change of what runs), it is
-//! what makes the rules above hold. A queue alone in its environment
+//! [`share_out`] sets that for every queue from the others' jobs (and the
+//! slots their claims keep): called before each queue's turn (and after any
+//! change of what runs), it is what makes the rules above hold. A queue alone in its environment
 //! withholds nothing: nothing changes for single-queue deployments.
 
 use std::collections::{BTreeMap, BTreeSet};
