@@ -1760,9 +1760,15 @@ fn a_queues_environment_does_not_change_and_its_other_settings_keep_its_jobs_run
     inputs.push(env_queue("lo", "other", 0, 2));
     // Its priority changes; what runs goes on.
     inputs.push(env_queue("lo", "gpu-fleet", 500, 3));
+    // A queue attached later sees at once what the others hold.
+    inputs.push(env_queue("late", "gpu-fleet", 0, 1));
     let Live { state, log, .. } = live(inputs);
     assert_eq!(state.environment_of("lo").as_deref(), Some("gpu-fleet"));
-    assert_eq!(state.pass_order(), ["lo", "hi"], "lo's priority is 500 now");
+    assert_eq!(
+        state.pass_order(),
+        ["lo", "hi", "late"],
+        "lo's priority is 500 now"
+    );
     for job in ["l1", "l2"] {
         let d = state.describe(job, 100_000).expect("job");
         assert_eq!(
@@ -1776,6 +1782,9 @@ fn a_queues_environment_does_not_change_and_its_other_settings_keep_its_jobs_run
         .type_idx("ml.g5.xlarge")
         .expect("type");
     assert_eq!(state.queues["hi"].cluster.effective_fleet(t), 0);
+    let late = &state.queues["late"].cluster;
+    let t = late.type_idx("ml.g5.xlarge").expect("type");
+    assert_eq!((late.effective_fleet(t), late.withheld_of(t)), (0, 2));
     let mut replayed = State::default();
     assert!(replayed.replay(log, None).is_empty());
     assert_eq!(observable(&replayed), observable(&state));
