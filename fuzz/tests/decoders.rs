@@ -42,7 +42,6 @@ fn decode_wire(bytes: &[u8], subject: &str) {
         ListServiceJobsResponse,
         JobStateChange,
         PreemptionEvent,
-        CheckpointCommitted,
         QueueDocument,
         Report,
         ExecCommand,

@@ -166,6 +166,34 @@ enum Command {
         #[arg(long)]
         job: Option<String>,
     },
+    /// Print the stored events (kept 7 days) of the shares you may read,
+    /// oldest first: job state changes, preemptions and committed
+    /// checkpoints. Each line ends with the event's cursor; pass it to
+    /// --after to go on from there, missing nothing and repeating nothing.
+    #[command(
+        after_help = "Examples:\n  qm events --queue training --since 2026-12-07T09:00:00Z\n  qm events --job j-5e1f0c3a --follow\n  qm events --after 812-3-4410.0.2 --follow --output json"
+    )]
+    Events {
+        #[arg(long)]
+        queue: Option<String>,
+        /// Only this share (needs --queue).
+        #[arg(long)]
+        share: Option<String>,
+        #[arg(long)]
+        job: Option<String>,
+        /// Go on after this cursor (from an earlier line or run).
+        #[arg(long, value_name = "CURSOR")]
+        after: Option<String>,
+        /// From this time (RFC 3339, e.g. 2026-12-03T09:00:00Z, or ms since the epoch); default: the oldest kept.
+        #[arg(long)]
+        since: Option<String>,
+        /// Wait for new events until interrupted.
+        #[arg(long, short)]
+        follow: bool,
+        /// Stop after this many events.
+        #[arg(long)]
+        max: Option<usize>,
+    },
     /// Change a job's schedulingPriority.
     Update {
         job_id: String,
@@ -327,6 +355,7 @@ impl Command {
             Command::Explain { .. } => "explain",
             Command::List { .. } => "list",
             Command::Watch { .. } => "watch",
+            Command::Events { .. } => "events",
             Command::Update { .. } => "update",
             Command::Terminate { .. } => "terminate",
             Command::Logs { .. } => "logs",
@@ -544,6 +573,26 @@ async fn run_live(
             share,
         } => live::list(&c, &queue, status, share, json).await,
         Command::Watch { queue, job } => live::watch(&c, queue, job, json).await,
+        Command::Events {
+            queue,
+            share,
+            job,
+            after,
+            since,
+            follow,
+            max,
+        } => {
+            let args = live::EventsArgs {
+                queue,
+                share,
+                job,
+                after,
+                since,
+                follow,
+                max,
+            };
+            live::events(&c, args, json).await
+        }
         Command::Update { job_id, priority } => live::update(&c, &job_id, priority, json).await,
         Command::Terminate { job_id, reason } => live::terminate(&c, &job_id, &reason, json).await,
         Command::Logs {

@@ -20,6 +20,14 @@ pub fn invalid(message: impl Into<String>, problems: Vec<Problem>) -> ApiError {
     }
 }
 
+/// One problem of an invalid request: the field, and what is wrong.
+pub fn problem(field: &str, message: impl Into<String>) -> Problem {
+    Problem {
+        field: field.to_string(),
+        message: message.into(),
+    }
+}
+
 /// Decodes a request body: size-checked, JSON, with the problem named.
 pub fn decode<T: DeserializeOwned>(payload: &[u8]) -> Result<T, ApiError> {
     if payload.len() > qm_wire::MAX_REQUEST_BYTES {

@@ -7,7 +7,10 @@
 //! uses too.
 
 pub mod api;
-pub mod client;
+/// The typed API client (the `qm-client` crate).
+pub mod client {
+    pub use qm_client::{CallError, Client};
+}
 pub mod http;
 pub mod memory;
 pub mod nats;
@@ -16,7 +19,7 @@ pub mod retry;
 pub mod settings;
 pub mod telemetry;
 pub mod tenancy;
-pub mod trace;
+pub use qm_client::trace;
 
 /// Milliseconds since the Unix epoch, from the system clock.
 pub fn now_ms() -> u64 {

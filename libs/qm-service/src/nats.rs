@@ -12,160 +12,34 @@ use qm_wire::subjects;
 
 use crate::settings::NatsSettings;
 
-/// Why a connection could not be made.
-#[derive(Debug, thiserror::Error)]
-pub enum ConnectError {
-    /// The server refused who we said we are: retrying cannot help.
-    #[error("NATS refused the credentials for {principal} at {url}: {detail} (check natsNkeyFile / --nkey, natsCreds or natsUser/natsPassword, and that the server runs the configuration `qm auth` generated)")]
-    Refused {
-        principal: String,
-        url: String,
-        detail: String,
-    },
-    /// TLS could not be set up or the handshake failed.
-    #[error("TLS to {url} failed: {detail} (check natsCaFile / --tls-ca, and the client certificate if the server verifies clients)")]
-    Tls { url: String, detail: String },
-    /// The settings themselves are unusable (an unreadable key file).
-    #[error("{0}")]
-    Settings(String),
-    /// The server did not answer within the time given.
-    #[error("cannot connect to NATS at {url}: {detail}")]
-    Unreachable { url: String, detail: String },
-}
+pub use qm_client::connect::{disconnects, violation_since, ConnectError};
 
-impl ConnectError {
-    /// Exit code for a command line: 3 for "no (authorised) service", 2
-    /// for unusable settings.
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            ConnectError::Settings(_) => 2,
-            _ => 3,
-        }
+/// The connection `settings` describe (empty settings are absent).
+pub fn connection(
+    settings: &NatsSettings,
+    name: &str,
+    wait: Option<Duration>,
+) -> qm_client::Connect {
+    let given = |v: &str| (!v.is_empty()).then(|| v.to_string());
+    qm_client::Connect {
+        url: settings.nats_url.clone(),
+        principal: given(&settings.nats_principal),
+        nkey_file: given(&settings.nats_nkey_file).map(Into::into),
+        creds_file: given(&settings.nats_creds).map(Into::into),
+        user: given(&settings.nats_user),
+        password: given(&settings.nats_password),
+        ca_file: given(&settings.nats_ca_file).map(Into::into),
+        cert_file: given(&settings.nats_cert_file).map(Into::into),
+        key_file: given(&settings.nats_key_file).map(Into::into),
+        name: name.to_string(),
+        wait,
     }
 }
 
 /// The principal a connection acts as: `natsPrincipal`, else the name in
 /// the nkey file's header, else `natsUser`, else `anonymous`.
 pub fn principal(settings: &NatsSettings) -> Result<String, ConnectError> {
-    if !settings.nats_principal.is_empty() {
-        return Ok(settings.nats_principal.clone());
-    }
-    if !settings.nats_nkey_file.is_empty() {
-        let (named, _) =
-            qm_tenancy::nats::read_key_file(std::path::Path::new(&settings.nats_nkey_file))
-                .map_err(ConnectError::Settings)?;
-        if let Some(name) = named {
-            return Ok(name);
-        }
-        return Err(ConnectError::Settings(format!(
-            "{} does not name its principal; set natsPrincipal (QM_NATS_PRINCIPAL, --principal)",
-            settings.nats_nkey_file
-        )));
-    }
-    if !settings.nats_user.is_empty() {
-        return Ok(settings.nats_user.clone());
-    }
-    if !settings.nats_creds.is_empty() {
-        return Err(ConnectError::Settings(
-            "with natsCreds, set natsPrincipal (QM_NATS_PRINCIPAL, --principal) to the principal the credentials belong to".into(),
-        ));
-    }
-    Ok("anonymous".into())
-}
-
-async fn options(
-    settings: &NatsSettings,
-    name: &str,
-    principal: &str,
-) -> Result<async_nats::ConnectOptions, ConnectError> {
-    let inbox = subjects::inbox_prefix(principal)
-        .map_err(|e| ConnectError::Settings(format!("principal {e}")))?;
-    let mut o = if !settings.nats_nkey_file.is_empty() {
-        let (_, seed) =
-            qm_tenancy::nats::read_key_file(std::path::Path::new(&settings.nats_nkey_file))
-                .map_err(ConnectError::Settings)?;
-        async_nats::ConnectOptions::with_nkey(seed)
-    } else if !settings.nats_creds.is_empty() {
-        async_nats::ConnectOptions::with_credentials_file(&settings.nats_creds)
-            .await
-            .map_err(|e| {
-                ConnectError::Settings(format!("natsCreds {}: {e}", settings.nats_creds))
-            })?
-    } else if !settings.nats_user.is_empty() {
-        async_nats::ConnectOptions::with_user_and_password(
-            settings.nats_user.clone(),
-            settings.nats_password.clone(),
-        )
-    } else {
-        async_nats::ConnectOptions::new()
-    };
-    o = o
-        .name(name)
-        .custom_inbox_prefix(inbox)
-        .connection_timeout(Duration::from_secs(5));
-    if !settings.nats_ca_file.is_empty() {
-        o = o.add_root_certificates(settings.nats_ca_file.clone().into());
-    }
-    if !settings.nats_cert_file.is_empty() {
-        o = o.add_client_certificate(
-            settings.nats_cert_file.clone().into(),
-            settings.nats_key_file.clone().into(),
-        );
-    }
-    if settings.nats_url.contains("tls://") || !settings.nats_ca_file.is_empty() {
-        o = o.require_tls(true);
-    }
-    Ok(o)
-}
-
-fn classify(
-    e: &async_nats::ConnectError,
-    settings: &NatsSettings,
-    principal: &str,
-) -> Result<(), ConnectError> {
-    use async_nats::ConnectErrorKind as K;
-    let url = settings.nats_url.clone();
-    match e.kind() {
-        K::AuthorizationViolation | K::Authentication => Err(ConnectError::Refused {
-            principal: principal.to_string(),
-            url,
-            detail: e.to_string(),
-        }),
-        K::Tls => Err(ConnectError::Tls {
-            url,
-            detail: e.to_string(),
-        }),
-        // rustls reports a refused server certificate as an I/O error.
-        K::Io if e.to_string().contains("certificate") => Err(ConnectError::Tls {
-            url,
-            detail: e.to_string(),
-        }),
-        _ => Ok(()),
-    }
-}
-
-static VIOLATIONS: std::sync::Mutex<Vec<(std::time::Instant, String)>> =
-    std::sync::Mutex::new(Vec::new());
-
-fn record_violation(text: &str) {
-    if let Ok(mut v) = VIOLATIONS.lock() {
-        if v.len() >= 16 {
-            v.remove(0);
-        }
-        v.push((std::time::Instant::now(), text.to_string()));
-    }
-}
-
-/// The newest permissions violation the server reported on this process's
-/// connections since `since`: why a request got no answer.
-pub fn violation_since(since: std::time::Instant) -> Option<String> {
-    VIOLATIONS
-        .lock()
-        .ok()?
-        .iter()
-        .rev()
-        .find(|(at, _)| *at >= since)
-        .map(|(_, text)| text.clone())
+    connection(settings, "", None).principal_name()
 }
 
 /// Connects as the principal `settings` name. Waits for the server while it
@@ -177,82 +51,7 @@ pub async fn connect(
     name: &str,
     wait: Option<Duration>,
 ) -> Result<(async_nats::Client, String), ConnectError> {
-    let principal = principal(settings)?;
-    // Two TLS crypto providers are linked (the AWS SDK's and NATS's); pick
-    // one for the process before the first TLS connection.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    // Every server of a cluster may be given (comma-separated): the client
-    // connects to one and fails over to the others.
-    let servers = settings
-        .nats_url
-        .split(',')
-        .map(str::trim)
-        .filter(|u| !u.is_empty())
-        .map(|u| {
-            u.parse::<async_nats::ServerAddr>()
-                .map_err(|e| ConnectError::Settings(format!("natsUrl: {u:?}: {e}")))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let started = tokio::time::Instant::now();
-    let attempt = || async {
-        let o = with_events(options(settings, name, &principal).await?, name);
-        o.connect(servers.as_slice()).await.map_err(|e| {
-            classify(&e, settings, &principal)
-                .err()
-                .unwrap_or_else(|| ConnectError::Unreachable {
-                    url: settings.nats_url.clone(),
-                    detail: e.to_string(),
-                })
-        })
-    };
-    let client = attempt
-        .retry(crate::retry::forever(Duration::from_millis(200)))
-        .when(|e| {
-            matches!(e, ConnectError::Unreachable { .. })
-                && wait.is_none_or(|w| started.elapsed() < w)
-        })
-        .notify(|e, _| tracing::warn!(url = %settings.nats_url, error = %e, "NATS not reachable; retrying"))
-        .await?;
-    Ok((client, principal))
-}
-
-/// How many times this process's NATS connections have dropped. A
-/// scheduler leader compares it across a lease renewal: a connection that
-/// dropped meanwhile may have let a standby take the lease at once, so the
-/// leader stops acting until a renewal succeeds again (leader.rs).
-static DISCONNECTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// See [`DISCONNECTS`].
-pub fn disconnects() -> u64 {
-    DISCONNECTS.load(std::sync::atomic::Ordering::SeqCst)
-}
-
-/// Reconnects forever after an outage, logging connection events (and
-/// recording permission violations for `violation_since`).
-fn with_events(o: async_nats::ConnectOptions, name: &str) -> async_nats::ConnectOptions {
-    let label = name.to_string();
-    o.max_reconnects(None).event_callback(move |event| {
-        let name = label.clone();
-        async move {
-            match event {
-                async_nats::Event::Connected => {
-                    tracing::info!(service = %name, "connected to NATS")
-                }
-                async_nats::Event::Disconnected => {
-                    DISCONNECTS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    tracing::warn!(service = %name, "disconnected from NATS; reconnecting")
-                }
-                async_nats::Event::ServerError(e) => {
-                    let text = e.to_string();
-                    if text.to_lowercase().contains("permissions violation") {
-                        record_violation(&text);
-                    }
-                    tracing::warn!(service = %name, error = %text, "NATS server error")
-                }
-                other => tracing::debug!(service = %name, event = %other, "NATS event"),
-            }
-        }
-    })
+    connection(settings, name, wait).connect_nats().await
 }
 
 /// A stream or KV bucket JetStream could not create or open.

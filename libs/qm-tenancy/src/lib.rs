@@ -26,7 +26,7 @@ use qm_wire::subjects;
 use serde::{Deserialize, Serialize};
 
 /// The tenancy file. See `docs/tenancy.md` for the format with an example.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Tenancy {
     /// Team name -> its shares and users.
@@ -56,7 +56,7 @@ pub struct Tenancy {
     pub nkeys: BTreeMap<String, Vec<String>>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Team {
     /// `queue/share`, or `queue/*` for every share of a queue.
@@ -65,7 +65,7 @@ pub struct Team {
 }
 
 /// One identity per service instance or node (or node group).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Services {
     /// Principals of admission instances (stateless; one identity for all
@@ -98,7 +98,7 @@ pub struct Services {
     pub nats_auth: Vec<String>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ExecutorIdentity {
     /// Executor ids (`executorId` settings) this principal runs.
@@ -118,7 +118,7 @@ impl ExecutorIdentity {
     }
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CheckpointIdentity {
     pub nodes: Vec<String>,

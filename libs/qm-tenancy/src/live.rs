@@ -17,7 +17,7 @@ pub const HISTORY: i64 = 64;
 pub const FILE_DIGESTS: usize = 256;
 
 /// One revision of the tenancy, as stored.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TenancyRevision {
     /// The bucket's revision number (set when read; 0 in a request).
@@ -42,7 +42,7 @@ pub struct TenancyRevision {
 }
 
 /// `ApplyTenancy` (admins only).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ApplyTenancy {
     pub tenancy: Tenancy,
@@ -55,7 +55,7 @@ pub struct ApplyTenancy {
     pub expected_revision: Option<u64>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ApplyTenancyResponse {
     /// The new revision (a dry run, or no change: the one in effect).
@@ -69,7 +69,7 @@ pub struct ApplyTenancyResponse {
 
 /// `DescribeTenancy` (admins and readers): the revision in effect, or an
 /// earlier one still in the history.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DescribeTenancy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -77,12 +77,12 @@ pub struct DescribeTenancy {
 }
 
 /// `ListTenancyRevisions` (admins and readers): no fields.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListTenancyRevisions {}
 
 /// One line of `ListTenancyRevisions` (admins and readers), newest first.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RevisionSummary {
     pub revision: u64,
@@ -92,7 +92,7 @@ pub struct RevisionSummary {
     pub changes: Vec<String>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ListTenancyRevisionsResponse {
     pub revisions: Vec<RevisionSummary>,

@@ -219,6 +219,9 @@ pub fn permissions(tenancy: &Tenancy, principal: &str) -> Option<Permissions> {
             p.push(format!("$O.{}.>", subjects::SNAPSHOT_BUCKET));
             p.push(format!("{}.>", subjects::ARCHIVE_PREFIX));
             stream_reader(subjects::ARCHIVE_STREAM, p);
+            // ListEvents reads the stored events for callers (frames mix
+            // every team's events, so no team reads the stream itself).
+            stream_reader(subjects::EVENTS_STREAM, p);
         }
         Role::Executor(identity) => {
             perms.responds = true;

@@ -162,10 +162,11 @@ pub enum Operation {
     DescribeTenancy,
     ListTenancyRevisions,
     DeleteJobQueue,
+    ListEvents,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 32] = [
+    pub const ALL: [Operation; 33] = [
         Operation::SubmitServiceJob,
         Operation::DescribeServiceJob,
         Operation::ListServiceJobs,
@@ -198,6 +199,7 @@ impl Operation {
         Operation::DescribeTenancy,
         Operation::ListTenancyRevisions,
         Operation::DeleteJobQueue,
+        Operation::ListEvents,
     ];
 
     pub fn name(self) -> &'static str {
@@ -234,6 +236,7 @@ impl Operation {
             Operation::ApplyTenancy => "ApplyTenancy",
             Operation::DescribeTenancy => "DescribeTenancy",
             Operation::ListTenancyRevisions => "ListTenancyRevisions",
+            Operation::ListEvents => "ListEvents",
         }
     }
 

@@ -11,7 +11,7 @@ use crate::messages::{JobQueue, QuotaShare, RegisterExecutor, SubmitServiceJob};
 
 /// A queue with all its shares: what `qm apply -f` sends and what the
 /// configuration bucket stores per queue.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct QueueDocument {
     pub job_queue: JobQueue,
@@ -306,7 +306,7 @@ pub enum EndCause {
     NotStarted,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CheckpointCommit {
     pub job_queue: String,
@@ -560,7 +560,7 @@ pub struct LogsRequest {
     pub tail_bytes: Option<u64>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LogsResponse {
     pub stdout: String,

@@ -125,7 +125,6 @@ fn every_message_type_decodes_with_fields_from_a_newer_version() {
         RegisterExecutor,
         JobStateChange,
         PreemptionEvent,
-        CheckpointCommitted,
         Caller,
         ListAuditEvents,
         AuditEvent,

@@ -4,8 +4,8 @@
 use qm_service::api::{self, decode, invalid, respond};
 use qm_tenancy::{authorize, authorize_read, Action};
 use qm_wire::messages::{
-    ApiError, Caller, ErrorCode, JobQueue, ListServiceJobs, QueueRef, QuotaShare, ShareRef,
-    SubmitServiceJob,
+    ApiError, Caller, Empty, ErrorCode, JobQueue, ListServiceJobs, QueueRef, QuotaShare,
+    QuotaShareList, ShareRef, SubmitServiceJob,
 };
 use qm_wire::subjects::{self, Operation};
 use qm_wire::system::QueueDocument;
@@ -231,7 +231,7 @@ impl Admission {
                             Ok(doc)
                         })
                         .await
-                        .map(|_| serde_json::json!({})),
+                        .map(|_| Empty {}),
                     Err(e) => Err(e),
                 };
                 respond(c, &msg, &r).await
@@ -257,13 +257,15 @@ impl Admission {
                 respond(c, &msg, &r).await
             }
             Operation::ListQuotaShares => {
-                let r = match decode::<QueueRef>(p) {
-                    Ok(q) => self
-                        .readable(caller, &q.job_queue)
-                        .await
-                        .map(|(doc, _)| serde_json::json!({ "quotaShares": doc.quota_shares })),
-                    Err(e) => Err(e),
-                };
+                let r =
+                    match decode::<QueueRef>(p) {
+                        Ok(q) => self.readable(caller, &q.job_queue).await.map(|(doc, _)| {
+                            QuotaShareList {
+                                quota_shares: doc.quota_shares,
+                            }
+                        }),
+                        Err(e) => Err(e),
+                    };
                 respond(c, &msg, &r).await
             }
             Operation::DescribeJobQueue => {
@@ -281,7 +283,7 @@ impl Admission {
                     Ok(q) => self
                         .delete_queue(caller, &q.job_queue)
                         .await
-                        .map(|()| serde_json::json!({})),
+                        .map(|()| Empty {}),
                     Err(e) => Err(e),
                 };
                 respond(c, &msg, &r).await
@@ -324,6 +326,13 @@ impl Admission {
             Operation::ListTenancyRevisions => {
                 let r = match decode::<qm_tenancy::live::ListTenancyRevisions>(p) {
                     Ok(_) => self.list_tenancy_revisions(caller).await,
+                    Err(e) => Err(e),
+                };
+                respond(c, &msg, &r).await
+            }
+            Operation::ListEvents => {
+                let r = match decode(p) {
+                    Ok(req) => crate::events::list(&self.events, caller, req).await,
                     Err(e) => Err(e),
                 };
                 respond(c, &msg, &r).await

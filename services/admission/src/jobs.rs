@@ -31,6 +31,9 @@ impl Admission {
             job: job.clone(),
             principal: Some(caller.principal.clone()),
         };
+        // When it was first submitted (a retry with the same token finds
+        // the first time).
+        let mut submitted_at = qm_service::now_ms();
         if let Some(token) = &job.client_token {
             if token.is_empty() || token.len() > 64 {
                 return Err(invalid("clientToken: must be 1-64 characters", Vec::new()));
@@ -42,12 +45,13 @@ impl Admission {
                 // Used before (or a concurrent retry won): the same job.
                 let stored = self
                     .tokens
-                    .get(&key)
+                    .entry(&key)
                     .await
                     .map_err(|e| transient("token store unavailable", e))?
                     .ok_or_else(|| transient("token store", "token vanished"))?;
-                entry = serde_json::from_slice(&stored)
+                entry = serde_json::from_slice(&stored.value)
                     .map_err(|e| api::error(ErrorCode::Internal, e.to_string()))?;
+                submitted_at = (stored.created.unix_timestamp_nanos() / 1_000_000).max(0) as u64;
             }
         }
         let LogEntry::Submit { job_id, job, .. } = &entry else {
@@ -78,6 +82,7 @@ impl Admission {
         Ok(SubmitServiceJobResponse {
             job_id: job_id.clone(),
             job_name: job.job_name.clone(),
+            submitted_at: Some(submitted_at),
         })
     }
 

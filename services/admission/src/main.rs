@@ -12,6 +12,7 @@
 
 mod audit;
 mod drills;
+mod events;
 mod handlers;
 mod jobs;
 mod queues;
@@ -78,6 +79,8 @@ struct Admission {
     /// The log, and the audit records (`QM_AUDIT`) `qm audit` reads.
     log: async_nats::jetstream::stream::Stream,
     audit: async_nats::jetstream::stream::Stream,
+    /// The stored events (`QM_EVENTS`) `ListEvents` reads for callers.
+    events: async_nats::jetstream::stream::Stream,
     config: async_nats::jetstream::kv::Store,
     tokens: async_nats::jetstream::kv::Store,
     settings: Settings,
@@ -188,6 +191,7 @@ async fn run(
     let js = async_nats::jetstream::new(client.clone());
     let log = nats::open_stream(&js, subjects::LOG_STREAM).await;
     let audit = nats::open_stream(&js, subjects::AUDIT_STREAM).await;
+    let events = nats::open_stream(&js, subjects::EVENTS_STREAM).await;
     // Every accepted write is copied to the audit stream (audit.rs).
     let copier = tokio::spawn(audit::copy(js.clone(), log.clone()));
     // The tenancy: the file applied when its text changed, then whatever
@@ -223,6 +227,7 @@ async fn run(
         js,
         log,
         audit,
+        events,
         config,
         tokens,
         settings,

@@ -7,7 +7,7 @@ use qm_core::{Cluster, Time};
 use qm_service::api::{self, invalid};
 use qm_service::{nats, now_ms};
 use qm_tenancy::{authorize, Action};
-use qm_wire::messages::{Caller, ErrorCode, QuotaShare};
+use qm_wire::messages::{Caller, ErrorCode, JobQueueNames, QuotaShare};
 use qm_wire::subjects::{self, Operation};
 use qm_wire::system::{LogEntry, QueueDocument};
 use qm_wire::to_core as convert;
@@ -272,7 +272,7 @@ impl Admission {
     }
 
     /// The queues the caller may read.
-    pub(crate) async fn queue_names(&self, caller: &Caller) -> Result<serde_json::Value> {
+    pub(crate) async fn queue_names(&self, caller: &Caller) -> Result<JobQueueNames> {
         let mut keys = self
             .config
             .keys()
@@ -287,7 +287,7 @@ impl Admission {
             }
         }
         names.sort();
-        Ok(serde_json::json!({ "jobQueues": names }))
+        Ok(JobQueueNames { job_queues: names })
     }
 }
 

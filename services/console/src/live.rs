@@ -8,7 +8,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use futures::StreamExt;
-use qm_wire::messages::{CheckpointCommitted, JobStateChange, PreemptionEvent};
+use qm_wire::messages::{JobStateChange, PreemptionEvent};
+use qm_wire::system::CheckpointCommit;
 
 /// Events kept for pages that ask late.
 const KEPT: usize = 4096;
@@ -74,13 +75,14 @@ pub fn change_of(subject: &str, payload: &[u8]) -> Option<(String, String, Strin
             (e.job_id, text, e.at)
         }
         "checkpoint" => {
-            let e: CheckpointCommitted = serde_json::from_slice(payload).ok()?;
+            // What the checkpoint service publishes (and QM_EVENTS stores).
+            let e: CheckpointCommit = serde_json::from_slice(payload).ok()?;
             let step = e.step.map(|s| format!(" at step {s}")).unwrap_or_default();
             let text = format!(
                 "{} attempt {}: checkpoint {} committed{step}",
                 e.job_id, e.attempt, e.seq
             );
-            (e.job_id, text, e.at)
+            (e.job_id, text, e.created_at)
         }
         _ => return None,
     };
@@ -214,6 +216,29 @@ mod tests {
             format!("qm.v1.events.job.training.{share}.j-{name}.{to}"),
             serde_json::to_vec(&e).expect("json"),
         )
+    }
+
+    #[test]
+    fn a_committed_checkpoint_as_the_checkpoint_service_publishes_it_is_shown() {
+        let commit = CheckpointCommit {
+            job_queue: "training".into(),
+            job_id: "j-1".into(),
+            attempt: 2,
+            seq: 7,
+            step: Some(300),
+            created_at: 1_700_000_000_000,
+            node: None,
+        };
+        let subject =
+            qm_wire::subjects::checkpoint_event("training", "QS1", "j-1").expect("subject");
+        let (queue, share, job, text, at) =
+            change_of(&subject, &serde_json::to_vec(&commit).expect("json")).expect("a change");
+        assert_eq!(
+            (queue.as_str(), share.as_str(), job.as_str()),
+            ("training", "QS1", "j-1")
+        );
+        assert_eq!(text, "j-1 attempt 2: checkpoint 7 committed at step 300");
+        assert_eq!(at, 1_700_000_000_000);
     }
 
     #[test]

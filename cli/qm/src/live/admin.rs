@@ -1,14 +1,13 @@
 //! `qm whoami`, `qm auth` (the tenancy's NATS credentials) and `qm apply`.
 
 use qm_service::client::Client;
-use qm_wire::messages::Caller;
-use qm_wire::subjects::Operation;
+use qm_wire::messages::{Caller, Empty};
 use qm_wire::system::QueueDocument;
 
 use super::{print_json, usage, Failure};
 
 pub async fn whoami(c: &Client, json: bool) -> Result<(), Failure> {
-    let me: Caller = c.call(Operation::WhoAmI, &serde_json::json!({})).await?;
+    let me: Caller = c.who_am_i(&Empty {}).await?;
     if json {
         print_json(&me);
     } else {
@@ -156,7 +155,7 @@ pub async fn apply(c: &Client, file: &std::path::Path, json: bool) -> Result<(),
         return Err(usage(format!("{}: no queue document", file.display())));
     }
     for doc in docs {
-        let r: QueueDocument = c.call(Operation::ApplyJobQueue, &doc).await?;
+        let r: QueueDocument = c.apply_job_queue(&doc).await?;
         if json {
             print_json(&r);
         } else {

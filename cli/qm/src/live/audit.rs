@@ -2,7 +2,7 @@
 
 use qm_service::client::Client;
 use qm_wire::messages::{ListAuditEvents, ListAuditEventsResponse};
-use qm_wire::subjects::{self, Operation};
+use qm_wire::subjects;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
@@ -65,7 +65,7 @@ pub async fn audit(
 ) -> Result<(), Failure> {
     let mut events = Vec::new();
     loop {
-        let page: ListAuditEventsResponse = c.call(Operation::ListAuditEvents, &req).await?;
+        let page: ListAuditEventsResponse = c.list_audit_events(&req).await?;
         events.extend(page.audit_events);
         if max.is_some_and(|m| events.len() >= m) {
             events.truncate(max.unwrap_or(usize::MAX));

@@ -7,7 +7,6 @@ use qm_wire::messages::{
     ListResumeDrills, ListResumeDrillsResponse, ResumeDrill, StartResumeDrill,
     StartResumeDrillResponse,
 };
-use qm_wire::subjects::Operation;
 
 use super::{print_json, submit_request, Failure, SubmitArgs};
 
@@ -47,7 +46,7 @@ pub async fn drill(
     args: &DrillArgs,
     json: bool,
 ) -> Result<(), Failure> {
-    let r: StartResumeDrillResponse = c.call(Operation::StartResumeDrill, request).await?;
+    let r: StartResumeDrillResponse = c.start_resume_drill(request).await?;
     if args.no_wait {
         if json {
             print_json(&r);
@@ -72,7 +71,7 @@ pub async fn drill(
     let deadline = Instant::now() + Duration::from_secs(args.wait_seconds);
     let mut said_stopped = false;
     loop {
-        let drills: ListResumeDrillsResponse = c.call(Operation::ListResumeDrills, &list).await?;
+        let drills: ListResumeDrillsResponse = c.list_resume_drills(&list).await?;
         if let Some(d) = drills.drills.into_iter().find(|d| d.drill_id == r.drill_id) {
             if d.stopped_at.is_some() && !said_stopped && !json {
                 eprintln!(
@@ -141,13 +140,10 @@ pub async fn drills(
     json: bool,
 ) -> Result<(), Failure> {
     let r: ListResumeDrillsResponse = c
-        .call(
-            Operation::ListResumeDrills,
-            &ListResumeDrills {
-                job_queue: queue.into(),
-                quota_share_name: share,
-            },
-        )
+        .list_resume_drills(&ListResumeDrills {
+            job_queue: queue.into(),
+            quota_share_name: share,
+        })
         .await?;
     if json {
         print_json(&r);

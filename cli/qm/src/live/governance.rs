@@ -2,7 +2,6 @@
 
 use qm_service::client::Client;
 use qm_wire::messages::{ByPrincipal, GetPolicyStabilityRecord, PolicyStabilityRecord, ShareWeek};
-use qm_wire::subjects::Operation;
 
 use super::{print_json, Failure};
 
@@ -83,14 +82,11 @@ pub async fn governance(
     csv: bool,
 ) -> Result<(), Failure> {
     let r: PolicyStabilityRecord = c
-        .call(
-            Operation::GetPolicyStabilityRecord,
-            &GetPolicyStabilityRecord {
-                job_queue: queue.into(),
-                quota_share_name: share,
-                since,
-            },
-        )
+        .get_policy_stability_record(&GetPolicyStabilityRecord {
+            job_queue: queue.into(),
+            quota_share_name: share,
+            since,
+        })
         .await?;
     if json {
         print_json(&r);

@@ -5,19 +5,15 @@ use qm_wire::messages::{
     GetServiceJobLogs, JobRef, ListServiceJobs, ListServiceJobsResponse, ServiceJob,
     TerminateServiceJob, UpdateServiceJob,
 };
-use qm_wire::subjects::Operation;
 use qm_wire::system::LogsResponse;
 
 use super::{human_bytes, print_json, rfc3339, table, Failure};
 
 pub async fn describe(c: &Client, job_id: &str, json: bool) -> Result<(), Failure> {
     let j: ServiceJob = c
-        .call(
-            Operation::DescribeServiceJob,
-            &JobRef {
-                job_id: job_id.into(),
-            },
-        )
+        .describe_service_job(&JobRef {
+            job_id: job_id.into(),
+        })
         .await?;
     if json {
         print_json(&j);
@@ -132,16 +128,13 @@ pub async fn list(
     let mut token = None;
     loop {
         let r: ListServiceJobsResponse = c
-            .call(
-                Operation::ListServiceJobs,
-                &ListServiceJobs {
-                    job_queue: queue.into(),
-                    job_status: status.clone(),
-                    quota_share_name: share.clone(),
-                    max_results: Some(1000),
-                    next_token: token,
-                },
-            )
+            .list_service_jobs(&ListServiceJobs {
+                job_queue: queue.into(),
+                job_status: status.clone(),
+                quota_share_name: share.clone(),
+                max_results: Some(1000),
+                next_token: token,
+            })
             .await?;
         all.extend(r.job_summary_list);
         token = r.next_token;
@@ -176,13 +169,10 @@ pub async fn list(
 
 pub async fn update(c: &Client, job_id: &str, priority: u32, json: bool) -> Result<(), Failure> {
     let j: ServiceJob = c
-        .call(
-            Operation::UpdateServiceJob,
-            &UpdateServiceJob {
-                job_id: job_id.into(),
-                scheduling_priority: priority,
-            },
-        )
+        .update_service_job(&UpdateServiceJob {
+            job_id: job_id.into(),
+            scheduling_priority: priority,
+        })
         .await?;
     if json {
         print_json(&j);
@@ -196,14 +186,11 @@ pub async fn update(c: &Client, job_id: &str, priority: u32, json: bool) -> Resu
 }
 
 pub async fn terminate(c: &Client, job_id: &str, reason: &str, json: bool) -> Result<(), Failure> {
-    let r: serde_json::Value = c
-        .call(
-            Operation::TerminateServiceJob,
-            &TerminateServiceJob {
-                job_id: job_id.into(),
-                reason: reason.into(),
-            },
-        )
+    let r = c
+        .terminate_service_job(&TerminateServiceJob {
+            job_id: job_id.into(),
+            reason: reason.into(),
+        })
         .await?;
     if json {
         print_json(&r);
@@ -220,14 +207,11 @@ pub async fn logs(
     stderr: bool,
 ) -> Result<(), Failure> {
     let r: LogsResponse = c
-        .call(
-            Operation::GetServiceJobLogs,
-            &GetServiceJobLogs {
-                job_id: job_id.into(),
-                attempt,
-                tail_bytes: None,
-            },
-        )
+        .get_service_job_logs(&GetServiceJobLogs {
+            job_id: job_id.into(),
+            attempt,
+            tail_bytes: None,
+        })
         .await?;
     if r.truncated {
         eprintln!("qm: (showing the end of the output)");

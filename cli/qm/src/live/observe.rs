@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 
 use futures::StreamExt;
 use qm_service::client::Client;
-use qm_wire::messages::{Caller, JobQueueSnapshot, QueueRef, ShareLostWork};
-use qm_wire::subjects::{self, Operation};
+use qm_wire::messages::{Caller, Empty, JobQueueSnapshot, QueueRef, ShareLostWork};
+use qm_wire::subjects;
 use time::macros::format_description;
 use time::OffsetDateTime;
 
@@ -22,12 +22,9 @@ pub async fn snapshot(c: &Client, queue: &str, json: bool) -> Result<(), Failure
 }
 
 async fn fetch_snapshot(c: &Client, queue: &str) -> Result<JobQueueSnapshot, Failure> {
-    Ok(c.call(
-        Operation::GetJobQueueSnapshot,
-        &QueueRef {
-            job_queue: queue.into(),
-        },
-    )
+    Ok(c.get_job_queue_snapshot(&QueueRef {
+        job_queue: queue.into(),
+    })
     .await?)
 }
 
@@ -207,7 +204,7 @@ pub async fn watch(
             subjects::token(t).map_err(|e| usage(e.to_string()))?;
         }
     }
-    let me: Caller = c.call(Operation::WhoAmI, &serde_json::json!({})).await?;
+    let me: Caller = c.who_am_i(&Empty {}).await?;
     let mut patterns = Vec::new();
     if qm_tenancy::sees_all(&me) {
         patterns.push(subjects::events_of(q, j).map_err(|e| usage(e.to_string()))?);

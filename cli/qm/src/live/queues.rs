@@ -5,7 +5,6 @@ use std::time::{Duration, Instant};
 
 use qm_service::client::{CallError, Client};
 use qm_wire::messages::{ErrorCode, QueueRef, QuotaShare, ShareRef};
-use qm_wire::subjects::Operation;
 
 use super::{print_json, Failure};
 
@@ -64,14 +63,11 @@ pub async fn queue(c: &Client, command: QueueCommand, json: bool) -> Result<(), 
             share: Some(share),
             ..
         } => {
-            let r: serde_json::Value = c
-                .call(
-                    Operation::DeleteQuotaShare,
-                    &ShareRef {
-                        job_queue: queue.clone(),
-                        quota_share_name: share.clone(),
-                    },
-                )
+            let r = c
+                .delete_quota_share(&ShareRef {
+                    job_queue: queue.clone(),
+                    quota_share_name: share.clone(),
+                })
                 .await?;
             if json {
                 print_json(&r);
@@ -103,13 +99,15 @@ async fn set_state(
                 state: Some(state.into()),
                 ..QuotaShare::default()
             };
-            c.call(Operation::UpdateQuotaShare, &update).await?
+            serde_json::to_value(c.update_quota_share(&update).await?).unwrap_or_default()
         }
         None => {
             // Only the state: the queue's other fields stay as stored when
             // the change lands.
-            let patch = serde_json::json!({"jobQueueName": queue, "state": state});
-            c.call(Operation::UpdateJobQueue, &patch).await?
+            let mut patch = qm_client::JobQueuePatch::new();
+            patch.insert("jobQueueName".into(), queue.into());
+            patch.insert("state".into(), state.into());
+            serde_json::to_value(c.update_job_queue(&patch).await?).unwrap_or_default()
         }
     };
     if json {
@@ -137,10 +135,7 @@ async fn delete_queue(c: &Client, queue: &str, wait: Duration, json: bool) -> Re
         job_queue: queue.into(),
     };
     loop {
-        match c
-            .call::<_, serde_json::Value>(Operation::DeleteJobQueue, &request)
-            .await
-        {
+        match c.delete_job_queue(&request).await {
             Ok(r) => {
                 if json {
                     print_json(&r);

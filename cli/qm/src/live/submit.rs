@@ -5,7 +5,6 @@ use qm_wire::messages::{
     JobOutlook, JobPreemptionConfiguration, JobRef, RetryStrategy, SubmitServiceJob,
     SubmitServiceJobResponse, TimeoutConfig,
 };
-use qm_wire::subjects::Operation;
 
 use super::{print_json, usage, Failure};
 
@@ -276,7 +275,7 @@ pub fn submit_request(a: &SubmitArgs) -> Result<SubmitServiceJob, Failure> {
 }
 
 pub async fn submit(c: &Client, job: &SubmitServiceJob, json: bool) -> Result<(), Failure> {
-    let r: SubmitServiceJobResponse = c.call(Operation::SubmitServiceJob, job).await?;
+    let r: SubmitServiceJobResponse = c.submit(job).await?;
     if json {
         print_json(&r);
     } else {
@@ -287,7 +286,7 @@ pub async fn submit(c: &Client, job: &SubmitServiceJob, json: bool) -> Result<()
 
 /// `qm submit --dry-run`.
 pub async fn dry_run(c: &Client, job: &SubmitServiceJob, json: bool) -> Result<(), Failure> {
-    let o: JobOutlook = c.call(Operation::DryRunServiceJob, job).await?;
+    let o: JobOutlook = c.dry_run_service_job(job).await?;
     print_outlook(&o, json);
     Ok(())
 }
@@ -295,12 +294,9 @@ pub async fn dry_run(c: &Client, job: &SubmitServiceJob, json: bool) -> Result<(
 /// `qm explain JOB`.
 pub async fn explain(c: &Client, job_id: &str, json: bool) -> Result<(), Failure> {
     let o: JobOutlook = c
-        .call(
-            Operation::ExplainServiceJob,
-            &JobRef {
-                job_id: job_id.into(),
-            },
-        )
+        .explain_service_job(&JobRef {
+            job_id: job_id.into(),
+        })
         .await?;
     print_outlook(&o, json);
     Ok(())

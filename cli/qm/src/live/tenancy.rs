@@ -18,7 +18,7 @@ use qm_tenancy::live::{
 };
 use qm_tenancy::Tenancy;
 use qm_wire::messages::ErrorCode;
-use qm_wire::subjects::{self, Operation};
+use qm_wire::subjects;
 
 use super::{print_json, rfc3339, table, usage, Failure};
 
@@ -120,10 +120,7 @@ fn read_file(file: &Path) -> Result<Tenancy, Failure> {
 
 /// The revision in effect (None: none stored yet).
 async fn in_effect(c: &Client) -> Result<Option<TenancyRevision>, Failure> {
-    match c
-        .call::<_, TenancyRevision>(Operation::DescribeTenancy, &DescribeTenancy::default())
-        .await
-    {
+    match c.describe_tenancy(&DescribeTenancy::default()).await {
         Ok(r) => Ok(Some(r)),
         Err(qm_service::client::CallError::Api(e)) if e.code == ErrorCode::NotFound => Ok(None),
         Err(e) => Err(e.into()),
@@ -171,14 +168,11 @@ pub async fn apply(
     }
     let after = tenancy.principals();
     let r: ApplyTenancyResponse = c
-        .call(
-            Operation::ApplyTenancy,
-            &ApplyTenancy {
-                tenancy,
-                dry_run,
-                expected_revision,
-            },
-        )
+        .apply_tenancy(&ApplyTenancy {
+            tenancy,
+            dry_run,
+            expected_revision,
+        })
         .await?;
     // A removed principal's credentials file is set aside, so adding the
     // name again later makes a new key instead of reviving the old one.
@@ -262,9 +256,7 @@ pub async fn diff(c: &Client, file: &Path, json: bool) -> Result<(), Failure> {
 }
 
 pub async fn show(c: &Client, revision: Option<u64>, json: bool) -> Result<(), Failure> {
-    let r: TenancyRevision = c
-        .call(Operation::DescribeTenancy, &DescribeTenancy { revision })
-        .await?;
+    let r: TenancyRevision = c.describe_tenancy(&DescribeTenancy { revision }).await?;
     if json {
         print_json(&r);
         return Ok(());
@@ -283,9 +275,8 @@ pub async fn show(c: &Client, revision: Option<u64>, json: bool) -> Result<(), F
 }
 
 pub async fn history(c: &Client, json: bool) -> Result<(), Failure> {
-    let r: ListTenancyRevisionsResponse = c
-        .call(Operation::ListTenancyRevisions, &ListTenancyRevisions {})
-        .await?;
+    let r: ListTenancyRevisionsResponse =
+        c.list_tenancy_revisions(&ListTenancyRevisions {}).await?;
     if json {
         print_json(&r);
         return Ok(());
@@ -383,14 +374,11 @@ pub async fn rotate_key(
     };
     tenancy.nkeys.insert(principal.to_string(), keys);
     let r: ApplyTenancyResponse = c
-        .call(
-            Operation::ApplyTenancy,
-            &ApplyTenancy {
-                tenancy,
-                dry_run: false,
-                expected_revision: Some(before.revision),
-            },
-        )
+        .apply_tenancy(&ApplyTenancy {
+            tenancy,
+            dry_run: false,
+            expected_revision: Some(before.revision),
+        })
         .await?;
     if finish {
         let path = qm_tenancy::nats::key_path(dir, principal);

@@ -2,7 +2,6 @@
 
 use qm_service::client::Client;
 use qm_wire::messages::{BudgetBurnDown, GetUsage, UsageReport, UsageRow};
-use qm_wire::subjects::Operation;
 
 use super::governance::field;
 use super::{print_json, Failure};
@@ -89,22 +88,19 @@ pub async fn show_usage(
     (json, csv): (bool, bool),
 ) -> Result<(), Failure> {
     let r: UsageReport = c
-        .call(
-            Operation::GetUsage,
-            &GetUsage {
-                job_queue: queue.into(),
-                quota_share_name: share,
-                from,
-                to,
-                by: Some(
-                    match by {
-                        UsagePeriod::Day => "DAY",
-                        UsagePeriod::Week => "WEEK",
-                    }
-                    .into(),
-                ),
-            },
-        )
+        .get_usage(&GetUsage {
+            job_queue: queue.into(),
+            quota_share_name: share,
+            from,
+            to,
+            by: Some(
+                match by {
+                    UsagePeriod::Day => "DAY",
+                    UsagePeriod::Week => "WEEK",
+                }
+                .into(),
+            ),
+        })
         .await?;
     if json {
         print_json(&r);

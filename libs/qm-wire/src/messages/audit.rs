@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 /// authenticated (from the request's subject), with its role and shares
 /// from the tenancy file. `WhoAmI` returns it; admission sends it along with
 /// every request it relays to the scheduler, which checks it again.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Caller {
     pub principal: String,
@@ -23,7 +23,7 @@ pub struct Caller {
 
 /// `ListAuditEvents`: every accepted write, filtered. A team sees the
 /// writes to its own shares (and configuration changes of its queues).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ListAuditEvents {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -45,7 +45,7 @@ pub struct ListAuditEvents {
 }
 
 /// One accepted write.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditEvent {
     /// Milliseconds since the Unix epoch.
@@ -64,7 +64,7 @@ pub struct AuditEvent {
     pub sequence: u64,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ListAuditEventsResponse {
     pub audit_events: Vec<AuditEvent>,
@@ -73,7 +73,7 @@ pub struct ListAuditEventsResponse {
 }
 
 /// `GetServiceJobLogs`: an attempt's output (default: the latest attempt).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GetServiceJobLogs {
     pub job_id: String,

@@ -6,14 +6,14 @@ use std::collections::BTreeMap;
 use super::BorrowBudget;
 use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct JobPreemptionConfiguration {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preemption_retries_before_termination: Option<u32>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EvaluateOnExit {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -24,7 +24,7 @@ pub struct EvaluateOnExit {
     pub action: String,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RetryStrategy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -33,13 +33,13 @@ pub struct RetryStrategy {
     pub evaluate_on_exit: Vec<EvaluateOnExit>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TimeoutConfig {
     pub attempt_duration_seconds: u64,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CheckpointConfig {
     /// `s3://bucket/prefix`: where this job's checkpoints live (manifests
@@ -74,7 +74,7 @@ pub const CHECKPOINT_SIGNALS: [&str; 4] = ["SIGUSR1", "SIGUSR2", "SIGHUP", "SIGI
 
 /// One input channel of a container job (SageMaker's `InputDataConfig`
 /// entry with an `S3DataSource` of type `S3Prefix`, File mode).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InputChannel {
     /// 1-64 letters, digits, `.`, `_` and `-`: the folder under
@@ -98,7 +98,7 @@ impl InputChannel {
 }
 
 /// Where a job's outputs are uploaded when it succeeds.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OutputDataConfig {
     /// `s3://bucket/prefix`: `/opt/ml/model` becomes
@@ -109,7 +109,7 @@ pub struct OutputDataConfig {
 }
 
 /// `SubmitServiceJob`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SubmitServiceJob {
     pub job_name: String,
@@ -170,21 +170,27 @@ pub struct SubmitServiceJob {
     pub estimated_runtime_seconds: Option<u64>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SubmitServiceJobResponse {
     pub job_id: String,
     pub job_name: String,
+    /// When the job was first submitted (ms since the Unix epoch, the
+    /// admission service's clock; a retry with the same client token gets
+    /// the first submit's time): follow its events `since` a little
+    /// before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submitted_at: Option<u64>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct JobRef {
     pub job_id: String,
 }
 
 /// `UpdateServiceJob`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UpdateServiceJob {
     pub job_id: String,
@@ -192,7 +198,7 @@ pub struct UpdateServiceJob {
 }
 
 /// `TerminateServiceJob`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TerminateServiceJob {
     pub job_id: String,
@@ -201,7 +207,7 @@ pub struct TerminateServiceJob {
 }
 
 /// `ListServiceJobs`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ListServiceJobs {
     pub job_queue: String,
@@ -216,7 +222,7 @@ pub struct ListServiceJobs {
 }
 
 /// One attempt, as `DescribeServiceJob` shows it.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AttemptDetail {
     pub attempt: u32,
@@ -277,7 +283,7 @@ pub struct AttemptDetail {
     pub progress: Option<String>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PreemptionSummary {
     pub preempted_attempt_count: u32,
@@ -286,7 +292,7 @@ pub struct PreemptionSummary {
 }
 
 /// `DescribeServiceJob`'s body, and each entry of `ListServiceJobs`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ServiceJob {
     pub job_id: String,
@@ -326,7 +332,7 @@ pub struct ServiceJob {
     pub trace_id: Option<String>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ListServiceJobsResponse {
     pub job_summary_list: Vec<ServiceJob>,
@@ -335,7 +341,7 @@ pub struct ListServiceJobsResponse {
 }
 
 /// One share's use of one type in a snapshot.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ShareUsage {
     pub quota_share_name: String,
@@ -348,7 +354,7 @@ pub struct ShareUsage {
 }
 
 /// `GetJobQueueSnapshot`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct JobQueueSnapshot {
     pub job_queue: String,
@@ -371,7 +377,7 @@ pub struct JobQueueSnapshot {
 
 /// Attempts that threw work away, and how much (instance-milliseconds:
 /// each attempt's lost time times its instances).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LostWorkTotal {
     pub attempts: u64,
@@ -379,7 +385,7 @@ pub struct LostWorkTotal {
 }
 
 /// One share's lost-work totals.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ShareLostWork {
     pub quota_share_name: String,
@@ -397,7 +403,7 @@ pub struct ShareLostWork {
 }
 
 /// A job another would stop (`DryRunServiceJob`, `ExplainServiceJob`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OutlookVictim {
     pub job_id: String,
@@ -416,7 +422,7 @@ pub struct OutlookVictim {
 /// `ExplainServiceJob` (a waiting job): what the next scheduling pass
 /// would do for the job, from the scheduling core's own pass on a copy of
 /// the live state.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct JobOutlook {
     /// STARTS | PREEMPTS | WAITS | NOT_WAITING
@@ -463,7 +469,7 @@ pub struct JobOutlook {
 }
 
 /// One job a configuration change would affect (`DryRunUpdateQuotaShare`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AffectedJob {
     pub job_id: String,
@@ -479,7 +485,7 @@ pub struct AffectedJob {
 /// `DryRunUpdateQuotaShare` (a share update checked as an update is, and
 /// not stored): what applying it now would do, from the core's own dry run
 /// on a copy of the live state.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct QueueChangeOutlook {
     pub job_queue: String,
@@ -502,7 +508,7 @@ pub struct QueueChangeOutlook {
 
 /// `GetReclaimExposure`: which of a share's jobs on borrowed capacity each
 /// lending share would preempt if it submitted now (reading the share).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GetReclaimExposure {
     pub job_queue: String,
@@ -510,7 +516,7 @@ pub struct GetReclaimExposure {
 }
 
 /// One lender's reclaim of one instance type.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LenderExposure {
     pub lending_share: String,
@@ -526,7 +532,7 @@ pub struct LenderExposure {
     pub waits: Option<String>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ReclaimExposure {
     pub job_queue: String,
@@ -538,7 +544,7 @@ pub struct ReclaimExposure {
 /// copy stopped after its first committed checkpoint and resumed, one
 /// uninterrupted, and compares what they declare as their result
 /// (`docs/workload-classes.md`). Its right is a submit's.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StartResumeDrill {
     pub job: SubmitServiceJob,
@@ -548,7 +554,7 @@ pub struct StartResumeDrill {
     pub seed: Option<u64>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StartResumeDrillResponse {
     pub drill_id: String,
@@ -559,7 +565,7 @@ pub struct StartResumeDrillResponse {
 
 /// `ListResumeDrills`: a queue's drills, those of the shares the caller
 /// may read.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ListResumeDrills {
     pub job_queue: String,
@@ -568,7 +574,7 @@ pub struct ListResumeDrills {
 }
 
 /// One resume drill and its outcome.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResumeDrill {
     pub drill_id: String,
@@ -602,7 +608,7 @@ pub struct ResumeDrill {
     pub restore_ms: Option<u64>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ListResumeDrillsResponse {
     pub drills: Vec<ResumeDrill>,
@@ -612,7 +618,7 @@ pub struct ListResumeDrillsResponse {
 /// arrangement needed people (priority changes, terminations,
 /// configuration changes) and how it treated work (preemptions, owners'
 /// reclaim waits, drills, borrowing refused for a missing resume proof).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GetPolicyStabilityRecord {
     pub job_queue: String,
@@ -624,7 +630,7 @@ pub struct GetPolicyStabilityRecord {
 }
 
 /// A count by who caused it.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ByPrincipal {
     pub principal: String,
@@ -632,7 +638,7 @@ pub struct ByPrincipal {
 }
 
 /// Preemptions of one kind and workload class.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PreemptionCount {
     /// CROSS_SHARE | IN_SHARE | LIMIT_REDUCED
@@ -642,7 +648,7 @@ pub struct PreemptionCount {
 }
 
 /// Seconds, nearest-rank percentiles.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WaitPercentiles {
     pub count: u32,
@@ -653,7 +659,7 @@ pub struct WaitPercentiles {
 }
 
 /// One share's week.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ShareWeek {
     pub quota_share_name: String,
@@ -678,7 +684,7 @@ pub struct ShareWeek {
     pub borrow_refusals_missing_proof: u32,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PolicyStabilityRecord {
     pub job_queue: String,
@@ -689,7 +695,7 @@ pub struct PolicyStabilityRecord {
 /// `GetUsage`: the usage ledger of a queue, per share, instance type,
 /// workload class and day (or week), from the days asked for, of the shares
 /// the caller may read.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GetUsage {
     pub job_queue: String,
@@ -707,7 +713,7 @@ pub struct GetUsage {
 }
 
 /// Recomputed work of one cause, in instance-seconds.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RecomputedUsage {
     /// PREEMPTED_CROSS_SHARE | PREEMPTED_IN_SHARE | PREEMPTED_LIMIT_REDUCED | HOST_LOST
@@ -717,7 +723,7 @@ pub struct RecomputedUsage {
 
 /// One share's use of one instance type, in one workload class, over one
 /// period. Instance-seconds, to the millisecond.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UsageRow {
     /// The period's first day, `YYYY-MM-DD`.
@@ -744,7 +750,7 @@ pub struct UsageRow {
 
 /// Capacity one share borrowed from another (or from the queue's
 /// unassigned capacity) over one period: the lender lent it.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LendingRow {
     pub period: String,
@@ -756,7 +762,7 @@ pub struct LendingRow {
     pub instance_seconds: f64,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UsageReport {
     pub job_queue: String,
@@ -779,7 +785,7 @@ pub struct UsageReport {
 /// A share's borrowing budget now: what it allows, what the window (or the
 /// decayed sum) holds, what running borrowed jobs are still expected to
 /// use, and when it runs out or refills. Instance-hours.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BudgetBurnDown {
     pub quota_share_name: String,

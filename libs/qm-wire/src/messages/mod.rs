@@ -19,7 +19,7 @@ pub use executors::*;
 pub use jobs::*;
 
 /// Every reply: exactly one of `ok` or `error`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum Reply<T> {
     Ok(T),
@@ -27,7 +27,7 @@ pub enum Reply<T> {
 }
 
 /// What kind of failure, for retries and exit codes (never string matching).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ErrorCode {
     /// The request is wrong; `problems` says where. Do not retry unchanged.
@@ -43,14 +43,14 @@ pub enum ErrorCode {
     AccessDenied,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Problem {
     pub field: String,
     pub message: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ApiError {
     pub code: ErrorCode,
@@ -62,14 +62,14 @@ pub struct ApiError {
 
 // ----- configuration -----------------------------------------------------
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CapacityLimit {
     pub capacity_unit: String,
     pub max_capacity: i64,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceSharingConfiguration {
     /// RESERVE | LEND | LEND_AND_BORROW
@@ -78,7 +78,7 @@ pub struct ResourceSharingConfiguration {
     pub borrow_limit: Option<i64>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SharePreemptionConfiguration {
     /// ENABLED | DISABLED
@@ -86,7 +86,7 @@ pub struct SharePreemptionConfiguration {
 }
 
 /// Quartermaster's per-share protections (all off when absent).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Protections {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -100,7 +100,7 @@ pub struct Protections {
 /// A share's `borrowBudget`: instance-hours of borrowed capacity per
 /// rolling window (`windowHours`) or of borrowed usage decayed with a
 /// half-life (`halfLifeHours`); exactly one of the two.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct BorrowBudget {
     /// Instance-hours (fractions allowed, to the instance-second).
@@ -125,7 +125,7 @@ where
 }
 
 /// A workload class's priority band: `schedulingPriority` `min..=max`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PriorityBand {
     pub min: u32,
@@ -136,7 +136,7 @@ pub struct PriorityBand {
 /// `docs/workload-classes.md`). Absent fields take the defaults: may
 /// borrow, no resume proof, preemptible by any class, the share's
 /// minimum runtime, the job's or queue's checkpoint-then-preempt.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WorkloadClass {
     pub name: String,
@@ -164,7 +164,7 @@ pub struct WorkloadClass {
 
 /// `CreateQuotaShare` / `UpdateQuotaShare` (update: only given fields change)
 /// and the body of `DescribeQuotaShare`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct QuotaShare {
     /// May be left out inside a queue document (`qm apply -f`).
@@ -239,7 +239,7 @@ pub struct QuotaShare {
 }
 
 /// `CreateJobQueue` / `UpdateJobQueue`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct JobQueue {
     pub job_queue_name: String,
@@ -281,7 +281,7 @@ pub struct JobQueue {
 }
 
 /// One share group of a queue.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ShareGroup {
     pub share_group_name: String,
@@ -291,15 +291,36 @@ pub struct ShareGroup {
     pub borrow_limit: Option<i64>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ShareRef {
     pub job_queue: String,
     pub quota_share_name: String,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct QueueRef {
     pub job_queue: String,
 }
+
+/// `ListJobQueues`: the names of the queues the caller may read, sorted.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JobQueueNames {
+    pub job_queues: Vec<String>,
+}
+
+/// `ListQuotaShares`: the shares of a queue.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QuotaShareList {
+    pub quota_shares: Vec<QuotaShare>,
+}
+
+/// A request or an answer with no fields (`{}`): `WhoAmI` and
+/// `ListJobQueues` ask with it; a deletion and a registration answer it.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+pub struct Empty {}

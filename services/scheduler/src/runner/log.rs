@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use qm_wire::subjects;
 use qm_wire::system::{AttemptKey, ExecCommand, LogEntry};
 
-use crate::state::{Effect, Effects, Position};
+use crate::state::{Effect, Effects};
 
 use super::{ms_of, LeadError, Runner};
 
@@ -145,13 +145,7 @@ pub(super) struct SentCommand {
 /// Header of a decision: the last non-decision entry its leader had applied.
 pub(crate) const AFTER_HEADER: &str = "Qm-After";
 /// Header of an event: where in the applied order it was produced.
-pub(crate) const POSITION_HEADER: &str = "Qm-Position";
-
-pub(crate) fn parse_position(s: &str) -> Option<Position> {
-    let mut it = s.split('.').map(|p| p.parse::<u64>().ok());
-    let p = (it.next()??, it.next()??, it.next()??);
-    it.next().is_none().then_some(p)
-}
+pub(crate) use qm_wire::messages::{parse_position, POSITION_HEADER};
 
 impl Runner<'_> {
     /// Applies one entry that arrived live. False: another leader's

@@ -67,7 +67,18 @@ impl Runner<'_> {
             let entry = match self.write_entry(&req, now) {
                 Ok(Some(entry)) => entry,
                 Ok(None) => {
-                    self.reply(reply, Ok(serde_json::json!({}))).await;
+                    // Nothing to change (a terminate of a job already
+                    // over): the job as it is, as every update answers.
+                    let job_id = match &req.operation {
+                        SchedOperation::UpdateServiceJob(u) => u.job_id.as_str(),
+                        SchedOperation::TerminateServiceJob(t) => t.job_id.as_str(),
+                        _ => "",
+                    };
+                    let r = self
+                        .state
+                        .describe(job_id, now)
+                        .ok_or_else(|| not_found(job_id));
+                    self.reply(reply, r).await;
                     continue;
                 }
                 Err(e) => {

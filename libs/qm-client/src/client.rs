@@ -1,4 +1,4 @@
-//! A typed client of API v1, used by `qm`, the executor and the tests.
+//! The API client: one request, one typed reply or one typed error.
 
 use std::time::Duration;
 
@@ -111,10 +111,10 @@ impl Client {
             .nats
             .request_with_headers(subject.clone(), headers, body);
         let msg = match tokio::time::timeout(self.timeout, request).await {
-            Err(_) | Ok(Err(_)) if crate::nats::violation_since(started).is_some() => {
+            Err(_) | Ok(Err(_)) if crate::connect::violation_since(started).is_some() => {
                 return Err(CallError::Refused {
                     subject,
-                    detail: crate::nats::violation_since(started).unwrap_or_default(),
+                    detail: crate::connect::violation_since(started).unwrap_or_default(),
                 })
             }
             Err(_) => {

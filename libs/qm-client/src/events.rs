@@ -1,0 +1,131 @@
+//! Following the stored events: every job state change, preemption and
+//! committed checkpoint the caller may read, in the order they were
+//! stored, resumable from any event's cursor (ADR 0022).
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use qm_wire::messages::{ErrorCode, ListEvents, StoredEvent};
+
+use crate::{CallError, Client};
+
+/// How long one request waits for new events.
+const WAIT_SECONDS: u32 = 10;
+
+/// An iterator of events over the API's `ListEvents`, from a cursor on.
+/// It waits for new events (a long poll), and goes on across NATS outages
+/// and admission restarts (retrying with backoff); it ends only with an
+/// error no retry can mend (`ACCESS_DENIED`, `INVALID`).
+///
+/// Keep each event's [`StoredEvent::cursor`] with what you did with it;
+/// after a restart, [`Client::events`] from that cursor resumes with the
+/// next event: none missed, none twice.
+pub struct Events {
+    client: Client,
+    request: ListEvents,
+    buffer: VecDeque<StoredEvent>,
+    failed: bool,
+}
+
+impl Client {
+    /// Follows the events `request` selects (its `jobQueue`,
+    /// `quotaShareName`, `jobId`), from its `after` cursor (else from its
+    /// `since` time, else from the oldest event kept).
+    pub fn events(&self, request: ListEvents) -> Events {
+        let mut client = self.clone();
+        client.timeout = client
+            .timeout
+            .max(Duration::from_secs(u64::from(WAIT_SECONDS) + 10));
+        Events {
+            client,
+            request,
+            buffer: VecDeque::new(),
+            failed: false,
+        }
+    }
+
+    /// Submits a job exactly once, retrying while no answer comes or the
+    /// service asks to try again: the job carries a client token (a new
+    /// one unless it has its own), so every retry names the same job.
+    pub async fn submit(
+        &self,
+        job: &qm_wire::messages::SubmitServiceJob,
+    ) -> Result<qm_wire::messages::SubmitServiceJobResponse, CallError> {
+        let mut job = job.clone();
+        if job.client_token.as_deref().is_none_or(str::is_empty) {
+            job.client_token = Some(format!("qm-client-{}", uuid::Uuid::new_v4().simple()));
+        }
+        let mut pause = Duration::from_millis(200);
+        let mut tries = 0;
+        loop {
+            match self.submit_service_job(&job).await {
+                Err(e) if retryable(&e) && tries < 8 => {
+                    tracing::warn!(error = %e, "submit not answered; retrying with the same client token");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(5));
+                    tries += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
+/// Whether asking again may help: no answer, a transport failure, or the
+/// service's TRANSIENT.
+pub fn retryable(e: &CallError) -> bool {
+    match e {
+        CallError::Api(api) => api.code == ErrorCode::Transient,
+        CallError::NoReply { .. } | CallError::Transport(_) => true,
+        CallError::Refused { .. } => false,
+    }
+}
+
+impl Events {
+    /// The cursor past the last event returned (or the one it started
+    /// from): where a new follower would go on.
+    pub fn cursor(&self) -> Option<&str> {
+        self.request.after.as_deref()
+    }
+
+    /// The next event, waiting for it as long as it takes. None after an
+    /// error no retry can mend (returned once, before).
+    pub async fn next(&mut self) -> Option<Result<StoredEvent, CallError>> {
+        let mut pause = Duration::from_millis(200);
+        loop {
+            if let Some(e) = self.buffer.pop_front() {
+                return Some(Ok(e));
+            }
+            if self.failed {
+                return None;
+            }
+            self.request.wait_seconds = Some(WAIT_SECONDS);
+            match self.client.list_events(&self.request).await {
+                Ok(page) => {
+                    pause = Duration::from_millis(200);
+                    // Each event's cursor is the place past it; the page's
+                    // is past what it skipped as well.
+                    self.request.after = Some(page.after);
+                    self.buffer.extend(page.events);
+                }
+                Err(e) if retryable(&e) => {
+                    tracing::warn!(error = %e, "reading events failed; retrying");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(5));
+                }
+                Err(e) => {
+                    self.failed = true;
+                    return Some(Err(e));
+                }
+            }
+        }
+    }
+
+    /// The events as a `futures` stream.
+    pub fn into_stream(self) -> impl futures::Stream<Item = Result<StoredEvent, CallError>> {
+        futures::stream::unfold(self, |mut events| async move {
+            let next = events.next().await?;
+            Some((next, events))
+        })
+    }
+}
