@@ -25,6 +25,24 @@ use testcontainers::{ContainerAsync, GenericImage, ImageExt};
 
 pub const BUCKET: &str = "qm-checkpoints";
 
+/// Waits up to 3 s for the NATS server to report a permissions violation
+/// on `subject` to this process's connections since `since`.
+pub async fn refused_by_server(since: std::time::Instant, subject: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    while std::time::Instant::now() < deadline {
+        if let Some(v) = qm_service::nats::violation_since(since) {
+            if v.contains(subject) {
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!(
+        "the server reported no permissions violation for {subject}; last: {:?}",
+        qm_service::nats::violation_since(since)
+    );
+}
+
 fn image_from_env(var: &str, default: &str) -> (String, String) {
     let full = std::env::var(var).unwrap_or_else(|_| default.to_string());
     match full.rsplit_once(':') {

@@ -8,6 +8,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use qm_integration_tests::refused_by_server;
 use qm_integration_tests::stack::{
     bin, running, start_command, start_nats_with, trainer_job, Auth, Stack, Tls,
 };
@@ -37,24 +38,6 @@ fn denied(e: &CallError, needles: &[&str]) {
     for n in needles {
         assert!(e.to_string().contains(n), "{n:?} missing in {e}");
     }
-}
-
-/// Waits up to 3 s for the server to report a permissions violation on
-/// `subject` to this process's connections.
-async fn refused_by_server(since: Instant, subject: &str) {
-    let deadline = Instant::now() + Duration::from_secs(3);
-    while Instant::now() < deadline {
-        if let Some(v) = qm_service::nats::violation_since(since) {
-            if v.contains(subject) {
-                return;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!(
-        "the server reported no permissions violation for {subject}; last: {:?}",
-        qm_service::nats::violation_since(since)
-    );
 }
 
 /// A start command that would write `marker` if it ever ran.

@@ -185,6 +185,9 @@ pub fn permissions(tenancy: &Tenancy, principal: &str) -> Option<Permissions> {
             ));
             p.push(format!("{}.>", subjects::AUDIT_PREFIX));
             stream_reader(subjects::AUDIT_STREAM, p);
+            // ListEvents reads the stored events for callers (frames mix
+            // every team's events, so no team reads the stream itself).
+            stream_reader(subjects::EVENTS_STREAM, p);
             kv_writer(subjects::CONFIG_BUCKET, p);
             kv_writer(subjects::TOKENS_BUCKET, p);
             // It stores the tenancy's revisions (`qm tenancy apply`).
@@ -219,9 +222,6 @@ pub fn permissions(tenancy: &Tenancy, principal: &str) -> Option<Permissions> {
             p.push(format!("$O.{}.>", subjects::SNAPSHOT_BUCKET));
             p.push(format!("{}.>", subjects::ARCHIVE_PREFIX));
             stream_reader(subjects::ARCHIVE_STREAM, p);
-            // ListEvents reads the stored events for callers (frames mix
-            // every team's events, so no team reads the stream itself).
-            stream_reader(subjects::EVENTS_STREAM, p);
         }
         Role::Executor(identity) => {
             perms.responds = true;
@@ -565,6 +565,18 @@ mod tests {
             );
             assert!(
                 !p.publish.iter().any(|s| s == ">" || s == "$JS.API.>"),
+                "{principal}"
+            );
+            // The stored events mix every team's: only the scheduler
+            // (which writes them) and admission (ListEvents, which
+            // filters them per caller) read the stream.
+            let reads_events = p
+                .publish
+                .iter()
+                .any(|s| s == "$JS.API.CONSUMER.CREATE.QM_EVENTS");
+            assert_eq!(
+                reads_events,
+                principal == "scheduler" || principal == "admission",
                 "{principal}"
             );
         }
