@@ -2,7 +2,7 @@
 CARGO ?= cargo
 QM := target/release/qm
 
-.PHONY: dist nats-clients bench-console docs test-phases images-test fuzz bench-runtimes images-torch aws-clients chromium evaluate up down check-deploy demo simulate bins bench-services bench-fleet bench-checkpoint bench-peers test lint check-core-deps unit integration images images-infra bench bench-pass bench-sim build clean
+.PHONY: dist clients nats-clients bench-console docs test-phases images-test fuzz bench-runtimes images-torch aws-clients chromium evaluate up down check-deploy demo simulate bins bench-services bench-fleet bench-checkpoint bench-peers test lint check-core-deps unit integration images images-infra bench bench-pass bench-sim build clean
 
 ## demo: the three-share story on a real Quartermaster (NATS + Garage in
 ## containers, the four services, the example trainer), live, with a summary
@@ -23,7 +23,7 @@ bins:
 ## test: formatting, lints, the purity rule, the deploy files, the book and
 ## its links, unit tests, and the integration tests against real servers in
 ## containers (builds the images they run); prints each phase's time at the end
-TEST_PHASES := lint check-core-deps check-deploy docs unit bins images-test images-torch aws-clients nats-clients chromium integration
+TEST_PHASES := lint check-core-deps check-deploy docs unit clients bins images-test images-torch aws-clients nats-clients chromium integration
 test:
 	@tools/phases.sh $(TEST_PHASES)
 
@@ -80,10 +80,22 @@ fuzz:
 images: images-infra
 	deploy/images/services.sh
 
+## clients: the Python client (clients/python) pip-installed from the
+## checkout with its pinned tools (~/.cache/quartermaster): its models are
+## what docs/asyncapi.yaml makes, its own tests pass, and the AsyncAPI
+## document is valid (an AsyncAPI 3.0 parser, every reference, every golden
+## fixture against the schema it claims)
+clients:
+	@venv=$$(clients/python/setup.sh) && \
+	  "$$venv/bin/python" clients/python/tools/generate.py --check && \
+	  (cd clients/python && "$$venv/bin/python" -m unittest discover -s tests) && \
+	  "$$venv/bin/python" clients/python/tools/check_asyncapi.py
+
 ## dist: release files in dist/: a tarball of every binary with the systemd
 ## units and example configurations, a Debian package per service (hardened
 ## systemd unit, /etc/quartermaster/<service>.yaml) and one for qm, and
-## SHA256SUMS (deploy/packages/build.sh; docs/packages.md)
+## the Python client's wheel, and SHA256SUMS (deploy/packages/build.sh;
+## docs/packages.md)
 dist:
 	deploy/packages/build.sh
 

@@ -10,6 +10,7 @@
 #       /etc/quartermaster/<service>.yaml (a conffile, kept on upgrade)
 #   quartermaster-cli_<version>_<debarch>.deb     qm, qm-trainer, man pages,
 #                                                 bash completion
+#   quartermaster-<version>-py3-none-any.whl      the Python client
 #   SHA256SUMS                                    of all of the above
 #
 #   deploy/packages/build.sh                  release build, then package
@@ -175,5 +176,15 @@ install -m 0644 "$root/README.md" "$work/$tar_name/README.md"
 tar -C "$work" --owner=0 --group=0 --numeric-owner --sort=name -cf - "$tar_name" | gzip "-${gzip_level}n" >"$out/$tar_name.tar.gz"
 say "built $tar_name.tar.gz"
 
-(cd "$out" && sha256sum -- *.tar.gz *.deb >SHA256SUMS)
+# The Python client (clients/python) as a wheel, built with the pinned
+# tools of its environment, outside the checkout.
+venv=$("$root/clients/python/setup.sh")
+wheel_src="$work/python-client"
+cp -r "$root/clients/python" "$wheel_src"
+rm -rf "$wheel_src/build" "$wheel_src"/src/*.egg-info
+"$venv/bin/pip" wheel --quiet --disable-pip-version-check --no-deps --no-build-isolation \
+  --wheel-dir "$out" "$wheel_src" >&2
+say "built $(cd "$out" && ls quartermaster-*.whl)"
+
+(cd "$out" && sha256sum -- *.tar.gz *.deb *.whl >SHA256SUMS)
 say "SHA256SUMS written; $(ls "$out" | wc -l) files in $out"

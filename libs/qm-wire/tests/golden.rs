@@ -353,3 +353,34 @@ fn an_event_frame_holds_its_events_as_published() {
     assert_eq!(fixture.events[0].position, "40.41.0");
     assert_eq!(fixture.events[1].event["to"], "RUNNING");
 }
+
+#[test]
+fn a_page_of_stored_events_v1_decodes_each_kind_and_round_trips() {
+    use qm_wire::messages::{EventCursor, EventKind, EventPage};
+    let page: EventPage =
+        serde_json::from_str(&fixture("list_events_response.json")).expect("decodes");
+    let kinds: Vec<EventKind> = page.events.iter().map(|e| e.kind).collect();
+    assert_eq!(
+        kinds,
+        vec![EventKind::Job, EventKind::Preemption, EventKind::Checkpoint]
+    );
+    assert_eq!(page.events[0].job().map(|c| c.to), Some("RUNNABLE".into()));
+    assert_eq!(
+        page.events[1].preemption().map(|p| p.for_job_id),
+        Some("j-77aa01".into())
+    );
+    assert_eq!(page.events[2].checkpoint().and_then(|c| c.step), Some(300));
+    assert_eq!(
+        EventCursor::parse(&page.after),
+        Some(EventCursor {
+            seq: 814,
+            index: 0,
+            position: Some((4410, 0, 3))
+        })
+    );
+    assert!(page.caught_up);
+    let again: serde_json::Value = serde_json::to_value(&page).expect("encodes");
+    let original: serde_json::Value =
+        serde_json::from_str(&fixture("list_events_response.json")).expect("json");
+    assert_eq!(again, original);
+}
