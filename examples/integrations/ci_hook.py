@@ -95,8 +95,9 @@ class Hook:
     async def serve(self, reader, writer):
         try:
             status, body = await self.handle(reader)
-        except (asyncio.IncompleteReadError, ValueError, ConnectionError):
-            status, body = 400, {"error": "malformed request"}
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError,
+                ValueError, ConnectionError):
+            status, body = 400, {"error": "malformed, oversized or too slow a request"}
         except Exception as e:  # the API's errors: say which, never a traceback
             status, body = 502, {"error": f"{type(e).__name__}: {e}"}
         data = json.dumps(body).encode()
