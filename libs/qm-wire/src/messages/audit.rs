@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 pub struct Caller {
     pub principal: String,
     /// ADMIN | READER | TEAM | SERVICE
+    #[schemars(extend("enum" = ["ADMIN", "READER", "TEAM", "SERVICE"]))]
     pub role: String,
     /// The caller's team (role TEAM).
     #[serde(default, skip_serializing_if = "Option::is_none")]

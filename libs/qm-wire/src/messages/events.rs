@@ -49,9 +49,11 @@ pub struct PreemptionEvent {
     pub job_id: String,
     pub attempt: u32,
     /// CROSS_SHARE | IN_SHARE | LIMIT_REDUCED
+    #[schemars(extend("enum" = ["CROSS_SHARE", "IN_SHARE", "LIMIT_REDUCED", "BUDGET_EXHAUSTED", "REBALANCE"]))]
     pub kind: String,
     pub for_job_id: String,
     /// started | completed
+    #[schemars(extend("enum" = ["started", "completed"]))]
     pub phase: String,
     pub at: u64,
 }

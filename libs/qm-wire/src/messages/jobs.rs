@@ -21,6 +21,7 @@ pub struct EvaluateOnExit {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_status_reason: Option<String>,
     /// RETRY | EXIT
+    #[schemars(extend("enum" = ["RETRY", "EXIT"]))]
     pub action: String,
 }
 
@@ -241,6 +242,7 @@ pub struct AttemptDetail {
     /// SUCCEEDED | FAILED | PREEMPTED_CROSS_SHARE | PREEMPTED_IN_SHARE |
     /// PREEMPTED_LIMIT_REDUCED | HOST_LOST | TIMED_OUT | CANCELLED
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["SUCCEEDED", "FAILED", "PREEMPTED_CROSS_SHARE", "PREEMPTED_IN_SHARE", "PREEMPTED_LIMIT_REDUCED", "PREEMPTED_BUDGET", "PREEMPTED_REBALANCE", "PREEMPTED_DRILL", "HOST_LOST", "TIMED_OUT", "CANCELLED", null]))]
     pub outcome: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restored_checkpoint_step: Option<u64>,
@@ -299,6 +301,7 @@ pub struct ServiceJob {
     pub job_name: String,
     pub job_queue: String,
     pub quota_share_name: String,
+    #[schemars(extend("enum" = ["SUBMITTED", "RUNNABLE", "SCHEDULED", "STARTING", "RUNNING", "SUCCEEDED", "FAILED"]))]
     pub status: String,
     #[serde(default)]
     pub status_reason: String,
@@ -426,6 +429,7 @@ pub struct OutlookVictim {
 #[serde(rename_all = "camelCase")]
 pub struct JobOutlook {
     /// STARTS | PREEMPTS | WAITS | NOT_WAITING
+    #[schemars(extend("enum" = ["STARTS", "PREEMPTS", "WAITS", "NOT_WAITING"]))]
     pub outcome: String,
     /// `ExplainServiceJob`: the job explained.
     #[serde(default, skip_serializing_if = "Option::is_none")]

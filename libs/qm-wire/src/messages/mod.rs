@@ -73,6 +73,7 @@ pub struct CapacityLimit {
 #[serde(rename_all = "camelCase")]
 pub struct ResourceSharingConfiguration {
     /// RESERVE | LEND | LEND_AND_BORROW
+    #[schemars(extend("enum" = ["RESERVE", "LEND", "LEND_AND_BORROW"]))]
     pub strategy: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub borrow_limit: Option<i64>,
@@ -82,6 +83,7 @@ pub struct ResourceSharingConfiguration {
 #[serde(rename_all = "camelCase")]
 pub struct SharePreemptionConfiguration {
     /// ENABLED | DISABLED
+    #[schemars(extend("enum" = ["ENABLED", "DISABLED"]))]
     pub in_share_preemption: String,
 }
 
@@ -172,6 +174,7 @@ pub struct QuotaShare {
     pub job_queue: String,
     pub quota_share_name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["ENABLED", "DISABLED", null]))]
     pub state: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity_limits: Option<Vec<CapacityLimit>>,
@@ -244,9 +247,11 @@ pub struct QuotaShare {
 pub struct JobQueue {
     pub job_queue_name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["ENABLED", "DISABLED", null]))]
     pub state: Option<String>,
     /// BEST_EFFORT_FIFO | STRICT_FIFO
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["BEST_EFFORT_FIFO", "STRICT_FIFO", null]))]
     pub queueing_strategy: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub capacity_limits: Vec<CapacityLimit>,
@@ -257,6 +262,7 @@ pub struct JobQueue {
     /// FIFO (default) | FAIR_SHARE: how lendable capacity goes to
     /// borrowers (docs/fair-share.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["FIFO", "FAIR_SHARE", null]))]
     pub idle_resource_assignment_strategy: Option<String>,
     /// Under FAIR_SHARE: how fast past borrowing is forgotten (default 24).
     #[serde(default, skip_serializing_if = "Option::is_none")]
