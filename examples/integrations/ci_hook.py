@@ -29,8 +29,11 @@ import re
 import sys
 import urllib.request
 
+import quartermaster as qm
+
 MAX_BODY = 64 * 1024
-COMMIT = re.compile(r"^[0-9a-f]{7,64}$")
+MAX_CONNECTIONS = 32
+COMMIT = re.compile(r"[0-9a-f]{7,64}")
 
 
 class Hook:
@@ -40,17 +43,18 @@ class Hook:
         self.secret = open(args.secret_file, "rb").read().strip()
         if not self.secret:
             raise SystemExit(f"ci_hook: {args.secret_file} is empty: the hook would accept anyone")
-        self.watching = set()
+        self.watching = {}
+        self.connections = asyncio.Semaphore(MAX_CONNECTIONS)
 
     def signed(self, body, header):
-        expected = "sha256=" + hmac.new(self.secret, body, hashlib.sha256).hexdigest()
-        return header is not None and hmac.compare_digest(expected, header)
+        expected = ("sha256=" + hmac.new(self.secret, body, hashlib.sha256).hexdigest()).encode()
+        return header is not None and hmac.compare_digest(expected, header.encode("latin-1"))
 
     async def push(self, event):
         """Submits the commit's run (once, whatever the redeliveries)."""
         ref, commit = event.get("ref"), event.get("after")
         repository = (event.get("repository") or {}).get("full_name", "")
-        if not isinstance(ref, str) or not isinstance(commit, str) or not COMMIT.match(commit):
+        if not isinstance(ref, str) or not isinstance(commit, str) or not COMMIT.fullmatch(commit):
             return 400, {"error": "not a push event: ref and after (a commit id) are required"}
         if ref != f"refs/heads/{self.args.branch}":
             return 202, {"ignored": f"{ref} is not refs/heads/{self.args.branch}"}
@@ -62,13 +66,24 @@ class Hook:
             command=self.args.command,
             environment={"CI_COMMIT": commit, "CI_REPOSITORY": repository},
             tags={"commit": commit, "repository": repository},
-            client_token=f"ci-{commit[:56]}",
+            # One run per commit: a redelivered push is the same run. A
+            # SHA-256 commit id is longer than a token may be: its digest.
+            client_token="ci-" + (commit if len(commit) <= 60 else hashlib.sha256(commit.encode()).hexdigest()[:60]),
         )
         if job.job_id not in self.watching:
-            self.watching.add(job.job_id)
-            asyncio.create_task(self.report(commit, job))
+            # Kept until it has reported (a task no one holds may vanish);
+            # a hook started again reports a run when its push is
+            # redelivered.
+            task = asyncio.create_task(self.report(commit, job))
+            self.watching[job.job_id] = task
+            task.add_done_callback(lambda t, job_id=job.job_id: self.reported(job_id, t))
         print(f"ci_hook: {commit[:12]} -> {job.job_id}", flush=True)
         return 202, {"jobId": job.job_id}
+
+    def reported(self, job_id, task):
+        self.watching.pop(job_id, None)
+        if not task.cancelled() and task.exception() is not None:
+            print(f"ci_hook: following {job_id} failed: {task.exception()}", file=sys.stderr, flush=True)
 
     async def report(self, commit, job):
         """Waits for the run's end and reports it to the status URL."""
@@ -93,22 +108,33 @@ class Hook:
         print(f"ci_hook: {commit[:12]} {state} ({job.job_id})", flush=True)
 
     async def serve(self, reader, writer):
-        try:
-            status, body = await self.handle(reader)
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError,
-                ValueError, ConnectionError):
-            status, body = 400, {"error": "malformed, oversized or too slow a request"}
-        except Exception as e:  # the API's errors: say which, never a traceback
-            status, body = 502, {"error": f"{type(e).__name__}: {e}"}
+        if self.connections.locked():
+            status, body = 503, {"error": "too many connections; try again"}
+        else:
+            async with self.connections:
+                status, body = await self.answer(reader)
         data = json.dumps(body).encode()
         reason = {202: "Accepted", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
-                  405: "Method Not Allowed", 413: "Payload Too Large", 502: "Bad Gateway"}.get(status, "")
+                  405: "Method Not Allowed", 413: "Payload Too Large", 500: "Internal Server Error",
+                  502: "Bad Gateway", 503: "Service Unavailable"}.get(status, "")
         writer.write(f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
                      f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode() + data)
         try:
             await writer.drain()
         finally:
             writer.close()
+
+    async def answer(self, reader):
+        try:
+            return await self.handle(reader)
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError,
+                ValueError, UnicodeError, ConnectionError):
+            return 400, {"error": "malformed, oversized or too slow a request"}
+        except qm.QuartermasterError as e:  # the API's answer: say what it was
+            return 502, {"error": f"Quartermaster: {e}"}
+        except Exception as e:  # anything else: logged here, not shown
+            print(f"ci_hook: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+            return 500, {"error": "internal error"}
 
     async def handle(self, reader):
         head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=10)
@@ -141,8 +167,6 @@ class Hook:
 
 
 async def main(args):
-    import quartermaster as qm
-
     client = await qm.connect(args.nats, nkey_file=args.nkey, ca_file=args.ca_file)
     hook = Hook(args, client)
     host, port = args.listen.rsplit(":", 1)

@@ -204,11 +204,47 @@ async fn a_team_follows_its_own_events_from_a_cursor_and_reads_no_one_elses() {
         })
         .await
         .expect("a page");
+    assert!(tail.caught_up, "{tail:#?}");
     assert!(
         tail.events
             .iter()
             .all(|e| !all.iter().any(|a| a.cursor == e.cursor)),
         "after the last cursor, nothing read before comes again: {tail:#?}"
+    );
+    // From a time nothing was stored since: nothing, and a cursor that
+    // goes on from now, never from the oldest event kept.
+    let hour_ahead = own.submitted_at.expect("submittedAt") + 3_600_000;
+    let nothing = alice
+        .list_events(&ListEvents {
+            since: Some(hour_ahead),
+            ..Default::default()
+        })
+        .await
+        .expect("a page");
+    assert!(
+        nothing.events.is_empty() && nothing.caught_up,
+        "{nothing:#?}"
+    );
+    let then = alice
+        .list_events(&ListEvents {
+            after: Some(nothing.after.clone()),
+            ..Default::default()
+        })
+        .await
+        .expect("a page");
+    assert!(then.events.is_empty(), "went back to the oldest: {then:#?}");
+    // A cursor past the newest stored event: refused, not a silent stall.
+    let e = alice
+        .list_events(&ListEvents {
+            after: Some("999999999-0".into()),
+            ..Default::default()
+        })
+        .await
+        .expect_err("refused");
+    assert_eq!(e.code(), Some(ErrorCode::Invalid), "{e}");
+    assert!(
+        e.to_string().contains("past the newest stored event"),
+        "{e}"
     );
     // One job's events, from a time: what submit-and-watch reads.
     let one = follow(
@@ -282,16 +318,24 @@ async fn a_team_follows_its_own_events_from_a_cursor_and_reads_no_one_elses() {
         })
         .await
         .expect("a page");
-    assert!(by_id.events.is_empty(), "{by_id:#?}");
+    assert!(
+        by_id.events.is_empty() && by_id.caught_up,
+        "read to the end, nothing of hers: {by_id:#?}"
+    );
     // 2. A cursor of hers gets him nothing of hers either.
-    let page = bob
-        .list_events(&ListEvents {
+    let from_hers = follow(
+        &bob,
+        ListEvents {
             after: Some(all[0].cursor.clone()),
             ..Default::default()
-        })
-        .await
-        .expect("a page");
-    assert!(page.events.iter().all(|e| e.quota_share_name == "QS2"));
+        },
+        |seen| finished(seen, &theirs.job_id),
+    )
+    .await;
+    assert!(
+        from_hers.iter().all(|e| e.quota_share_name == "QS2"),
+        "{from_hers:#?}"
+    );
     // 3. A forged cursor is refused, naming the field.
     let e = bob
         .list_events(&ListEvents {

@@ -24,6 +24,9 @@ pub struct Events {
     client: Client,
     request: ListEvents,
     buffer: VecDeque<StoredEvent>,
+    /// Where a new follower would go on: past the last event returned (or
+    /// past the last page, once its events are all returned).
+    resume: Option<String>,
     failed: bool,
 }
 
@@ -38,6 +41,7 @@ impl Client {
             .max(Duration::from_secs(u64::from(WAIT_SECONDS) + 10));
         Events {
             client,
+            resume: request.after.clone(),
             request,
             buffer: VecDeque::new(),
             failed: false,
@@ -82,10 +86,11 @@ pub fn retryable(e: &CallError) -> bool {
 }
 
 impl Events {
-    /// The cursor past the last event returned (or the one it started
-    /// from): where a new follower would go on.
+    /// Where a new follower would go on: past the last event returned
+    /// (or the cursor it started from), never past an event not yet
+    /// returned.
     pub fn cursor(&self) -> Option<&str> {
-        self.request.after.as_deref()
+        self.resume.as_deref()
     }
 
     /// The next event, waiting for it as long as it takes. None after an
@@ -94,6 +99,12 @@ impl Events {
         let mut pause = Duration::from_millis(200);
         loop {
             if let Some(e) = self.buffer.pop_front() {
+                // The page's own cursor also passes the events it skipped.
+                self.resume = if self.buffer.is_empty() {
+                    self.request.after.clone()
+                } else {
+                    Some(e.cursor.clone())
+                };
                 return Some(Ok(e));
             }
             if self.failed {
@@ -105,7 +116,14 @@ impl Events {
                     pause = Duration::from_millis(200);
                     // Each event's cursor is the place past it; the page's
                     // is past what it skipped as well.
+                    if page.gap {
+                        tracing::warn!("events aged out of the stream before they were read (eventsRetentionDays)");
+                    }
                     self.request.after = Some(page.after);
+                    self.request.since = None;
+                    if page.events.is_empty() {
+                        self.resume = self.request.after.clone();
+                    }
                     self.buffer.extend(page.events);
                 }
                 Err(e) if retryable(&e) => {

@@ -539,6 +539,21 @@ mod tests {
             .contains(&"qm.v1.events.job.research.*.>".to_string()));
     }
 
+    /// Whether the NATS subject pattern `pattern` (with `*` and `>`)
+    /// matches `subject`.
+    fn matches(pattern: &str, subject: &str) -> bool {
+        let (mut p, mut s) = (pattern.split('.'), subject.split('.'));
+        loop {
+            match (p.next(), s.next()) {
+                (Some(">"), Some(_)) => return true,
+                (Some("*"), Some(_)) => {}
+                (Some(a), Some(b)) if a == b => {}
+                (None, None) => return true,
+                _ => return false,
+            }
+        }
+    }
+
     #[test]
     fn only_the_scheduler_commands_executors_and_only_admission_writes_submits() {
         let t = tenancy();
@@ -570,10 +585,15 @@ mod tests {
             // The stored events mix every team's: only the scheduler
             // (which writes them) and admission (ListEvents, which
             // filters them per caller) read the stream.
-            let reads_events = p
-                .publish
-                .iter()
-                .any(|s| s == "$JS.API.CONSUMER.CREATE.QM_EVENTS");
+            let reads_events = [
+                "$JS.API.CONSUMER.CREATE.QM_EVENTS",
+                "$JS.API.CONSUMER.CREATE.QM_EVENTS.c.qm.v1.events.frames",
+                "$JS.API.CONSUMER.MSG.NEXT.QM_EVENTS.c",
+                "$JS.API.DIRECT.GET.QM_EVENTS",
+                "$JS.API.STREAM.MSG.GET.QM_EVENTS",
+            ]
+            .iter()
+            .any(|subject| p.publish.iter().any(|pattern| matches(pattern, subject)));
             assert_eq!(
                 reads_events,
                 principal == "scheduler" || principal == "admission",

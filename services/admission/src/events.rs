@@ -17,10 +17,11 @@ use futures::StreamExt;
 use qm_service::api;
 use qm_tenancy::authorize_read;
 use qm_wire::messages::{
-    parse_position, ApiError, Caller, ErrorCode, EventCursor, EventFrame, EventKind, EventPage,
-    ListEvents, StoredEvent,
+    parse_position, ApiError, Caller, ErrorCode, EventCursor, EventKind, EventPage, ListEvents,
+    StoredEvent,
 };
 use qm_wire::subjects;
+use serde_json::value::RawValue;
 
 /// The most events one page returns, and its default.
 const MAX_RESULTS: u32 = 1000;
@@ -30,6 +31,61 @@ const MAX_WAIT_SECONDS: u32 = 20;
 /// How long one page may read before it returns what it has (the cursor
 /// moved past what it read): a caller far behind catches up page by page.
 const READ_BUDGET: Duration = Duration::from_secs(2);
+/// About the most a page's reply holds, well under NATS's 1 MiB message.
+const MAX_PAGE_BYTES: usize = 512 * 1024;
+/// How many `ListEvents` requests admission reads for at once, in all and
+/// per principal: more are asked to try again (TRANSIENT).
+const MAX_READS: usize = 64;
+const MAX_READS_PER_PRINCIPAL: usize = 4;
+
+/// The `ListEvents` requests in flight, per principal.
+#[derive(Default)]
+pub struct Reads(std::sync::Mutex<std::collections::HashMap<String, usize>>);
+
+/// One request's place among [`Reads`], given back when dropped.
+pub struct Read<'a> {
+    reads: &'a Reads,
+    principal: String,
+}
+
+impl Reads {
+    /// A place for `principal`'s request, or TRANSIENT when too many are
+    /// in flight.
+    pub fn start(&self, principal: &str) -> Result<Read<'_>, ApiError> {
+        let mut m = self
+            .0
+            .lock()
+            .map_err(|_| api::error(ErrorCode::Internal, "reads poisoned"))?;
+        let total: usize = m.values().sum();
+        let mine = m.get(principal).copied().unwrap_or(0);
+        if total >= MAX_READS || mine >= MAX_READS_PER_PRINCIPAL {
+            return Err(api::error(
+                ErrorCode::Transient,
+                format!(
+                    "too many event reads in flight ({total} in all, {mine} of principal {principal:?}; at most {MAX_READS} and {MAX_READS_PER_PRINCIPAL}); try again"
+                ),
+            ));
+        }
+        *m.entry(principal.to_string()).or_default() += 1;
+        Ok(Read {
+            reads: self,
+            principal: principal.to_string(),
+        })
+    }
+}
+
+impl Drop for Read<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut m) = self.reads.0.lock() {
+            if let Some(n) = m.get_mut(&self.principal) {
+                *n -= 1;
+                if *n == 0 {
+                    m.remove(&self.principal);
+                }
+            }
+        }
+    }
+}
 
 fn transient(e: impl std::fmt::Display) -> ApiError {
     api::error(
@@ -124,6 +180,25 @@ struct Page<'a> {
     /// Where the page stands: past every event it has read.
     cursor: EventCursor,
     out: Vec<StoredEvent>,
+    /// About how large the page's reply is so far.
+    bytes: usize,
+}
+
+/// A stored frame, its events' payloads left unparsed.
+#[derive(serde::Deserialize)]
+struct RawFrame<'a> {
+    #[serde(borrow)]
+    events: Vec<RawFramed<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct RawFramed<'a> {
+    #[serde(borrow)]
+    subject: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    position: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    event: &'a RawValue,
 }
 
 impl Page<'_> {
@@ -139,57 +214,77 @@ impl Page<'_> {
     }
 
     /// Takes in the events of the stored message `seq` (a frame, or one
-    /// checkpoint commit). False once the page is full (the cursor then
-    /// stands just past its last event, inside the message if it has
-    /// more).
+    /// checkpoint commit). False once the page is full, by count or by
+    /// size (the cursor then stands just past its last event, inside the
+    /// message if it has more).
     fn take(&mut self, seq: u64, subject: &str, payload: &[u8]) -> bool {
-        let events: Vec<(String, Option<String>, serde_json::Value)> =
-            if subject == subjects::EVENT_FRAMES {
-                match serde_json::from_slice::<EventFrame>(payload) {
-                    Ok(frame) => frame
+        // Only the subjects are read for every event; a payload is decoded
+        // only for an event the caller gets.
+        let frame;
+        let events: Vec<(&str, Option<&str>, &RawValue)> = if subject == subjects::EVENT_FRAMES {
+            match serde_json::from_slice::<RawFrame>(payload) {
+                Ok(f) => {
+                    frame = f;
+                    frame
                         .events
-                        .into_iter()
-                        .map(|e| (e.subject, Some(e.position), e.event))
-                        .collect(),
-                    Err(e) => {
-                        tracing::warn!(seq, error = %e, "unreadable event frame skipped");
-                        Vec::new()
-                    }
+                        .iter()
+                        .map(|e| (e.subject.as_ref(), Some(e.position.as_ref()), e.event))
+                        .collect()
                 }
-            } else {
-                let event = serde_json::from_slice(payload).unwrap_or(serde_json::Value::Null);
-                vec![(subject.to_string(), None, event)]
-            };
+                Err(e) => {
+                    // The scheduler never writes one: a damaged message.
+                    tracing::error!(seq, error = %e, "an unreadable event frame skipped");
+                    Vec::new()
+                }
+            }
+        } else {
+            match serde_json::from_slice::<&RawValue>(payload) {
+                Ok(event) => vec![(subject, None, event)],
+                Err(e) => {
+                    tracing::error!(seq, %subject, error = %e, "an unreadable stored event skipped");
+                    Vec::new()
+                }
+            }
+        };
         let count = events.len() as u32;
         for (index, (subject, position, event)) in events.into_iter().enumerate() {
             let index = index as u32;
             if (seq, index) < (self.cursor.seq, self.cursor.index) {
                 continue; // returned before
             }
-            self.cursor.seq = seq;
-            self.cursor.index = index + 1;
-            let parsed = position.as_deref().and_then(parse_position);
-            if let Some(p) = parsed {
-                if self.cursor.position.is_some_and(|seen| p <= seen) {
+            let mut next = EventCursor {
+                seq,
+                index: index + 1,
+                position: self.cursor.position,
+            };
+            if let Some(p) = position.and_then(parse_position) {
+                if next.position.is_some_and(|seen| p <= seen) {
+                    self.cursor = next;
                     continue; // a republished event: returned before
                 }
-                self.cursor.position = Some(p);
+                next.position = Some(p);
             }
-            let Some((kind, queue, share, job)) = parse_subject(&subject) else {
+            let wanted = parse_subject(subject)
+                .filter(|(_, queue, share, job)| self.wanted(queue, share, job));
+            let Some((kind, queue, share, job)) = wanted else {
+                self.cursor = next;
                 continue;
             };
-            if !self.wanted(queue, share, job) {
-                continue;
+            let size = event.get().len() + 2 * subject.len() + 160;
+            if !self.out.is_empty() && self.bytes + size > MAX_PAGE_BYTES {
+                return false; // the next page starts with this event
             }
+            self.cursor = next;
+            self.bytes += size;
             self.out.push(StoredEvent {
-                cursor: self.cursor.to_string(),
+                cursor: next.to_string(),
                 kind,
                 job_queue: queue.to_string(),
                 quota_share_name: share.to_string(),
                 job_id: job.to_string(),
-                subject: subject.clone(),
-                position,
-                event,
+                subject: subject.to_string(),
+                position: position.map(String::from),
+                event: serde_json::from_str(event.get()).unwrap_or(serde_json::Value::Null),
             });
             if self.out.len() >= self.max {
                 if index + 1 == count {
@@ -211,22 +306,51 @@ impl Page<'_> {
     }
 }
 
+/// Where a cursor stands against the stream's first and last stored
+/// message: INVALID past the newest (the stream was replaced, or the
+/// cursor forged), and whether stored events between it and the oldest
+/// kept have aged out (a gap).
+fn placed(cursor: &EventCursor, given: bool, first: u64, last: u64) -> Result<bool, ApiError> {
+    if !given {
+        return Ok(false);
+    }
+    if cursor.seq > last + 1 {
+        return Err(api::invalid(
+            "invalid ListEvents request",
+            vec![api::problem(
+                "after",
+                format!(
+                    "cursor {cursor} is past the newest stored event ({last}): the events stream was replaced; start again with since"
+                ),
+            )],
+        ));
+    }
+    Ok(first > 0 && cursor.seq < first)
+}
+
 /// The events after `req.after` the caller may read, oldest first.
 pub async fn list(
     events: &Stream,
+    reads: &Reads,
     caller: &Caller,
     req: ListEvents,
 ) -> Result<EventPage, ApiError> {
     let (max, wait, cursor) = check(caller, &req)?;
+    let _read = reads.start(&caller.principal)?;
     let mut page = Page {
         caller,
         req: &req,
         max: max as usize,
         cursor,
         out: Vec::new(),
+        bytes: 0,
     };
     let mut stream = events.clone();
-    let last = stream.info().await.map_err(transient)?.state.last_sequence;
+    let (first, last) = {
+        let state = &stream.info().await.map_err(transient)?.state;
+        (state.first_sequence, state.last_sequence)
+    };
+    let gap = placed(&cursor, req.after.is_some(), first, last)?;
     let start = cursor.seq.max(1);
     let started = tokio::time::Instant::now();
     let wait_until = started + Duration::from_secs(u64::from(wait));
@@ -251,6 +375,7 @@ pub async fn list(
             })
             .await
             .map_err(transient)?;
+        let name = consumer.cached_info().name.clone();
         // Nothing this request reads is stored after the cursor.
         caught_up |= consumer.cached_info().num_pending == 0;
         let mut messages = consumer.messages().await.map_err(transient)?;
@@ -263,7 +388,7 @@ pub async fn list(
                 }
                 wait_until
             } else {
-                (started + READ_BUDGET).max(wait_until)
+                started + READ_BUDGET
             };
             let now = tokio::time::Instant::now();
             if now >= until {
@@ -277,16 +402,29 @@ pub async fn list(
             let room = page.take(seq, msg.subject.as_str(), &msg.payload);
             // Caught up: nothing stored after this message, and the page
             // did not stop inside it.
-            caught_up = pending == 0 && page.cursor.index == 0;
+            caught_up = room && pending == 0 && page.cursor.index == 0;
             if !room {
                 break;
             }
         }
+        drop(messages);
+        // Its server side would linger 30 s after the last read.
+        let events = events.clone();
+        tokio::spawn(async move {
+            let _ = events.delete_consumer(&name).await;
+        });
+    }
+    if caught_up && (page.cursor.seq, page.cursor.index) < (last + 1, 0) {
+        // Everything stored up to `last` was read or is not the caller's:
+        // the next page starts after it (also when `since` found nothing).
+        page.cursor.seq = last + 1;
+        page.cursor.index = 0;
     }
     Ok(EventPage {
         events: page.out,
         after: page.cursor.to_string(),
         caught_up,
+        gap,
     })
 }
 
@@ -341,6 +479,7 @@ mod tests {
             max,
             cursor: after,
             out: Vec::new(),
+            bytes: 0,
         }
     }
 
@@ -450,5 +589,73 @@ mod tests {
             check(&caller, &other_queue).expect_err("denied").code,
             ErrorCode::AccessDenied
         );
+    }
+
+    #[test]
+    fn a_page_stops_before_it_outgrows_a_message_and_the_next_starts_there() {
+        let caller = team(&["training/QS1"]);
+        let req = ListEvents::default();
+        let reason = "x".repeat(200 * 1024);
+        let big: Vec<(String, String, Vec<u8>)> = (0..4)
+            .map(|i| {
+                let e = JobStateChange {
+                    job_id: format!("j-{i}"),
+                    status_reason: reason.clone(),
+                    ..Default::default()
+                };
+                (
+                    subjects::job_event("training", "QS1", &format!("j-{i}"), "RUNNING")
+                        .expect("subject"),
+                    format!("{i}.0.0"),
+                    serde_json::to_vec(&e).expect("json"),
+                )
+            })
+            .collect();
+        let f = EventFrame::encode(
+            big.iter()
+                .map(|(s, p, b)| (s.as_str(), p.as_str(), b.as_slice())),
+        );
+        let mut first = page(&caller, &req, 1000, EventCursor::default());
+        assert!(!first.take(5, subjects::EVENT_FRAMES, &f), "full by size");
+        assert_eq!(first.out.len(), 2, "two of 200 KiB fit in 512 KiB");
+        assert_eq!(first.cursor.to_string(), "5-2-1.0.0");
+        let mut second = page(&caller, &req, 1000, first.cursor);
+        assert!(second.take(5, subjects::EVENT_FRAMES, &f), "the rest fits");
+        assert_eq!(second.cursor.to_string(), "6-0-3.0.0");
+        let ids: Vec<String> = first
+            .out
+            .iter()
+            .chain(&second.out)
+            .map(|e| e.job_id.clone())
+            .collect();
+        assert_eq!(ids, vec!["j-0", "j-1", "j-2", "j-3"]);
+    }
+
+    #[test]
+    fn a_cursor_past_the_stream_is_refused_and_one_before_its_oldest_is_a_gap() {
+        let at = |seq| EventCursor {
+            seq,
+            index: 0,
+            position: None,
+        };
+        assert!(!placed(&at(50), true, 10, 100).expect("inside"));
+        assert!(!placed(&at(101), true, 10, 100).expect("the next to come"));
+        let e = placed(&at(102), true, 10, 100).expect_err("past the newest");
+        assert_eq!(e.problems[0].field, "after");
+        assert!(placed(&at(3), true, 10, 100).expect("aged out"));
+        assert!(!placed(&at(0), false, 10, 100).expect("no cursor"));
+    }
+
+    #[test]
+    fn reads_in_flight_are_bounded_per_principal_and_given_back() {
+        let reads = Reads::default();
+        let held: Vec<Read<'_>> = (0..MAX_READS_PER_PRINCIPAL)
+            .map(|_| reads.start("alice").expect("a place"))
+            .collect();
+        let e = reads.start("alice").err().expect("too many");
+        assert_eq!(e.code, ErrorCode::Transient);
+        assert!(reads.start("bob").is_ok(), "others are not held up");
+        drop(held);
+        assert!(reads.start("alice").is_ok());
     }
 }

@@ -332,7 +332,9 @@ impl Admission {
             }
             Operation::ListEvents => {
                 let r = match decode(p) {
-                    Ok(req) => crate::events::list(&self.events, caller, req).await,
+                    Ok(req) => {
+                        crate::events::list(&self.events, &self.event_reads, caller, req).await
+                    }
                     Err(e) => Err(e),
                 };
                 respond(c, &msg, &r).await

@@ -81,6 +81,8 @@ struct Admission {
     audit: async_nats::jetstream::stream::Stream,
     /// The stored events (`QM_EVENTS`) `ListEvents` reads for callers.
     events: async_nats::jetstream::stream::Stream,
+    /// The `ListEvents` reads in flight (bounded per principal and in all).
+    event_reads: events::Reads,
     config: async_nats::jetstream::kv::Store,
     tokens: async_nats::jetstream::kv::Store,
     settings: Settings,
@@ -228,6 +230,7 @@ async fn run(
         log,
         audit,
         events,
+        event_reads: events::Reads::default(),
         config,
         tokens,
         settings,

@@ -1220,8 +1220,10 @@ class EventPage(Model):
     """Resume here for the next page: past every event this page returned, and past the stored events it skipped (those the caller may not read or did not ask for), so a follower never reads them again. Equal to the request's `after` when nothing new was stored."""
     caught_up: bool
     """True when the page ends at the newest event stored when it was read (ask again with `waitSeconds` to wait for more)."""
+    gap: Optional[bool] = None
+    """True when events stored after the request's cursor have aged out of the stream (`eventsRetentionDays`) before they were read: the page goes on from the oldest kept, and what was between is lost."""
 
-    _spec: ClassVar[tuple] = (('events', 'events', ('list', ('model', 'StoredEvent')), True), ('after', 'after', 'str', True), ('caught_up', 'caughtUp', 'bool', True))
+    _spec: ClassVar[tuple] = (('events', 'events', ('list', ('model', 'StoredEvent')), True), ('after', 'after', 'str', True), ('caught_up', 'caughtUp', 'bool', True), ('gap', 'gap', 'bool', False))
 
 
 @dataclass(kw_only=True)

@@ -7,11 +7,12 @@ import json
 import ssl
 import time
 import uuid
+import warnings
 from pathlib import Path
 from typing import Any, AsyncIterator, Optional
 
 import nats
-from nats.errors import NoRespondersError, TimeoutError as NatsTimeout
+from nats.errors import Error as NatsError, NoRespondersError, TimeoutError as NatsTimeout
 
 from . import errors
 from ._api import OPERATIONS, EventPage, ListEvents, Model, Operations, StoredEvent, SubmitServiceJob
@@ -126,6 +127,8 @@ class Client(Operations):
             raise errors.NoReply(
                 f"no reply on {subject} within {timeout or self.timeout:g}s: is admission running?"
             ) from None
+        except NatsError as e:  # the connection closed, a full buffer while reconnecting, ...
+            raise errors.NoReply(f"no reply on {subject}: the NATS connection failed ({type(e).__name__}: {e})") from None
         try:
             reply = json.loads(msg.data)
         except ValueError as e:
@@ -182,8 +185,14 @@ class Client(Operations):
         Keep each event's `cursor` with what you did with it: started again
         from it, the iterator goes on with the next event, none missed and
         none twice."""
-        request = ListEvents(job_queue=job_queue, quota_share_name=quota_share_name, job_id=job_id,
-                             after=after, since=since, wait_seconds=WAIT_SECONDS)
+        async for page in self._pages(job_queue=job_queue, quota_share_name=quota_share_name,
+                                      job_id=job_id, after=after, since=since):
+            for event in page.events:
+                yield event
+
+    async def _pages(self, **selection: Any) -> AsyncIterator[EventPage]:
+        """ListEvents page after page, each waiting for new events."""
+        request = ListEvents(wait_seconds=WAIT_SECONDS, **selection)
         pause = 0.2
         while True:
             try:
@@ -195,18 +204,29 @@ class Client(Operations):
                 pause = min(pause * 2, 5.0)
                 continue
             pause = 0.2
-            for event in page.events:
-                yield event
+            if page.gap:
+                warnings.warn("events aged out of the stream before they were read (eventsRetentionDays)")
+            yield page
             request.after = page.after
             request.since = None
 
     async def watch(self, job_id: str, *, since: Optional[int] = None) -> AsyncIterator[StoredEvent]:
         """A job's events until it has SUCCEEDED or FAILED, from `since` (ms
         since the Unix epoch; default: the last hour), e.g. a submit's
-        `submitted_at`."""
+        `submitted_at`. A job that had ended before what is kept or read
+        ends the iteration once the stored events are caught up with."""
         start = (since if since is not None else int(time.time() * 1000) - 3_600_000) - 5_000
-        async for event in self.events(job_id=job_id, since=max(start, 0)):
-            yield event
-            change = event.job()
-            if change is not None and change.to in FINAL and change.from_ != change.to:
-                return
+        ended = False
+        async for page in self._pages(job_id=job_id, since=max(start, 0)):
+            for event in page.events:
+                yield event
+                change = event.job()
+                if change is not None and change.to in FINAL and change.from_ != change.to:
+                    return
+            if ended:
+                return  # its end was not among the events kept
+            if page.caught_up:
+                # Ended already? Then its end is stored within moments:
+                # one more page, and no more.
+                job = await self.describe_service_job(job_id=job_id)
+                ended = job.status in FINAL

@@ -208,6 +208,11 @@ pub struct EventPage {
     /// True when the page ends at the newest event stored when it was
     /// read (ask again with `waitSeconds` to wait for more).
     pub caught_up: bool,
+    /// True when events stored after the request's cursor have aged out
+    /// of the stream (`eventsRetentionDays`) before they were read: the
+    /// page goes on from the oldest kept, and what was between is lost.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gap: bool,
 }
 
 /// A place in the stored events: the `QM_EVENTS` message (`seq`), how many

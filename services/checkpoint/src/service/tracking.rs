@@ -209,7 +209,15 @@ impl Service {
             serde_json::to_vec(&commit),
             subjects::checkpoint_event(&req.job_queue, &req.quota_share_name, &req.job_id),
         ) {
-            let _ = self.client.publish(subject, body.into()).await;
+            // Stored in QM_EVENTS (acknowledged, retried through an outage,
+            // stored once): integrations read every commit from there.
+            nats::append_durably(
+                &self.js,
+                subject,
+                body.into(),
+                Some(format!("ckpt-event-{}-{}", req.job_id, commit.seq)),
+            )
+            .await;
         }
         let orphans_before = now_ms().saturating_sub(sync::ORPHAN_GRACE.as_millis() as u64);
         if let Err(e) = sync::retain(&store, &prefix, self.settings.keep, orphans_before).await {
