@@ -423,19 +423,44 @@ fn spawn_example(
     script: &str,
     args: &[String],
     log: &Path,
-) -> Child {
+) -> Running {
     let out = std::fs::File::create(log).expect("log");
-    Command::new(python())
-        .arg(example(script))
-        .args(["--nats", &stack.nats_url, "--nkey"])
-        .arg(stack.auth.key(principal))
-        .args(args)
-        .env("PYTHONUNBUFFERED", "1")
-        .stdout(out.try_clone().expect("log"))
-        .stderr(out)
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{script} starts: {e}"))
+    Running(
+        Command::new(python())
+            .arg(example(script))
+            .args(["--nats", &stack.nats_url, "--nkey"])
+            .arg(stack.auth.key(principal))
+            .args(args)
+            .env("PYTHONUNBUFFERED", "1")
+            .stdout(out.try_clone().expect("log"))
+            .stderr(out)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{script} starts: {e}")),
+    )
+}
+
+/// A process killed when dropped (a failed test leaves none behind).
+struct Running(Child);
+
+impl std::ops::Deref for Running {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Running {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// What the tracker's database holds (`tracker.py --report`).
@@ -800,7 +825,7 @@ async fn the_ci_hook_submits_a_signed_push_once_and_reports_how_it_ended() {
             stack.trainer()
         ),
     ];
-    let mut hook = spawn_example(&stack, "vision-ci", "ci_hook.py", &args, &log);
+    let hook = spawn_example(&stack, "vision-ci", "ci_hook.py", &args, &log);
     wait_until("the hook to listen", 30, || {
         std::fs::read_to_string(&log)
             .unwrap_or_default()
@@ -899,8 +924,7 @@ async fn the_ci_hook_submits_a_signed_push_once_and_reports_how_it_ended() {
     assert_eq!(of(good)["state"], "success");
     assert_eq!(of(good)["jobId"], good_job.as_str());
     assert_eq!(of(bad)["state"], "failure");
-    let _ = hook.kill();
-    let _ = hook.wait();
+    drop(hook);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -878,6 +878,72 @@ async fn over_tls_with_a_ca_made_at_test_time_jobs_run_and_plain_clients_are_ref
     let err = String::from_utf8_lossy(&without.stderr);
     assert_eq!(without.status.code(), Some(3), "{err}");
     assert!(err.contains("TLS to tls://127.0.0.1"), "{err}");
+    // Both client libraries connect over TLS with the CA and alice's key,
+    // and read the job's events; without the CA, the handshake fails.
+    let client = qm_client::Connect::new(&nats.url)
+        .nkey_file(stack.auth.key("alice"))
+        .ca_file(&ca_file)
+        .connect()
+        .await
+        .expect("qm_client over TLS");
+    let me = client
+        .who_am_i(&qm_wire::messages::Empty {})
+        .await
+        .expect("answered");
+    assert_eq!(me.principal, "alice");
+    let page = client
+        .list_events(&qm_wire::messages::ListEvents {
+            job_id: Some(id.clone()),
+            ..Default::default()
+        })
+        .await
+        .expect("a page");
+    assert!(
+        page.events
+            .iter()
+            .any(|e| e.job().is_some_and(|c| c.to == "SUCCEEDED")),
+        "{page:#?}"
+    );
+    let e = qm_client::Connect::new(&nats.url)
+        .nkey_file(stack.auth.key("alice"))
+        .connect()
+        .await
+        .err()
+        .expect("no CA: refused");
+    assert!(matches!(e, qm_client::ConnectError::Tls { .. }), "{e}");
+    let python =
+        qm_integration_tests::gateway::pinned_clients("../clients/python").join("bin/python");
+    let script = r#"
+import asyncio, sys, quartermaster as qm
+async def main(url, nkey, ca, job):
+    async with await qm.connect(url, nkey_file=nkey, ca_file=ca) as c:
+        me = await c.who_am_i()
+        page = await c.list_events(job_id=job)
+        print(me.principal, [e.job().to for e in page.events if e.job()][-1])
+    try:
+        await qm.connect(url, nkey_file=nkey)
+    except qm.ConnectFailed as e:
+        print("without the CA:", e)
+asyncio.run(main(*sys.argv[1:]))
+"#;
+    let out = Command::new(python)
+        .args(["-c", script, &nats.url])
+        .arg(stack.auth.key("alice"))
+        .arg(&ca_file)
+        .arg(&id)
+        .output()
+        .expect("python runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.starts_with("alice SUCCEEDED"), "{text}");
+    assert!(
+        text.contains("without the CA: cannot connect to NATS at tls://"),
+        "{text}"
+    );
     stack.stop_all();
     let _ = std::fs::remove_file(ca_file);
 }

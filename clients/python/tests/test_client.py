@@ -16,6 +16,8 @@ import quartermaster as qm
 from quartermaster import errors
 
 ROOT = Path(__file__).resolve().parents[3]
+#: A user nkey seed made for these tests only (it opens nothing).
+SEED = "SUAKUQEWI3SXVLAMNK7EEPUWCGMMJXKOSYE2B2XB4DHBUQM4N6YP4IY2EA"
 FIXTURES = ROOT / "libs" / "qm-wire" / "tests" / "fixtures"
 
 
@@ -125,14 +127,28 @@ class Errors(unittest.TestCase):
 class KeyFiles(unittest.TestCase):
     def test_the_principal_and_seed_are_read_from_the_file_qm_auth_writes(self):
         with tempfile.NamedTemporaryFile("w", suffix=".nk") as f:
-            f.write("# quartermaster principal: alice\n# comment\nSUAEXAMPLESEED\n")
+            f.write(f"# quartermaster principal: alice\n# comment\n{SEED}\n")
             f.flush()
-            self.assertEqual(qm.read_key_file(f.name), ("alice", "SUAEXAMPLESEED"))
+            self.assertEqual(qm.read_key_file(f.name), ("alice", SEED))
+        with tempfile.NamedTemporaryFile("w", suffix=".nk") as f:
+            f.write("# quartermaster principal: alice\nSUANOTASEED\n")
+            f.flush()
+            with self.assertRaisesRegex(qm.QuartermasterError, "not a valid nkey seed"):
+                qm.read_key_file(f.name)
         with tempfile.NamedTemporaryFile("w", suffix=".nk") as f:
             f.write("# quartermaster principal: alice\n")
             f.flush()
             with self.assertRaisesRegex(qm.QuartermasterError, "no user nkey seed"):
                 qm.read_key_file(f.name)
+
+
+class Connecting(unittest.TestCase):
+    def test_an_unreachable_server_fails_soon_and_says_where(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".nk") as f:
+            f.write(f"# quartermaster principal: alice\n{SEED}\n")
+            f.flush()
+            with self.assertRaisesRegex(qm.ConnectFailed, "cannot connect to NATS at nats://127.0.0.1:1 as alice"):
+                run(qm.connect("nats://127.0.0.1:1", nkey_file=f.name))
 
 
 class Following(unittest.TestCase):

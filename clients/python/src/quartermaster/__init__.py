@@ -24,6 +24,7 @@ from .client import Client, connect, read_key_file
 from .errors import (
     AccessDenied,
     Conflict,
+    ConnectFailed,
     InternalError,
     InvalidRequest,
     NoReply,

@@ -36,6 +36,12 @@ def read_key_file(path: str | Path) -> tuple[Optional[str], str]:
             seed = line
     if seed is None:
         raise errors.QuartermasterError(f"{path} holds no user nkey seed (a line starting with SU)")
+    try:
+        import nkeys
+
+        nkeys.from_seed(seed.encode())
+    except Exception as e:
+        raise errors.QuartermasterError(f"{path}: not a valid nkey seed ({type(e).__name__})") from None
     return principal, seed
 
 
@@ -56,8 +62,11 @@ async def connect(
     file for servers in operator mode (give `principal` too). `ca_file`
     (and a client certificate) for TLS; a `tls://` URL requires TLS. Several
     servers of a cluster may be given, comma-separated."""
-    options: dict[str, Any] = {"name": name, "connect_timeout": 5, "allow_reconnect": True,
-                               "max_reconnect_attempts": -1}
+    # The first connection fails at once when refused (credentials, TLS)
+    # and after two tries of each server when unreachable; once connected,
+    # the connection is remade forever after an outage.
+    options: dict[str, Any] = {"name": name, "connect_timeout": 5, "allow_reconnect": False,
+                               "max_reconnect_attempts": 2, "reconnect_time_wait": 0.5}
     if nkey_file is not None:
         named, seed = read_key_file(nkey_file)
         principal = principal or named
@@ -85,7 +94,11 @@ async def connect(
     servers = [s.strip() for s in url.split(",") if s.strip()]
     # Replies arrive under _INBOX_<principal>., the one inbox the server
     # lets this principal subscribe to.
-    nc = await nats.connect(servers, inbox_prefix=f"_INBOX_{principal}", **options)
+    try:
+        nc = await nats.connect(servers, inbox_prefix=f"_INBOX_{principal}", **options)
+    except (OSError, NatsError, asyncio.TimeoutError) as e:
+        raise errors.ConnectFailed(f"cannot connect to NATS at {url} as {principal}: {type(e).__name__}: {e}") from e
+    nc.options.update(allow_reconnect=True, max_reconnect_attempts=-1, reconnect_time_wait=2)
     return Client(nc, principal, timeout=timeout, refused=refused)
 
 

@@ -68,6 +68,11 @@ class NoReply(QuartermasterError):
     retryable = True
 
 
+class ConnectFailed(QuartermasterError):
+    """No connection: the server refused the credentials or the TLS
+    handshake, or could not be reached (after two tries of each server)."""
+
+
 class Refused(QuartermasterError):
     """The NATS server refused the subject: this principal may not use it
     (a permissions violation)."""
