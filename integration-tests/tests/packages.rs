@@ -125,6 +125,40 @@ async fn the_debian_packages_install_and_systemd_runs_the_services_through_the_s
         .collect();
     assert_eq!(debs.len(), 7, "six services and the command line: {sums}");
     assert!(sums.contains("-linux.tar.gz"), "{sums}");
+    // The Python client's wheel installs (pip, as a user would) and is the
+    // whole API.
+    let wheel = sums
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .find(|f| f.starts_with("quartermaster-") && f.ends_with("-py3-none-any.whl"))
+        .unwrap_or_else(|| panic!("no wheel of the Python client: {sums}"));
+    let python =
+        qm_integration_tests::gateway::pinned_clients("../clients/python").join("bin/python");
+    let site = dist.join("site");
+    run(
+        Command::new(&python)
+            .args(["-m", "pip", "install", "--quiet", "--no-deps", "--target"])
+            .arg(&site)
+            .arg(dist.join(wheel)),
+        "pip installs the wheel",
+    );
+    let out = Command::new(&python)
+        .args([
+            "-c",
+            "import quartermaster as qm; print(qm.__file__, len(qm.OPERATIONS))",
+        ])
+        .env("PYTHONPATH", &site)
+        .output()
+        .expect("python runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with(&site.display().to_string())
+            && text
+                .trim_end()
+                .ends_with(&format!(" {}", qm_wire::subjects::Operation::ALL.len())),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     run(
         Command::new("sha256sum")
             .arg("-c")
