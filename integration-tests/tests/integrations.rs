@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use qm_client::types::{ErrorCode, EventKind, ListEvents, StoredEvent};
+use qm_client::types::{ErrorCode, EventKind, ListEvents, StoredEvent, SubmitServiceJobResponse};
 use qm_client::{CallError, Client};
 use qm_integration_tests::refused_by_server;
 use qm_integration_tests::stack::{bin, running, running_on, start_nats_for, Auth, Stack};
@@ -68,6 +68,53 @@ fn finished(events: &[StoredEvent], job: &str) -> bool {
     })
 }
 
+/// The story both event tests tell, first half: alice runs one job on
+/// her share's instance and one on capacity borrowed from bob's idle
+/// share; both checkpoint. Returns (own, borrowed) once both run.
+async fn alice_borrows(
+    stack: &Stack,
+    alice: &Client,
+) -> (SubmitServiceJobResponse, SubmitServiceJobResponse) {
+    let own = alice
+        .submit(&trainer(stack, "own", "400"))
+        .await
+        .expect("alice submits");
+    stack
+        .wait_for(&own.job_id, 60, "RUNNING", |j| j.status == "RUNNING")
+        .await;
+    let borrowed = alice
+        .submit(&trainer(stack, "borrowed", "600"))
+        .await
+        .expect("alice submits again");
+    stack
+        .wait_for(&borrowed.job_id, 60, "running borrowed", |j| {
+            j.status == "RUNNING" && j.on_borrowed_capacity
+        })
+        .await;
+    (own, borrowed)
+}
+
+/// Second half: once the borrowed job has a checkpoint, bob takes his
+/// share back and the borrowed job is preempted (it waits, then resumes).
+/// Returns bob's job.
+async fn bob_reclaims(stack: &Stack, bob: &Client, borrowed: &str) -> SubmitServiceJobResponse {
+    stack.wait_committed(borrowed, 50).await;
+    let mut reclaim = trainer(stack, "reclaim", "100");
+    reclaim.quota_share_name = Some("QS2".into());
+    let theirs = bob.submit(&reclaim).await.expect("bob submits");
+    let j = stack
+        .wait_for(borrowed, 60, "preempted", |j| {
+            j.attempts.first().is_some_and(|a| a.outcome.is_some())
+        })
+        .await;
+    assert_eq!(
+        j.attempts[0].outcome.as_deref(),
+        Some("PREEMPTED_CROSS_SHARE"),
+        "{j:#?}"
+    );
+    theirs
+}
+
 fn key(e: &StoredEvent) -> (String, String, String) {
     (e.cursor.clone(), e.subject.clone(), e.event.to_string())
 }
@@ -79,39 +126,14 @@ async fn a_team_follows_its_own_events_from_a_cursor_and_reads_no_one_elses() {
     let alice = connect(&stack, "alice").await;
     let bob = connect(&stack, "bob").await;
 
-    // Alice runs one job on her share's instance and one on capacity
-    // borrowed from bob's idle share; both checkpoint. Bob takes his
-    // share back: the borrowed job is preempted, waits, and resumes.
-    let own = alice
-        .submit(&trainer(&stack, "own", "400"))
-        .await
-        .expect("alice submits");
-    stack
-        .wait_for(&own.job_id, 60, "RUNNING", |j| j.status == "RUNNING")
-        .await;
-    let borrowed = alice
-        .submit(&trainer(&stack, "borrowed", "600"))
-        .await
-        .expect("alice submits again");
-    stack
-        .wait_for(&borrowed.job_id, 60, "running borrowed", |j| {
-            j.status == "RUNNING" && j.on_borrowed_capacity
-        })
-        .await;
-    stack.wait_committed(&borrowed.job_id, 50).await;
-    let mut reclaim = trainer(&stack, "reclaim", "100");
-    reclaim.quota_share_name = Some("QS2".into());
-    let theirs = bob.submit(&reclaim).await.expect("bob submits");
+    // Alice borrows, bob takes his share back: the borrowed job is
+    // preempted, waits, and resumes.
+    let (own, borrowed) = alice_borrows(&stack, &alice).await;
+    let theirs = bob_reclaims(&stack, &bob, &borrowed.job_id).await;
     for id in [&own.job_id, &borrowed.job_id, &theirs.job_id] {
         let j = stack.wait_final(id, 120).await;
         assert_eq!(j.status, "SUCCEEDED", "{j:#?}");
     }
-    let j = stack.describe(&borrowed.job_id).await.expect("described");
-    assert_eq!(
-        j.attempts[0].outcome.as_deref(),
-        Some("PREEMPTED_CROSS_SHARE"),
-        "{j:#?}"
-    );
 
     // Alice reads her events from the oldest kept: only her share's, each
     // job's in order, the preemption's start and end, and checkpoints.
@@ -463,6 +485,12 @@ impl Drop for Running {
     }
 }
 
+/// The tracker following alice's team into `db`, as its own principal.
+fn spawn_tracker(stack: &Stack, db: &Path, log: &Path) -> Running {
+    let args = ["--db".to_string(), db.display().to_string()];
+    spawn_example(stack, "vision-tracker", "tracker.py", &args, log)
+}
+
 /// What the tracker's database holds (`tracker.py --report`).
 fn tracker_report(db: &Path) -> serde_json::Value {
     let out = Command::new(python())
@@ -506,34 +534,12 @@ async fn the_tracker_records_every_attempt_preemption_and_checkpoint_once_across
     let bob = connect(&stack, "bob").await;
     let db = stack.dir.join("runs.sqlite");
     let log = stack.dir.join("tracker.log");
-    let mut tracker = spawn_example(
-        &stack,
-        "vision-tracker",
-        "tracker.py",
-        &["--db".into(), db.display().to_string()],
-        &log,
-    );
+    let mut tracker = spawn_tracker(&stack, &db, &log);
 
-    // The same story as above: an own job, a borrowed one that bob's
-    // reclaim preempts and that resumes; both checkpoint.
-    let own = alice
-        .submit(&trainer(&stack, "own", "400"))
-        .await
-        .expect("submit");
-    stack
-        .wait_for(&own.job_id, 60, "RUNNING", |j| j.status == "RUNNING")
-        .await;
-    let borrowed = alice
-        .submit(&trainer(&stack, "borrowed", "600"))
-        .await
-        .expect("submit");
-    stack
-        .wait_for(&borrowed.job_id, 60, "running borrowed", |j| {
-            j.status == "RUNNING" && j.on_borrowed_capacity
-        })
-        .await;
-    // The tracker has written what happened so far; it is killed (no
-    // chance to finish anything) while the story goes on without it.
+    // The same story as above. The tracker writes its first events, then
+    // is killed (no chance to finish anything) while the story goes on
+    // without it, and is started again.
+    let (own, borrowed) = alice_borrows(&stack, &alice).await;
     wait_until("the tracker's first events", 30, || {
         reported_cursors(&tracker_report(&db)).len() >= 4
     })
@@ -541,22 +547,8 @@ async fn the_tracker_records_every_attempt_preemption_and_checkpoint_once_across
     tracker.kill().expect("killed");
     let _ = tracker.wait();
     let before_kill = reported_cursors(&tracker_report(&db));
-    stack.wait_committed(&borrowed.job_id, 50).await;
-    let mut reclaim = trainer(&stack, "reclaim", "100");
-    reclaim.quota_share_name = Some("QS2".into());
-    let theirs = bob.submit(&reclaim).await.expect("bob submits");
-    stack
-        .wait_for(&borrowed.job_id, 60, "preempted", |j| {
-            j.attempts.first().is_some_and(|a| a.outcome.is_some())
-        })
-        .await;
-    let mut tracker = spawn_example(
-        &stack,
-        "vision-tracker",
-        "tracker.py",
-        &["--db".into(), db.display().to_string()],
-        &log.with_extension("2.log"),
-    );
+    let theirs = bob_reclaims(&stack, &bob, &borrowed.job_id).await;
+    let mut tracker = spawn_tracker(&stack, &db, &log.with_extension("2.log"));
     for id in [&own.job_id, &borrowed.job_id, &theirs.job_id] {
         assert_eq!(stack.wait_final(id, 120).await.status, "SUCCEEDED");
     }
@@ -762,26 +754,12 @@ async fn post_hook(
     (code, json)
 }
 
-/// HMAC-SHA256 (RFC 2104) of `body` with `key`, in hex, as GitHub signs a
-/// webhook.
+/// HMAC-SHA256 of `body` with `key`, in hex, as GitHub signs a webhook.
 fn hmac_sha256(key: &[u8], body: &[u8]) -> String {
-    use sha2::{Digest, Sha256};
-    let mut k = [0u8; 64];
-    if key.len() > 64 {
-        k[..32].copy_from_slice(&Sha256::digest(key));
-    } else {
-        k[..key.len()].copy_from_slice(key);
-    }
-    let pad = |byte: u8| k.iter().map(|b| b ^ byte).collect::<Vec<u8>>();
-    let inner = Sha256::new()
-        .chain_update(pad(0x36))
-        .chain_update(body)
-        .finalize();
-    let outer = Sha256::new()
-        .chain_update(pad(0x5c))
-        .chain_update(inner)
-        .finalize();
-    hex::encode(outer)
+    use hmac::{KeyInit, Mac};
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(key).expect("any key length");
+    mac.update(body);
+    hex::encode(mac.finalize().into_bytes())
 }
 
 fn push(commit: &str, branch: &str) -> Vec<u8> {

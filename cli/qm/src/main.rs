@@ -173,27 +173,7 @@ enum Command {
     #[command(
         after_help = "Examples:\n  qm events --queue training --since 2026-12-07T09:00:00Z\n  qm events --job j-5e1f0c3a --follow\n  qm events --after 812-3-4410.0.2 --follow --output json"
     )]
-    Events {
-        #[arg(long)]
-        queue: Option<String>,
-        /// Only this share (needs --queue).
-        #[arg(long)]
-        share: Option<String>,
-        #[arg(long)]
-        job: Option<String>,
-        /// Go on after this cursor (from an earlier line or run).
-        #[arg(long, value_name = "CURSOR")]
-        after: Option<String>,
-        /// From this time (RFC 3339, e.g. 2026-12-03T09:00:00Z, or ms since the epoch); default: the oldest kept.
-        #[arg(long)]
-        since: Option<String>,
-        /// Wait for new events until interrupted.
-        #[arg(long, short)]
-        follow: bool,
-        /// Stop after this many events.
-        #[arg(long)]
-        max: Option<usize>,
-    },
+    Events(live::EventsArgs),
     /// Change a job's schedulingPriority.
     Update {
         job_id: String,
@@ -355,7 +335,7 @@ impl Command {
             Command::Explain { .. } => "explain",
             Command::List { .. } => "list",
             Command::Watch { .. } => "watch",
-            Command::Events { .. } => "events",
+            Command::Events(_) => "events",
             Command::Update { .. } => "update",
             Command::Terminate { .. } => "terminate",
             Command::Logs { .. } => "logs",
@@ -573,26 +553,7 @@ async fn run_live(
             share,
         } => live::list(&c, &queue, status, share, json).await,
         Command::Watch { queue, job } => live::watch(&c, queue, job, json).await,
-        Command::Events {
-            queue,
-            share,
-            job,
-            after,
-            since,
-            follow,
-            max,
-        } => {
-            let args = live::EventsArgs {
-                queue,
-                share,
-                job,
-                after,
-                since,
-                follow,
-                max,
-            };
-            live::events(&c, args, json).await
-        }
+        Command::Events(args) => live::events(&c, args, json).await,
         Command::Update { job_id, priority } => live::update(&c, &job_id, priority, json).await,
         Command::Terminate { job_id, reason } => live::terminate(&c, &job_id, &reason, json).await,
         Command::Logs {

@@ -8,13 +8,28 @@ use super::{usage, Failure};
 
 /// What `qm events` reads: the queue, share and job (each optional), and
 /// where to start.
+#[derive(Clone, Debug, clap::Args)]
 pub struct EventsArgs {
+    /// Only this queue's events.
+    #[arg(long)]
     pub queue: Option<String>,
+    /// Only this share (needs --queue).
+    #[arg(long)]
     pub share: Option<String>,
+    /// Only this job's events.
+    #[arg(long)]
     pub job: Option<String>,
+    /// Go on after this cursor (from an earlier line or run).
+    #[arg(long, value_name = "CURSOR")]
     pub after: Option<String>,
+    /// From this time (RFC 3339, e.g. 2026-12-03T09:00:00Z, or ms since the epoch); default: the oldest kept.
+    #[arg(long)]
     pub since: Option<String>,
+    /// Wait for new events until interrupted.
+    #[arg(long, short)]
     pub follow: bool,
+    /// Stop after this many events.
+    #[arg(long)]
     pub max: Option<usize>,
 }
 
