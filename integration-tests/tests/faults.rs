@@ -1273,12 +1273,37 @@ sleep 100000
     );
     let second = &j.attempts[1];
     assert_eq!(second.restored_checkpoint_step, Some(1), "{second:#?}");
-    assert_eq!(second.restore_skipped.len(), 1, "{second:#?}");
-    let seq = manifest.seq.to_string();
-    assert!(
-        second.restore_skipped[0].starts_with(&format!("{seq}:")),
-        "names the skipped checkpoint: {second:#?}"
+    // Every checkpoint holding the damaged blob is skipped, newest first,
+    // each named: step 2's, and any commit the service made between the
+    // script's two renames (content "two", the marker still at step 1: a
+    // checkpoint written file by file may be committed half old, half new,
+    // docs/checkpoints.md).
+    let mut damaged: Vec<u64> = Vec::new();
+    for key in store
+        .list(&manifests_prefix(&prefix))
+        .await
+        .expect("manifests listed")
+    {
+        let m: Manifest =
+            serde_json::from_slice(&store.get(&key).await.expect("read").expect("the manifest"))
+                .expect("a manifest");
+        if m.files.iter().any(|f| f.sha256 == blob.sha256) {
+            damaged.push(m.seq);
+        }
+    }
+    damaged.sort_unstable_by(|a, b| b.cmp(a));
+    assert!(damaged.contains(&manifest.seq), "{damaged:?}");
+    assert_eq!(
+        second.restore_skipped.len(),
+        damaged.len(),
+        "{damaged:?}: {second:#?}"
     );
+    for (skipped, seq) in second.restore_skipped.iter().zip(&damaged) {
+        assert!(
+            skipped.starts_with(&format!("{seq}:")) && skipped.contains("data.txt"),
+            "names each skipped checkpoint and why: {second:#?}"
+        );
+    }
     assert!(second.restored_bytes.is_some_and(|b| b > 0), "{second:#?}");
     let text = qm_describe(&stack, &job);
     assert!(
