@@ -298,3 +298,90 @@ quotaShares:
     assert_eq!(done.status, "SUCCEEDED", "{done:#?}");
     stack.stop_all();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_update_merges_protections_by_field_and_null_removes_a_setting() {
+    // Admission stores what `qm simulate` computes: one merge
+    // (qm_wire::updates). An update naming only the cooldown keeps the
+    // share's minimum runtime; `null` removes one setting; a value of the
+    // wrong type is refused and nothing stored changes.
+    let doc = "jobQueue: {jobQueueName: training}
+quotaShares:
+  - quotaShareName: QS1
+    capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 1}]
+    resourceSharingConfiguration: {strategy: LEND_AND_BORROW, borrowLimit: 100}
+    protections: {minRuntimeBeforePreemptionSeconds: 120, borrowRequiresCheckpoint: true}
+    fairShareWeight: 3
+";
+    let (_nats, _s3, stack) = running("share-update", doc).await;
+    let update = |body: serde_json::Value| {
+        let client = stack.client.clone();
+        async move {
+            client
+                .call::<_, qm_wire::messages::QuotaShare>(Operation::UpdateQuotaShare, &body)
+                .await
+        }
+    };
+    let qs1 = serde_json::json!({"jobQueue": "training", "quotaShareName": "QS1"});
+    let with = |fields: serde_json::Value| {
+        let mut body = qs1.clone();
+        for (k, v) in fields.as_object().expect("fields").clone() {
+            body[k] = v;
+        }
+        body
+    };
+    let updated = update(with(
+        serde_json::json!({"protections": {"reborrowCooldownSeconds": 60}}),
+    ))
+    .await
+    .expect("updated");
+    let p = updated.protections.clone().expect("protections kept");
+    assert_eq!(p.min_runtime_before_preemption_seconds, Some(120));
+    assert_eq!(p.reborrow_cooldown_seconds, Some(60));
+    assert_eq!(p.borrow_requires_checkpoint, Some(true));
+    assert_eq!(updated.fair_share_weight, Some(3), "not named: kept");
+    let described: qm_wire::messages::QuotaShare = stack
+        .client
+        .call(
+            Operation::DescribeQuotaShare,
+            &qm_wire::messages::ShareRef {
+                job_queue: "training".into(),
+                quota_share_name: "QS1".into(),
+            },
+        )
+        .await
+        .expect("described");
+    assert_eq!(described, updated, "what is stored is what was answered");
+
+    let updated = update(with(serde_json::json!({
+        "protections": {"minRuntimeBeforePreemptionSeconds": null},
+        "fairShareWeight": null
+    })))
+    .await
+    .expect("updated");
+    let p = updated.protections.clone().expect("protections kept");
+    assert_eq!(
+        p.min_runtime_before_preemption_seconds, None,
+        "null removes"
+    );
+    assert_eq!(p.reborrow_cooldown_seconds, Some(60));
+    assert_eq!(updated.fair_share_weight, None, "null removes");
+
+    let e = update(with(serde_json::json!({"fairShareWeight": "heavy"})))
+        .await
+        .expect_err("a string weight")
+        .to_string();
+    assert!(e.contains("invalid type"), "{e}");
+    let described: qm_wire::messages::QuotaShare = stack
+        .client
+        .call(
+            Operation::DescribeQuotaShare,
+            &qm_wire::messages::ShareRef {
+                job_queue: "training".into(),
+                quota_share_name: "QS1".into(),
+            },
+        )
+        .await
+        .expect("described");
+    assert_eq!(described, updated, "a refused update stores nothing");
+}

@@ -255,8 +255,9 @@ pub struct Action {
     pub update_service_job: Option<UpdateJobSpec>,
     pub terminate_service_job: Option<JobRefSpec>,
     pub create_quota_share: Option<wire::QuotaShare>,
-    /// `UpdateQuotaShare`: the name and only the fields to change.
-    pub update_quota_share: Option<wire::QuotaShare>,
+    /// `UpdateQuotaShare`: the name and only the fields to change (`null`
+    /// removes one), merged as the API merges it (`qm_wire::updates`).
+    pub update_quota_share: Option<qm_wire::updates::SharePatch>,
     pub delete_quota_share: Option<ShareRefSpec>,
     pub set_fleet: Option<BTreeMap<String, u32>>,
     /// Nodes join (or a node of that name registers again, as a restarted

@@ -13,6 +13,7 @@ pub mod paths;
 pub mod subjects;
 pub mod system;
 pub mod to_core;
+pub mod updates;
 
 /// Largest request body the API accepts, in bytes.
 pub const MAX_REQUEST_BYTES: usize = 256 * 1024;

@@ -67,14 +67,14 @@ pub fn share(s: &wire::QuotaShare, field: &str, problems: &mut Vec<ConfigProblem
     if s.capacity_limits.is_none() {
         problems.push(problem(format!("{field}.capacityLimits"), "is required"));
     }
-    merge_share(&mut share, s, field, problems);
+    share_fields(&mut share, s, field, problems);
     share
 }
 
-/// Applies the fields `s` states onto `share` (an update: absent fields
-/// keep their value; a strategy other than LEND_AND_BORROW given without a
-/// borrow limit resets it to the default).
-pub fn merge_share(
+/// The fields `s` states, read onto `share` (those it leaves out keep the
+/// API's defaults). Updates are merged on the wire, once, before this
+/// (`crate::updates`).
+fn share_fields(
     share: &mut QuotaShare,
     s: &wire::QuotaShare,
     field: &str,

@@ -4,8 +4,8 @@
 use qm_service::api::{self, decode, invalid, respond};
 use qm_tenancy::{authorize, authorize_read, Action};
 use qm_wire::messages::{
-    ApiError, Caller, Empty, ErrorCode, JobQueue, ListServiceJobs, QueueRef, QuotaShare,
-    QuotaShareList, ShareRef, SubmitServiceJob,
+    ApiError, Caller, Empty, ErrorCode, JobQueue, ListServiceJobs, QueueRef, QuotaShareList,
+    ShareRef, SubmitServiceJob,
 };
 use qm_wire::subjects::{self, Operation};
 use qm_wire::system::QueueDocument;
@@ -13,6 +13,7 @@ use tracing::Instrument;
 
 use crate::queues::merge_share;
 use crate::{audit, denied, Admission, Result};
+use qm_wire::updates::SharePatch;
 
 impl Admission {
     /// Answers one request inside its span (a child of the caller's trace
@@ -163,8 +164,9 @@ impl Admission {
             }
             Operation::CreateQuotaShare | Operation::UpdateQuotaShare => {
                 let create = op == Operation::CreateQuotaShare;
-                let r = match decode::<QuotaShare>(p) {
-                    Ok(s) => {
+                let r = match decode::<SharePatch>(p) {
+                    Ok(patch) => {
+                        let s = patch.share.clone();
                         let queue = s.job_queue.clone();
                         let name = s.quota_share_name.clone();
                         self.change(caller, op, &queue, move |old| {
@@ -192,7 +194,8 @@ impl Admission {
                                     Ok(doc)
                                 }
                                 (Some(i), false) => {
-                                    merge_share(&mut doc.quota_shares[i], &s);
+                                    doc.quota_shares[i] =
+                                        merge_share(&doc.quota_shares[i], &patch)?;
                                     Ok(doc)
                                 }
                             }
@@ -391,7 +394,7 @@ impl Admission {
                 }
             }
             Operation::DryRunUpdateQuotaShare => {
-                let r = match decode::<QuotaShare>(p) {
+                let r = match decode::<SharePatch>(p) {
                     Ok(s) => self.foresee_share_update(caller, &s).await,
                     Err(e) => Err(e),
                 };

@@ -11,6 +11,7 @@ use qm_wire::messages::{Caller, ErrorCode, JobQueueNames, QuotaShare};
 use qm_wire::subjects::{self, Operation};
 use qm_wire::system::{LogEntry, QueueDocument};
 use qm_wire::to_core as convert;
+use qm_wire::updates::SharePatch;
 
 use crate::{denied, token_field, transient, Admission, Result};
 
@@ -18,37 +19,12 @@ pub(crate) fn config_key(queue: &str) -> String {
     format!("queue.{queue}")
 }
 
-/// `UpdateQuotaShare`: the fields the update states replace the stored
-/// ones, as a JSON merge patch over the share's document (absent: kept,
-/// `null`: removed), so no field of the share, AWS's or Quartermaster's,
-/// can be left out of an update. Removing the budget removes what it did
-/// when spent, unless the update states that too.
-pub(crate) fn merge_share(share: &mut QuotaShare, update: &QuotaShare) {
-    use serde_json::Value;
-    let (Ok(Value::Object(mut doc)), Ok(Value::Object(patch))) =
-        (serde_json::to_value(&*share), serde_json::to_value(update))
-    else {
-        return;
-    };
-    if patch.get("borrowBudget").is_some_and(Value::is_null)
-        && !patch.contains_key("onBudgetExhausted")
-    {
-        doc.remove("onBudgetExhausted");
-    }
-    for (key, value) in patch {
-        if matches!(key.as_str(), "jobQueue" | "quotaShareName") {
-            continue; // the share's identity, not a setting
-        }
-        if value.is_null() {
-            doc.remove(&key);
-        } else {
-            doc.insert(key, value);
-        }
-    }
-    match serde_json::from_value(Value::Object(doc)) {
-        Ok(merged) => *share = merged,
-        Err(e) => tracing::error!(error = %e, "a merged share does not read back; update ignored"),
-    }
+/// `UpdateQuotaShare` merged onto the stored share: the one merge
+/// (`qm_wire::updates`, where the rule is written), as an API error naming
+/// the problem when the result is not a share.
+pub(crate) fn merge_share(share: &QuotaShare, update: &SharePatch) -> Result<QuotaShare> {
+    qm_wire::updates::merge_share(share, update)
+        .map_err(|p| invalid("invalid quota share update", vec![p]))
 }
 
 /// Everything a queue change must pass before it is stored (or foreseen):
@@ -191,9 +167,9 @@ impl Admission {
     pub(crate) async fn foresee_share_update(
         &self,
         caller: &Caller,
-        update: &QuotaShare,
+        update: &SharePatch,
     ) -> Result<bytes::Bytes> {
-        let queue = update.job_queue.as_str();
+        let queue = update.share.job_queue.as_str();
         token_field("jobQueue", queue)?;
         authorize(caller, Action::ChangeConfig { queue }).map_err(denied)?;
         let (old, _) = self.existing(queue).await?;
@@ -201,14 +177,14 @@ impl Admission {
         let share = new
             .quota_shares
             .iter_mut()
-            .find(|s| s.quota_share_name == update.quota_share_name)
+            .find(|s| s.quota_share_name == update.share.quota_share_name)
             .ok_or_else(|| {
                 api::error(
                     ErrorCode::NotFound,
-                    format!("no quota share {:?}", update.quota_share_name),
+                    format!("no quota share {:?}", update.share.quota_share_name),
                 )
             })?;
-        merge_share(share, update);
+        *share = merge_share(share, update)?;
         check_change(Some(&old), &new)?;
         let body =
             serde_json::to_vec(&new).map_err(|e| api::error(ErrorCode::Internal, e.to_string()))?;
@@ -307,7 +283,8 @@ mod tests {
             r#"{"quotaShareName":"QS1","state":"DISABLED","fairShareWeight":3,"onBudgetExhausted":"CHECKPOINT_AND_STOP"}"#,
         )
         .expect("an update");
-        merge_share(&mut share, &update);
+        share =
+            merge_share(&share, &SharePatch::from_share(update).expect("a patch")).expect("merged");
         assert_eq!(share.fair_share_weight, Some(3));
         assert_eq!(share.state.as_deref(), Some("DISABLED"));
         assert_eq!(
@@ -327,7 +304,8 @@ mod tests {
             r#"{"quotaShareName":"QS1","borrowBudget":null,"shareGroup":null}"#,
         )
         .expect("null");
-        merge_share(&mut share, &remove);
+        share =
+            merge_share(&share, &SharePatch::from_share(remove).expect("a patch")).expect("merged");
         assert_eq!(share.borrow_budget, None);
         assert_eq!(share.on_budget_exhausted, None, "went with the budget");
         assert_eq!(share.share_group, None);

@@ -3,7 +3,7 @@
 
 use qm_core::{ConfigError, ConfigProblem, JobError, JobId};
 use qm_wire::messages as wire;
-use qm_wire::to_core;
+use qm_wire::{to_core, updates};
 
 use crate::rng::SplitMix64;
 use crate::scenario::{Generate, SubmitSpec};
@@ -111,6 +111,7 @@ impl Simulation {
         } else {
             let mut config = self.cluster.queue_config();
             let mut problems: Vec<ConfigProblem> = Vec::new();
+            let mut shares = self.shares.clone();
             if let Some(spec) = &action.create_quota_share {
                 if config.share(&spec.quota_share_name).is_some() {
                     return Err(fail(format!(
@@ -121,21 +122,22 @@ impl Simulation {
                 config
                     .shares
                     .push(to_core::share(spec, "createQuotaShare", &mut problems));
-            } else if let Some(spec) = &action.update_quota_share {
-                let Some(share) = config
-                    .shares
-                    .iter_mut()
-                    .find(|s| s.name == spec.quota_share_name)
-                else {
-                    return Err(fail(format!(
-                        "no quota share named {:?}",
-                        spec.quota_share_name
-                    )));
+                shares.push(spec.clone());
+            } else if let Some(patch) = &action.update_quota_share {
+                let name = &patch.share.quota_share_name;
+                let (Some(share), Some(stored)) = (
+                    config.shares.iter_mut().find(|s| &s.name == name),
+                    shares.iter_mut().find(|s| &s.quota_share_name == name),
+                ) else {
+                    return Err(fail(format!("no quota share named {name:?}")));
                 };
-                to_core::merge_share(share, spec, "updateQuotaShare", &mut problems);
+                *stored = updates::merge_share(stored, patch)
+                    .map_err(|p| fail(format!("updateQuotaShare: {}", p.message)))?;
+                *share = to_core::share(stored, "updateQuotaShare", &mut problems);
             } else if let Some(spec) = &action.delete_quota_share {
                 let before = config.shares.len();
                 config.shares.retain(|s| s.name != spec.quota_share_name);
+                shares.retain(|s| s.quota_share_name != spec.quota_share_name);
                 if config.shares.len() == before {
                     return Err(fail(format!(
                         "no quota share named {:?}",
@@ -150,6 +152,7 @@ impl Simulation {
                 .cluster
                 .update_queue(config, now)
                 .map_err(|e| fail(e.to_string()))?;
+            self.shares = shares;
             self.record(Recorded::Config { at: now });
             for id in stops {
                 self.request_stop(id);

@@ -209,6 +209,9 @@ pub struct Simulation {
     wakes: BTreeSet<Time>,
     /// Inputs and passes, when `Options::record_inputs`.
     trace: Option<Vec<Recorded>>,
+    /// Each share as the API stores it: what `updateQuotaShare` merges onto
+    /// (`qm_wire::updates`, as admission does).
+    pub(crate) shares: Vec<wire::QuotaShare>,
 }
 
 impl Simulation {
@@ -286,6 +289,7 @@ impl Simulation {
             passes: 0,
             wakes: BTreeSet::new(),
             trace: options.record_inputs.then(Vec::new),
+            shares: doc.quota_shares,
         };
         for (name, count) in &scenario.fleet {
             sim.record(Recorded::Node {
