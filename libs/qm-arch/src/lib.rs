@@ -1,0 +1,255 @@
+//! The architecture rule every crate of the workspace keeps, checked by a
+//! test in each: **imports run down the layers, never up, and never in a
+//! circle.**
+//!
+//! A crate names its layers bottom first, each a list of module paths
+//! ([`Layers`]); a file belongs to the layer of the longest path that holds
+//! its module. [`check`] reads every `use crate::…`, `crate::…` and
+//! `super::…` path of the crate's non-test source (comments and
+//! `#[cfg(test)] mod` blocks left out), resolves it through `pub use`
+//! re-exports to the module that defines the item, and reports:
+//! - an import of a module in a higher layer;
+//! - every import circle between modules (each group found once): a
+//!   parent `mod.rs` whose children import helpers it holds while it uses
+//!   them is the usual one;
+//! - a module no layer holds, so a new module is placed on purpose.
+//!
+//! The crate root (`lib.rs`, `main.rs`) is the crate's face: it may import
+//! anything, and a path through it counts as a path to what it re-exports.
+//! No dependency: only the standard library.
+
+mod graph;
+mod parse;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+pub use graph::circles;
+
+/// A crate's layers, bottom first: each a name and the module paths in it
+/// (`"pass"` holds `pass` and everything under it; a longer path given in
+/// another layer wins for what it holds).
+pub struct Layers<'a> {
+    pub layers: &'a [(&'a str, &'a [&'a str])],
+}
+
+/// One module of the crate: its path (`a::b`; the root is `""`), file and
+/// what it imports.
+#[derive(Clone, Debug)]
+pub struct Module {
+    pub path: String,
+    pub file: PathBuf,
+    /// Imported module path, with the line of the first such import.
+    pub imports: BTreeMap<String, usize>,
+}
+
+/// What breaks the rule.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Violation {
+    Upward {
+        file: String,
+        line: usize,
+        from: String,
+        from_layer: String,
+        to: String,
+        to_layer: String,
+    },
+    /// The modules that import each other, and one circle through them.
+    Circle(Vec<String>, Vec<String>),
+    Unplaced(String),
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Violation::Upward {
+                file,
+                line,
+                from,
+                from_layer,
+                to,
+                to_layer,
+            } => write!(
+                f,
+                "{file}:{line}: `{from}` ({from_layer}) imports `{to}` ({to_layer}), a higher layer"
+            ),
+            Violation::Circle(members, c) => write!(
+                f,
+                "import circle of {} modules ({}): {}",
+                members.len(),
+                members.join(", "),
+                c.join(" -> ")
+            ),
+            Violation::Unplaced(m) => write!(
+                f,
+                "module `{m}` is in no layer; add it to the crate's layers"
+            ),
+        }
+    }
+}
+
+/// Every module of the crate whose sources are under `src`.
+pub fn modules(src: &Path) -> Vec<Module> {
+    let mut files = Vec::new();
+    collect(src, &mut files);
+    files.sort();
+    let texts: Vec<(String, PathBuf, String)> = files
+        .into_iter()
+        .filter_map(|f| {
+            let text = std::fs::read_to_string(&f).ok()?;
+            let path = parse::module_path(src, &f)?;
+            Some((path, f, parse::strip(&text)))
+        })
+        .collect();
+    let known: BTreeSet<String> = texts.iter().map(|(p, _, _)| p.clone()).collect();
+    let reexports: BTreeMap<String, BTreeMap<String, String>> = texts
+        .iter()
+        .map(|(p, _, t)| (p.clone(), parse::reexports(p, t, &known)))
+        .collect();
+    texts
+        .iter()
+        .map(|(path, file, text)| {
+            let mut imports = BTreeMap::new();
+            for (raw, line) in parse::paths(path, text, &known) {
+                if let Some(target) = parse::resolve(&raw, &known, &reexports) {
+                    if &target != path {
+                        imports.entry(target).or_insert(line);
+                    }
+                }
+            }
+            Module {
+                path: path.clone(),
+                file: file.clone(),
+                imports,
+            }
+        })
+        .collect()
+}
+
+fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            collect(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+impl Layers<'_> {
+    /// The layer (index, name) holding `module`, if any; the root is above
+    /// every layer.
+    pub fn of(&self, module: &str) -> Option<(usize, &str)> {
+        if module.is_empty() {
+            return Some((usize::MAX, "crate root"));
+        }
+        let mut best: Option<(usize, usize, &str)> = None;
+        for (i, (name, paths)) in self.layers.iter().enumerate() {
+            for p in *paths {
+                let holds = module == *p || module.starts_with(&format!("{p}::"));
+                if holds && best.is_none_or(|(len, _, _)| p.len() > len) {
+                    best = Some((p.len(), i, name));
+                }
+            }
+        }
+        best.map(|(_, i, name)| (i, name))
+    }
+}
+
+/// The root is every module's ancestor.
+fn is_ancestor(ancestor: &str, module: &str) -> bool {
+    if ancestor.is_empty() {
+        return !module.is_empty();
+    }
+    module.starts_with(&format!("{ancestor}::"))
+}
+
+/// Every violation of the rule in the crate under `src`, sorted; file names
+/// are given relative to `src`.
+pub fn check(src: &Path, layers: &Layers) -> Vec<Violation> {
+    let modules = modules(src);
+    let mut out = Vec::new();
+    let rel = |f: &Path| {
+        f.strip_prefix(src)
+            .unwrap_or(f)
+            .to_string_lossy()
+            .into_owned()
+    };
+    for m in &modules {
+        let placed = layers.of(&m.path);
+        if placed.is_none() {
+            out.push(Violation::Unplaced(m.path.clone()));
+        }
+        for (to, line) in &m.imports {
+            if is_ancestor(to, &m.path) {
+                // Acyclic, a child may use what its parent holds; helpers
+                // a parent both holds and takes from its children are
+                // found as circles.
+                continue;
+            }
+            if let (Some((from_i, from_name)), Some((to_i, to_name))) = (placed, layers.of(to)) {
+                if to_i > from_i {
+                    out.push(Violation::Upward {
+                        file: rel(&m.file),
+                        line: *line,
+                        from: m.path.clone(),
+                        from_layer: from_name.to_string(),
+                        to: to.clone(),
+                        to_layer: to_name.to_string(),
+                    });
+                }
+            }
+        }
+    }
+    out.extend(
+        circles(&modules)
+            .into_iter()
+            .map(|(members, c)| Violation::Circle(members, c)),
+    );
+    out.sort();
+    out
+}
+
+/// Counts for a report: (upward imports, circles).
+pub fn summary(violations: &[Violation]) -> (usize, usize) {
+    let count = |f: fn(&Violation) -> bool| violations.iter().filter(|v| f(v)).count();
+    (
+        count(|v| matches!(v, Violation::Upward { .. })),
+        count(|v| matches!(v, Violation::Circle(..))),
+    )
+}
+
+/// Imports of a module's own ancestor (the crate root included): allowed
+/// when they close no circle, counted for reports.
+pub fn ancestor_imports(modules: &[Module]) -> usize {
+    modules
+        .iter()
+        .map(|m| {
+            m.imports
+                .keys()
+                .filter(|to| is_ancestor(to, &m.path))
+                .count()
+        })
+        .sum()
+}
+
+/// Panics listing every violation, for a crate's layers test.
+pub fn assert_layered(src: &Path, layers: &Layers) {
+    let v = check(src, layers);
+    if !v.is_empty() {
+        let list: Vec<String> = v.iter().map(ToString::to_string).collect();
+        panic!(
+            "{} import(s) break the layers (docs/layout.md):\n{}",
+            v.len(),
+            list.join("\n")
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests;
