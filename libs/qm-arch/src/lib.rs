@@ -9,9 +9,12 @@
 //! `#[cfg(test)] mod` blocks left out), resolves it through `pub use`
 //! re-exports to the module that defines the item, and reports:
 //! - an import of a module in a higher layer;
-//! - every import circle between modules (each group found once): a
-//!   parent `mod.rs` whose children import helpers it holds while it uses
-//!   them is the usual one;
+//! - every import circle (each group found once) between the table's
+//!   entries: an entry is a module with everything under it that no longer
+//!   entry holds, since a type split over the files of its folder calls
+//!   back and forth inside it. A parent `mod.rs` whose children import
+//!   helpers it holds while it uses theirs is the usual circle where a
+//!   crate's table lists its files one by one;
 //! - a module no layer holds, so a new module is placed on purpose.
 //!
 //! The crate root (`lib.rs`, `main.rs`) is the crate's face: it may import
@@ -169,6 +172,41 @@ fn is_ancestor(ancestor: &str, module: &str) -> bool {
     module.starts_with(&format!("{ancestor}::"))
 }
 
+/// The modules merged into the units circles are looked for between: each
+/// entry of the layer table with everything under it that no longer entry
+/// holds (a type split over the files of its own folder calls back and
+/// forth inside it); a module no entry holds is a unit of its own.
+fn units(modules: &[Module], layers: &Layers) -> Vec<Module> {
+    let unit_of = |m: &str| -> String {
+        let mut best: Option<&str> = None;
+        for (_, paths) in layers.layers {
+            for p in *paths {
+                let holds = m == *p || m.starts_with(&format!("{p}::"));
+                if holds && best.is_none_or(|b| p.len() > b.len()) {
+                    best = Some(p);
+                }
+            }
+        }
+        best.map_or_else(|| m.to_string(), str::to_string)
+    };
+    let mut merged: BTreeMap<String, Module> = BTreeMap::new();
+    for m in modules {
+        let unit = unit_of(&m.path);
+        let entry = merged.entry(unit.clone()).or_insert_with(|| Module {
+            path: unit.clone(),
+            file: m.file.clone(),
+            imports: BTreeMap::new(),
+        });
+        for (to, line) in &m.imports {
+            let to = unit_of(to);
+            if to != unit {
+                entry.imports.entry(to).or_insert(*line);
+            }
+        }
+    }
+    merged.into_values().collect()
+}
+
 /// Every violation of the rule in the crate under `src`, sorted; file names
 /// are given relative to `src`.
 pub fn check(src: &Path, layers: &Layers) -> Vec<Violation> {
@@ -206,8 +244,9 @@ pub fn check(src: &Path, layers: &Layers) -> Vec<Violation> {
             }
         }
     }
+    let units = units(&modules, layers);
     out.extend(
-        circles(&modules)
+        circles(&units)
             .into_iter()
             .map(|(members, c)| Violation::Circle(members, c)),
     );

@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::job::AttemptOutcome;
+use crate::outcome::AttemptOutcome;
 
 /// Attempts that threw work away, and how much.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

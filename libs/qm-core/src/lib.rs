@@ -17,27 +17,29 @@ pub mod config;
 pub mod drill;
 pub mod dry_run;
 pub mod environment;
-pub mod groups;
 pub mod ids;
 pub mod index;
 pub mod invariants;
 pub mod job;
 pub mod ledger;
 pub mod nodes;
+pub mod outcome;
 pub mod outlook;
 pub mod pass;
+pub mod plan;
 pub mod reason;
 pub mod runtime;
 mod table;
 pub mod time;
 pub mod usage;
+pub mod validate;
 
 pub use budget::{BorrowBudget, BudgetStatus, BudgetWindow, OnBudgetExhausted};
 pub use class::{BorrowBar, ClassRules, WorkloadClass, IMPLICIT_CLASS, MAX_CLASSES_PER_SHARE};
 pub use cluster::{Cluster, DeletionBlockers, JobError, JobEvent, ShareUsage, TypeAccounting};
 pub use config::{
-    priority_problem, validate_queue, CapacityLimit, ConfigError, ConfigProblem, Protections,
-    QueueConfig, QueueingStrategy, QuotaShare, State, Strategy, MAX_QUEUE_PRIORITY,
+    CapacityLimit, ConfigError, ConfigProblem, Protections, QueueConfig, QueueingStrategy,
+    QuotaShare, State, Strategy, MAX_QUEUE_PRIORITY,
 };
 pub use drill::{compare_results, Drill, DrillRole, DrillState, DRILL_MAX_DELAY_MS};
 pub use ids::{JobId, ShareIdx, TypeIdx};
@@ -59,3 +61,4 @@ pub use time::Time;
 pub use usage::{
     day_of, LendRecord, Rates, Usage, UsageRecord, UsageReport, DAY_MS, USAGE_KEEP_DAYS,
 };
+pub use validate::{priority_problem, share_problems, validate_queue};

@@ -5,7 +5,7 @@
 //! supplied by the caller.
 
 use crate::ids::JobId;
-use crate::job::{AttemptOutcome, PreemptionKind};
+use crate::outcome::{AttemptOutcome, PreemptionKind};
 use crate::time::Time;
 use crate::Runtime;
 
@@ -306,5 +306,46 @@ fn render_wait(wait: WaitReason, name: &dyn Fn(JobId) -> String) -> String {
         WaitReason::RuntimeInstancesBusy { runtime, free } => format!(
             "WAITING_FOR_RUNTIME_CAPACITY: only some executors of this type offer the {runtime} runtime and they have {free} instance(s) free; it starts once they have room (no job is preempted to make it)"
         ),
+    }
+}
+
+impl WaitReason {
+    /// What would let a job waiting for this reason start, in a sentence
+    /// for the person who owns it.
+    pub fn unblock(&self) -> String {
+        match self {
+            WaitReason::Queued => "nothing: the next pass (within a second) looks at it".into(),
+            WaitReason::Misconfiguration(_) => "a change: it asks for more than its share could ever hold; lower its instanceCount, or ask an admin to raise the share's limits".into(),
+            WaitReason::OwnCapacityInUse { used, entitlement } => format!(
+                "its share's own jobs freeing capacity ({used} of {entitlement} instances in use), a lower-priority job of the share being preempted for it (raise its priority), or the share being allowed to borrow"
+            ),
+            WaitReason::BorrowLimitReached { used, max_holding } => format!(
+                "its share's jobs releasing instances (it holds {used}, its borrow limit allows {max_holding}), or an admin raising the share's borrowLimit"
+            ),
+            WaitReason::GroupBorrowLimitReached { borrowed, limit } => format!(
+                "its share group borrowing less ({borrowed} of {limit} instances borrowed together), or an admin raising the group's borrowLimit"
+            ),
+            WaitReason::NoLendableCapacity { .. } => "another share lending idle capacity of its type, its own share's capacity freeing up, or more instances in the fleet".into(),
+            WaitReason::FleetFull { in_use, fleet } => format!(
+                "a running job ending ({in_use} of the fleet's {fleet} instances in use), or more instances in the fleet"
+            ),
+            WaitReason::EnvironmentCapacityHeld { .. } => "a job of another queue of its service environment ending (queues are served by priority; none preempts another's jobs), or a running job of its own queue ending".into(),
+            WaitReason::FleetLacksType => "an executor offering its instance type registering".into(),
+            WaitReason::WaitingForRelease => "the jobs preempted for it stopping (it starts then, within their grace period)".into(),
+            WaitReason::VictimsProtectedUntil(_) => "time: the jobs holding its capacity are protected by their minimum runtime until the time its reason names".into(),
+            WaitReason::ReborrowCooldownUntil(_) => "time: its share may borrow again once its reborrowCooldownSeconds pass, or its own capacity freeing up".into(),
+            WaitReason::BorrowRequiresCheckpoint => "a checkpointConfig on the job (its share lets only checkpointing jobs borrow), or its share's own capacity freeing up".into(),
+            WaitReason::ClassMayNotBorrow => "its share's own capacity freeing up (its workload class never borrows), or submitting it in a class that may borrow".into(),
+            WaitReason::ResumeNotVerified => "a passed resume drill of what it runs (qm drill), or its share's own capacity freeing up".into(),
+            WaitReason::BorrowBudget { .. } => "its share's borrowing budget refilling, a smaller estimatedRuntimeSeconds, or its share's own capacity freeing up".into(),
+            WaitReason::StrictFifoBehind(_) => "the job at the head of its share's line starting first (STRICT_FIFO)".into(),
+            WaitReason::InSharePreemptionNotPossible => "a running job of its share ending, or a higher priority for it than theirs".into(),
+            WaitReason::NoExecutorOffersRuntime { runtime, offered } => format!(
+                "executors offering the {runtime:?} runtime with more instances of its type (they offer {offered})"
+            ),
+            WaitReason::RuntimeInstancesBusy { runtime, free } => format!(
+                "instances of executors offering the {runtime:?} runtime freeing up ({free} free now)"
+            ),
+        }
     }
 }

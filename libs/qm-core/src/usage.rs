@@ -30,7 +30,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{ShareIdx, TypeIdx};
-use crate::job::AttemptOutcome;
+use crate::outcome::AttemptOutcome;
 use crate::time::Time;
 
 /// A day in milliseconds.

@@ -317,7 +317,7 @@ mod tests {
         let core = qm_wire::to_core::share(&share, "quotaShares[0]", &mut problems);
         assert!(problems.is_empty(), "{problems:?}");
         assert_eq!(core.group, None);
-        let problems = qm_core::config::share_problems("quotaShares[0]", &core);
+        let problems = qm_core::validate::share_problems("quotaShares[0]", &core);
         assert!(problems.is_empty(), "{problems:?}");
     }
 }

@@ -8,7 +8,7 @@ impl Cluster {
     // ----- applying a pass --------------------------------------------------
 
     /// Applies a plan made by [`Cluster::schedule`] at `now`.
-    pub fn apply(&mut self, plan: &crate::pass::Plan) {
+    pub fn apply(&mut self, plan: &crate::plan::Plan) {
         let now = plan.now;
         // A plan of waiting reasons only changes nothing the usage ledger
         // counts, and is not logged: it does not move the ledger's clock.

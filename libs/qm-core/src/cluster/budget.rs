@@ -164,7 +164,7 @@ impl Cluster {
         };
         let end = key
             .started
-            .plus_secs(secs.min(crate::pass::MAX_EXPECTED_RUN_SECS));
+            .plus_secs(secs.min(crate::budget::MAX_EXPECTED_RUN_SECS));
         end.millis_since(now).saturating_mul(u64::from(instances))
     }
 }

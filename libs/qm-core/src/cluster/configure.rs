@@ -20,7 +20,7 @@ impl Cluster {
         queue: QueueConfig,
         now: Time,
     ) -> Result<Vec<JobId>, ConfigError> {
-        config::validate_queue(&queue)?;
+        crate::validate::validate_queue(&queue)?;
         let mut problems = Vec::new();
         if queue.name != self.queue_name {
             problems.push(ConfigProblem {

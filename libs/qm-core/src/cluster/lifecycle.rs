@@ -55,7 +55,7 @@ impl Cluster {
         if spec.count == 0 {
             problems.push(problem("instanceCount", "must be >= 1".into()));
         }
-        problems.extend(config::priority_problem(spec.priority));
+        problems.extend(crate::validate::priority_problem(spec.priority));
         if spec.grace_period_secs > crate::job::MAX_GRACE_PERIOD_SECS {
             problems.push(problem(
                 "terminationGracePeriodSeconds",
@@ -187,7 +187,7 @@ impl Cluster {
     /// `UpdateServiceJob`: a new `schedulingPriority` for a RUNNABLE or running
     /// job, used from the next pass on (which may preempt).
     pub fn update_priority(&mut self, id: JobId, priority: u32) -> Result<u32, JobError> {
-        if let Some(problem) = config::priority_problem(priority) {
+        if let Some(problem) = crate::validate::priority_problem(priority) {
             return Err(JobError::Invalid(vec![problem]));
         }
         let job = self.jobs.get(&id).ok_or(JobError::NotFound(id))?;

@@ -12,7 +12,11 @@ pub(crate) mod budget;
 mod classes;
 mod configure;
 mod drills;
+mod dry_run;
+mod entry;
 mod lifecycle;
+mod nodes;
+mod outlook;
 pub use lifecycle::DeletionBlockers;
 mod usage;
 
@@ -225,7 +229,7 @@ fn none_withheld(v: &[u32]) -> bool {
 impl Cluster {
     /// A cluster for `queue` (validated whole) over `fleet` (instances per type).
     pub fn new(queue: QueueConfig, fleet: &[(&str, u32)]) -> Result<Cluster, ConfigError> {
-        config::validate_queue(&queue)?;
+        crate::validate::validate_queue(&queue)?;
         let mut cluster = Cluster {
             queue_name: queue.name.clone(),
             queue_state: queue.state,

@@ -65,10 +65,6 @@ fn minutes(ms: i64, up: bool) -> u32 {
     u32::try_from(m).unwrap_or(u32::MAX - 1)
 }
 
-/// The longest expected run a budget holds back for one attempt (a year):
-/// a larger declared one counts as this (no overflow, no negative need).
-pub(crate) const MAX_EXPECTED_RUN_SECS: u64 = 366 * 24 * 3600;
-
 /// What a job that declares no expected run must find left to borrow
 /// under CHECKPOINT_AND_STOP, per instance it borrows: ten minutes, or a
 /// quarter of a smaller budget. Without it such a job would start on the
@@ -171,7 +167,9 @@ impl Pass<'_> {
                 continue;
             }
             let secs = self.job(key.job).spec.expected_runtime_secs()?;
-            let end = key.started.plus_secs(secs.min(MAX_EXPECTED_RUN_SECS));
+            let end = key
+                .started
+                .plus_secs(secs.min(crate::budget::MAX_EXPECTED_RUN_SECS));
             let ms = end.millis_since(self.now).saturating_mul(u64::from(more));
             need = need.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX));
         }

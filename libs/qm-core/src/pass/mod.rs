@@ -47,7 +47,6 @@ mod runtime;
 mod sweep;
 mod view;
 
-pub(crate) use budget::MAX_EXPECTED_RUN_SECS;
 use fit::borrow_gates;
 use view::TypeView;
 
@@ -57,11 +56,9 @@ use crate::ids::{JobId, ShareIdx, TypeIdx};
 use crate::index::{borrowed_jobs, QueueKey, RunKey};
 use crate::job::{Job, PreemptionKind};
 use crate::nodes::{place, FreeCursor, NodeId, Rank, Ranks};
+pub use crate::plan::{Plan, Preemption, Start};
 use crate::reason::WaitReason;
 use crate::time::Time;
-
-/// Largest cluster (in jobs) on which debug builds check every `step`.
-const DEBUG_CHECK_MAX_JOBS: usize = 2_000;
 
 /// Most never-explained waiting jobs a pass gives a reason to.
 const EXPLAIN_PER_PASS: usize = 64;
@@ -71,70 +68,6 @@ const EXPLAIN_PER_PASS: usize = 64;
 /// beyond it already.
 pub(crate) fn newly_borrowed(used: u32, count: u32, entitlement: u32) -> u32 {
     (used + count).saturating_sub(used.max(entitlement))
-}
-
-/// A job to start now, and where.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Start {
-    pub job: JobId,
-    pub share: ShareIdx,
-    pub instance_type: TypeIdx,
-    pub count: u32,
-    /// Its instances if it is on borrowed capacity (it does not fit within
-    /// its share's entitlement in (priority desc, start asc) order), else 0.
-    pub borrowed: u32,
-    /// Its nodes and slots, one rank per node (see `nodes.rs` for the
-    /// placement policy).
-    pub placement: Ranks,
-}
-
-/// A running job to stop so that `for_job` can start.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Preemption {
-    pub job: JobId,
-    pub kind: PreemptionKind,
-    pub for_job: JobId,
-}
-
-/// What one pass decided.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Plan {
-    pub now: Time,
-    /// Jobs to start: those within their share's entitlement at that moment
-    /// first, then those that borrow, each in decision order.
-    pub starts: Vec<Start>,
-    pub preemptions: Vec<Preemption>,
-    /// Jobs whose `attemptDurationSeconds` ran out: stop them (TIMED_OUT).
-    pub timeouts: Vec<JobId>,
-    /// Preempted jobs whose checkpoint-first window ended without a
-    /// checkpoint: stop them now.
-    pub checkpoint_deadlines: Vec<JobId>,
-    /// Resume drills' subjects due to be stopped (`drill.rs`).
-    pub drill_stops: Vec<JobId>,
-    /// Jobs on borrowed capacity of shares whose borrowing budget is spent
-    /// (`onBudgetExhausted: CHECKPOINT_AND_STOP`): checkpoint, stop, requeue.
-    pub budget_stops: Vec<JobId>,
-    /// Why each job the pass examined and did not start is waiting.
-    pub reasons: Vec<(JobId, WaitReason)>,
-    /// Admitted in the projection but waiting for preempted jobs to stop.
-    pub waiting_for_release: Vec<JobId>,
-    /// The next time a pass would decide differently with no other event
-    /// (a protection or cool-down expiring, a timeout), if any.
-    pub wake_at: Option<Time>,
-    /// Types for which this pass decided nothing: until something about them
-    /// changes, or `wake_at`, later passes skip them.
-    pub settled: Vec<TypeIdx>,
-}
-
-impl Plan {
-    pub fn is_empty(&self) -> bool {
-        self.starts.is_empty()
-            && self.preemptions.is_empty()
-            && self.timeouts.is_empty()
-            && self.checkpoint_deadlines.is_empty()
-            && self.drill_stops.is_empty()
-            && self.budget_stops.is_empty()
-    }
 }
 
 /// Runs one pass. Pure: the same cluster and `now` give the same plan.
@@ -457,40 +390,9 @@ impl Pass<'_> {
     }
 }
 
-impl Cluster {
-    /// Runs a scheduling pass at `now` without changing anything.
-    pub fn schedule(&self, now: Time) -> Plan {
-        schedule(self, now)
-    }
-
-    /// Runs a pass and applies it; returns the plan. Debug builds check the
-    /// contract's invariants on small clusters (the check copies the state).
-    pub fn step(&mut self, now: Time) -> Plan {
-        let plan = schedule(self, now);
-        if cfg!(debug_assertions) && self.jobs.len() <= DEBUG_CHECK_MAX_JOBS {
-            if let Err(violation) = crate::invariants::check_plan(self, &plan) {
-                panic!("{violation}");
-            }
-        }
-        self.apply(&plan);
-        plan
-    }
-
-    /// Why a job waits, computed now. For a job the last pass examined this is
-    /// its recorded reason; otherwise the fit check is run for it alone.
-    pub fn explain(&self, id: JobId, now: Time) -> Option<WaitReason> {
-        let job = self.jobs.get(&id)?;
-        if job.status != crate::job::JobStatus::Runnable {
-            return None;
-        }
-        if let Some(wait) = job
-            .status_reason
-            .wait()
-            .filter(|w| *w != WaitReason::Queued)
-        {
-            return Some(wait);
-        }
-        let mut pass = Pass::new(self, now, false);
-        Some(pass.reason_for(id, true))
-    }
+/// Why a waiting job waits, computed now (`Cluster::explain`): the fit check
+/// run for it alone.
+pub(crate) fn explain(cluster: &Cluster, id: JobId, now: Time) -> WaitReason {
+    let mut pass = Pass::new(cluster, now, false);
+    pass.reason_for(id, true)
 }

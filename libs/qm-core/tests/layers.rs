@@ -1,0 +1,35 @@
+//! The core's layers (README.md, "Layers"): imports run down, never up and
+//! never in a circle. A new module must be placed in a layer here.
+
+const LAYERS: qm_arch::Layers = qm_arch::Layers {
+    layers: &[
+        ("base: ids and time", &["ids", "time"]),
+        (
+            "model: plain types, knowing nothing of their checks",
+            &[
+                "outcome", "runtime", "reason", "nodes", "drill", "budget", "class", "config",
+                "job", "plan", "usage", "ledger", "index", "table",
+            ],
+        ),
+        ("validation", &["validate"]),
+        ("state: the cluster", &["cluster", "environment"]),
+        ("the pass", &["pass"]),
+        (
+            "what reads the pass",
+            &[
+                "invariants",
+                "dry_run",
+                "outlook",
+                "cluster::entry",
+                "cluster::dry_run",
+                "cluster::outlook",
+            ],
+        ),
+    ],
+};
+
+#[test]
+fn imports_run_down_the_layers_and_never_in_a_circle() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    qm_arch::assert_layered(&src, &LAYERS);
+}
