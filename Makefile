@@ -2,7 +2,7 @@
 CARGO ?= cargo
 QM := target/release/qm
 
-.PHONY: dist clients nats-clients bench-console docs test-phases images-test fuzz bench-runtimes images-torch aws-clients chromium evaluate up down check-deploy demo simulate bins bench-services bench-fleet bench-checkpoint bench-peers test lint check-core-deps unit integration images images-infra bench bench-pass bench-sim build clean
+.PHONY: compare-evaluation dist clients nats-clients bench-console docs test-phases images-test fuzz bench-runtimes images-torch aws-clients chromium evaluate up down check-deploy demo simulate bins bench-services bench-fleet bench-checkpoint bench-peers test lint check-core-deps unit integration images images-infra bench bench-pass bench-sim build clean
 
 ## demo: the three-share story on a real Quartermaster (NATS + Garage in
 ## containers, the four services, the example trainer), live, with a summary
@@ -143,6 +143,13 @@ QM_TRACES ?= ../shared/traces
 evaluate:
 	$(CARGO) build --release --locked -p qm
 	bench/evaluate.sh "$(QM_TRACES)"
+
+## compare-evaluation: the what-if figures at BASE (default HEAD~1) and at
+## the working tree, both mappings, compared to the last digit (a change
+## that should move nothing, such as a refactoring, shows it)
+BASE ?= HEAD~1
+compare-evaluation:
+	bench/compare-evaluation.sh "$(BASE)"
 
 ## nats-clients: NATS's own Python client (nats-py, pinned), which the
 ## tests connect with using the credentials `qm auth` writes

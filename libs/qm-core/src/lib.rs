@@ -9,6 +9,12 @@
 //! I/O, and never reads a clock: time is always passed in. Nothing that decides
 //! iterates a hash map. `README.md` beside this file states the problem, the
 //! phases and the invariants.
+//!
+//! Layers, bottom first (README.md, "Layers"; `tests/layers.rs` fails on an
+//! import that runs up one or closes a circle): ids and time; plain types
+//! (`outcome`, `job`, `nodes`, `config`, `plan`, ...); `validate`; the state
+//! (`cluster`); the pass (`pass`); what reads it (`invariants`, `dry_run`,
+//! `outlook`, and the pass's entry points on the state).
 
 pub mod budget;
 pub mod class;
