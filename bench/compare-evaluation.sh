@@ -15,14 +15,7 @@ tarball="$traces/itp-2021/raw-traces.tar.gz"
 quota="$traces/helios-venus-quota/cluster_gpu_number.csv"
 [ -f "$tarball" ] || { echo "compare-evaluation: no $tarball (set QM_TRACES)" >&2; exit 2; }
 cache=${QM_CACHE:-$HOME/.cache/quartermaster}
-unpacked="$cache/traces/itp-2021"
-sum=$(sha256sum "$tarball" | cut -c1-12)
-if [ ! -f "$unpacked/$sum.complete" ]; then
-  echo "compare-evaluation: unpacking the trace into $unpacked" >&2
-  rm -rf "$unpacked" && mkdir -p "$unpacked"
-  tar -xzf "$tarball" -C "$unpacked"
-  touch "$unpacked/$sum.complete"
-fi
+unpacked=$("$root/bench/unpack-trace.sh" "$tarball")
 work=$(mktemp -d)
 trap 'git -C "$root" worktree remove --force "$work/base" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 git -C "$root" worktree add --detach "$work/base" "$(git -C "$root" rev-parse "$base")" >/dev/null

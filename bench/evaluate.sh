@@ -10,14 +10,7 @@ traces=$(cd "${1:-$root/../shared/traces}" && pwd)
 tarball="$traces/itp-2021/raw-traces.tar.gz"
 quota="$traces/helios-venus-quota/cluster_gpu_number.csv"
 [ -f "$tarball" ] || { echo "evaluate: no $tarball (set QM_TRACES to the traces folder)" >&2; exit 2; }
-cache=${QM_CACHE:-$HOME/.cache/quartermaster}/traces/itp-2021
-sum=$(sha256sum "$tarball" | cut -c1-12)
-if [ ! -f "$cache/$sum.complete" ]; then
-  echo "evaluate: unpacking $tarball into $cache" >&2
-  rm -rf "$cache" && mkdir -p "$cache"
-  tar -xzf "$tarball" -C "$cache"
-  touch "$cache/$sum.complete"
-fi
+cache=$("$root/bench/unpack-trace.sh" "$tarball")
 qm="$root/target/release/qm"
 out="$root/docs/evaluation"
 echo "== clusters: each ITP cluster a quota share of one fleet" >&2

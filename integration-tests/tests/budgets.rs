@@ -340,18 +340,26 @@ quotaShares:
     assert_eq!(p.reborrow_cooldown_seconds, Some(60));
     assert_eq!(p.borrow_requires_checkpoint, Some(true));
     assert_eq!(updated.fair_share_weight, Some(3), "not named: kept");
-    let described: qm_wire::messages::QuotaShare = stack
-        .client
-        .call(
-            Operation::DescribeQuotaShare,
-            &qm_wire::messages::ShareRef {
-                job_queue: "training".into(),
-                quota_share_name: "QS1".into(),
-            },
-        )
-        .await
-        .expect("described");
-    assert_eq!(described, updated, "what is stored is what was answered");
+    let describe = || {
+        let client = stack.client.clone();
+        async move {
+            client
+                .call::<_, qm_wire::messages::QuotaShare>(
+                    Operation::DescribeQuotaShare,
+                    &qm_wire::messages::ShareRef {
+                        job_queue: "training".into(),
+                        quota_share_name: "QS1".into(),
+                    },
+                )
+                .await
+                .expect("described")
+        }
+    };
+    assert_eq!(
+        describe().await,
+        updated,
+        "what is stored is what was answered"
+    );
 
     let updated = update(with(serde_json::json!({
         "protections": {"minRuntimeBeforePreemptionSeconds": null},
@@ -372,16 +380,5 @@ quotaShares:
         .expect_err("a string weight")
         .to_string();
     assert!(e.contains("invalid type"), "{e}");
-    let described: qm_wire::messages::QuotaShare = stack
-        .client
-        .call(
-            Operation::DescribeQuotaShare,
-            &qm_wire::messages::ShareRef {
-                job_queue: "training".into(),
-                quota_share_name: "QS1".into(),
-            },
-        )
-        .await
-        .expect("described");
-    assert_eq!(described, updated, "a refused update stores nothing");
+    assert_eq!(describe().await, updated, "a refused update stores nothing");
 }
