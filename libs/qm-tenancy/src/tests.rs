@@ -1,4 +1,5 @@
 use super::*;
+use qm_wire::messages::Caller;
 
 #[test]
 fn images_are_allowed_only_under_the_shares_prefixes() {

@@ -11,12 +11,16 @@ mod checks;
 mod events;
 mod executors;
 mod jobs;
+mod records;
+mod views;
 
 pub use audit::*;
 pub use checks::*;
 pub use events::*;
 pub use executors::*;
 pub use jobs::*;
+pub use records::*;
+pub use views::*;
 
 /// Every reply: exactly one of `ok` or `error`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
