@@ -17,7 +17,7 @@
 //! Each step walks the shares' waiting jobs interleaved by the RUNNABLE-since
 //! time of each share's next job (FIFO across shares), each share in (priority
 //! desc, RUNNABLE-since asc, job id) order. See `README.md` beside this crate
-//! for the contract, and `invariants.rs` for what every plan must satisfy.
+//! for the contract, and `invariants/` for what every plan must satisfy.
 //!
 //! Admitted jobs whose instances are still held by jobs being stopped cannot
 //! start yet: they stay RUNNABLE with `WAITING_FOR_RECLAIM` and are admitted
