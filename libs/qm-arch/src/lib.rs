@@ -1,13 +1,15 @@
-//! The architecture rule every crate of the workspace keeps, checked by a
-//! test in each: **imports run down the layers, never up, and never in a
+//! The workspace's architecture rule, checked by a `layers` test in each
+//! crate that names its layers (today `qm-core`; the services and `qm`
+//! are next): **imports run down the layers, never up, and never in a
 //! circle.**
 //!
 //! A crate names its layers bottom first, each a list of module paths
 //! ([`Layers`]); a file belongs to the layer of the longest path that holds
-//! its module. [`check`] reads every `use crate::…`, `crate::…` and
-//! `super::…` path of the crate's non-test source (comments and
-//! `#[cfg(test)] mod` blocks left out), resolves it through `pub use`
-//! re-exports to the module that defines the item, and reports:
+//! its module. [`check`] reads every `use crate::…`, `crate::…`,
+//! `super::…` and child-module path of the crate's non-test source
+//! (comments, literals and `#[cfg(test)] mod` blocks left out), resolves it
+//! through `pub use` re-exports to the module that defines the item, and
+//! reports:
 //! - an import of a module in a higher layer;
 //! - every import circle (each group found once) between the table's
 //!   entries: an entry is a module with everything under it that no longer
@@ -19,7 +21,8 @@
 //!
 //! The crate root (`lib.rs`, `main.rs`) is the crate's face: it may import
 //! anything, and a path through it counts as a path to what it re-exports.
-//! No dependency: only the standard library.
+//! A method call is not an import, so a call up a layer through a method
+//! is not seen. No dependency: only the standard library.
 
 mod graph;
 mod parse;
@@ -151,16 +154,22 @@ impl Layers<'_> {
         if module.is_empty() {
             return Some((usize::MAX, "crate root"));
         }
-        let mut best: Option<(usize, usize, &str)> = None;
+        self.entry(module).map(|(i, name, _)| (i, name))
+    }
+
+    /// The entry holding `module`: its layer's index and name, and the path
+    /// of the table that holds it (the longest).
+    fn entry(&self, module: &str) -> Option<(usize, &str, &str)> {
+        let mut best: Option<(usize, &str, &str)> = None;
         for (i, (name, paths)) in self.layers.iter().enumerate() {
             for p in *paths {
                 let holds = module == *p || module.starts_with(&format!("{p}::"));
-                if holds && best.is_none_or(|(len, _, _)| p.len() > len) {
-                    best = Some((p.len(), i, name));
+                if holds && best.is_none_or(|(_, _, b)| p.len() > b.len()) {
+                    best = Some((i, name, p));
                 }
             }
         }
-        best.map(|(_, i, name)| (i, name))
+        best
     }
 }
 
@@ -178,16 +187,9 @@ fn is_ancestor(ancestor: &str, module: &str) -> bool {
 /// forth inside it); a module no entry holds is a unit of its own.
 fn units(modules: &[Module], layers: &Layers) -> Vec<Module> {
     let unit_of = |m: &str| -> String {
-        let mut best: Option<&str> = None;
-        for (_, paths) in layers.layers {
-            for p in *paths {
-                let holds = m == *p || m.starts_with(&format!("{p}::"));
-                if holds && best.is_none_or(|b| p.len() > b.len()) {
-                    best = Some(p);
-                }
-            }
-        }
-        best.map_or_else(|| m.to_string(), str::to_string)
+        layers
+            .entry(m)
+            .map_or_else(|| m.to_string(), |(_, _, p)| p.to_string())
     };
     let mut merged: BTreeMap<String, Module> = BTreeMap::new();
     for m in modules {

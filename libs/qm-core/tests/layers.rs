@@ -31,5 +31,17 @@ const LAYERS: qm_arch::Layers = qm_arch::Layers {
 #[test]
 fn imports_run_down_the_layers_and_never_in_a_circle() {
     let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    // The reader sees the crate: a check that found no module or no import
+    // would pass whatever the code did.
+    let modules = qm_arch::modules(&src);
+    let pass = modules.iter().find(|m| m.path == "pass").expect("the pass");
+    assert!(modules.len() > 30, "{} modules", modules.len());
+    for below in ["cluster", "plan", "time"] {
+        assert!(
+            pass.imports.contains_key(below),
+            "the pass imports {below}: {:?}",
+            pass.imports
+        );
+    }
     qm_arch::assert_layered(&src, &LAYERS);
 }

@@ -278,3 +278,22 @@ fn the_typed_form_keeps_what_it_leaves_out_and_removes_what_it_nulls() {
     assert_eq!(merged.state.as_deref(), Some("ENABLED"), "kept");
     assert!(merged.workload_classes.is_some(), "kept");
 }
+
+#[test]
+fn null_for_a_required_field_is_refused_by_the_checks_that_follow() {
+    // The merge removes it; converting the share for the core names it.
+    let merged = merge_share(
+        &stored(),
+        &patch(json!({"quotaShareName": "QS1", "capacityLimits": null})),
+    )
+    .expect("merged");
+    assert_eq!(merged.capacity_limits, None);
+    let mut problems = Vec::new();
+    crate::to_core::share(&merged, "quotaShares[0]", &mut problems);
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.field == "quotaShares[0].capacityLimits" && p.message == "is required"),
+        "{problems:?}"
+    );
+}
