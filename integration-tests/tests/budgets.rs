@@ -301,7 +301,7 @@ quotaShares:
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_update_merges_protections_by_field_and_null_removes_a_setting() {
-    // Admission stores what `qm simulate` computes: one merge
+    // Admission merges with the one merge the simulator also calls
     // (qm_wire::updates). An update naming only the cooldown keeps the
     // share's minimum runtime; `null` removes one setting; a value of the
     // wrong type is refused and nothing stored changes.

@@ -100,25 +100,52 @@ pub fn modules(src: &Path) -> Vec<Module> {
     let mut files = Vec::new();
     collect(src, &mut files);
     files.sort();
-    let texts: Vec<(String, PathBuf, String)> = files
+    // A crate with both is a library and a binary that uses it by name.
+    if files.contains(&src.join("lib.rs")) {
+        files.retain(|f| f != &src.join("main.rs"));
+    }
+    let read: Vec<(String, PathBuf, String, Vec<String>)> = files
         .into_iter()
         .filter_map(|f| {
             let text = std::fs::read_to_string(&f).ok()?;
             let path = parse::module_path(src, &f)?;
-            Some((path, f, parse::strip(&text)))
+            let (text, tests) = parse::strip(&text);
+            Some((path, f, text, tests))
         })
         .collect();
-    let known: BTreeSet<String> = texts.iter().map(|(p, _, _)| p.clone()).collect();
-    let reexports: BTreeMap<String, BTreeMap<String, String>> = texts
+    // Test modules kept in files of their own are left out with them.
+    let tests: BTreeSet<String> = read
         .iter()
-        .map(|(p, _, t)| (p.clone(), parse::reexports(p, t, &known)))
+        .flat_map(|(p, _, _, t)| {
+            t.iter().map(move |name| {
+                if p.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{p}::{name}")
+                }
+            })
+        })
+        .collect();
+    let texts: Vec<(String, PathBuf, String)> = read
+        .into_iter()
+        .filter(|(p, _, _, _)| {
+            !tests
+                .iter()
+                .any(|t| p == t || p.starts_with(&format!("{t}::")))
+        })
+        .map(|(p, f, t, _)| (p, f, t))
+        .collect();
+    let known: BTreeSet<String> = texts.iter().map(|(p, _, _)| p.clone()).collect();
+    let exports: BTreeMap<String, parse::Exports> = texts
+        .iter()
+        .map(|(p, _, t)| (p.clone(), parse::exports(p, t, &known)))
         .collect();
     texts
         .iter()
         .map(|(path, file, text)| {
             let mut imports = BTreeMap::new();
             for (raw, line) in parse::paths(path, text, &known) {
-                if let Some(target) = parse::resolve(&raw, &known, &reexports) {
+                if let Some(target) = parse::resolve(&raw, &known, &exports) {
                     if &target != path {
                         imports.entry(target).or_insert(line);
                     }
@@ -194,6 +221,10 @@ fn units(modules: &[Module], layers: &Layers) -> Vec<Module> {
     let mut merged: BTreeMap<String, Module> = BTreeMap::new();
     for m in modules {
         let unit = unit_of(&m.path);
+        if m.path.is_empty() {
+            // The root may import anything: it re-exports the crate's face.
+            continue;
+        }
         let entry = merged.entry(unit.clone()).or_insert_with(|| Module {
             path: unit.clone(),
             file: m.file.clone(),
@@ -212,7 +243,11 @@ fn units(modules: &[Module], layers: &Layers) -> Vec<Module> {
 /// Every violation of the rule in the crate under `src`, sorted; file names
 /// are given relative to `src`.
 pub fn check(src: &Path, layers: &Layers) -> Vec<Violation> {
-    let modules = modules(src);
+    check_modules(src, &modules(src), layers)
+}
+
+/// [`check`] over modules already read from `src`.
+pub fn check_modules(src: &Path, modules: &[Module], layers: &Layers) -> Vec<Violation> {
     let mut out = Vec::new();
     let rel = |f: &Path| {
         f.strip_prefix(src)
@@ -220,7 +255,7 @@ pub fn check(src: &Path, layers: &Layers) -> Vec<Violation> {
             .to_string_lossy()
             .into_owned()
     };
-    for m in &modules {
+    for m in modules {
         let placed = layers.of(&m.path);
         if placed.is_none() {
             out.push(Violation::Unplaced(m.path.clone()));
@@ -246,7 +281,7 @@ pub fn check(src: &Path, layers: &Layers) -> Vec<Violation> {
             }
         }
     }
-    let units = units(&modules, layers);
+    let units = units(modules, layers);
     out.extend(
         circles(&units)
             .into_iter()

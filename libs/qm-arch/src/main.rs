@@ -15,9 +15,10 @@ fn main() {
         layers: &[("all", &[""])],
     };
     for dir in dirs {
-        let v = qm_arch::check(std::path::Path::new(dir), &none);
+        let src = std::path::Path::new(dir);
+        let all = qm_arch::modules(src);
+        let v = qm_arch::check_modules(src, &all, &none);
         let (_, circles) = qm_arch::summary(&v);
-        let all = qm_arch::modules(std::path::Path::new(dir));
         let parents = qm_arch::ancestor_imports(&all);
         let modules = all.len();
         println!(

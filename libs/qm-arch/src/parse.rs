@@ -25,9 +25,9 @@ pub fn module_path(src: &Path, file: &Path) -> Option<String> {
 }
 
 /// The source with comments, string and character literals blanked and
-/// `#[cfg(test)] mod …` items removed; newlines are kept so line numbers
-/// still hold.
-pub fn strip(text: &str) -> String {
+/// test modules removed (newlines are kept so line numbers still hold),
+/// and the names of the test modules it declares.
+pub fn strip(text: &str) -> (String, Vec<String>) {
     let blank = blank_literals(text);
     remove_test_modules(&blank)
 }
@@ -111,70 +111,111 @@ fn raw_string(s: &[char]) -> Option<usize> {
 /// The length of a character literal at the start of `s` (not a lifetime).
 fn char_literal(s: &[char]) -> Option<usize> {
     if s.get(1) == Some(&'\\') {
-        let end = s.iter().skip(2).position(|&c| c == '\'')?;
-        return Some(end + 3);
+        // The escaped character is at 2; the closing quote comes after it.
+        let end = s.iter().skip(3).position(|&c| c == '\'')?;
+        return Some(end + 4);
     }
     (s.get(2) == Some(&'\'')).then_some(3)
 }
 
-fn remove_test_modules(text: &str) -> String {
-    let mut out: Vec<char> = text.chars().collect();
-    let pattern: Vec<char> = "#[cfg(test)]".chars().collect();
-    let mut i = 0;
-    while i + pattern.len() <= out.len() {
-        if out[i..].starts_with(&pattern) {
-            let mut j = i + pattern.len();
-            let word = |j: &mut usize, out: &[char]| {
-                while *j < out.len() && out[*j].is_whitespace() {
-                    *j += 1;
-                }
-                let s = *j;
-                while *j < out.len() && (out[*j].is_alphanumeric() || out[*j] == '_') {
-                    *j += 1;
-                }
-                out[s..*j].iter().collect::<String>()
-            };
-            let mut w = word(&mut j, &out);
-            if w == "pub" {
-                w = word(&mut j, &out);
+/// Skips whitespace from `j`.
+fn skip_space(c: &[char], j: &mut usize) {
+    while *j < c.len() && c[*j].is_whitespace() {
+        *j += 1;
+    }
+}
+
+/// The identifier at `j` (after whitespace), moving past it.
+fn word(c: &[char], j: &mut usize) -> String {
+    skip_space(c, j);
+    let start = *j;
+    while *j < c.len() && (c[*j].is_alphanumeric() || c[*j] == '_') {
+        *j += 1;
+    }
+    c[start..*j].iter().collect()
+}
+
+/// The index just past the bracket group opening at `j` (`{`, `(` or `[`).
+fn past_group(c: &[char], j: usize) -> usize {
+    let (open, close) = match c.get(j) {
+        Some('{') => ('{', '}'),
+        Some('(') => ('(', ')'),
+        Some('[') => ('[', ']'),
+        _ => return j,
+    };
+    let mut depth = 0;
+    for (k, &ch) in c.iter().enumerate().skip(j) {
+        if ch == open {
+            depth += 1;
+        } else if ch == close {
+            depth -= 1;
+            if depth == 0 {
+                return k + 1;
             }
-            if w == "mod" {
-                let _name = word(&mut j, &out);
-                while j < out.len() && out[j].is_whitespace() {
-                    j += 1;
-                }
-                let end = if out.get(j) == Some(&'{') {
-                    let mut depth = 0;
-                    let mut k = j;
-                    while k < out.len() {
-                        match out[k] {
-                            '{' => depth += 1,
-                            '}' => {
-                                depth -= 1;
-                                if depth == 0 {
-                                    break;
-                                }
-                            }
-                            _ => {}
-                        }
-                        k += 1;
-                    }
-                    k + 1
-                } else {
-                    j + 1
-                };
-                for ch in out.iter_mut().take(end.min(text.len())).skip(i) {
+        }
+    }
+    c.len()
+}
+
+/// If a `mod` item compiled only for tests starts at `i` (`#[cfg(test)]`
+/// or `#[cfg(all(test, …))]`, other attributes and a visibility may
+/// follow), its name and the index just past it.
+fn test_module_at(c: &[char], i: usize) -> Option<(String, usize)> {
+    let rest: String = c[i..c.len().min(i + 20)].iter().collect();
+    if !(rest.starts_with("#[cfg(test)]") || rest.starts_with("#[cfg(all(test")) {
+        return None;
+    }
+    let mut j = past_group(c, i + 1);
+    loop {
+        skip_space(c, &mut j);
+        if c.get(j) == Some(&'#') {
+            j = past_group(c, j + 1);
+        } else {
+            break;
+        }
+    }
+    let mut w = word(c, &mut j);
+    if w == "pub" {
+        skip_space(c, &mut j);
+        j = past_group(c, j);
+        w = word(c, &mut j);
+    }
+    if w != "mod" {
+        return None;
+    }
+    let name = word(c, &mut j);
+    skip_space(c, &mut j);
+    let end = if c.get(j) == Some(&'{') {
+        past_group(c, j)
+    } else {
+        j + 1
+    };
+    Some((name, end.min(c.len())))
+}
+
+/// The text without its test modules (blanked, newlines kept), and the
+/// names of the test modules declared here (`#[cfg(test)] mod tests;`),
+/// whose files are left out too.
+fn remove_test_modules(text: &str) -> (String, Vec<String>) {
+    let mut out: Vec<char> = text.chars().collect();
+    let mut names = Vec::new();
+    let mut i = 0;
+    while i < out.len() {
+        if out[i] == '#' {
+            if let Some((name, end)) = test_module_at(&out, i) {
+                for ch in &mut out[i..end] {
                     if *ch != '\n' {
                         *ch = ' ';
                     }
                 }
+                names.push(name);
                 i = end;
                 continue;
             }
         }
         i += 1;
     }
-    out.into_iter().collect()
+    (out.into_iter().collect(), names)
 }
 
 /// A use tree expanded: each leaf's path (segments as written) and whether
@@ -280,7 +321,11 @@ pub fn paths(module: &str, text: &str, known: &BTreeSet<String>) -> Vec<(Vec<Str
             (!rest.is_empty() && !rest.contains("::")).then(|| format!("{rest}::"))
         })
         .collect();
-    let starts = ["crate::".to_string(), "super::".to_string()];
+    let starts = [
+        "crate::".to_string(),
+        "super::".to_string(),
+        "self::".to_string(),
+    ];
     for start in starts.iter().chain(&children) {
         for (pos, _) in text.match_indices(start.as_str()) {
             let before = text[..pos].chars().next_back();
@@ -319,10 +364,49 @@ fn use_declarations(text: &str) -> Vec<(usize, (String, usize))> {
     out
 }
 
-/// The names `module` re-exports (`pub use`, `pub(crate) use`), each with
-/// the absolute path it stands for; a glob re-export is kept under `*`.
-pub fn reexports(module: &str, text: &str, known: &BTreeSet<String>) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
+/// What a module makes nameable: the items it defines, the names it
+/// re-exports (`pub use`, `pub(crate) use`) with the absolute path each
+/// stands for, and the modules whose items it re-exports by glob.
+#[derive(Debug, Default)]
+pub struct Exports {
+    defines: BTreeSet<String>,
+    named: BTreeMap<String, String>,
+    globs: Vec<String>,
+}
+
+/// The items `text` defines at any depth (fn, struct, enum, const, static,
+/// type, trait, union, mod, macro): enough to tell a defined name from one
+/// a glob brings.
+fn definitions(text: &str) -> BTreeSet<String> {
+    const KINDS: [&str; 10] = [
+        "fn",
+        "struct",
+        "enum",
+        "const",
+        "static",
+        "type",
+        "trait",
+        "union",
+        "mod",
+        "macro_rules",
+    ];
+    let words: Vec<&str> = text
+        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty())
+        .collect();
+    words
+        .windows(2)
+        .filter(|w| KINDS.contains(&w[0]))
+        .map(|w| w[1].to_string())
+        .collect()
+}
+
+/// What `module` (its stripped `text`) makes nameable.
+pub fn exports(module: &str, text: &str, known: &BTreeSet<String>) -> Exports {
+    let mut out = Exports {
+        defines: definitions(text),
+        ..Exports::default()
+    };
     for (pos, (tree, _)) in use_declarations(text) {
         let head = text[..pos].trim_end();
         if !(head.ends_with("pub") || head.ends_with(')')) {
@@ -332,7 +416,11 @@ pub fn reexports(module: &str, text: &str, known: &BTreeSet<String>) -> BTreeMap
         expand_named(&tree, &[], &mut leaves);
         for (path, name) in leaves {
             if let Some(abs) = absolute(module, &path, known) {
-                out.insert(name, abs.join("::"));
+                if name == "*" {
+                    out.globs.push(abs.join("::"));
+                } else {
+                    out.named.insert(name, abs.join("::"));
+                }
             }
         }
     }
@@ -366,11 +454,11 @@ fn expand_named(tree: &str, prefix: &[String], out: &mut Vec<(Vec<String>, Strin
 }
 
 /// The module a path leads to: its longest known prefix, followed through
-/// re-exports of the item it names.
+/// the re-exports (named, then by glob) of the item it names.
 pub fn resolve(
     path: &[String],
     known: &BTreeSet<String>,
-    reexports: &BTreeMap<String, BTreeMap<String, String>>,
+    exports: &BTreeMap<String, Exports>,
 ) -> Option<String> {
     let mut path = path.to_vec();
     for _ in 0..8 {
@@ -381,14 +469,27 @@ pub fn resolve(
         let Some(item) = path.get(cut) else {
             return Some(module);
         };
-        match reexports.get(&module).and_then(|t| t.get(item)) {
-            Some(origin) => {
-                let mut next = split_path(origin);
-                next.extend(path[cut + 1..].iter().cloned());
-                path = next;
+        let Some(here) = exports.get(&module) else {
+            return Some(module);
+        };
+        let origin = if let Some(origin) = here.named.get(item) {
+            origin.clone()
+        } else if here.defines.contains(item) {
+            return Some(module);
+        } else {
+            let from_glob = here.globs.iter().find(|g| {
+                exports
+                    .get(*g)
+                    .is_some_and(|e| e.defines.contains(item) || e.named.contains_key(item))
+            });
+            match from_glob {
+                Some(g) => format!("{g}::{item}"),
+                None => return Some(module),
             }
-            None => return Some(module),
-        }
+        };
+        let mut next = split_path(&origin);
+        next.extend(path[cut + 1..].iter().cloned());
+        path = next;
     }
     None
 }

@@ -2,8 +2,24 @@ use std::path::PathBuf;
 
 use super::*;
 
+/// A crate's sources in a fresh folder, removed when dropped.
+struct Tree(PathBuf);
+
+impl std::ops::Deref for Tree {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Tree {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// A crate's sources written to a fresh folder: (relative path, text).
-fn tree(name: &str, files: &[(&str, &str)]) -> PathBuf {
+fn tree(name: &str, files: &[(&str, &str)]) -> Tree {
     let dir = std::env::temp_dir().join(format!("qm-arch-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     for (path, text) in files {
@@ -11,7 +27,7 @@ fn tree(name: &str, files: &[(&str, &str)]) -> PathBuf {
         std::fs::create_dir_all(p.parent().expect("a parent")).expect("mkdir");
         std::fs::write(&p, text).expect("write");
     }
-    dir
+    Tree(dir)
 }
 
 const LAYERS: Layers = Layers {
@@ -119,10 +135,11 @@ fn test_modules_and_literals_are_not_imports_and_reexports_lead_to_their_origin(
         "tests",
         &[
             ("lib.rs", "pub mod ids;\npub mod cluster;\npub mod pass;\n"),
-            ("ids.rs", "#[cfg(test)]\nmod tests {\n    use crate::pass::x;\n}\n"),
+            ("ids.rs", "#[cfg(test)]\nmod tests {\n    use crate::pass::x;\n}\n#[cfg(test)]\n#[allow(dead_code)]\npub(crate) mod more {\n    use crate::pass::y;\n}\n#[cfg(test)]\nmod in_a_file;\n"),
+            ("ids/in_a_file.rs", "use crate::pass::z;\n"),
             ("cluster/mod.rs", "mod state;\npub use state::{Cluster as C};\n"),
             ("cluster/state.rs", "pub struct Cluster;\n"),
-            ("pass.rs", "use crate::cluster::C;\nfn f() { let _ = r#\"crate::ids\"#; let _ = 'c'; }\nfn g<'a>(x: &'a str) -> &'a str { x }\n"),
+            ("pass.rs", "use crate::cluster::C;\nfn f() { let _ = r#\"x \"crate::ids\" y\"#; let _ = '\\''; let _ = \"crate::ids\"; }\nfn g<'a>(x: &'a str) -> &'a str { x }\n"),
         ],
     );
     let modules = modules(&src);
@@ -130,8 +147,41 @@ fn test_modules_and_literals_are_not_imports_and_reexports_lead_to_their_origin(
     assert_eq!(
         pass.imports.keys().collect::<Vec<_>>(),
         vec!["cluster::state"],
-        "through the re-export; nothing from the raw string"
+        "through the re-export; nothing from the strings or the character"
     );
     let ids = modules.iter().find(|m| m.path == "ids").expect("ids");
     assert!(ids.imports.is_empty(), "{:?}", ids.imports);
+    assert!(
+        !modules.iter().any(|m| m.path == "ids::in_a_file"),
+        "a test module in a file of its own is left out"
+    );
+}
+
+#[test]
+fn a_name_a_glob_brings_leads_to_its_origin_and_the_root_closes_no_circle() {
+    let src = tree(
+        "glob",
+        &[
+            (
+                "lib.rs",
+                "mod ids;\nmod pass;\npub use ids::*;\npub use pass::*;\n",
+            ),
+            (
+                "ids.rs",
+                "pub struct JobId;\nfn f() { let _ = crate::LIMIT; }\n",
+            ),
+            ("pass.rs", "pub const LIMIT: u32 = 1;\nuse crate::JobId;\n"),
+        ],
+    );
+    let v = check(&src, &LAYERS);
+    let shown: Vec<String> = v.iter().map(ToString::to_string).collect();
+    assert!(
+        shown.contains(&"ids.rs:2: `ids` (base) imports `pass` (pass), a higher layer".to_string()),
+        "crate::LIMIT is pass's, through the root's glob: {shown:?}"
+    );
+    assert_eq!(
+        shown.iter().filter(|s| s.contains("circle")).count(),
+        1,
+        "ids <-> pass only, none through the root: {shown:?}"
+    );
 }

@@ -46,9 +46,9 @@ pub struct SharePatch {
 impl SharePatch {
     /// A patch from the typed form alone: fields that are `None` are left
     /// out (only `borrowBudget` and `shareGroup` can state `null` there).
-    pub fn from_share(share: QuotaShare) -> Result<SharePatch, Problem> {
-        let raw = serde_json::to_value(&share).map_err(|e| problem("", e.to_string()))?;
-        Ok(SharePatch { share, raw })
+    pub fn from_share(share: QuotaShare) -> SharePatch {
+        let raw = serde_json::to_value(&share).expect("a share serializes");
+        SharePatch { share, raw }
     }
 }
 
@@ -85,14 +85,17 @@ fn merge_fields(doc: &mut Map<String, Value>, patch: &Map<String, Value>) {
 }
 
 /// `stored` with `update` applied (module documentation). The result is
-/// read back as a share; a value of the wrong type is refused with the
-/// field it names, and `stored` is never changed.
+/// read back as a share; a value of the wrong type is refused with serde's
+/// message (what it found and what it expected), and `stored` is never
+/// changed.
 pub fn merge_share(stored: &QuotaShare, update: &SharePatch) -> Result<QuotaShare, Problem> {
     let Value::Object(mut doc) =
         serde_json::to_value(stored).map_err(|e| problem("", e.to_string()))?
     else {
         return Err(problem("", "a stored share is not an object".into()));
     };
+    // A stored `null` (a create that sent one) is a field left out.
+    doc.retain(|_, v| !v.is_null());
     let Value::Object(patch) = &update.raw else {
         return Err(problem("", "a quota share update must be an object".into()));
     };
@@ -105,26 +108,24 @@ pub fn merge_share(stored: &QuotaShare, update: &SharePatch) -> Result<QuotaShar
         if IDENTITY.contains(&key.as_str()) {
             continue;
         }
-        match (value, doc.get_mut(key)) {
-            (Value::Object(fields), Some(Value::Object(current)))
-                if MERGED_BY_FIELD.contains(&key.as_str()) =>
-            {
-                merge_fields(current, fields);
-                if current.is_empty() {
-                    doc.remove(key);
+        match value {
+            Value::Object(fields) if MERGED_BY_FIELD.contains(&key.as_str()) => {
+                let current = doc
+                    .entry(key.clone())
+                    .or_insert_with(|| Value::Object(Map::new()));
+                if let Value::Object(current) = current {
+                    merge_fields(current, fields);
+                    if current.is_empty() {
+                        doc.remove(key);
+                    }
+                } else {
+                    doc.insert(key.clone(), value.clone());
                 }
             }
-            (Value::Object(fields), None) if MERGED_BY_FIELD.contains(&key.as_str()) => {
-                let mut current = Map::new();
-                merge_fields(&mut current, fields);
-                if !current.is_empty() {
-                    doc.insert(key.clone(), Value::Object(current));
-                }
-            }
-            (Value::Null, _) => {
+            Value::Null => {
                 doc.remove(key);
             }
-            (value, _) => {
+            value => {
                 doc.insert(key.clone(), value.clone());
             }
         }

@@ -283,8 +283,7 @@ mod tests {
             r#"{"quotaShareName":"QS1","state":"DISABLED","fairShareWeight":3,"onBudgetExhausted":"CHECKPOINT_AND_STOP"}"#,
         )
         .expect("an update");
-        share =
-            merge_share(&share, &SharePatch::from_share(update).expect("a patch")).expect("merged");
+        share = merge_share(&share, &SharePatch::from_share(update)).expect("merged");
         assert_eq!(share.fair_share_weight, Some(3));
         assert_eq!(share.state.as_deref(), Some("DISABLED"));
         assert_eq!(
@@ -304,8 +303,7 @@ mod tests {
             r#"{"quotaShareName":"QS1","borrowBudget":null,"shareGroup":null}"#,
         )
         .expect("null");
-        share =
-            merge_share(&share, &SharePatch::from_share(remove).expect("a patch")).expect("merged");
+        share = merge_share(&share, &SharePatch::from_share(remove)).expect("merged");
         assert_eq!(share.borrow_budget, None);
         assert_eq!(share.on_budget_exhausted, None, "went with the budget");
         assert_eq!(share.share_group, None);

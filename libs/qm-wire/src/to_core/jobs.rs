@@ -4,7 +4,7 @@
 use crate::messages as wire;
 use qm_core::{Cluster, ConfigProblem, ExitRule, JobSpec, RetryAction, Runtime};
 
-use super::{one_of, problem};
+use super::fields::{one_of, problem};
 
 /// What a job runs, as resume drills name it: `image:<reference>` for a
 /// container job, else `command:<sha256 of the argv as JSON>`. A drill's

@@ -8,8 +8,11 @@
 //! Shares and queues here; job submissions in `jobs.rs`; runtime names in
 //! `runtimes.rs`.
 
+mod fields;
 mod jobs;
 mod runtimes;
+
+use fields::{one_of, problem};
 
 pub use jobs::{artifact, job_spec};
 pub use runtimes::{known_runtimes, runtimes};
@@ -20,33 +23,6 @@ use qm_core::{
     BorrowBudget, BudgetWindow, CapacityLimit, ConfigProblem, OnBudgetExhausted, Protections,
     QueueConfig, QueueingStrategy, QuotaShare, State, Strategy, WorkloadClass,
 };
-
-fn problem(field: impl Into<String>, message: impl Into<String>) -> ConfigProblem {
-    ConfigProblem {
-        field: field.into(),
-        message: message.into(),
-    }
-}
-
-fn one_of<T: Copy>(
-    field: &str,
-    value: &str,
-    allowed: &[(&str, T)],
-    problems: &mut Vec<ConfigProblem>,
-) -> Option<T> {
-    let found = allowed
-        .iter()
-        .find(|(name, _)| *name == value)
-        .map(|(_, v)| *v);
-    if found.is_none() {
-        let names: Vec<&str> = allowed.iter().map(|(n, _)| *n).collect();
-        problems.push(problem(
-            field,
-            format!("{value:?} is not one of {}", names.join(", ")),
-        ));
-    }
-    found
-}
 
 fn state(field: &str, value: Option<&str>, problems: &mut Vec<ConfigProblem>) -> State {
     value
@@ -123,17 +99,17 @@ fn share_fields(
         }
     }
     if let Some(p) = &s.protections {
-        let current = share.protections.clone();
+        let defaults = share.protections.clone(); // a new share's
         share.protections = Protections {
             min_runtime_before_preemption_secs: p
                 .min_runtime_before_preemption_seconds
-                .unwrap_or(current.min_runtime_before_preemption_secs),
+                .unwrap_or(defaults.min_runtime_before_preemption_secs),
             reborrow_cooldown_secs: p
                 .reborrow_cooldown_seconds
-                .unwrap_or(current.reborrow_cooldown_secs),
+                .unwrap_or(defaults.reborrow_cooldown_secs),
             borrow_requires_checkpoint: p
                 .borrow_requires_checkpoint
-                .unwrap_or(current.borrow_requires_checkpoint),
+                .unwrap_or(defaults.borrow_requires_checkpoint),
         };
     }
     if let Some(classes) = &s.workload_classes {
@@ -146,10 +122,6 @@ fn share_fields(
         share.borrow_budget = budget
             .as_ref()
             .and_then(|b| borrow_budget(b, &format!("{field}.borrowBudget"), problems));
-        if budget.is_none() && s.on_budget_exhausted.is_none() {
-            // Removing the budget removes what it did when spent.
-            share.on_budget_exhausted = OnBudgetExhausted::Finish;
-        }
     }
     if let Some(w) = s.fair_share_weight {
         share.fair_share_weight = w;

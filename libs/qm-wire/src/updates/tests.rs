@@ -271,8 +271,7 @@ fn the_typed_form_keeps_what_it_leaves_out_and_removes_what_it_nulls() {
         share_group: Some(None),
         ..QuotaShare::default()
     };
-    let merged =
-        merge_share(&stored(), &SharePatch::from_share(update).expect("patch")).expect("merged");
+    let merged = merge_share(&stored(), &SharePatch::from_share(update)).expect("merged");
     assert_eq!(merged.fair_share_weight, Some(9));
     assert_eq!(merged.share_group, None);
     assert_eq!(merged.state.as_deref(), Some("ENABLED"), "kept");
@@ -296,4 +295,18 @@ fn null_for_a_required_field_is_refused_by_the_checks_that_follow() {
             .any(|p| p.field == "quotaShares[0].capacityLimits" && p.message == "is required"),
         "{problems:?}"
     );
+}
+
+#[test]
+fn a_stored_null_is_a_field_left_out() {
+    // A create that sent `"borrowBudget": null` stored it; it is not kept.
+    let mut with_null = stored();
+    with_null.borrow_budget = Some(None);
+    let merged = merge_share(
+        &with_null,
+        &patch(json!({"quotaShareName": "QS1", "fairShareWeight": 2})),
+    )
+    .expect("merged");
+    assert_eq!(merged.borrow_budget, None);
+    assert_eq!(merged.fair_share_weight, Some(2));
 }
