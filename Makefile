@@ -2,7 +2,7 @@
 CARGO ?= cargo
 QM := target/release/qm
 
-.PHONY: compare-evaluation dist clients nats-clients bench-console docs test-phases images-test fuzz bench-runtimes images-torch aws-clients chromium evaluate up down check-deploy demo simulate bins bench-services bench-fleet bench-checkpoint bench-peers test lint check-core-deps unit integration images images-infra bench bench-pass bench-sim build clean
+.PHONY: compare-speed compare-evaluation dist clients nats-clients bench-console docs test-phases images-test fuzz bench-runtimes images-torch aws-clients chromium evaluate up down check-deploy demo simulate bins bench-services bench-fleet bench-checkpoint bench-peers test lint check-core-deps unit integration images images-infra bench bench-pass bench-sim build clean
 
 ## demo: the three-share story on a real Quartermaster (NATS + Garage in
 ## containers, the four services, the example trainer), live, with a summary
@@ -150,6 +150,11 @@ evaluate:
 BASE ?= HEAD~1
 compare-evaluation:
 	bench/compare-evaluation.sh "$(BASE)"
+
+## compare-speed: the pass benchmarks and the million-job simulation at
+## BASE and at the working tree, alternately, with the ratio of medians
+compare-speed:
+	bench/compare-speed.sh "$(BASE)"
 
 ## nats-clients: NATS's own Python client (nats-py, pinned), which the
 ## tests connect with using the credentials `qm auth` writes
