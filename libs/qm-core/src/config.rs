@@ -6,7 +6,12 @@
 
 use std::fmt;
 
-use crate::class::{ClassRules, WorkloadClass, IMPLICIT_CLASS};
+use crate::policy::classes::{ClassRules, WorkloadClass, IMPLICIT_CLASS};
+pub use crate::policy::fair_share::{
+    IdleAssignment, DEFAULT_FAIR_SHARE_HALF_LIFE_HOURS, MAX_FAIR_SHARE_WEIGHT,
+};
+pub use crate::policy::groups::{ShareGroup, MAX_GROUPS_PER_QUEUE};
+pub use crate::policy::protections::Protections;
 
 /// Most quota shares one job queue may hold (as AWS Batch).
 pub const MAX_SHARES_PER_QUEUE: usize = 20;
@@ -63,49 +68,6 @@ pub enum QueueingStrategy {
     StrictFifo,
 }
 
-/// How lendable capacity goes to borrowers (`idleResourceAssignmentStrategy`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-pub enum IdleAssignment {
-    /// To whichever waiting job became RUNNABLE first (AWS's behaviour).
-    #[default]
-    Fifo,
-    /// To the borrowing share with the least borrowed capacity, now and
-    /// recently, per unit of `fairShareWeight` (`fair.rs`).
-    FairShare,
-}
-
-/// A share group (a department): shares that lend to each other first,
-/// with a borrow limit for the group as a whole (`groups.rs`).
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ShareGroup {
-    pub name: String,
-    /// Percent of the group's entitlement (its shares' together, per
-    /// type) its shares may borrow together, from inside the group or
-    /// outside it; -1: unlimited.
-    pub borrow_limit: i64,
-}
-
-impl ShareGroup {
-    /// Most instances of a type the group's shares may borrow together
-    /// (what they hold beyond their own entitlements), with `entitlement`
-    /// the sum of theirs.
-    pub fn borrow_cap(&self, entitlement: u32) -> u32 {
-        if self.borrow_limit < 0 {
-            return u32::MAX;
-        }
-        let cap = u64::from(entitlement) * self.borrow_limit as u64 / 100;
-        u32::try_from(cap).unwrap_or(u32::MAX)
-    }
-}
-
-/// Most share groups a queue holds.
-pub const MAX_GROUPS_PER_QUEUE: usize = 20;
-
-/// Default `fairShareHalfLifeHours`: recent borrowing counts, halving daily.
-pub const DEFAULT_FAIR_SHARE_HALF_LIFE_HOURS: u64 = 24;
-/// Highest `fairShareWeight` (as HyperPod's fair-share weight).
-pub const MAX_FAIR_SHARE_WEIGHT: u32 = 100;
-
 /// `{capacityUnit, maxCapacity}`: instances of one type.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CapacityLimit {
@@ -114,22 +76,6 @@ pub struct CapacityLimit {
     /// Signed so that validation can name a negative value instead of a parser
     /// failing on it; valid configurations have it >= 0.
     pub max_capacity: i64,
-}
-
-/// Anti-thrashing and resume-safety settings of a share. All are off by default;
-/// `docs/protections.md` explains each trade-off.
-#[derive(Clone, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-pub struct Protections {
-    /// A running job of this share cannot be preempted (by reclaim or in-share)
-    /// before it has run this long. Trades owner wait time for less lost work.
-    pub min_runtime_before_preemption_secs: u64,
-    /// After capacity of a type is reclaimed from this share, it does not borrow
-    /// that type again for this long. Trades borrowing for fewer repeated
-    /// preemptions.
-    pub reborrow_cooldown_secs: u64,
-    /// A job that does not checkpoint never runs on borrowed capacity, where a
-    /// preemption would throw all its work away.
-    pub borrow_requires_checkpoint: bool,
 }
 
 /// A quota share, as `CreateQuotaShare` takes it.
@@ -144,19 +90,19 @@ pub struct QuotaShare {
     pub in_share_preemption: bool,
     pub state: State,
     pub protections: Protections,
-    /// Workload classes (`class.rs`); empty: the implicit `default` class.
+    /// Workload classes (`policy::classes`); empty: the implicit `default` class.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub classes: Vec<crate::class::WorkloadClass>,
+    pub classes: Vec<crate::policy::classes::WorkloadClass>,
     /// The class of jobs that name none; None: the first class.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_class: Option<String>,
-    /// How much the share may borrow over time (`budget.rs`); None: no limit
+    /// How much the share may borrow over time (`policy::budgets`); None: no limit
     /// beyond `borrowLimit`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub borrow_budget: Option<crate::budget::BorrowBudget>,
+    pub borrow_budget: Option<crate::policy::budgets::BorrowBudget>,
     /// What running borrowed jobs do when the budget is spent.
     #[serde(default, skip_serializing_if = "is_default")]
-    pub on_budget_exhausted: crate::budget::OnBudgetExhausted,
+    pub on_budget_exhausted: crate::policy::budgets::OnBudgetExhausted,
     /// Its weight under FAIR_SHARE (1-100, default 1).
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub fair_share_weight: u32,
@@ -248,11 +194,11 @@ pub struct QueueConfig {
     /// job at most once per this many seconds of its run (None: off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fair_share_rebalance_secs: Option<u64>,
-    /// Share groups (`groups.rs`); shares name theirs.
+    /// Share groups (`policy::groups`); shares name theirs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<ShareGroup>,
     /// The service environment whose capacity the queue uses
-    /// ([`crate::environment`]); None: an environment of the queue's own
+    /// ([`crate::policy::environments`]); None: an environment of the queue's own
     /// name (the executors started for this queue).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_environment: Option<String>,

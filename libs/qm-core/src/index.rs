@@ -129,6 +129,13 @@ impl RunnableQueue {
     }
 }
 
+/// Instances a job of `count` makes its share borrow when the share holds
+/// `used` of `entitlement`: what goes beyond the entitlement that was not
+/// beyond it already.
+pub fn newly_borrowed(used: u32, count: u32, entitlement: u32) -> u32 {
+    (used + count).saturating_sub(used.max(entitlement))
+}
+
 /// Which running jobs are on borrowed capacity (`semantics.md` section 3):
 /// walking them in (priority desc, start asc) order, jobs are within quota
 /// until the first one that no longer fits in what is left of `entitlement`;

@@ -162,10 +162,10 @@ pub struct JobSpec {
     #[serde(default)]
     pub checkpoint_before_preempt_secs: Option<u64>,
     /// How it is launched: `container` when it names an image. Placed only
-    /// on nodes offering it (`runtime.rs`).
+    /// on nodes offering it (`policy::runtimes`).
     #[serde(default)]
     pub runtime: crate::Runtime,
-    /// Its workload class (`class.rs`); None: the share's default class.
+    /// Its workload class (`policy::classes`); None: the share's default class.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub class: Option<String>,
     /// What it runs, as resume drills name it (`image:<reference>` or
@@ -173,10 +173,10 @@ pub struct JobSpec {
     /// looks for a passed drill of this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub artifact: Option<String>,
-    /// Set on the two jobs of a resume drill (`drill.rs`): they run on
+    /// Set on the two jobs of a resume drill (`policy::drills`): they run on
     /// their share's own capacity and never count as real work.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub drill: Option<crate::drill::DrillRole>,
+    pub drill: Option<crate::policy::drills::DrillRole>,
 }
 
 impl JobSpec {
@@ -301,7 +301,7 @@ pub enum StopCause {
     },
     TimedOut,
     Cancelled,
-    /// A resume drill stops its subject once (`drill.rs`).
+    /// A resume drill stops its subject once (`policy::drills`).
     Drill,
 }
 
@@ -338,7 +338,7 @@ pub struct Job {
     /// date as the configuration and resume proofs change; the indexes
     /// file it by this).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub borrow_bar: Option<crate::class::BorrowBar>,
+    pub borrow_bar: Option<crate::policy::classes::BorrowBar>,
 }
 
 impl Job {

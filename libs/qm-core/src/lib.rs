@@ -13,16 +13,18 @@
 //! Layers, bottom first (README.md, "Layers"; `tests/layers.rs` fails on an
 //! import that runs up one or closes a circle): ids and time; plain types
 //! (`outcome`, `job`, `nodes`, `config`, `plan`, ...); `validate`; the state
-//! (`cluster`); the pass (`pass`); what reads it (`invariants`, `dry_run`,
-//! `outlook`, and the pass's entry points on the state).
+//! (`cluster`); the policies' hooks; the pass (`pass`, a fixed pipeline of
+//! phases); what reads it (`invariants`, `dry_run`, `outlook`, and the
+//! pass's entry points on the state).
+//!
+//! Each policy is one folder under [`policy`] (budgets, workload classes,
+//! drills, service environments, FAIR_SHARE, share groups, protections,
+//! runtimes): its configuration, validation, state and the hooks the pass
+//! calls; its parts sit in the layers above (ADR 0023).
 
-pub mod budget;
-pub mod class;
 pub mod cluster;
 pub mod config;
-pub mod drill;
 pub mod dry_run;
-pub mod environment;
 pub mod ids;
 pub mod index;
 pub mod invariants;
@@ -33,21 +35,26 @@ pub mod outcome;
 pub mod outlook;
 pub mod pass;
 pub mod plan;
+pub mod policy;
 pub mod reason;
-pub mod runtime;
 mod table;
 pub mod time;
 pub mod usage;
 pub mod validate;
 
-pub use budget::{BorrowBudget, BudgetStatus, BudgetWindow, OnBudgetExhausted};
-pub use class::{BorrowBar, ClassRules, WorkloadClass, IMPLICIT_CLASS, MAX_CLASSES_PER_SHARE};
+// The policies' modules under their names before they moved to `policy/`
+// (issue 50): callers keep their paths.
+pub use policy::budgets as budget;
+pub use policy::classes as class;
+pub use policy::drills as drill;
+pub use policy::environments as environment;
+pub use policy::runtimes as runtime;
+
 pub use cluster::{Cluster, DeletionBlockers, JobError, JobEvent, ShareUsage, TypeAccounting};
 pub use config::{
     CapacityLimit, ConfigError, ConfigProblem, Protections, QueueConfig, QueueingStrategy,
     QuotaShare, State, Strategy, MAX_QUEUE_PRIORITY,
 };
-pub use drill::{compare_results, Drill, DrillRole, DrillState, DRILL_MAX_DELAY_MS};
 pub use ids::{JobId, ShareIdx, TypeIdx};
 pub use job::{
     Attempt, AttemptOutcome, CheckpointFirst, CheckpointMark, ExitRule, Job, JobSpec, JobStatus,
@@ -61,8 +68,13 @@ pub use nodes::{
     SETTLE_MISSING_AFTER_SECS, UNPLACED_STOP_GRACE_SECS,
 };
 pub use pass::{schedule, schedule_exhaustive, Plan, Preemption, Start};
+pub use policy::budgets::{BorrowBudget, BudgetStatus, BudgetWindow, OnBudgetExhausted};
+pub use policy::classes::{
+    BorrowBar, ClassRules, WorkloadClass, IMPLICIT_CLASS, MAX_CLASSES_PER_SHARE,
+};
+pub use policy::drills::{compare_results, Drill, DrillRole, DrillState, DRILL_MAX_DELAY_MS};
+pub use policy::runtimes::{Runtime, Runtimes};
 pub use reason::{NeverFits, StatusReason, WaitReason};
-pub use runtime::{Runtime, Runtimes};
 pub use time::Time;
 pub use usage::{
     day_of, LendRecord, Rates, Usage, UsageRecord, UsageReport, DAY_MS, USAGE_KEEP_DAYS,

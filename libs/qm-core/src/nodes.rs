@@ -60,7 +60,7 @@ pub struct Node {
     /// Changes when the executor restarts: what ran before is gone.
     pub incarnation: String,
     pub live: bool,
-    /// How it can launch attempts (`runtime.rs`).
+    /// How it can launch attempts (`policy::runtimes`).
     #[serde(default)]
     pub runtimes: crate::Runtimes,
     /// Per type: each slot's holder.
@@ -69,7 +69,7 @@ pub struct Node {
     /// scans a node).
     pub(crate) free: BTreeMap<TypeIdx, BTreeSet<u32>>,
     /// Per type: slots this queue may not use, held by another queue's job
-    /// in the same service environment ([`crate::environment`]). They are
+    /// in the same service environment ([`crate::policy::environments`]). They are
     /// neither free nor in this queue's fleet.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub(crate) withheld: BTreeMap<TypeIdx, BTreeSet<u32>>,
@@ -243,7 +243,7 @@ impl FreeCursor<'_> {
 
 /// Chooses how many instances each node gives a job of `count`, among the
 /// nodes `fit` accepts (its value: how many runtimes the node offers beyond
-/// the job's, fewest preferred, see `runtime.rs`): on one node (best fit:
+/// the job's, fewest preferred, see `policy::runtimes`): on one node (best fit:
 /// the fewest free that holds it, ties by node name) if any holds it, else
 /// spread over the nodes with the most free first (ties by name). Takes
 /// them from `free`. None if they do not suffice.

@@ -24,7 +24,7 @@ pub enum PreemptionKind {
     /// CHECKPOINT_AND_STOP`): its borrowed jobs stop, for no other job.
     BudgetExhausted,
     /// FAIR_SHARE rebalancing: a borrower over its fair part gives a
-    /// borrowed instance to one under it (`pass/fair.rs`).
+    /// borrowed instance to one under it (`pass/rebalance.rs`).
     Rebalance,
 }
 
@@ -67,7 +67,7 @@ pub enum AttemptOutcome {
     HostLost,
     TimedOut,
     Cancelled,
-    /// Stopped by a resume drill (`drill.rs`): requeued, spending no budget.
+    /// Stopped by a resume drill (`policy::drills`): requeued, spending no budget.
     PreemptedDrill,
 }
 

@@ -43,7 +43,7 @@ pub struct Plan {
     /// Preempted jobs whose checkpoint-first window ended without a
     /// checkpoint: stop them now.
     pub checkpoint_deadlines: Vec<JobId>,
-    /// Resume drills' subjects due to be stopped (`drill.rs`).
+    /// Resume drills' subjects due to be stopped (`policy::drills`).
     pub drill_stops: Vec<JobId>,
     /// Jobs on borrowed capacity of shares whose borrowing budget is spent
     /// (`onBudgetExhausted: CHECKPOINT_AND_STOP`): checkpoint, stop, requeue.

@@ -93,14 +93,14 @@ pub enum WaitReason {
     BorrowLimitReached { used: u32, max_holding: u32 },
     /// Its share group's shares already borrow `borrowed` instances of the
     /// type together, and may borrow `limit` (the group's `borrowLimit`
-    /// of their entitlements, `groups.rs`).
+    /// of their entitlements, `policy::groups`).
     GroupBorrowLimitReached { borrowed: u32, limit: u32 },
     /// No idle capacity that lenders offer (or unassigned capacity) is left.
     NoLendableCapacity { lendable: u32, borrowed: u32 },
     /// The fleet has no free instance and nothing can be reclaimed.
     FleetFull { in_use: u32, fleet: u32 },
     /// As `FleetFull`, in a queue whose service environment's other queues
-    /// hold `held` more instances of the type (`environment.rs`): a queue
+    /// hold `held` more instances of the type (`policy::environments`): a queue
     /// never preempts another's jobs, so it waits for one to end.
     EnvironmentCapacityHeld { held: u32, in_use: u32, fleet: u32 },
     /// The fleet has no instance of the type at all.
@@ -118,7 +118,7 @@ pub enum WaitReason {
     /// Its workload class borrows only once a resume drill has passed for
     /// what the job runs, and none has.
     ResumeNotVerified,
-    /// Its share's borrowing budget has too little left for it (`budget.rs`):
+    /// Its share's borrowing budget has too little left for it (`policy::budgets`):
     /// `left_min` instance-minutes are left (after what running borrowed
     /// jobs are expected to use; rounded down), it needs `need_min`
     /// (rounded up; `u32::MAX`: it declares no expected run, and the share
@@ -137,11 +137,11 @@ pub enum WaitReason {
     /// class its class may not preempt).
     InSharePreemptionNotPossible,
     /// Live executors that offer the job's runtime offer `offered`
-    /// instances of its type, fewer than it asks for (`runtime.rs`).
+    /// instances of its type, fewer than it asks for (`policy::runtimes`).
     NoExecutorOffersRuntime { runtime: Runtime, offered: u32 },
     /// Only some executors of its type offer the job's runtime, and they
     /// have `free` instances free now: it starts on those without
-    /// preempting anyone (`runtime.rs`).
+    /// preempting anyone (`policy::runtimes`).
     RuntimeInstancesBusy { runtime: Runtime, free: u32 },
 }
 

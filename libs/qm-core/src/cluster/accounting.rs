@@ -173,7 +173,7 @@ impl Cluster {
         s: ShareIdx,
         t: TypeIdx,
         count: u32,
-        bar: Option<crate::class::BorrowBar>,
+        bar: Option<crate::policy::classes::BorrowBar>,
     ) -> Option<NeverFits> {
         let share = &self.shares[s.index()].config;
         let entitlement = self.st(s, t).entitlement;
@@ -204,25 +204,25 @@ impl Cluster {
         }
         if share.strategy == Strategy::LendAndBorrow && count > entitlement {
             match bar {
-                Some(crate::class::BorrowBar::NoCheckpoint) => {
+                Some(crate::policy::classes::BorrowBar::NoCheckpoint) => {
                     return Some(NeverFits::BorrowRequiresCheckpoint {
                         count,
                         max_capacity: entitlement,
                     })
                 }
-                Some(crate::class::BorrowBar::ClassNeverBorrows) => {
+                Some(crate::policy::classes::BorrowBar::ClassNeverBorrows) => {
                     return Some(NeverFits::ClassMayNotBorrow {
                         count,
                         max_capacity: entitlement,
                     })
                 }
-                Some(crate::class::BorrowBar::Drill) => {
+                Some(crate::policy::classes::BorrowBar::Drill) => {
                     return Some(NeverFits::DrillOnOwnCapacity {
                         count,
                         max_capacity: entitlement,
                     })
                 }
-                Some(crate::class::BorrowBar::ResumeNotVerified) | None => {}
+                Some(crate::policy::classes::BorrowBar::ResumeNotVerified) | None => {}
             }
         }
         // Against what the queue could ever hold: instances another queue

@@ -1,4 +1,4 @@
-//! Borrowing budgets in the state (`crate::budget`): accrued with the usage
+//! Borrowing budgets in the state (`crate::policy::budgets`): accrued with the usage
 //! ledger, read by the pass and by reports.
 //!
 //! Guarantees: a share's budget counts exactly what the usage ledger counts
@@ -6,7 +6,7 @@
 //! set, accrued at the same instants, so replicas and snapshots agree.
 
 use super::*;
-use crate::budget::{BudgetStatus, BudgetUse, BudgetWindow};
+use crate::policy::budgets::{exhausts_at, BudgetStatus, BudgetUse, BudgetWindow};
 
 impl Cluster {
     /// Adds share `s`'s borrowing of `t` over `[since, now)` to its budget
@@ -66,7 +66,7 @@ impl Cluster {
             })
             .collect();
         u.used_ms(BudgetWindow::HalfLife { hours }, now, &pending) as f64
-            / (hours * crate::budget::HOUR_MS) as f64
+            / (hours * crate::policy::budgets::HOUR_MS) as f64
     }
 
     /// After a configuration change: budgets of shares that no longer have
@@ -164,39 +164,7 @@ impl Cluster {
         };
         let end = key
             .started
-            .plus_secs(secs.min(crate::budget::MAX_EXPECTED_RUN_SECS));
+            .plus_secs(secs.min(crate::policy::budgets::MAX_EXPECTED_RUN_SECS));
         end.millis_since(now).saturating_mul(u64::from(instances))
     }
-}
-
-/// When a budget with `used_ms` counted at `now` runs out if `borrowing`
-/// instances go on borrowing (None: it does not at this rate, or already
-/// has). For a window the linear estimate (usage leaving it only delays
-/// the end, and the pass then looks again); for a half-life the exact
-/// moment.
-pub(crate) fn exhausts_at(
-    budget: crate::budget::BorrowBudget,
-    used_ms: u64,
-    borrowing: u32,
-    now: Time,
-) -> Option<Time> {
-    let budget_ms = budget.budget_ms();
-    if borrowing == 0 || used_ms >= budget_ms {
-        return None;
-    }
-    let rate = u64::from(borrowing);
-    if let BudgetWindow::HalfLife { hours } = budget.window {
-        // Decayed usage u(t) = u0 2^(-t/h) + L (1 - 2^(-t/h)), tending to
-        // L = rate x h / ln 2: below the budget B it never runs out, else
-        // it reaches B at t = h log2((L - u0) / (L - B)).
-        let h = (hours * crate::budget::HOUR_MS) as f64;
-        let limit = rate as f64 * h / std::f64::consts::LN_2;
-        let (u0, b) = (used_ms as f64, budget_ms as f64);
-        if limit <= b {
-            return None;
-        }
-        let t = h * ((limit - u0) / (limit - b)).log2();
-        return Some(now.plus_millis((t.ceil() as u64).max(1)));
-    }
-    Some(now.plus_millis((budget_ms - used_ms).div_ceil(rate).max(1)))
 }

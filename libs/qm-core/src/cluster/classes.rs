@@ -8,7 +8,7 @@
 //! running sets and the stopping counters file it by that.
 
 use super::*;
-use crate::class::BorrowBar;
+use crate::policy::classes::BorrowBar;
 
 impl Cluster {
     /// Why a job of `spec` may not run on borrowed capacity, if it may not.
@@ -278,7 +278,7 @@ impl Cluster {
         };
         if share.classes.is_empty() {
             match spec.class.as_deref() {
-                None | Some(crate::class::IMPLICIT_CLASS) => spec.class = None,
+                None | Some(crate::policy::classes::IMPLICIT_CLASS) => spec.class = None,
                 Some(other) => out.push(problem(
                     "workloadClass",
                     format!(

@@ -1,4 +1,4 @@
-//! Resume drills in the state (`drill.rs`): starting one (two jobs of the
+//! Resume drills in the state (`policy::drills`): starting one (two jobs of the
 //! same spec), stopping its subject after its first committed checkpoint,
 //! and deciding it once both jobs have ended.
 //!
@@ -7,7 +7,7 @@
 //! (or withdrawn one) for its share, class and artifact.
 
 use super::*;
-use crate::drill::{compare_results, delay_for, Drill, DrillRole, DrillState};
+use crate::policy::drills::{compare_results, delay_for, Drill, DrillRole, DrillState};
 
 impl Cluster {
     /// Starts a resume drill of `spec` (a job of a share that declares
@@ -85,7 +85,7 @@ impl Cluster {
         Ok(id)
     }
 
-    /// Keeps at most [`crate::drill::KEPT_DECIDED_DRILLS`] decided drills,
+    /// Keeps at most [`crate::policy::drills::KEPT_DECIDED_DRILLS`] decided drills,
     /// the newest: the state stays bounded however many drills run, and a
     /// drill's outcome lives on as its resume proof.
     fn forget_old_drills(&mut self) {
@@ -97,7 +97,7 @@ impl Cluster {
             .collect();
         let excess = decided
             .len()
-            .saturating_sub(crate::drill::KEPT_DECIDED_DRILLS);
+            .saturating_sub(crate::policy::drills::KEPT_DECIDED_DRILLS);
         for id in decided.into_iter().take(excess) {
             self.drills.remove(&id);
         }
@@ -148,7 +148,7 @@ impl Cluster {
 
     /// Records what an attempt's process declared as its result (read from
     /// `$QM_RESULT_FILE` by its executor), cut to
-    /// [`crate::drill::MAX_RESULT_BYTES`].
+    /// [`crate::policy::drills::MAX_RESULT_BYTES`].
     pub fn attempt_result(
         &mut self,
         id: JobId,
@@ -161,8 +161,8 @@ impl Cluster {
             .iter_mut()
             .find(|a| a.number == attempt)
             .ok_or(JobError::StaleAttempt { job: id, attempt })?;
-        if text.len() > crate::drill::MAX_RESULT_BYTES {
-            let mut end = crate::drill::MAX_RESULT_BYTES;
+        if text.len() > crate::policy::drills::MAX_RESULT_BYTES {
+            let mut end = crate::policy::drills::MAX_RESULT_BYTES;
             while !text.is_char_boundary(end) {
                 end -= 1;
             }

@@ -162,12 +162,12 @@ pub struct Cluster {
     pub(crate) fair_share_half_life_hours: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) fair_share_rebalance_secs: Option<u64>,
-    /// Share groups (`groups.rs`).
+    /// Share groups (`policy::groups`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) groups: Vec<config::ShareGroup>,
-    /// Under FAIR_SHARE: each share's recent borrowing, decayed (`fair.rs`).
+    /// Under FAIR_SHARE: each share's recent borrowing, decayed (`policy::fair_share`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub(crate) fair_use: BTreeMap<ShareIdx, crate::budget::BudgetUse>,
+    pub(crate) fair_use: BTreeMap<ShareIdx, crate::policy::budgets::BudgetUse>,
     /// Ends of the checkpoint-first windows of preempted jobs (see
     /// [`crate::job::CheckpointFirst`]): at the end the stop goes ahead.
     #[serde(default)]
@@ -181,9 +181,9 @@ pub struct Cluster {
     /// (`JobSpec::artifact`) proven to resume.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub(crate) resume_proofs: BTreeMap<String, BTreeMap<String, BTreeSet<String>>>,
-    /// Resume drills, running and done, by id (`drill.rs`).
+    /// Resume drills, running and done, by id (`policy::drills`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub(crate) drills: BTreeMap<u64, crate::drill::Drill>,
+    pub(crate) drills: BTreeMap<u64, crate::policy::drills::Drill>,
     /// When each running drill's subject is to be stopped.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub(crate) drill_stops: BTreeSet<(Time, JobId)>,
@@ -191,9 +191,9 @@ pub struct Cluster {
     #[serde(default)]
     pub(crate) usage: crate::usage::UsageLedger,
     /// What each share with a borrowing budget borrowed, as its budget
-    /// measures it (`budget.rs`).
+    /// measures it (`policy::budgets`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub(crate) budget_use: BTreeMap<ShareIdx, crate::budget::BudgetUse>,
+    pub(crate) budget_use: BTreeMap<ShareIdx, crate::policy::budgets::BudgetUse>,
     events: Vec<JobEvent>,
     /// RUNNABLE jobs no pass has given a reason yet (new or requeued).
     pub(crate) unexplained: BTreeSet<JobId>,
@@ -212,10 +212,10 @@ pub struct Cluster {
     /// Per type: the nodes offering it, by index.
     pub(crate) nodes_of_type: Vec<Vec<NodeId>>,
     /// Per type: live instances withheld from this queue because another
-    /// queue of its service environment holds them (`environment.rs`).
+    /// queue of its service environment holds them (`policy::environments`).
     #[serde(default, skip_serializing_if = "none_withheld")]
     pub(crate) withheld: Vec<u32>,
-    /// `serviceEnvironment` and `priority` (`environment.rs`).
+    /// `serviceEnvironment` and `priority` (`policy::environments`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) service_environment: Option<String>,
     #[serde(default, skip_serializing_if = "config::is_default")]

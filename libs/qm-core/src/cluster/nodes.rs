@@ -154,7 +154,7 @@ impl Cluster {
 
     /// Sets the slots of `instance_type` on node `name` that this queue may
     /// not use because another queue of its service environment holds them
-    /// ([`crate::environment`]). A slot this queue's own job holds cannot
+    /// ([`crate::policy::environments`]). A slot this queue's own job holds cannot
     /// be withheld (the environment never gives one slot to two queues).
     /// Returns whether anything changed; an unknown node or type changes
     /// nothing.

@@ -103,7 +103,7 @@ pub fn check_plan(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
         // No share holds more than its maximum, unless it already did
         // (limit reduction) and did not grow.
         // No share group borrows more than its limit, unless it already
-        // did and did not grow (`groups.rs`).
+        // did and did not grow (`policy::groups`).
         for g in &after.groups {
             let member =
                 |s: &ShareIdx| after.share_config(*s).group.as_deref() == Some(g.name.as_str());
@@ -420,7 +420,7 @@ fn check_reclaim_complete(
             let st = after.st(s, t);
             let own_usage = st.running_usage + promised_usage[i];
             // A job waiting for executors of its runtime is owed nothing by
-            // reclaim (`runtime.rs`); the next in line is.
+            // reclaim (`policy::runtimes`); the next in line is.
             let waits_for_runtime = |id: &JobId| {
                 matches!(
                     after.jobs[id].status_reason.wait(),
@@ -495,12 +495,12 @@ fn check_reclaim_complete(
     Ok(())
 }
 
-/// Borrowing budgets (`budget.rs`): a budget stop hits only a running job
+/// Borrowing budgets (`policy::budgets`): a budget stop hits only a running job
 /// on borrowed capacity of a `CHECKPOINT_AND_STOP` share whose budget is
 /// spent, and no job starts on borrowed capacity of a share whose budget
 /// is spent.
 fn check_budgets(before: &Cluster, plan: &Plan, after: &Cluster) -> Result<(), Violation> {
-    use crate::budget::OnBudgetExhausted;
+    use crate::policy::budgets::OnBudgetExhausted;
     let now = plan.now;
     for id in &plan.budget_stops {
         let job = &before.jobs[id];
@@ -544,7 +544,7 @@ fn check_budgets(before: &Cluster, plan: &Plan, after: &Cluster) -> Result<(), V
         }
     }
     // (That jobs admitted to borrow together fit in what is left is the
-    // pass's own accounting, `pass/budget.rs`; the table tests check it.)
+    // pass's own accounting, `policy::budgets::hooks`; the table tests check it.)
     for start in plan.starts.iter().filter(|s| s.borrowed > 0) {
         if let Some(status) = before.budget_status(start.share, now) {
             if status.exhausted() {

@@ -28,8 +28,9 @@ impl Pass<'_> {
                     self.barred_again.insert(v.key.job);
                 }
                 self.removed.remove(&v.key.job);
-                self.promise_runtime(v.key.job, true);
-                self.unpromise_budget(v.key.job);
+                let taken_back = self.job(v.key.job);
+                self.hooks.runtimes.promise(self.c, taken_back, true);
+                self.hooks.budgets.give_back(taken_back);
                 self.admitted_order.retain(|(j, _)| *j != v.key.job);
                 if let Some(keys) = self.added.get_mut(&(v.share, t)) {
                     keys.retain(|k| k.job != v.key.job);
@@ -44,10 +45,11 @@ impl Pass<'_> {
             self.committed.insert(id);
         }
         self.admissions += 1;
-        self.promise_runtime(id, false);
+        self.hooks.runtimes.promise(self.c, job, false);
         let view = &self.views[t.index()];
         let (used, entitlement) = (view.used[s.index()], view.entitlement[s.index()]);
-        self.promise_budget(job, used, entitlement);
+        let need = self.hooks.budgets.promise(self, job, used, entitlement);
+        self.hooks.budgets.take(job, need);
         self.views[t.index()].used[s.index()] += count;
         self.admitted.insert(id);
         self.admitted_order.push((id, count));
@@ -238,7 +240,7 @@ impl Pass<'_> {
                 });
             }
         }
-        budget::budget_wakes_after(self.c, &self.budgets, self.now, &mut plan);
+        self.hooks.budgets.wakes_after(self.c, self.now, &mut plan);
         // Types this pass looked at and decided nothing for.
         let mut decided = vec![false; self.c.types.len()];
         let type_of = |id: &JobId| self.c.jobs[id].spec.instance_type.index();

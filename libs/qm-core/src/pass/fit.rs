@@ -10,6 +10,7 @@
 //! every one whose release turns out not to be needed is dropped.
 
 use super::*;
+use crate::policy::{classes, protections};
 
 impl Pass<'_> {
     /// Whether `id` fits now, or with which cross-share victims (only when
@@ -32,7 +33,7 @@ impl Pass<'_> {
             if used + count > max_holding {
                 return Err(WaitReason::BorrowLimitReached { used, max_holding });
             }
-            self.group_limit(s, t, count)?;
+            self.hooks.groups.limit(self, s, t, count)?;
             if let Err(reason) = borrow_gates(self.c, job, self.now, || self.projected_barred(s, t))
             {
                 if let WaitReason::ReborrowCooldownUntil(until) = reason {
@@ -40,7 +41,12 @@ impl Pass<'_> {
                 }
                 return Err(reason);
             }
-            self.budget_gate(job, used, entitlement)?;
+            if let Err((reason, refills)) = self.hooks.budgets.gate(self, job, used, entitlement) {
+                if let Some(at) = refills {
+                    self.wake(at);
+                }
+                return Err(reason);
+            }
             // A borrowing job never preempts other shares.
             return self.check(s, t, count).map(|()| Vec::new());
         }
@@ -78,15 +84,12 @@ impl Pass<'_> {
     }
 }
 
-/// The per-share gates on borrowing (beyond the limits): the re-borrow
-/// cool-down and the job's borrow bar (`borrowRequiresCheckpoint`, its
-/// workload class's `mayBorrow` and resume proof).
-///
-/// `barred_used` gives what the share's jobs that may not borrow hold
-/// (asked only for such a job): they are classified within quota first, so
-/// a job that may not borrow may start as long as those jobs together stay
-/// within the entitlement (the excess is then on jobs that may borrow,
-/// which can resume).
+/// The per-share gates on borrowing (beyond the limits): the share's
+/// strategy, then each policy's gate in turn: the re-borrow cool-down
+/// (`crate::policy::protections`) and the job's borrow bar
+/// (`crate::policy::classes`: `borrowRequiresCheckpoint`, its workload
+/// class's `mayBorrow` and resume proof; `barred_used` as
+/// [`classes::hooks::bar`] takes it).
 pub(super) fn borrow_gates(
     c: &Cluster,
     job: &Job,
@@ -102,27 +105,15 @@ pub(super) fn borrow_gates(
             entitlement: st.entitlement,
         });
     }
-    if share.protections.reborrow_cooldown_secs > 0 {
-        if let Some(at) = c.st(s, t).reclaimed_at {
-            let until = at.plus_secs(share.protections.reborrow_cooldown_secs);
-            if until > now {
-                return Err(WaitReason::ReborrowCooldownUntil(until));
-            }
-        }
+    protections::hooks::cooldown(c, s, t, now)?;
+    classes::hooks::bar(c, job, barred_used)
+}
+
+impl Pass<'_> {
+    /// The runtime rule's gate (`crate::policy::runtimes`) for `id`.
+    pub(super) fn runtime_gate(&mut self, id: JobId) -> Result<bool, WaitReason> {
+        let job = self.job(id);
+        let fleet = self.views[job.spec.instance_type.index()].fleet;
+        self.hooks.runtimes.gate(self.c, fleet, job)
     }
-    if let Some(bar) = job.borrow_bar {
-        let entitlement = c.st(s, t).entitlement;
-        if barred_used() + job.spec.count > entitlement {
-            return Err(match bar {
-                crate::class::BorrowBar::NoCheckpoint => WaitReason::BorrowRequiresCheckpoint,
-                crate::class::BorrowBar::ClassNeverBorrows => WaitReason::ClassMayNotBorrow,
-                crate::class::BorrowBar::ResumeNotVerified => WaitReason::ResumeNotVerified,
-                crate::class::BorrowBar::Drill => WaitReason::OwnCapacityInUse {
-                    used: c.st(s, t).running_usage,
-                    entitlement,
-                },
-            });
-        }
-    }
-    Ok(())
 }

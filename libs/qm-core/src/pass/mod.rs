@@ -23,27 +23,32 @@
 //! start yet: they stay RUNNABLE with `WAITING_FOR_RECLAIM` and are admitted
 //! again, first in line, by the pass that follows the stops.
 //!
-//! | file | phase |
-//! |---|---|
-//! | `mod.rs` | the plan, the pass's state, timeouts, the rounds |
-//! | `view.rs` | the projection and the fleet/lending checks |
-//! | `sweep.rs` | claims first, then each step's order; waiting reasons |
-//! | `fit.rs` | fitting one job (within quota, or borrowing) |
-//! | `reclaim.rs` | cross-share victims |
-//! | `in_share.rs` | in-share victims |
-//! | `runtime.rs` | the runtime rule: only where the job's runtime is offered |
-//! | `finish.rs` | admissions to starts, placement, settled types |
+//! The pass is a fixed pipeline of phases; each calls the policies' hooks
+//! (`crate::policy`, built once per pass in `Hooks`) at its place:
+//!
+//! | phase | file | hooks it calls |
+//! |---|---|---|
+//! | 1. stops due: checkpoint windows, timeouts, drills, spent budgets | `stops.rs` | `drills::hooks::due`, `Budgets::wakes`, `Budgets::spent` |
+//! | 2. claims of earlier preemptions | `sweep.rs` | |
+//! | 3. per type, in rounds: within quota, with reclaim | `sweep.rs`, `fit.rs`, `reclaim.rs` | `RuntimeRule::gate`; victims: `protections::hooks::protected_until`, `Groups::same` |
+//! | 4. borrowing | `sweep.rs`, `fit.rs` | order: `Groups::lends_within`, `FairShare::first`; gates: `Groups::limit`, `protections::hooks::cooldown`, `classes::hooks::bar`, `Budgets::gate` |
+//! | 5. rebalance (FAIR_SHARE) | `rebalance.rs` | `FairShare::claim`, `protected_until` |
+//! | 6. in-share preemption | `in_share.rs` | `protected_until`, `RuntimeRule::gate` |
+//! | on every admission | `finish.rs` (`admit`) | `RuntimeRule::promise`, `Budgets::promise`, `Budgets::take`, `Budgets::give_back` |
+//! | 7. finish: starts, placement, settled types | `finish.rs` | the borrowing gates again, `Budgets::wakes_after` |
+//!
+//! `mod.rs` holds the pass's state and the rounds; `view.rs` the projection
+//! (and `Projection`, what hooks may read of it) and the fleet and lending
+//! checks.
 
 use std::collections::{BTreeMap, HashSet};
 
-mod budget;
-mod fair;
 mod finish;
 mod fit;
-mod groups;
 mod in_share;
+mod rebalance;
 mod reclaim;
-mod runtime;
+mod stops;
 mod sweep;
 mod view;
 
@@ -57,18 +62,13 @@ use crate::index::{borrowed_jobs, QueueKey, RunKey};
 use crate::job::{Job, PreemptionKind};
 use crate::nodes::{place, FreeCursor, NodeId, Rank, Ranks};
 pub use crate::plan::{Plan, Preemption, Start};
+use crate::policy::hooks::Hooks;
+use crate::policy::view::Projection;
 use crate::reason::WaitReason;
 use crate::time::Time;
 
 /// Most never-explained waiting jobs a pass gives a reason to.
 const EXPLAIN_PER_PASS: usize = 64;
-
-/// Instances a job of `count` makes its share borrow when the share holds
-/// `used` of `entitlement`: what goes beyond the entitlement that was not
-/// beyond it already.
-pub(crate) fn newly_borrowed(used: u32, count: u32, entitlement: u32) -> u32 {
-    (used + count).saturating_sub(used.max(entitlement))
-}
 
 /// Runs one pass. Pure: the same cluster and `now` give the same plan.
 pub fn schedule(cluster: &Cluster, now: Time) -> Plan {
@@ -140,26 +140,12 @@ struct Pass<'a> {
     checkpoint_deadlines: Vec<JobId>,
     drill_stops: Vec<JobId>,
     budget_stops: Vec<JobId>,
-    /// Per share slot: its borrowing budget (`budget.rs`); empty when no
-    /// share has one.
-    budgets: Vec<Option<budget::BudgetGate>>,
-    /// What each job admitted in this pass took from its share's budget.
-    budget_promised: BTreeMap<JobId, i64>,
-    /// Under FAIR_SHARE, per share slot: its recent borrowing (instances on
-    /// average over a half-life); empty under FIFO.
-    fair_recent: Vec<f64>,
-    /// Per share slot: the index of its share group (`groups.rs`); empty
-    /// when the queue has none.
-    group_of: Vec<Option<usize>>,
+    /// The policies' hooks (`crate::policy`).
+    hooks: Hooks,
     reasons: BTreeMap<JobId, WaitReason>,
     wake_at: Option<Time>,
     /// Per type: whether this pass looks at it (see `Cluster::settled`).
     active: Vec<bool>,
-    /// What live nodes offer per (type, runtime), computed once a pass.
-    runtime_offers: BTreeMap<(TypeIdx, crate::Runtime), runtime::RuntimeOffer>,
-    /// Free instances promised to restricted admitted jobs, per (type,
-    /// runtime) (`runtime.rs`).
-    runtime_promised: BTreeMap<(TypeIdx, crate::Runtime), u32>,
 }
 
 impl<'a> Pass<'a> {
@@ -192,16 +178,11 @@ impl<'a> Pass<'a> {
                 }
             })
             .collect();
-        // STRICT_FIFO couples types (a share's head spans them), and a
-        // borrowing budget couples them over time (it runs out and refills
-        // with no event of a type's own): no skipping.
-        let budgets = budget::budget_gates(c, now);
-        // FAIR_SHARE likewise: claims change as time decays recent
-        // borrowing, and a borrowed job becomes movable as it runs.
-        let may_skip = skip_settled
-            && c.queueing == QueueingStrategy::BestEffortFifo
-            && budgets.is_empty()
-            && c.idle_assignment == crate::config::IdleAssignment::Fifo;
+        // STRICT_FIFO couples types (a share's head spans them), and so do
+        // some policies (`Hooks::couple_types`): no skipping.
+        let hooks = Hooks::new(c, now);
+        let may_skip =
+            skip_settled && c.queueing == QueueingStrategy::BestEffortFifo && !hooks.couple_types();
         let mut wake_at = None;
         let active = c
             .settled
@@ -236,31 +217,10 @@ impl<'a> Pass<'a> {
             checkpoint_deadlines: Vec::new(),
             drill_stops: Vec::new(),
             budget_stops: Vec::new(),
-            budgets,
-            budget_promised: BTreeMap::new(),
-            fair_recent: if c.idle_assignment == crate::config::IdleAssignment::FairShare {
-                (0..shares)
-                    .map(|i| c.fair_recent(ShareIdx(i as u16), now))
-                    .collect()
-            } else {
-                Vec::new()
-            },
-            group_of: if c.groups.is_empty() {
-                Vec::new()
-            } else {
-                c.shares
-                    .iter()
-                    .map(|slot| {
-                        let name = slot.config.group.as_deref()?;
-                        c.groups.iter().position(|g| g.name == name)
-                    })
-                    .collect()
-            },
+            hooks,
             reasons: BTreeMap::new(),
             wake_at,
             active,
-            runtime_offers: BTreeMap::new(),
-            runtime_promised: BTreeMap::new(),
         }
     }
 
@@ -275,45 +235,7 @@ impl<'a> Pass<'a> {
     }
 
     fn run(&mut self) {
-        // Checkpoint-first windows that ran out: those stops go ahead (their
-        // instances already count as released in the projection).
-        for &(until, id) in &self.c.checkpoint_windows {
-            if until > self.now {
-                self.wake(until);
-                break;
-            }
-            self.checkpoint_deadlines.push(id);
-        }
-        // Timeouts first: their instances count as released in the projection.
-        for &(deadline, id) in &self.c.deadlines {
-            if deadline > self.now {
-                self.wake(deadline);
-                break;
-            }
-            let job = self.job(id);
-            self.timeouts.push(id);
-            self.removed.insert(id);
-            self.views[job.spec.instance_type.index()].used[job.spec.share.index()] -=
-                job.spec.count;
-        }
-        // Resume drills' subjects due to stop: released like timeouts.
-        for &(at, id) in &self.c.drill_stops {
-            if at > self.now {
-                self.wake(at);
-                break;
-            }
-            let job = self.job(id);
-            if self.removed.contains(&id) || job.stopping.is_some() || !job.status.holds_instances()
-            {
-                continue;
-            }
-            self.drill_stops.push(id);
-            self.removed.insert(id);
-            self.views[job.spec.instance_type.index()].used[job.spec.share.index()] -=
-                job.spec.count;
-        }
-        self.budget_wakes();
-        self.stop_over_budget();
+        self.stops_due();
         self.honour_claims();
         // Every round admits a job or ends the loop, and a job is taken
         // back at most three times per pass (by in-share preemption for a

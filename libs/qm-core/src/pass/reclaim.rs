@@ -12,23 +12,17 @@
 //! are exactly those needed for the job to fit.
 
 use super::*;
+use crate::policy::protections;
 
 impl Pass<'_> {
-    /// Whether a running job is protected by the minimum runtime of its
-    /// workload class (by default its share's).
+    /// Until when a running job may not be preempted
+    /// (`crate::policy::protections`); a job admitted in this pass never is
+    /// protected: taking it back loses nothing.
     pub(super) fn protected_until(&self, s: ShareIdx, key: &RunKey) -> Option<Time> {
         if self.admitted.contains(&key.job) {
-            return None; // not started yet: taking it back loses nothing
-        }
-        let min_runtime = self.c.shares[s.index()]
-            .config
-            .rules(self.job(key.job).spec.class.as_deref())
-            .min_runtime_before_preemption_secs;
-        if min_runtime == 0 {
             return None;
         }
-        let until = key.started.plus_secs(min_runtime);
-        (until > self.now).then_some(until)
+        protections::hooks::protected_until(self.c, s, key, self.now)
     }
 
     /// Victim order (reclaim among the shares that tie, and in-share):
@@ -63,11 +57,11 @@ impl Pass<'_> {
         // found: taking one borrowed job never makes another one within
         // quota for this reclaim (a prefix could otherwise shift).
         // Shares outside the requester's group first, then its group's
-        // (`groups.rs`): they lent within the group first.
+        // (`policy::groups`): they lent within the group first.
         let (mut pools, mut in_group): (Vec<Pool>, Vec<Pool>) = self
             .borrowed_pools(s, t)
             .into_iter()
-            .partition(|(other, _)| !self.same_group(s, *other));
+            .partition(|(other, _)| !self.hooks.groups.same(s, *other));
         let fits = loop {
             let next = match self.next_reclaim_victim(&mut pools, t, &mut protected) {
                 Some(v) => Some(v),

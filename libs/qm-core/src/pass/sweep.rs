@@ -11,8 +11,8 @@
 //! a reason; jobs that failed for a count are not tried again at a larger
 //! count in the same sweep (constraints are monotone in the count).
 
-use super::runtime;
 use super::*;
+use crate::policy::runtimes;
 
 impl Pass<'_> {
     /// Jobs for which earlier passes started preemptions come first: the
@@ -175,7 +175,9 @@ impl Pass<'_> {
                     self.reasons.entry(key.job).or_insert(reason);
                     if self.c.queueing == QueueingStrategy::StrictFifo {
                         done[s.index()] = true;
-                    } else if !is_per_job_reason(&reason) && !runtime::is_runtime_reason(&reason) {
+                    } else if !is_per_job_reason(&reason)
+                        && !runtimes::hooks::is_runtime_reason(&reason)
+                    {
                         fails_from[s.index()] = fails_from[s.index()].min(count);
                         // Borrowing `count` more instances raises `B - L` by
                         // `count` and `sum(U)` by `count` whichever
@@ -205,7 +207,7 @@ impl Pass<'_> {
     /// Whether share `s`'s next job `a` goes before share `bs`'s `b`: the
     /// one RUNNABLE first (FIFO across shares); when borrowing under
     /// FAIR_SHARE, the share with the least borrowed per unit of weight
-    /// first (`fair.rs`).
+    /// first (`crate::policy::fair_share`).
     fn goes_first(
         &self,
         t: TypeIdx,
@@ -213,33 +215,26 @@ impl Pass<'_> {
         (a, s): (QueueKey, ShareIdx),
         (b, bs): (QueueKey, ShareIdx),
     ) -> bool {
-        if step == Step::Borrow && !self.group_of.is_empty() && s != bs {
+        let groups = &self.hooks.groups;
+        if step == Step::Borrow && groups.any() && s != bs {
             // Lending within the group goes first.
-            match (self.lends_in_group(s, t), self.lends_in_group(bs, t)) {
+            match (
+                groups.lends_within(self, s, t),
+                groups.lends_within(self, bs, t),
+            ) {
                 (true, false) => return true,
                 (false, true) => return false,
                 _ => {}
             }
         }
-        if step == Step::Borrow && !self.fair_recent.is_empty() && s != bs {
-            match self.fair_key(s, t).total_cmp(&self.fair_key(bs, t)) {
+        if step == Step::Borrow {
+            match self.hooks.fair_share.first(self, s, bs, t) {
                 std::cmp::Ordering::Less => return true,
                 std::cmp::Ordering::Greater => return false,
                 std::cmp::Ordering::Equal => {}
             }
         }
         (a.runnable_since, a.job) < (b.runnable_since, b.job)
-    }
-
-    /// A share's claim on idle capacity under FAIR_SHARE (lower first; see
-    /// `fair.rs`):
-    /// what it borrows of `t` now in this pass's projection plus its recent
-    /// borrowing, per unit of `fairShareWeight`.
-    pub(super) fn fair_key(&self, s: ShareIdx, t: TypeIdx) -> f64 {
-        let view = &self.views[t.index()];
-        let borrowed = view.used[s.index()].saturating_sub(view.entitlement[s.index()]);
-        let weight = self.c.shares[s.index()].config.fair_share_weight.max(1);
-        (f64::from(borrowed) + self.fair_recent[s.index()]) / f64::from(weight)
     }
 
     pub(super) fn share_takes_part(&self, s: ShareIdx, t: TypeIdx, step: Step) -> bool {
@@ -357,7 +352,7 @@ impl Pass<'_> {
             return Err(WaitReason::Misconfiguration(limit));
         }
         // Where its runtime is offered by only some nodes, a job is tried
-        // only while they have room for it now (`runtime.rs`).
+        // only while they have room for it now (`policy::runtimes`).
         self.runtime_gate(id)?;
         match step {
             Step::WithinQuota | Step::Borrow => {

@@ -15,7 +15,7 @@ use super::*;
 #[derive(Clone, Debug)]
 pub(super) struct TypeView {
     pub(super) fleet: u32,
-    /// Instances other queues of the environment hold (`environment.rs`).
+    /// Instances other queues of the environment hold (`policy::environments`).
     pub(super) withheld: u32,
     /// `U_s` per share slot, projected.
     pub(super) used: Vec<u32>,
@@ -136,5 +136,31 @@ impl Pass<'_> {
     pub(super) fn restore_to_projection(&mut self, victim: &Victim, t: TypeIdx) {
         self.removed.remove(&victim.key.job);
         self.views[t.index()].used[victim.share.index()] += victim.key.count;
+    }
+}
+
+impl Projection for Pass<'_> {
+    fn cluster(&self) -> &Cluster {
+        self.c
+    }
+
+    fn now(&self) -> Time {
+        self.now
+    }
+
+    fn used(&self, s: ShareIdx, t: TypeIdx) -> u32 {
+        self.views[t.index()].used[s.index()]
+    }
+
+    fn entitlement(&self, s: ShareIdx, t: TypeIdx) -> u32 {
+        self.views[t.index()].entitlement[s.index()]
+    }
+
+    fn lends(&self, s: ShareIdx) -> bool {
+        self.lends[s.index()]
+    }
+
+    fn running(&self, s: ShareIdx, t: TypeIdx) -> Vec<RunKey> {
+        self.projected_running(s, t)
     }
 }

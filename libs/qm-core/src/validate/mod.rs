@@ -6,9 +6,7 @@ use std::collections::BTreeSet;
 
 use crate::config::*;
 
-mod budget;
-mod classes;
-mod groups;
+use crate::policy::{budgets, classes, groups};
 
 /// The problem with a `schedulingPriority`, if any (submits and updates).
 pub fn priority_problem(priority: u32) -> Option<ConfigProblem> {
@@ -102,8 +100,8 @@ pub fn share_problems(field: &str, share: &QuotaShare) -> Vec<ConfigProblem> {
             });
         }
     }
-    classes::class_problems(field, share, &mut out);
-    budget::budget_problems(field, share, &mut out);
+    classes::validate::class_problems(field, share, &mut out);
+    budgets::validate::budget_problems(field, share, &mut out);
     if !(1..=MAX_FAIR_SHARE_WEIGHT).contains(&share.fair_share_weight) {
         out.push(ConfigProblem {
             field: format!("{field}.fairShareWeight"),
@@ -164,17 +162,17 @@ pub fn validate_queue(queue: &QueueConfig) -> Result<(), ConfigError> {
             });
         }
     }
-    if !(1..=crate::budget::MAX_BUDGET_HOURS).contains(&queue.fair_share_half_life_hours) {
+    if !(1..=crate::policy::budgets::MAX_BUDGET_HOURS).contains(&queue.fair_share_half_life_hours) {
         out.push(ConfigProblem {
             field: "fairShareHalfLifeHours".into(),
             message: format!(
                 "must be 1..={} hours, got {}",
-                crate::budget::MAX_BUDGET_HOURS,
+                crate::policy::budgets::MAX_BUDGET_HOURS,
                 queue.fair_share_half_life_hours
             ),
         });
     }
-    groups::group_problems(queue, &mut out);
+    groups::validate::group_problems(queue, &mut out);
     let mut names = BTreeSet::new();
     for (i, share) in queue.shares.iter().enumerate() {
         let field = format!("quotaShares[{i}]");

@@ -1,7 +1,7 @@
-//! The checks of a share's borrowing budget (`crate::budget`).
+//! The checks of a share's borrowing budget (`crate::policy::budgets`).
 
-use crate::budget::*;
 use crate::config::ConfigProblem;
+use crate::policy::budgets::*;
 
 /// The problems with a share's budget settings (`field` is the share's).
 pub(crate) fn budget_problems(

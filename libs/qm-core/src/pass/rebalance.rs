@@ -1,7 +1,9 @@
-//! FAIR_SHARE rebalancing (`fairShareRebalanceSeconds`): a borrower under
-//! its fair part takes a borrowed job's place from a borrower over it.
+//! FAIR_SHARE rebalancing (`fairShareRebalanceSeconds`), a phase of the
+//! pass after borrowing: a borrower under its fair part takes a borrowed
+//! job's place from a borrower over it. The claims are the policy's
+//! (`crate::policy::fair_share`).
 //!
-//! Decides: for the borrowing share with the lowest claim (`fair_key`:
+//! Decides: for the borrowing share with the lowest claim (`FairShare::claim`:
 //! borrowed now plus recently, per unit of weight) whose next job could not
 //! borrow, at most one victim: a job of another share on borrowed capacity
 //! that has run at least the interval, whose share's claim stays above the
@@ -33,7 +35,7 @@ impl Pass<'_> {
         let Some(interval) = self.c.fair_share_rebalance_secs else {
             return false;
         };
-        if self.fair_recent.is_empty() {
+        if !self.hooks.fair_share.on() {
             return false;
         }
         // Each borrowing share's next job that still needs to borrow, the
@@ -46,7 +48,7 @@ impl Pass<'_> {
             }
             if let Some((key, _)) = self.next_candidate(s, t, Step::Borrow, None, u32::MAX) {
                 if self.job(key.job).borrow_bar.is_none() {
-                    heads.push((self.fair_key(s, t), key, s));
+                    heads.push((self.hooks.fair_share.claim(self, s, t), key, s));
                 }
             }
         }
@@ -66,7 +68,7 @@ impl Pass<'_> {
                 }
                 let entitlement = self.views[t.index()].entitlement[i];
                 let wa = f64::from(self.c.shares[i].config.fair_share_weight.max(1));
-                let claim_a = self.fair_key(a, t);
+                let claim_a = self.hooks.fair_share.claim(self, a, t);
                 for k in borrowed_jobs(&self.projected_running(a, t), entitlement) {
                     let left = claim_a - f64::from(k.count) / wa;
                     let eligible_at = k.started.plus_secs(interval);

@@ -29,6 +29,16 @@
 //! A share that declares no class has one implicit class, `default`, with
 //! band 0..=9999 and the share's protections: configurations from before
 //! classes keep their meaning.
+//!
+//! | part | where |
+//! |---|---|
+//! | configuration | here: [`WorkloadClass`], [`ClassRules`], [`BorrowBar`] |
+//! | validation | `validate.rs` |
+//! | state | the resume proofs and each job's bar, kept by the cluster (`cluster/classes.rs` refiles on changes) |
+//! | hooks | `hooks.rs`: what a bar says when a job may not borrow (a gate on borrowing); in-share `preemptibleBy` is the index's |
+
+pub mod hooks;
+pub(crate) mod validate;
 
 /// Most workload classes one share may declare.
 pub const MAX_CLASSES_PER_SHARE: usize = 10;

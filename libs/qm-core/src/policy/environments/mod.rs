@@ -24,6 +24,13 @@
 //! slots their claims keep): called before each queue's turn (and after any
 //! change of what runs), it is what makes the rules above hold. A queue alone in its environment
 //! withholds nothing: nothing changes for single-queue deployments.
+//!
+//! | part | where |
+//! |---|---|
+//! | configuration | the queue's environment and priority (the services') |
+//! | validation | the services' (queue priority bounds) |
+//! | state | here: what other queues hold, withheld from each cluster |
+//! | hooks | none in a pass: it runs between the passes of the environment's queues |
 
 use std::collections::{BTreeMap, BTreeSet};
 

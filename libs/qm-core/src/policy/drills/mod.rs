@@ -11,6 +11,15 @@
 //! passed. Drill jobs never borrow and their stop never counts in the
 //! lost-work ledger; they are named `<name>-resumed` and
 //! `<name>-uninterrupted`, and the stop ends an attempt `PREEMPTED_DRILL`.
+//!
+//! | part | where |
+//! |---|---|
+//! | configuration | the class's `resumeDrill` settings (`crate::policy::classes`) |
+//! | validation | the class's (`crate::policy::classes::validate`) |
+//! | state | here: [`Drill`]; kept and advanced by the cluster (`cluster/drills.rs`) |
+//! | hooks | `hooks.rs`: the subjects due to stop (a phase of stops due) |
+
+pub mod hooks;
 
 use crate::ids::JobId;
 use crate::time::Time;

@@ -1,17 +1,4 @@
-//! Share groups: one level above shares (a department). A group's shares
-//! lend to each other first, then outside the group, and reclaim follows
-//! the same order back; the group as a whole may hold at most its shares'
-//! entitlement plus its own `borrowLimit`.
-//!
-//! The rules (ADR 0017), all in the pass:
-//! - **Group limit.** A job borrows only if its group's shares then hold
-//!   no more of the type than the group's maximum (as a share's own
-//!   `borrowLimit`, over the group's summed entitlement).
-//! - **Lend within the group first.** While borrowing, a share whose group
-//!   has idle entitlement of the type that its own borrowers do not use
-//!   yet goes before shares that would borrow from outside their group.
-//! - **Reclaim from outside first.** An owner's reclaim takes borrowed jobs
-//!   of shares outside its group before those of its own group's shares.
+//! The checks of a queue's share groups (`crate::policy::groups`).
 
 use std::collections::BTreeSet;
 

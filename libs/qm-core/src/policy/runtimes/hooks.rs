@@ -1,5 +1,8 @@
-//! The runtime rule during a pass (`crate::runtime` states it): a job
+//! The runtime rule during a pass (`crate::policy::runtimes` states it): a job
 //! starts only where its runtime is offered.
+//!
+//! Hooks: [`RuntimeRule::gate`] (before a job is tried at all),
+//! [`RuntimeRule::promise`] (when it is admitted or taken back).
 //!
 //! Decides: whether a job may be tried at all for want of nodes offering
 //! its runtime. A *restricted* job (only some live nodes of its type offer
@@ -14,12 +17,17 @@
 //! taken back), so every restricted job admitted can be placed unless a job
 //! that may run anywhere was placed there first (it then waits one pass).
 
-use super::*;
-use crate::runtime::Runtime;
+use std::collections::BTreeMap;
+
+use crate::cluster::Cluster;
+use crate::ids::TypeIdx;
+use crate::job::Job;
+use crate::policy::runtimes::Runtime;
+use crate::reason::WaitReason;
 
 /// What the live nodes of a type offer in one runtime.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct RuntimeOffer {
+struct RuntimeOffer {
     /// Instances offered by live nodes that offer the runtime.
     offered: u32,
     /// Of those, free now (jobs being stopped still hold theirs).
@@ -28,9 +36,18 @@ pub(super) struct RuntimeOffer {
     everywhere: bool,
 }
 
-impl Pass<'_> {
-    fn runtime_offer(&mut self, t: TypeIdx, runtime: Runtime) -> RuntimeOffer {
-        if let Some(o) = self.runtime_offers.get(&(t, runtime)) {
+/// The runtime rule of one pass: what live nodes offer per (type,
+/// runtime), computed once a pass, and the free instances promised to
+/// restricted admitted jobs.
+#[derive(Debug, Default)]
+pub struct RuntimeRule {
+    offers: BTreeMap<(TypeIdx, Runtime), RuntimeOffer>,
+    promised: BTreeMap<(TypeIdx, Runtime), u32>,
+}
+
+impl RuntimeRule {
+    fn offer(&mut self, c: &Cluster, t: TypeIdx, runtime: Runtime) -> RuntimeOffer {
+        if let Some(o) = self.offers.get(&(t, runtime)) {
             return *o;
         }
         let mut offer = RuntimeOffer {
@@ -38,8 +55,8 @@ impl Pass<'_> {
             free: 0,
             everywhere: true,
         };
-        for n in &self.c.nodes_of_type[t.index()] {
-            let node = &self.c.nodes[n.index()];
+        for n in &c.nodes_of_type[t.index()] {
+            let node = &c.nodes[n.index()];
             if !node.live || node.offered(t) == 0 {
                 continue;
             }
@@ -50,20 +67,20 @@ impl Pass<'_> {
                 offer.everywhere = false;
             }
         }
-        self.runtime_offers.insert((t, runtime), offer);
+        self.offers.insert((t, runtime), offer);
         offer
     }
 
-    /// Whether `id` may be tried in this pass: `Ok(true)` when it is
-    /// restricted (and its nodes have room now), `Ok(false)` when it may use
-    /// any instance of its type; the reason it cannot start otherwise.
-    pub(super) fn runtime_gate(&mut self, id: JobId) -> Result<bool, WaitReason> {
-        let job = self.job(id);
+    /// Whether `job` may be tried in this pass (`fleet`: the instances of
+    /// its type the pass sees): `Ok(true)` when it is restricted (and its
+    /// nodes have room now), `Ok(false)` when it may use any instance of its
+    /// type; the reason it cannot start otherwise.
+    pub fn gate(&mut self, c: &Cluster, fleet: u32, job: &Job) -> Result<bool, WaitReason> {
         let (t, runtime, count) = (job.spec.instance_type, job.spec.runtime, job.spec.count);
-        if self.views[t.index()].fleet == 0 {
+        if fleet == 0 {
             return Ok(false); // FLEET_LACKS_TYPE says more
         }
-        let offer = self.runtime_offer(t, runtime);
+        let offer = self.offer(c, t, runtime);
         if offer.offered < count {
             return Err(WaitReason::NoExecutorOffersRuntime {
                 runtime,
@@ -73,11 +90,7 @@ impl Pass<'_> {
         if offer.everywhere {
             return Ok(false);
         }
-        let promised = self
-            .runtime_promised
-            .get(&(t, runtime))
-            .copied()
-            .unwrap_or(0);
+        let promised = self.promised.get(&(t, runtime)).copied().unwrap_or(0);
         let free = offer.free.saturating_sub(promised);
         if free < count {
             return Err(WaitReason::RuntimeInstancesBusy { runtime, free });
@@ -86,13 +99,12 @@ impl Pass<'_> {
     }
 
     /// Counts (or, taken back, uncounts) what a restricted job was promised.
-    pub(super) fn promise_runtime(&mut self, id: JobId, taken_back: bool) {
-        let job = self.job(id);
+    pub fn promise(&mut self, c: &Cluster, job: &Job, taken_back: bool) {
         let (t, runtime, count) = (job.spec.instance_type, job.spec.runtime, job.spec.count);
-        if self.runtime_offer(t, runtime).everywhere {
+        if self.offer(c, t, runtime).everywhere {
             return;
         }
-        let promised = self.runtime_promised.entry((t, runtime)).or_default();
+        let promised = self.promised.entry((t, runtime)).or_default();
         *promised = if taken_back {
             promised.saturating_sub(count)
         } else {
@@ -103,7 +115,7 @@ impl Pass<'_> {
 
 /// Whether a failure is the runtime rule's (it says nothing about jobs of
 /// other runtimes, so it must not end a sweep for larger counts).
-pub(super) fn is_runtime_reason(reason: &WaitReason) -> bool {
+pub fn is_runtime_reason(reason: &WaitReason) -> bool {
     matches!(
         reason,
         WaitReason::NoExecutorOffersRuntime { .. } | WaitReason::RuntimeInstancesBusy { .. }

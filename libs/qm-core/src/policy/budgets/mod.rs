@@ -30,6 +30,16 @@
 //! Usage counts from when the budget is set; it is kept per share in the
 //! state (snapshots carry it), accrued with the usage ledger, so every
 //! replica counts the same and nothing counts twice across a takeover.
+//!
+//! | part | where |
+//! |---|---|
+//! | configuration | here: [`BorrowBudget`], [`BudgetWindow`], [`OnBudgetExhausted`] |
+//! | validation | `validate.rs` |
+//! | state | here: [`BudgetUse`] per share, kept in the cluster (`cluster/budget.rs` accrues it on events) |
+//! | hooks | `hooks.rs`: safe admission (a gate on borrowing), promises and their return, the stops and wakes when a budget runs out |
+
+pub mod hooks;
+pub(crate) mod validate;
 
 use std::collections::BTreeMap;
 
@@ -299,6 +309,33 @@ impl BudgetStatus {
     pub fn exhausted(&self) -> bool {
         self.used_ms >= self.budget.budget_ms()
     }
+}
+
+/// When a budget with `used_ms` counted at `now` runs out if `borrowing`
+/// instances go on borrowing (None: it does not at this rate, or already
+/// has). For a window the linear estimate (usage leaving it only delays
+/// the end, and the pass then looks again); for a half-life the exact
+/// moment.
+pub fn exhausts_at(budget: BorrowBudget, used_ms: u64, borrowing: u32, now: Time) -> Option<Time> {
+    let budget_ms = budget.budget_ms();
+    if borrowing == 0 || used_ms >= budget_ms {
+        return None;
+    }
+    let rate = u64::from(borrowing);
+    if let BudgetWindow::HalfLife { hours } = budget.window {
+        // Decayed usage u(t) = u0 2^(-t/h) + L (1 - 2^(-t/h)), tending to
+        // L = rate x h / ln 2: below the budget B it never runs out, else
+        // it reaches B at t = h log2((L - u0) / (L - B)).
+        let h = (hours * HOUR_MS) as f64;
+        let limit = rate as f64 * h / std::f64::consts::LN_2;
+        let (u0, b) = (used_ms as f64, budget_ms as f64);
+        if limit <= b {
+            return None;
+        }
+        let t = h * ((limit - u0) / (limit - b)).log2();
+        return Some(now.plus_millis((t.ceil() as u64).max(1)));
+    }
+    Some(now.plus_millis((budget_ms - used_ms).div_ceil(rate).max(1)))
 }
 
 #[cfg(test)]

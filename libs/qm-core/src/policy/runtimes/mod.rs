@@ -22,6 +22,15 @@
 //! Placement prefers, for every job, the nodes that offer the fewest
 //! runtimes beyond the job's own, so that jobs that may run anywhere leave
 //! the nodes with the rarer runtime free.
+//!
+//! | part | where |
+//! |---|---|
+//! | configuration | here: [`Runtime`], [`Runtimes`] (what a node offers, what a job needs) |
+//! | validation | the executor's registration and the job's spec |
+//! | state | what each node offers (`crate::nodes`) |
+//! | hooks | `hooks.rs`: the runtime gate (free instances on nodes that offer it), promises |
+
+pub mod hooks;
 
 /// How an attempt is launched.
 #[derive(

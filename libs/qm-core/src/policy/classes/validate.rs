@@ -1,9 +1,9 @@
-//! The checks of a share's workload classes (`crate::class`).
+//! The checks of a share's workload classes (`crate::policy::classes`).
 
 use std::collections::BTreeSet;
 
-use crate::class::*;
 use crate::config::*;
+use crate::policy::classes::*;
 
 /// The problems with a share's classes; `field` is the share's path.
 pub(crate) fn class_problems(field: &str, share: &QuotaShare, out: &mut Vec<ConfigProblem>) {
