@@ -382,28 +382,7 @@ fn apply_event(c: &mut Cluster, now: &mut Time, event: &Event) {
             checkpoints,
             retries,
         } => {
-            let shares: Vec<_> = c.share_indices().collect();
-            let s = shares[share % shares.len()];
-            let t = c.type_idx(TYPES[ty]).expect("type exists");
-            let mut spec = JobSpec::new("j", s, t, count);
-            spec.priority = priority;
-            spec.checkpoints = checkpoints;
-            // A third of the jobs run in images (only some nodes run them).
-            if priority % 3 == 1 {
-                spec.runtime = qm_core::Runtime::Container;
-            }
-            // Half the checkpointing jobs ask to checkpoint before a
-            // preemption (a window of 20 s that commits or time close).
-            spec.checkpoint_before_preempt_secs = (priority % 2 == 0).then_some(20);
-            spec.preemption_retries = retries;
-            spec.retry_attempts = 2;
-            // Expected runs for borrowing budgets: none, 5 or 30 minutes.
-            spec.estimated_runtime_secs =
-                [None, Some(300), Some(1800)][((count + priority) % 3) as usize];
-            if !c.share_config(s).classes.is_empty() {
-                spec.class = Some(class_of(priority).to_string());
-            }
-            spec.artifact = Some(format!("a{}", count % 2));
+            let spec = generated_spec(c, share, ty, count, priority, checkpoints, retries);
             // Rejections (never fits) are fine; they must change nothing.
             let before = c.jobs().count();
             if c.submit(spec, *now).is_err() {
@@ -509,39 +488,8 @@ fn apply_event(c: &mut Cluster, now: &mut Time, event: &Event) {
             c.advance_usage(*now);
             c.record_resume_drill(name, "mid", &format!("a{artifact}"), passed);
         }
-        Event::StartDrill { share, count, seed } => {
-            let shares: Vec<_> = c.share_indices().collect();
-            let s = shares[share % shares.len()];
-            let t = c.type_idx(TYPES[0]).expect("type exists");
-            let mut spec = JobSpec::new("drill", s, t, count);
-            spec.priority = 2;
-            spec.checkpoints = true;
-            spec.class = Some("mid".into());
-            spec.artifact = Some(format!("a{}", count % 2));
-            // Refused (no classes, never fits) changes nothing.
-            let before = c.jobs().count();
-            if c.start_drill(spec, seed, *now).is_err() {
-                assert_eq!(c.jobs().count(), before);
-            }
-        }
-        Event::CheckpointDrills => {
-            let subjects: Vec<JobId> = holders(c, false)
-                .into_iter()
-                .filter(|id| {
-                    c.job(*id)
-                        .and_then(|j| j.spec.drill)
-                        .is_some_and(|r| !r.reference)
-                })
-                .collect();
-            for id in subjects {
-                c.checkpoint_committed(
-                    id,
-                    attempt(c, id),
-                    qm_core::CheckpointMark { at: *now, step: 1 },
-                )
-                .expect("current attempt");
-            }
-        }
+        Event::StartDrill { share, count, seed } => start_drill(c, *now, share, count, seed),
+        Event::CheckpointDrills => checkpoint_drills(c, *now),
         Event::ToggleLowBorrow { share } => {
             let mut cfg = c.queue_config();
             let n = cfg.shares.len();
@@ -550,47 +498,8 @@ fn apply_event(c: &mut Cluster, now: &mut Time, event: &Event) {
                 c.update_queue(cfg, *now).expect("valid change");
             }
         }
-        Event::ToggleHighBand { share } => {
-            let mut cfg = c.queue_config();
-            let n = cfg.shares.len();
-            if let Some(high) = cfg.shares[share % n].classes.get_mut(2) {
-                high.priority_max = if high.priority_max == 4 { 3 } else { 4 };
-                c.update_queue(cfg, *now).expect("valid change");
-                for job in c.jobs().filter(|j| !j.status.is_final()) {
-                    let (_, min, max) = c.priority_band(job.id).expect("a job");
-                    assert!(
-                        (min..=max).contains(&job.spec.priority),
-                        "{} left its band",
-                        job.id
-                    );
-                }
-            }
-        }
-        Event::RankExit { nth, rank, code } => {
-            let running = holders(c, false);
-            if let Some(&id) = running.get(nth % running.len().max(1)) {
-                let a = c.job(id).and_then(|j| j.attempts.last()).expect("attempt");
-                let open: Vec<qm_core::NodeId> = a
-                    .placement
-                    .iter()
-                    .zip(&a.ranks)
-                    .filter(|(_, r)| !matches!(r, qm_core::RankState::Ended(_)))
-                    .map(|(r, _)| r.node)
-                    .collect();
-                if let Some(node) = open.get(rank % open.len().max(1)) {
-                    let number = attempt(c, id);
-                    // 2: its executor fenced itself; 3: a stop answered
-                    // for a rank that never started.
-                    let exit = match code {
-                        2 => qm_core::RankExit::Fenced,
-                        3 => qm_core::RankExit::NotStarted,
-                        code => qm_core::RankExit::Exited(Some(code)),
-                    };
-                    c.rank_ended(id, number, *node, exit, *now)
-                        .expect("a placed rank");
-                }
-            }
-        }
+        Event::ToggleHighBand { share } => toggle_high_band(c, *now, share),
+        Event::RankExit { nth, rank, code } => end_rank(c, *now, nth, rank, code),
         Event::LoseNode { node } => {
             c.lose_node(&node_name(node), *now);
         }
@@ -606,6 +515,124 @@ fn apply_event(c: &mut Cluster, now: &mut Time, event: &Event) {
             );
         }
         Event::Advance { secs } => *now = now.plus_secs(secs),
+    }
+}
+
+/// The spec of a generated submission: runtime, checkpointing, retries,
+/// expected run and class all derived from its fields.
+fn generated_spec(
+    c: &Cluster,
+    share: usize,
+    ty: usize,
+    count: u32,
+    priority: u32,
+    checkpoints: bool,
+    retries: Option<u32>,
+) -> JobSpec {
+    let shares: Vec<_> = c.share_indices().collect();
+    let s = shares[share % shares.len()];
+    let t = c.type_idx(TYPES[ty]).expect("type exists");
+    let mut spec = JobSpec::new("j", s, t, count);
+    spec.priority = priority;
+    spec.checkpoints = checkpoints;
+    // A third of the jobs run in images (only some nodes run them).
+    if priority % 3 == 1 {
+        spec.runtime = qm_core::Runtime::Container;
+    }
+    // Half the checkpointing jobs ask to checkpoint before a
+    // preemption (a window of 20 s that commits or time close).
+    spec.checkpoint_before_preempt_secs = (priority % 2 == 0).then_some(20);
+    spec.preemption_retries = retries;
+    spec.retry_attempts = 2;
+    // Expected runs for borrowing budgets: none, 5 or 30 minutes.
+    spec.estimated_runtime_secs = [None, Some(300), Some(1800)][((count + priority) % 3) as usize];
+    if !c.share_config(s).classes.is_empty() {
+        spec.class = Some(class_of(priority).to_string());
+    }
+    spec.artifact = Some(format!("a{}", count % 2));
+    spec
+}
+
+/// Starts a resume drill on a share (refusals must change nothing).
+fn start_drill(c: &mut Cluster, now: Time, share: usize, count: u32, seed: u64) {
+    let shares: Vec<_> = c.share_indices().collect();
+    let s = shares[share % shares.len()];
+    let t = c.type_idx(TYPES[0]).expect("type exists");
+    let mut spec = JobSpec::new("drill", s, t, count);
+    spec.priority = 2;
+    spec.checkpoints = true;
+    spec.class = Some("mid".into());
+    spec.artifact = Some(format!("a{}", count % 2));
+    // Refused (no classes, never fits) changes nothing.
+    let before = c.jobs().count();
+    if c.start_drill(spec, seed, now).is_err() {
+        assert_eq!(c.jobs().count(), before);
+    }
+}
+
+/// Commits a checkpoint for every running drill subject.
+fn checkpoint_drills(c: &mut Cluster, now: Time) {
+    let subjects: Vec<JobId> = holders(c, false)
+        .into_iter()
+        .filter(|id| {
+            c.job(*id)
+                .and_then(|j| j.spec.drill)
+                .is_some_and(|r| !r.reference)
+        })
+        .collect();
+    for id in subjects {
+        c.checkpoint_committed(
+            id,
+            attempt(c, id),
+            qm_core::CheckpointMark { at: now, step: 1 },
+        )
+        .expect("current attempt");
+    }
+}
+
+/// Moves the top of a share's high class band, and checks every live job
+/// stays within its band.
+fn toggle_high_band(c: &mut Cluster, now: Time, share: usize) {
+    let mut cfg = c.queue_config();
+    let n = cfg.shares.len();
+    if let Some(high) = cfg.shares[share % n].classes.get_mut(2) {
+        high.priority_max = if high.priority_max == 4 { 3 } else { 4 };
+        c.update_queue(cfg, now).expect("valid change");
+        for job in c.jobs().filter(|j| !j.status.is_final()) {
+            let (_, min, max) = c.priority_band(job.id).expect("a job");
+            assert!(
+                (min..=max).contains(&job.spec.priority),
+                "{} left its band",
+                job.id
+            );
+        }
+    }
+}
+
+/// Ends one open rank of a running job, as its executor would report it.
+fn end_rank(c: &mut Cluster, now: Time, nth: usize, rank: usize, code: i32) {
+    let running = holders(c, false);
+    if let Some(&id) = running.get(nth % running.len().max(1)) {
+        let a = c.job(id).and_then(|j| j.attempts.last()).expect("attempt");
+        let open: Vec<qm_core::NodeId> = a
+            .placement
+            .iter()
+            .zip(&a.ranks)
+            .filter(|(_, r)| !matches!(r, qm_core::RankState::Ended(_)))
+            .map(|(r, _)| r.node)
+            .collect();
+        if let Some(node) = open.get(rank % open.len().max(1)) {
+            let number = attempt(c, id);
+            // 2: its executor fenced itself; 3: a stop answered
+            // for a rank that never started.
+            let exit = match code {
+                2 => qm_core::RankExit::Fenced,
+                3 => qm_core::RankExit::NotStarted,
+                code => qm_core::RankExit::Exited(Some(code)),
+            };
+            c.rank_ended(id, number, *node, exit, now)
+                .expect("a placed rank");
+        }
     }
 }
 

@@ -524,60 +524,7 @@ pub fn run(
         .iter()
         .map(|j| (j.name.as_str(), (j.share.as_str(), j.duration)))
         .collect();
-    #[derive(Default)]
-    struct Acc {
-        m: Measures,
-        completion: Vec<f64>,
-        wait: Vec<f64>,
-        reclaim: Vec<f64>,
-    }
-    let mut acc: BTreeMap<String, Acc> = BTreeMap::new();
-    let seed = workload.mapping.seed;
-    for j in &report.jobs {
-        let (share, duration) = info.get(j.job_name.as_str()).copied().unwrap_or(("?", 0.0));
-        let count = f64::from(j.instance_count) * gpi;
-        let class = format!("class:{}", class_of(seed, &j.job_name));
-        for key in [share, "*", class.as_str()] {
-            let a = acc.entry(key.to_string()).or_default();
-            a.m.jobs += 1;
-            if j.status == "SUCCEEDED" {
-                a.m.succeeded += 1;
-            }
-            if let Some(c) = j.completion_seconds {
-                a.completion.push(c);
-            }
-            if let Some(w) = j.wait_seconds {
-                a.wait.push(w);
-                if j.started_by_reclaim {
-                    a.reclaim.push(w);
-                }
-            }
-            let useful = j.completion_seconds.map_or(0.0, |_| duration);
-            a.m.useful_gpu_hours += useful * count / 3600.0;
-            a.m.recomputed_gpu_hours += j.recomputed_seconds * count / 3600.0;
-            let bucket = match j.preempted_attempt_count {
-                0 => "0",
-                1 => "1",
-                2 => "2",
-                _ => "3+",
-            };
-            *a.m.preempted_attempts.entry(bucket.into()).or_default() += 1;
-            if j.preempted_attempt_count > 2 {
-                a.m.preempted_more_than_twice += 1;
-            }
-            a.m.preemptions_per_hour += f64::from(j.preempted_attempt_count);
-        }
-    }
-    for r in &report.rejected {
-        let share = r
-            .job_name
-            .as_deref()
-            .and_then(|n| info.get(n).map(|i| i.0))
-            .unwrap_or("?");
-        for key in [share, "*"] {
-            acc.entry(key.to_string()).or_default().m.rejected += 1;
-        }
-    }
+    let acc = accumulate(&report, &info, gpi, workload.mapping.seed);
     let run_hours = report.summary.end_time.max(1.0) / 3600.0;
     let mut measures = BTreeMap::new();
     let mut by_class = BTreeMap::new();
@@ -625,19 +572,7 @@ pub fn run(
             400,
         )
     };
-    let mut usage: BTreeMap<String, Vec<(f64, u32)>> = BTreeMap::new();
-    let names: Vec<String> = match policy.sharing {
-        Sharing::Pool => vec!["pool".into()],
-        _ => workload.shares.iter().map(|(n, _)| n.clone()).collect(),
-    };
-    for s in &report.usage_samples {
-        for n in &names {
-            usage.entry(n.clone()).or_default().push((
-                round(s.t / 86400.0, 1e-3),
-                s.used.get(n).copied().unwrap_or(0),
-            ));
-        }
-    }
+    let usage = usage_by_share(&report, policy, workload);
     let preemptions = report
         .summary
         .preemptions
@@ -707,6 +642,97 @@ pub fn run(
             .collect(),
         wall_seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// One share's (or class's) measures while the jobs are counted, with the
+/// times their percentiles are taken from.
+#[derive(Default)]
+struct Acc {
+    m: Measures,
+    completion: Vec<f64>,
+    wait: Vec<f64>,
+    reclaim: Vec<f64>,
+}
+
+/// Counts each job of `report` (and each refused submission) for its share,
+/// for all (`*`) and for its class (`class:<name>`).
+fn accumulate(
+    report: &qm_sim::Report,
+    info: &BTreeMap<&str, (&str, f64)>,
+    gpi: f64,
+    seed: u64,
+) -> BTreeMap<String, Acc> {
+    let mut acc: BTreeMap<String, Acc> = BTreeMap::new();
+    for j in &report.jobs {
+        let (share, duration) = info.get(j.job_name.as_str()).copied().unwrap_or(("?", 0.0));
+        let count = f64::from(j.instance_count) * gpi;
+        let class = format!("class:{}", class_of(seed, &j.job_name));
+        for key in [share, "*", class.as_str()] {
+            let a = acc.entry(key.to_string()).or_default();
+            a.m.jobs += 1;
+            if j.status == "SUCCEEDED" {
+                a.m.succeeded += 1;
+            }
+            if let Some(c) = j.completion_seconds {
+                a.completion.push(c);
+            }
+            if let Some(w) = j.wait_seconds {
+                a.wait.push(w);
+                if j.started_by_reclaim {
+                    a.reclaim.push(w);
+                }
+            }
+            let useful = j.completion_seconds.map_or(0.0, |_| duration);
+            a.m.useful_gpu_hours += useful * count / 3600.0;
+            a.m.recomputed_gpu_hours += j.recomputed_seconds * count / 3600.0;
+            let bucket = match j.preempted_attempt_count {
+                0 => "0",
+                1 => "1",
+                2 => "2",
+                _ => "3+",
+            };
+            *a.m.preempted_attempts.entry(bucket.into()).or_default() += 1;
+            if j.preempted_attempt_count > 2 {
+                a.m.preempted_more_than_twice += 1;
+            }
+            a.m.preemptions_per_hour += f64::from(j.preempted_attempt_count);
+        }
+    }
+    for r in &report.rejected {
+        let share = r
+            .job_name
+            .as_deref()
+            .and_then(|n| info.get(n).map(|i| i.0))
+            .unwrap_or("?");
+        for key in [share, "*"] {
+            acc.entry(key.to_string()).or_default().m.rejected += 1;
+        }
+    }
+    acc
+}
+
+/// Instances in use per share (the pool's, without shares), sampled over
+/// time (days, instances).
+fn usage_by_share(
+    report: &qm_sim::Report,
+    policy: &Policy,
+    workload: &Workload,
+) -> BTreeMap<String, Vec<(f64, u32)>> {
+    let round = |x: f64, unit: f64| (x / unit).round() * unit;
+    let mut usage: BTreeMap<String, Vec<(f64, u32)>> = BTreeMap::new();
+    let names: Vec<String> = match policy.sharing {
+        Sharing::Pool => vec!["pool".into()],
+        _ => workload.shares.iter().map(|(n, _)| n.clone()).collect(),
+    };
+    for s in &report.usage_samples {
+        for n in &names {
+            usage.entry(n.clone()).or_default().push((
+                round(s.t / 86400.0, 1e-3),
+                s.used.get(n).copied().unwrap_or(0),
+            ));
+        }
+    }
+    usage
 }
 
 /// Runs every policy, `threads` at a time; `progress(policy, fraction)`

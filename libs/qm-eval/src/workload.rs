@@ -158,24 +158,8 @@ pub fn build(mut trace: Vec<TraceJob>, m: &Mapping) -> Result<Workload, String> 
     if trace.is_empty() {
         return Err("the trace has no jobs".into());
     }
-    if m.gpus_per_instance == 0 {
-        return Err("gpus per instance must be >= 1".into());
-    }
-    if !(m.load > 0.0 && m.load <= 1.0) {
-        return Err(format!("load {} is not in (0, 1]", m.load));
-    }
-    if !(0.0..=1.0).contains(&m.checkpointing_fraction) {
-        return Err(format!(
-            "checkpointing fraction {} is not in [0, 1]",
-            m.checkpointing_fraction
-        ));
-    }
+    check_mapping(m)?;
     let (lo, hi) = m.checkpoint_interval;
-    if !(lo > 0.0 && hi >= lo) {
-        return Err(format!(
-            "checkpoint interval range {lo}..{hi} is not 0 < min <= max"
-        ));
-    }
     trace.sort_by(|a, b| {
         a.submitted
             .total_cmp(&b.submitted)
@@ -311,6 +295,29 @@ pub fn build(mut trace: Vec<TraceJob>, m: &Mapping) -> Result<Workload, String> 
         jobs,
         mapping,
     })
+}
+
+/// Refuses a mapping whose numbers are out of range.
+fn check_mapping(m: &Mapping) -> Result<(), String> {
+    if m.gpus_per_instance == 0 {
+        return Err("gpus per instance must be >= 1".into());
+    }
+    if !(m.load > 0.0 && m.load <= 1.0) {
+        return Err(format!("load {} is not in (0, 1]", m.load));
+    }
+    if !(0.0..=1.0).contains(&m.checkpointing_fraction) {
+        return Err(format!(
+            "checkpointing fraction {} is not in [0, 1]",
+            m.checkpointing_fraction
+        ));
+    }
+    let (lo, hi) = m.checkpoint_interval;
+    if !(lo > 0.0 && hi >= lo) {
+        return Err(format!(
+            "checkpoint interval range {lo}..{hi} is not 0 < min <= max"
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

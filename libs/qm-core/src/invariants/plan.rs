@@ -39,11 +39,31 @@ fn projected(c: &Cluster, t: TypeIdx) -> (i64, Vec<(ShareIdx, u32)>) {
 /// Checks `plan`, made by a pass over `before` at `plan.now`, against the
 /// contract. Applies it to a copy of `before`; changes nothing.
 pub fn check_plan(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
-    let now = plan.now;
     let mut after = before.clone();
     after.apply(plan);
     check_indexes(&after)?;
-    // A drill stops only its own subject, running, once, when it is due.
+    check_drill_stops(before, plan)?;
+    check_budgets(before, plan, &after)?;
+    let admitted: BTreeSet<JobId> = plan
+        .starts
+        .iter()
+        .map(|s| s.job)
+        .chain(plan.waiting_for_release.iter().copied())
+        .collect();
+
+    for t in 0..after.type_count() {
+        check_type_limits(before, &after, TypeIdx(t as u16))?;
+    }
+    check_preemptions(before, plan, &admitted)?;
+    check_placement(before, plan)?;
+    check_minimal_preemption(before, plan)?;
+    check_starts(before, plan)?;
+    check_reclaim_complete(&after, plan, &admitted)
+}
+
+/// A drill stops only its own subject, running, once, when it is due.
+fn check_drill_stops(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
+    let now = plan.now;
     for id in &plan.drill_stops {
         let job = &before.jobs[id];
         let due = job
@@ -63,92 +83,95 @@ pub fn check_plan(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
             );
         }
     }
-    check_budgets(before, plan, &after)?;
-    let admitted: BTreeSet<JobId> = plan
-        .starts
-        .iter()
-        .map(|s| s.job)
-        .chain(plan.waiting_for_release.iter().copied())
-        .collect();
+    Ok(())
+}
 
-    for t in 0..after.type_count() {
-        let t = TypeIdx(t as u16);
-        let acc = after.accounting(t);
-        // Physically, sum(U) <= F always (jobs being stopped still count).
-        if acc.in_use > acc.fleet {
+/// Capacity and limits of type `t` after the plan: the fleet, lending,
+/// share group borrowing and share maximums.
+fn check_type_limits(before: &Cluster, after: &Cluster, t: TypeIdx) -> Result<(), Violation> {
+    let acc = after.accounting(t);
+    // Physically, sum(U) <= F always (jobs being stopped still count).
+    if acc.in_use > acc.fleet {
+        return violation(
+            "sum(U) <= F",
+            format!(
+                "type {}: {} in use of {}",
+                after.type_name(t),
+                acc.in_use,
+                acc.fleet
+            ),
+        );
+    }
+    // B <= L once the preemptions of this pass complete; where a limit
+    // reduction or a smaller fleet already broke it, the pass must not make
+    // it worse.
+    let (debt_before, usage_before) = projected(before, t);
+    let (debt_after, usage_after) = projected(after, t);
+    if debt_after > debt_before.max(0) {
+        return violation(
+            "B <= L",
+            format!(
+                "type {}: borrowing exceeds lendable by {debt_after} (was {debt_before})",
+                after.type_name(t)
+            ),
+        );
+    }
+    // No share holds more than its maximum, unless it already did
+    // (limit reduction) and did not grow.
+    // No share group borrows more than its limit, unless it already
+    // did and did not grow (`policy::groups`).
+    for g in &after.groups {
+        let member =
+            |s: &ShareIdx| after.share_config(*s).group.as_deref() == Some(g.name.as_str());
+        let borrowed = |usage: &[(ShareIdx, u32)]| -> u32 {
+            usage
+                .iter()
+                .filter(|(s, _)| member(s))
+                .map(|(s, u)| u.saturating_sub(after.st(*s, t).entitlement))
+                .sum()
+        };
+        let (g_before, g_after) = (borrowed(&usage_before), borrowed(&usage_after));
+        let entitlement: u32 = usage_after
+            .iter()
+            .filter(|(s, _)| member(s))
+            .map(|(s, _)| after.st(*s, t).entitlement)
+            .sum();
+        let cap = g.borrow_cap(entitlement);
+        if g_after > cap && g_after > g_before {
             return violation(
-                "sum(U) <= F",
+                "share group borrow limit",
                 format!(
-                    "type {}: {} in use of {}",
-                    after.type_name(t),
-                    acc.in_use,
-                    acc.fleet
-                ),
-            );
-        }
-        // B <= L once the preemptions of this pass complete; where a limit
-        // reduction or a smaller fleet already broke it, the pass must not make
-        // it worse.
-        let (debt_before, usage_before) = projected(before, t);
-        let (debt_after, usage_after) = projected(&after, t);
-        if debt_after > debt_before.max(0) {
-            return violation(
-                "B <= L",
-                format!(
-                    "type {}: borrowing exceeds lendable by {debt_after} (was {debt_before})",
+                    "group {} borrows {g_after} of type {} (limit {cap})",
+                    g.name,
                     after.type_name(t)
                 ),
             );
         }
-        // No share holds more than its maximum, unless it already did
-        // (limit reduction) and did not grow.
-        // No share group borrows more than its limit, unless it already
-        // did and did not grow (`policy::groups`).
-        for g in &after.groups {
-            let member =
-                |s: &ShareIdx| after.share_config(*s).group.as_deref() == Some(g.name.as_str());
-            let borrowed = |usage: &[(ShareIdx, u32)]| -> u32 {
-                usage
-                    .iter()
-                    .filter(|(s, _)| member(s))
-                    .map(|(s, u)| u.saturating_sub(after.st(*s, t).entitlement))
-                    .sum()
-            };
-            let (g_before, g_after) = (borrowed(&usage_before), borrowed(&usage_after));
-            let entitlement: u32 = usage_after
-                .iter()
-                .filter(|(s, _)| member(s))
-                .map(|(s, _)| after.st(*s, t).entitlement)
-                .sum();
-            let cap = g.borrow_cap(entitlement);
-            if g_after > cap && g_after > g_before {
-                return violation(
-                    "share group borrow limit",
-                    format!(
-                        "group {} borrows {g_after} of type {} (limit {cap})",
-                        g.name,
-                        after.type_name(t)
-                    ),
-                );
-            }
-        }
-        for ((s, u_before), (_, u_after)) in usage_before.iter().zip(usage_after.iter()) {
-            let share = after.share_config(*s);
-            let max = share.max_holding(after.st(*s, t).entitlement);
-            if *u_after > max && u_after > u_before {
-                return violation(
-                    "share maximum",
-                    format!(
-                        "share {} holds {u_after} of type {} (max {max})",
-                        share.name,
-                        after.type_name(t)
-                    ),
-                );
-            }
+    }
+    for ((s, u_before), (_, u_after)) in usage_before.iter().zip(usage_after.iter()) {
+        let share = after.share_config(*s);
+        let max = share.max_holding(after.st(*s, t).entitlement);
+        if *u_after > max && u_after > u_before {
+            return violation(
+                "share maximum",
+                format!(
+                    "share {} holds {u_after} of type {} (max {max})",
+                    share.name,
+                    after.type_name(t)
+                ),
+            );
         }
     }
+    Ok(())
+}
 
-    // Every preemption lets some RUNNABLE job start, and takes the right victims.
+/// Every preemption lets some RUNNABLE job start, and takes the right victims.
+fn check_preemptions(
+    before: &Cluster,
+    plan: &Plan,
+    admitted: &BTreeSet<JobId>,
+) -> Result<(), Violation> {
+    let now = plan.now;
     for p in &plan.preemptions {
         if !admitted.contains(&p.for_job) {
             return violation(
@@ -240,6 +263,11 @@ pub fn check_plan(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
             }
         }
     }
+    Ok(())
+}
+
+/// Placement of the starts, and the types of the victims freed for them.
+fn check_placement(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
     // Placement: starts use free slots of live nodes offering their type,
     // no slot twice, one rank per node, their count in all.
     let mut taken: BTreeSet<(usize, TypeIdx, u32)> = BTreeSet::new();
@@ -283,6 +311,11 @@ pub fn check_plan(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
             );
         }
     }
+    Ok(())
+}
+
+/// Minimal preemption: no beneficiary gets a victim it did not need.
+fn check_minimal_preemption(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
     // Minimal preemption: every victim of a beneficiary is needed, so all of
     // them but the largest free fewer instances than it asks for (the
     // beneficiary never gets more preempted for it than its count plus the
@@ -344,6 +377,11 @@ pub fn check_plan(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
             );
         }
     }
+    Ok(())
+}
+
+/// Starts are RUNNABLE jobs, and only those allowed to borrow borrow.
+fn check_starts(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
     for s in &plan.starts {
         let job = &before.jobs[&s.job];
         if job.status != JobStatus::Runnable {
@@ -368,7 +406,7 @@ pub fn check_plan(before: &Cluster, plan: &Plan) -> Result<(), Violation> {
             }
         }
     }
-    check_reclaim_complete(&after, plan, &admitted)
+    Ok(())
 }
 
 /// A share with RUNNABLE within-quota work gets its lent capacity back in the

@@ -173,49 +173,13 @@ impl Pass<'_> {
                     continue;
                 }
                 let node_free = free[t.index()].get_or_insert_with(|| self.c.free_cursors(t));
-                let names = |n: NodeId| self.c.nodes[n.index()].name.as_str();
-                let runtime = job.spec.runtime;
-                let fit = |n: NodeId| {
-                    let runtimes = self.c.nodes[n.index()].runtimes;
-                    runtimes.contains(runtime).then(|| runtimes.len() - 1)
-                };
-                let placement = place(node_free, &names, &fit, count).map(|ranks| {
-                    ranks
-                        .into_iter()
-                        .map(|(node, k)| {
-                            let cursor = node_free.get_mut(&node).expect("placed node");
-                            Rank {
-                                node,
-                                slots: cursor.take(k),
-                            }
-                        })
-                        .collect::<Ranks>()
-                });
-                let Some(placement) = placement else {
-                    // A job whose runtime only some nodes offer, whose free
-                    // instances there a job that may run anywhere took first:
-                    // it tries again next pass. For any other job this cannot
-                    // happen while every holder holds slots on live nodes (the
-                    // fleet is their sum); waiting is the safe answer.
-                    let free_there: u32 = node_free
-                        .iter()
-                        .filter(|(n, _)| fit(**n).is_some())
-                        .map(|(_, f)| f.left)
-                        .sum();
-                    let reason = WaitReason::RuntimeInstancesBusy {
-                        runtime,
-                        free: free_there,
-                    };
-                    debug_assert!(
-                        self.c.nodes_of_type[t.index()].iter().any(|n| {
-                            let node = &self.c.nodes[n.index()];
-                            node.live && !node.runtimes.contains(runtime)
-                        }),
-                        "{id} fits the fleet but not its nodes"
-                    );
-                    plan.waiting_for_release.push(id);
-                    plan.reasons.push((id, told(reason)));
-                    continue;
+                let placement = match place_job(self.c, node_free, id, job, count) {
+                    Ok(placement) => placement,
+                    Err(reason) => {
+                        plan.waiting_for_release.push(id);
+                        plan.reasons.push((id, told(reason)));
+                        continue;
+                    }
                 };
                 if job.borrow_bar.is_some() {
                     *started_barred.entry((s, t)).or_default() += count;
@@ -241,24 +205,7 @@ impl Pass<'_> {
             }
         }
         self.hooks.budgets.wakes_after(self.c, self.now, &mut plan);
-        // Types this pass looked at and decided nothing for.
-        let mut decided = vec![false; self.c.types.len()];
-        let type_of = |id: &JobId| self.c.jobs[id].spec.instance_type.index();
-        for id in plan
-            .starts
-            .iter()
-            .map(|s| &s.job)
-            .chain(plan.preemptions.iter().map(|p| &p.job))
-            .chain(plan.timeouts.iter())
-            .chain(plan.budget_stops.iter())
-            .chain(plan.waiting_for_release.iter())
-        {
-            decided[type_of(id)] = true;
-        }
-        plan.settled = (0..self.c.types.len())
-            .filter(|&t| self.active[t] && !decided[t])
-            .map(|t| TypeIdx(t as u16))
-            .collect();
+        plan.settled = settled_types(self.c, &self.active, &plan);
         plan.reasons.extend(
             self.reasons
                 .into_iter()
@@ -267,4 +214,80 @@ impl Pass<'_> {
         plan.reasons.sort_by_key(|(id, _)| *id);
         plan
     }
+}
+
+/// Places the `count` instances of admitted job `id` on free slots of nodes
+/// offering its runtime, or says why it waits (their instances are busy).
+fn place_job(
+    c: &Cluster,
+    node_free: &mut BTreeMap<NodeId, FreeCursor<'_>>,
+    id: JobId,
+    job: &Job,
+    count: u32,
+) -> Result<Ranks, WaitReason> {
+    let t = job.spec.instance_type;
+    let names = |n: NodeId| c.nodes[n.index()].name.as_str();
+    let runtime = job.spec.runtime;
+    let fit = |n: NodeId| {
+        let runtimes = c.nodes[n.index()].runtimes;
+        runtimes.contains(runtime).then(|| runtimes.len() - 1)
+    };
+    let placement = place(node_free, &names, &fit, count).map(|ranks| {
+        ranks
+            .into_iter()
+            .map(|(node, k)| {
+                let cursor = node_free.get_mut(&node).expect("placed node");
+                Rank {
+                    node,
+                    slots: cursor.take(k),
+                }
+            })
+            .collect::<Ranks>()
+    });
+    let Some(placement) = placement else {
+        // A job whose runtime only some nodes offer, whose free
+        // instances there a job that may run anywhere took first:
+        // it tries again next pass. For any other job this cannot
+        // happen while every holder holds slots on live nodes (the
+        // fleet is their sum); waiting is the safe answer.
+        let free_there: u32 = node_free
+            .iter()
+            .filter(|(n, _)| fit(**n).is_some())
+            .map(|(_, f)| f.left)
+            .sum();
+        let reason = WaitReason::RuntimeInstancesBusy {
+            runtime,
+            free: free_there,
+        };
+        debug_assert!(
+            c.nodes_of_type[t.index()].iter().any(|n| {
+                let node = &c.nodes[n.index()];
+                node.live && !node.runtimes.contains(runtime)
+            }),
+            "{id} fits the fleet but not its nodes"
+        );
+        return Err(reason);
+    };
+    Ok(placement)
+}
+
+/// Types this pass looked at (`active`) and decided nothing for.
+fn settled_types(c: &Cluster, active: &[bool], plan: &Plan) -> Vec<TypeIdx> {
+    let mut decided = vec![false; c.types.len()];
+    let type_of = |id: &JobId| c.jobs[id].spec.instance_type.index();
+    for id in plan
+        .starts
+        .iter()
+        .map(|s| &s.job)
+        .chain(plan.preemptions.iter().map(|p| &p.job))
+        .chain(plan.timeouts.iter())
+        .chain(plan.budget_stops.iter())
+        .chain(plan.waiting_for_release.iter())
+    {
+        decided[type_of(id)] = true;
+    }
+    (0..c.types.len())
+        .filter(|&t| active[t] && !decided[t])
+        .map(|t| TypeIdx(t as u16))
+        .collect()
 }

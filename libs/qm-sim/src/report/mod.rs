@@ -409,14 +409,17 @@ fn secs(t: Time) -> f64 {
     t.as_secs_f64()
 }
 
-pub(crate) fn build(sim: &Simulation, end: Time) -> Report {
-    let c = &sim.cluster;
+/// A job's name in the scenario (its id where it has none).
+fn job_name(sim: &Simulation, id: JobId) -> String {
+    sim.jobs
+        .get((id.0 as usize).wrapping_sub(1))
+        .map_or_else(|| id.to_string(), |j| j.name.clone())
+}
+
+/// Every recorded transition and preemption, its jobs named.
+fn timeline_rows(sim: &Simulation) -> (Vec<TransitionOut>, Vec<PreemptionOut>) {
     let r = &sim.recorder;
-    let name = |id: JobId| -> String {
-        sim.jobs
-            .get((id.0 as usize).wrapping_sub(1))
-            .map_or_else(|| id.to_string(), |j| j.name.clone())
-    };
+    let name = |id: JobId| job_name(sim, id);
     let render = |reason: &StatusReason| reason.render(&name);
     let transitions = r
         .transitions
@@ -439,6 +442,15 @@ pub(crate) fn build(sim: &Simulation, end: Time) -> Report {
             for_job_name: name(*for_job),
         })
         .collect();
+    (transitions, preemptions)
+}
+
+pub(crate) fn build(sim: &Simulation, end: Time) -> Report {
+    let c = &sim.cluster;
+    let r = &sim.recorder;
+    let name = |id: JobId| job_name(sim, id);
+    let render = |reason: &StatusReason| reason.render(&name);
+    let (transitions, preemptions) = timeline_rows(sim);
     let mut jobs = Vec::with_capacity(sim.jobs.len());
     let mut completion: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let mut wait: BTreeMap<String, Vec<f64>> = BTreeMap::new();
@@ -508,80 +520,16 @@ pub(crate) fn build(sim: &Simulation, end: Time) -> Report {
             started_by_reclaim: r.reclaimed_for[i],
         });
     }
-    let mut shares = Vec::new();
-    for s in c.share_indices() {
-        let config = c.share_config(s);
-        for t in sim.type_indices() {
-            let key = (s.0, t.0);
-            let integral = r
-                .integrals
-                .get(s.index())
-                .and_then(|per_type| per_type.get(t.index()))
-                .copied()
-                .unwrap_or_default();
-            let entitlement = config.entitlement(c.type_name(t));
-            if entitlement == 0 && integral[1] == 0.0 {
-                continue;
-            }
-            shares.push(ShareOut {
-                quota_share_name: config.name.clone(),
-                instance_type: c.type_name(t).into(),
-                entitlement,
-                entitled_instance_seconds: integral[0],
-                used_instance_seconds: integral[1],
-                borrowed_instance_seconds: integral[2],
-                lent_instance_seconds: integral[3],
-                useful_instance_seconds: useful.get(&key).copied().unwrap_or(0.0),
-                recomputed_instance_seconds: recomputed.get(&key).copied().unwrap_or(0.0),
-            });
-        }
-    }
-    let lost_work = c
-        .share_indices()
-        .filter_map(|s| {
-            let ledger = c.lost_work(s);
-            (!ledger.is_empty()).then(|| LostWorkOut {
-                quota_share_name: c.share_config(s).name.clone(),
-                by_cause: ledger
-                    .lost_by_cause()
-                    .map(|(cause, w)| (cause.as_str().to_string(), w.into()))
-                    .collect(),
-                lost_for_this_share: ledger.lost_for_this_share.into(),
-            })
-        })
-        .collect();
+    let shares = share_rows(sim, &useful, &recomputed);
+    let lost_work = lost_work_rows(c);
     let useful_total: f64 = useful.values().sum();
     let recomputed_total: f64 = recomputed.values().sum();
     let (fleet_is, in_use_is) = r
         .fleet_integrals
         .iter()
         .fold((0.0, 0.0), |(f, u), v| (f + v[0], u + v[1]));
-    let mut preemption_counts: BTreeMap<String, u64> = sim
-        .preemption_kind_counts()
-        .into_iter()
-        .map(|(k, n)| (k.as_str().to_string(), n))
-        .collect();
-    let total: u64 = preemption_counts.values().sum();
-    preemption_counts.insert("total".into(), total);
-    let mut ledger: BTreeMap<(String, String, String), qm_core::Usage> = BTreeMap::new();
-    for r in c.usage_report(0, u32::MAX - 1, end).rows {
-        ledger
-            .entry((r.share, r.instance_type, r.class))
-            .or_default()
-            .add(&r.usage);
-    }
-    let usage = ledger
-        .into_iter()
-        .map(|((share, instance_type, class), u)| UsageOut {
-            quota_share_name: share,
-            instance_type,
-            workload_class: class,
-            own_instance_seconds: u.own_ms as f64 / 1000.0,
-            borrowed_instance_seconds: u.borrowed_ms as f64 / 1000.0,
-            waiting_instance_seconds: u.waiting_ms as f64 / 1000.0,
-            recomputed_instance_seconds: u.recomputed_ms() as f64 / 1000.0,
-        })
-        .collect();
+    let preemption_counts = preemption_counts(sim);
+    let usage = usage_rows(c, end);
     Report {
         job_queue_name: c.queue_name().into(),
         transitions,
@@ -631,4 +579,96 @@ pub(crate) fn build(sim: &Simulation, end: Time) -> Report {
             },
         },
     }
+}
+
+/// Each share's instance-seconds per type it is entitled to or used, with
+/// the useful and recomputed work of its jobs (keyed by share and type).
+fn share_rows(
+    sim: &Simulation,
+    useful: &BTreeMap<(u16, u16), f64>,
+    recomputed: &BTreeMap<(u16, u16), f64>,
+) -> Vec<ShareOut> {
+    let c = &sim.cluster;
+    let r = &sim.recorder;
+    let mut shares = Vec::new();
+    for s in c.share_indices() {
+        let config = c.share_config(s);
+        for t in sim.type_indices() {
+            let key = (s.0, t.0);
+            let integral = r
+                .integrals
+                .get(s.index())
+                .and_then(|per_type| per_type.get(t.index()))
+                .copied()
+                .unwrap_or_default();
+            let entitlement = config.entitlement(c.type_name(t));
+            if entitlement == 0 && integral[1] == 0.0 {
+                continue;
+            }
+            shares.push(ShareOut {
+                quota_share_name: config.name.clone(),
+                instance_type: c.type_name(t).into(),
+                entitlement,
+                entitled_instance_seconds: integral[0],
+                used_instance_seconds: integral[1],
+                borrowed_instance_seconds: integral[2],
+                lent_instance_seconds: integral[3],
+                useful_instance_seconds: useful.get(&key).copied().unwrap_or(0.0),
+                recomputed_instance_seconds: recomputed.get(&key).copied().unwrap_or(0.0),
+            });
+        }
+    }
+    shares
+}
+
+/// The lost-work totals of every share that lost any.
+fn lost_work_rows(c: &Cluster) -> Vec<LostWorkOut> {
+    c.share_indices()
+        .filter_map(|s| {
+            let ledger = c.lost_work(s);
+            (!ledger.is_empty()).then(|| LostWorkOut {
+                quota_share_name: c.share_config(s).name.clone(),
+                by_cause: ledger
+                    .lost_by_cause()
+                    .map(|(cause, w)| (cause.as_str().to_string(), w.into()))
+                    .collect(),
+                lost_for_this_share: ledger.lost_for_this_share.into(),
+            })
+        })
+        .collect()
+}
+
+/// Preemptions by kind, and their total.
+fn preemption_counts(sim: &Simulation) -> BTreeMap<String, u64> {
+    let mut preemption_counts: BTreeMap<String, u64> = sim
+        .preemption_kind_counts()
+        .into_iter()
+        .map(|(k, n)| (k.as_str().to_string(), n))
+        .collect();
+    let total: u64 = preemption_counts.values().sum();
+    preemption_counts.insert("total".into(), total);
+    preemption_counts
+}
+
+/// The usage ledger up to `end`, by share, type and class.
+fn usage_rows(c: &Cluster, end: Time) -> Vec<UsageOut> {
+    let mut ledger: BTreeMap<(String, String, String), qm_core::Usage> = BTreeMap::new();
+    for r in c.usage_report(0, u32::MAX - 1, end).rows {
+        ledger
+            .entry((r.share, r.instance_type, r.class))
+            .or_default()
+            .add(&r.usage);
+    }
+    ledger
+        .into_iter()
+        .map(|((share, instance_type, class), u)| UsageOut {
+            quota_share_name: share,
+            instance_type,
+            workload_class: class,
+            own_instance_seconds: u.own_ms as f64 / 1000.0,
+            borrowed_instance_seconds: u.borrowed_ms as f64 / 1000.0,
+            waiting_instance_seconds: u.waiting_ms as f64 / 1000.0,
+            recomputed_instance_seconds: u.recomputed_ms() as f64 / 1000.0,
+        })
+        .collect()
 }

@@ -12,6 +12,15 @@ impl Report {
     /// moment, chained states), then jobs, shares and the summary.
     pub fn to_table(&self) -> String {
         let mut out = String::new();
+        self.write_timeline(&mut out);
+        self.write_tables(&mut out);
+        self.write_summary(&mut out);
+        out
+    }
+
+    /// The timeline (one line per job and moment, chained states) and the
+    /// preemptions.
+    fn write_timeline(&self, out: &mut String) {
         let _ = writeln!(out, "Timeline of queue {}", self.job_queue_name);
         // One line per job and moment: its states chained, the last reason.
         let mut timeline = table(&[]);
@@ -55,7 +64,7 @@ impl Report {
             }
             i = end;
         }
-        print_table(&mut out, timeline, &[0], 1);
+        print_table(out, timeline, &[0], 1);
         if !self.preemptions.is_empty() {
             let _ = writeln!(out, "\nPreemptions");
             let mut t = table(&[]);
@@ -67,8 +76,13 @@ impl Report {
                     format!("for {}", p.for_job_name),
                 ]);
             }
-            print_table(&mut out, t, &[0], 1);
+            print_table(out, t, &[0], 1);
         }
+    }
+
+    /// The jobs, shares, lost work and (where classes are declared) usage
+    /// ledger tables.
+    fn write_tables(&self, out: &mut String) {
         if !self.jobs.is_empty() {
             let _ = writeln!(out, "\nJobs");
             let mut t = table(&[
@@ -97,7 +111,7 @@ impl Report {
                     j.status_reason.clone(),
                 ]);
             }
-            print_table(&mut out, t, &[2, 4, 5, 6, 7, 8], 1);
+            print_table(out, t, &[2, 4, 5, 6, 7, 8], 1);
         }
         let _ = writeln!(out, "\nShares (instance-seconds)");
         let mut t = table(&[
@@ -124,7 +138,7 @@ impl Report {
                 format!("{:.0}", s.recomputed_instance_seconds),
             ]);
         }
-        print_table(&mut out, t, &[2, 3, 4, 5, 6, 7, 8], 1);
+        print_table(out, t, &[2, 3, 4, 5, 6, 7, 8], 1);
         if !self.lost_work.is_empty() {
             let _ = writeln!(
                 out,
@@ -145,7 +159,7 @@ impl Report {
                     ]);
                 }
             }
-            print_table(&mut out, t, &[2, 3], 1);
+            print_table(out, t, &[2, 3], 1);
         }
         if self
             .usage
@@ -176,8 +190,13 @@ impl Report {
                     format!("{:.0}", u.recomputed_instance_seconds),
                 ]);
             }
-            print_table(&mut out, t, &[3, 4, 5, 6], 1);
+            print_table(out, t, &[3, 4, 5, 6], 1);
         }
+    }
+
+    /// The summary: statuses, rejections, completion times, preemptions,
+    /// recomputed work, utilisation and placement.
+    fn write_summary(&self, out: &mut String) {
         let sum = &self.summary;
         let _ = writeln!(
             out,
@@ -225,7 +244,7 @@ impl Report {
                 fmt_opt(p.max),
             ]);
         }
-        print_table(&mut out, t, &[1, 2, 3, 4, 5], 3);
+        print_table(out, t, &[1, 2, 3, 4, 5], 3);
         let kinds: Vec<String> = sum
             .preemptions
             .iter()
@@ -260,7 +279,6 @@ impl Report {
             }
         );
         let _ = writeln!(out, "  policy changes: {}", sum.policy_changes);
-        out
     }
 }
 

@@ -30,133 +30,9 @@ pub fn job_spec(
     if job.job_name.is_empty() || job.job_name.len() > 128 {
         problems.push(problem("jobName", "must be 1-128 characters"));
     }
-    match &job.container_image {
-        Some(image) => {
-            if let Err(e) = wire::check_image_reference(image) {
-                problems.push(problem("containerImage", e));
-            }
-            // Empty: the image's entrypoint with `train`, as SageMaker does.
-            if job.command.first().is_some_and(String::is_empty) {
-                problems.push(problem(
-                    "command",
-                    "its first element, the program, must not be empty (leave command out to run the image's entrypoint with `train`)",
-                ));
-            }
-        }
-        None => {
-            if job.command.is_empty() || job.command[0].is_empty() {
-                problems.push(problem(
-                    "command",
-                    "must name the program to run (a list: program, then arguments), or give a containerImage",
-                ));
-            }
-        }
-    }
-    if job.instance_type.is_empty() {
-        problems.push(problem("instanceType", "is required"));
-    }
-    for key in job.environment.keys() {
-        if key.is_empty() || key.contains('=') || key.contains('\0') || key.starts_with("QM_") {
-            problems.push(problem(
-                format!("environment.{key}"),
-                "names must be non-empty, without '=' or NUL, and not start with QM_ (reserved)",
-            ));
-        }
-    }
-    let mut channels = std::collections::BTreeSet::new();
-    for (i, c) in job.input_data_config.iter().enumerate() {
-        let field = format!("inputDataConfig[{i}]");
-        if job.container_image.is_none() {
-            problems.push(problem(
-                &field,
-                "needs a containerImage (channels are downloaded into the container's /opt/ml/input/data)",
-            ));
-        }
-        // Two names that make the same SM_CHANNEL_<NAME> are one too many.
-        let variable = c.channel_name.to_ascii_uppercase().replace(['.', '-'], "_");
-        if let Err(e) = wire::check_channel_name(&c.channel_name) {
-            problems.push(problem(format!("{field}.channelName"), e));
-        } else if !channels.insert(variable) {
-            problems.push(problem(
-                format!("{field}.channelName"),
-                format!(
-                    "{:?} is given twice (names differing only in case, '.' or '-' are one channel)",
-                    c.channel_name
-                ),
-            ));
-        }
-        if let Err(e) = wire::parse_s3_uri(&c.s3_uri) {
-            problems.push(problem(format!("{field}.s3Uri"), e));
-        }
-        if let Some(d) = &c.s3_data_distribution_type {
-            if d != "FullyReplicated" && d != "ShardedByS3Key" {
-                problems.push(problem(
-                    format!("{field}.s3DataDistributionType"),
-                    format!("{d:?} is not FullyReplicated or ShardedByS3Key"),
-                ));
-            }
-        }
-    }
-    if let Some(o) = &job.output_data_config {
-        if job.container_image.is_none() {
-            problems.push(problem(
-                "outputDataConfig",
-                "needs a containerImage (outputs are the container's /opt/ml/model and /opt/ml/output/data)",
-            ));
-        }
-        if let Err(e) = wire::parse_s3_uri(&o.s3_output_path) {
-            problems.push(problem("outputDataConfig.s3OutputPath", e));
-        }
-    }
-    if let Some(c) = &job.checkpoint_config {
-        if let Some(uri) = &c.s3_uri {
-            if let Err(e) = wire::parse_s3_uri(uri) {
-                problems.push(problem("checkpointConfig.s3Uri", e));
-            }
-        }
-        if let Some(path) = &c.local_path {
-            if let Err(e) = wire::check_local_path(path) {
-                problems.push(problem("checkpointConfig.localPath", e));
-            }
-            // In a container it is /<localPath>, beside the contract's folders.
-            let inside = format!("/{}", path.trim_matches('/'));
-            let overlaps = ["/opt/ml/input", "/opt/ml/model", "/opt/ml/output"]
-                .iter()
-                .any(|f| {
-                    inside == *f
-                        || f.starts_with(&format!("{inside}/"))
-                        || inside.starts_with(&format!("{f}/"))
-                });
-            if job.container_image.is_some() && overlaps {
-                problems.push(problem(
-                    "checkpointConfig.localPath",
-                    format!("{inside} overlaps the container's /opt/ml/input, model or output (use /opt/ml/checkpoints)"),
-                ));
-            }
-        }
-        if c.checkpoint_before_preempt_seconds
-            .is_some_and(|s| s > qm_core::MAX_CHECKPOINT_BEFORE_PREEMPT_SECS)
-        {
-            problems.push(problem(
-                "checkpointConfig.checkpointBeforePreemptSeconds",
-                format!(
-                    "must be at most {} (the preempting job waits this long)",
-                    qm_core::MAX_CHECKPOINT_BEFORE_PREEMPT_SECS
-                ),
-            ));
-        }
-        if let Some(signal) = &c.checkpoint_signal {
-            if !wire::CHECKPOINT_SIGNALS.contains(&signal.as_str()) {
-                problems.push(problem(
-                    "checkpointConfig.checkpointSignal",
-                    format!(
-                        "{signal:?} is not one of {}",
-                        wire::CHECKPOINT_SIGNALS.join(", ")
-                    ),
-                ));
-            }
-        }
-    }
+    check_program(job, &mut problems);
+    check_data_config(job, &mut problems);
+    check_checkpoint_config(job, &mut problems);
     let share_name = job.quota_share_name.as_deref().unwrap_or("");
     let share = cluster.share_idx(share_name);
     if share.is_none() {
@@ -254,4 +130,144 @@ pub fn job_spec(
         spec.runtime = Runtime::Container;
     }
     Ok(spec)
+}
+
+/// What the job runs: its image or command, instance type and environment.
+fn check_program(job: &wire::SubmitServiceJob, problems: &mut Vec<ConfigProblem>) {
+    match &job.container_image {
+        Some(image) => {
+            if let Err(e) = wire::check_image_reference(image) {
+                problems.push(problem("containerImage", e));
+            }
+            // Empty: the image's entrypoint with `train`, as SageMaker does.
+            if job.command.first().is_some_and(String::is_empty) {
+                problems.push(problem(
+                    "command",
+                    "its first element, the program, must not be empty (leave command out to run the image's entrypoint with `train`)",
+                ));
+            }
+        }
+        None => {
+            if job.command.is_empty() || job.command[0].is_empty() {
+                problems.push(problem(
+                    "command",
+                    "must name the program to run (a list: program, then arguments), or give a containerImage",
+                ));
+            }
+        }
+    }
+    if job.instance_type.is_empty() {
+        problems.push(problem("instanceType", "is required"));
+    }
+    for key in job.environment.keys() {
+        if key.is_empty() || key.contains('=') || key.contains('\0') || key.starts_with("QM_") {
+            problems.push(problem(
+                format!("environment.{key}"),
+                "names must be non-empty, without '=' or NUL, and not start with QM_ (reserved)",
+            ));
+        }
+    }
+}
+
+/// The job's input channels and output location (both need an image).
+fn check_data_config(job: &wire::SubmitServiceJob, problems: &mut Vec<ConfigProblem>) {
+    let mut channels = std::collections::BTreeSet::new();
+    for (i, c) in job.input_data_config.iter().enumerate() {
+        let field = format!("inputDataConfig[{i}]");
+        if job.container_image.is_none() {
+            problems.push(problem(
+                &field,
+                "needs a containerImage (channels are downloaded into the container's /opt/ml/input/data)",
+            ));
+        }
+        // Two names that make the same SM_CHANNEL_<NAME> are one too many.
+        let variable = c.channel_name.to_ascii_uppercase().replace(['.', '-'], "_");
+        if let Err(e) = wire::check_channel_name(&c.channel_name) {
+            problems.push(problem(format!("{field}.channelName"), e));
+        } else if !channels.insert(variable) {
+            problems.push(problem(
+                format!("{field}.channelName"),
+                format!(
+                    "{:?} is given twice (names differing only in case, '.' or '-' are one channel)",
+                    c.channel_name
+                ),
+            ));
+        }
+        if let Err(e) = wire::parse_s3_uri(&c.s3_uri) {
+            problems.push(problem(format!("{field}.s3Uri"), e));
+        }
+        if let Some(d) = &c.s3_data_distribution_type {
+            if d != "FullyReplicated" && d != "ShardedByS3Key" {
+                problems.push(problem(
+                    format!("{field}.s3DataDistributionType"),
+                    format!("{d:?} is not FullyReplicated or ShardedByS3Key"),
+                ));
+            }
+        }
+    }
+    if let Some(o) = &job.output_data_config {
+        if job.container_image.is_none() {
+            problems.push(problem(
+                "outputDataConfig",
+                "needs a containerImage (outputs are the container's /opt/ml/model and /opt/ml/output/data)",
+            ));
+        }
+        if let Err(e) = wire::parse_s3_uri(&o.s3_output_path) {
+            problems.push(problem("outputDataConfig.s3OutputPath", e));
+        }
+    }
+}
+
+/// The job's checkpoint configuration: where, how long before a
+/// preemption, and which signal asks for one.
+fn check_checkpoint_config(job: &wire::SubmitServiceJob, problems: &mut Vec<ConfigProblem>) {
+    if let Some(c) = &job.checkpoint_config {
+        if let Some(uri) = &c.s3_uri {
+            if let Err(e) = wire::parse_s3_uri(uri) {
+                problems.push(problem("checkpointConfig.s3Uri", e));
+            }
+        }
+        if let Some(path) = &c.local_path {
+            if let Err(e) = wire::check_local_path(path) {
+                problems.push(problem("checkpointConfig.localPath", e));
+            }
+            // In a container it is /<localPath>, beside the contract's folders.
+            let inside = format!("/{}", path.trim_matches('/'));
+            let overlaps = ["/opt/ml/input", "/opt/ml/model", "/opt/ml/output"]
+                .iter()
+                .any(|f| {
+                    inside == *f
+                        || f.starts_with(&format!("{inside}/"))
+                        || inside.starts_with(&format!("{f}/"))
+                });
+            if job.container_image.is_some() && overlaps {
+                problems.push(problem(
+                    "checkpointConfig.localPath",
+                    format!("{inside} overlaps the container's /opt/ml/input, model or output (use /opt/ml/checkpoints)"),
+                ));
+            }
+        }
+        if c.checkpoint_before_preempt_seconds
+            .is_some_and(|s| s > qm_core::MAX_CHECKPOINT_BEFORE_PREEMPT_SECS)
+        {
+            problems.push(problem(
+                "checkpointConfig.checkpointBeforePreemptSeconds",
+                format!(
+                    "must be at most {} (the preempting job waits this long)",
+                    qm_core::MAX_CHECKPOINT_BEFORE_PREEMPT_SECS
+                ),
+            ));
+        }
+        if let Some(signal) = &c.checkpoint_signal {
+            if !wire::CHECKPOINT_SIGNALS.contains(&signal.as_str()) {
+                problems.push(problem(
+                    "checkpointConfig.checkpointSignal",
+                    format!(
+                        "{signal:?} is not one of {}",
+                        wire::CHECKPOINT_SIGNALS.join(", ")
+                    ),
+                ));
+            }
+        }
+    }
 }
