@@ -121,108 +121,8 @@ pub fn permissions(tenancy: &Tenancy, principal: &str) -> Option<Permissions> {
                 perms.subscribe.extend(team_events(&grant));
             }
         }
-        Role::Admission => {
-            perms.responds = true;
-            perms
-                .subscribe
-                .push(format!("{}.*.*", subjects::API_PREFIX));
-            let p = &mut perms.publish;
-            // It answers everyone's API requests (see `inboxes_of`). Each
-            // inbox is named: `*` is a wildcard only as a whole token, so
-            // `_INBOX_*.>` would grant nothing.
-            // (Not the services admission itself asks, nor the other
-            // replicas: no reply of theirs could be forged.)
-            p.extend(
-                tenancy
-                    .principals()
-                    .into_iter()
-                    .filter(|p| {
-                        !matches!(
-                            tenancy.role(p),
-                            Some(Role::Admission | Role::Scheduler | Role::NatsAuth)
-                        )
-                    })
-                    .map(|p| inbox(&p)),
-            );
-            for s in ["submit", "config", "register"] {
-                p.push(format!("{}.{s}.*", subjects::LOG_PREFIX));
-            }
-            p.push(subjects::SCHED_REQUEST.into());
-            p.push(format!("{}.*.logs", subjects::EXEC_PREFIX));
-            // Admission sets up the streams and buckets every service uses
-            // (creating a bucket first reads the account's limits).
-            p.push("$JS.API.INFO".into());
-            for stream in [
-                subjects::LOG_STREAM.to_string(),
-                subjects::EVENTS_STREAM.to_string(),
-                format!("KV_{}", subjects::CONFIG_BUCKET),
-                format!("KV_{}", subjects::TOKENS_BUCKET),
-                format!("KV_{}", subjects::LEADER_BUCKET),
-                format!("KV_{}", subjects::TENANCY_BUCKET),
-                subjects::ARCHIVE_STREAM.to_string(),
-                subjects::AUDIT_STREAM.to_string(),
-                format!("OBJ_{}", subjects::SNAPSHOT_BUCKET),
-            ] {
-                p.push(format!("$JS.API.STREAM.CREATE.{stream}"));
-                p.push(format!("$JS.API.STREAM.INFO.{stream}"));
-            }
-            // ...and keeps the retention of what ages out as its settings say.
-            for stream in [
-                subjects::EVENTS_STREAM.to_string(),
-                format!("KV_{}", subjects::TOKENS_BUCKET),
-                subjects::ARCHIVE_STREAM.to_string(),
-                subjects::AUDIT_STREAM.to_string(),
-            ] {
-                p.push(format!("$JS.API.STREAM.UPDATE.{stream}"));
-            }
-            // It copies every accepted write from the log (a durable
-            // consumer) to the audit stream, which `qm audit` reads.
-            stream_reader(subjects::LOG_STREAM, p);
-            p.push(format!(
-                "$JS.API.CONSUMER.DURABLE.CREATE.{}.{}",
-                subjects::LOG_STREAM,
-                subjects::AUDIT_COPIER
-            ));
-            p.push(format!("{}.>", subjects::AUDIT_PREFIX));
-            stream_reader(subjects::AUDIT_STREAM, p);
-            // ListEvents reads the stored events for callers (frames mix
-            // every team's events, so no team reads the stream itself).
-            stream_reader(subjects::EVENTS_STREAM, p);
-            kv_writer(subjects::CONFIG_BUCKET, p);
-            kv_writer(subjects::TOKENS_BUCKET, p);
-            // It stores the tenancy's revisions (`qm tenancy apply`).
-            kv_writer(subjects::TENANCY_BUCKET, p);
-        }
-        Role::Scheduler => {
-            perms.responds = true;
-            perms.subscribe.push(subjects::SCHED_REQUEST.into());
-            perms
-                .subscribe
-                .push(format!("{}.*.heartbeat", subjects::EXEC_PREFIX));
-            // Schedulers probe each other's presence (leader.rs).
-            let presence = format!("{}.*", subjects::SCHED_PRESENCE_PREFIX);
-            perms.subscribe.push(presence.clone());
-            let p = &mut perms.publish;
-            // It answers admission's relays, the other schedulers' probes
-            // and the executors' heartbeats (see `inboxes_of`).
-            p.extend(inboxes_of(tenancy, &["admission", "scheduler", "executor"]));
-            p.push(presence);
-            p.push(format!("{}.*.command", subjects::EXEC_PREFIX));
-            p.push(subjects::LOG_SCHED.into());
-            p.push("qm.v1.events.>".into());
-            stream_reader(subjects::LOG_STREAM, p);
-            stream_reader(subjects::EVENTS_STREAM, p);
-            kv_writer(subjects::LEADER_BUCKET, p);
-            // Truncates the log behind its snapshots, which it writes and
-            // prunes, and archives finished jobs.
-            p.push(format!("$JS.API.STREAM.PURGE.{}", subjects::LOG_STREAM));
-            let snapshots = format!("OBJ_{}", subjects::SNAPSHOT_BUCKET);
-            stream_reader(&snapshots, p);
-            p.push(format!("$JS.API.STREAM.PURGE.{snapshots}"));
-            p.push(format!("$O.{}.>", subjects::SNAPSHOT_BUCKET));
-            p.push(format!("{}.>", subjects::ARCHIVE_PREFIX));
-            stream_reader(subjects::ARCHIVE_STREAM, p);
-        }
+        Role::Admission => admission_permissions(tenancy, &mut perms),
+        Role::Scheduler => scheduler_permissions(tenancy, &mut perms),
         Role::Executor(identity) => {
             perms.responds = true;
             let p = &mut perms.publish;
@@ -294,6 +194,115 @@ pub fn permissions(tenancy: &Tenancy, principal: &str) -> Option<Permissions> {
         }
     }
     Some(perms)
+}
+
+/// Admission's permissions: it answers everyone's API requests, appends to
+/// the log and sets up the streams and buckets every service uses.
+fn admission_permissions(tenancy: &Tenancy, perms: &mut Permissions) {
+    let inbox = |p: &str| format!("_INBOX_{p}.>");
+    perms.responds = true;
+    perms
+        .subscribe
+        .push(format!("{}.*.*", subjects::API_PREFIX));
+    let p = &mut perms.publish;
+    // It answers everyone's API requests (see `inboxes_of`). Each
+    // inbox is named: `*` is a wildcard only as a whole token, so
+    // `_INBOX_*.>` would grant nothing.
+    // (Not the services admission itself asks, nor the other
+    // replicas: no reply of theirs could be forged.)
+    p.extend(
+        tenancy
+            .principals()
+            .into_iter()
+            .filter(|p| {
+                !matches!(
+                    tenancy.role(p),
+                    Some(Role::Admission | Role::Scheduler | Role::NatsAuth)
+                )
+            })
+            .map(|p| inbox(&p)),
+    );
+    for s in ["submit", "config", "register"] {
+        p.push(format!("{}.{s}.*", subjects::LOG_PREFIX));
+    }
+    p.push(subjects::SCHED_REQUEST.into());
+    p.push(format!("{}.*.logs", subjects::EXEC_PREFIX));
+    // Admission sets up the streams and buckets every service uses
+    // (creating a bucket first reads the account's limits).
+    p.push("$JS.API.INFO".into());
+    for stream in [
+        subjects::LOG_STREAM.to_string(),
+        subjects::EVENTS_STREAM.to_string(),
+        format!("KV_{}", subjects::CONFIG_BUCKET),
+        format!("KV_{}", subjects::TOKENS_BUCKET),
+        format!("KV_{}", subjects::LEADER_BUCKET),
+        format!("KV_{}", subjects::TENANCY_BUCKET),
+        subjects::ARCHIVE_STREAM.to_string(),
+        subjects::AUDIT_STREAM.to_string(),
+        format!("OBJ_{}", subjects::SNAPSHOT_BUCKET),
+    ] {
+        p.push(format!("$JS.API.STREAM.CREATE.{stream}"));
+        p.push(format!("$JS.API.STREAM.INFO.{stream}"));
+    }
+    // ...and keeps the retention of what ages out as its settings say.
+    for stream in [
+        subjects::EVENTS_STREAM.to_string(),
+        format!("KV_{}", subjects::TOKENS_BUCKET),
+        subjects::ARCHIVE_STREAM.to_string(),
+        subjects::AUDIT_STREAM.to_string(),
+    ] {
+        p.push(format!("$JS.API.STREAM.UPDATE.{stream}"));
+    }
+    // It copies every accepted write from the log (a durable
+    // consumer) to the audit stream, which `qm audit` reads.
+    stream_reader(subjects::LOG_STREAM, p);
+    p.push(format!(
+        "$JS.API.CONSUMER.DURABLE.CREATE.{}.{}",
+        subjects::LOG_STREAM,
+        subjects::AUDIT_COPIER
+    ));
+    p.push(format!("{}.>", subjects::AUDIT_PREFIX));
+    stream_reader(subjects::AUDIT_STREAM, p);
+    // ListEvents reads the stored events for callers (frames mix
+    // every team's events, so no team reads the stream itself).
+    stream_reader(subjects::EVENTS_STREAM, p);
+    kv_writer(subjects::CONFIG_BUCKET, p);
+    kv_writer(subjects::TOKENS_BUCKET, p);
+    // It stores the tenancy's revisions (`qm tenancy apply`).
+    kv_writer(subjects::TENANCY_BUCKET, p);
+}
+
+/// A scheduler's permissions: it answers relays, probes and heartbeats,
+/// commands executors, and keeps the log, snapshots and archive.
+fn scheduler_permissions(tenancy: &Tenancy, perms: &mut Permissions) {
+    perms.responds = true;
+    perms.subscribe.push(subjects::SCHED_REQUEST.into());
+    perms
+        .subscribe
+        .push(format!("{}.*.heartbeat", subjects::EXEC_PREFIX));
+    // Schedulers probe each other's presence (leader.rs).
+    let presence = format!("{}.*", subjects::SCHED_PRESENCE_PREFIX);
+    perms.subscribe.push(presence.clone());
+    let p = &mut perms.publish;
+    // It answers admission's relays, the other schedulers' probes
+    // and the executors' heartbeats (see `inboxes_of`).
+    p.extend(inboxes_of(tenancy, &["admission", "scheduler", "executor"]));
+    p.push(presence);
+    p.push(format!("{}.*.command", subjects::EXEC_PREFIX));
+    p.push(subjects::LOG_SCHED.into());
+    p.push("qm.v1.events.>".into());
+    stream_reader(subjects::LOG_STREAM, p);
+    stream_reader(subjects::EVENTS_STREAM, p);
+    kv_writer(subjects::LEADER_BUCKET, p);
+    // Truncates the log behind its snapshots, which it writes and
+    // prunes, and archives finished jobs.
+    p.push(format!("$JS.API.STREAM.PURGE.{}", subjects::LOG_STREAM));
+    let snapshots = format!("OBJ_{}", subjects::SNAPSHOT_BUCKET);
+    stream_reader(&snapshots, p);
+    p.push(format!("$JS.API.STREAM.PURGE.{snapshots}"));
+    p.push(format!("$O.{}.>", subjects::SNAPSHOT_BUCKET));
+    p.push(format!("{}.>", subjects::ARCHIVE_PREFIX));
+    stream_reader(subjects::ARCHIVE_STREAM, p);
 }
 
 fn quoted_list(items: &[String]) -> String {

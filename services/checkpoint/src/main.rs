@@ -124,56 +124,11 @@ async fn run(
     nats_settings: qm_service::settings::NatsSettings,
     observe_settings: qm_service::settings::ObserveSettings,
 ) -> std::process::ExitCode {
-    if settings.work_dir.is_empty() {
-        settings.work_dir = qm_wire::paths::default_node_work_dir(&settings.node);
-    }
-    if let Err(e) = std::fs::create_dir_all(&settings.work_dir) {
-        eprintln!(
-            "qm-checkpoint: cannot create workDir {}: {e}",
-            settings.work_dir
-        );
-        return std::process::ExitCode::from(2);
-    }
-    let work_dir = match std::fs::canonicalize(&settings.work_dir) {
+    let work_dir = match prepare_work_dir(&mut settings) {
         Ok(d) => d,
-        Err(e) => {
-            eprintln!(
-                "qm-checkpoint: cannot resolve workDir {}: {e}",
-                settings.work_dir
-            );
-            return std::process::ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
-    let explicit_keys = !settings.s3_access_key_id.is_empty();
-    let s3 = S3Config {
-        endpoint: (!settings.s3_endpoint.is_empty()).then(|| settings.s3_endpoint.clone()),
-        region: settings.s3_region.clone(),
-        access_key_id: settings.s3_access_key_id.clone(),
-        secret_access_key: settings.s3_secret_access_key.clone(),
-        credentials: if explicit_keys {
-            None
-        } else {
-            Some(qm_checkpoint::s3::default_chain().await)
-        },
-        bucket: settings.s3_bucket.clone(),
-        force_path_style: true,
-        transfer: qm_checkpoint::store::Transfer {
-            part_size: settings.part_size_mib << 20,
-            multipart_threshold: settings.multipart_threshold_mib << 20,
-            parallel: settings.transfer_parallelism,
-            response_timeout_secs: settings.s3_response_timeout_seconds,
-        },
-        // Multipart uploads in flight, so a restart aborts what a crash left.
-        journal: Some(work_dir.join(".qm-checkpoint").join("uploads")),
-    };
-    tracing::info!(
-        credentials = if explicit_keys {
-            "explicit keys"
-        } else {
-            "AWS default chain"
-        },
-        "S3 credentials"
-    );
+    let s3 = s3_config(&settings, &work_dir).await;
     let (client, _principal) = match qm_service::connect(&nats_settings, "checkpoint").await {
         Ok(c) => c,
         Err(code) => return code,
@@ -223,21 +178,7 @@ async fn run(
     service.forget_old_restore_records();
     tracing::info!(node = %service.settings.node, bucket = %service.settings.s3_bucket, "checkpoint service ready");
     // What ended unseen is committed and forgotten (see `Service::sweep`).
-    let sweeper = {
-        let service = Arc::clone(&service);
-        let lease = Duration::from_secs(service.settings.track_lease_seconds);
-        tokio::spawn(async move {
-            let mut every = tokio::time::interval(lease / 4);
-            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                every.tick().await;
-                let swept = service.sweep(lease).await;
-                if swept > 0 {
-                    tracing::info!(swept, "jobs no executor named for the lease forgotten");
-                }
-            }
-        })
-    };
+    let sweeper = spawn_sweeper(&service);
     let shutdown = nats::shutdown_signal();
     tokio::pin!(shutdown);
     loop {
@@ -272,33 +213,113 @@ async fn run(
     // most 20 s: with S3 unreachable, what was committed before stays the
     // newest checkpoint).
     sweeper.abort();
-    let final_commits = async {
-        let jobs: Vec<Arc<Mutex<JobSync>>> = service.jobs.lock().await.values().cloned().collect();
-        for job in jobs {
-            let mut j = job.lock().await;
-            if let Some((request, t)) = j.tracking.take() {
-                t.abort();
-                match service
-                    .sync_once(&request, &mut j, &opentelemetry::Context::new())
-                    .await
-                {
-                    Ok(()) => {
-                        tracing::info!(job = %request.job_id, attempt = request.attempt, "final commit before stopping")
-                    }
-                    Err(e) => {
-                        tracing::warn!(job = %request.job_id, error = %e.message, "final commit failed")
-                    }
-                }
-            }
-        }
-    };
     qm_service::within(
         "final checkpoint commits",
         Duration::from_secs(20),
-        final_commits,
+        final_commits(&service),
     )
     .await;
     qm_service::within("NATS flush", Duration::from_secs(2), client.flush()).await;
     tracing::info!("checkpoint service stopped");
     std::process::ExitCode::SUCCESS
+}
+
+/// Creates and resolves the work folder (the node's default when unset).
+fn prepare_work_dir(settings: &mut Settings) -> Result<PathBuf, std::process::ExitCode> {
+    if settings.work_dir.is_empty() {
+        settings.work_dir = qm_wire::paths::default_node_work_dir(&settings.node);
+    }
+    if let Err(e) = std::fs::create_dir_all(&settings.work_dir) {
+        eprintln!(
+            "qm-checkpoint: cannot create workDir {}: {e}",
+            settings.work_dir
+        );
+        return Err(std::process::ExitCode::from(2));
+    }
+    let work_dir = match std::fs::canonicalize(&settings.work_dir) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!(
+                "qm-checkpoint: cannot resolve workDir {}: {e}",
+                settings.work_dir
+            );
+            return Err(std::process::ExitCode::from(2));
+        }
+    };
+    Ok(work_dir)
+}
+
+/// The S3 store's settings: explicit keys, else the AWS default chain.
+async fn s3_config(settings: &Settings, work_dir: &std::path::Path) -> S3Config {
+    let explicit_keys = !settings.s3_access_key_id.is_empty();
+    let s3 = S3Config {
+        endpoint: (!settings.s3_endpoint.is_empty()).then(|| settings.s3_endpoint.clone()),
+        region: settings.s3_region.clone(),
+        access_key_id: settings.s3_access_key_id.clone(),
+        secret_access_key: settings.s3_secret_access_key.clone(),
+        credentials: if explicit_keys {
+            None
+        } else {
+            Some(qm_checkpoint::s3::default_chain().await)
+        },
+        bucket: settings.s3_bucket.clone(),
+        force_path_style: true,
+        transfer: qm_checkpoint::store::Transfer {
+            part_size: settings.part_size_mib << 20,
+            multipart_threshold: settings.multipart_threshold_mib << 20,
+            parallel: settings.transfer_parallelism,
+            response_timeout_secs: settings.s3_response_timeout_seconds,
+        },
+        // Multipart uploads in flight, so a restart aborts what a crash left.
+        journal: Some(work_dir.join(".qm-checkpoint").join("uploads")),
+    };
+    tracing::info!(
+        credentials = if explicit_keys {
+            "explicit keys"
+        } else {
+            "AWS default chain"
+        },
+        "S3 credentials"
+    );
+    s3
+}
+
+/// What ended unseen is committed and forgotten (see `Service::sweep`),
+/// every quarter of the track lease.
+fn spawn_sweeper(service: &Arc<Service>) -> tokio::task::JoinHandle<()> {
+    let service = Arc::clone(service);
+    let lease = Duration::from_secs(service.settings.track_lease_seconds);
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(lease / 4);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            let swept = service.sweep(lease).await;
+            if swept > 0 {
+                tracing::info!(swept, "jobs no executor named for the lease forgotten");
+            }
+        }
+    })
+}
+
+/// Final commits of everything tracked, so nothing written is lost.
+async fn final_commits(service: &Service) {
+    let jobs: Vec<Arc<Mutex<JobSync>>> = service.jobs.lock().await.values().cloned().collect();
+    for job in jobs {
+        let mut j = job.lock().await;
+        if let Some((request, t)) = j.tracking.take() {
+            t.abort();
+            match service
+                .sync_once(&request, &mut j, &opentelemetry::Context::new())
+                .await
+            {
+                Ok(()) => {
+                    tracing::info!(job = %request.job_id, attempt = request.attempt, "final commit before stopping")
+                }
+                Err(e) => {
+                    tracing::warn!(job = %request.job_id, error = %e.message, "final commit failed")
+                }
+            }
+        }
+    }
 }

@@ -21,6 +21,10 @@ use crate::error::{CheckpointCallError, LaunchError};
 use crate::node::{Executor, Running};
 use crate::process;
 
+mod steps;
+
+use steps::attempt_result;
+
 impl Executor {
     pub(crate) async fn command(self: &Arc<Self>, cmd: ExecCommand) {
         let (epoch, job_id) = match &cmd {
@@ -79,19 +83,12 @@ impl Executor {
                     return;
                 }
                 let config = checkpoint_config.unwrap_or_default();
-                let local = config.local_path.as_deref().unwrap_or("checkpoint");
-                // Admission checks localPath; a command that bypassed it
-                // must still not write outside the attempt's directory.
-                // A container's checkpoint directory is mounted at
-                // /<localPath>; on the host it is always `checkpoint`, never
-                // inside the `ml` folders the host reads after the run.
-                let host_local = if container_image.is_some() {
-                    "checkpoint"
-                } else {
-                    local
-                };
-                let checkpoint_dir = qm_wire::messages::check_local_path(local)
-                    .map(|()| self.attempt_dir(&job_id, attempt).join(host_local));
+                let checkpoint_dir = self.checkpoint_dir(
+                    &job_id,
+                    attempt,
+                    config.local_path.as_deref(),
+                    container_image.is_some(),
+                );
                 let checkpoint = match &checkpoint_dir {
                     Ok(dir) if checkpoints => Some(CheckpointRequest {
                         job_queue: job_queue.clone(),
@@ -106,16 +103,7 @@ impl Executor {
                     }),
                     _ => None,
                 };
-                let gpus: Vec<u32> = slots
-                    .iter()
-                    .flat_map(|s| {
-                        self.gpus
-                            .get(&instance_type)
-                            .and_then(|g| g.get(*s as usize))
-                            .cloned()
-                            .unwrap_or_default()
-                    })
-                    .collect();
+                let gpus = self.gpus_for(&instance_type, &slots);
                 let launch = process::Launch {
                     job_id,
                     attempt,
@@ -150,32 +138,19 @@ impl Executor {
                     otel.status_code = tracing::field::Empty,
                 );
                 let (tx, rx) = watch::channel(None);
-                {
-                    let finished = self
-                        .finished
-                        .lock()
-                        .map(|f| f.contains(&key))
-                        .unwrap_or(true);
-                    let Ok(mut attempts) = self.attempts.lock() else {
-                        return;
-                    };
-                    if finished || attempts.contains_key(&key) {
-                        return; // idempotent per (job, attempt)
-                    }
-                    attempts.insert(
-                        key,
-                        Running {
-                            stop: tx,
-                            instance_type,
-                            slots,
-                            grace_seconds,
-                            sync: launch.syncs_checkpoints().cloned(),
-                            fenced: false,
-                            target: None,
-                            asked_to_checkpoint: false,
-                            span: span.clone(),
-                        },
-                    );
+                let running = Running {
+                    stop: tx,
+                    instance_type,
+                    slots,
+                    grace_seconds,
+                    sync: launch.syncs_checkpoints().cloned(),
+                    fenced: false,
+                    target: None,
+                    asked_to_checkpoint: false,
+                    span: span.clone(),
+                };
+                if !self.register_attempt(key, running) {
+                    return;
                 }
                 let me = Arc::clone(self);
                 tokio::spawn(async move { me.run_attempt(launch, rx).await }.instrument(span));
@@ -192,55 +167,7 @@ impl Executor {
                 grace_seconds,
                 reason,
                 ..
-            } => {
-                let span = tracing::info_span!(
-                    "stop",
-                    otel.name = "stop attempt",
-                    qm.job_id = %job_id,
-                    qm.attempt = attempt,
-                    qm.stop.reason = %reason,
-                    qm.stop.grace_seconds = grace_seconds,
-                );
-                let _in = span.enter();
-                let key = AttemptKey::new(job_id.clone(), attempt);
-                let held = match self.attempts.lock() {
-                    Ok(attempts) => match attempts.get(&key) {
-                        Some(r) => {
-                            if r.stop.borrow().is_none() {
-                                tracing::info!(job = %job_id, attempt, grace_seconds, %reason, "stopping");
-                            }
-                            let _ = r.stop.send(Some(grace_seconds));
-                            true
-                        }
-                        None => false,
-                    },
-                    Err(_) => return,
-                };
-                if held {
-                    return;
-                }
-                let finished = match self.finished.lock() {
-                    Ok(f) => f.get(&key).cloned(),
-                    Err(_) => return,
-                };
-                match finished {
-                    // It ended here: report its end again (stored once by
-                    // its message id), in case that report was lost.
-                    Some(Some(ended)) => {
-                        tracing::info!(job = %job_id, attempt, %reason, "stop for an attempt that already ended here: its end is reported again");
-                        self.send(ended);
-                    }
-                    Some(None) => {} // ended while draining: withdrawn instead
-                    None => {
-                        // Its start never arrived (or is yet to): the stop
-                        // settles it as ended, and a late start is ignored.
-                        tracing::info!(job = %job_id, attempt, %reason, "stop for an attempt never started here: answered as ended");
-                        let mut ended = self.report(&job_id, attempt, ReportPhase::Ended);
-                        ended.cause = Some(EndCause::NotStarted);
-                        self.finish(ended);
-                    }
-                }
-            }
+            } => self.stop_attempt(&job_id, attempt, grace_seconds, &reason),
         }
     }
 
@@ -374,15 +301,7 @@ impl Executor {
         // for stops: a slow checkpoint service must not delay a SIGTERM
         // (the periodic re-assertion asks again if this call fails).
         if let Some(request) = launch.syncs_checkpoints() {
-            let (me, request) = (Arc::clone(&self), request.clone());
-            tokio::spawn(
-                async move {
-                    if let Err(e) = me.checkpoint("track", &request, 3).await {
-                        tracing::warn!(job = %request.job_id, error = %e, "checkpoint tracking not started; asked again with the next re-assertion");
-                    }
-                }
-                .in_current_span(),
-            );
+            self.spawn_tracking(request.clone());
         }
         let running = tracing::info_span!(
             "process",
@@ -404,29 +323,10 @@ impl Executor {
             running.record("process.exit.signal", signal);
         }
         ended.reason = end.reason;
-        ended.result = match launch.image {
-            None => {
-                crate::sagemaker::owned_text(&dir.join(process::RESULT_FILE), process::RESULT_CHARS)
-            }
-            Some(_) => crate::sagemaker::owned_text(
-                &crate::sagemaker::Layout::new(&dir).result(),
-                process::RESULT_CHARS,
-            ),
-        };
+        ended.result = attempt_result(&launch, &dir);
         drop(running);
-        // Its watcher fenced it (this executor did not renew the deadline
-        // in time: it was frozen or stuck): the end is a lost host's.
         let job_dir = dir.parent().unwrap_or(&dir);
-        let watcher_fenced = crate::fence::read_exit(&crate::fence::exit_record(job_dir, attempt))
-            .is_some_and(|(_, fenced)| fenced);
-        if watcher_fenced {
-            tracing::warn!(job = %job_id, attempt, "the attempt's watcher fenced it");
-            if let Ok(mut a) = self.attempts.lock() {
-                if let Some(r) = a.get_mut(&AttemptKey::new(job_id.clone(), attempt)) {
-                    r.fenced = true;
-                }
-            }
-        }
+        let watcher_fenced = self.watcher_fenced(job_dir, &job_id, attempt);
         process::record_run(job_dir, attempt, launched_at_ms, qm_service::now_ms());
         ended.exit_code = status.0;
         ended.signal = status.1;
@@ -449,17 +349,8 @@ impl Executor {
                 self.outbox.keep_end(&ended);
             }
         }
-        let Some(request) = launch.syncs_checkpoints() else {
-            return self.finish(ended);
-        };
-        // No more re-assertions of tracking for it: it has ended.
-        if let Ok(mut a) = self.attempts.lock() {
-            if let Some(r) = a.get_mut(&AttemptKey::new(job_id.clone(), attempt)) {
-                r.sync = None;
-            }
-        }
-        if let Err(e) = self.checkpoint("flush", request, 5).await {
-            tracing::error!(job = %job_id, attempt, error = %e, "final checkpoint flush failed; the next attempt restores the last committed one");
+        if let Some(request) = launch.syncs_checkpoints() {
+            self.flush_ended(request).await;
         }
         self.finish(ended);
     }

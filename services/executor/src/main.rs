@@ -79,19 +79,7 @@ async fn run(
     nats_settings: qm_service::settings::NatsSettings,
     observe_settings: qm_service::settings::ObserveSettings,
 ) -> std::process::ExitCode {
-    if settings.work_dir.is_empty() {
-        settings.work_dir = qm_wire::paths::default_node_work_dir(&settings.executor_id);
-    }
-    if settings.advertise_address.is_empty() {
-        settings.advertise_address = std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|h| h.trim().to_string())
-            .ok()
-            .filter(|h| !h.is_empty())
-            .unwrap_or_else(|| settings.executor_id.clone());
-    }
-    if settings.checkpoint_node.is_empty() {
-        settings.checkpoint_node = settings.executor_id.clone();
-    }
+    fill_defaults(&mut settings);
     let gpus = match gpus::assign(&settings.instances, settings.gpus.clone()) {
         Ok(g) => g,
         Err(e) => {
@@ -136,46 +124,14 @@ async fn run(
         .await;
         outbox.clear_saved();
     }
-    let supervisor = if settings.offers(qm_core::Runtime::Process) {
-        match process::Supervisor::open(&settings.supervisor).await {
-            Ok(s) => Some(s),
-            Err(e) => {
-                eprintln!("qm-executor: runtimes lists process, but {e}");
-                return std::process::ExitCode::from(2);
-            }
-        }
-    } else {
-        None
+    let supervisor = match open_supervisor(&settings).await {
+        Ok(s) => s,
+        Err(code) => return code,
     };
     let incarnation = qm_service::random_id();
-    let engine = if settings.offers(qm_core::Runtime::Container) {
-        match container::Engine::connect(
-            &settings.container,
-            &settings.executor_id,
-            &incarnation,
-            &settings.work_dir,
-        )
-        .await
-        {
-            Ok(engine) => {
-                // What an earlier incarnation left running: its attempts
-                // are ended HOST_LOST when this one registers.
-                let removed = engine.reconcile(&|| Some(Default::default())).await;
-                if removed > 0 {
-                    tracing::warn!(
-                        removed,
-                        "containers of an earlier run of this executor stopped and removed"
-                    );
-                }
-                Some(Arc::new(engine))
-            }
-            Err(e) => {
-                eprintln!("qm-executor: runtimes lists container, but {e}");
-                return std::process::ExitCode::from(2);
-            }
-        }
-    } else {
-        None
+    let engine = match open_engine(&settings, &incarnation).await {
+        Ok(e) => e,
+        Err(code) => return code,
     };
     // The deadline every attempt's watcher enforces starts as the
     // executor's own watchdog's does: fenceAfterSeconds from now.
@@ -229,26 +185,7 @@ async fn run(
         eprintln!("qm-executor: cannot subscribe");
         return std::process::ExitCode::from(1);
     };
-    let endpoint = {
-        let me = Arc::clone(&executor);
-        let ready = Box::new(move || {
-            if me.fenced.load(std::sync::atomic::Ordering::SeqCst) {
-                Err("fenced: no heartbeat acknowledged".to_string())
-            } else {
-                Ok(())
-            }
-        });
-        let me = Arc::clone(&executor);
-        let gauges = Box::new(move || {
-            let m = &*observe::METRICS;
-            m.attempts
-                .set(me.attempts.lock().map_or(0, |a| a.len() as i64));
-            m.fenced.set(i64::from(
-                me.fenced.load(std::sync::atomic::Ordering::SeqCst),
-            ));
-        });
-        qm_service::observe::Endpoint::for_service("executor", &client, ready).refresh(gauges)
-    };
+    let endpoint = endpoint(&executor, &client);
     std::sync::LazyLock::force(&observe::METRICS);
     if let Err(code) = qm_service::serve_metrics(&observe_settings, "executor", endpoint).await {
         return code;
@@ -291,8 +228,110 @@ async fn run(
     fence.abort();
     sweeper.abort();
     drop(executor);
-    // Let the reporter deliver what is queued; whatever NATS does not take
-    // within 10 s is kept on disk for the next start.
+    deliver_or_keep(&outbox, reporter).await;
+    qm_service::within("NATS flush", Duration::from_secs(2), client.flush()).await;
+    tracing::info!("executor stopped");
+    std::process::ExitCode::SUCCESS
+}
+
+/// Settings left empty that default to the host's: the work folder, the
+/// advertised address and the checkpoint service's node.
+fn fill_defaults(settings: &mut Settings) {
+    if settings.work_dir.is_empty() {
+        settings.work_dir = qm_wire::paths::default_node_work_dir(&settings.executor_id);
+    }
+    if settings.advertise_address.is_empty() {
+        settings.advertise_address = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .ok()
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| settings.executor_id.clone());
+    }
+    if settings.checkpoint_node.is_empty() {
+        settings.checkpoint_node = settings.executor_id.clone();
+    }
+}
+
+/// The process supervisor, where the executor offers the process runtime.
+async fn open_supervisor(
+    settings: &Settings,
+) -> Result<Option<process::Supervisor>, std::process::ExitCode> {
+    if !settings.offers(qm_core::Runtime::Process) {
+        return Ok(None);
+    }
+    match process::Supervisor::open(&settings.supervisor).await {
+        Ok(s) => Ok(Some(s)),
+        Err(e) => {
+            eprintln!("qm-executor: runtimes lists process, but {e}");
+            Err(std::process::ExitCode::from(2))
+        }
+    }
+}
+
+/// The container engine, where the executor offers the container runtime,
+/// with what an earlier run left behind removed.
+async fn open_engine(
+    settings: &Settings,
+    incarnation: &str,
+) -> Result<Option<Arc<container::Engine>>, std::process::ExitCode> {
+    if !settings.offers(qm_core::Runtime::Container) {
+        return Ok(None);
+    }
+    match container::Engine::connect(
+        &settings.container,
+        &settings.executor_id,
+        incarnation,
+        &settings.work_dir,
+    )
+    .await
+    {
+        Ok(engine) => {
+            // What an earlier incarnation left running: its attempts
+            // are ended HOST_LOST when this one registers.
+            let removed = engine.reconcile(&|| Some(Default::default())).await;
+            if removed > 0 {
+                tracing::warn!(
+                    removed,
+                    "containers of an earlier run of this executor stopped and removed"
+                );
+            }
+            Ok(Some(Arc::new(engine)))
+        }
+        Err(e) => {
+            eprintln!("qm-executor: runtimes lists container, but {e}");
+            Err(std::process::ExitCode::from(2))
+        }
+    }
+}
+
+/// The metrics endpoint: ready unless fenced, with the attempts gauges.
+fn endpoint(
+    executor: &Arc<Executor>,
+    client: &async_nats::Client,
+) -> qm_service::observe::Endpoint {
+    let me = Arc::clone(executor);
+    let ready = Box::new(move || {
+        if me.fenced.load(std::sync::atomic::Ordering::SeqCst) {
+            Err("fenced: no heartbeat acknowledged".to_string())
+        } else {
+            Ok(())
+        }
+    });
+    let me = Arc::clone(executor);
+    let gauges = Box::new(move || {
+        let m = &*observe::METRICS;
+        m.attempts
+            .set(me.attempts.lock().map_or(0, |a| a.len() as i64));
+        m.fenced.set(i64::from(
+            me.fenced.load(std::sync::atomic::Ordering::SeqCst),
+        ));
+    });
+    qm_service::observe::Endpoint::for_service("executor", client, ready).refresh(gauges)
+}
+
+/// Lets the reporter deliver what is queued; whatever NATS does not take
+/// within 10 s is kept on disk for the next start.
+async fn deliver_or_keep(outbox: &outbox::Outbox, reporter: tokio::task::JoinHandle<()>) {
     let delivered = async {
         while !outbox.is_empty() {
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -310,7 +349,4 @@ async fn run(
             }
         }
     }
-    qm_service::within("NATS flush", Duration::from_secs(2), client.flush()).await;
-    tracing::info!("executor stopped");
-    std::process::ExitCode::SUCCESS
 }

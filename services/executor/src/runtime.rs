@@ -182,69 +182,7 @@ impl Executor {
         };
         let nodes = launch.hosts.len().max(1);
         let hosts = resolve_hosts(&launch.hosts).await?;
-        let mut environment = sagemaker::rank_environment(
-            &launch.job_id,
-            launch.attempt,
-            launch.rank,
-            nodes,
-            &sagemaker::host_name(0),
-            launch.gpus.len(),
-        );
-        environment.extend(launch.environment.clone());
-        environment.insert("QM_JOB_ID".into(), launch.job_id.clone());
-        environment.insert("QM_ATTEMPT".into(), launch.attempt.to_string());
-        environment.insert("QM_JOB_QUEUE".into(), launch.job_queue.clone());
-        environment.insert("QM_CHECKPOINT_DIR".into(), inside_checkpoints.clone());
-        environment.insert("QM_RESULT_FILE".into(), "/opt/ml/output/result".into());
-        environment.insert("QM_NODE_RANK".into(), launch.rank.to_string());
-        environment.insert("QM_NUM_NODES".into(), nodes.to_string());
-        environment.insert("SM_MODEL_DIR".into(), "/opt/ml/model".into());
-        environment.insert("SM_OUTPUT_DATA_DIR".into(), "/opt/ml/output/data".into());
-        environment.insert("SM_INPUT_DIR".into(), "/opt/ml/input".into());
-        environment.insert("SM_INPUT_CONFIG_DIR".into(), "/opt/ml/input/config".into());
-        let names: Vec<&str> = launch
-            .input_channels
-            .iter()
-            .map(|c| c.channel_name.as_str())
-            .collect();
-        environment.insert(
-            "SM_CHANNELS".into(),
-            serde_json::to_string(&names).expect("strings serialize"),
-        );
-        for name in names {
-            environment.insert(
-                format!(
-                    "SM_CHANNEL_{}",
-                    name.to_ascii_uppercase().replace(['.', '-'], "_")
-                ),
-                format!("/opt/ml/input/data/{name}"),
-            );
-        }
-        // The GPUs are the device request's, and only those: a CUDA image's
-        // own NVIDIA_VISIBLE_DEVICES=all (or the job's) must not widen it
-        // on an engine whose default runtime is NVIDIA's.
-        environment.retain(|k, _| !k.starts_with("NVIDIA_VISIBLE_DEVICES"));
-        environment.insert(
-            "NVIDIA_VISIBLE_DEVICES".into(),
-            if launch.gpus.is_empty() {
-                "void".into()
-            } else {
-                launch
-                    .gpus
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join(",")
-            },
-        );
-        // Inside, they count from 0.
-        environment.insert(
-            "CUDA_VISIBLE_DEVICES".into(),
-            (0..launch.gpus.len())
-                .map(|i| i.to_string())
-                .collect::<Vec<_>>()
-                .join(","),
-        );
+        let environment = container_environment(launch, nodes, &inside_checkpoints);
         let spec = self
             .settings
             .instances
@@ -307,6 +245,79 @@ impl Executor {
             memory_mib,
         })
     }
+}
+
+/// The container's environment: SageMaker's and Quartermaster's variables,
+/// the job's own, its channels, and the GPUs of its device request.
+fn container_environment(
+    launch: &Launch,
+    nodes: usize,
+    inside_checkpoints: &str,
+) -> std::collections::BTreeMap<String, String> {
+    let mut environment = sagemaker::rank_environment(
+        &launch.job_id,
+        launch.attempt,
+        launch.rank,
+        nodes,
+        &sagemaker::host_name(0),
+        launch.gpus.len(),
+    );
+    environment.extend(launch.environment.clone());
+    environment.insert("QM_JOB_ID".into(), launch.job_id.clone());
+    environment.insert("QM_ATTEMPT".into(), launch.attempt.to_string());
+    environment.insert("QM_JOB_QUEUE".into(), launch.job_queue.clone());
+    environment.insert("QM_CHECKPOINT_DIR".into(), inside_checkpoints.to_string());
+    environment.insert("QM_RESULT_FILE".into(), "/opt/ml/output/result".into());
+    environment.insert("QM_NODE_RANK".into(), launch.rank.to_string());
+    environment.insert("QM_NUM_NODES".into(), nodes.to_string());
+    environment.insert("SM_MODEL_DIR".into(), "/opt/ml/model".into());
+    environment.insert("SM_OUTPUT_DATA_DIR".into(), "/opt/ml/output/data".into());
+    environment.insert("SM_INPUT_DIR".into(), "/opt/ml/input".into());
+    environment.insert("SM_INPUT_CONFIG_DIR".into(), "/opt/ml/input/config".into());
+    let names: Vec<&str> = launch
+        .input_channels
+        .iter()
+        .map(|c| c.channel_name.as_str())
+        .collect();
+    environment.insert(
+        "SM_CHANNELS".into(),
+        serde_json::to_string(&names).expect("strings serialize"),
+    );
+    for name in names {
+        environment.insert(
+            format!(
+                "SM_CHANNEL_{}",
+                name.to_ascii_uppercase().replace(['.', '-'], "_")
+            ),
+            format!("/opt/ml/input/data/{name}"),
+        );
+    }
+    // The GPUs are the device request's, and only those: a CUDA image's
+    // own NVIDIA_VISIBLE_DEVICES=all (or the job's) must not widen it
+    // on an engine whose default runtime is NVIDIA's.
+    environment.retain(|k, _| !k.starts_with("NVIDIA_VISIBLE_DEVICES"));
+    environment.insert(
+        "NVIDIA_VISIBLE_DEVICES".into(),
+        if launch.gpus.is_empty() {
+            "void".into()
+        } else {
+            launch
+                .gpus
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        },
+    );
+    // Inside, they count from 0.
+    environment.insert(
+        "CUDA_VISIBLE_DEVICES".into(),
+        (0..launch.gpus.len())
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(","),
+    );
+    environment
 }
 
 /// Gives the folders a container writes to the user it runs as (and

@@ -283,7 +283,78 @@ pub fn parse(payload: &str, host_images: &[String]) -> Result<Training, String> 
     only(top, "", &known)?;
 
     let mut t = Training::default();
-    // ResourceConfig: the instance type and count.
+    resource_config(top, &mut t)?;
+    algorithm(top, host_images, &mut t)?;
+    stopping_condition(top, &mut t)?;
+    checkpoint_config(top, &mut t)?;
+    output_data_config(top, &mut t)?;
+
+    // InputDataConfig: S3Prefix channels in File mode (container jobs).
+    if let Some(list) = top.get("InputDataConfig") {
+        let list = list
+            .as_array()
+            .ok_or_else(|| bad("InputDataConfig", "must be a list of channels"))?;
+        if !list.is_empty() && t.container_image.is_none() {
+            return Err(bad(
+                "InputDataConfig",
+                "needs a TrainingImage run as a container (this one runs as a host command)",
+            ));
+        }
+        for (i, c) in list.iter().enumerate() {
+            t.channels
+                .push(channel(c, &format!("InputDataConfig[{i}]"))?);
+        }
+    }
+
+    if let Some(env) = top.get("Environment") {
+        t.environment = string_map(env, "Environment")?;
+    }
+    if let Some(hps) = top.get("HyperParameters") {
+        // As SageMaker gives them: SM_HPS (the JSON object, which the
+        // executor also writes to input/config/hyperparameters.json) and
+        // one SM_HP_<NAME> per hyperparameter.
+        let hps = string_map(hps, "HyperParameters")?;
+        for (k, v) in &hps {
+            let name: String = k
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() {
+                        c.to_ascii_uppercase()
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            t.environment.insert(format!("SM_HP_{name}"), v.clone());
+        }
+        let json = serde_json::to_string(&hps).map_err(|e| bad("HyperParameters", e))?;
+        t.environment.insert("SM_HPS".into(), json);
+    }
+    t.environment
+        .insert("SM_TRAINING_IMAGE".into(), t.training_image.clone());
+    if let Some(tags) = top.get("Tags") {
+        let list = tags
+            .as_array()
+            .ok_or_else(|| bad("Tags", "must be a list of {Key, Value}"))?;
+        for (i, tag) in list.iter().enumerate() {
+            let field = format!("Tags[{i}]");
+            let tag = object(tag, &field)?;
+            let key = string(
+                tag.get("Key").ok_or_else(|| bad(&field, "needs a Key"))?,
+                &format!("{field}.Key"),
+            )?;
+            let value = match tag.get("Value") {
+                Some(v) => string(v, &format!("{field}.Value"))?,
+                None => String::new(),
+            };
+            t.tags.insert(key, value);
+        }
+    }
+    Ok(t)
+}
+
+/// ResourceConfig: the instance type and count.
+fn resource_config(top: &Map<String, Value>, t: &mut Training) -> Result<(), String> {
     let rc = top.get("ResourceConfig").ok_or_else(|| {
         bad(
             "ResourceConfig",
@@ -321,8 +392,16 @@ pub fn parse(payload: &str, host_images: &[String]) -> Result<Training, String> 
         .ok()
         .filter(|c| *c >= 1)
         .ok_or_else(|| bad("ResourceConfig.InstanceCount", "must be 1 or more"))?;
+    Ok(())
+}
 
-    // AlgorithmSpecification: what runs.
+/// AlgorithmSpecification: what runs (an image, or a host command for the
+/// `host_images`).
+fn algorithm(
+    top: &Map<String, Value>,
+    host_images: &[String],
+    t: &mut Training,
+) -> Result<(), String> {
     let spec = top.get("AlgorithmSpecification").ok_or_else(|| {
         bad(
             "AlgorithmSpecification",
@@ -397,8 +476,11 @@ pub fn parse(payload: &str, host_images: &[String]) -> Result<Training, String> 
     // No entrypoint: the image's own, with `train` (an empty command).
     t.command = entrypoint;
     t.command.extend(arguments);
+    Ok(())
+}
 
-    // StoppingCondition: the longest an attempt may run.
+/// StoppingCondition: the longest an attempt may run.
+fn stopping_condition(top: &Map<String, Value>, t: &mut Training) -> Result<(), String> {
     if let Some(stop) = top.get("StoppingCondition") {
         let stop = object(stop, "StoppingCondition")?;
         if stop.contains_key("MaxPendingTimeInSeconds") {
@@ -423,8 +505,11 @@ pub fn parse(payload: &str, host_images: &[String]) -> Result<Training, String> 
             t.max_runtime_seconds = Some(max);
         }
     }
+    Ok(())
+}
 
-    // CheckpointConfig: where checkpoints sync to, and the local directory.
+/// CheckpointConfig: where checkpoints sync to, and the local directory.
+fn checkpoint_config(top: &Map<String, Value>, t: &mut Training) -> Result<(), String> {
     if let Some(c) = top.get("CheckpointConfig") {
         let c = object(c, "CheckpointConfig")?;
         only(c, "CheckpointConfig", &["S3Uri", "LocalPath"])?;
@@ -449,8 +534,11 @@ pub fn parse(payload: &str, host_images: &[String]) -> Result<Training, String> 
             ..Default::default()
         });
     }
+    Ok(())
+}
 
-    // OutputDataConfig: where a container job's model and output data go.
+/// OutputDataConfig: where a container job's model and output data go.
+fn output_data_config(top: &Map<String, Value>, t: &mut Training) -> Result<(), String> {
     if let Some(o) = top.get("OutputDataConfig") {
         let o = object(o, "OutputDataConfig")?;
         only(
@@ -484,69 +572,7 @@ pub fn parse(payload: &str, host_images: &[String]) -> Result<Training, String> 
             t.output_path = Some(path);
         }
     }
-
-    // InputDataConfig: S3Prefix channels in File mode (container jobs).
-    if let Some(list) = top.get("InputDataConfig") {
-        let list = list
-            .as_array()
-            .ok_or_else(|| bad("InputDataConfig", "must be a list of channels"))?;
-        if !list.is_empty() && t.container_image.is_none() {
-            return Err(bad(
-                "InputDataConfig",
-                "needs a TrainingImage run as a container (this one runs as a host command)",
-            ));
-        }
-        for (i, c) in list.iter().enumerate() {
-            t.channels
-                .push(channel(c, &format!("InputDataConfig[{i}]"))?);
-        }
-    }
-
-    if let Some(env) = top.get("Environment") {
-        t.environment = string_map(env, "Environment")?;
-    }
-    if let Some(hps) = top.get("HyperParameters") {
-        // As SageMaker gives them: SM_HPS (the JSON object, which the
-        // executor also writes to input/config/hyperparameters.json) and
-        // one SM_HP_<NAME> per hyperparameter.
-        let hps = string_map(hps, "HyperParameters")?;
-        for (k, v) in &hps {
-            let name: String = k
-                .chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() {
-                        c.to_ascii_uppercase()
-                    } else {
-                        '_'
-                    }
-                })
-                .collect();
-            t.environment.insert(format!("SM_HP_{name}"), v.clone());
-        }
-        let json = serde_json::to_string(&hps).map_err(|e| bad("HyperParameters", e))?;
-        t.environment.insert("SM_HPS".into(), json);
-    }
-    t.environment
-        .insert("SM_TRAINING_IMAGE".into(), t.training_image.clone());
-    if let Some(tags) = top.get("Tags") {
-        let list = tags
-            .as_array()
-            .ok_or_else(|| bad("Tags", "must be a list of {Key, Value}"))?;
-        for (i, tag) in list.iter().enumerate() {
-            let field = format!("Tags[{i}]");
-            let tag = object(tag, &field)?;
-            let key = string(
-                tag.get("Key").ok_or_else(|| bad(&field, "needs a Key"))?,
-                &format!("{field}.Key"),
-            )?;
-            let value = match tag.get("Value") {
-                Some(v) => string(v, &format!("{field}.Value"))?,
-                None => String::new(),
-            };
-            t.tags.insert(key, value);
-        }
-    }
-    Ok(t)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -188,52 +188,8 @@ pub fn submit_request(a: &SubmitArgs) -> Result<SubmitServiceJob, Failure> {
     if a.image.is_some() {
         job.container_image.clone_from(&a.image);
     }
-    for spec in &a.inputs {
-        let (name, rest) = spec.split_once('=').ok_or_else(|| {
-            usage(format!(
-                "--input {spec:?}: expected NAME=s3://bucket/prefix"
-            ))
-        })?;
-        let (uri, distribution) = match rest.split_once(',') {
-            Some((u, d)) => (u, Some(d.to_string())),
-            None => (rest, None),
-        };
-        qm_wire::messages::check_channel_name(name)
-            .map_err(|e| usage(format!("--input {spec:?}: {e}")))?;
-        qm_wire::messages::parse_s3_uri(uri)
-            .map_err(|e| usage(format!("--input {spec:?}: {e}")))?;
-        job.input_data_config.push(qm_wire::messages::InputChannel {
-            channel_name: name.to_string(),
-            s3_uri: uri.to_string(),
-            s3_data_distribution_type: distribution,
-        });
-    }
-    if let Some(uri) = &a.output_s3_uri {
-        qm_wire::messages::parse_s3_uri(uri).map_err(|e| usage(format!("--output-s3-uri: {e}")))?;
-        job.output_data_config = Some(qm_wire::messages::OutputDataConfig {
-            s3_output_path: uri.clone(),
-        });
-    }
-    if !a.hyperparameters.is_empty() {
-        let mut hps: std::collections::BTreeMap<String, String> =
-            match job.environment.get("SM_HPS") {
-                Some(text) => serde_json::from_str(text).map_err(|e| {
-                    usage(format!(
-                        "environment SM_HPS: not a JSON object of strings: {e}"
-                    ))
-                })?,
-                None => Default::default(),
-            };
-        for kv in &a.hyperparameters {
-            let (k, v) = kv
-                .split_once('=')
-                .filter(|(k, _)| !k.is_empty())
-                .ok_or_else(|| usage(format!("--hp {kv:?}: expected NAME=VALUE")))?;
-            hps.insert(k.into(), v.into());
-        }
-        let text = serde_json::to_string(&hps).map_err(|e| usage(format!("--hp: {e}")))?;
-        job.environment.insert("SM_HPS".into(), text);
-    }
+    apply_data_channels(a, &mut job)?;
+    apply_hyperparameters(a, &mut job)?;
     if a.token.is_some() {
         job.client_token.clone_from(&a.token);
     }
@@ -272,6 +228,62 @@ pub fn submit_request(a: &SubmitArgs) -> Result<SubmitServiceJob, Failure> {
         return Err(usage(format!("submit needs {}", missing.join(", "))));
     }
     Ok(job)
+}
+
+/// `--input` and `--output-s3-uri`: the job's data channels and output.
+fn apply_data_channels(a: &SubmitArgs, job: &mut SubmitServiceJob) -> Result<(), Failure> {
+    for spec in &a.inputs {
+        let (name, rest) = spec.split_once('=').ok_or_else(|| {
+            usage(format!(
+                "--input {spec:?}: expected NAME=s3://bucket/prefix"
+            ))
+        })?;
+        let (uri, distribution) = match rest.split_once(',') {
+            Some((u, d)) => (u, Some(d.to_string())),
+            None => (rest, None),
+        };
+        qm_wire::messages::check_channel_name(name)
+            .map_err(|e| usage(format!("--input {spec:?}: {e}")))?;
+        qm_wire::messages::parse_s3_uri(uri)
+            .map_err(|e| usage(format!("--input {spec:?}: {e}")))?;
+        job.input_data_config.push(qm_wire::messages::InputChannel {
+            channel_name: name.to_string(),
+            s3_uri: uri.to_string(),
+            s3_data_distribution_type: distribution,
+        });
+    }
+    if let Some(uri) = &a.output_s3_uri {
+        qm_wire::messages::parse_s3_uri(uri).map_err(|e| usage(format!("--output-s3-uri: {e}")))?;
+        job.output_data_config = Some(qm_wire::messages::OutputDataConfig {
+            s3_output_path: uri.clone(),
+        });
+    }
+    Ok(())
+}
+
+/// `--hp`: hyperparameters merged into the job's `SM_HPS` (a JSON object).
+fn apply_hyperparameters(a: &SubmitArgs, job: &mut SubmitServiceJob) -> Result<(), Failure> {
+    if !a.hyperparameters.is_empty() {
+        let mut hps: std::collections::BTreeMap<String, String> =
+            match job.environment.get("SM_HPS") {
+                Some(text) => serde_json::from_str(text).map_err(|e| {
+                    usage(format!(
+                        "environment SM_HPS: not a JSON object of strings: {e}"
+                    ))
+                })?,
+                None => Default::default(),
+            };
+        for kv in &a.hyperparameters {
+            let (k, v) = kv
+                .split_once('=')
+                .filter(|(k, _)| !k.is_empty())
+                .ok_or_else(|| usage(format!("--hp {kv:?}: expected NAME=VALUE")))?;
+            hps.insert(k.into(), v.into());
+        }
+        let text = serde_json::to_string(&hps).map_err(|e| usage(format!("--hp: {e}")))?;
+        job.environment.insert("SM_HPS".into(), text);
+    }
+    Ok(())
 }
 
 pub async fn submit(c: &Client, job: &SubmitServiceJob, json: bool) -> Result<(), Failure> {

@@ -58,60 +58,9 @@ impl Gateway {
             return Err(self.bad("priority: is required".into()));
         }
         if let Some(arn) = &q.scheduling_policy_arn {
-            let policy = self
-                .arns
-                .named("schedulingPolicyArn", arn, true)
-                .map_err(|e| self.bad(e))?;
-            let key = format!("{}{policy}", store::POLICY_PREFIX);
-            if self
-                .store
-                .config
-                .get::<PolicyRecord>(&key)
-                .await
-                .map_err(store_failed)?
-                .is_none()
-            {
-                return Err(self.bad(format!(
-                    "schedulingPolicyArn: no scheduling policy {policy:?}"
-                )));
-            }
+            self.check_scheduling_policy(arn).await?;
         }
-        let environment = match &q.service_environment_order {
-            None => None,
-            Some(order) if order.len() > 1 => {
-                return Err(self.bad(
-                    "serviceEnvironmentOrder: a job queue draws on one service environment here"
-                        .into(),
-                ))
-            }
-            Some(order) => match order.first() {
-                None => Some(None),
-                Some(o) => {
-                    let _ = o.order;
-                    let env = self
-                        .arns
-                        .named(
-                            "serviceEnvironmentOrder[0].serviceEnvironment",
-                            &o.service_environment,
-                            false,
-                        )
-                        .map_err(|e| self.bad(e))?;
-                    let key = format!("{}{env}", store::ENVIRONMENT_PREFIX);
-                    let record: EnvironmentRecord = self
-                        .store
-                        .config
-                        .get(&key)
-                        .await
-                        .map_err(store_failed)?
-                        .ok_or_else(|| {
-                            self.bad(format!(
-                                "serviceEnvironmentOrder[0].serviceEnvironment: no service environment {env:?}"
-                            ))
-                        })?;
-                    Some(Some((env, record)))
-                }
-            },
-        };
+        let environment = self.queue_environment(&q).await?;
         if let Some(t) = &q.tags {
             check_tags(t)?;
         }
@@ -215,6 +164,72 @@ impl Gateway {
             "jobQueueName": name,
             "jobQueueArn": self.arns.queue(&name),
         }))
+    }
+
+    /// Refuses a scheduling policy ARN that names no stored policy.
+    async fn check_scheduling_policy(&self, arn: &str) -> Result<(), AwsError> {
+        let policy = self
+            .arns
+            .named("schedulingPolicyArn", arn, true)
+            .map_err(|e| self.bad(e))?;
+        let key = format!("{}{policy}", store::POLICY_PREFIX);
+        if self
+            .store
+            .config
+            .get::<PolicyRecord>(&key)
+            .await
+            .map_err(store_failed)?
+            .is_none()
+        {
+            return Err(self.bad(format!(
+                "schedulingPolicyArn: no scheduling policy {policy:?}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The queue's service environment as the request gives it: None when
+    /// not given, Some(None) when given empty, else its name and record.
+    async fn queue_environment(
+        &self,
+        q: &JobQueueIn,
+    ) -> Result<Option<Option<(String, EnvironmentRecord)>>, AwsError> {
+        Ok(match &q.service_environment_order {
+            None => None,
+            Some(order) if order.len() > 1 => {
+                return Err(self.bad(
+                    "serviceEnvironmentOrder: a job queue draws on one service environment here"
+                        .into(),
+                ))
+            }
+            Some(order) => match order.first() {
+                None => Some(None),
+                Some(o) => {
+                    let _ = o.order;
+                    let env = self
+                        .arns
+                        .named(
+                            "serviceEnvironmentOrder[0].serviceEnvironment",
+                            &o.service_environment,
+                            false,
+                        )
+                        .map_err(|e| self.bad(e))?;
+                    let key = format!("{}{env}", store::ENVIRONMENT_PREFIX);
+                    let record: EnvironmentRecord = self
+                        .store
+                        .config
+                        .get(&key)
+                        .await
+                        .map_err(store_failed)?
+                        .ok_or_else(|| {
+                            self.bad(format!(
+                                "serviceEnvironmentOrder[0].serviceEnvironment: no service environment {env:?}"
+                            ))
+                        })?;
+                    Some(Some((env, record)))
+                }
+            },
+        })
     }
 
     /// `DeleteJobQueue`: a DISABLED queue whose jobs have all finished

@@ -288,27 +288,8 @@ impl Runner<'_> {
             beats,
         ));
         let _stop_acks = AbortOnDrop(acknowledger);
-        // Announce the epoch; until it is stored nothing else is decided.
-        let leader_entry = LogEntry::Leader {
-            epoch,
-            holder: self.settings.holder.clone(),
-        };
-        loop {
-            if self.append(&leader_entry).await.is_some() {
-                break;
-            }
-            let msg = tokio::select! {
-                m = messages.next() => m,
-                _ = tokio::time::sleep(Duration::from_millis(200)) => continue,
-            };
-            match msg {
-                Some(m) => {
-                    if !self.apply_message(&m.map_err(log_error)?, true).await {
-                        return Ok(Outcome::LostLease);
-                    }
-                }
-                None => return Err(LeadError::LogEnded("while announcing the epoch")),
-            }
+        if let Some(outcome) = self.announce_epoch(epoch, &mut messages).await? {
+            return Ok(outcome);
         }
         if !republish.is_empty() {
             tracing::info!(
@@ -367,11 +348,7 @@ impl Runner<'_> {
             // no resends, no lost-executor checks, no snapshots).
             if last_tick.elapsed() >= tick_every {
                 last_tick = Instant::now();
-                self.refresh_metrics();
-                self.check_executors().await;
-                self.resend().await;
-                self.snapshot_if_due();
-                self.dirty = true;
+                self.periodic_work().await;
             }
             // The stored batch's decision first: the jobs it names leave the
             // state before the next batch is chosen (a finished task whose
@@ -403,6 +380,47 @@ impl Runner<'_> {
                 self.passes().await;
             }
         }
+    }
+
+    /// Announces the epoch; until it is stored nothing else is decided (the
+    /// log is applied meanwhile). Some outcome: the lease was lost.
+    async fn announce_epoch(
+        &mut self,
+        epoch: u64,
+        messages: &mut async_nats::jetstream::consumer::pull::Ordered,
+    ) -> Result<Option<Outcome>, LeadError> {
+        let leader_entry = LogEntry::Leader {
+            epoch,
+            holder: self.settings.holder.clone(),
+        };
+        loop {
+            if self.append(&leader_entry).await.is_some() {
+                break;
+            }
+            let msg = tokio::select! {
+                m = messages.next() => m,
+                _ = tokio::time::sleep(Duration::from_millis(200)) => continue,
+            };
+            match msg {
+                Some(m) => {
+                    if !self.apply_message(&m.map_err(log_error)?, true).await {
+                        return Ok(Some(Outcome::LostLease));
+                    }
+                }
+                None => return Err(LeadError::LogEnded("while announcing the epoch")),
+            }
+        }
+        Ok(None)
+    }
+
+    /// The work of every tick: metrics, lost executors, resends, snapshots;
+    /// the state is marked for a pass.
+    async fn periodic_work(&mut self) {
+        self.refresh_metrics();
+        self.check_executors().await;
+        self.resend().await;
+        self.snapshot_if_due();
+        self.dirty = true;
     }
 
     async fn check_executors(&mut self) {

@@ -35,64 +35,9 @@ impl Runner<'_> {
         let caller = &req.caller;
         match &req.operation {
             SchedOperation::DescribeServiceJob(j) => {
-                let Some(job) = self.state.describe(&j.job_id, now) else {
-                    // Not in the state: perhaps archived (read beside the loop).
-                    let (archive, client) = (self.storage.archive.clone(), self.client.clone());
-                    let (caller, job_id) = (caller.clone(), j.job_id.clone());
-                    tokio::spawn(async move {
-                        let r = match crate::archive::describe(&archive, &job_id).await {
-                            Ok(Some(job)) => readable_job(&caller, job),
-                            Ok(None) => {
-                                let kept = crate::upkeep::archive_retention(&archive).await;
-                                Err(crate::archive::not_found(&job_id, kept))
-                            }
-                            Err(e) => Err(e),
-                        };
-                        reply_to(&client, msg.reply, r).await;
-                    });
-                    return;
-                };
-                let mut job = job;
-                let may_read = |q: &str| qm_tenancy::authorize_read(caller, q, None).is_ok();
-                if let Some(holders) = self.state.holders_of(&j.job_id, &may_read) {
-                    job.status_reason = format!("{}; {holders}", job.status_reason);
-                }
-                job.trace_id = self
-                    .traces
-                    .of(&j.job_id)
-                    .filter(|cx| cx.is_valid())
-                    .map(|cx| cx.trace_id().to_string());
-                let r = readable_job(caller, job);
-                self.reply(msg.reply, r).await
+                self.describe_job(caller, j, now, msg.reply).await;
             }
-            SchedOperation::ListServiceJobs(l) => {
-                match self.list(caller, l, now) {
-                    Ok(Listed::Done(page)) => self.reply(msg.reply, Ok(page)).await,
-                    Ok(Listed::Archive { page, from }) => {
-                        // The live jobs are all listed: the archive's follow.
-                        let (archive, client) = (self.storage.archive.clone(), self.client.clone());
-                        let (caller, l) = (caller.clone(), l.clone());
-                        tokio::spawn(async move {
-                            let max = page_size(&l);
-                            let r =
-                                crate::archive::list(&archive, &caller, &l, from, max - page.len())
-                                    .await
-                                    .map(|(archived, next)| {
-                                        let mut page = page;
-                                        page.extend(archived);
-                                        ListServiceJobsResponse {
-                                            job_summary_list: page,
-                                            next_token: next.map(|seq| {
-                                                format!("{}{seq}", crate::archive::TOKEN_PREFIX)
-                                            }),
-                                        }
-                                    });
-                            reply_to(&client, msg.reply, r).await;
-                        });
-                    }
-                    Err(e) => self.reply::<()>(msg.reply, Err(e)).await,
-                }
-            }
+            SchedOperation::ListServiceJobs(l) => self.list_jobs(caller, l, now, msg.reply).await,
             SchedOperation::GetJobQueueSnapshot(q) => {
                 let r = allowed(
                     caller,
@@ -205,6 +150,81 @@ impl Runner<'_> {
             | SchedOperation::DeleteJobQueue(_) => {
                 unreachable!("writes are queued above")
             }
+        }
+    }
+
+    /// DescribeServiceJob: from the state, or (read beside the loop) from
+    /// the archive for a finished job it no longer holds.
+    async fn describe_job(
+        &self,
+        caller: &Caller,
+        j: &qm_wire::messages::JobRef,
+        now: u64,
+        reply: Option<async_nats::Subject>,
+    ) {
+        let Some(job) = self.state.describe(&j.job_id, now) else {
+            // Not in the state: perhaps archived (read beside the loop).
+            let (archive, client) = (self.storage.archive.clone(), self.client.clone());
+            let (caller, job_id) = (caller.clone(), j.job_id.clone());
+            tokio::spawn(async move {
+                let r = match crate::archive::describe(&archive, &job_id).await {
+                    Ok(Some(job)) => readable_job(&caller, job),
+                    Ok(None) => {
+                        let kept = crate::upkeep::archive_retention(&archive).await;
+                        Err(crate::archive::not_found(&job_id, kept))
+                    }
+                    Err(e) => Err(e),
+                };
+                reply_to(&client, reply, r).await;
+            });
+            return;
+        };
+        let mut job = job;
+        let may_read = |q: &str| qm_tenancy::authorize_read(caller, q, None).is_ok();
+        if let Some(holders) = self.state.holders_of(&j.job_id, &may_read) {
+            job.status_reason = format!("{}; {holders}", job.status_reason);
+        }
+        job.trace_id = self
+            .traces
+            .of(&j.job_id)
+            .filter(|cx| cx.is_valid())
+            .map(|cx| cx.trace_id().to_string());
+        let r = readable_job(caller, job);
+        self.reply(reply, r).await;
+    }
+
+    /// ListServiceJobs: the live jobs, then (read beside the loop) the
+    /// archive's.
+    async fn list_jobs(
+        &self,
+        caller: &Caller,
+        l: &ListServiceJobs,
+        now: u64,
+        reply: Option<async_nats::Subject>,
+    ) {
+        match self.list(caller, l, now) {
+            Ok(Listed::Done(page)) => self.reply(reply, Ok(page)).await,
+            Ok(Listed::Archive { page, from }) => {
+                // The live jobs are all listed: the archive's follow.
+                let (archive, client) = (self.storage.archive.clone(), self.client.clone());
+                let (caller, l) = (caller.clone(), l.clone());
+                tokio::spawn(async move {
+                    let max = page_size(&l);
+                    let r = crate::archive::list(&archive, &caller, &l, from, max - page.len())
+                        .await
+                        .map(|(archived, next)| {
+                            let mut page = page;
+                            page.extend(archived);
+                            ListServiceJobsResponse {
+                                job_summary_list: page,
+                                next_token: next
+                                    .map(|seq| format!("{}{seq}", crate::archive::TOKEN_PREFIX)),
+                            }
+                        });
+                    reply_to(&client, reply, r).await;
+                });
+            }
+            Err(e) => self.reply::<()>(reply, Err(e)).await,
         }
     }
 
