@@ -85,6 +85,44 @@ where
     }
 }
 
+/// List pages through the archive too (two pages of two, then one), and
+/// a bad token is named, not treated as the start.
+async fn assert_archive_listed(stack: &Stack, ids: &[String]) {
+    let first = list(stack, "SUCCEEDED", 2, None).await;
+    assert_eq!(first.job_summary_list.len(), 2, "{first:#?}");
+    let token = first.next_token.clone().expect("a second page");
+    let second = list(stack, "SUCCEEDED", 2, Some(token)).await;
+    let mut listed: Vec<String> = first
+        .job_summary_list
+        .iter()
+        .chain(&second.job_summary_list)
+        .map(|j| j.job_id.clone())
+        .collect();
+    listed.sort();
+    let mut expected = ids.to_vec();
+    expected.sort();
+    assert_eq!(listed, expected, "second page: {second:#?}");
+    assert!(second.next_token.is_none());
+    assert!(list(stack, "RUNNABLE", 10, None)
+        .await
+        .job_summary_list
+        .is_empty());
+    // A bad token is named, not treated as the start.
+    let bad = stack
+        .client
+        .call::<_, ListServiceJobsResponse>(
+            Operation::ListServiceJobs,
+            &ListServiceJobs {
+                job_queue: "ops".into(),
+                next_token: Some("archive:x".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect_err("a made-up token");
+    assert_eq!(bad.code(), Some(ErrorCode::Invalid), "{bad}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn finished_jobs_move_to_the_archive_and_age_out_of_it_with_a_clear_error() {
     let (nats, s3, mut stack) = running("archive", QUEUE).await;
@@ -140,40 +178,7 @@ async fn finished_jobs_move_to_the_archive_and_age_out_of_it_with_a_clear_error(
     assert_eq!(j.attempts[0].outcome.as_deref(), Some("SUCCEEDED"));
     assert_eq!(j.attempts[0].exit_code, Some(0));
     assert_eq!(j.attempts[0].executor_id.as_deref(), Some("node-1"));
-    // List pages through the archive too (two pages of two, then one).
-    let first = list(&stack, "SUCCEEDED", 2, None).await;
-    assert_eq!(first.job_summary_list.len(), 2, "{first:#?}");
-    let token = first.next_token.clone().expect("a second page");
-    let second = list(&stack, "SUCCEEDED", 2, Some(token)).await;
-    let mut listed: Vec<String> = first
-        .job_summary_list
-        .iter()
-        .chain(&second.job_summary_list)
-        .map(|j| j.job_id.clone())
-        .collect();
-    listed.sort();
-    let mut expected = ids.clone();
-    expected.sort();
-    assert_eq!(listed, expected, "second page: {second:#?}");
-    assert!(second.next_token.is_none());
-    assert!(list(&stack, "RUNNABLE", 10, None)
-        .await
-        .job_summary_list
-        .is_empty());
-    // A bad token is named, not treated as the start.
-    let bad = stack
-        .client
-        .call::<_, ListServiceJobsResponse>(
-            Operation::ListServiceJobs,
-            &ListServiceJobs {
-                job_queue: "ops".into(),
-                next_token: Some("archive:x".into()),
-                ..Default::default()
-            },
-        )
-        .await
-        .expect_err("a made-up token");
-    assert_eq!(bad.code(), Some(ErrorCode::Invalid), "{bad}");
+    assert_archive_listed(&stack, &ids).await;
 
     // Another team cannot read the archived job, nor list it.
     let bob = stack.auth.client(&stack.nats_url, "bob").await;

@@ -69,6 +69,51 @@ fn env_or(name: &str, default: u64) -> u64 {
 
 const NODES: [&str; 3] = ["node-1", "node-2", "node-3"];
 
+/// Every attempt whose process was launched (its supervisor recorded the
+/// launch) has a known run: the executor's record, else the supervisor's,
+/// else it ended when its executor was killed (`killed`); no two overlap.
+fn assert_attempts_never_overlapped(
+    stack: &Stack,
+    seed: u64,
+    id: &str,
+    j: &qm_wire::messages::ServiceJob,
+    killed: &[(String, u64)],
+) {
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    for a in &j.attempts {
+        let Some(node) = a.executor_id.as_deref() else {
+            continue;
+        };
+        let Some((launched, ended)) = stack.attempt_watch(node, id, a.attempt) else {
+            continue; // never launched (stopped while it was prepared)
+        };
+        let run = stack.attempt_run(node, id, a.attempt).or_else(|| {
+            let end = ended.or_else(|| {
+                killed
+                    .iter()
+                    .filter(|(n, at)| n == node && *at >= launched)
+                    .map(|(_, at)| *at)
+                    .min()
+            })?;
+            Some((launched, end))
+        });
+        let run = run.unwrap_or_else(|| {
+                panic!(
+                    "seed {seed}: attempt {} of {id} on {node} was launched at {launched} ms and its end is unknown",
+                    a.attempt
+                )
+            });
+        runs.push(run);
+    }
+    runs.sort_unstable();
+    for pair in runs.windows(2) {
+        assert!(
+            pair[0].1 < pair[1].0,
+            "seed {seed}: attempts of {id} overlapped: {runs:?}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn seeded_chaos_loses_no_job_runs_none_twice_and_keeps_every_event() {
     let seed = env_or(
@@ -161,42 +206,7 @@ async fn seeded_chaos_loses_no_job_runs_none_twice_and_keeps_every_event() {
             let restored = pair[1].restored_checkpoint_step.unwrap_or(0);
             recomputed_steps += saved.saturating_sub(restored);
         }
-        // Every attempt whose process was launched (its supervisor recorded
-        // the launch) has a known run: the executor's record, else the
-        // supervisor's, else it ended when its executor was killed.
-        let mut runs: Vec<(u64, u64)> = Vec::new();
-        for a in &j.attempts {
-            let Some(node) = a.executor_id.as_deref() else {
-                continue;
-            };
-            let Some((launched, ended)) = stack.attempt_watch(node, id, a.attempt) else {
-                continue; // never launched (stopped while it was prepared)
-            };
-            let run = stack.attempt_run(node, id, a.attempt).or_else(|| {
-                let end = ended.or_else(|| {
-                    killed
-                        .iter()
-                        .filter(|(n, at)| n == node && *at >= launched)
-                        .map(|(_, at)| *at)
-                        .min()
-                })?;
-                Some((launched, end))
-            });
-            let run = run.unwrap_or_else(|| {
-                panic!(
-                    "seed {seed}: attempt {} of {id} on {node} was launched at {launched} ms and its end is unknown",
-                    a.attempt
-                )
-            });
-            runs.push(run);
-        }
-        runs.sort_unstable();
-        for pair in runs.windows(2) {
-            assert!(
-                pair[0].1 < pair[1].0,
-                "seed {seed}: attempts of {id} overlapped: {runs:?}"
-            );
-        }
+        assert_attempts_never_overlapped(&stack, seed, id, &j, &killed);
         let last = j.attempts.last().expect("an attempt");
         let out = stack.attempt_stdout(
             last.executor_id.as_deref().expect("placed"),

@@ -3,7 +3,7 @@
 //! proof a class asks for before it borrows, and in-share preemption by
 //! class.
 
-use qm_integration_tests::stack::running;
+use qm_integration_tests::stack::{running, Stack};
 use qm_wire::messages::{ServiceJob, SubmitServiceJob};
 use qm_wire::subjects::Operation;
 
@@ -169,11 +169,67 @@ fn quick_seed() -> u64 {
         .expect("a seed")
 }
 
+/// The drill's outcome once decided (a transient error is retried, as the
+/// API tells clients to); panics after 120 s.
+async fn drill_outcome(
+    c: qm_service::client::Client,
+    drill_id: String,
+) -> qm_wire::messages::ResumeDrill {
+    use qm_wire::messages::{ListResumeDrills, ListResumeDrillsResponse, ResumeDrill};
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let listed: Result<ListResumeDrillsResponse, _> = c
+            .call(
+                Operation::ListResumeDrills,
+                &ListResumeDrills {
+                    job_queue: "drills".into(),
+                    quota_share_name: None,
+                },
+            )
+            .await;
+        // A transient error (no leader for a moment on a loaded
+        // machine) is retried, as the API tells clients to.
+        let list = match listed {
+            Err(qm_service::client::CallError::Api(e))
+                if e.code == qm_wire::messages::ErrorCode::Transient
+                    && std::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                continue;
+            }
+            other => other.expect("drills listed"),
+        };
+        let d: Option<ResumeDrill> = list.drills.into_iter().find(|d| d.drill_id == drill_id);
+        if let Some(d) = d.as_ref().filter(|d| d.status != "RUNNING") {
+            return d.clone();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "drill {drill_id} undecided: {d:#?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
+}
+
+/// Terminates the jobs, each waited for until final.
+async fn terminate_and_wait(stack: &Stack, ids: &[String]) {
+    for id in ids {
+        stack
+            .client
+            .call::<_, serde_json::Value>(
+                Operation::TerminateServiceJob,
+                &serde_json::json!({"jobId": id, "reason": "next part"}),
+            )
+            .await
+            .expect("terminated");
+        stack.wait_final(id, 60).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_drill_that_passes_lets_the_class_borrow_and_one_that_forgets_the_optimizer_fails() {
     use qm_wire::messages::{
-        ListResumeDrills, ListResumeDrillsResponse, ResumeDrill, StartResumeDrill,
-        StartResumeDrillResponse,
+        ListResumeDrills, ListResumeDrillsResponse, StartResumeDrill, StartResumeDrillResponse,
     };
     let (_nats, _s3, mut stack) = running("drills", DRILL_QUEUE).await;
     stack.executor("node-1", "drills", "ml.g5.xlarge", 3);
@@ -205,45 +261,7 @@ async fn a_drill_that_passes_lets_the_class_borrow_and_one_that_forgets_the_opti
             .expect("the drill starts")
         }
     };
-    let outcome = |drill_id: String| {
-        let c = stack.client.clone();
-        async move {
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-            loop {
-                let listed: Result<ListResumeDrillsResponse, _> = c
-                    .call(
-                        Operation::ListResumeDrills,
-                        &ListResumeDrills {
-                            job_queue: "drills".into(),
-                            quota_share_name: None,
-                        },
-                    )
-                    .await;
-                // A transient error (no leader for a moment on a loaded
-                // machine) is retried, as the API tells clients to.
-                let list = match listed {
-                    Err(qm_service::client::CallError::Api(e))
-                        if e.code == qm_wire::messages::ErrorCode::Transient
-                            && std::time::Instant::now() < deadline =>
-                    {
-                        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-                        continue;
-                    }
-                    other => other.expect("drills listed"),
-                };
-                let d: Option<ResumeDrill> =
-                    list.drills.into_iter().find(|d| d.drill_id == drill_id);
-                if let Some(d) = d.as_ref().filter(|d| d.status != "RUNNING") {
-                    return d.clone();
-                }
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "drill {drill_id} undecided: {d:#?}"
-                );
-                tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-            }
-        }
-    };
+    let outcome = |drill_id: String| drill_outcome(stack.client.clone(), drill_id);
 
     // A drill of the example trainer: the resumed copy ends with the
     // uninterrupted copy's digest.
@@ -281,17 +299,7 @@ async fn a_drill_that_passes_lets_the_class_borrow_and_one_that_forgets_the_opti
         borrowed += usize::from(j.on_borrowed_capacity);
     }
     assert_eq!(borrowed, 1, "one of the three borrows");
-    for id in &ids {
-        stack
-            .client
-            .call::<_, serde_json::Value>(
-                Operation::TerminateServiceJob,
-                &serde_json::json!({"jobId": id, "reason": "next part"}),
-            )
-            .await
-            .expect("terminated");
-        stack.wait_final(id, 60).await;
-    }
+    terminate_and_wait(&stack, &ids).await;
     // Another command has no proof: its jobs run on the share's own two
     // instances, and the third may not borrow the lender's idle one.
     let mut others = Vec::new();
@@ -303,17 +311,7 @@ async fn a_drill_that_passes_lets_the_class_borrow_and_one_that_forgets_the_opti
             j.status_reason.starts_with("RESUME_NOT_VERIFIED")
         })
         .await;
-    for id in &others {
-        stack
-            .client
-            .call::<_, serde_json::Value>(
-                Operation::TerminateServiceJob,
-                &serde_json::json!({"jobId": id, "reason": "next part"}),
-            )
-            .await
-            .expect("terminated");
-        stack.wait_final(id, 60).await;
-    }
+    terminate_and_wait(&stack, &others).await;
 
     // A trainer that does not restore its optimizer: the drill fails and
     // says what differed.

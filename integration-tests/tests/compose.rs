@@ -163,6 +163,78 @@ const SERVICES: [&str; 12] = [
     "gateway",
 ];
 
+/// The cluster's routes need its credentials (issue 28): a NATS server
+/// on the compose network without them is refused, never joins.
+async fn assert_rogue_route_refused(project: &Project) {
+    let network = format!("{}_quartermaster", project.name);
+    let nats_image =
+        std::env::var("QM_NATS_IMAGE").unwrap_or_else(|_| "quartermaster/nats:local".into());
+    let rogue = docker(&[
+        "run",
+        "-d",
+        "--network",
+        &network,
+        &nats_image,
+        "--server_name",
+        "rogue",
+        "--cluster_name",
+        "quartermaster",
+        "--cluster",
+        "nats://0.0.0.0:6222",
+        "--routes",
+        "nats-route://nats-1:6222",
+    ])
+    .expect("a rogue NATS server starts");
+    let rogue = rogue.trim().to_string();
+    let mut said = String::new();
+    for _ in 0..60 {
+        let out = Command::new("docker")
+            .args(["logs", &rogue])
+            .output()
+            .expect("docker logs");
+        said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if said.contains("Authorization Violation") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let _ = docker(&["rm", "-f", &rogue]);
+    // (Each route's TCP connection is "created" before the server checks
+    // it; without the credentials every one is then refused. A cluster
+    // whose routes need none accepts the rogue and says no such thing.)
+    assert!(
+        said.contains("Authorization Violation"),
+        "a server without the route credentials was not refused:\n{said}"
+    );
+}
+
+/// Each service holds only its own credential (the executor's mounts).
+fn assert_only_own_credential(project: &Project) {
+    let mounts = docker(&[
+        "inspect",
+        "-f",
+        "{{ range .Mounts }}{{ .Source }} {{ end }}",
+        &project.container("executor-node-1"),
+    ])
+    .expect("inspect");
+    assert!(mounts.contains("node-1.nk"), "{mounts}");
+    for other in [
+        "admission.nk",
+        "scheduler.nk",
+        "platform.nk",
+        "ckpt-node-1.nk",
+    ] {
+        assert!(
+            !mounts.contains(other),
+            "the executor sees {other}: {mounts}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn compose_up_starts_every_service_healthy_and_the_demo_story_runs_against_it() {
     let port = free_port();
@@ -209,73 +281,8 @@ async fn compose_up_starts_every_service_healthy_and_the_demo_story_runs_against
             assert_eq!(user.trim(), "65532:65532", "{service} runs as nonroot");
         }
     }
-    // The cluster's routes need its credentials (issue 28): a NATS server
-    // on the compose network without them is refused, never joins.
-    let network = format!("{}_quartermaster", project.name);
-    let nats_image =
-        std::env::var("QM_NATS_IMAGE").unwrap_or_else(|_| "quartermaster/nats:local".into());
-    let rogue = docker(&[
-        "run",
-        "-d",
-        "--network",
-        &network,
-        &nats_image,
-        "--server_name",
-        "rogue",
-        "--cluster_name",
-        "quartermaster",
-        "--cluster",
-        "nats://0.0.0.0:6222",
-        "--routes",
-        "nats-route://nats-1:6222",
-    ])
-    .expect("a rogue NATS server starts");
-    let rogue = rogue.trim().to_string();
-    let mut said = String::new();
-    for _ in 0..60 {
-        let out = Command::new("docker")
-            .args(["logs", &rogue])
-            .output()
-            .expect("docker logs");
-        said = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        if said.contains("Authorization Violation") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    let _ = docker(&["rm", "-f", &rogue]);
-    // (Each route's TCP connection is "created" before the server checks
-    // it; without the credentials every one is then refused. A cluster
-    // whose routes need none accepts the rogue and says no such thing.)
-    assert!(
-        said.contains("Authorization Violation"),
-        "a server without the route credentials was not refused:\n{said}"
-    );
-
-    // Each service holds only its own credential.
-    let mounts = docker(&[
-        "inspect",
-        "-f",
-        "{{ range .Mounts }}{{ .Source }} {{ end }}",
-        &project.container("executor-node-1"),
-    ])
-    .expect("inspect");
-    assert!(mounts.contains("node-1.nk"), "{mounts}");
-    for other in [
-        "admission.nk",
-        "scheduler.nk",
-        "platform.nk",
-        "ckpt-node-1.nk",
-    ] {
-        assert!(
-            !mounts.contains(other),
-            "the executor sees {other}: {mounts}"
-        );
-    }
+    assert_rogue_route_refused(&project).await;
+    assert_only_own_credential(&project);
 
     // The demo's story, from this machine, as the admin.
     let auth = Auth::existing(&credentials, &root().join("deploy/tenancy.dev.yaml"));

@@ -26,6 +26,119 @@ async fn status_of(stack: &Stack, id: &str) -> String {
         .unwrap_or_default()
 }
 
+/// A pushed change reached the page: how long after it was published
+/// (printed, and kept beside the screenshots).
+async fn record_push_latency(browser: &Browser) {
+    let latency = browser
+        .js("return document.body.dataset.lastLatencyMs || null;")
+        .await;
+    let latency: u64 = latency
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .expect("a pushed update re-rendered the page");
+    println!("push latency (event published -> page re-rendered): {latency} ms");
+    std::fs::write(
+        browser.artifacts.join("push-latency-ms.txt"),
+        format!("{latency}\n"),
+    )
+    .expect("written");
+}
+
+/// The admin foresees a limit change: QS1 down to 0 puts `own` on
+/// borrowed capacity, preemptible by a lender; nothing changes.
+async fn assert_what_if_stores_nothing(stack: &Stack, console: &Console, own: &str) {
+    let admin = console.sign_in("platform").await;
+    let page = console.get(&admin, "/queues/training/what-if").await;
+    let lowered = console
+        .request(
+            "POST",
+            "/queues/training/what-if/limit",
+            &[
+                ("cookie", &admin),
+                ("content-type", "application/x-www-form-urlencoded"),
+            ],
+            &format!(
+                "share=QS1&instanceType=ml.g5.xlarge&maxCapacity=0&csrf={}",
+                Console::csrf_of(&page.body)
+            ),
+        )
+        .await;
+    assert_eq!(lowered.status, 200, "{}", lowered.body);
+    let preemptible = lowered
+        .body
+        .split("Become preemptible")
+        .nth(1)
+        .unwrap_or_default();
+    assert!(preemptible.contains("a-own"), "{}", lowered.body);
+    assert_eq!(status_of(stack, own).await, "RUNNING");
+    let described: serde_json::Value = stack
+        .client
+        .call(
+            Operation::DescribeQuotaShare,
+            &serde_json::json!({"jobQueue": "training", "quotaShareName": "QS1"}),
+        )
+        .await
+        .expect("QS1");
+    assert_eq!(
+        described["capacityLimits"][0]["maxCapacity"],
+        serde_json::json!(1),
+        "the what-if stored nothing: {described}"
+    );
+}
+
+/// The waiting job is expected to start when the first of `running` ends
+/// (900 s after it started), and is first in line.
+async fn assert_estimated_start(
+    stack: &Stack,
+    alice_api: &qm_service::client::Client,
+    running: [&String; 2],
+    waits: &str,
+) {
+    let mut started = Vec::new();
+    for id in running {
+        let j = stack
+            .wait_for(id, 10, "started", |j| {
+                j.attempts.first().is_some_and(|a| a.started_at.is_some())
+            })
+            .await;
+        started.extend(j.attempts[0].started_at);
+    }
+    let first_end = started.into_iter().min().expect("started") + 900_000;
+    let outlook: qm_wire::messages::JobOutlook = alice_api
+        .call(
+            Operation::ExplainServiceJob,
+            &qm_wire::messages::JobRef {
+                job_id: waits.to_string(),
+            },
+        )
+        .await
+        .expect("explained");
+    let estimate = outlook.estimated_start.expect("an estimated start");
+    assert!(
+        estimate.abs_diff(first_end) < 5_000,
+        "expected when a-own or a-borrowing ends ({first_end}), got {estimate}: {outlook:?}"
+    );
+    assert_eq!(outlook.position_in_line, Some(0), "{outlook:?}");
+}
+
+/// What-if: a submit foreseen, nothing stored.
+async fn assert_what_if_submit(carol: &Browser, console: &Console) {
+    carol.goto(&console.url("/queues/training/what-if")).await;
+    let form = carol
+        .client
+        .form(Locator::Css("main form"))
+        .await
+        .expect("the what-if form");
+    form.set_by_name("count", "1").await.expect("typed");
+    form.submit().await.expect("submitted");
+    let answer = carol.wait_text("main", "It would", 20).await;
+    assert!(
+        answer.contains("wait"),
+        "QS3's instance is in use: {answer}"
+    );
+    carol.screenshot("what-if").await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn alice_watches_the_story_live_and_reads_why_a_job_waits_and_when_it_starts() {
     let (_nats, _s3, mut stack) = running("console-story", QUEUE_YAML).await;
@@ -59,20 +172,7 @@ async fn alice_watches_the_story_live_and_reads_why_a_job_waits_and_when_it_star
         serde_json::json!("yes"),
         "the page was updated in place"
     );
-    // A pushed change reached the page: how long after it was published.
-    let latency = browser
-        .js("return document.body.dataset.lastLatencyMs || null;")
-        .await;
-    let latency: u64 = latency
-        .as_str()
-        .and_then(|s| s.parse().ok())
-        .expect("a pushed update re-rendered the page");
-    println!("push latency (event published -> page re-rendered): {latency} ms");
-    std::fs::write(
-        browser.artifacts.join("push-latency-ms.txt"),
-        format!("{latency}\n"),
-    )
-    .expect("written");
+    record_push_latency(&browser).await;
     browser.wait_text("main table.jobs", "SUCCEEDED", 120).await;
 
     // The job page tells p2's story: preempted for QS2's job, resumed.
@@ -134,45 +234,7 @@ async fn alice_watches_the_story_live_and_reads_why_a_job_waits_and_when_it_star
     );
     browser.screenshot("share-exposure").await;
 
-    // The admin foresees a limit change: QS1 down to 0 puts a-own on
-    // borrowed capacity, preemptible by a lender; nothing changes.
-    let admin = console.sign_in("platform").await;
-    let page = console.get(&admin, "/queues/training/what-if").await;
-    let lowered = console
-        .request(
-            "POST",
-            "/queues/training/what-if/limit",
-            &[
-                ("cookie", &admin),
-                ("content-type", "application/x-www-form-urlencoded"),
-            ],
-            &format!(
-                "share=QS1&instanceType=ml.g5.xlarge&maxCapacity=0&csrf={}",
-                Console::csrf_of(&page.body)
-            ),
-        )
-        .await;
-    assert_eq!(lowered.status, 200, "{}", lowered.body);
-    let preemptible = lowered
-        .body
-        .split("Become preemptible")
-        .nth(1)
-        .unwrap_or_default();
-    assert!(preemptible.contains("a-own"), "{}", lowered.body);
-    assert_eq!(status_of(&stack, &own).await, "RUNNING");
-    let described: serde_json::Value = stack
-        .client
-        .call(
-            Operation::DescribeQuotaShare,
-            &serde_json::json!({"jobQueue": "training", "quotaShareName": "QS1"}),
-        )
-        .await
-        .expect("QS1");
-    assert_eq!(
-        described["capacityLimits"][0]["maxCapacity"],
-        serde_json::json!(1),
-        "the what-if stored nothing: {described}"
-    );
+    assert_what_if_stores_nothing(&stack, &console, &own).await;
 
     // alice's next job waits: QS1's instance and QS2's lent one are busy,
     // QS3 keeps its own. Her page says why, what would unblock it, its
@@ -186,31 +248,7 @@ async fn alice_watches_the_story_live_and_reads_why_a_job_waits_and_when_it_star
             j.status == "RUNNABLE" && !j.status_reason.starts_with("QUEUED")
         })
         .await;
-    let mut started = Vec::new();
-    for id in [&own, &lent] {
-        let j = stack
-            .wait_for(id, 10, "started", |j| {
-                j.attempts.first().is_some_and(|a| a.started_at.is_some())
-            })
-            .await;
-        started.extend(j.attempts[0].started_at);
-    }
-    let first_end = started.into_iter().min().expect("started") + 900_000;
-    let outlook: qm_wire::messages::JobOutlook = alice_api
-        .call(
-            Operation::ExplainServiceJob,
-            &qm_wire::messages::JobRef {
-                job_id: waits.clone(),
-            },
-        )
-        .await
-        .expect("explained");
-    let estimate = outlook.estimated_start.expect("an estimated start");
-    assert!(
-        estimate.abs_diff(first_end) < 5_000,
-        "expected when a-own or a-borrowing ends ({first_end}), got {estimate}: {outlook:?}"
-    );
-    assert_eq!(outlook.position_in_line, Some(0), "{outlook:?}");
+    assert_estimated_start(&stack, &alice_api, [&own, &lent], &waits).await;
     browser.goto(&console.url(&format!("/jobs/{waits}"))).await;
     let why = browser.wait_text("main", "Why it waits", 10).await;
     assert!(why.contains("What would unblock it"), "{why}");
@@ -250,21 +288,7 @@ async fn alice_watches_the_story_live_and_reads_why_a_job_waits_and_when_it_star
     carol.wait_text("main", "SubmitServiceJob", 10).await;
     carol.screenshot("audit").await;
 
-    // What-if: a submit foreseen, nothing stored.
-    carol.goto(&console.url("/queues/training/what-if")).await;
-    let form = carol
-        .client
-        .form(Locator::Css("main form"))
-        .await
-        .expect("the what-if form");
-    form.set_by_name("count", "1").await.expect("typed");
-    form.submit().await.expect("submitted");
-    let answer = carol.wait_text("main", "It would", 20).await;
-    assert!(
-        answer.contains("wait"),
-        "QS3's instance is in use: {answer}"
-    );
-    carol.screenshot("what-if").await;
+    assert_what_if_submit(&carol, &console).await;
 
     // carol terminates her waiting job from its page.
     carol.goto(&console.url(&format!("/jobs/{next}"))).await;
@@ -290,6 +314,211 @@ async fn alice_watches_the_story_live_and_reads_why_a_job_waits_and_when_it_star
     carol.close().await;
     browser.close().await;
     stack.stop_all();
+}
+/// A forged session, none at all, and a wrong secret: no way in.
+async fn assert_no_session_is_accepted(console: &Console) {
+    let forged = console
+        .get(&format!("__Host-qm_session={}", "a".repeat(64)), "/queues")
+        .await;
+    assert_eq!(
+        (forged.status, forged.header("location")),
+        (303, Some("/sign-in"))
+    );
+    let none = console.request("GET", "/queues/training", &[], "").await;
+    assert_eq!(
+        (none.status, none.header("location")),
+        (303, Some("/sign-in"))
+    );
+    let bad_sign_in = console
+        .request(
+            "POST",
+            "/sign-in",
+            &[("content-type", "application/x-www-form-urlencoded")],
+            "accessKeyId=AKIAQMALICE00000001&secret=guess",
+        )
+        .await;
+    assert_eq!(bad_sign_in.status, 401);
+    assert!(bad_sign_in.header("set-cookie").is_none());
+}
+
+/// A write without the CSRF token, or with another's: refused, nothing
+/// done; with her own `token` it goes through admission, as her; bob's
+/// token and session cannot change her job either.
+async fn assert_writes_need_their_csrf_token(
+    stack: &Stack,
+    console: &Console,
+    alice: &str,
+    bob: &str,
+    job: &str,
+    token: &str,
+) {
+    let bob_token = Console::csrf_of(&console.get(bob, "/queues").await.body);
+    for form in [
+        "reason=gone".to_string(),
+        format!("reason=gone&csrf={bob_token}"),
+    ] {
+        let w = console
+            .request(
+                "POST",
+                &format!("/jobs/{job}/terminate"),
+                &[
+                    ("cookie", alice),
+                    ("content-type", "application/x-www-form-urlencoded"),
+                ],
+                &form,
+            )
+            .await;
+        assert_eq!(w.status, 403, "{form}: {}", w.body);
+        assert!(w.body.contains("CSRF"), "{}", w.body);
+    }
+    assert_eq!(status_of(stack, job).await, "RUNNING");
+    // With her token it goes through admission, as her.
+    let w = console
+        .request(
+            "POST",
+            &format!("/jobs/{job}/priority"),
+            &[
+                ("cookie", alice),
+                ("content-type", "application/x-www-form-urlencoded"),
+            ],
+            &format!("priority=7&csrf={token}"),
+        )
+        .await;
+    assert_eq!(w.status, 303, "{}", w.body);
+    // bob's token and session cannot change her job either.
+    let w = console
+        .request(
+            "POST",
+            &format!("/jobs/{job}/terminate"),
+            &[
+                ("cookie", bob),
+                ("content-type", "application/x-www-form-urlencoded"),
+            ],
+            &format!("reason=mine-now&csrf={bob_token}"),
+        )
+        .await;
+    assert_eq!(w.status, 403, "{}", w.body);
+    assert_eq!(status_of(stack, job).await, "RUNNING");
+}
+
+/// A sign-in posted from another site's page (login CSRF): refused.
+async fn assert_cross_site_sign_in_refused(console: &Console) {
+    let cross = console
+        .request(
+            "POST",
+            "/sign-in",
+            &[
+                ("content-type", "application/x-www-form-urlencoded"),
+                ("origin", "https://evil.example"),
+            ],
+            &format!(
+                "accessKeyId=AKIAQMBOB0000000001&secret={}",
+                qm_integration_tests::browser::secret_of("bob")
+            ),
+        )
+        .await;
+    assert_eq!(cross.status, 403, "{}", cross.body);
+    assert!(cross.header("set-cookie").is_none());
+}
+
+/// A team may not foresee a limit change (an admin's), through the console
+/// or on NATS, nor may another team ask for QS1's reclaim exposure on NATS
+/// itself (it names QS1's jobs and what each would lose); alice may.
+async fn assert_admins_and_owners_only(
+    stack: &Stack,
+    console: &Console,
+    alice: &str,
+    alice_api: &qm_service::client::Client,
+) {
+    let page = console.get(alice, "/queues/training/what-if").await;
+    assert!(
+        !page.body.contains("What if a share's limit changed"),
+        "{}",
+        page.body
+    );
+    let refused = alice_api
+        .call::<_, serde_json::Value>(
+            Operation::DryRunUpdateQuotaShare,
+            &serde_json::json!({"jobQueue": "training", "quotaShareName": "QS1",
+                                "capacityLimits": [{"capacityUnit": "ml.g5.xlarge", "maxCapacity": 0}]}),
+        )
+        .await
+        .expect_err("refused");
+    assert!(
+        refused
+            .to_string()
+            .contains("may not change the configuration"),
+        "{refused}"
+    );
+
+    // Nor may another team ask for QS1's reclaim exposure on NATS itself
+    // (it names QS1's jobs and what each would lose).
+    let bob_api = stack.auth.client(&stack.nats_url, "bob").await;
+    let exposure = serde_json::json!({"jobQueue": "training", "quotaShareName": "QS1"});
+    let refused = bob_api
+        .call::<_, serde_json::Value>(Operation::GetReclaimExposure, &exposure)
+        .await
+        .expect_err("refused");
+    assert!(
+        refused
+            .to_string()
+            .contains("may not read jobs of share training/QS1"),
+        "{refused}"
+    );
+    let allowed = alice_api
+        .call::<_, qm_wire::messages::ReclaimExposure>(Operation::GetReclaimExposure, &exposure)
+        .await
+        .expect("alice reads her own share's exposure");
+    assert_eq!(allowed.quota_share_name, "QS1");
+}
+
+/// A session used after sign-out is no session; the session cookie is
+/// HttpOnly, Secure and SameSite=Strict.
+async fn assert_sessions_end_and_cookies_are_strict(console: &Console) {
+    let again = console.sign_in("alice").await;
+    let page = console.get(&again, "/queues").await;
+    let out = console
+        .request(
+            "POST",
+            "/sign-out",
+            &[
+                ("cookie", &again),
+                ("content-type", "application/x-www-form-urlencoded"),
+            ],
+            &format!("csrf={}", Console::csrf_of(&page.body)),
+        )
+        .await;
+    assert_eq!(out.status, 303);
+    assert!(out
+        .header("set-cookie")
+        .is_some_and(|c| c.contains("Max-Age=0")));
+    let after = console.get(&again, "/queues").await;
+    assert_eq!(
+        (after.status, after.header("location")),
+        (303, Some("/sign-in"))
+    );
+    // The session cookie is HttpOnly, Secure and SameSite=Strict.
+    let set = console
+        .request(
+            "POST",
+            "/sign-in",
+            &[("content-type", "application/x-www-form-urlencoded")],
+            &format!(
+                "accessKeyId=AKIAQMBOB0000000001&secret={}",
+                qm_integration_tests::browser::secret_of("bob")
+            ),
+        )
+        .await;
+    let cookie = set.header("set-cookie").expect("a cookie").to_string();
+    for part in [
+        "HttpOnly",
+        "Secure",
+        "SameSite=Strict",
+        "Max-Age=28800",
+        "__Host-",
+    ] {
+        assert!(cookie.contains(part), "{cookie}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -353,185 +582,15 @@ async fn the_console_refuses_what_an_attacker_tries() {
         assert!(!page.body.contains("<img"), "{path}: {}", page.body);
     }
 
-    // A forged session, and none at all.
-    let forged = console
-        .get(&format!("__Host-qm_session={}", "a".repeat(64)), "/queues")
-        .await;
-    assert_eq!(
-        (forged.status, forged.header("location")),
-        (303, Some("/sign-in"))
-    );
-    let none = console.request("GET", "/queues/training", &[], "").await;
-    assert_eq!(
-        (none.status, none.header("location")),
-        (303, Some("/sign-in"))
-    );
-    let bad_sign_in = console
-        .request(
-            "POST",
-            "/sign-in",
-            &[("content-type", "application/x-www-form-urlencoded")],
-            "accessKeyId=AKIAQMALICE00000001&secret=guess",
-        )
-        .await;
-    assert_eq!(bad_sign_in.status, 401);
-    assert!(bad_sign_in.header("set-cookie").is_none());
+    assert_no_session_is_accepted(&console).await;
 
-    // A write without the CSRF token, or with another's: refused, nothing done.
     let token = Console::csrf_of(&mine.body);
-    let bob_token = Console::csrf_of(&console.get(&bob, "/queues").await.body);
-    for form in [
-        "reason=gone".to_string(),
-        format!("reason=gone&csrf={bob_token}"),
-    ] {
-        let w = console
-            .request(
-                "POST",
-                &format!("/jobs/{job}/terminate"),
-                &[
-                    ("cookie", &alice),
-                    ("content-type", "application/x-www-form-urlencoded"),
-                ],
-                &form,
-            )
-            .await;
-        assert_eq!(w.status, 403, "{form}: {}", w.body);
-        assert!(w.body.contains("CSRF"), "{}", w.body);
-    }
-    assert_eq!(status_of(&stack, &job).await, "RUNNING");
-    // With her token it goes through admission, as her.
-    let w = console
-        .request(
-            "POST",
-            &format!("/jobs/{job}/priority"),
-            &[
-                ("cookie", &alice),
-                ("content-type", "application/x-www-form-urlencoded"),
-            ],
-            &format!("priority=7&csrf={token}"),
-        )
-        .await;
-    assert_eq!(w.status, 303, "{}", w.body);
-    // bob's token and session cannot change her job either.
-    let w = console
-        .request(
-            "POST",
-            &format!("/jobs/{job}/terminate"),
-            &[
-                ("cookie", &bob),
-                ("content-type", "application/x-www-form-urlencoded"),
-            ],
-            &format!("reason=mine-now&csrf={bob_token}"),
-        )
-        .await;
-    assert_eq!(w.status, 403, "{}", w.body);
-    assert_eq!(status_of(&stack, &job).await, "RUNNING");
+    assert_writes_need_their_csrf_token(&stack, &console, &alice, &bob, &job, &token).await;
 
-    // A sign-in posted from another site's page (login CSRF): refused.
-    let cross = console
-        .request(
-            "POST",
-            "/sign-in",
-            &[
-                ("content-type", "application/x-www-form-urlencoded"),
-                ("origin", "https://evil.example"),
-            ],
-            &format!(
-                "accessKeyId=AKIAQMBOB0000000001&secret={}",
-                qm_integration_tests::browser::secret_of("bob")
-            ),
-        )
-        .await;
-    assert_eq!(cross.status, 403, "{}", cross.body);
-    assert!(cross.header("set-cookie").is_none());
-    // A team may not foresee a limit change (an admin's), through the
-    // console or on NATS.
-    let page = console.get(&alice, "/queues/training/what-if").await;
-    assert!(
-        !page.body.contains("What if a share's limit changed"),
-        "{}",
-        page.body
-    );
-    let refused = alice_api
-        .call::<_, serde_json::Value>(
-            Operation::DryRunUpdateQuotaShare,
-            &serde_json::json!({"jobQueue": "training", "quotaShareName": "QS1",
-                                "capacityLimits": [{"capacityUnit": "ml.g5.xlarge", "maxCapacity": 0}]}),
-        )
-        .await
-        .expect_err("refused");
-    assert!(
-        refused
-            .to_string()
-            .contains("may not change the configuration"),
-        "{refused}"
-    );
+    assert_cross_site_sign_in_refused(&console).await;
+    assert_admins_and_owners_only(&stack, &console, &alice, &alice_api).await;
 
-    // Nor may another team ask for QS1's reclaim exposure on NATS itself
-    // (it names QS1's jobs and what each would lose).
-    let bob_api = stack.auth.client(&stack.nats_url, "bob").await;
-    let exposure = serde_json::json!({"jobQueue": "training", "quotaShareName": "QS1"});
-    let refused = bob_api
-        .call::<_, serde_json::Value>(Operation::GetReclaimExposure, &exposure)
-        .await
-        .expect_err("refused");
-    assert!(
-        refused
-            .to_string()
-            .contains("may not read jobs of share training/QS1"),
-        "{refused}"
-    );
-    let allowed = alice_api
-        .call::<_, qm_wire::messages::ReclaimExposure>(Operation::GetReclaimExposure, &exposure)
-        .await
-        .expect("alice reads her own share's exposure");
-    assert_eq!(allowed.quota_share_name, "QS1");
-
-    // A session used after sign-out is no session.
-    let again = console.sign_in("alice").await;
-    let page = console.get(&again, "/queues").await;
-    let out = console
-        .request(
-            "POST",
-            "/sign-out",
-            &[
-                ("cookie", &again),
-                ("content-type", "application/x-www-form-urlencoded"),
-            ],
-            &format!("csrf={}", Console::csrf_of(&page.body)),
-        )
-        .await;
-    assert_eq!(out.status, 303);
-    assert!(out
-        .header("set-cookie")
-        .is_some_and(|c| c.contains("Max-Age=0")));
-    let after = console.get(&again, "/queues").await;
-    assert_eq!(
-        (after.status, after.header("location")),
-        (303, Some("/sign-in"))
-    );
-    // The session cookie is HttpOnly, Secure and SameSite=Strict.
-    let set = console
-        .request(
-            "POST",
-            "/sign-in",
-            &[("content-type", "application/x-www-form-urlencoded")],
-            &format!(
-                "accessKeyId=AKIAQMBOB0000000001&secret={}",
-                qm_integration_tests::browser::secret_of("bob")
-            ),
-        )
-        .await;
-    let cookie = set.header("set-cookie").expect("a cookie").to_string();
-    for part in [
-        "HttpOnly",
-        "Secure",
-        "SameSite=Strict",
-        "Max-Age=28800",
-        "__Host-",
-    ] {
-        assert!(cookie.contains(part), "{cookie}");
-    }
+    assert_sessions_end_and_cookies_are_strict(&console).await;
 
     // The proxy's header, from someone who is not the proxy: refused.
     let spoofed = console

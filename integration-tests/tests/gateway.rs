@@ -137,6 +137,137 @@ fn story_phase(venv: &Path, stack: &Stack, gw: &Gateway, phase: &str, out: &Path
     run_ok(cmd, &format!("boto3: {phase}"))
 }
 
+/// The preempted jobs resumed from their checkpoints: every job ends with
+/// the digest of an uninterrupted run; HyperParameters arrive as SageMaker
+/// gives them.
+async fn assert_story_outputs(stack: &Stack, ids: &BTreeMap<String, String>) {
+    let expected = reference_digest(&["--steps", "300", "--checkpoint-every", "10"]);
+    for (name, id) in ids {
+        let j = stack.describe(id).await.expect("described");
+        let last = j.attempts.last().expect("attempts");
+        let out = stack.attempt_stdout("node-1", id, last.attempt);
+        assert_eq!(
+            digest_in(&out).as_deref(),
+            Some(expected.as_str()),
+            "{name}: {out}"
+        );
+        if j.attempts.len() > 1 {
+            assert!(out.contains("resumed from step"), "{name}: {out}");
+        }
+        // HyperParameters arrive as SageMaker gives them.
+        let hps = stack
+            .dir
+            .join("node-1")
+            .join(id)
+            .join(format!("attempt-{}", last.attempt))
+            .join("input/config/hyperparameters.json");
+        let hps: BTreeMap<String, String> =
+            serde_json::from_str(&std::fs::read_to_string(&hps).expect("hyperparameters.json"))
+                .expect("json");
+        assert_eq!(hps["learning-rate"], "0.1", "{name}");
+    }
+}
+
+/// 30 describes of `id` on NATS directly: their p50 and max, printed.
+async fn print_nats_baseline(stack: &Stack, id: &str) {
+    let mut took: Vec<f64> = Vec::new();
+    for _ in 0..30 {
+        let t = std::time::Instant::now();
+        stack.describe(id).await.expect("described");
+        took.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    took.sort_by(f64::total_cmp);
+    println!(
+        "describe on NATS directly: p50 {:.1} ms, max {:.1} ms (30 calls)",
+        took[15], took[29]
+    );
+}
+
+/// What the Rust SDK is refused: a team member touching the queue's own
+/// fields, a workload class its share lacks, an unknown job, a wrong secret.
+async fn assert_sdk_refusals(gw: &Gateway, bob: &aws_sdk_batch::Client, payload: &str) {
+    // A team member may not touch the queue's own fields, even those only
+    // the gateway keeps (its priority, its scheduling policy).
+    let refused = bob
+        .update_job_queue()
+        .job_queue("training")
+        .priority(999)
+        .send()
+        .await
+        .expect_err("bob may not change the queue's priority");
+    let refused = format!("{:?}", refused.into_service_error());
+    assert!(
+        refused.contains("AccessDenied") && refused.contains("bob"),
+        "{refused}"
+    );
+    let queues = bob
+        .describe_job_queues()
+        .job_queues("training")
+        .send()
+        .await
+        .expect("describe");
+    assert_ne!(
+        queues.job_queues().first().and_then(|q| q.priority()),
+        Some(999),
+        "nothing changed"
+    );
+    let listed = bob
+        .list_quota_shares()
+        .job_queue("training")
+        .send()
+        .await
+        .expect("shares");
+    assert_eq!(listed.quota_shares().len(), 2);
+    // AWS has no field for a workload class: the tag qm:workloadClass
+    // names it (QS2 declares none, so naming one is refused, saying so).
+    let e = bob
+        .submit_service_job()
+        .job_name("classy")
+        .job_queue("training")
+        .service_job_type(aws_sdk_batch::types::ServiceJobType::SagemakerTraining)
+        .quota_share_name("QS2")
+        .service_request_payload(payload.replace("from-the-cli", "classy"))
+        .tags("qm:workloadClass", "urgent")
+        .send()
+        .await
+        .expect_err("QS2 declares no classes");
+    let message = aws_sdk_batch::error::ProvideErrorMetadata::message(&e)
+        .unwrap_or_default()
+        .to_string();
+    assert!(message.contains("declares no workload classes"), "{e:?}");
+    let e = bob
+        .describe_service_job()
+        .job_id("j-nosuchjob")
+        .send()
+        .await
+        .expect_err("no such job");
+    let e = e.into_service_error();
+    assert!(e.is_client_exception(), "{e:?}");
+    let wrong = {
+        let conf = aws_sdk_batch::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new(REGION))
+            .endpoint_url(&gw.endpoint)
+            .credentials_provider(Credentials::new(
+                "AKIAQMBOB0000000001",
+                "not-bobs-secret-at-all",
+                None,
+                None,
+                "test",
+            ))
+            .build();
+        aws_sdk_batch::Client::from_conf(conf)
+    };
+    let e = wrong
+        .list_quota_shares()
+        .job_queue("training")
+        .send()
+        .await
+        .expect_err("a wrong secret");
+    let meta = aws_sdk_batch::error::ProvideErrorMetadata::code(&e);
+    assert_eq!(meta, Some("InvalidSignatureException"), "{e:?}");
+}
+
 /// The three-share story with boto3, then the AWS CLI and the AWS SDK for
 /// Rust, then requests no client would make.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -174,46 +305,12 @@ async fn aws_clients_drive_quartermaster_unchanged() {
     // with the digest of an uninterrupted run.
     let ids: BTreeMap<String, String> =
         serde_json::from_str(&std::fs::read_to_string(&ids_file).expect("job ids")).expect("json");
-    let expected = reference_digest(&["--steps", "300", "--checkpoint-every", "10"]);
-    for (name, id) in &ids {
-        let j = stack.describe(id).await.expect("described");
-        let last = j.attempts.last().expect("attempts");
-        let out = stack.attempt_stdout("node-1", id, last.attempt);
-        assert_eq!(
-            digest_in(&out).as_deref(),
-            Some(expected.as_str()),
-            "{name}: {out}"
-        );
-        if j.attempts.len() > 1 {
-            assert!(out.contains("resumed from step"), "{name}: {out}");
-        }
-        // HyperParameters arrive as SageMaker gives them.
-        let hps = stack
-            .dir
-            .join("node-1")
-            .join(id)
-            .join(format!("attempt-{}", last.attempt))
-            .join("input/config/hyperparameters.json");
-        let hps: BTreeMap<String, String> =
-            serde_json::from_str(&std::fs::read_to_string(&hps).expect("hyperparameters.json"))
-                .expect("json");
-        assert_eq!(hps["learning-rate"], "0.1", "{name}");
-    }
+    assert_story_outputs(&stack, &ids).await;
 
     // The baseline of the story's timed round trip: the same describe on
     // NATS directly (printed, not asserted).
     if let Some(id) = ids.get("p1") {
-        let mut took: Vec<f64> = Vec::new();
-        for _ in 0..30 {
-            let t = std::time::Instant::now();
-            stack.describe(id).await.expect("described");
-            took.push(t.elapsed().as_secs_f64() * 1000.0);
-        }
-        took.sort_by(f64::total_cmp);
-        println!(
-            "describe on NATS directly: p50 {:.1} ms, max {:.1} ms (30 calls)",
-            took[15], took[29]
-        );
+        print_nats_baseline(&stack, id).await;
     }
 
     story_phase(&venv, &stack, &gw, "attacks", &ids_file);
@@ -311,86 +408,7 @@ async fn aws_clients_drive_quartermaster_unchanged() {
         .await
         .expect("snapshot");
     assert!(snapshot.queue_utilization().is_some());
-    // A team member may not touch the queue's own fields, even those only
-    // the gateway keeps (its priority, its scheduling policy).
-    let refused = bob
-        .update_job_queue()
-        .job_queue("training")
-        .priority(999)
-        .send()
-        .await
-        .expect_err("bob may not change the queue's priority");
-    let refused = format!("{:?}", refused.into_service_error());
-    assert!(
-        refused.contains("AccessDenied") && refused.contains("bob"),
-        "{refused}"
-    );
-    let queues = bob
-        .describe_job_queues()
-        .job_queues("training")
-        .send()
-        .await
-        .expect("describe");
-    assert_ne!(
-        queues.job_queues().first().and_then(|q| q.priority()),
-        Some(999),
-        "nothing changed"
-    );
-    let listed = bob
-        .list_quota_shares()
-        .job_queue("training")
-        .send()
-        .await
-        .expect("shares");
-    assert_eq!(listed.quota_shares().len(), 2);
-    // AWS has no field for a workload class: the tag qm:workloadClass
-    // names it (QS2 declares none, so naming one is refused, saying so).
-    let e = bob
-        .submit_service_job()
-        .job_name("classy")
-        .job_queue("training")
-        .service_job_type(aws_sdk_batch::types::ServiceJobType::SagemakerTraining)
-        .quota_share_name("QS2")
-        .service_request_payload(payload.replace("from-the-cli", "classy"))
-        .tags("qm:workloadClass", "urgent")
-        .send()
-        .await
-        .expect_err("QS2 declares no classes");
-    let message = aws_sdk_batch::error::ProvideErrorMetadata::message(&e)
-        .unwrap_or_default()
-        .to_string();
-    assert!(message.contains("declares no workload classes"), "{e:?}");
-    let e = bob
-        .describe_service_job()
-        .job_id("j-nosuchjob")
-        .send()
-        .await
-        .expect_err("no such job");
-    let e = e.into_service_error();
-    assert!(e.is_client_exception(), "{e:?}");
-    let wrong = {
-        let conf = aws_sdk_batch::Config::builder()
-            .behavior_version(BehaviorVersion::latest())
-            .region(Region::new(REGION))
-            .endpoint_url(&gw.endpoint)
-            .credentials_provider(Credentials::new(
-                "AKIAQMBOB0000000001",
-                "not-bobs-secret-at-all",
-                None,
-                None,
-                "test",
-            ))
-            .build();
-        aws_sdk_batch::Client::from_conf(conf)
-    };
-    let e = wrong
-        .list_quota_shares()
-        .job_queue("training")
-        .send()
-        .await
-        .expect_err("a wrong secret");
-    let meta = aws_sdk_batch::error::ProvideErrorMetadata::code(&e);
-    assert_eq!(meta, Some("InvalidSignatureException"), "{e:?}");
+    assert_sdk_refusals(&gw, &bob, &payload).await;
     let final_state = stack.wait_final(&rust_job, 120).await;
     assert_eq!(final_state.status, "SUCCEEDED", "{final_state:#?}");
     stack.stop_all();

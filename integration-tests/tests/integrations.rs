@@ -119,33 +119,14 @@ fn key(e: &StoredEvent) -> (String, String, String) {
     (e.cursor.clone(), e.subject.clone(), e.event.to_string())
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_team_follows_its_own_events_from_a_cursor_and_reads_no_one_elses() {
-    let (_nats, _s3, mut stack) = running("integrations", QUEUE_YAML).await;
-    stack.executor("node-1", "training", "ml.g5.xlarge", 3);
-    let alice = connect(&stack, "alice").await;
-    let bob = connect(&stack, "bob").await;
-
-    // Alice borrows, bob takes his share back: the borrowed job is
-    // preempted, waits, and resumes.
-    let (own, borrowed) = alice_borrows(&stack, &alice).await;
-    let theirs = bob_reclaims(&stack, &bob, &borrowed.job_id).await;
-    for id in [&own.job_id, &borrowed.job_id, &theirs.job_id] {
-        let j = stack.wait_final(id, 120).await;
-        assert_eq!(j.status, "SUCCEEDED", "{j:#?}");
-    }
-
-    // Alice reads her events from the oldest kept: only her share's, each
-    // job's in order, the preemption's start and end, and checkpoints.
-    let all = follow(&alice, ListEvents::default(), |seen| {
-        finished(seen, &own.job_id) && finished(seen, &borrowed.job_id)
-    })
-    .await;
+/// Only her share's events, each job's in order, the preemption's start
+/// and end, and checkpoints; positions increase and no event comes twice.
+fn assert_her_story(all: &[StoredEvent], own: &str, borrowed: &str, theirs: &str) {
     assert!(
         all.iter().all(|e| e.quota_share_name == "QS1"),
         "another share's event reached alice: {all:#?}"
     );
-    assert!(!all.iter().any(|e| e.job_id == theirs.job_id));
+    assert!(!all.iter().any(|e| e.job_id == theirs));
     let transitions = |job: &str| -> Vec<(String, String)> {
         all.iter()
             .filter(|e| e.job_id == job)
@@ -154,7 +135,7 @@ async fn a_team_follows_its_own_events_from_a_cursor_and_reads_no_one_elses() {
             .map(|c| (c.from, c.to))
             .collect()
     };
-    let path = transitions(&borrowed.job_id);
+    let path = transitions(borrowed);
     assert_eq!(
         path.first().map(|t| t.0.as_str()),
         Some("SUBMITTED"),
@@ -173,7 +154,7 @@ async fn a_team_follows_its_own_events_from_a_cursor_and_reads_no_one_elses() {
     );
     let phases: Vec<String> = all
         .iter()
-        .filter(|e| e.job_id == borrowed.job_id)
+        .filter(|e| e.job_id == borrowed)
         .filter_map(|e| e.preemption())
         .map(|p| format!("{} {}", p.kind, p.phase))
         .collect();
@@ -182,10 +163,10 @@ async fn a_team_follows_its_own_events_from_a_cursor_and_reads_no_one_elses() {
         vec!["CROSS_SHARE started", "CROSS_SHARE completed"],
         "{all:#?}"
     );
-    for id in [&own.job_id, &borrowed.job_id] {
+    for id in [own, borrowed] {
         assert!(
             all.iter()
-                .any(|e| &e.job_id == id && e.kind == EventKind::Checkpoint),
+                .any(|e| e.job_id == id && e.kind == EventKind::Checkpoint),
             "no committed checkpoint of {id}"
         );
     }
@@ -198,12 +179,15 @@ async fn a_team_follows_its_own_events_from_a_cursor_and_reads_no_one_elses() {
     assert!(positions.windows(2).all(|w| w[0] < w[1]), "{positions:?}");
     let distinct: BTreeSet<String> = all.iter().map(|e| e.cursor.clone()).collect();
     assert_eq!(distinct.len(), all.len(), "a cursor repeats");
+}
 
-    // A follower started from any event's cursor reads exactly the rest:
-    // what an integration that stored that cursor reads after a restart.
+/// A follower started from any event's cursor reads exactly the rest: what
+/// an integration that stored that cursor reads after a restart; after the
+/// last cursor, nothing read before comes again.
+async fn assert_cursors_resume(alice: &Client, all: &[StoredEvent]) {
     for k in [0, all.len() / 2, all.len() - 2] {
         let rest = follow(
-            &alice,
+            alice,
             ListEvents {
                 after: Some(all[k].cursor.clone()),
                 ..Default::default()
@@ -233,8 +217,12 @@ async fn a_team_follows_its_own_events_from_a_cursor_and_reads_no_one_elses() {
             .all(|e| !all.iter().any(|a| a.cursor == e.cursor)),
         "after the last cursor, nothing read before comes again: {tail:#?}"
     );
-    // From a time nothing was stored since: nothing, and a cursor that
-    // goes on from now, never from the oldest event kept.
+}
+
+/// From a time nothing was stored since: nothing, and a cursor that goes on
+/// from now, never from the oldest event kept; a cursor past the newest
+/// stored event: refused, not a silent stall.
+async fn assert_times_and_past_cursors(alice: &Client, own: &SubmitServiceJobResponse) {
     let hour_ahead = own.submitted_at.expect("submittedAt") + 3_600_000;
     let nothing = alice
         .list_events(&ListEvents {
@@ -268,25 +256,10 @@ async fn a_team_follows_its_own_events_from_a_cursor_and_reads_no_one_elses() {
         e.to_string().contains("past the newest stored event"),
         "{e}"
     );
-    // One job's events, from a time: what submit-and-watch reads.
-    let one = follow(
-        &alice,
-        ListEvents {
-            job_id: Some(own.job_id.clone()),
-            since: own.submitted_at.map(|t| t.saturating_sub(5_000)),
-            ..Default::default()
-        },
-        |seen| finished(seen, &own.job_id),
-    )
-    .await;
-    assert!(one.iter().all(|e| e.job_id == own.job_id));
-    assert_eq!(
-        one.iter().find_map(|e| e.job()).map(|c| c.from),
-        Some("SUBMITTED".to_string()),
-        "from its first event on: {one:#?}"
-    );
+}
 
-    // `qm events` prints the same events, and goes on from a cursor.
+/// `qm events` prints the same events, and goes on from a cursor.
+fn assert_qm_events_prints(stack: &Stack, all: &[StoredEvent]) {
     let out = Command::new(bin("qm"))
         .args(["--nats", &stack.nats_url, "--nkey"])
         .arg(stack.auth.key("alice"))
@@ -306,6 +279,53 @@ async fn a_team_follows_its_own_events_from_a_cursor_and_reads_no_one_elses() {
     let expected: Vec<&str> = all[1..].iter().map(|e| e.cursor.as_str()).collect();
     assert_eq!(&cursors[..expected.len()], expected.as_slice(), "{text}");
     assert!(text.contains("preemption CROSS_SHARE started"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_team_follows_its_own_events_from_a_cursor_and_reads_no_one_elses() {
+    let (_nats, _s3, mut stack) = running("integrations", QUEUE_YAML).await;
+    stack.executor("node-1", "training", "ml.g5.xlarge", 3);
+    let alice = connect(&stack, "alice").await;
+    let bob = connect(&stack, "bob").await;
+
+    // Alice borrows, bob takes his share back: the borrowed job is
+    // preempted, waits, and resumes.
+    let (own, borrowed) = alice_borrows(&stack, &alice).await;
+    let theirs = bob_reclaims(&stack, &bob, &borrowed.job_id).await;
+    for id in [&own.job_id, &borrowed.job_id, &theirs.job_id] {
+        let j = stack.wait_final(id, 120).await;
+        assert_eq!(j.status, "SUCCEEDED", "{j:#?}");
+    }
+
+    // Alice reads her events from the oldest kept: only her share's, each
+    // job's in order, the preemption's start and end, and checkpoints.
+    let all = follow(&alice, ListEvents::default(), |seen| {
+        finished(seen, &own.job_id) && finished(seen, &borrowed.job_id)
+    })
+    .await;
+    assert_her_story(&all, &own.job_id, &borrowed.job_id, &theirs.job_id);
+
+    assert_cursors_resume(&alice, &all).await;
+    assert_times_and_past_cursors(&alice, &own).await;
+    // One job's events, from a time: what submit-and-watch reads.
+    let one = follow(
+        &alice,
+        ListEvents {
+            job_id: Some(own.job_id.clone()),
+            since: own.submitted_at.map(|t| t.saturating_sub(5_000)),
+            ..Default::default()
+        },
+        |seen| finished(seen, &own.job_id),
+    )
+    .await;
+    assert!(one.iter().all(|e| e.job_id == own.job_id));
+    assert_eq!(
+        one.iter().find_map(|e| e.job()).map(|c| c.from),
+        Some("SUBMITTED".to_string()),
+        "from its first event on: {one:#?}"
+    );
+
+    assert_qm_events_prints(&stack, &all);
 
     // The attacker: bob, after alice's events.
     // 1. Naming her share, or her queue's share through a job id: refused,

@@ -181,6 +181,18 @@ async fn main() {
         std::fs::remove_dir_all(&src).expect("clean");
         results.push((files, row));
     }
+    print_results(&results, rounds, mib, server_cgroup.as_deref());
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// The table of medians (throughput, re-commit time, peak memory), then
+/// the CPU seconds per GiB moved.
+fn print_results(
+    results: &[(usize, Row)],
+    rounds: usize,
+    mib: usize,
+    server_cgroup: Option<&Path>,
+) {
     let median = |v: &[f64]| {
         let mut v = v.to_vec();
         v.sort_by(f64::total_cmp);
@@ -200,7 +212,7 @@ async fn main() {
         "qm RSS up",
         "qm RSS dn"
     );
-    for (files, r) in &results {
+    for (files, r) in results {
         let (ru, qu, rd, qd) = (
             median(&r.rclone_up),
             median(&r.qm_up),
@@ -230,7 +242,7 @@ async fn main() {
         "set", "rclone up", "qm up", "rclone dn", "qm dn"
     );
     let gib = mib as f64 / 1024.0;
-    for (files, r) in &results {
+    for (files, r) in results {
         let cell = |v: &[(f64, f64)]| {
             let c = median(&v.iter().map(|x| x.0).collect::<Vec<_>>()) / gib;
             match server_cgroup {
@@ -250,7 +262,6 @@ async fn main() {
             cell(&r.cpu[3]),
         );
     }
-    let _ = std::fs::remove_dir_all(&root);
 }
 
 fn info(seq: u64) -> CommitInfo {

@@ -335,22 +335,7 @@ async fn main() {
     nats.url = nats.direct_url().await;
     let s3 = qm_integration_tests::start_s3().await;
     let mut stack = Stack::new(&nats, &s3, "fleet").await;
-    stack.scheduler_env = vec![
-        (
-            "QM_SCHEDULER_FINISHED_RETENTION_SECONDS".into(),
-            retention.to_string(),
-        ),
-        ("RUST_LOG".into(), "warn,qm_scheduler=info".into()),
-    ];
-    stack.executor_env = vec![("RUST_LOG".into(), "warn".into())];
-    // Batched reports (executor `batchReports`) unless QM_BENCH_BATCH_REPORTS=0
-    // (the services of a release before it ignore the variable).
-    if env_or("QM_BENCH_BATCH_REPORTS", 1) == 1 {
-        stack
-            .executor_env
-            .push(("QM_EXECUTOR_BATCH_REPORTS".into(), "true".into()));
-    }
-    stack.admission_env = vec![("RUST_LOG".into(), "warn".into())];
+    configure(&mut stack, retention);
     stack.admission();
     stack.scheduler("scheduler-1");
     stack.apply(&queue_yaml(per_type)).await;
@@ -388,18 +373,7 @@ async fn main() {
     }
     let before = Usage::read(&stack, &names);
     wait_done(&mut done, backlog, &stack).await;
-    let lines = finished(&timelines);
-    let first_running = lines
-        .iter()
-        .filter_map(|l| l.at.get("RUNNING").copied())
-        .min()
-        .unwrap_or(0);
-    let last_succeeded = lines
-        .iter()
-        .filter_map(|l| l.at.get("SUCCEEDED").copied())
-        .max()
-        .unwrap_or(0);
-    let drain_secs = (last_succeeded.saturating_sub(first_running)) as f64 / 1000.0;
+    let drain_secs = drain_secs(&finished(&timelines));
     let wall = fleet_started.elapsed().as_secs_f64();
     println!(
         "== drain: {backlog} jobs on {} instances",
@@ -429,21 +403,7 @@ async fn main() {
     eprintln!("bench: steady: {steady} jobs at {rate} jobs/s");
     let mut pace = tokio::time::interval(Duration::from_micros(1_000_000 / rate as u64));
     pace.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let profile = match std::env::var("QM_BENCH_PERF_DIR") {
-        Ok(dir) if !dir.is_empty() => {
-            let mut targets = Vec::new();
-            for name in ["scheduler-1", executor_id(0).as_str()] {
-                if let Some(pid) = stack.pid(name) {
-                    targets.push((name.to_string(), pid));
-                }
-            }
-            if let Some(pid) = nats_pid(&nats).await {
-                targets.push(("nats-server".to_string(), pid));
-            }
-            Some(Profile::start(&dir, &targets))
-        }
-        _ => None,
-    };
+    let profile = start_profile(&stack, &nats).await;
     let started = Instant::now();
     let before = Usage::read(&stack, &names);
     let stored_before = Stored::read(&js).await;
@@ -466,40 +426,10 @@ async fn main() {
     Usage::read(&stack, &names).report(&before, started.elapsed().as_secs_f64());
     Stored::read(&js).await.report(&stored_before, steady);
 
-    // Heartbeats while idle.
-    let hb = |t: &str| metric(t, "qm_heartbeats_total");
-    let (b, t0) = (Usage::read(&stack, &names), Instant::now());
-    let hb0 = hb(&scrape(&stack, "scheduler-1").await);
-    tokio::time::sleep(Duration::from_secs(10)).await;
-    let hb1 = hb(&scrape(&stack, "scheduler-1").await);
-    let a = Usage::read(&stack, &names);
-    let cpu = a.0["scheduler-1"].0 - b.0["scheduler-1"].0;
-    let beats = hb1 - hb0;
-    println!(
-        "== idle: {beats:.0} heartbeats in {:.0} s; scheduler CPU {:.1}% ({:.0} µs a heartbeat, passes and resends included)",
-        t0.elapsed().as_secs_f64(),
-        100.0 * cpu / t0.elapsed().as_secs_f64(),
-        1e6 * cpu / beats.max(1.0)
-    );
+    idle_heartbeats(&stack, &names).await;
 
     // History, then takeover.
-    let mut run = backlog + steady;
-    if history > run {
-        eprintln!("bench: running jobs until {history} have finished");
-        let started = Instant::now();
-        while run < history {
-            let n = (history - run).min(100_000);
-            let timelines: Timelines = Default::default();
-            let mut done = record(&stack.client, "fleet", Arc::clone(&timelines)).await;
-            submit_all(&stack, run..run + n, concurrency, &timelines).await;
-            wait_done(&mut done, n, &stack).await;
-            run += n;
-            eprintln!(
-                "bench: {run} finished ({:.0} jobs/s overall)",
-                (run - backlog - steady) as f64 / started.elapsed().as_secs_f64()
-            );
-        }
-    }
+    let run = run_history(&stack, backlog + steady, history, concurrency).await;
     let leader = Usage::read(&stack, &names);
     println!("== takeover after {run} finished jobs of history");
     println!(
@@ -524,16 +454,7 @@ async fn main() {
         killed.elapsed().as_secs_f64()
     );
     let log = stack.log_of("scheduler-2");
-    for line in log.lines().filter(|l| {
-        l.contains("snapshot loaded")
-            || l.contains("state rebuilt")
-            || l.contains("became the")
-            || l.contains("took over")
-            || l.contains("connection is gone")
-            || l.contains("following the log")
-    }) {
-        println!("  scheduler-2: {}", strip_ansi(line));
-    }
+    print_takeover_log(&log);
     let now = Usage::read(&stack, &names);
     let mib = |b: u64| b as f64 / 1048576.0;
     let new_leader = mib(now.0["scheduler-2"].1);
@@ -545,13 +466,7 @@ async fn main() {
     );
     // The target's yardstick: an empty scheduler plus the jobs the state
     // holds, each at what a job cost in the backlog phase (measured above).
-    let held = log
-        .lines()
-        .map(strip_ansi)
-        .filter(|l| l.contains("took over") || l.contains("state rebuilt"))
-        .filter_map(|l| l.split("jobs=").nth(1).map(str::to_string))
-        .filter_map(|rest| rest.split_whitespace().next()?.parse::<f64>().ok())
-        .next_back();
+    let held = held_jobs(&log);
     if let Some(jobs) = held {
         let per_job = (mib(loaded.0["scheduler-1"].1) - mib(empty.0["scheduler-1"].1))
             / backlog.max(1) as f64;
@@ -563,6 +478,128 @@ async fn main() {
         );
     }
     stack.stop_all();
+}
+
+/// The services' settings: the scheduler's retention and log level, the
+/// executors' batched reports unless QM_BENCH_BATCH_REPORTS=0.
+fn configure(stack: &mut Stack, retention: usize) {
+    stack.scheduler_env = vec![
+        (
+            "QM_SCHEDULER_FINISHED_RETENTION_SECONDS".into(),
+            retention.to_string(),
+        ),
+        ("RUST_LOG".into(), "warn,qm_scheduler=info".into()),
+    ];
+    stack.executor_env = vec![("RUST_LOG".into(), "warn".into())];
+    // Batched reports (executor `batchReports`) unless QM_BENCH_BATCH_REPORTS=0
+    // (the services of a release before it ignore the variable).
+    if env_or("QM_BENCH_BATCH_REPORTS", 1) == 1 {
+        stack
+            .executor_env
+            .push(("QM_EXECUTOR_BATCH_REPORTS".into(), "true".into()));
+    }
+    stack.admission_env = vec![("RUST_LOG".into(), "warn".into())];
+}
+
+/// From the first RUNNING to the last SUCCEEDED of `lines`, in seconds.
+fn drain_secs(lines: &[qm_integration_tests::bench::Timeline]) -> f64 {
+    let first_running = lines
+        .iter()
+        .filter_map(|l| l.at.get("RUNNING").copied())
+        .min()
+        .unwrap_or(0);
+    let last_succeeded = lines
+        .iter()
+        .filter_map(|l| l.at.get("SUCCEEDED").copied())
+        .max()
+        .unwrap_or(0);
+    (last_succeeded.saturating_sub(first_running)) as f64 / 1000.0
+}
+
+/// A perf profile of the scheduler, the first executor and NATS, where
+/// QM_BENCH_PERF_DIR names a folder.
+async fn start_profile(stack: &Stack, nats: &qm_integration_tests::stack::Nats) -> Option<Profile> {
+    match std::env::var("QM_BENCH_PERF_DIR") {
+        Ok(dir) if !dir.is_empty() => {
+            let mut targets = Vec::new();
+            for name in ["scheduler-1", executor_id(0).as_str()] {
+                if let Some(pid) = stack.pid(name) {
+                    targets.push((name.to_string(), pid));
+                }
+            }
+            if let Some(pid) = nats_pid(nats).await {
+                targets.push(("nats-server".to_string(), pid));
+            }
+            Some(Profile::start(&dir, &targets))
+        }
+        _ => None,
+    }
+}
+
+/// Heartbeats while idle: how many in 10 s, and the scheduler's CPU.
+async fn idle_heartbeats(stack: &Stack, names: &[String]) {
+    let hb = |t: &str| metric(t, "qm_heartbeats_total");
+    let (b, t0) = (Usage::read(stack, names), Instant::now());
+    let hb0 = hb(&scrape(stack, "scheduler-1").await);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let hb1 = hb(&scrape(stack, "scheduler-1").await);
+    let a = Usage::read(stack, names);
+    let cpu = a.0["scheduler-1"].0 - b.0["scheduler-1"].0;
+    let beats = hb1 - hb0;
+    println!(
+        "== idle: {beats:.0} heartbeats in {:.0} s; scheduler CPU {:.1}% ({:.0} µs a heartbeat, passes and resends included)",
+        t0.elapsed().as_secs_f64(),
+        100.0 * cpu / t0.elapsed().as_secs_f64(),
+        1e6 * cpu / beats.max(1.0)
+    );
+}
+
+/// Runs jobs (100,000 at a time) until `history` have finished; returns
+/// how many have.
+async fn run_history(stack: &Stack, first: usize, history: usize, concurrency: usize) -> usize {
+    let mut run = first;
+    if history > run {
+        eprintln!("bench: running jobs until {history} have finished");
+        let started = Instant::now();
+        while run < history {
+            let n = (history - run).min(100_000);
+            let timelines: Timelines = Default::default();
+            let mut done = record(&stack.client, "fleet", Arc::clone(&timelines)).await;
+            submit_all(stack, run..run + n, concurrency, &timelines).await;
+            wait_done(&mut done, n, stack).await;
+            run += n;
+            eprintln!(
+                "bench: {run} finished ({:.0} jobs/s overall)",
+                (run - first) as f64 / started.elapsed().as_secs_f64()
+            );
+        }
+    }
+    run
+}
+
+/// The new leader's log lines about loading the state and taking over.
+fn print_takeover_log(log: &str) {
+    for line in log.lines().filter(|l| {
+        l.contains("snapshot loaded")
+            || l.contains("state rebuilt")
+            || l.contains("became the")
+            || l.contains("took over")
+            || l.contains("connection is gone")
+            || l.contains("following the log")
+    }) {
+        println!("  scheduler-2: {}", strip_ansi(line));
+    }
+}
+
+/// How many jobs the new leader's state held when it took over (its log
+/// says).
+fn held_jobs(log: &str) -> Option<f64> {
+    log.lines()
+        .map(strip_ansi)
+        .filter(|l| l.contains("took over") || l.contains("state rebuilt"))
+        .filter_map(|l| l.split("jobs=").nth(1).map(str::to_string))
+        .filter_map(|rest| rest.split_whitespace().next()?.parse::<f64>().ok())
+        .next_back()
 }
 
 fn strip_ansi(s: &str) -> String {

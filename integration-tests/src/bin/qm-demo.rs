@@ -176,16 +176,7 @@ async fn main() {
         );
     }
     let console = Console::start(&mut stack, "console", &[]).await;
-    println!(
-        "   web console: {} (watch alice's share live; the certificate is signed by the demo's CA {})",
-        console.url("/queues/training/shares/QS1"),
-        console.certs.ca.display()
-    );
-    println!(
-        "     sign in as alice: access key AKIAQMALICE00000001, secret {} (bob: AKIAQMBOB0000000001, {})",
-        secret_of("alice"),
-        secret_of("bob")
-    );
+    print_console(&console);
     // The AWS Batch API, with the same keys and the same CA's certificate.
     let gateway = GatewayProc::start(
         &mut stack,
@@ -196,25 +187,7 @@ async fn main() {
         &[],
     )
     .await;
-    println!(
-        "   AWS Batch API (qm-gateway): {} (same CA); as alice, with the AWS CLI (pip install awscli), while the demo runs:",
-        gateway.endpoint
-    );
-    println!(
-        "     {}",
-        gateway.aws_command(
-            "AKIAQMALICE00000001",
-            &secret_of("alice"),
-            Some(&console.certs.ca),
-            "get-job-queue-snapshot --job-queue training"
-        )
-    );
-    println!("     QM_DEMO_PAUSE_SECONDS=30 waits before the story (time to sign in); QM_DEMO_KEEP=1 keeps it all running at the end until Ctrl-C");
-    if own_collector {
-        println!("   traces: sent to OTEL_EXPORTER_OTLP_ENDPOINT");
-    } else {
-        println!("   traces: received by the demo (set OTEL_EXPORTER_OTLP_ENDPOINT to send them to your collector)");
-    }
+    print_gateway(&gateway, &console, own_collector);
     let alice = stack.auth.client(&stack.nats_url, "alice").await;
     let bob = stack.auth.client(&stack.nats_url, "bob").await;
     println!("   every job trains the example MLP: {}", ARGS.join(" "));
@@ -293,6 +266,69 @@ async fn main() {
     }
     t.say("all jobs finished\n");
 
+    let all_equal = print_summary(&stack, &names, &expected).await;
+    print_ledger(&stack).await;
+    print_audit(&stack, &names).await;
+    print_observed(&stack, &otlp, &p2, own_collector).await;
+    println!("(service logs: {})", stack.path().display());
+    if std::env::var("QM_DEMO_KEEP").is_ok_and(|v| v == "1") {
+        println!(
+            "\neverything keeps running (QM_DEMO_KEEP=1): the console is at {}, the AWS Batch API at {}; Ctrl-C stops it",
+            console.url("/queues/training"),
+            gateway.endpoint
+        );
+        let _ = tokio::signal::ctrl_c().await;
+    }
+    stack.stop_all();
+    drop(stack);
+    drop(s3);
+    drop(nats);
+    if !all_equal {
+        std::process::exit(1);
+    }
+}
+
+/// Where the web console is, and how to sign in to it.
+fn print_console(console: &Console) {
+    println!(
+        "   web console: {} (watch alice's share live; the certificate is signed by the demo's CA {})",
+        console.url("/queues/training/shares/QS1"),
+        console.certs.ca.display()
+    );
+    println!(
+        "     sign in as alice: access key AKIAQMALICE00000001, secret {} (bob: AKIAQMBOB0000000001, {})",
+        secret_of("alice"),
+        secret_of("bob")
+    );
+}
+
+/// Where the AWS Batch API is, how to call it, and where traces go.
+fn print_gateway(gateway: &GatewayProc, console: &Console, own_collector: bool) {
+    println!(
+        "   AWS Batch API (qm-gateway): {} (same CA); as alice, with the AWS CLI (pip install awscli), while the demo runs:",
+        gateway.endpoint
+    );
+    println!(
+        "     {}",
+        gateway.aws_command(
+            "AKIAQMALICE00000001",
+            &secret_of("alice"),
+            Some(&console.certs.ca),
+            "get-job-queue-snapshot --job-queue training"
+        )
+    );
+    println!("     QM_DEMO_PAUSE_SECONDS=30 waits before the story (time to sign in); QM_DEMO_KEEP=1 keeps it all running at the end until Ctrl-C");
+    if own_collector {
+        println!("   traces: sent to OTEL_EXPORTER_OTLP_ENDPOINT");
+    } else {
+        println!("   traces: received by the demo (set OTEL_EXPORTER_OTLP_ENDPOINT to send them to your collector)");
+    }
+}
+
+/// Each job's status, attempts, outcomes, recomputed steps and digest, and
+/// the preemptions by kind; whether every final digest equals `expected`,
+/// the uninterrupted run's.
+async fn print_summary(stack: &Stack, names: &[(String, String)], expected: &str) -> bool {
     println!("== Summary (uninterrupted digest {}...)", &expected[..16]);
     println!(
         "{:<8} {:<10} {:>8}  {:<44} {:>10}  DIGEST",
@@ -300,7 +336,7 @@ async fn main() {
     );
     let mut all_equal = true;
     let mut kinds: std::collections::BTreeMap<String, usize> = Default::default();
-    for (name, id) in &names {
+    for (name, id) in names {
         let j = stack.describe(id).await.expect("job");
         let mut recomputed = 0;
         for w in j.attempts.windows(2) {
@@ -345,7 +381,11 @@ async fn main() {
         "every preempted job's final digest equals the uninterrupted digest: {}",
         if all_equal { "yes" } else { "NO" }
     );
-    print_ledger(&stack).await;
+    all_equal
+}
+
+/// The audit trail: every accepted write and who made it.
+async fn print_audit(stack: &Stack, names: &[(String, String)]) {
     let audit: ListAuditEventsResponse = stack
         .client
         .call(Operation::ListAuditEvents, &ListAuditEvents::default())
@@ -361,23 +401,6 @@ async fn main() {
             "  {:<9} {:<20} {:<8} {}",
             e.principal, e.operation, job, e.detail
         );
-    }
-    print_observed(&stack, &otlp, &p2, own_collector).await;
-    println!("(service logs: {})", stack.path().display());
-    if std::env::var("QM_DEMO_KEEP").is_ok_and(|v| v == "1") {
-        println!(
-            "\neverything keeps running (QM_DEMO_KEEP=1): the console is at {}, the AWS Batch API at {}; Ctrl-C stops it",
-            console.url("/queues/training"),
-            gateway.endpoint
-        );
-        let _ = tokio::signal::ctrl_c().await;
-    }
-    stack.stop_all();
-    drop(stack);
-    drop(s3);
-    drop(nats);
-    if !all_equal {
-        std::process::exit(1);
     }
 }
 
