@@ -10,49 +10,10 @@ use qm_integration_tests::stack::{bin, free_port, running_on, start_nats_on};
 
 const QUEUE_YAML: &str = include_str!("../../examples/queues/three-shares.yaml");
 
-#[tokio::test(flavor = "multi_thread")]
-async fn readiness_follows_nats_and_metrics_off_loopback_need_the_token() {
-    let nats = start_nats_on(Some(free_port())).await;
-    let (nats, _s3, mut stack) = running_on(nats, "observe", QUEUE_YAML).await;
-    stack.executor("node-1", "training", "ml.g5.xlarge", 1);
-
-    // A second scheduler serving on every interface, behind a token.
-    let token = "s3cr3t-t0ken-for-prometheus";
-    let token_file = stack.path().join("metrics-token");
-    std::fs::write(&token_file, format!("{token}\n")).expect("token file");
-    let exposed = free_port();
-    stack.spawn_as(
-        "scheduler-2",
-        "qm-scheduler",
-        "scheduler",
-        &[
-            (
-                "QM_SCHEDULER_METRICS_ADDRESS".into(),
-                format!("0.0.0.0:{exposed}"),
-            ),
-            (
-                "QM_METRICS_TOKEN_FILE".into(),
-                token_file.display().to_string(),
-            ),
-            ("QM_SCHEDULER_HOLDER".into(), "scheduler-2".into()),
-        ],
-    );
-    let mut ports: Vec<(&str, u16)> = ["admission", "scheduler-1", "node-1", "checkpoint-node-1"]
-        .into_iter()
-        .map(|n| (n, stack.metrics_port(n)))
-        .collect();
-    ports.push(("scheduler-2", exposed));
-    for (name, port) in &ports {
-        let body = wait_status(*port, "/readyz", 200, 60).await;
-        assert_eq!(body, "ready\n", "{name}");
-        assert_eq!(
-            get(*port, "/healthz", None).await,
-            Ok((200, "ok\n".into())),
-            "{name}"
-        );
-    }
-
-    // /metrics beyond loopback: the token, and nothing but the token.
+/// /metrics beyond loopback: the token, and nothing but the token; the
+/// standby scheduler's metrics; nothing else is served, whatever the
+/// method or path.
+async fn assert_only_the_token_opens_metrics(exposed: u16, token: &str) {
     let (status, body) = get(exposed, "/metrics", None).await.expect("answers");
     assert_eq!(status, 401, "{body}");
     for wrong in [
@@ -96,9 +57,12 @@ async fn readiness_follows_nats_and_metrics_off_loopback_need_the_token() {
             .expect("answers");
         assert_eq!(status, expected, "{method} {path}");
     }
-    // The endpoint serves at most 16 connections from one address at once
-    // (64 in all), and drops idle ones that never send a request after 5 s:
-    // one client cannot hold it from the others (issue 28).
+}
+
+/// The endpoint serves at most 16 connections from one address at once
+/// (64 in all), and drops idle ones that never send a request after 5 s:
+/// one client cannot hold it from the others (issue 28).
+async fn assert_one_client_cannot_hold_the_endpoint(exposed: u16) {
     let limits = qm_service::http::Limits::endpoint();
     let opened = std::time::Instant::now();
     let mut idle = Vec::new();
@@ -151,6 +115,52 @@ async fn readiness_follows_nats_and_metrics_off_loopback_need_the_token() {
         "another client is served while one holds its 16"
     );
     drop(idle);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn readiness_follows_nats_and_metrics_off_loopback_need_the_token() {
+    let nats = start_nats_on(Some(free_port())).await;
+    let (nats, _s3, mut stack) = running_on(nats, "observe", QUEUE_YAML).await;
+    stack.executor("node-1", "training", "ml.g5.xlarge", 1);
+
+    // A second scheduler serving on every interface, behind a token.
+    let token = "s3cr3t-t0ken-for-prometheus";
+    let token_file = stack.path().join("metrics-token");
+    std::fs::write(&token_file, format!("{token}\n")).expect("token file");
+    let exposed = free_port();
+    stack.spawn_as(
+        "scheduler-2",
+        "qm-scheduler",
+        "scheduler",
+        &[
+            (
+                "QM_SCHEDULER_METRICS_ADDRESS".into(),
+                format!("0.0.0.0:{exposed}"),
+            ),
+            (
+                "QM_METRICS_TOKEN_FILE".into(),
+                token_file.display().to_string(),
+            ),
+            ("QM_SCHEDULER_HOLDER".into(), "scheduler-2".into()),
+        ],
+    );
+    let mut ports: Vec<(&str, u16)> = ["admission", "scheduler-1", "node-1", "checkpoint-node-1"]
+        .into_iter()
+        .map(|n| (n, stack.metrics_port(n)))
+        .collect();
+    ports.push(("scheduler-2", exposed));
+    for (name, port) in &ports {
+        let body = wait_status(*port, "/readyz", 200, 60).await;
+        assert_eq!(body, "ready\n", "{name}");
+        assert_eq!(
+            get(*port, "/healthz", None).await,
+            Ok((200, "ok\n".into())),
+            "{name}"
+        );
+    }
+
+    assert_only_the_token_opens_metrics(exposed, token).await;
+    assert_one_client_cannot_hold_the_endpoint(exposed).await;
 
     // Over HTTPS when a certificate is given (issue 28): the token never
     // travels in clear; plain HTTP gets no answer.

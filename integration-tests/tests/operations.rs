@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use qm_checkpoint::store::ObjectStore;
 use qm_integration_tests::stack::{
-    digest_in, free_port, reference_digest, running, running_on, start_nats_on, trainer_job,
+    digest_in, free_port, reference_digest, running, running_on, start_nats_on, trainer_job, Stack,
 };
 use qm_wire::messages::{CheckpointConfig, SubmitServiceJob};
 
@@ -930,26 +930,9 @@ fn queue_job(queue: &str, name: &str, script: &str) -> SubmitServiceJob {
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn two_queues_share_one_fleet_the_higher_priority_first_and_neither_preempts_the_other() {
-    let (_nats, _s3, mut stack) = running("fleet", SHARED_FLEET[0]).await;
-    // Both queues in one file, as `qm apply -f` takes them.
-    let file = stack.dir.join("shared-fleet.yaml");
-    std::fs::write(&file, SHARED_FLEET.join("---\n")).expect("written");
-    let (code, out, err) = qm_as(
-        &stack,
-        "platform",
-        &["apply", "-f", &file.display().to_string()],
-    );
-    assert_eq!(code, 0, "{err}");
-    assert!(
-        out.contains("job queue research applied in service environment gpu-fleet (priority 10)")
-            && out
-                .contains("job queue batch applied in service environment gpu-fleet (priority 0)"),
-        "{out}"
-    );
-    // A registration must say what it serves, once, in a name that is one
-    // subject token (node-1's own identity tries; nothing is stored).
+/// A registration must say what it serves, once, in a name that is one
+/// subject token (node-1's own identity tries; nothing is stored).
+async fn assert_registrations_name_what_they_serve(stack: &Stack) {
     let node = stack.auth.client(&stack.nats_url, "node-1").await;
     for (body, says) in [
         (
@@ -973,6 +956,27 @@ async fn two_queues_share_one_fleet_the_higher_priority_first_and_neither_preemp
             .expect_err("refused");
         assert!(e.to_string().contains(says), "{body}: {e}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_queues_share_one_fleet_the_higher_priority_first_and_neither_preempts_the_other() {
+    let (_nats, _s3, mut stack) = running("fleet", SHARED_FLEET[0]).await;
+    // Both queues in one file, as `qm apply -f` takes them.
+    let file = stack.dir.join("shared-fleet.yaml");
+    std::fs::write(&file, SHARED_FLEET.join("---\n")).expect("written");
+    let (code, out, err) = qm_as(
+        &stack,
+        "platform",
+        &["apply", "-f", &file.display().to_string()],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("job queue research applied in service environment gpu-fleet (priority 10)")
+            && out
+                .contains("job queue batch applied in service environment gpu-fleet (priority 0)"),
+        "{out}"
+    );
+    assert_registrations_name_what_they_serve(&stack).await;
     // UpdateJobQueue changes only the fields it is given, and only for who
     // may change the queue: tried raw, as an attacker would.
     let update = qm_wire::subjects::Operation::UpdateJobQueue;

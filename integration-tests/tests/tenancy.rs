@@ -69,6 +69,168 @@ fn qm(stack: &Stack, principal: &str, args: &[&str]) -> std::process::Output {
         .expect("qm runs")
 }
 
+/// Every operation of alice's on bob's share (`theirs`, his job) is
+/// refused by admission or the scheduler, naming her, the operation and
+/// the share.
+async fn assert_alice_is_refused_on_bobs_share(alice: &qm_service::client::Client, theirs: &str) {
+    let e = alice
+        .call::<_, serde_json::Value>(Operation::SubmitServiceJob, &sleeper("x", "QS2", 1))
+        .await
+        .expect_err("not her share");
+    denied(
+        &e,
+        &[
+            "\"alice\" (team vision)",
+            "submit jobs to share training/QS2",
+        ],
+    );
+    let e = alice
+        .call::<_, serde_json::Value>(
+            Operation::UpdateServiceJob,
+            &UpdateServiceJob {
+                job_id: theirs.to_string(),
+                scheduling_priority: 99,
+            },
+        )
+        .await
+        .expect_err("not her job");
+    denied(
+        &e,
+        &["alice", "update or terminate jobs of share training/QS2"],
+    );
+    let e = alice
+        .call::<_, serde_json::Value>(
+            Operation::TerminateServiceJob,
+            &TerminateServiceJob {
+                job_id: theirs.to_string(),
+                reason: "mine now".into(),
+            },
+        )
+        .await
+        .expect_err("not her job");
+    denied(&e, &["alice", "training/QS2"]);
+    for op in [Operation::DescribeServiceJob] {
+        let e = alice
+            .call::<_, serde_json::Value>(
+                op,
+                &JobRef {
+                    job_id: theirs.to_string(),
+                },
+            )
+            .await
+            .expect_err("not her job");
+        denied(&e, &["read jobs of share training/QS2"]);
+    }
+    let e = alice
+        .call::<_, serde_json::Value>(
+            Operation::GetServiceJobLogs,
+            &GetServiceJobLogs {
+                job_id: theirs.to_string(),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect_err("not her logs");
+    denied(&e, &["read jobs of share training/QS2"]);
+    let e = alice
+        .call::<_, serde_json::Value>(
+            Operation::ListServiceJobs,
+            &ListServiceJobs {
+                job_queue: "training".into(),
+                quota_share_name: Some("QS2".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect_err("not her share");
+    denied(&e, &["read jobs of share training/QS2"]);
+    let e = alice
+        .call::<_, serde_json::Value>(
+            Operation::ApplyJobQueue,
+            &serde_yaml_ng::from_str::<serde_json::Value>(QUEUE_YAML).expect("yaml"),
+        )
+        .await
+        .expect_err("teams do not change queues");
+    denied(&e, &["change the configuration of job queue training"]);
+}
+
+/// qm whoami and qm audit, as the real command line: every write audited
+/// with who made it, none of the refused ones; a team's audit shows its
+/// own shares only; filters work.
+fn assert_whoami_and_audit(stack: &Stack, mine: &str, theirs: &str) {
+    let out = qm(stack, "alice", &["whoami"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        text.contains("alice (team, team vision)") && text.contains("owns training/QS1"),
+        "{text}"
+    );
+    let out = qm(stack, "platform", &["audit", "--output", "json"]);
+    assert!(out.status.success(), "{out:?}");
+    let all: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("json");
+    let seen: Vec<(String, String, String)> = all
+        .iter()
+        .map(|e| {
+            let s = |k: &str| e[k].as_str().unwrap_or("").to_string();
+            (s("principal"), s("operation"), s("jobId"))
+        })
+        .collect();
+    for expected in [
+        (
+            "platform".to_string(),
+            "ApplyJobQueue".to_string(),
+            String::new(),
+        ),
+        ("alice".into(), "SubmitServiceJob".into(), mine.to_string()),
+        ("bob".into(), "SubmitServiceJob".into(), theirs.to_string()),
+        ("alice".into(), "UpdateServiceJob".into(), mine.to_string()),
+        (
+            "alice".into(),
+            "TerminateServiceJob".into(),
+            mine.to_string(),
+        ),
+    ] {
+        assert!(
+            seen.contains(&expected),
+            "{expected:?} missing in {seen:#?}"
+        );
+    }
+    // The refused writes left no trace: nothing by alice on bob's job.
+    assert!(
+        !seen.iter().any(|(p, _, j)| p == "alice" && j == theirs),
+        "{seen:#?}"
+    );
+    // A team's audit shows its own shares only; filters work.
+    let out = qm(stack, "alice", &["audit", "--output", "json"]);
+    assert!(out.status.success(), "{out:?}");
+    let hers: Vec<serde_json::Value> =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"));
+    assert!(!hers.is_empty());
+    assert!(
+        hers.iter().all(|e| e["quotaShareName"] != "QS2"),
+        "{hers:#?}"
+    );
+    let out = qm(
+        stack,
+        "platform",
+        &["audit", "--by", "bob", "--output", "json"],
+    );
+    let bobs: Vec<serde_json::Value> =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"));
+    assert_eq!(bobs.len(), 1, "{bobs:#?}");
+    let out = qm(
+        stack,
+        "platform",
+        &["audit", "--since", "2999-01-01T00:00:00Z"],
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().count(),
+        1,
+        "only the header"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn teams_act_on_their_own_shares_only_and_every_write_is_audited() {
     let (_nats, _s3, mut stack) = running("tenancy", QUEUE_YAML).await;
@@ -99,87 +261,7 @@ async fn teams_act_on_their_own_shares_only_and_every_write_is_audited() {
         .wait_for(&theirs.job_id, 60, "RUNNING", |j| j.status == "RUNNING")
         .await;
 
-    // Every operation of alice's on bob's share is refused by admission or
-    // the scheduler, naming her, the operation and the share.
-    let e = alice
-        .call::<_, serde_json::Value>(Operation::SubmitServiceJob, &sleeper("x", "QS2", 1))
-        .await
-        .expect_err("not her share");
-    denied(
-        &e,
-        &[
-            "\"alice\" (team vision)",
-            "submit jobs to share training/QS2",
-        ],
-    );
-    let e = alice
-        .call::<_, serde_json::Value>(
-            Operation::UpdateServiceJob,
-            &UpdateServiceJob {
-                job_id: theirs.job_id.clone(),
-                scheduling_priority: 99,
-            },
-        )
-        .await
-        .expect_err("not her job");
-    denied(
-        &e,
-        &["alice", "update or terminate jobs of share training/QS2"],
-    );
-    let e = alice
-        .call::<_, serde_json::Value>(
-            Operation::TerminateServiceJob,
-            &TerminateServiceJob {
-                job_id: theirs.job_id.clone(),
-                reason: "mine now".into(),
-            },
-        )
-        .await
-        .expect_err("not her job");
-    denied(&e, &["alice", "training/QS2"]);
-    for op in [Operation::DescribeServiceJob] {
-        let e = alice
-            .call::<_, serde_json::Value>(
-                op,
-                &JobRef {
-                    job_id: theirs.job_id.clone(),
-                },
-            )
-            .await
-            .expect_err("not her job");
-        denied(&e, &["read jobs of share training/QS2"]);
-    }
-    let e = alice
-        .call::<_, serde_json::Value>(
-            Operation::GetServiceJobLogs,
-            &GetServiceJobLogs {
-                job_id: theirs.job_id.clone(),
-                ..Default::default()
-            },
-        )
-        .await
-        .expect_err("not her logs");
-    denied(&e, &["read jobs of share training/QS2"]);
-    let e = alice
-        .call::<_, serde_json::Value>(
-            Operation::ListServiceJobs,
-            &ListServiceJobs {
-                job_queue: "training".into(),
-                quota_share_name: Some("QS2".into()),
-                ..Default::default()
-            },
-        )
-        .await
-        .expect_err("not her share");
-    denied(&e, &["read jobs of share training/QS2"]);
-    let e = alice
-        .call::<_, serde_json::Value>(
-            Operation::ApplyJobQueue,
-            &serde_yaml_ng::from_str::<serde_json::Value>(QUEUE_YAML).expect("yaml"),
-        )
-        .await
-        .expect_err("teams do not change queues");
-    denied(&e, &["change the configuration of job queue training"]);
+    assert_alice_is_refused_on_bobs_share(&alice, &theirs.job_id).await;
     // Listing the whole queue shows her own jobs only.
     let listed: ListServiceJobsResponse = alice
         .call(
@@ -249,93 +331,65 @@ async fn teams_act_on_their_own_shares_only_and_every_write_is_audited() {
         "alice's watch saw bob's job: {seen}"
     );
 
-    // qm whoami and qm audit, as the real command line.
-    let out = qm(&stack, "alice", &["whoami"]);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{out:?}");
-    assert!(
-        text.contains("alice (team, team vision)") && text.contains("owns training/QS1"),
-        "{text}"
-    );
-    let out = qm(&stack, "platform", &["audit", "--output", "json"]);
-    assert!(out.status.success(), "{out:?}");
-    let all: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("json");
-    let seen: Vec<(String, String, String)> = all
-        .iter()
-        .map(|e| {
-            let s = |k: &str| e[k].as_str().unwrap_or("").to_string();
-            (s("principal"), s("operation"), s("jobId"))
-        })
-        .collect();
-    for expected in [
-        (
-            "platform".to_string(),
-            "ApplyJobQueue".to_string(),
-            String::new(),
-        ),
-        (
-            "alice".into(),
-            "SubmitServiceJob".into(),
-            mine.job_id.clone(),
-        ),
-        (
-            "bob".into(),
-            "SubmitServiceJob".into(),
-            theirs.job_id.clone(),
-        ),
-        (
-            "alice".into(),
-            "UpdateServiceJob".into(),
-            mine.job_id.clone(),
-        ),
-        (
-            "alice".into(),
-            "TerminateServiceJob".into(),
-            mine.job_id.clone(),
-        ),
-    ] {
-        assert!(
-            seen.contains(&expected),
-            "{expected:?} missing in {seen:#?}"
-        );
-    }
-    // The refused writes left no trace: nothing by alice on bob's job.
-    assert!(
-        !seen
-            .iter()
-            .any(|(p, _, j)| p == "alice" && *j == theirs.job_id),
-        "{seen:#?}"
-    );
-    // A team's audit shows its own shares only; filters work.
-    let out = qm(&stack, "alice", &["audit", "--output", "json"]);
-    assert!(out.status.success(), "{out:?}");
-    let hers: Vec<serde_json::Value> =
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"));
-    assert!(!hers.is_empty());
-    assert!(
-        hers.iter().all(|e| e["quotaShareName"] != "QS2"),
-        "{hers:#?}"
-    );
-    let out = qm(
-        &stack,
-        "platform",
-        &["audit", "--by", "bob", "--output", "json"],
-    );
-    let bobs: Vec<serde_json::Value> =
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"));
-    assert_eq!(bobs.len(), 1, "{bobs:#?}");
-    let out = qm(
-        &stack,
-        "platform",
-        &["audit", "--since", "2999-01-01T00:00:00Z"],
-    );
-    assert!(out.status.success(), "{out:?}");
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout).lines().count(),
-        1,
-        "only the header"
-    );
+    assert_whoami_and_audit(&stack, &mine.job_id, &theirs.job_id);
     stack.stop_all();
+}
+
+/// Going around admission: a relayed request with a forged admin caller
+/// straight to the scheduler, deposing the leader by writing its lease,
+/// answering for a dead leader (a standby would then wait out its lease
+/// instead of taking over at once) or probing for it, and writing the
+/// configuration bucket directly: the server refuses each.
+async fn assert_scheduler_and_config_subjects_refused(alice: &qm_service::client::Client) {
+    let forged_relay = serde_json::json!({
+        "operation": "TerminateServiceJob",
+        "body": {"jobId": "j-anything", "reason": "forged"},
+        "caller": {"principal": "platform", "role": "ADMIN"}
+    });
+    let t = Instant::now();
+    alice
+        .nats
+        .publish(
+            "qm.v1.sched.request",
+            serde_json::to_vec(&forged_relay).expect("json").into(),
+        )
+        .await
+        .expect("sent");
+    refused_by_server(t, "qm.v1.sched.request").await;
+    let t = Instant::now();
+    alice
+        .nats
+        .publish(
+            "$KV.qm_leader.scheduler",
+            br#"{"holder":"me","expiresAt":99999999999999}"#.to_vec().into(),
+        )
+        .await
+        .expect("sent");
+    refused_by_server(t, "$KV.qm_leader.scheduler").await;
+    // 2c. Answering for a dead leader (a standby would then wait out its
+    //     lease instead of taking over at once), or probing for it.
+    let t = Instant::now();
+    let _answer = alice
+        .nats
+        .subscribe("qm.v1.sched.presence.*")
+        .await
+        .expect("sent");
+    refused_by_server(t, "qm.v1.sched.presence.*").await;
+    let t = Instant::now();
+    alice
+        .nats
+        .publish("qm.v1.sched.presence.scheduler-1", "".into())
+        .await
+        .expect("sent");
+    refused_by_server(t, "qm.v1.sched.presence.scheduler-1").await;
+    // 3. Writing the configuration bucket directly.
+    let t = Instant::now();
+    alice
+        .nats
+        .publish("$KV.qm_config.queue.training", b"{}".to_vec().into())
+        .await
+        .expect("sent");
+    refused_by_server(t, "$KV.qm_config.queue.training").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -386,58 +440,7 @@ async fn a_team_client_cannot_reach_what_only_services_may_touch() {
             .expect("sent");
         refused_by_server(t, subject).await;
     }
-    // 2b. Going around admission: a relayed request with a forged admin
-    //     caller straight to the scheduler, and deposing the leader by
-    //     writing its lease.
-    let forged_relay = serde_json::json!({
-        "operation": "TerminateServiceJob",
-        "body": {"jobId": "j-anything", "reason": "forged"},
-        "caller": {"principal": "platform", "role": "ADMIN"}
-    });
-    let t = Instant::now();
-    alice
-        .nats
-        .publish(
-            "qm.v1.sched.request",
-            serde_json::to_vec(&forged_relay).expect("json").into(),
-        )
-        .await
-        .expect("sent");
-    refused_by_server(t, "qm.v1.sched.request").await;
-    let t = Instant::now();
-    alice
-        .nats
-        .publish(
-            "$KV.qm_leader.scheduler",
-            br#"{"holder":"me","expiresAt":99999999999999}"#.to_vec().into(),
-        )
-        .await
-        .expect("sent");
-    refused_by_server(t, "$KV.qm_leader.scheduler").await;
-    // 2c. Answering for a dead leader (a standby would then wait out its
-    //     lease instead of taking over at once), or probing for it.
-    let t = Instant::now();
-    let _answer = alice
-        .nats
-        .subscribe("qm.v1.sched.presence.*")
-        .await
-        .expect("sent");
-    refused_by_server(t, "qm.v1.sched.presence.*").await;
-    let t = Instant::now();
-    alice
-        .nats
-        .publish("qm.v1.sched.presence.scheduler-1", "".into())
-        .await
-        .expect("sent");
-    refused_by_server(t, "qm.v1.sched.presence.scheduler-1").await;
-    // 3. Writing the configuration bucket directly.
-    let t = Instant::now();
-    alice
-        .nats
-        .publish("$KV.qm_config.queue.training", b"{}".to_vec().into())
-        .await
-        .expect("sent");
-    refused_by_server(t, "$KV.qm_config.queue.training").await;
+    assert_scheduler_and_config_subjects_refused(&alice).await;
     // 4. Registering as an executor: the server lets her reach admission
     //    (her own API subject), admission refuses.
     let e = alice
@@ -780,9 +783,8 @@ async fn wrong_credentials_are_refused_with_a_clear_message_by_every_service_and
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn over_tls_with_a_ca_made_at_test_time_jobs_run_and_plain_clients_are_refused() {
-    // A CA, and a server certificate it signs for 127.0.0.1.
+/// A CA, and a server certificate it signs for 127.0.0.1.
+fn test_tls() -> Tls {
     let ca_key = rcgen::KeyPair::generate().expect("key");
     let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
     ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
@@ -796,11 +798,16 @@ async fn over_tls_with_a_ca_made_at_test_time_jobs_run_and_plain_clients_are_ref
         rcgen::CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
             .expect("params");
     let server_cert = server_params.signed_by(&server_key, &issuer).expect("cert");
-    let tls = Tls {
+    Tls {
         ca_pem: ca_cert.pem(),
         cert_pem: server_cert.pem(),
         key_pem: server_key.serialize_pem(),
-    };
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn over_tls_with_a_ca_made_at_test_time_jobs_run_and_plain_clients_are_refused() {
+    let tls = test_tls();
     let nats = start_nats_with(None, Some(tls.clone())).await;
     assert!(nats.url.starts_with("tls://"), "{}", nats.url);
     let ca_file = std::env::temp_dir().join(format!("qm-test-ca-{}.pem", std::process::id()));

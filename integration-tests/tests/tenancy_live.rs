@@ -568,22 +568,9 @@ async fn a_team_member_added_live_works_at_once_and_once_removed_is_cut_off_on_e
     drop(sync);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn keys_rotate_with_an_overlap_and_only_admins_change_the_tenancy() {
-    let nats = start_nats_reloadable(Auth::dev("tenancy-rotate")).await;
-    let (nats, _s3, mut stack) = running_on(nats, "tenancy-rotate", QUEUE_YAML).await;
-    let keys = qm_integration_tests::browser::write_keys(&stack.dir);
-    let endpoint = gateway(&mut stack, &keys).await;
-    let sync = Sync::start(&stack, &nats);
-    let first = apply(&stack, &stack.auth.tenancy_file.clone());
-    sync.wait_for(first.revision).await;
-    let current: TenancyRevision = stack
-        .client
-        .call(Operation::DescribeTenancy, &DescribeTenancy::default())
-        .await
-        .expect("describe");
-
-    // Only admins change it; readers read it; teams do neither.
+/// Only admins change the tenancy; readers read it; teams do neither; nor
+/// can the gateway or the console, even naming an admin.
+async fn assert_only_admins_change_it(stack: &Stack, current: &TenancyRevision) {
     let alice = stack.auth.client(&stack.nats_url, "alice").await;
     let change = ApplyTenancy {
         tenancy: current.tenancy.clone(),
@@ -629,8 +616,11 @@ async fn keys_rotate_with_an_overlap_and_only_admins_change_the_tenancy() {
             "{relay}: {e}"
         );
     }
+}
 
-    // A bad tenancy: every problem named, nothing stored.
+/// A bad tenancy, one without an admin, and a stale revision: every problem
+/// named, nothing stored.
+async fn assert_bad_tenancies_are_refused(stack: &Stack, current: &TenancyRevision) {
     let mut bad = current.tenancy.clone();
     bad.admins.push("alice".into()); // alice is also a team user
     bad.nkeys.insert("ghost".into(), vec!["SUAAAA".into()]);
@@ -698,9 +688,11 @@ async fn keys_rotate_with_an_overlap_and_only_admins_change_the_tenancy() {
         .await
         .expect("describe");
     assert_eq!(still.revision, current.revision, "nothing was stored");
+}
 
-    // The sync principal reads the tenancy and nothing else: no API, no
-    // other bucket.
+/// The sync principal reads the tenancy and nothing else: no API, no other
+/// bucket.
+async fn assert_sync_principal_reads_only_the_tenancy(stack: &Stack) {
     let (sync_client, _) = watched(&stack.nats_url, "nats-auth", &stack.auth.key("nats-auth"))
         .await
         .expect("nats-auth connects");
@@ -719,6 +711,26 @@ async fn keys_rotate_with_an_overlap_and_only_admins_change_the_tenancy() {
             .is_err(),
         "nats-auth reads the queue configuration"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn keys_rotate_with_an_overlap_and_only_admins_change_the_tenancy() {
+    let nats = start_nats_reloadable(Auth::dev("tenancy-rotate")).await;
+    let (nats, _s3, mut stack) = running_on(nats, "tenancy-rotate", QUEUE_YAML).await;
+    let keys = qm_integration_tests::browser::write_keys(&stack.dir);
+    let endpoint = gateway(&mut stack, &keys).await;
+    let sync = Sync::start(&stack, &nats);
+    let first = apply(&stack, &stack.auth.tenancy_file.clone());
+    sync.wait_for(first.revision).await;
+    let current: TenancyRevision = stack
+        .client
+        .call(Operation::DescribeTenancy, &DescribeTenancy::default())
+        .await
+        .expect("describe");
+
+    assert_only_admins_change_it(&stack, &current).await;
+    assert_bad_tenancies_are_refused(&stack, &current).await;
+    assert_sync_principal_reads_only_the_tenancy(&stack).await;
 
     // alice's NATS key, rotated: the new key works while the old one
     // still does; finishing closes the old key's connections.

@@ -105,6 +105,42 @@ async fn wait_ready(stack: &Stack, name: &str) -> Duration {
     panic!("{name} not ready within 120 s\n{}", stack.log_of(name));
 }
 
+/// Attempts one after another, never two at once: every attempt whose
+/// process was launched (it has an output file; one stopped while restoring
+/// never launched), and the one that succeeded, has its run record to
+/// compare.
+fn assert_attempts_one_after_another(
+    stack: &Stack,
+    name: &str,
+    job_id: &str,
+    j: &qm_wire::messages::ServiceJob,
+) {
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    for a in &j.attempts {
+        let node = a.executor_id.as_deref().unwrap_or("");
+        let launched = stack
+            .path()
+            .join(node)
+            .join(job_id)
+            .join(format!("attempt-{}", a.attempt))
+            .join("stdout.log")
+            .exists();
+        if launched || a.outcome.as_deref() == Some("SUCCEEDED") {
+            let run = stack.attempt_run(node, job_id, a.attempt);
+            runs.push(run.unwrap_or_else(|| {
+                panic!(
+                    "{name}: attempt {} on {node:?} ran but has no run record",
+                    a.attempt
+                )
+            }));
+        }
+    }
+    runs.sort();
+    for w in runs.windows(2) {
+        assert!(w[0].1 <= w[1].0, "{name}: attempts overlap: {runs:?}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn every_service_replaced_one_at_a_time_while_jobs_run_loses_no_job_and_runs_none_twice() {
     let (_nats, _s3, mut stack) = running_in_containers("rolling", QUEUE_YAML, Vec::new()).await;
@@ -246,34 +282,7 @@ async fn every_service_replaced_one_at_a_time_while_jobs_run_loses_no_job_and_ru
         if j.attempts.len() > 1 {
             resumed += 1;
         }
-        // Attempts one after another, never two at once: every attempt
-        // whose process was launched (it has an output file; one stopped
-        // while restoring never launched), and the one that succeeded, has
-        // its run record to compare.
-        let mut runs: Vec<(u64, u64)> = Vec::new();
-        for a in &j.attempts {
-            let node = a.executor_id.as_deref().unwrap_or("");
-            let launched = stack
-                .path()
-                .join(node)
-                .join(&s.job_id)
-                .join(format!("attempt-{}", a.attempt))
-                .join("stdout.log")
-                .exists();
-            if launched || a.outcome.as_deref() == Some("SUCCEEDED") {
-                let run = stack.attempt_run(node, &s.job_id, a.attempt);
-                runs.push(run.unwrap_or_else(|| {
-                    panic!(
-                        "{name}: attempt {} on {node:?} ran but has no run record",
-                        a.attempt
-                    )
-                }));
-            }
-        }
-        runs.sort();
-        for w in runs.windows(2) {
-            assert!(w[0].1 <= w[1].0, "{name}: attempts overlap: {runs:?}");
-        }
+        assert_attempts_one_after_another(&stack, name, &s.job_id, &j);
     }
     println!("  {resumed} jobs were stopped by a draining executor and resumed");
 }
