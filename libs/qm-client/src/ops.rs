@@ -1,28 +1,13 @@
-//! One typed method per API operation: the request and reply types of
+//! One typed method per API operation, made from the one table of
+//! operations (`qm_wire::operations`): the request and reply types of
 //! `qm_wire` (the shapes `docs/asyncapi.yaml` describes), the method named
 //! as the operation in snake case.
 
-use qm_tenancy::live::{
-    ApplyTenancy, ApplyTenancyResponse, DescribeTenancy, ListTenancyRevisions,
-    ListTenancyRevisionsResponse, TenancyRevision,
-};
-use qm_wire::messages::{
-    Caller, Empty, EventPage, GetPolicyStabilityRecord, GetReclaimExposure, GetServiceJobLogs,
-    GetUsage, JobOutlook, JobQueue, JobQueueNames, JobQueueSnapshot, JobRef, ListAuditEvents,
-    ListAuditEventsResponse, ListEvents, ListResumeDrills, ListResumeDrillsResponse,
-    ListServiceJobs, ListServiceJobsResponse, PolicyStabilityRecord, QueueChangeOutlook, QueueRef,
-    QuotaShare, QuotaShareList, ReclaimExposure, RegisterExecutor, ServiceJob, ShareRef,
-    StartResumeDrill, StartResumeDrillResponse, SubmitServiceJob, SubmitServiceJobResponse,
-    TerminateServiceJob, UpdateServiceJob, UsageReport,
-};
 use qm_wire::subjects::Operation;
-use qm_wire::system::{LogsResponse, QueueDocument};
 
 use crate::{CallError, Client};
 
-/// `UpdateJobQueue`'s request: `jobQueueName` and the fields to change,
-/// as AWS's (a field given as null is cleared; the others stay).
-pub type JobQueuePatch = serde_json::Map<String, serde_json::Value>;
+pub use qm_wire::operations::JobQueuePatch;
 
 macro_rules! operations {
     ($($(#[$doc:meta])* $method:ident: $op:ident($req:ty) -> $resp:ty;)*) => {
@@ -54,49 +39,7 @@ macro_rules! operations {
     };
 }
 
-operations! {
-    /// Submits a job once: see [`Client::submit`], which retries safely.
-    submit_service_job: SubmitServiceJob(SubmitServiceJob) -> SubmitServiceJobResponse;
-    describe_service_job: DescribeServiceJob(JobRef) -> ServiceJob;
-    list_service_jobs: ListServiceJobs(ListServiceJobs) -> ListServiceJobsResponse;
-    /// Changes a job's scheduling priority; answers the job.
-    update_service_job: UpdateServiceJob(UpdateServiceJob) -> ServiceJob;
-    /// Terminates a job (a job already over stays as it is); answers the
-    /// job.
-    terminate_service_job: TerminateServiceJob(TerminateServiceJob) -> ServiceJob;
-    create_job_queue: CreateJobQueue(JobQueue) -> JobQueue;
-    update_job_queue: UpdateJobQueue(JobQueuePatch) -> JobQueue;
-    /// Creates or replaces a queue with its shares, validated whole.
-    apply_job_queue: ApplyJobQueue(QueueDocument) -> QueueDocument;
-    describe_job_queue: DescribeJobQueue(QueueRef) -> QueueDocument;
-    list_job_queues: ListJobQueues(Empty) -> JobQueueNames;
-    delete_job_queue: DeleteJobQueue(QueueRef) -> Empty;
-    create_quota_share: CreateQuotaShare(QuotaShare) -> QuotaShare;
-    /// A merge patch of the share: the fields given change.
-    update_quota_share: UpdateQuotaShare(QuotaShare) -> QuotaShare;
-    describe_quota_share: DescribeQuotaShare(ShareRef) -> QuotaShare;
-    list_quota_shares: ListQuotaShares(QueueRef) -> QuotaShareList;
-    delete_quota_share: DeleteQuotaShare(ShareRef) -> Empty;
-    get_job_queue_snapshot: GetJobQueueSnapshot(QueueRef) -> JobQueueSnapshot;
-    register_executor: RegisterExecutor(RegisterExecutor) -> Empty;
-    get_service_job_logs: GetServiceJobLogs(GetServiceJobLogs) -> LogsResponse;
-    list_audit_events: ListAuditEvents(ListAuditEvents) -> ListAuditEventsResponse;
-    who_am_i: WhoAmI(Empty) -> Caller;
-    dry_run_service_job: DryRunServiceJob(SubmitServiceJob) -> JobOutlook;
-    explain_service_job: ExplainServiceJob(JobRef) -> JobOutlook;
-    start_resume_drill: StartResumeDrill(StartResumeDrill) -> StartResumeDrillResponse;
-    list_resume_drills: ListResumeDrills(ListResumeDrills) -> ListResumeDrillsResponse;
-    get_policy_stability_record: GetPolicyStabilityRecord(GetPolicyStabilityRecord) -> PolicyStabilityRecord;
-    get_usage: GetUsage(GetUsage) -> UsageReport;
-    get_reclaim_exposure: GetReclaimExposure(GetReclaimExposure) -> ReclaimExposure;
-    dry_run_update_quota_share: DryRunUpdateQuotaShare(QuotaShare) -> QueueChangeOutlook;
-    apply_tenancy: ApplyTenancy(ApplyTenancy) -> ApplyTenancyResponse;
-    describe_tenancy: DescribeTenancy(DescribeTenancy) -> TenancyRevision;
-    list_tenancy_revisions: ListTenancyRevisions(ListTenancyRevisions) -> ListTenancyRevisionsResponse;
-    /// One page of the stored events: see [`Client::events`] to follow
-    /// them.
-    list_events: ListEvents(ListEvents) -> EventPage;
-}
+qm_wire::for_each_operation!(operations);
 
 #[cfg(test)]
 mod tests {

@@ -9,6 +9,7 @@
 
 pub mod dates;
 pub mod messages;
+pub mod operations;
 pub mod paths;
 pub mod subjects;
 pub mod system;

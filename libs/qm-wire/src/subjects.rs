@@ -24,6 +24,8 @@
 
 use std::fmt;
 
+use crate::operations::operation_enum;
+
 pub const API_PREFIX: &str = "qm.v1.api";
 pub const JOB_EVENTS: &str = "qm.v1.events.job";
 pub const PREEMPTION_EVENTS: &str = "qm.v1.events.preemption";
@@ -127,119 +129,9 @@ pub fn token(value: &str) -> Result<&str, BadToken> {
     }
 }
 
-/// The request/reply operations of API v1.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Operation {
-    SubmitServiceJob,
-    DescribeServiceJob,
-    ListServiceJobs,
-    UpdateServiceJob,
-    TerminateServiceJob,
-    CreateJobQueue,
-    UpdateJobQueue,
-    CreateQuotaShare,
-    UpdateQuotaShare,
-    DescribeQuotaShare,
-    ListQuotaShares,
-    DeleteQuotaShare,
-    GetJobQueueSnapshot,
-    RegisterExecutor,
-    ApplyJobQueue,
-    DescribeJobQueue,
-    ListJobQueues,
-    GetServiceJobLogs,
-    ListAuditEvents,
-    WhoAmI,
-    DryRunServiceJob,
-    ExplainServiceJob,
-    StartResumeDrill,
-    ListResumeDrills,
-    GetPolicyStabilityRecord,
-    GetUsage,
-    GetReclaimExposure,
-    DryRunUpdateQuotaShare,
-    ApplyTenancy,
-    DescribeTenancy,
-    ListTenancyRevisions,
-    DeleteJobQueue,
-    ListEvents,
-}
+crate::for_each_operation!(operation_enum);
 
 impl Operation {
-    pub const ALL: [Operation; 33] = [
-        Operation::SubmitServiceJob,
-        Operation::DescribeServiceJob,
-        Operation::ListServiceJobs,
-        Operation::UpdateServiceJob,
-        Operation::TerminateServiceJob,
-        Operation::CreateJobQueue,
-        Operation::UpdateJobQueue,
-        Operation::CreateQuotaShare,
-        Operation::UpdateQuotaShare,
-        Operation::DescribeQuotaShare,
-        Operation::ListQuotaShares,
-        Operation::DeleteQuotaShare,
-        Operation::GetJobQueueSnapshot,
-        Operation::RegisterExecutor,
-        Operation::ApplyJobQueue,
-        Operation::DescribeJobQueue,
-        Operation::ListJobQueues,
-        Operation::GetServiceJobLogs,
-        Operation::ListAuditEvents,
-        Operation::WhoAmI,
-        Operation::DryRunServiceJob,
-        Operation::ExplainServiceJob,
-        Operation::StartResumeDrill,
-        Operation::ListResumeDrills,
-        Operation::GetPolicyStabilityRecord,
-        Operation::GetUsage,
-        Operation::GetReclaimExposure,
-        Operation::DryRunUpdateQuotaShare,
-        Operation::ApplyTenancy,
-        Operation::DescribeTenancy,
-        Operation::ListTenancyRevisions,
-        Operation::DeleteJobQueue,
-        Operation::ListEvents,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Operation::SubmitServiceJob => "SubmitServiceJob",
-            Operation::DescribeServiceJob => "DescribeServiceJob",
-            Operation::ListServiceJobs => "ListServiceJobs",
-            Operation::UpdateServiceJob => "UpdateServiceJob",
-            Operation::TerminateServiceJob => "TerminateServiceJob",
-            Operation::CreateJobQueue => "CreateJobQueue",
-            Operation::UpdateJobQueue => "UpdateJobQueue",
-            Operation::CreateQuotaShare => "CreateQuotaShare",
-            Operation::UpdateQuotaShare => "UpdateQuotaShare",
-            Operation::DescribeQuotaShare => "DescribeQuotaShare",
-            Operation::ListQuotaShares => "ListQuotaShares",
-            Operation::DeleteQuotaShare => "DeleteQuotaShare",
-            Operation::DeleteJobQueue => "DeleteJobQueue",
-            Operation::GetJobQueueSnapshot => "GetJobQueueSnapshot",
-            Operation::RegisterExecutor => "RegisterExecutor",
-            Operation::ApplyJobQueue => "ApplyJobQueue",
-            Operation::DescribeJobQueue => "DescribeJobQueue",
-            Operation::ListJobQueues => "ListJobQueues",
-            Operation::GetServiceJobLogs => "GetServiceJobLogs",
-            Operation::ListAuditEvents => "ListAuditEvents",
-            Operation::WhoAmI => "WhoAmI",
-            Operation::DryRunServiceJob => "DryRunServiceJob",
-            Operation::ExplainServiceJob => "ExplainServiceJob",
-            Operation::StartResumeDrill => "StartResumeDrill",
-            Operation::ListResumeDrills => "ListResumeDrills",
-            Operation::GetPolicyStabilityRecord => "GetPolicyStabilityRecord",
-            Operation::GetUsage => "GetUsage",
-            Operation::GetReclaimExposure => "GetReclaimExposure",
-            Operation::DryRunUpdateQuotaShare => "DryRunUpdateQuotaShare",
-            Operation::ApplyTenancy => "ApplyTenancy",
-            Operation::DescribeTenancy => "DescribeTenancy",
-            Operation::ListTenancyRevisions => "ListTenancyRevisions",
-            Operation::ListEvents => "ListEvents",
-        }
-    }
-
     /// The subject `principal` sends this operation on.
     pub fn subject(self, principal: &str) -> Result<String, BadToken> {
         Ok(format!(

@@ -2,18 +2,12 @@
 //! they may, and which handler answers each operation.
 
 use qm_service::api::{self, decode, invalid, respond};
-use qm_tenancy::{authorize, authorize_read, Action};
-use qm_wire::messages::{
-    ApiError, Caller, Empty, ErrorCode, JobQueue, ListServiceJobs, QueueRef, QuotaShareList,
-    ShareRef, SubmitServiceJob,
-};
+use qm_tenancy::live::ListTenancyRevisions;
+use qm_wire::messages::{Caller, ErrorCode};
 use qm_wire::subjects::{self, Operation};
-use qm_wire::system::QueueDocument;
 use tracing::Instrument;
 
-use crate::queues::merge_share;
-use crate::{audit, denied, Admission, Result};
-use qm_wire::updates::SharePatch;
+use crate::{audit, denied, events, Admission, Result};
 
 impl Admission {
     /// Answers one request inside its span (a child of the caller's trace
@@ -74,6 +68,8 @@ impl Admission {
         })
     }
 
+    /// One line per operation: the handler that answers it, in the module
+    /// it belongs to (`queue_ops.rs`, `jobs.rs`, `relays.rs`, ...).
     async fn dispatch(&self, msg: async_nats::Message) {
         let Some((principal, op)) = Operation::from_subject(&msg.subject) else {
             let reply: Result<()> = Err(invalid(
@@ -86,372 +82,79 @@ impl Admission {
             Ok(caller) => caller,
             Err(e) => return respond::<()>(&self.client, &msg, &Err(e)).await,
         };
-        let caller = &caller;
-        let p = &msg.payload;
-        let c = &self.client;
+        let (me, m, caller) = (self, &msg, &caller);
+        use Operation as O;
         match op {
-            Operation::WhoAmI => respond(c, &msg, &Ok::<_, ApiError>(caller.clone())).await,
-            Operation::SubmitServiceJob => {
-                let r = match decode(p) {
-                    Ok(job) => self.submit(caller, job).await,
-                    Err(e) => Err(e),
-                };
-                respond(c, &msg, &r).await
+            O::WhoAmI => me.answer(m, Ok(caller.clone())).await,
+            O::SubmitServiceJob => me.serve(m, |job| me.submit(caller, job)).await,
+            O::ApplyJobQueue => me.serve(m, |doc| me.apply_queue(caller, doc)).await,
+            O::CreateJobQueue => me.serve(m, |q| me.create_queue(caller, q)).await,
+            O::UpdateJobQueue => me.serve(m, |patch| me.update_queue(caller, patch)).await,
+            O::DescribeJobQueue => me.serve(m, |q| me.describe_queue(caller, q)).await,
+            O::ListJobQueues => me.answer(m, me.queue_names(caller).await).await,
+            O::DeleteJobQueue => me.serve(m, |q| me.delete_queue_op(caller, q)).await,
+            O::CreateQuotaShare => me.serve(m, |s| me.put_share(caller, true, s)).await,
+            O::UpdateQuotaShare => me.serve(m, |s| me.put_share(caller, false, s)).await,
+            O::DeleteQuotaShare => me.serve(m, |s| me.delete_share(caller, s)).await,
+            O::DescribeQuotaShare => me.serve(m, |s| me.describe_share(caller, s)).await,
+            O::ListQuotaShares => me.serve(m, |q| me.list_shares(caller, q)).await,
+            O::RegisterExecutor => me.serve(m, |r| me.register(&caller.principal, r)).await,
+            O::GetServiceJobLogs => me.serve(m, |r| me.logs(caller, r)).await,
+            O::ApplyTenancy => {
+                let relayed = caller.principal != principal;
+                me.serve(m, |r| me.apply_tenancy(caller, relayed, r)).await
             }
-            Operation::ApplyJobQueue => {
-                let r = match decode::<QueueDocument>(p) {
-                    Ok(doc) => {
-                        let name = doc.job_queue.job_queue_name.clone();
-                        self.change(caller, op, &name, move |_| Ok(doc.clone()))
-                            .await
-                    }
-                    Err(e) => Err(e),
-                };
-                respond(c, &msg, &r).await
+            O::DescribeTenancy => me.serve(m, |r| me.describe_tenancy(caller, r)).await,
+            O::ListTenancyRevisions => {
+                me.serve(m, |_: ListTenancyRevisions| {
+                    me.list_tenancy_revisions(caller)
+                })
+                .await
             }
-            Operation::CreateJobQueue => {
-                let r = match decode::<JobQueue>(p) {
-                    Ok(q) => {
-                        let name = q.job_queue_name.clone();
-                        self.change(caller, op, &name, move |old| match old {
-                            Some(_) => Err(api::error(
-                                ErrorCode::Conflict,
-                                format!("job queue {:?} already exists", q.job_queue_name),
-                            )),
-                            None => Ok(QueueDocument {
-                                job_queue: q.clone(),
-                                quota_shares: Vec::new(),
-                            }),
-                        })
-                        .await
-                        .map(|d| d.job_queue)
-                    }
-                    Err(e) => Err(e),
-                };
-                respond(c, &msg, &r).await
+            O::ListEvents => {
+                me.serve(m, |r| events::list(&me.events, &me.event_reads, caller, r))
+                    .await
             }
-            Operation::UpdateJobQueue => {
-                // As AWS's: the fields given change, the others stay as
-                // stored when the change lands (merged inside the
-                // compare-and-set, so concurrent updates of different
-                // fields all land). A field given as null is cleared.
-                let r = match decode::<serde_json::Map<String, serde_json::Value>>(p) {
-                    Ok(patch) => match patch.get("jobQueueName").and_then(|v| v.as_str()) {
-                        Some(name) => {
-                            let name = name.to_string();
-                            let queue = name.clone();
-                            self.change(caller, op, &name, move |old| {
-                                let Some(old) = old else {
-                                    return Err(api::error(
-                                        ErrorCode::NotFound,
-                                        format!("no job queue {queue:?}"),
-                                    ));
-                                };
-                                let job_queue = merged(&old.job_queue, &patch)?;
-                                Ok(QueueDocument {
-                                    job_queue,
-                                    quota_shares: old.quota_shares,
-                                })
-                            })
-                            .await
-                            .map(|d| d.job_queue)
-                        }
-                        None => Err(invalid("jobQueueName: is required", Vec::new())),
-                    },
-                    Err(e) => Err(e),
-                };
-                respond(c, &msg, &r).await
+            O::ListAuditEvents => {
+                me.serve(m, |r| audit::list(&me.log, &me.audit, caller, r))
+                    .await
             }
-            Operation::CreateQuotaShare | Operation::UpdateQuotaShare => {
-                let create = op == Operation::CreateQuotaShare;
-                let r = match decode::<SharePatch>(p) {
-                    Ok(patch) => {
-                        let s = patch.share.clone();
-                        let queue = s.job_queue.clone();
-                        let name = s.quota_share_name.clone();
-                        self.change(caller, op, &queue, move |old| {
-                            let mut doc = old.ok_or_else(|| {
-                                api::error(
-                                    ErrorCode::NotFound,
-                                    format!("no job queue {:?}", s.job_queue),
-                                )
-                            })?;
-                            let pos = doc
-                                .quota_shares
-                                .iter()
-                                .position(|x| x.quota_share_name == s.quota_share_name);
-                            match (pos, create) {
-                                (Some(_), true) => Err(api::error(
-                                    ErrorCode::Conflict,
-                                    format!("quota share {:?} already exists", s.quota_share_name),
-                                )),
-                                (None, false) => Err(api::error(
-                                    ErrorCode::NotFound,
-                                    format!("no quota share {:?}", s.quota_share_name),
-                                )),
-                                (None, true) => {
-                                    doc.quota_shares.push(s.clone());
-                                    Ok(doc)
-                                }
-                                (Some(i), false) => {
-                                    doc.quota_shares[i] =
-                                        merge_share(&doc.quota_shares[i], &patch)?;
-                                    Ok(doc)
-                                }
-                            }
-                        })
-                        .await
-                        .and_then(|d| {
-                            d.quota_shares
-                                .into_iter()
-                                .find(|x| x.quota_share_name == name)
-                                .ok_or_else(|| api::error(ErrorCode::Internal, "share vanished"))
-                        })
-                    }
-                    Err(e) => Err(e),
-                };
-                respond(c, &msg, &r).await
+            O::StartResumeDrill => me.serve(m, |r| me.start_drill(caller, r)).await,
+            O::ListServiceJobs => me.relay_list_jobs(caller, m).await,
+            O::GetJobQueueSnapshot => me.relay_snapshot(caller, m).await,
+            O::ListResumeDrills | O::GetPolicyStabilityRecord | O::GetUsage => {
+                me.relay_share_read(caller, op, m).await
             }
-            Operation::DeleteQuotaShare => {
-                let r = match decode::<ShareRef>(p) {
-                    Ok(s) => self
-                        .change(caller, op, &s.job_queue.clone(), move |old| {
-                            let mut doc = old.ok_or_else(|| {
-                                api::error(
-                                    ErrorCode::NotFound,
-                                    format!("no job queue {:?}", s.job_queue),
-                                )
-                            })?;
-                            let before = doc.quota_shares.len();
-                            doc.quota_shares
-                                .retain(|x| x.quota_share_name != s.quota_share_name);
-                            if doc.quota_shares.len() == before {
-                                return Err(api::error(
-                                    ErrorCode::NotFound,
-                                    format!("no quota share {:?}", s.quota_share_name),
-                                ));
-                            }
-                            Ok(doc)
-                        })
-                        .await
-                        .map(|_| Empty {}),
-                    Err(e) => Err(e),
-                };
-                respond(c, &msg, &r).await
-            }
-            Operation::DescribeQuotaShare => {
-                let r = match decode::<ShareRef>(p) {
-                    Ok(s) => self
-                        .readable(caller, &s.job_queue)
-                        .await
-                        .and_then(|(doc, _)| {
-                            doc.quota_shares
-                                .into_iter()
-                                .find(|x| x.quota_share_name == s.quota_share_name)
-                                .ok_or_else(|| {
-                                    api::error(
-                                        ErrorCode::NotFound,
-                                        format!("no quota share {:?}", s.quota_share_name),
-                                    )
-                                })
-                        }),
-                    Err(e) => Err(e),
-                };
-                respond(c, &msg, &r).await
-            }
-            Operation::ListQuotaShares => {
-                let r =
-                    match decode::<QueueRef>(p) {
-                        Ok(q) => self.readable(caller, &q.job_queue).await.map(|(doc, _)| {
-                            QuotaShareList {
-                                quota_shares: doc.quota_shares,
-                            }
-                        }),
-                        Err(e) => Err(e),
-                    };
-                respond(c, &msg, &r).await
-            }
-            Operation::DescribeJobQueue => {
-                let r = match decode::<QueueRef>(p) {
-                    Ok(q) => self
-                        .readable(caller, &q.job_queue)
-                        .await
-                        .map(|(doc, _)| doc),
-                    Err(e) => Err(e),
-                };
-                respond(c, &msg, &r).await
-            }
-            Operation::DeleteJobQueue => {
-                let r = match decode::<QueueRef>(p) {
-                    Ok(q) => self
-                        .delete_queue(caller, &q.job_queue)
-                        .await
-                        .map(|()| Empty {}),
-                    Err(e) => Err(e),
-                };
-                respond(c, &msg, &r).await
-            }
-            Operation::ListJobQueues => {
-                let r = self.queue_names(caller).await;
-                respond(c, &msg, &r).await
-            }
-            Operation::RegisterExecutor => {
-                let r = match decode(p) {
-                    Ok(reg) => self.register(&caller.principal, reg).await,
-                    Err(e) => Err(e),
-                };
-                respond(c, &msg, &r).await
-            }
-            Operation::GetServiceJobLogs => {
-                let r = match decode(p) {
-                    Ok(req) => self.logs(caller, req).await,
-                    Err(e) => Err(e),
-                };
-                respond(c, &msg, &r).await
-            }
-            Operation::ApplyTenancy => {
-                let r = match decode(p) {
-                    Ok(req) => {
-                        let relayed = caller.principal != principal;
-                        self.apply_tenancy(caller, relayed, req).await
-                    }
-                    Err(e) => Err(e),
-                };
-                respond(c, &msg, &r).await
-            }
-            Operation::DescribeTenancy => {
-                let r = match decode(p) {
-                    Ok(req) => self.describe_tenancy(caller, req).await,
-                    Err(e) => Err(e),
-                };
-                respond(c, &msg, &r).await
-            }
-            Operation::ListTenancyRevisions => {
-                let r = match decode::<qm_tenancy::live::ListTenancyRevisions>(p) {
-                    Ok(_) => self.list_tenancy_revisions(caller).await,
-                    Err(e) => Err(e),
-                };
-                respond(c, &msg, &r).await
-            }
-            Operation::ListEvents => {
-                let r = match decode(p) {
-                    Ok(req) => {
-                        crate::events::list(&self.events, &self.event_reads, caller, req).await
-                    }
-                    Err(e) => Err(e),
-                };
-                respond(c, &msg, &r).await
-            }
-            Operation::ListAuditEvents => {
-                let r = match decode(p) {
-                    Ok(req) => audit::list(&self.log, &self.audit, caller, req).await,
-                    Err(e) => Err(e),
-                };
-                respond(c, &msg, &r).await
-            }
-            Operation::ListServiceJobs | Operation::GetJobQueueSnapshot => {
-                // Checked here first (the queue and share are in the
-                // request), and again by the scheduler.
-                let check = match op {
-                    Operation::ListServiceJobs => decode::<ListServiceJobs>(p).and_then(|l| {
-                        authorize_read(caller, &l.job_queue, l.quota_share_name.as_deref())
-                            .map_err(denied)
-                    }),
-                    _ => decode::<QueueRef>(p).and_then(|q| {
-                        authorize(
-                            caller,
-                            Action::ReadQueue {
-                                queue: &q.job_queue,
-                            },
-                        )
-                        .map_err(denied)
-                    }),
-                };
-                match check {
-                    Ok(()) => self.relay_reply(caller, op, &msg).await,
-                    Err(e) => respond::<()>(c, &msg, &Err(e)).await,
-                }
-            }
-            Operation::StartResumeDrill => {
-                let r = match decode(p) {
-                    Ok(request) => self.start_drill(caller, request).await,
-                    Err(e) => Err(e),
-                };
-                respond(c, &msg, &r).await
-            }
-            Operation::ListResumeDrills
-            | Operation::GetPolicyStabilityRecord
-            | Operation::GetUsage => {
-                // Checked here first, and again (share by share) by the
-                // scheduler (both name a queue and perhaps a share).
-                let check = decode::<qm_wire::messages::ListResumeDrills>(p).and_then(|l| {
-                    authorize_read(caller, &l.job_queue, l.quota_share_name.as_deref())
-                        .map_err(denied)
-                });
-                match check {
-                    Ok(()) => self.relay_reply(caller, op, &msg).await,
-                    Err(e) => respond::<()>(c, &msg, &Err(e)).await,
-                }
-            }
-            Operation::DryRunUpdateQuotaShare => {
-                let r = match decode::<SharePatch>(p) {
-                    Ok(s) => self.foresee_share_update(caller, &s).await,
-                    Err(e) => Err(e),
-                };
-                match r {
-                    Ok(raw) => {
-                        if let Some(to) = &msg.reply {
-                            let _ = c.publish(to.clone(), raw).await;
-                        }
-                    }
-                    Err(e) => respond::<()>(c, &msg, &Err(e)).await,
-                }
-            }
-            Operation::GetReclaimExposure => {
-                // Checked here first, and again by the scheduler.
-                let check = decode::<qm_wire::messages::GetReclaimExposure>(p).and_then(|g| {
-                    authorize_read(caller, &g.job_queue, Some(&g.quota_share_name)).map_err(denied)
-                });
-                match check {
-                    Ok(()) => self.relay_reply(caller, op, &msg).await,
-                    Err(e) => respond::<()>(c, &msg, &Err(e)).await,
-                }
-            }
-            Operation::DryRunServiceJob => {
-                // Checked as a submit is, then foreseen by the scheduler
-                // (which checks the caller again); nothing is stored.
-                match decode::<SubmitServiceJob>(p) {
-                    Ok(job) => match self.validate_submit(caller, &job).await {
-                        Ok(()) => self.relay_reply(caller, op, &msg).await,
-                        Err(e) => respond::<()>(c, &msg, &Err(e)).await,
-                    },
-                    Err(e) => respond::<()>(c, &msg, &Err(e)).await,
-                }
-            }
-            Operation::DescribeServiceJob
-            | Operation::ExplainServiceJob
-            | Operation::UpdateServiceJob
-            | Operation::TerminateServiceJob => self.relay_reply(caller, op, &msg).await,
+            O::GetReclaimExposure => me.relay_exposure(caller, m).await,
+            O::DryRunServiceJob => me.relay_dry_run_job(caller, m).await,
+            O::DryRunUpdateQuotaShare => me.relay_dry_run_share(caller, m).await,
+            O::DescribeServiceJob
+            | O::ExplainServiceJob
+            | O::UpdateServiceJob
+            | O::TerminateServiceJob => me.relay_reply(caller, op, m).await,
         }
     }
-}
 
-/// `stored` with the fields of `patch` (camelCase, as the API names them)
-/// replacing its own; a field given as null is cleared.
-fn merged(
-    stored: &JobQueue,
-    patch: &serde_json::Map<String, serde_json::Value>,
-) -> crate::Result<JobQueue> {
-    let mut value =
-        serde_json::to_value(stored).map_err(|e| api::error(ErrorCode::Internal, e.to_string()))?;
-    let fields = value.as_object_mut().expect("a job queue is an object");
-    for (k, v) in patch {
-        if v.is_null() {
-            fields.remove(k);
-        } else {
-            fields.insert(k.clone(), v.clone());
-        }
+    /// Answers a request that carries nothing to decode.
+    async fn answer<Resp: serde::Serialize>(&self, msg: &async_nats::Message, reply: Result<Resp>) {
+        respond(&self.client, msg, &reply).await;
     }
-    serde_json::from_value(value)
-        .map_err(|e| invalid(format!("invalid job queue: {e}"), Vec::new()))
+
+    /// Decodes the request, runs `handler` on it and answers its result
+    /// (or the decoding error).
+    async fn serve<'a, Req, Resp, Fut>(
+        &'a self,
+        msg: &'a async_nats::Message,
+        handler: impl FnOnce(Req) -> Fut,
+    ) where
+        Req: serde::de::DeserializeOwned,
+        Resp: serde::Serialize,
+        Fut: std::future::Future<Output = Result<Resp>> + 'a,
+    {
+        let reply = match decode::<Req>(&msg.payload) {
+            Ok(request) => handler(request).await,
+            Err(e) => Err(e),
+        };
+        respond(&self.client, msg, &reply).await;
+    }
 }

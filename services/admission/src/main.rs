@@ -15,7 +15,9 @@ mod drills;
 mod events;
 mod handlers;
 mod jobs;
+mod queue_ops;
 mod queues;
+mod relays;
 mod settings;
 mod tenancy;
 

@@ -41,66 +41,53 @@ impl AwsError {
     }
 }
 
-/// The operations, by route.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Op {
-    SubmitServiceJob,
-    DescribeServiceJob,
-    ListServiceJobs,
-    UpdateServiceJob,
-    TerminateServiceJob,
-    TerminateServiceJobs,
-    CreateQuotaShare,
-    UpdateQuotaShare,
-    DescribeQuotaShare,
-    ListQuotaShares,
-    DeleteQuotaShare,
-    GetJobQueueSnapshot,
-    CreateSchedulingPolicy,
-    DescribeSchedulingPolicies,
-    UpdateSchedulingPolicy,
-    ListSchedulingPolicies,
-    DeleteSchedulingPolicy,
-    CreateJobQueue,
-    UpdateJobQueue,
-    DescribeJobQueues,
-    DeleteJobQueue,
-    CreateServiceEnvironment,
-    DescribeServiceEnvironments,
-    UpdateServiceEnvironment,
-    DeleteServiceEnvironment,
-    TagResource,
-    UntagResource,
-    ListTagsForResource,
+/// Makes [`Op`] and the operations routed by `POST /v1/<name>` from one
+/// list: AWS Batch's operation names, each spelled once.
+macro_rules! aws_operations {
+    (post: [$($post:ident),* $(,)?], tags: [$($tag:ident),* $(,)?] $(,)?) => {
+        /// The operations, by route.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum Op {
+            $($post,)*
+            $($tag,)*
+        }
+
+        /// The operations routed by `POST /v1/<name>`.
+        const POST_OPS: &[Op] = &[$(Op::$post,)*];
+    };
 }
 
-const POST_OPS: [Op; 25] = [
-    Op::SubmitServiceJob,
-    Op::DescribeServiceJob,
-    Op::ListServiceJobs,
-    Op::UpdateServiceJob,
-    Op::TerminateServiceJob,
-    Op::TerminateServiceJobs,
-    Op::CreateQuotaShare,
-    Op::UpdateQuotaShare,
-    Op::DescribeQuotaShare,
-    Op::ListQuotaShares,
-    Op::DeleteQuotaShare,
-    Op::GetJobQueueSnapshot,
-    Op::CreateSchedulingPolicy,
-    Op::DescribeSchedulingPolicies,
-    Op::UpdateSchedulingPolicy,
-    Op::ListSchedulingPolicies,
-    Op::DeleteSchedulingPolicy,
-    Op::CreateJobQueue,
-    Op::UpdateJobQueue,
-    Op::DescribeJobQueues,
-    Op::DeleteJobQueue,
-    Op::CreateServiceEnvironment,
-    Op::DescribeServiceEnvironments,
-    Op::UpdateServiceEnvironment,
-    Op::DeleteServiceEnvironment,
-];
+aws_operations! {
+    post: [
+        SubmitServiceJob,
+        DescribeServiceJob,
+        ListServiceJobs,
+        UpdateServiceJob,
+        TerminateServiceJob,
+        TerminateServiceJobs,
+        CreateQuotaShare,
+        UpdateQuotaShare,
+        DescribeQuotaShare,
+        ListQuotaShares,
+        DeleteQuotaShare,
+        GetJobQueueSnapshot,
+        CreateSchedulingPolicy,
+        DescribeSchedulingPolicies,
+        UpdateSchedulingPolicy,
+        ListSchedulingPolicies,
+        DeleteSchedulingPolicy,
+        CreateJobQueue,
+        UpdateJobQueue,
+        DescribeJobQueues,
+        DeleteJobQueue,
+        CreateServiceEnvironment,
+        DescribeServiceEnvironments,
+        UpdateServiceEnvironment,
+        DeleteServiceEnvironment,
+    ],
+    // Routed by method on `/v1/tags/{resourceArn}`.
+    tags: [TagResource, UntagResource, ListTagsForResource],
+}
 
 impl Op {
     pub fn name(self) -> String {
@@ -126,7 +113,8 @@ pub fn route(method: &Method, path: &str) -> Option<(Op, Option<String>)> {
     }
     let name = path.strip_prefix("/v1/")?;
     POST_OPS
-        .into_iter()
+        .iter()
+        .copied()
         .find(|op| op.name().eq_ignore_ascii_case(name))
         .map(|op| (op, None))
 }
@@ -415,12 +403,7 @@ impl Gateway {
 
 /// The TLS configuration, when `tlsCertFile` is set.
 pub fn tls_config(settings: &Settings) -> Result<Option<Arc<rustls::ServerConfig>>, String> {
-    if !settings.tls() {
-        return Ok(None);
-    }
-    qm_service::http::tls_config(&settings.tls_cert_file, &settings.tls_key_file)
-        .map(Some)
-        .map_err(|e| format!("tlsCertFile/tlsKeyFile: {e}"))
+    settings.listener().tls_config()
 }
 
 /// How long the gateway keeps accepting connections after a shutdown
@@ -446,14 +429,12 @@ pub async fn serve(
     tls: Option<Arc<rustls::ServerConfig>>,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
-    let limits = qm_service::http::Limits {
-        max_connections: gateway.settings.max_connections,
-        max_connections_per_client: gateway.settings.max_connections_per_client,
-        header_read_timeout: Duration::from_secs(gateway.settings.header_read_timeout_seconds),
-        max_header_bytes: 64 * 1024,
-        connection_lifetime: Duration::from_secs(300),
-        drain_timeout: DRAIN,
-    };
+    let limits = gateway.settings.listener().limits(
+        Duration::from_secs(gateway.settings.header_read_timeout_seconds),
+        64 * 1024,
+        Duration::from_secs(300),
+        DRAIN,
+    );
     let refused = {
         let gateway = Arc::clone(&gateway);
         move |ip: std::net::IpAddr| {
