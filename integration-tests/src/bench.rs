@@ -21,12 +21,10 @@ pub fn env_or(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// The nearest-rank percentile of `sorted` (`qm_core::stats`, the rule
+/// the simulator and the evaluation use); 0 for no values.
 pub fn percentile(sorted: &[u64], p: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i]
+    qm_core::stats::nearest_rank(sorted, p).unwrap_or(0)
 }
 
 /// What was seen of one job, in milliseconds since the Unix epoch.

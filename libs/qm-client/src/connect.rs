@@ -6,6 +6,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use backon::Retryable;
+
 use qm_wire::subjects;
 
 use crate::Client;
@@ -241,24 +243,23 @@ impl Connect {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let started = tokio::time::Instant::now();
-        let mut pause = Duration::from_millis(200);
-        loop {
+        let attempt = || async {
             let o = self.options(&principal).await?;
-            match o.connect(servers.as_slice()).await {
-                Ok(client) => return Ok((client, principal)),
-                Err(e) => {
-                    let e = self.classify(&e, &principal);
-                    let waiting = matches!(e, ConnectError::Unreachable { .. })
-                        && self.wait.is_none_or(|w| started.elapsed() < w);
-                    if !waiting {
-                        return Err(e);
-                    }
-                    tracing::warn!(url = %self.url, error = %e, "NATS not reachable; retrying");
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_secs(5));
-                }
-            }
-        }
+            o.connect(servers.as_slice())
+                .await
+                .map_err(|e| self.classify(&e, &principal))
+        };
+        let client = attempt
+            .retry(crate::retry::forever(Duration::from_millis(200)))
+            .when(|e| {
+                matches!(e, ConnectError::Unreachable { .. })
+                    && self.wait.is_none_or(|w| started.elapsed() < w)
+            })
+            .notify(|e, _| {
+                tracing::warn!(url = %self.url, error = %e, "NATS not reachable; retrying");
+            })
+            .await?;
+        Ok((client, principal))
     }
 
     /// Connects, and returns a [`Client`] of the API.

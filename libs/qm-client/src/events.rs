@@ -5,6 +5,8 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use backon::Retryable;
+
 use qm_wire::messages::{ErrorCode, ListEvents, StoredEvent};
 
 use crate::{CallError, Client};
@@ -59,19 +61,13 @@ impl Client {
         if job.client_token.as_deref().is_none_or(str::is_empty) {
             job.client_token = Some(format!("qm-client-{}", uuid::Uuid::new_v4().simple()));
         }
-        let mut pause = Duration::from_millis(200);
-        let mut tries = 0;
-        loop {
-            match self.submit_service_job(&job).await {
-                Err(e) if retryable(&e) && tries < 8 => {
-                    tracing::warn!(error = %e, "submit not answered; retrying with the same client token");
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_secs(5));
-                    tries += 1;
-                }
-                other => return other,
-            }
-        }
+        (|| self.submit_service_job(&job))
+            .retry(crate::retry::forever(Duration::from_millis(200)).with_max_times(8))
+            .when(retryable)
+            .notify(|e, _| {
+                tracing::warn!(error = %e, "submit not answered; retrying with the same client token");
+            })
+            .await
     }
 }
 
@@ -96,7 +92,6 @@ impl Events {
     /// The next event, waiting for it as long as it takes. None after an
     /// error no retry can mend (returned once, before).
     pub async fn next(&mut self) -> Option<Result<StoredEvent, CallError>> {
-        let mut pause = Duration::from_millis(200);
         loop {
             if let Some(e) = self.buffer.pop_front() {
                 // The page's own cursor also passes the events it skipped.
@@ -111,9 +106,14 @@ impl Events {
                 return None;
             }
             self.request.wait_seconds = Some(WAIT_SECONDS);
-            match self.client.list_events(&self.request).await {
+            let (client, request) = (&self.client, &self.request);
+            let page = (|| client.list_events(request))
+                .retry(crate::retry::forever(Duration::from_millis(200)))
+                .when(retryable)
+                .notify(|e, _| tracing::warn!(error = %e, "reading events failed; retrying"))
+                .await;
+            match page {
                 Ok(page) => {
-                    pause = Duration::from_millis(200);
                     // Each event's cursor is the place past it; the page's
                     // is past what it skipped as well.
                     if page.gap {
@@ -125,11 +125,6 @@ impl Events {
                         self.resume = self.request.after.clone();
                     }
                     self.buffer.extend(page.events);
-                }
-                Err(e) if retryable(&e) => {
-                    tracing::warn!(error = %e, "reading events failed; retrying");
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_secs(5));
                 }
                 Err(e) => {
                     self.failed = true;

@@ -47,6 +47,7 @@ pub mod client;
 pub mod connect;
 pub mod events;
 pub mod ops;
+pub mod retry;
 pub mod schema;
 pub mod trace;
 

@@ -1,6 +1,8 @@
 //! Retrying with backoff, one schedule for the whole system (the `backon`
 //! crate): exponential from a first delay, doubling, capped at 5 s, with
-//! jitter so that services restarted together do not retry in step.
+//! jitter so that services restarted together do not retry in step. The
+//! client's own retries (connecting, submitting, following events) and the
+//! services' (`qm_service::retry` is this module) use it.
 
 use std::time::Duration;
 

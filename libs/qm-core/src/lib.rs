@@ -37,6 +37,7 @@ pub mod pass;
 pub mod plan;
 pub mod policy;
 pub mod reason;
+pub mod stats;
 mod table;
 pub mod time;
 pub mod usage;

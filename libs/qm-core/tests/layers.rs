@@ -3,7 +3,10 @@
 
 const LAYERS: qm_arch::Layers = qm_arch::Layers {
     layers: &[
-        ("base: ids and time", &["ids", "time"]),
+        (
+            "base: ids, time and the percentile rule",
+            &["ids", "time", "stats"],
+        ),
         (
             "model: plain types, knowing nothing of their checks",
             &[

@@ -403,9 +403,7 @@ pub struct Pct {
 impl Pct {
     fn of(mut v: Vec<f64>) -> Pct {
         v.sort_by(f64::total_cmp);
-        let at = |p: f64| {
-            (!v.is_empty()).then(|| v[((p * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1])
-        };
+        let at = |p: f64| qm_core::stats::nearest_rank(&v, p);
         Pct {
             n: v.len(),
             p50: at(0.5),

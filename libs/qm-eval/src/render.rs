@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use maud::{html, Markup, PreEscaped, DOCTYPE};
 use plotters::prelude::*;
 use serde::Serialize;
 
@@ -380,152 +381,185 @@ fn classes_markdown(e: &Evaluation) -> String {
     s
 }
 
-/// The HTML report (self-contained: styles and SVG plots inline).
+const STYLE: &str = "body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}table{border-collapse:collapse;font-size:13px;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}figure{margin:1.5em 0}.note{color:#555;font-size:13px}";
+
+/// The HTML report (self-contained: styles and SVG plots inline; maud
+/// escapes every text it is given).
 pub fn html(e: &Evaluation) -> String {
-    let mut h = String::new();
-    let _ = write!(
-        h,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Quartermaster what-if: sharing policies on a real trace</title>\n<style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}}table{{border-collapse:collapse;font-size:13px;margin:1em 0}}td,th{{border:1px solid #ccc;padding:3px 6px;text-align:right}}th{{background:#f3f3f3}}td:first-child,th:first-child{{text-align:left}}figure{{margin:1.5em 0}}.note{{color:#555;font-size:13px}}</style></head><body>\n<h1>Sharing policies compared on a real trace</h1>\n"
-    );
-    let _ = write!(
-        h,
-        "<p class=\"note\">{}</p><h2>The workload</h2><p>{} jobs from {}, {:.0} GPU-hours over {:.1} days (mean demand {:.0} GPUs). {}</p><p>Seed {}. Shares: {}.</p>",
-        esc(&e.citation),
-        e.mapping.jobs,
-        esc(&e.trace_files.join(", ")),
-        e.mapping.gpu_hours,
-        e.mapping.span_days,
-        e.mapping.mean_gpu_demand,
-        esc(&e.mapping.description),
-        e.mapping.seed,
-        esc(&e
-            .mapping
-            .shares
-            .iter()
-            .map(|(k, v)| format!("{k} {v}"))
-            .collect::<Vec<_>>()
-            .join(", "))
-    );
-    if !e.bad_lines.is_empty() {
-        let _ = write!(
-            h,
-            "<p>{} malformed trace lines were skipped, e.g. {}.</p>",
-            e.bad_lines.len(),
-            esc(&e.bad_lines[0].to_string())
-        );
-    }
-    let _ = write!(h, "<h2>Summary</h2><table><tr><th>policy</th><th>what it is</th><th>jobs done</th><th>rejected</th><th>completion p50 / p90 / p99 (h)</th><th>wait p50 / p90 (h)</th><th>owners' reclaim wait p50 / p90 / max (s)</th><th>recomputed GPU-h</th><th>recomputed</th><th>preemptions / h</th><th>preempted &gt; 2</th><th>utilisation</th><th>wall (s)</th></tr>");
-    for p in &e.policies {
-        let m = all(p);
-        let _ = write!(
-            h,
-            "<tr><td>{}</td><td style=\"text-align:left\">{}</td><td>{}</td><td>{}</td><td>{} / {} / {}</td><td>{} / {}</td><td>{} / {} / {} ({} jobs)</td><td>{:.0}</td><td>{:.2}%</td><td>{:.2}</td><td>{}</td><td>{:.1}%</td><td>{:.1}</td></tr>",
-            esc(&p.name),
-            esc(&p.description),
-            m.succeeded,
-            m.rejected,
-            hours(m.completion_seconds.p50),
-            hours(m.completion_seconds.p90),
-            hours(m.completion_seconds.p99),
-            hours(m.wait_seconds.p50),
-            hours(m.wait_seconds.p90),
-            seconds(m.reclaim_wait_seconds.p50),
-            seconds(m.reclaim_wait_seconds.p90),
-            seconds(m.reclaim_wait_seconds.max),
-            m.reclaim_wait_seconds.n,
-            m.recomputed_gpu_hours,
-            m.recomputed_fraction * 100.0,
-            p.preemptions_per_hour,
-            m.preempted_more_than_twice,
-            p.fleet_utilisation * 100.0,
-            p.wall_seconds
-        );
-    }
-    h.push_str("</table>");
-    h.push_str("<h2>Plots</h2>");
-    for (id, svg, caption) in plots(e) {
-        let _ = write!(
-            h,
-            "<figure id=\"{id}\">{svg}<figcaption>{}</figcaption></figure>",
-            esc(&caption)
-        );
-    }
-    h.push_str("<h2>Fairness over time</h2><p class=\"note\">Jain's index of borrowed GPU-hours per entitled GPU, over the shares that borrowed (1: each in proportion to its size).</p><table><tr><th>policy</th><th>borrowed GPU-h</th><th>Jain's index</th><th>largest borrower's part</th><th>budget stops</th></tr>");
-    for p in e.policies.iter().filter(|p| p.borrowed_gpu_hours > 0.0) {
-        let _ = write!(
-            h,
-            "<tr><td>{}</td><td>{:.0}</td><td>{}</td><td>{:.1}%</td><td>{}</td></tr>",
-            esc(&p.name),
-            p.borrowed_gpu_hours,
-            p.jain_borrowed.map_or("-".into(), |j| format!("{j:.3}")),
-            p.top_borrower_fraction * 100.0,
-            p.budget_stops
-        );
-    }
-    h.push_str("</table>");
-    h.push_str("<h2>Per workload class</h2><p class=\"note\">Jobs drawn into classes by a seeded hash of their name (60% exploratory, 30% release, 10% urgent); every policy runs the same jobs, only <code>+classes</code> schedules by the classes.</p><table><tr><th>policy</th><th>class</th><th>jobs done</th><th>completion p50 / p90 (h)</th><th>wait p50 / p90 (h)</th><th>recomputed GPU-h</th><th>recomputed</th><th>preempted &gt; 2</th></tr>");
-    for (policy, class, m) in class_rows(e) {
-        let _ = write!(
-            h,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} / {}</td><td>{} / {}</td><td>{:.0}</td><td>{:.2}%</td><td>{}</td></tr>",
-            esc(policy),
-            esc(class),
-            m.succeeded,
-            hours(m.completion_seconds.p50),
-            hours(m.completion_seconds.p90),
-            hours(m.wait_seconds.p50),
-            hours(m.wait_seconds.p90),
-            m.recomputed_gpu_hours,
-            m.recomputed_fraction * 100.0,
-            m.preempted_more_than_twice
-        );
-    }
-    h.push_str("</table>");
-    h.push_str("<h2>Per share</h2>");
-    for p in &e.policies {
-        let _ = write!(
-            h,
-            "<h3>{}</h3><table><tr><th>share</th><th>jobs</th><th>rejected</th><th>completion p50 / p90 (h)</th><th>wait p50 / p90 (h)</th><th>reclaim wait p50 / p90 (s, jobs)</th><th>recomputed GPU-h</th><th>preempted 0 / 1 / 2 / 3+</th><th>preemptions / h</th><th>use of its entitlement</th></tr>",
-            esc(&p.name)
-        );
-        for (share, m) in &p.measures {
-            let b = |k: &str| m.preempted_attempts.get(k).copied().unwrap_or(0);
-            let _ = write!(
-                h,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} / {}</td><td>{} / {}</td><td>{} / {} ({})</td><td>{:.0}</td><td>{} / {} / {} / {}</td><td>{:.2}</td><td>{}</td></tr>",
-                esc(share),
+    let page = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                title { "Quartermaster what-if: sharing policies on a real trace" }
+                style { (PreEscaped(STYLE)) }
+            }
+            body {
+                h1 { "Sharing policies compared on a real trace" }
+                (workload_html(e))
+                h2 { "Summary" }
+                (summary_html(e))
+                h2 { "Plots" }
+                @for (id, svg, caption) in plots(e) {
+                    figure id=(id) { (PreEscaped(svg)) figcaption { (caption) } }
+                }
+                h2 { "Fairness over time" }
+                (fairness_html(e))
+                h2 { "Per workload class" }
+                (classes_html(e))
+                h2 { "Per share" }
+                @for p in &e.policies {
+                    (share_html(p))
+                }
+                p.note {
+                    "Made by " code { "qm whatif" } (format!(" in {:.0} s. ", e.wall_seconds))
+                    "Every run is the scheduling core itself on virtual time (" code { "qm simulate" } ")."
+                }
+            }
+        }
+    };
+    let mut out = page.into_string();
+    out.push('\n');
+    out
+}
+
+/// The trace, its mapping and what could not be read.
+fn workload_html(e: &Evaluation) -> Markup {
+    let m = &e.mapping;
+    let shares = m
+        .shares
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    html! {
+        p.note { (e.citation) }
+        h2 { "The workload" }
+        p {
+            (format!(
+                "{} jobs from {}, {:.0} GPU-hours over {:.1} days (mean demand {:.0} GPUs). ",
                 m.jobs,
-                m.rejected,
-                hours(m.completion_seconds.p50),
-                hours(m.completion_seconds.p90),
-                hours(m.wait_seconds.p50),
-                hours(m.wait_seconds.p90),
-                seconds(m.reclaim_wait_seconds.p50),
-                seconds(m.reclaim_wait_seconds.p90),
-                m.reclaim_wait_seconds.n,
-                m.recomputed_gpu_hours,
-                b("0"),
-                b("1"),
-                b("2"),
-                b("3+"),
-                m.preemptions_per_hour,
-                m.utilisation_of_entitlement
-                    .map_or_else(|| "-".into(), |u| format!("{:.0}%", u * 100.0))
-            );
+                e.trace_files.join(", "),
+                m.gpu_hours,
+                m.span_days,
+                m.mean_gpu_demand
+            ))
+            (m.description)
         }
-        h.push_str("</table>");
-        if !p.rejected_examples.is_empty() {
-            let _ = write!(
-                h,
-                "<p class=\"note\">Refused submissions, e.g.: {}</p>",
-                esc(&p.rejected_examples.join("; "))
-            );
+        p { (format!("Seed {}. Shares: {shares}.", m.seed)) }
+        @if let Some(first) = e.bad_lines.first() {
+            p { (format!("{} malformed trace lines were skipped, e.g. {first}.", e.bad_lines.len())) }
         }
     }
-    let _ = writeln!(
-        h,
-        "<p class=\"note\">Made by <code>qm whatif</code> in {:.0} s. Every run is the scheduling core itself on virtual time (<code>qm simulate</code>).</p></body></html>",
-        e.wall_seconds
-    );
-    h
+}
+
+/// One row per policy: what it is and its measures over every share.
+fn summary_html(e: &Evaluation) -> Markup {
+    html! {
+        table {
+            tr {
+                @for h in ["policy", "what it is", "jobs done", "rejected", "completion p50 / p90 / p99 (h)", "wait p50 / p90 (h)", "owners' reclaim wait p50 / p90 / max (s)", "recomputed GPU-h", "recomputed", "preemptions / h", "preempted > 2", "utilisation", "wall (s)"] {
+                    th { (h) }
+                }
+            }
+            @for p in &e.policies {
+                @let m = all(p);
+                tr {
+                    td { (p.name) }
+                    td style="text-align:left" { (p.description) }
+                    td { (m.succeeded) }
+                    td { (m.rejected) }
+                    td { (hours(m.completion_seconds.p50)) " / " (hours(m.completion_seconds.p90)) " / " (hours(m.completion_seconds.p99)) }
+                    td { (hours(m.wait_seconds.p50)) " / " (hours(m.wait_seconds.p90)) }
+                    td {
+                        (seconds(m.reclaim_wait_seconds.p50)) " / " (seconds(m.reclaim_wait_seconds.p90)) " / " (seconds(m.reclaim_wait_seconds.max))
+                        (format!(" ({} jobs)", m.reclaim_wait_seconds.n))
+                    }
+                    td { (format!("{:.0}", m.recomputed_gpu_hours)) }
+                    td { (format!("{:.2}%", m.recomputed_fraction * 100.0)) }
+                    td { (format!("{:.2}", p.preemptions_per_hour)) }
+                    td { (m.preempted_more_than_twice) }
+                    td { (format!("{:.1}%", p.fleet_utilisation * 100.0)) }
+                    td { (format!("{:.1}", p.wall_seconds)) }
+                }
+            }
+        }
+    }
+}
+
+/// Jain's index of borrowed GPU-hours, per policy that borrowed.
+fn fairness_html(e: &Evaluation) -> Markup {
+    html! {
+        p.note { "Jain's index of borrowed GPU-hours per entitled GPU, over the shares that borrowed (1: each in proportion to its size)." }
+        table {
+            tr { th { "policy" } th { "borrowed GPU-h" } th { "Jain's index" } th { "largest borrower's part" } th { "budget stops" } }
+            @for p in e.policies.iter().filter(|p| p.borrowed_gpu_hours > 0.0) {
+                tr {
+                    td { (p.name) }
+                    td { (format!("{:.0}", p.borrowed_gpu_hours)) }
+                    td { (p.jain_borrowed.map_or("-".into(), |j| format!("{j:.3}"))) }
+                    td { (format!("{:.1}%", p.top_borrower_fraction * 100.0)) }
+                    td { (p.budget_stops) }
+                }
+            }
+        }
+    }
+}
+
+/// The measures of each workload class under each policy.
+fn classes_html(e: &Evaluation) -> Markup {
+    html! {
+        p.note { "Jobs drawn into classes by a seeded hash of their name (60% exploratory, 30% release, 10% urgent); every policy runs the same jobs, only " code { "+classes" } " schedules by the classes." }
+        table {
+            tr {
+                @for h in ["policy", "class", "jobs done", "completion p50 / p90 (h)", "wait p50 / p90 (h)", "recomputed GPU-h", "recomputed", "preempted > 2"] {
+                    th { (h) }
+                }
+            }
+            @for (policy, class, m) in class_rows(e) {
+                tr {
+                    td { (policy) }
+                    td { (class) }
+                    td { (m.succeeded) }
+                    td { (hours(m.completion_seconds.p50)) " / " (hours(m.completion_seconds.p90)) }
+                    td { (hours(m.wait_seconds.p50)) " / " (hours(m.wait_seconds.p90)) }
+                    td { (format!("{:.0}", m.recomputed_gpu_hours)) }
+                    td { (format!("{:.2}%", m.recomputed_fraction * 100.0)) }
+                    td { (m.preempted_more_than_twice) }
+                }
+            }
+        }
+    }
+}
+
+/// One policy's measures per share, and examples of what it refused.
+fn share_html(p: &PolicyResult) -> Markup {
+    html! {
+        h3 { (p.name) }
+        table {
+            tr {
+                @for h in ["share", "jobs", "rejected", "completion p50 / p90 (h)", "wait p50 / p90 (h)", "reclaim wait p50 / p90 (s, jobs)", "recomputed GPU-h", "preempted 0 / 1 / 2 / 3+", "preemptions / h", "use of its entitlement"] {
+                    th { (h) }
+                }
+            }
+            @for (share, m) in &p.measures {
+                @let b = |k: &str| m.preempted_attempts.get(k).copied().unwrap_or(0);
+                tr {
+                    td { (share) }
+                    td { (m.jobs) }
+                    td { (m.rejected) }
+                    td { (hours(m.completion_seconds.p50)) " / " (hours(m.completion_seconds.p90)) }
+                    td { (hours(m.wait_seconds.p50)) " / " (hours(m.wait_seconds.p90)) }
+                    td { (seconds(m.reclaim_wait_seconds.p50)) " / " (seconds(m.reclaim_wait_seconds.p90)) (format!(" ({})", m.reclaim_wait_seconds.n)) }
+                    td { (format!("{:.0}", m.recomputed_gpu_hours)) }
+                    td { (b("0")) " / " (b("1")) " / " (b("2")) " / " (b("3+")) }
+                    td { (format!("{:.2}", m.preemptions_per_hour)) }
+                    td { (m.utilisation_of_entitlement.map_or_else(|| "-".into(), |u| format!("{:.0}%", u * 100.0))) }
+                }
+            }
+        }
+        @if !p.rejected_examples.is_empty() {
+            p.note { "Refused submissions, e.g.: " (p.rejected_examples.join("; ")) }
+        }
+    }
 }

@@ -54,6 +54,40 @@ fn number(field: &str, v: &str) -> Result<f64, String> {
     Ok(x)
 }
 
+/// The records of a CSV text (the `csv` crate: quoted fields, any number
+/// of fields a line) with the line each starts on; blank lines are left
+/// out. A line the reader cannot read at all is one field holding the
+/// reader's error, so the caller names it as a bad line.
+fn records(text: &str) -> impl Iterator<Item = (usize, Vec<String>)> + '_ {
+    let reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .from_reader(text.as_bytes());
+    // A record's position is where the reader began reading it, before
+    // the blank lines it skipped: its line is the first that is not blank.
+    let bytes = text.as_bytes();
+    let line_at = move |p: Option<&csv::Position>| {
+        let mut byte = p.map_or(0, |p| p.byte() as usize).min(bytes.len());
+        while bytes.get(byte).is_some_and(|b| matches!(b, b'\n' | b'\r')) {
+            byte += 1;
+        }
+        bytes[..byte].iter().filter(|&&b| b == b'\n').count() + 1
+    };
+    reader.into_byte_records().filter_map(move |r| {
+        let (line, fields) = match r {
+            Ok(r) => (
+                line_at(r.position()),
+                r.iter()
+                    .map(|f| String::from_utf8_lossy(f).into_owned())
+                    .collect::<Vec<String>>(),
+            ),
+            Err(e) => (line_at(e.position()), vec![e.to_string()]),
+        };
+        let blank = fields.iter().all(|f| f.trim().is_empty());
+        (!blank).then_some((line, fields))
+    })
+}
+
 /// Reads one ITP-2021 cluster file (`file` names it in messages; the
 /// cluster is its name without directories and `.csv`).
 pub fn read_itp(
@@ -66,15 +100,16 @@ pub fn read_itp(
         .map_or_else(|| file.to_string(), |s| s.to_string_lossy().into_owned());
     let mut jobs = Vec::new();
     let mut bad = Vec::new();
-    let mut lines = text.lines().enumerate();
+    let mut lines = records(text);
     match lines.next() {
-        Some((_, h)) if h.trim() == ITP_HEADER => {}
+        Some((_, h)) if h.join(",").trim() == ITP_HEADER => {}
         Some((_, h)) => {
             return Err(BadLine {
                 file: file.into(),
                 line: 1,
                 message: format!(
-                    "the header is {h:?}, not {ITP_HEADER:?} (an ITP-2021 cluster file)"
+                    "the header is {:?}, not {ITP_HEADER:?} (an ITP-2021 cluster file)",
+                    h.join(",")
                 ),
             })
         }
@@ -86,12 +121,9 @@ pub fn read_itp(
             })
         }
     }
-    for (i, line) in lines {
-        if line.trim().is_empty() {
-            continue;
-        }
+    for (line, fields) in lines {
         let parsed = (|| {
-            let fields: Vec<&str> = line.split(',').collect();
+            let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
             let [id, submitted, duration, gpus] = fields[..] else {
                 return Err(format!(
                     "{} fields, not 4 (job_id,submission_time,duration,num_gpu)",
@@ -122,7 +154,7 @@ pub fn read_itp(
             Err(message) => {
                 let b = BadLine {
                     file: file.into(),
-                    line: i + 1,
+                    line,
                     message,
                 };
                 match on_bad {
@@ -144,11 +176,12 @@ pub fn read_quota(file: &str, text: &str) -> Result<Vec<(String, f64)>, BadLine>
         line,
         message,
     };
-    let mut lines = text.lines().enumerate();
-    let header: Vec<&str> = match lines.next() {
-        Some((_, h)) => h.split(',').map(str::trim).collect(),
+    let mut lines = records(text);
+    let header: Vec<String> = match lines.next() {
+        Some((_, h)) => h.iter().map(|f| f.trim().to_string()).collect(),
         None => return Err(bad(1, "the file is empty".into())),
     };
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
     if header.first() != Some(&"date") || header.len() < 3 {
         return Err(bad(
             1,
@@ -162,19 +195,15 @@ pub fn read_quota(file: &str, text: &str) -> Result<Vec<(String, f64)>, BadLine>
         .collect();
     let mut sums = vec![0.0; names.len()];
     let mut days = 0usize;
-    for (i, line) in lines {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let fields: Vec<&str> = line.split(',').collect();
+    for (line, fields) in lines {
         if fields.len() != header.len() {
             return Err(bad(
-                i + 1,
+                line,
                 format!("{} fields, not {}", fields.len(), header.len()),
             ));
         }
         for (k, sum) in sums.iter_mut().enumerate() {
-            *sum += number(names[k], fields[k + 1]).map_err(|m| bad(i + 1, m))?;
+            *sum += number(names[k], &fields[k + 1]).map_err(|m| bad(line, m))?;
         }
         days += 1;
     }

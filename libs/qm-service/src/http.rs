@@ -1,5 +1,7 @@
 //! The one way every HTTP surface of Quartermaster is served (the AWS Batch
-//! gateway, and each service's metrics and health endpoint): HTTP/1.1 by
+//! gateway, the console, and each service's metrics and health endpoint;
+//! the gateway and the console read their listener settings alike,
+//! [`Listener`]): HTTP/1.1 by
 //! hyper, behind TLS when a certificate is configured, with the same limits
 //! everywhere:
 //!
@@ -31,6 +33,98 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::{Request, Response};
+
+/// The listener settings the console and the gateway share: their
+/// `listenAddress`, `tlsCertFile`, `tlsKeyFile`, `maxConnections` and
+/// `maxConnectionsPerClient` keys, read and checked the same way. What each
+/// allows without TLS is its own (the console never, the gateway on a
+/// loopback address).
+#[derive(Clone, Copy, Debug)]
+pub struct Listener<'a> {
+    pub listen_address: &'a str,
+    pub tls_cert_file: &'a str,
+    pub tls_key_file: &'a str,
+    pub max_connections: usize,
+    pub max_connections_per_client: usize,
+}
+
+impl Listener<'_> {
+    /// Whether a certificate is set: serve HTTPS.
+    pub fn tls(&self) -> bool {
+        !self.tls_cert_file.is_empty()
+    }
+
+    /// The address, or (in `problems`) why `listenAddress` is not one.
+    pub fn address(&self, problems: &mut Vec<String>) -> Option<std::net::SocketAddr> {
+        match self.listen_address.parse::<std::net::SocketAddr>() {
+            Ok(a) => Some(a),
+            Err(e) => {
+                problems.push(format!(
+                    "listenAddress: {:?} is not host:port ({e})",
+                    self.listen_address
+                ));
+                None
+            }
+        }
+    }
+
+    /// The problems of the shared keys but the address: a certificate
+    /// without its key (or the reverse), connection limits out of range.
+    pub fn problems(&self, problems: &mut Vec<String>) {
+        if self.tls_cert_file.is_empty() != self.tls_key_file.is_empty() {
+            problems.push("tlsCertFile, tlsKeyFile: give both or neither".into());
+        }
+        if !(1..=65_536).contains(&self.max_connections) {
+            problems.push(format!(
+                "maxConnections: {} is not 1 to 65536",
+                self.max_connections
+            ));
+        }
+        if !(1..=self.max_connections.max(1)).contains(&self.max_connections_per_client) {
+            problems.push(format!(
+                "maxConnectionsPerClient: {} is not 1 to maxConnections ({})",
+                self.max_connections_per_client, self.max_connections
+            ));
+        }
+    }
+
+    /// The TLS configuration when a certificate is set (read now, so a bad
+    /// file stops the service at start, naming the keys).
+    pub fn tls_config(&self) -> Result<Option<Arc<rustls::ServerConfig>>, String> {
+        if !self.tls() {
+            return Ok(None);
+        }
+        tls_config(self.tls_cert_file, self.tls_key_file)
+            .map(Some)
+            .map_err(|e| format!("tlsCertFile/tlsKeyFile: {e}"))
+    }
+
+    /// Listens on `listenAddress`.
+    pub async fn bind(&self) -> Result<tokio::net::TcpListener, String> {
+        tokio::net::TcpListener::bind(self.listen_address)
+            .await
+            .map_err(|e| format!("listenAddress {}: cannot listen: {e}", self.listen_address))
+    }
+
+    /// The surface's limits: the connection limits from the settings, the
+    /// rest as the service sets them.
+    pub fn limits(
+        &self,
+        header_read_timeout: Duration,
+        max_header_bytes: usize,
+        connection_lifetime: Duration,
+        drain_timeout: Duration,
+    ) -> Limits {
+        Limits {
+            max_connections: self.max_connections,
+            max_connections_per_client: self.max_connections_per_client,
+            header_read_timeout,
+            max_header_bytes,
+            connection_lifetime,
+            drain_timeout,
+        }
+    }
+}
 
 /// The limits of one HTTP surface.
 #[derive(Clone, Debug)]

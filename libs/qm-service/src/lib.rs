@@ -15,7 +15,7 @@ pub mod http;
 pub mod memory;
 pub mod nats;
 pub mod observe;
-pub mod retry;
+pub use qm_client::retry;
 pub mod settings;
 pub mod telemetry;
 pub mod tenancy;

@@ -27,7 +27,9 @@
 use std::fmt;
 
 use hmac::{Hmac, KeyInit, Mac};
+use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
 
 /// How far a request's `X-Amz-Date` may be from now, either way (AWS's).
 pub const MAX_SKEW_SECS: i64 = 5 * 60;
@@ -433,58 +435,50 @@ fn query_params(query: &str) -> impl Iterator<Item = (&str, &str)> {
         .map(|p| p.split_once('=').unwrap_or((p, "")))
 }
 
+/// What SigV4 leaves unencoded: RFC 3986's unreserved characters.
+const UNRESERVED: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
+/// In a path, `/` as well.
+const UNRESERVED_PATH: &AsciiSet = &UNRESERVED.remove(b'/');
+
 /// Percent-encodes all but RFC 3986's unreserved characters (and `/` in a
 /// path), upper-case hex.
 fn encode(text: &str, path: bool) -> String {
-    let mut out = String::with_capacity(text.len());
-    for b in text.bytes() {
-        let keep = b.is_ascii_alphanumeric()
-            || matches!(b, b'-' | b'_' | b'.' | b'~')
-            || (path && b == b'/');
-        if keep {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    let set = if path { UNRESERVED_PATH } else { UNRESERVED };
+    utf8_percent_encode(text, set).to_string()
 }
 
 /// Decodes `%XX` escapes (and `+` as itself); invalid escapes stay as they are.
 fn decode(text: &str) -> String {
-    String::from_utf8_lossy(&unescape(text, false).unwrap_or_default()).into_owned()
+    percent_decode_str(text).decode_utf8_lossy().into_owned()
 }
 
 /// Decodes `%XX` escapes (`+` is itself), as a path or query value a
 /// signed request carries; None when an escape is malformed or the result
 /// is not UTF-8.
 pub fn percent_decode(text: &str) -> Option<String> {
-    String::from_utf8(unescape(text, true)?).ok()
+    if !escapes_well_formed(text) {
+        return None;
+    }
+    percent_decode_str(text)
+        .decode_utf8()
+        .ok()
+        .map(|s| s.into_owned())
 }
 
-/// `%XX` escapes decoded; a malformed one is kept as it is, or (`strict`)
-/// makes the whole None.
-fn unescape(text: &str, strict: bool) -> Option<Vec<u8>> {
+/// Whether every `%` starts an escape of two hex digits (the decoder keeps
+/// malformed ones as they are; a signed path must not have any).
+fn escapes_well_formed(text: &str) -> bool {
     let b = text.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hexval = |c: u8| (c as char).to_digit(16);
-        if b[i] == b'%' {
-            let pair = (b.get(i + 1).copied(), b.get(i + 2).copied());
-            if let (Some(Some(h)), Some(Some(l))) = (pair.0.map(hexval), pair.1.map(hexval)) {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-                continue;
-            }
-            if strict {
-                return None;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    Some(out)
+    b.iter().enumerate().all(|(i, &c)| {
+        c != b'%'
+            || (b.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
+                && b.get(i + 2).is_some_and(u8::is_ascii_hexdigit))
+    })
 }
 
 fn hmac(key: &[u8], data: &[u8]) -> Vec<u8> {
@@ -494,8 +488,11 @@ fn hmac(key: &[u8], data: &[u8]) -> Vec<u8> {
     mac.finalize().into_bytes().to_vec()
 }
 
+/// Compares in time that does not depend on where the two differ
+/// (`subtle`): a signature check must not tell how much of a guess was
+/// right.
 fn equal_in_constant_time(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    a.ct_eq(b).into()
 }
 
 #[cfg(test)]

@@ -1,21 +1,27 @@
 //! Days on the wire: `YYYY-MM-DD`, UTC, proleptic Gregorian (the usage
-//! ledger's and the policy-stability record's periods).
+//! ledger's and the policy-stability record's periods), with the `time`
+//! crate's calendar.
+
+use time::{Date, Month};
 
 const DAY_MS: u64 = 86_400_000;
 
+/// The Unix epoch's day.
+const EPOCH: Date = match Date::from_ordinal_date(1970, 1) {
+    Ok(d) => d,
+    Err(_) => panic!("1970-01-01 is a date"),
+};
+
 /// `YYYY-MM-DD` of the day holding `ms` (ms since the Unix epoch).
 pub fn utc_date(ms: u64) -> String {
-    // Howard Hinnant's civil_from_days.
-    let z = (ms / DAY_MS) as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}")
+    let day = EPOCH.to_julian_day() + i32::try_from(ms / DAY_MS).unwrap_or(i32::MAX / 2);
+    let date = Date::from_julian_day(day).unwrap_or(Date::MAX);
+    format!(
+        "{:04}-{:02}-{:02}",
+        date.year(),
+        u8::from(date.month()),
+        date.day()
+    )
 }
 
 /// The day since the Unix epoch that `YYYY-MM-DD` names, or what is wrong
@@ -29,28 +35,22 @@ pub fn day_of_utc_date(text: &str) -> Result<u32, String> {
     if y.len() != 4 || m.len() != 2 || d.len() != 2 {
         return Err(wrong());
     }
-    let (Ok(y), Ok(m), Ok(d)) = (y.parse::<i64>(), m.parse::<i64>(), d.parse::<i64>()) else {
+    let (Ok(y), Ok(m), Ok(d)) = (y.parse::<i32>(), m.parse::<u8>(), d.parse::<u8>()) else {
         return Err(wrong());
     };
-    if !(1..=12).contains(&m) || !(1..=31).contains(&d) {
+    let Ok(month) = Month::try_from(m) else {
+        return Err(wrong());
+    };
+    if !(1..=31).contains(&d) {
         return Err(wrong());
     }
     if y < 1970 {
         return Err(format!("{text:?} is before 1970"));
     }
-    // Howard Hinnant's days_from_civil.
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = if m > 2 { m - 3 } else { m + 9 };
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    // 2023-02-31 would silently be March 3rd: refused.
-    if utc_date(days as u64 * DAY_MS) != text {
-        return Err(format!("{text:?} is not a day of the calendar"));
-    }
-    u32::try_from(days).map_err(|_| wrong())
+    // 2023-02-31 is refused, not taken for March 3rd.
+    let date = Date::from_calendar_date(y, month, d)
+        .map_err(|_| format!("{text:?} is not a day of the calendar"))?;
+    u32::try_from(date.to_julian_day() - EPOCH.to_julian_day()).map_err(|_| wrong())
 }
 
 #[cfg(test)]

@@ -92,13 +92,9 @@ async fn run(
             Err(e) => return fail(e),
         }
     };
-    let tls = if settings.tls() {
-        match qm_service::http::tls_config(&settings.tls_cert_file, &settings.tls_key_file) {
-            Ok(t) => Some(t),
-            Err(e) => return fail(format!("tlsCertFile/tlsKeyFile: {e}")),
-        }
-    } else {
-        None
+    let tls = match settings.listener().tls_config() {
+        Ok(t) => t,
+        Err(e) => return fail(e),
     };
     let (client, principal) = match qm_service::connect(&nats_settings, "console").await {
         Ok(c) => c,
@@ -117,14 +113,9 @@ async fn run(
     }
     let mut api = qm_service::client::Client::new(client.clone(), principal.clone());
     api.timeout = Duration::from_millis(settings.request_timeout_ms);
-    let listener = match tokio::net::TcpListener::bind(&settings.listen_address).await {
+    let listener = match settings.listener().bind().await {
         Ok(l) => l,
-        Err(e) => {
-            return fail(format!(
-                "listenAddress {}: cannot listen: {e}",
-                settings.listen_address
-            ))
-        }
+        Err(e) => return fail(e),
     };
     let live = Arc::new(live::Live::default());
     tokio::spawn(live::follow(client.clone(), Arc::clone(&live)));
@@ -146,15 +137,14 @@ async fn run(
         |a| a.to_string(),
     );
     tracing::info!(%principal, "console at {scheme}://{bound}/");
-    let limits = qm_service::http::Limits {
-        max_connections: console.settings.max_connections,
-        max_connections_per_client: console.settings.max_connections_per_client,
-        header_read_timeout: Duration::from_secs(10),
-        max_header_bytes: 32 * 1024,
-        // Long enough for a live poll (25 s) on a kept-alive connection.
-        connection_lifetime: Duration::from_secs(600),
-        drain_timeout: Duration::from_secs(5),
-    };
+    // A connection lives long enough for a live poll (25 s) on a
+    // kept-alive connection.
+    let limits = console.settings.listener().limits(
+        Duration::from_secs(10),
+        32 * 1024,
+        Duration::from_secs(600),
+        Duration::from_secs(5),
+    );
     let handler = {
         let console = Arc::clone(&console);
         move |req| {

@@ -110,8 +110,19 @@ impl Default for Settings {
 }
 
 impl Settings {
+    /// The listener settings the console shares with the gateway.
+    pub(crate) fn listener(&self) -> qm_service::http::Listener<'_> {
+        qm_service::http::Listener {
+            listen_address: &self.listen_address,
+            tls_cert_file: &self.tls_cert_file,
+            tls_key_file: &self.tls_key_file,
+            max_connections: self.max_connections,
+            max_connections_per_client: self.max_connections_per_client,
+        }
+    }
+
     pub(crate) fn tls(&self) -> bool {
-        !self.tls_cert_file.is_empty()
+        self.listener().tls()
     }
 
     pub(crate) fn proxies(&self) -> Vec<std::net::IpAddr> {
@@ -140,21 +151,15 @@ impl qm_service::settings::Validate for Settings {
         if self.keys_file.is_empty() && self.trusted_proxy_addresses.is_empty() {
             p.push("keysFile: is required unless trustedProxyAddresses names a proxy (else no one could sign in)".into());
         }
-        match self.listen_address.parse::<std::net::SocketAddr>() {
-            Err(e) => p.push(format!(
-                "listenAddress: {:?} is not host:port ({e})",
-                self.listen_address
-            )),
-            Ok(a) if !self.tls() && !self.insecure_plain_http => p.push(format!(
+        let listener = self.listener();
+        match listener.address(&mut p) {
+            Some(a) if !self.tls() && !self.insecure_plain_http => p.push(format!(
                 "tlsCertFile: the console serves HTTPS only (sessions are cookies); give tlsCertFile and tlsKeyFile, or insecurePlainHttp on a loopback address behind a TLS proxy (listenAddress {a})"
             )),
-            Ok(a) if !self.tls() && !a.ip().is_loopback() => p.push(format!(
+            Some(a) if !self.tls() && !a.ip().is_loopback() => p.push(format!(
                 "insecurePlainHttp: only on a loopback address; listenAddress {a} is reachable from other hosts"
             )),
-            Ok(_) => {}
-        }
-        if self.tls_cert_file.is_empty() != self.tls_key_file.is_empty() {
-            p.push("tlsCertFile, tlsKeyFile: give both or neither".into());
+            _ => {}
         }
         if !self.public_origin.is_empty() {
             let ok = self.public_host().is_some_and(|h| {
@@ -197,18 +202,7 @@ impl qm_service::settings::Validate for Settings {
         if !(10..=1000).contains(&self.page_size) {
             p.push(format!("pageSize: {} is not 10 to 1000", self.page_size));
         }
-        if !(1..=65_536).contains(&self.max_connections) {
-            p.push(format!(
-                "maxConnections: {} is not 1 to 65536",
-                self.max_connections
-            ));
-        }
-        if !(1..=self.max_connections.max(1)).contains(&self.max_connections_per_client) {
-            p.push(format!(
-                "maxConnectionsPerClient: {} is not 1 to maxConnections ({})",
-                self.max_connections_per_client, self.max_connections
-            ));
-        }
+        listener.problems(&mut p);
         p
     }
 }

@@ -147,14 +147,9 @@ async fn run(
     };
     let mut api = qm_service::client::Client::new(client.clone(), principal.clone());
     api.timeout = Duration::from_millis(settings.request_timeout_ms);
-    let listener = match tokio::net::TcpListener::bind(&settings.listen_address).await {
+    let listener = match settings.listener().bind().await {
         Ok(l) => l,
-        Err(e) => {
-            return fail(format!(
-                "listenAddress {}: cannot listen: {e}",
-                settings.listen_address
-            ))
-        }
+        Err(e) => return fail(e),
     };
     let bodies = tokio::sync::Semaphore::new(settings.max_bodies_in_flight_bytes);
     let gateway = Arc::new(Gateway {

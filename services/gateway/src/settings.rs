@@ -145,8 +145,19 @@ impl Default for Settings {
 }
 
 impl Settings {
+    /// The listener settings the gateway shares with the console.
+    pub(crate) fn listener(&self) -> qm_service::http::Listener<'_> {
+        qm_service::http::Listener {
+            listen_address: &self.listen_address,
+            tls_cert_file: &self.tls_cert_file,
+            tls_key_file: &self.tls_key_file,
+            max_connections: self.max_connections,
+            max_connections_per_client: self.max_connections_per_client,
+        }
+    }
+
     pub(crate) fn tls(&self) -> bool {
-        !self.tls_cert_file.is_empty()
+        self.listener().tls()
     }
 }
 
@@ -162,20 +173,14 @@ impl qm_service::settings::Validate for Settings {
         if !self.training_images.is_empty() {
             p.push("trainingImages: is no longer a gateway setting; list the images each share may run in its imagePrefixes (qm apply), and remove this".into());
         }
-        match self.listen_address.parse::<std::net::SocketAddr>() {
-            Err(e) => p.push(format!(
-                "listenAddress: {:?} is not host:port ({e})",
-                self.listen_address
-            )),
-            Ok(a) if !a.ip().is_loopback() && !self.tls() && !self.insecure_plain_http => {
+        let listener = self.listener();
+        match listener.address(&mut p) {
+            Some(a) if !a.ip().is_loopback() && !self.tls() && !self.insecure_plain_http => {
                 p.push(format!(
                     "listenAddress: {a} is reachable from other hosts: give tlsCertFile and tlsKeyFile (or set insecurePlainHttp for a network you trust)"
                 ))
             }
-            Ok(_) => {}
-        }
-        if self.tls_cert_file.is_empty() != self.tls_key_file.is_empty() {
-            p.push("tlsCertFile, tlsKeyFile: give both or neither".into());
+            _ => {}
         }
         let region_ok = !self.region.is_empty()
             && self
@@ -203,18 +208,7 @@ impl qm_service::settings::Validate for Settings {
                 self.max_bodies_in_flight_bytes, self.max_body_bytes
             ));
         }
-        if !(1..=65_536).contains(&self.max_connections) {
-            p.push(format!(
-                "maxConnections: {} is not 1 to 65536",
-                self.max_connections
-            ));
-        }
-        if !(1..=self.max_connections.max(1)).contains(&self.max_connections_per_client) {
-            p.push(format!(
-                "maxConnectionsPerClient: {} is not 1 to maxConnections ({})",
-                self.max_connections_per_client, self.max_connections
-            ));
-        }
+        listener.problems(&mut p);
         for (name, v) in [
             ("headerReadTimeoutSeconds", self.header_read_timeout_seconds),
             ("bodyReadTimeoutSeconds", self.body_read_timeout_seconds),

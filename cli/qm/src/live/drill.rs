@@ -153,15 +153,16 @@ pub async fn drills(
         println!("no resume drills in {queue} (qm drill starts one)");
         return Ok(());
     }
-    println!(
-        "{:<36} {:<10} {:<14} {:<8} reason",
-        "DRILL", "SHARE", "CLASS", "STATUS"
-    );
+    let mut t = super::table(&["DRILL", "SHARE", "CLASS", "STATUS", "REASON"], &[]);
     for d in &r.drills {
-        println!(
-            "{:<36} {:<10} {:<14} {:<8} {}",
-            d.drill_id, d.quota_share_name, d.workload_class, d.status, d.status_reason
-        );
+        t.add_row(vec![
+            d.drill_id.to_string(),
+            d.quota_share_name.to_string(),
+            d.workload_class.to_string(),
+            d.status.to_string(),
+            d.status_reason.to_string(),
+        ]);
     }
+    println!("{}", t.trim_fmt());
     Ok(())
 }

@@ -24,13 +24,20 @@ fn total(list: &[ByPrincipal]) -> u32 {
     list.iter().map(|b| b.count).sum()
 }
 
-/// One CSV field, quoted when it must be.
+/// One CSV field, quoted when it must be (the `csv` crate's rule).
 pub(super) fn field(text: &str) -> String {
-    if text.contains([',', '"', '\n']) {
-        format!("\"{}\"", text.replace('"', "\"\""))
-    } else {
-        text.to_string()
+    let mut w = csv::WriterBuilder::new()
+        .quote_style(csv::QuoteStyle::Necessary)
+        .terminator(csv::Terminator::Any(b'\n'))
+        .from_writer(Vec::new());
+    if w.write_record([text]).is_err() {
+        return text.to_string();
     }
+    w.into_inner()
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
+        .map(|line| line.trim_end_matches('\n').to_string())
+        .unwrap_or_else(|| text.to_string())
 }
 
 const COLUMNS: [&str; 13] = [

@@ -125,24 +125,34 @@ pub async fn show_usage(
         print!("{}", render_budgets(&r.budgets));
         return Ok(());
     }
-    println!(
-        "{:<11} {:<14} {:<16} {:<12} {:>9} {:>9} {:>9} {:>11} {:>6}",
-        "PERIOD", "SHARE", "TYPE", "CLASS", "OWN", "BORROWED", "WAITING", "RECOMPUTED", "DRILLS"
+    let mut t = super::table(
+        &[
+            "PERIOD",
+            "SHARE",
+            "TYPE",
+            "CLASS",
+            "OWN",
+            "BORROWED",
+            "WAITING",
+            "RECOMPUTED",
+            "DRILLS",
+        ],
+        &[4, 5, 6, 7, 8],
     );
     for row in &r.rows {
-        println!(
-            "{:<11} {:<14} {:<16} {:<12} {:>9} {:>9} {:>9} {:>11} {:>6}",
-            row.period,
-            row.quota_share_name,
-            row.instance_type,
-            row.workload_class,
+        t.add_row(vec![
+            row.period.clone(),
+            row.quota_share_name.clone(),
+            row.instance_type.clone(),
+            row.workload_class.clone(),
             hours(row.own_instance_seconds),
             hours(row.borrowed_instance_seconds),
             hours(row.waiting_instance_seconds),
             hours(recomputed(row)),
-            row.drills
-        );
+            row.drills.to_string(),
+        ]);
     }
+    println!("{}", t.trim_fmt());
     if !r.lending.is_empty() {
         println!();
         println!("borrowed capacity, by lender (instance-hours)");

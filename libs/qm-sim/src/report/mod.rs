@@ -281,13 +281,7 @@ pub struct Percentiles {
 impl Percentiles {
     fn of(mut values: Vec<f64>) -> Percentiles {
         values.sort_by(f64::total_cmp);
-        let rank = |q: f64| -> Option<f64> {
-            if values.is_empty() {
-                return None;
-            }
-            let idx = ((q * values.len() as f64).ceil() as usize).clamp(1, values.len()) - 1;
-            Some(values[idx])
-        };
+        let rank = |q: f64| qm_core::stats::nearest_rank(&values, q);
         Percentiles {
             count: values.len(),
             p50: rank(0.50),

@@ -252,10 +252,7 @@ fn percentiles(waits_ms: &[u64]) -> Option<WaitPercentiles> {
     }
     let mut sorted = waits_ms.to_vec();
     sorted.sort_unstable();
-    let at = |p: f64| {
-        let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-        sorted[rank - 1] as f64 / 1000.0
-    };
+    let at = |p: f64| qm_core::stats::nearest_rank(&sorted, p).unwrap_or(0) as f64 / 1000.0;
     Some(WaitPercentiles {
         count: sorted.len() as u32,
         p50: at(0.50),
