@@ -200,8 +200,9 @@ impl Layers<'_> {
     }
 }
 
-/// The root is every module's ancestor.
-fn is_ancestor(ancestor: &str, module: &str) -> bool {
+/// Whether `ancestor` is `module`'s parent, or a parent of its parent (the
+/// crate root, "", is every module's).
+pub fn is_ancestor(ancestor: &str, module: &str) -> bool {
     if ancestor.is_empty() {
         return !module.is_empty();
     }
@@ -325,6 +326,26 @@ pub fn assert_layered(src: &Path, layers: &Layers) {
             list.join("\n")
         );
     }
+}
+
+/// A crate's layers test (`tests/layers.rs`): first shows the reader sees
+/// the crate (each `(module, import)` of `expect` is read; a reader that
+/// saw nothing would pass), then panics listing every violation.
+pub fn assert_crate_layered(manifest_dir: &str, layers: &Layers, expect: &[(&str, &str)]) {
+    let src = Path::new(manifest_dir).join("src");
+    let all = modules(&src);
+    for (module, import) in expect {
+        let m = all
+            .iter()
+            .find(|m| m.path == *module)
+            .unwrap_or_else(|| panic!("no module {module:?} in {}", src.display()));
+        assert!(
+            m.imports.contains_key(*import),
+            "{module} imports {import}: {:?}",
+            m.imports
+        );
+    }
+    assert_layered(&src, layers);
 }
 
 #[cfg(test)]

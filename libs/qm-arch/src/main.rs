@@ -1,6 +1,7 @@
 //! `qm-arch SRC [SRC …]`: for each crate source folder, how many imports
 //! reach an ancestor module (or the crate root) and how many import
-//! circles there are, and what they are with `-v`. The layers themselves
+//! circles there are, and what they are with `-v` (each circle, and each
+//! import of an ancestor with its file and line). The layers themselves
 //! are checked by each crate's `layers` test.
 
 fn main() {
@@ -30,6 +31,18 @@ fn main() {
                 .filter(|x| !matches!(x, qm_arch::Violation::Unplaced(_)))
             {
                 println!("  {x}");
+            }
+            for m in &all {
+                for (to, line) in &m.imports {
+                    if qm_arch::is_ancestor(to, &m.path) {
+                        let to = if to.is_empty() { "the crate root" } else { to };
+                        println!(
+                            "  {}:{line}: {} imports its ancestor {to}",
+                            m.file.display(),
+                            m.path
+                        );
+                    }
+                }
             }
         }
     }

@@ -111,10 +111,10 @@ impl Client {
             .nats
             .request_with_headers(subject.clone(), headers, body);
         let msg = match tokio::time::timeout(self.timeout, request).await {
-            Err(_) | Ok(Err(_)) if crate::connect::violation_since(started).is_some() => {
+            Err(_) | Ok(Err(_)) if crate::violations::since(started).is_some() => {
                 return Err(CallError::Refused {
                     subject,
-                    detail: crate::connect::violation_since(started).unwrap_or_default(),
+                    detail: crate::violations::since(started).unwrap_or_default(),
                 })
             }
             Err(_) => {

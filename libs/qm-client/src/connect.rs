@@ -10,6 +10,7 @@ use backon::Retryable;
 
 use qm_wire::subjects;
 
+pub use crate::violations::since as violation_since;
 use crate::Client;
 
 /// Why a connection could not be made.
@@ -269,30 +270,6 @@ impl Connect {
     }
 }
 
-static VIOLATIONS: std::sync::Mutex<Vec<(std::time::Instant, String)>> =
-    std::sync::Mutex::new(Vec::new());
-
-fn record_violation(text: &str) {
-    if let Ok(mut v) = VIOLATIONS.lock() {
-        if v.len() >= 16 {
-            v.remove(0);
-        }
-        v.push((std::time::Instant::now(), text.to_string()));
-    }
-}
-
-/// The newest permissions violation the server reported on this process's
-/// connections since `since`: why a request got no answer.
-pub fn violation_since(since: std::time::Instant) -> Option<String> {
-    VIOLATIONS
-        .lock()
-        .ok()?
-        .iter()
-        .rev()
-        .find(|(at, _)| *at >= since)
-        .map(|(_, text)| text.clone())
-}
-
 /// How many times this process's NATS connections have dropped. A
 /// scheduler leader compares it across a lease renewal: a connection that
 /// dropped meanwhile may have let a standby take the lease at once, so the
@@ -305,7 +282,8 @@ pub fn disconnects() -> u64 {
 }
 
 /// Reconnects forever after an outage, logging connection events (and
-/// recording permission violations for [`violation_since`]).
+/// recording permission violations for
+/// [`crate::violations::since`]).
 fn with_events(o: async_nats::ConnectOptions, name: &str) -> async_nats::ConnectOptions {
     let label = name.to_string();
     o.max_reconnects(None).event_callback(move |event| {
@@ -322,7 +300,7 @@ fn with_events(o: async_nats::ConnectOptions, name: &str) -> async_nats::Connect
                 async_nats::Event::ServerError(e) => {
                     let text = e.to_string();
                     if text.to_lowercase().contains("permissions violation") {
-                        record_violation(&text);
+                        crate::violations::record(&text);
                     }
                     tracing::warn!(service = %name, error = %text, "NATS server error")
                 }

@@ -50,6 +50,7 @@ pub mod ops;
 pub mod retry;
 pub mod schema;
 pub mod trace;
+pub mod violations;
 
 pub use client::{CallError, Client};
 pub use connect::{Connect, ConnectError};

@@ -7,7 +7,9 @@ use qm_service::api::invalid;
 use qm_wire::messages::{Caller, Problem, StartResumeDrill, StartResumeDrillResponse};
 use qm_wire::system::LogEntry;
 
-use crate::{new_job_id, Admission, Result};
+use crate::errors::Result;
+use crate::ids::new_job_id;
+use crate::Admission;
 
 impl Admission {
     pub(crate) async fn start_drill(

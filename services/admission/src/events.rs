@@ -138,7 +138,8 @@ fn check(caller: &Caller, req: &ListEvents) -> Result<(u32, u32, EventCursor), A
         return Err(api::invalid("invalid ListEvents request", problems));
     }
     if let Some(queue) = &req.job_queue {
-        authorize_read(caller, queue, req.quota_share_name.as_deref()).map_err(crate::denied)?;
+        authorize_read(caller, queue, req.quota_share_name.as_deref())
+            .map_err(crate::errors::denied)?;
     }
     Ok((max, wait, cursor))
 }

@@ -7,7 +7,8 @@ use qm_wire::messages::{Caller, ErrorCode};
 use qm_wire::subjects::{self, Operation};
 use tracing::Instrument;
 
-use crate::{audit, denied, events, Admission, Result};
+use crate::errors::{denied, Result};
+use crate::{audit, events, Admission};
 
 impl Admission {
     /// Answers one request inside its span (a child of the caller's trace

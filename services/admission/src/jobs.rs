@@ -16,7 +16,9 @@ use qm_wire::system::{LogEntry, QueueDocument, SchedOperation, SchedRequest};
 use qm_wire::to_core as convert;
 use tracing::Instrument;
 
-use crate::{denied, new_job_id, token_field, token_key, transient, Admission, Result};
+use crate::errors::{denied, token_field, transient, Result};
+use crate::ids::{new_job_id, token_key};
+use crate::Admission;
 
 impl Admission {
     pub(crate) async fn submit(

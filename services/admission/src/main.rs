@@ -12,8 +12,10 @@
 
 mod audit;
 mod drills;
+mod errors;
 mod events;
 mod handlers;
+mod ids;
 mod jobs;
 mod queue_ops;
 mod queues;
@@ -27,12 +29,10 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use qm_core::Cluster;
-use qm_service::api::{self, invalid};
 use qm_service::nats;
 
 use qm_service::tenancy::LiveTenancy;
 use qm_tenancy::Tenancy;
-use qm_wire::messages::{ApiError, ErrorCode};
 use qm_wire::subjects;
 use settings::{Settings, SPEC};
 
@@ -99,43 +99,6 @@ struct Admission {
     /// Per queue: the configuration revision and an empty cluster of it,
     /// cloned to validate each submit with the core's own rules.
     scratch: Mutex<HashMap<String, (u64, Cluster)>>,
-}
-
-type Result<T> = std::result::Result<T, ApiError>;
-
-fn transient(what: &str, e: impl std::fmt::Display) -> ApiError {
-    api::error(ErrorCode::Transient, format!("{what}: {e}; try again"))
-}
-
-fn token_field(field: &str, value: &str) -> Result<()> {
-    subjects::token(value)
-        .map(|_| ())
-        .map_err(|e| invalid(format!("{field}: {e}"), Vec::new()))
-}
-
-fn denied(e: qm_tenancy::Denied) -> ApiError {
-    api::error(ErrorCode::AccessDenied, e.0)
-}
-
-fn new_job_id() -> String {
-    format!("j-{}", qm_service::random_id())
-}
-
-/// A KV-safe key for a client token (any string) within a queue.
-fn token_key(queue: &str, token: &str) -> String {
-    // Two independent 64-bit FNV-1a hashes of the token, plus its length:
-    // distinct tokens colliding is not a practical concern.
-    let fnv = |seed: u64| {
-        token.bytes().fold(seed, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-        })
-    };
-    format!(
-        "{queue}.{:016x}{:016x}{:x}",
-        fnv(0xcbf2_9ce4_8422_2325),
-        fnv(0x6c62_272e_07bb_0142),
-        token.len()
-    )
 }
 
 #[tokio::main]

@@ -10,8 +10,9 @@ use qm_wire::subjects::Operation;
 use qm_wire::system::QueueDocument;
 use qm_wire::updates::SharePatch;
 
+use crate::errors::Result;
 use crate::queues::merge_share;
-use crate::{Admission, Result};
+use crate::Admission;
 
 /// `UpdateJobQueue`'s request: `jobQueueName` and the fields to change.
 pub(crate) type QueuePatch = serde_json::Map<String, serde_json::Value>;

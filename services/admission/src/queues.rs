@@ -13,7 +13,8 @@ use qm_wire::system::{LogEntry, QueueDocument};
 use qm_wire::to_core as convert;
 use qm_wire::updates::SharePatch;
 
-use crate::{denied, token_field, transient, Admission, Result};
+use crate::errors::{denied, token_field, transient, Result};
+use crate::Admission;
 
 pub(crate) fn config_key(queue: &str) -> String {
     format!("queue.{queue}")

@@ -10,7 +10,8 @@ use qm_wire::messages::{
 use qm_wire::subjects::Operation;
 use qm_wire::updates::SharePatch;
 
-use crate::{denied, Admission, Result};
+use crate::errors::{denied, Result};
+use crate::Admission;
 
 impl Admission {
     /// Relays `msg` if `check` passed; answers its error otherwise.

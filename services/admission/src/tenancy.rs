@@ -22,7 +22,8 @@ use qm_tenancy::Tenancy;
 use qm_wire::messages::{AuditEvent, Caller, ErrorCode, Problem};
 use qm_wire::subjects;
 
-use crate::{transient, Admission, Result};
+use crate::errors::{transient, Result};
+use crate::Admission;
 
 /// Creates (or opens) the tenancy bucket. None: it cannot be made (the
 /// NATS authorization predates it: rerun `qm auth` and reload the

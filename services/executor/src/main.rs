@@ -25,7 +25,6 @@
 //! (`fence` here); a host process's parent and watchdog is the small
 //! `qm-supervise` binary (`services/supervise`).
 
-mod attempts;
 mod container;
 mod error;
 mod gpus;

@@ -176,7 +176,7 @@ pub async fn spawn(
     launch: &Launch,
     dir: &Path,
     checkpoint_dir: &Path,
-    fence: &crate::fence::Terms,
+    fence: &qm_fence::Terms,
 ) -> Result<Supervised, LaunchError> {
     let program = launch.command.first().ok_or(LaunchError::EmptyCommand)?;
     let mut cmd = Command::new(supervisor.program());
@@ -297,7 +297,7 @@ pub async fn spawn(
 /// guard) saw it end, where it recorded that: an executor that was frozen
 /// sees the end only when it runs again.
 pub fn record_run(job_dir: &Path, attempt: u32, launched_at_ms: u64, ended_at_ms: u64) {
-    let ended_at_ms = crate::fence::read_exit(&crate::fence::exit_record(job_dir, attempt))
+    let ended_at_ms = qm_fence::read_exit(&qm_fence::exit_record(job_dir, attempt))
         .map_or(ended_at_ms, |(at, _)| at.min(ended_at_ms));
     let body = serde_json::json!({"launchedAtMs": launched_at_ms, "endedAtMs": ended_at_ms});
     let path = run_record(job_dir, attempt);

@@ -11,6 +11,7 @@
 //! scheduling policies, service environments) is kept in the gateway's own
 //! buckets ([`store`]).
 
+mod api;
 mod arn;
 mod http;
 mod ops;

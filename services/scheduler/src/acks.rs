@@ -15,8 +15,8 @@ use std::sync::{Arc, RwLock};
 use futures::StreamExt;
 use qm_wire::system::{Heartbeat, HeartbeatAck};
 
-use crate::leader::Tenure;
 use crate::state::State;
+use crate::tenure::Tenure;
 
 /// What an acknowledgement says: the epoch, and each live executor's
 /// incarnation.

@@ -25,8 +25,8 @@ use qm_wire::subjects;
 use qm_wire::system::LogEntry;
 use tokio::time::Instant;
 
-use crate::runner::{log_error, parse_position, LeadError, AFTER_HEADER, POSITION_HEADER};
 use crate::state::{Cut, Logged, Position, Positions, Replay, State};
+use crate::stream::{log_error, parse_position, LeadError, AFTER_HEADER, POSITION_HEADER};
 
 /// How often a follower drops the events the leader has stored.
 const PRUNE_EVERY: Duration = Duration::from_secs(2);
@@ -173,7 +173,7 @@ impl Follower {
     /// A stored entry as a replay reads it (None: unreadable, skipped).
     fn logged(&mut self, msg: &async_nats::jetstream::Message) -> Option<Logged> {
         let info = msg.info().ok()?;
-        let (seq, at) = (info.stream_sequence, crate::runner::ms_of(&info));
+        let (seq, at) = (info.stream_sequence, crate::stream::ms_of(&info));
         let decision = msg.subject.as_str() == subjects::LOG_SCHED;
         if decision {
             self.sched_seq = self.sched_seq.max(seq);

@@ -11,6 +11,8 @@ mod observe;
 mod runner;
 mod snapshot;
 mod state;
+mod stream;
+mod tenure;
 mod upkeep;
 
 use qm_service::settings::{Key, Spec};

@@ -4,7 +4,8 @@ use qm_service::client::Client;
 use qm_wire::messages::{Caller, Empty};
 use qm_wire::system::QueueDocument;
 
-use super::{print_json, usage, Failure};
+use super::failure::{usage, Failure};
+use super::output::print_json;
 
 pub async fn whoami(c: &Client, json: bool) -> Result<(), Failure> {
     let me: Caller = c.who_am_i(&Empty {}).await?;

@@ -6,7 +6,8 @@ use qm_wire::subjects;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-use super::{print_json, rfc3339, table, usage, Failure};
+use super::failure::{usage, Failure};
+use super::output::{print_json, rfc3339, table};
 
 /// Milliseconds since the Unix epoch from `2026-12-03T09:00:00Z` (or an
 /// offset such as `+01:00`, fractions ignored) or a plain number of ms.

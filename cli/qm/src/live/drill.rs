@@ -8,7 +8,9 @@ use qm_wire::messages::{
     StartResumeDrillResponse,
 };
 
-use super::{print_json, submit_request, Failure, SubmitArgs};
+use super::failure::Failure;
+use super::output::print_json;
+use super::submit::{submit_request, SubmitArgs};
 
 /// `qm drill`'s flags: the job, as `qm submit` takes it, and the drill's.
 #[derive(Debug, Default, clap::Args)]
@@ -153,7 +155,7 @@ pub async fn drills(
         println!("no resume drills in {queue} (qm drill starts one)");
         return Ok(());
     }
-    let mut t = super::table(&["DRILL", "SHARE", "CLASS", "STATUS", "REASON"], &[]);
+    let mut t = super::output::table(&["DRILL", "SHARE", "CLASS", "STATUS", "REASON"], &[]);
     for d in &r.drills {
         t.add_row(vec![
             d.drill_id.to_string(),

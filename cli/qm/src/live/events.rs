@@ -4,7 +4,7 @@
 use qm_service::client::Client;
 use qm_wire::subjects;
 
-use super::{usage, Failure};
+use super::failure::{usage, Failure};
 
 /// What `qm events` reads: the queue, share and job (each optional), and
 /// where to start.
@@ -77,7 +77,7 @@ fn event_line(e: &qm_wire::messages::StoredEvent) -> String {
     let (at, text) = what.unwrap_or((0, "(unreadable event)".into()));
     format!(
         "{}  {}/{}  {}  {}  [{}]",
-        super::rfc3339(at),
+        super::output::rfc3339(at),
         e.job_queue,
         e.quota_share_name,
         e.job_id,
@@ -108,7 +108,7 @@ pub async fn events(c: &Client, args: EventsArgs, json: bool) -> Result<(), Fail
     let since = args
         .since
         .as_deref()
-        .map(|t| super::parse_time("--since", t))
+        .map(|t| super::audit::parse_time("--since", t))
         .transpose()?;
     let request = qm_wire::messages::ListEvents {
         job_queue: args.queue,

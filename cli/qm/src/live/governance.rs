@@ -3,7 +3,8 @@
 use qm_service::client::Client;
 use qm_wire::messages::{ByPrincipal, GetPolicyStabilityRecord, PolicyStabilityRecord, ShareWeek};
 
-use super::{print_json, Failure};
+use super::failure::Failure;
+use super::output::{field, print_json};
 
 fn by(list: &[ByPrincipal]) -> String {
     list.iter()
@@ -22,22 +23,6 @@ fn preemptions(w: &ShareWeek) -> String {
 
 fn total(list: &[ByPrincipal]) -> u32 {
     list.iter().map(|b| b.count).sum()
-}
-
-/// One CSV field, quoted when it must be (the `csv` crate's rule).
-pub(super) fn field(text: &str) -> String {
-    let mut w = csv::WriterBuilder::new()
-        .quote_style(csv::QuoteStyle::Necessary)
-        .terminator(csv::Terminator::Any(b'\n'))
-        .from_writer(Vec::new());
-    if w.write_record([text]).is_err() {
-        return text.to_string();
-    }
-    w.into_inner()
-        .ok()
-        .and_then(|b| String::from_utf8(b).ok())
-        .map(|line| line.trim_end_matches('\n').to_string())
-        .unwrap_or_else(|| text.to_string())
 }
 
 const COLUMNS: [&str; 13] = [

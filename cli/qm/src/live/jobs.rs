@@ -7,7 +7,8 @@ use qm_wire::messages::{
 };
 use qm_wire::system::LogsResponse;
 
-use super::{human_bytes, print_json, rfc3339, table, Failure};
+use super::failure::Failure;
+use super::output::{human_bytes, print_json, rfc3339, table};
 
 pub async fn describe(c: &Client, job_id: &str, json: bool) -> Result<(), Failure> {
     let j: ServiceJob = c

@@ -9,7 +9,8 @@ use qm_wire::subjects;
 use time::macros::format_description;
 use time::OffsetDateTime;
 
-use super::{human_bytes, print_json, table, usage, Failure};
+use super::failure::{usage, Failure};
+use super::output::{human_bytes, print_json, table};
 
 pub async fn snapshot(c: &Client, queue: &str, json: bool) -> Result<(), Failure> {
     let s = fetch_snapshot(c, queue).await?;

@@ -22,7 +22,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{usage, Credentials, Failure};
+use super::connect::Credentials;
+use super::failure::{usage, Failure};
 
 /// Where `qm` looks for NATS when nothing says otherwise.
 pub const DEFAULT_NATS: &str = "nats://127.0.0.1:4222";

@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 use qm_service::client::{CallError, Client};
 use qm_wire::messages::{ErrorCode, QueueRef, QuotaShare, ShareRef};
 
-use super::{print_json, Failure};
+use super::failure::Failure;
+use super::output::print_json;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum QueueCommand {

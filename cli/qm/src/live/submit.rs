@@ -6,7 +6,8 @@ use qm_wire::messages::{
     SubmitServiceJobResponse, TimeoutConfig,
 };
 
-use super::{print_json, usage, Failure};
+use super::failure::{usage, Failure};
+use super::output::print_json;
 
 /// `qm submit`'s flags (and the command after `--`).
 #[derive(Debug, Default, clap::Args)]
@@ -358,7 +359,7 @@ fn print_outlook(o: &JobOutlook, json: bool) {
                 println!("  behind: {}{more}", o.ahead.join(", "));
             }
             match (o.estimated_start, &o.estimate_note) {
-                (Some(ms), _) => println!("  expected to start: {}", super::rfc3339(ms)),
+                (Some(ms), _) => println!("  expected to start: {}", super::output::rfc3339(ms)),
                 (None, Some(note)) => println!("  expected to start: {note}"),
                 (None, None) => {}
             }

@@ -20,7 +20,8 @@ use qm_tenancy::Tenancy;
 use qm_wire::messages::ErrorCode;
 use qm_wire::subjects;
 
-use super::{print_json, rfc3339, table, usage, Failure};
+use super::failure::{usage, Failure};
+use super::output::{print_json, rfc3339, table};
 
 #[derive(clap::Subcommand, Debug)]
 pub enum TenancyCommand {

@@ -3,8 +3,8 @@
 use qm_service::client::Client;
 use qm_wire::messages::{BudgetBurnDown, GetUsage, UsageReport, UsageRow};
 
-use super::governance::field;
-use super::{print_json, Failure};
+use super::failure::Failure;
+use super::output::{field, print_json};
 
 /// One row per day or per week.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -125,7 +125,7 @@ pub async fn show_usage(
         print!("{}", render_budgets(&r.budgets));
         return Ok(());
     }
-    let mut t = super::table(
+    let mut t = super::output::table(
         &[
             "PERIOD",
             "SHARE",
@@ -210,14 +210,17 @@ pub fn render_budgets(budgets: &[BudgetBurnDown]) -> String {
             ));
         }
         if let Some(at) = b.exhausts_at {
-            when.push(format!("spent at {} at this rate", super::rfc3339(at)));
+            when.push(format!(
+                "spent at {} at this rate",
+                super::output::rfc3339(at)
+            ));
         } else if b.left_instance_hours <= 0.0 {
             when.push("spent: nothing borrows until it refills".into());
         }
         if let Some(at) = b.refills_at {
             when.push(format!(
                 "the next hour leaves the window at {}",
-                super::rfc3339(at)
+                super::output::rfc3339(at)
             ));
         }
         if !when.is_empty() {

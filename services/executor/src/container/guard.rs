@@ -14,7 +14,7 @@ use super::ENGINE_TIMEOUT_SECS;
 pub(super) fn spawn_guard(
     id: &str,
     docker_host: &str,
-    fence: &crate::fence::Terms,
+    fence: &qm_fence::Terms,
 ) -> std::io::Result<tokio::process::Child> {
     // /proc/self/exe: this binary even if an upgrade replaced its file.
     let mut cmd = tokio::process::Command::new("/proc/self/exe");
@@ -52,8 +52,8 @@ pub fn guard(args: &[String]) -> std::process::ExitCode {
         eprintln!("qm-executor guard: {parent:?} is not a process id");
         return std::process::ExitCode::from(2);
     };
-    let terms = match crate::fence::parse_flags(flags)
-        .and_then(|(flags, _)| crate::fence::Terms::from_flags(&flags))
+    let terms = match qm_fence::parse_flags(flags)
+        .and_then(|(flags, _)| qm_fence::Terms::from_flags(&flags))
     {
         Ok(t) => t,
         Err(e) => {
@@ -122,11 +122,11 @@ pub fn guard(args: &[String]) -> std::process::ExitCode {
                         Some(RemoveContainerOptionsBuilder::default().force(true).build()),
                     ));
                 }
-                crate::fence::record_exit(&terms.record, qm_service::now_ms(), true);
+                qm_fence::record_exit(&terms.record, qm_service::now_ms(), true);
             }
         }
         let _ = signals.pending().count();
-        std::thread::sleep(crate::fence::WATCH_EVERY);
+        std::thread::sleep(qm_fence::WATCH_EVERY);
     }
     runtime.block_on(async {
         let Ok(docker) = docker() else {

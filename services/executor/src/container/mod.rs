@@ -70,7 +70,7 @@ pub struct Engine {
 /// What an attempt's container is made of.
 pub struct ContainerSpec {
     /// What the container's guard enforces when the executor cannot.
-    pub fence: crate::fence::Terms,
+    pub fence: qm_fence::Terms,
     pub job_id: String,
     pub attempt: u32,
     pub image: String,

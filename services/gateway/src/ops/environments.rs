@@ -4,12 +4,12 @@ use qm_wire::messages::{self as wire, Caller};
 use qm_wire::subjects::Operation;
 use serde_json::{json, Value};
 
+use crate::api::AwsError;
 use crate::arn::Resource;
-use crate::http::AwsError;
 use crate::store::{self, EnvironmentRecord};
 use crate::Gateway;
 
-use super::{
+use super::requests::{
     check_tags, is_admin, page, page_size, state_ok, store_failed, Answer, DescribeEnvsIn, EnvIn,
     JOB_TYPE,
 };

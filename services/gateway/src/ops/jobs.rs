@@ -6,11 +6,11 @@ use qm_wire::messages::{
 use qm_wire::subjects::Operation;
 use serde_json::{json, Value};
 
-use crate::http::AwsError;
+use crate::api::AwsError;
 use crate::store::{self, JobRecord, QueueRecord};
 use crate::Gateway;
 
-use super::{
+use super::requests::{
     check_tags, is_admin, is_not_found, page_size, range, status_ok, store_failed, Answer, JobIdIn,
     ListJobsIn, ListToken, SubmitIn, TerminateManyIn, UpdateJobIn, JOB_TYPE, PAGE,
 };

@@ -3,12 +3,12 @@
 use qm_wire::messages::Caller;
 use serde_json::{json, Value};
 
+use crate::api::AwsError;
 use crate::arn::Resource;
-use crate::http::AwsError;
 use crate::store::{self, PolicyRecord};
 use crate::Gateway;
 
-use super::{check_tags, is_admin, store_failed, Answer, ArnsIn, PolicyIn};
+use super::requests::{check_tags, is_admin, store_failed, Answer, ArnsIn, PolicyIn};
 
 impl Gateway {
     fn policy_view(&self, name: &str, p: &PolicyRecord) -> Value {

@@ -6,12 +6,12 @@ use qm_wire::system::QueueDocument;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::api::AwsError;
 use crate::arn::Resource;
-use crate::http::AwsError;
 use crate::store::{self, EnvironmentRecord, PolicyRecord, QueueRecord};
 use crate::Gateway;
 
-use super::{
+use super::requests::{
     api_failed, check_tags, is_not_found, page, page_size, range, state_ok, store_failed, Answer,
     DeleteQueueIn, DescribeQueuesIn, JobQueueIn, JOB_TYPE,
 };

@@ -7,11 +7,13 @@ use qm_wire::subjects::Operation;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::http::AwsError;
+use crate::api::AwsError;
 use crate::store::{self, Tags, TagsRecord};
 use crate::Gateway;
 
-use super::{check_tags, page, page_size, state_ok, store_failed, Answer, QueueIn, ShareIn};
+use super::requests::{
+    check_tags, page, page_size, state_ok, store_failed, Answer, QueueIn, ShareIn,
+};
 
 impl Gateway {
     fn share_view(&self, queue: &str, s: &wire::QuotaShare, tags: Option<&Tags>) -> Value {

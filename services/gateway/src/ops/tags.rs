@@ -6,12 +6,12 @@ use qm_wire::subjects::Operation;
 use qm_wire::system::QueueDocument;
 use serde_json::{json, Value};
 
+use crate::api::{AwsError, Op};
 use crate::arn::Resource;
-use crate::http::{AwsError, Op};
 use crate::store::{self, Tags};
 use crate::Gateway;
 
-use super::{check_tags, input, is_admin, store_failed, Answer, Call, TagIn};
+use super::requests::{check_tags, input, is_admin, store_failed, Answer, Call, TagIn};
 
 impl Gateway {
     /// Tag, untag or list a resource's tags: reading them needs the right
@@ -128,7 +128,7 @@ impl Gateway {
                 Change::Add(t.tags)
             }
             _ => {
-                let keys = crate::http::query_values(c.query, "tagKeys");
+                let keys = crate::api::query_values(c.query, "tagKeys");
                 if keys.is_empty() {
                     return Err(self.bad("tagKeys: give at least one key".into()));
                 }

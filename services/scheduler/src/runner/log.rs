@@ -9,7 +9,8 @@ use qm_wire::system::{AttemptKey, ExecCommand, LogEntry};
 
 use crate::state::{Effect, Effects};
 
-use super::{ms_of, LeadError, Runner};
+use super::Runner;
+use crate::stream::{ms_of, LeadError, AFTER_HEADER, POSITION_HEADER};
 
 /// An event to store: subject, payload, headers (position and message id).
 pub(super) type Event = (String, bytes::Bytes, async_nats::HeaderMap);
@@ -141,11 +142,6 @@ pub(super) struct SentCommand {
     attempt: AttemptKey,
     start: bool,
 }
-
-/// Header of a decision: the last non-decision entry its leader had applied.
-pub(crate) const AFTER_HEADER: &str = "Qm-After";
-/// Header of an event: where in the applied order it was produced.
-pub(crate) use qm_wire::messages::{parse_position, POSITION_HEADER};
 
 impl Runner<'_> {
     /// Applies one entry that arrived live. False: another leader's

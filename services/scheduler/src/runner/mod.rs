@@ -46,46 +46,14 @@ mod log;
 mod read;
 mod writes;
 
-pub(crate) use log::{parse_position, AFTER_HEADER, POSITION_HEADER};
+use crate::stream::log_error;
+pub use crate::stream::LeadError;
 use log::{publish_events, Outbound, SentCommand};
 
 pub enum Outcome {
     Shutdown,
     LostLease,
     Failed(LeadError),
-}
-
-/// Why a leader stopped leading other than by shutdown or a lost lease; the
-/// caller steps down and campaigns again.
-#[derive(Debug, thiserror::Error)]
-pub enum LeadError {
-    /// The log stream could not be read or followed.
-    #[error("reading the log: {0}")]
-    Log(#[source] async_nats::Error),
-    /// The ordered consumer of the log stopped delivering.
-    #[error("the log consumer ended {0}")]
-    LogEnded(&'static str),
-    /// The events stream, read to find what was published last.
-    #[error("reading the events stream: {0}")]
-    Events(#[source] async_nats::Error),
-    /// No snapshot and log to start from (see `snapshot::LoadError`).
-    #[error("{0}")]
-    Snapshot(#[from] crate::snapshot::LoadError),
-    /// The log lost entries while it was being replayed (truncated by a
-    /// leader that had not yet noticed it was deposed).
-    #[error("the log skipped from entry {from} to {to} during the replay")]
-    Gap { from: u64, to: u64 },
-    /// Requests or heartbeats could not be subscribed to.
-    #[error("subscribing to {subject}: {source}")]
-    Subscribe {
-        subject: String,
-        #[source]
-        source: async_nats::SubscribeError,
-    },
-}
-
-pub(crate) fn log_error(e: impl Into<async_nats::Error>) -> LeadError {
-    LeadError::Log(e.into())
 }
 
 /// Most log entries applied before the loop runs a pass.
@@ -122,7 +90,7 @@ struct Runner<'a> {
     /// When each command was last sent (resent only after `resendSeconds`).
     sent: HashMap<SentCommand, Instant>,
     /// Until when the lease is surely this leader's.
-    tenure: crate::leader::Tenure,
+    tenure: crate::tenure::Tenure,
     /// Job and preemption events, in order, to the publisher task.
     events: tokio::sync::mpsc::UnboundedSender<Outbound>,
     /// Snapshots and the archive (see `upkeep.rs`).
@@ -144,18 +112,14 @@ struct Runner<'a> {
     positions: Positions,
 }
 
-pub(crate) fn ms_of(info: &async_nats::jetstream::message::Info<'_>) -> u64 {
-    (info.published.unix_timestamp_nanos() / 1_000_000).max(0) as u64
-}
-
 /// The lease this leader holds: its epoch, a signal that it was lost, and
-/// until when it is surely held (see `leader::Tenure`).
+/// until when it is surely held (see `tenure::Tenure`).
 pub struct Lease {
     pub epoch: u64,
     /// Where the leader reports its role (readiness, metrics).
     pub role: std::sync::Arc<crate::observe::Role>,
     pub lost: tokio::sync::watch::Receiver<bool>,
-    pub tenure: crate::leader::Tenure,
+    pub tenure: crate::tenure::Tenure,
 }
 
 pub async fn run(

@@ -16,6 +16,9 @@ use qm_wire::system::{
 use tokio::sync::{mpsc, watch};
 use tracing::Instrument;
 
+mod attempts;
+mod launch;
+
 use crate::outbox::{fnv1a, report_id, Outbox};
 use crate::settings::Settings;
 
@@ -81,7 +84,7 @@ pub struct Executor {
     /// The same deadline as `contact` gives, in the file every attempt's
     /// watcher reads (`fence.rs`): it holds when this executor's own loop
     /// does not run.
-    pub(crate) fence: crate::fence::Fence,
+    pub(crate) fence: qm_fence::Fence,
 }
 
 impl Executor {
@@ -248,7 +251,7 @@ impl Executor {
                 continue;
             };
             let sent = tokio::time::Instant::now();
-            let sent_boot = crate::fence::boot_now_ns();
+            let sent_boot = qm_fence::boot_now_ns();
             let request = self.client.request(subject.clone(), body.into());
             let answered = tokio::time::timeout(Duration::from_secs(2), request).await;
             crate::observe::METRICS

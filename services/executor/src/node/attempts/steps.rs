@@ -139,7 +139,7 @@ impl Executor {
     /// the deadline in time: it was frozen or stuck): the end is a lost
     /// host's.
     pub(super) fn watcher_fenced(&self, job_dir: &Path, job_id: &str, attempt: u32) -> bool {
-        let watcher_fenced = crate::fence::read_exit(&crate::fence::exit_record(job_dir, attempt))
+        let watcher_fenced = qm_fence::read_exit(&qm_fence::exit_record(job_dir, attempt))
             .is_some_and(|(_, fenced)| fenced);
         if watcher_fenced {
             tracing::warn!(job = %job_id, attempt, "the attempt's watcher fenced it");
