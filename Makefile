@@ -35,9 +35,12 @@ test-phases:
 docs:
 	docs/build.sh
 
+## lint: formatting, clippy (functions over 150 lines refused, clippy.toml),
+## and no source file over 800 lines outside tests
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
+	tools/check-file-sizes.sh
 
 # The scheduling core, the wire types and the simulator must not depend on
 # an async runtime, NATS, the AWS SDK, OpenTelemetry or any I/O crate: the

@@ -116,13 +116,6 @@ pub fn secret(key: &str) -> bool {
 /// not listed here fails its service's test ([`Spec::undescribed`]).
 pub const SECRETS: &[&str] = &["natsPassword", "s3SecretAccessKey"];
 
-/// Whether `key`'s name suggests it holds a secret's value.
-pub(crate) fn looks_secret(key: &str) -> bool {
-    let lower = key.to_ascii_lowercase();
-    (lower.contains("password") || lower.contains("secret") || lower.ends_with("token"))
-        && !lower.ends_with("file")
-}
-
 /// A key's flag: `partSizeMiB` is `--part-size-mib`.
 pub fn flag(key: &str) -> String {
     screaming(key).to_ascii_lowercase().replace('_', "-")

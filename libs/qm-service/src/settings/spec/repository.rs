@@ -12,7 +12,14 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::super::{defaults, parse, read_file, screaming, variables};
-use super::{flag, looks_secret, secret, shown, Spec, NATS_KEYS, OBSERVE_KEYS};
+use super::{flag, secret, shown, Spec, NATS_KEYS, OBSERVE_KEYS};
+
+/// Whether `key`'s name suggests it holds a secret's value.
+fn looks_secret(key: &str) -> bool {
+    let lower = key.to_ascii_lowercase();
+    (lower.contains("password") || lower.contains("secret") || lower.ends_with("token"))
+        && !lower.ends_with("file")
+}
 
 /// A key's flag in a reference table; a secret has none.
 fn flag_cell(key: &str) -> String {
