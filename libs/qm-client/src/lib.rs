@@ -45,13 +45,13 @@
 
 pub mod client;
 pub mod connect;
-pub mod events;
-pub mod ops;
 pub mod retry;
 pub mod schema;
 pub mod trace;
 pub mod violations;
 
+// The client's methods live under `client/`; these paths stay.
+pub use client::{events, ops};
 pub use client::{CallError, Client};
 pub use connect::{Connect, ConnectError};
 pub use events::{retryable, Events};

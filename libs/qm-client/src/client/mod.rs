@@ -2,6 +2,9 @@
 
 use std::time::Duration;
 
+pub mod events;
+pub mod ops;
+
 use qm_wire::messages::{ApiError, ErrorCode, Reply};
 use qm_wire::subjects::Operation;
 use serde::de::DeserializeOwned;
