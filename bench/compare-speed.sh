@@ -5,6 +5,11 @@
 # HEAD) in a worktree and at the working tree, run alternately
 # (base, change, base, change, ...; QM_ROUNDS rounds, default 2) on this
 # machine, then each measure's median per side and the ratio change/base.
+# Wall times on a shared machine move by more than the 5% a refactoring
+# must stay within, so it also counts the instructions (valgrind's
+# callgrind, when installed) the simulation of QM_CALLGRIND_JOBS jobs
+# (default 20,000) executes on each side: the same work gives the same
+# count, whatever else the machine does.
 #
 #   bench/compare-speed.sh [BASE]        QM_ROUNDS=3 for more rounds
 set -euo pipefail
@@ -38,6 +43,17 @@ for round in $(seq "$rounds"); do
       awk -v s="$side" '/^  full:/ { print s, "simulate/1m_jobs_wall_ns", $5 * 1e9 }' >>"$work/results"
   done
 done
+# Instructions executed: deterministic, so one run per side.
+if command -v valgrind >/dev/null; then
+  for side in base change; do
+    echo "== $side: instructions of the simulation (callgrind)" >&2
+    exe=$(ls -t "$cache/compare-target-$side"/release/deps/simulate-* | grep -v '\.d$' | head -1)
+    QM_BENCH_JOBS=${QM_CALLGRIND_JOBS:-20000} valgrind --tool=callgrind \
+      --callgrind-out-file="$work/callgrind.$side" "$exe" >/dev/null 2>"$work/callgrind.$side.log"
+    ir=$(awk '/^summary:/ { print $2 }' "$work/callgrind.$side")
+    echo "$side simulate/instructions_${QM_CALLGRIND_JOBS:-20000}_jobs $ir" >>"$work/results"
+  done
+fi
 python3 - "$work/results" <<'PY'
 import statistics, sys
 runs = {}
@@ -48,5 +64,6 @@ print(f"{'measure':44} {'base':>14} {'change':>14} {'change/base':>12}")
 for name, sides in sorted(runs.items()):
     b, c = statistics.median(sides.get("base", [0])), statistics.median(sides.get("change", [0]))
     ratio = c / b if b else float("nan")
-    print(f"{name:44} {b:>12.0f}ns {c:>12.0f}ns {ratio:>12.3f}")
+    unit = "" if "instructions" in name else "ns"
+    print(f"{name:44} {b:>12.0f}{unit:2} {c:>12.0f}{unit:2} {ratio:>12.3f}")
 PY

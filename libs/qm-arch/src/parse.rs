@@ -329,7 +329,10 @@ pub fn paths(module: &str, text: &str, known: &BTreeSet<String>) -> Vec<(Vec<Str
     for start in starts.iter().chain(&children) {
         for (pos, _) in text.match_indices(start.as_str()) {
             let before = text[..pos].chars().next_back();
-            if in_use[pos] || before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+            // `$crate::…` is a macro's path, resolved where the macro expands.
+            if in_use[pos]
+                || before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':' || c == '$')
+            {
                 continue;
             }
             let tail: String = text[pos..]

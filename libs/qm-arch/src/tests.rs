@@ -139,7 +139,7 @@ fn test_modules_and_literals_are_not_imports_and_reexports_lead_to_their_origin(
             ("ids/in_a_file.rs", "use crate::pass::z;\n"),
             ("cluster/mod.rs", "mod state;\npub use state::{Cluster as C};\n"),
             ("cluster/state.rs", "pub struct Cluster;\n"),
-            ("pass.rs", "use crate::cluster::C;\nfn f() { let _ = r#\"x \"crate::ids\" y\"#; let _ = '\\''; let _ = \"crate::ids\"; }\nfn g<'a>(x: &'a str) -> &'a str { x }\n"),
+            ("pass.rs", "use crate::cluster::C;\nfn f() { let _ = r#\"x \"crate::ids\" y\"#; let _ = '\\''; let _ = \"crate::ids\"; }\nfn g<'a>(x: &'a str) -> &'a str { x }\nmacro_rules! m { () => { $crate::ids::JobId }; }\n"),
         ],
     );
     let modules = modules(&src);
@@ -147,7 +147,7 @@ fn test_modules_and_literals_are_not_imports_and_reexports_lead_to_their_origin(
     assert_eq!(
         pass.imports.keys().collect::<Vec<_>>(),
         vec!["cluster::state"],
-        "through the re-export; nothing from the strings or the character"
+        "through the re-export; nothing from the strings, the character or a macro's $crate path"
     );
     let ids = modules.iter().find(|m| m.path == "ids").expect("ids");
     assert!(ids.imports.is_empty(), "{:?}", ids.imports);
