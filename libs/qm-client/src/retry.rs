@@ -1,6 +1,7 @@
 //! Retrying with backoff, one schedule for the whole system (the `backon`
 //! crate): exponential from a first delay, doubling, capped at 5 s, with
-//! jitter so that services restarted together do not retry in step. The
+//! jitter (up to as much again) so that services restarted together do not
+//! retry in step. The
 //! client's own retries (connecting, submitting, following events) and the
 //! services' (`qm_service::retry` is this module) use it.
 
@@ -8,7 +9,8 @@ use std::time::Duration;
 
 use backon::ExponentialBuilder;
 
-/// Longest wait between two tries.
+/// Longest wait between two tries before jitter (which adds up to as much
+/// again, so a wait is at most twice this).
 pub const MAX_DELAY: Duration = Duration::from_secs(5);
 
 /// Retries until it succeeds: first after `first`, then doubling up to

@@ -1,6 +1,7 @@
-//! Queue and quota-share configuration, and its validation.
+//! Queue and quota-share configuration (its validation is
+//! [`crate::validate`]).
 //!
-//! A change is validated whole: [`validate_queue`] returns every problem it
+//! A change is validated whole: [`crate::validate::validate_queue`] returns every problem it
 //! finds, each naming the field (in the API's camelCase path form) and what is
 //! wrong, so a user fixes a configuration in one round trip.
 

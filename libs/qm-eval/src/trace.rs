@@ -54,14 +54,17 @@ fn number(field: &str, v: &str) -> Result<f64, String> {
     Ok(x)
 }
 
-/// The records of a CSV text (the `csv` crate: quoted fields, any number
-/// of fields a line) with the line each starts on; blank lines are left
-/// out. A line the reader cannot read at all is one field holding the
-/// reader's error, so the caller names it as a bad line.
+/// The records of a CSV text with the line each is on (the `csv` crate,
+/// reading fields as the traces write them: split at commas, no quoting,
+/// so a stray quote cannot join lines). Lines that hold nothing but
+/// spaces are left out; every other line is a record, so a malformed one
+/// is named, never dropped. A line the reader cannot read at all is one
+/// field holding the reader's error.
 fn records(text: &str) -> impl Iterator<Item = (usize, Vec<String>)> + '_ {
     let reader = csv::ReaderBuilder::new()
         .has_headers(false)
         .flexible(true)
+        .quoting(false)
         .from_reader(text.as_bytes());
     // A record's position is where the reader began reading it, before
     // the blank lines it skipped: its line is the first that is not blank.
@@ -83,7 +86,7 @@ fn records(text: &str) -> impl Iterator<Item = (usize, Vec<String>)> + '_ {
             ),
             Err(e) => (line_at(e.position()), vec![e.to_string()]),
         };
-        let blank = fields.iter().all(|f| f.trim().is_empty());
+        let blank = fields.len() == 1 && fields[0].trim().is_empty();
         (!blank).then_some((line, fields))
     })
 }
@@ -102,16 +105,21 @@ pub fn read_itp(
     let mut bad = Vec::new();
     let mut lines = records(text);
     match lines.next() {
-        Some((_, h)) if h.join(",").trim() == ITP_HEADER => {}
-        Some((_, h)) => {
+        Some((1, h)) if h.join(",").trim() == ITP_HEADER => {}
+        Some((line, h)) => {
+            // The header is the first line, whatever it holds.
+            let header = if line == 1 {
+                h.join(",")
+            } else {
+                String::new()
+            };
             return Err(BadLine {
                 file: file.into(),
                 line: 1,
                 message: format!(
-                    "the header is {:?}, not {ITP_HEADER:?} (an ITP-2021 cluster file)",
-                    h.join(",")
+                    "the header is {header:?}, not {ITP_HEADER:?} (an ITP-2021 cluster file)"
                 ),
-            })
+            });
         }
         None => {
             return Err(BadLine {
@@ -265,5 +273,33 @@ mod tests {
         assert_eq!(q, [("vcA".to_string(), 12.0), ("vcC".to_string(), 4.0)]);
         let e = read_quota("q.csv", "date,vcA,total\n2020-04-01,x,1\n").expect_err("bad");
         assert_eq!(e.line, 2);
+    }
+
+    #[test]
+    fn a_line_of_empty_fields_or_a_stray_quote_is_named_not_dropped_or_joined() {
+        let text = "job_id,submission_time,duration,num_gpu\n\
+                    ,,,\n\
+                    \"a,10,100,1\n\
+                    b,20,100,1\n";
+        let (jobs, bad) = read_itp("x.csv", text, OnBadLine::Skip).expect("read");
+        assert_eq!(
+            jobs.len(),
+            2,
+            "the quote is part of a's id, b is its own line"
+        );
+        assert_eq!(jobs[0].job_id, "\"a");
+        assert_eq!(bad.len(), 1);
+        assert_eq!((bad[0].line, bad[0].message.as_str()), (2, "no job_id"));
+        let late = read_itp(
+            "x.csv",
+            "\njob_id,submission_time,duration,num_gpu\n",
+            OnBadLine::Skip,
+        )
+        .expect_err("the header is the first line");
+        assert!(
+            late.message.starts_with("the header is \"\""),
+            "{}",
+            late.message
+        );
     }
 }

@@ -14,8 +14,12 @@ const EPOCH: Date = match Date::from_ordinal_date(1970, 1) {
 
 /// `YYYY-MM-DD` of the day holding `ms` (ms since the Unix epoch).
 pub fn utc_date(ms: u64) -> String {
-    let day = EPOCH.to_julian_day() + i32::try_from(ms / DAY_MS).unwrap_or(i32::MAX / 2);
-    let date = Date::from_julian_day(day).unwrap_or(Date::MAX);
+    // Past the calendar's last day (9999-12-31), that day.
+    let date = i32::try_from(ms / DAY_MS)
+        .ok()
+        .and_then(|days| EPOCH.to_julian_day().checked_add(days))
+        .and_then(|day| Date::from_julian_day(day).ok())
+        .unwrap_or(Date::MAX);
     format!(
         "{:04}-{:02}-{:02}",
         date.year(),
@@ -32,7 +36,8 @@ pub fn day_of_utc_date(text: &str) -> Result<u32, String> {
     let [y, m, d] = parts[..] else {
         return Err(wrong());
     };
-    if y.len() != 4 || m.len() != 2 || d.len() != 2 {
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if y.len() != 4 || m.len() != 2 || d.len() != 2 || !digits(y) || !digits(m) || !digits(d) {
         return Err(wrong());
     }
     let (Ok(y), Ok(m), Ok(d)) = (y.parse::<i32>(), m.parse::<u8>(), d.parse::<u8>()) else {
@@ -66,12 +71,18 @@ mod tests {
             assert_eq!(day_of_utc_date(&text), Ok(day), "{text}");
         }
         assert_eq!(day_of_utc_date("2024-02-29"), Ok(19_782));
+        assert_eq!(
+            utc_date(u64::MAX),
+            "9999-12-31",
+            "past the calendar: its last day"
+        );
         for bad in [
             "2023-02-29",
             "2026-13-01",
             "2026-1-01",
             "yesterday",
             "1969-12-31",
+            "2024-+2-+9",
             "",
         ] {
             let e = day_of_utc_date(bad).expect_err(bad);

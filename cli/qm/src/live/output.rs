@@ -58,6 +58,11 @@ pub(super) fn print_json<T: serde::Serialize>(v: &T) {
 
 /// One CSV field, quoted when it must be (the `csv` crate's rule).
 pub(super) fn field(text: &str) -> String {
+    if text.is_empty() {
+        // An empty cell of a row: nothing to quote (the crate quotes a
+        // record of one empty field, which would be a blank line).
+        return String::new();
+    }
     let mut w = csv::WriterBuilder::new()
         .quote_style(csv::QuoteStyle::Necessary)
         .terminator(csv::Terminator::Any(b'\n'))
