@@ -1,5 +1,7 @@
 //! `qm`, Quartermaster's command line. This binary only parses arguments and
 //! wires them to the libraries; all behaviour lives in the crates it calls.
+//! The commands that talk to a running system are `live/`, a file per group
+//! over `live/{failure,output,connect}.rs`; layers: `tests/layers.rs`.
 
 mod live;
 mod whatif;

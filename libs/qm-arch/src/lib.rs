@@ -1,7 +1,6 @@
 //! The workspace's architecture rule, checked by a `layers` test in each
-//! crate that names its layers (today `qm-core`; the services and `qm`
-//! are next): **imports run down the layers, never up, and never in a
-//! circle.**
+//! crate that names its layers (`qm-core`, each service, `qm`): **imports
+//! run down the layers, never up, and never in a circle.**
 //!
 //! A crate names its layers bottom first, each a list of module paths
 //! ([`Layers`]); a file belongs to the layer of the longest path that holds

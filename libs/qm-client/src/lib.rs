@@ -5,6 +5,11 @@
 //! operation, named after it), and follow the stored events of your
 //! shares from a cursor you keep. `qm` itself is built on this crate.
 //!
+//! The client's methods live under [`client`] (the typed operations,
+//! `client/ops.rs`, made from `qm_wire`'s table of operations; following
+//! events, `client/events.rs`); every retry, here and in the services,
+//! follows one schedule ([`retry`]).
+//!
 //! ```no_run
 //! use qm_client::types::{ListEvents, SubmitServiceJob};
 //!

@@ -2,7 +2,11 @@
 //! configuration from file and environment ([`settings`]), NATS connection and
 //! the JetStream streams and buckets ([`nats`]), request decoding and replies
 //! ([`api`]), trace context in message headers ([`trace`]), HTTP serving
-//! ([`http`]) and the typed API client `qm` and the tests use ([`client`]).
+//! ([`http`], with the listener settings the console and the gateway share)
+//! and the typed API client `qm` and the tests use ([`client`]), with its
+//! one retry schedule ([`retry`]). The settings' checks of the repository
+//! (docs and deploy files) are compiled for tests only (the
+//! `repository-checks` feature).
 //! Wire <-> core conversion lives in `qm_wire::to_core`, which the simulator
 //! uses too.
 

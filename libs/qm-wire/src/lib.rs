@@ -6,6 +6,12 @@
 //! Compatibility: within `v1` only optional fields are added; golden JSON
 //! fixtures (`tests/fixtures/`) prove old messages keep decoding. Trace
 //! context travels in NATS headers (`traceparent`), not in bodies.
+//!
+//! The API's operations are listed once, with their request and reply
+//! types ([`operations`]: `Operation`, its names, and `qm-client`'s methods
+//! and schemas are made from that table); a quota share update means one
+//! thing everywhere ([`updates`]: the one merge admission, the simulator and
+//! the dry runs call).
 
 pub mod dates;
 pub mod messages;

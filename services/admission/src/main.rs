@@ -9,6 +9,18 @@
 //! principal publish there. Every request is checked against the tenancy
 //! file before anything is stored, and every accepted write is recorded in
 //! the log with its principal (`qm audit`).
+//!
+//! | file | what |
+//! |---|---|
+//! | `main.rs` | start-up, and `Admission`, whose methods the files below hold |
+//! | `handlers.rs` | who asked, and the dispatch: one line per operation |
+//! | `queue_ops.rs`, `queues.rs` | queue and share changes (validated whole, compare-and-set) and reads |
+//! | `jobs.rs`, `drills.rs` | submits, executors' registration, relays to the scheduler |
+//! | `relays.rs` | the reads the scheduler answers, checked here first |
+//! | `tenancy.rs`, `audit.rs`, `events.rs` | the stored tenancy, the audit log, the events stream |
+//! | `errors.rs`, `ids.rs`, `settings.rs` | what every handler shares |
+//!
+//! Layers: `tests/layers.rs` (services/README.md).
 
 mod audit;
 mod drills;

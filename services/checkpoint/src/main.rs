@@ -19,7 +19,7 @@
 //! are accepted, and only when no part of the path is a symbolic link, so a
 //! request (or a job that swapped its directory for a link) cannot make the
 //! service read or write anywhere else. Files inside that are links are
-//! never uploaded.
+//! never uploaded. Layers: `tests/layers.rs` (services/README.md).
 
 mod observe;
 mod service;

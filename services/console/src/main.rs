@@ -7,6 +7,7 @@
 //! believes only from a console principal and only for people). Pages are
 //! rendered on the server; the one script and the one style sheet are
 //! embedded; an open page follows the events stream through a long poll.
+//! Layers: `tests/layers.rs` (services/README.md).
 
 mod http;
 mod live;

@@ -12,9 +12,8 @@
 //! |---|---|
 //! | `main.rs` | start-up: settings, connection, the command loop |
 //! | `settings.rs` | settings and their checks |
-//! | `node.rs` | registration, heartbeats, lease epoch, reports, drain |
-//! | `attempts.rs` | start and stop commands, running a process, logs |
-//! | `runtime.rs` | one launch interface over the two runtimes |
+//! | `node/` | the `Executor`: registration, heartbeats, lease epoch, reports, drain; its attempts (`attempts.rs`: start and stop commands, running an attempt, logs) and launches (`launch.rs`) |
+//! | `runtime.rs` | what the two runtimes share: the launched attempt, signals, the container's environment |
 //! | `process.rs` | the `process` runtime: spawning and signalling a process |
 //! | `container/` | the `container` runtime: images through the Docker Engine API, guards, reconciling |
 //! | `sagemaker.rs` | the `/opt/ml` contract and what ranks need to find each other |
@@ -23,7 +22,8 @@
 //!
 //! The fence deadline every attempt's watcher enforces is `qm-fence`
 //! (`fence` here); a host process's parent and watchdog is the small
-//! `qm-supervise` binary (`services/supervise`).
+//! `qm-supervise` binary (`services/supervise`). Layers: `tests/layers.rs`
+//! (services/README.md).
 
 mod container;
 mod error;

@@ -10,6 +10,16 @@
 //! here: what AWS Batch has and Quartermaster's API does not (tags,
 //! scheduling policies, service environments) is kept in the gateway's own
 //! buckets ([`store`]).
+//!
+//! | file | what |
+//! |---|---|
+//! | `api.rs` | AWS Batch's operations (each name once), routes, errors |
+//! | `http.rs` | the connection loop and every request's checks |
+//! | `ops/` | each operation made on NATS; `ops/requests.rs` their inputs and shared checks |
+//! | `payload.rs` | SageMaker's `CreateTrainingJob` payload read into a job |
+//! | `arn.rs`, `store.rs`, `settings.rs` | ARNs, the gateway's buckets, settings |
+//!
+//! Layers: `tests/layers.rs` (services/README.md).
 
 mod api;
 mod arn;

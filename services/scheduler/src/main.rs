@@ -2,6 +2,17 @@
 //! stream, runs the scheduling core on every event and at least once a
 //! second, and sends start/stop commands to executors. One leader at a time
 //! (see `leader.rs`); others stand by. See `docs/adr/0004-services.md`.
+//!
+//! | file | what |
+//! |---|---|
+//! | `state/` | the state: every queue's core, positions, views, usage, governance |
+//! | `snapshot.rs`, `archive.rs` | snapshots of the state, archived jobs |
+//! | `stream.rs`, `acks.rs` | the log's headers and errors, heartbeat acknowledgements |
+//! | `follow.rs`, `runner/`, `upkeep.rs` | following the log as a standby, leading it, upkeep |
+//! | `leader.rs`, `tenure.rs` | the lease, and until when this process surely holds it |
+//! | `observe.rs` | metrics and readiness |
+//!
+//! Layers, bottom first, in the same order: `tests/layers.rs`.
 
 mod acks;
 mod archive;
