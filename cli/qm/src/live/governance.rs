@@ -4,7 +4,7 @@ use qm_service::client::Client;
 use qm_wire::messages::{ByPrincipal, GetPolicyStabilityRecord, PolicyStabilityRecord, ShareWeek};
 
 use super::failure::Failure;
-use super::output::{field, print_json};
+use super::output::{csv_line, print_json};
 
 fn by(list: &[ByPrincipal]) -> String {
     list.iter()
@@ -87,8 +87,7 @@ pub async fn governance(
     if csv {
         println!("{}", COLUMNS.join(","));
         for w in &r.weeks {
-            let cells: Vec<String> = row(w).iter().map(|c| field(c)).collect();
-            println!("{}", cells.join(","));
+            println!("{}", csv_line(&row(w)));
         }
         return Ok(());
     }
@@ -140,9 +139,14 @@ mod tests {
 
     #[test]
     fn csv_fields_are_quoted_only_when_they_must_be() {
-        assert_eq!(field("alice:2"), "alice:2");
-        assert_eq!(field("a,b"), "\"a,b\"");
-        assert_eq!(field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(csv_line(&["alice:2"]), "alice:2");
+        assert_eq!(csv_line(&["a,b"]), "\"a,b\"");
+        assert_eq!(csv_line(&["say \"hi\""]), "\"say \"\"hi\"\"\"");
+        assert_eq!(
+            csv_line(&["a", "", "b,c"]),
+            "a,,\"b,c\"",
+            "an empty cell stays empty"
+        );
         let w = ShareWeek {
             week: "2026-11-30".into(),
             quota_share_name: "QS1".into(),

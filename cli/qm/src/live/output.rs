@@ -56,25 +56,20 @@ pub(super) fn print_json<T: serde::Serialize>(v: &T) {
     }
 }
 
-/// One CSV field, quoted when it must be (the `csv` crate's rule).
-pub(super) fn field(text: &str) -> String {
-    if text.is_empty() {
-        // An empty cell of a row: nothing to quote (the crate quotes a
-        // record of one empty field, which would be a blank line).
-        return String::new();
-    }
+/// One CSV line of `cells`, each quoted only when it must be (the `csv`
+/// crate's rule; an empty cell stays empty), without its line end.
+pub(super) fn csv_line<S: AsRef<str>>(cells: &[S]) -> String {
     let mut w = csv::WriterBuilder::new()
         .quote_style(csv::QuoteStyle::Necessary)
         .terminator(csv::Terminator::Any(b'\n'))
         .from_writer(Vec::new());
-    if w.write_record([text]).is_err() {
-        return text.to_string();
+    let written = w.write_record(cells.iter().map(AsRef::as_ref)).is_ok();
+    let bytes = w.into_inner().ok().filter(|_| written).unwrap_or_default();
+    let mut line = String::from_utf8(bytes).unwrap_or_default();
+    if line.ends_with('\n') {
+        line.pop();
     }
-    w.into_inner()
-        .ok()
-        .and_then(|b| String::from_utf8(b).ok())
-        .map(|line| line.trim_end_matches('\n').to_string())
-        .unwrap_or_else(|| text.to_string())
+    line
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@ use qm_service::client::Client;
 use qm_wire::messages::{BudgetBurnDown, GetUsage, UsageReport, UsageRow};
 
 use super::failure::Failure;
-use super::output::{field, print_json};
+use super::output::{csv_line, print_json};
 
 /// One row per day or per week.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -109,8 +109,7 @@ pub async fn show_usage(
     if csv {
         println!("{}", COLUMNS.join(","));
         for row in &r.rows {
-            let cells: Vec<String> = csv_row(row).iter().map(|c| field(c)).collect();
-            println!("{}", cells.join(","));
+            println!("{}", csv_line(&csv_row(row)));
         }
         return Ok(());
     }
